@@ -1,0 +1,284 @@
+// Package ledger defines the send ledger: one row per logical message,
+// keyed by its idempotency key (package sendkey), that makes a send
+// effectively exactly-once.
+//
+// A worker claims the key with one conditional write before it calls the
+// provider, and records the outcome with a second conditional write that
+// holds only while it still owns the claim. A duplicate delivery costs one
+// failed conditional write and no read: the failed write returns the row it
+// collided with.
+//
+// # States
+//
+//	Claim (no live row)
+//	       │
+//	       ▼
+//	┌─► PENDING ── Release ──► PENDING (lease over, Released)
+//	│      │                        │
+//	│      │                        └─► TakeOver ─► PENDING (next attempt)
+//	│      ├── Mark ──► SENT        (final)
+//	│      ├── Mark ──► FAILED      (final)
+//	│      ├── Mark ──► ABANDONED   (final; by reconciler policy)
+//	│      └── Mark ──► UNCERTAIN   (the provider may have it)
+//	│                        │
+//	└──── TakeOver ◄─────────┴── or a stale PENDING (lease passed:
+//	      (fenced on the          its worker died mid-send)
+//	       old ClaimID)
+//
+// PENDING and UNCERTAIN rows "need attention": only they carry the sparse,
+// sharded attention index that the reconciler reads. Final rows keep the
+// outcome, the provider's message id, the reason, timestamps and the attempt
+// count, but neither the rendered message nor the raw address.
+//
+// # Fencing
+//
+// Every claim carries a fresh ClaimID (the fencing token). A takeover is
+// conditional on the previous ClaimID, and every transition out of PENDING
+// (Mark, Release) is conditional on state PENDING and the caller's ClaimID.
+// A worker whose claim was taken over gets ErrFencingLost from Mark: if it
+// had already sent, that is a possible duplicate, and the caller counts it
+// (metric FencingLost); it never overwrites the newer claim's row.
+//
+// # Expiry
+//
+// Every row carries an expiry (ExpiresAt, the table's TTL attribute). A row
+// whose expiry has passed is treated as absent by every condition, because
+// DynamoDB deletes expired items late (up to days).
+//
+// # Delivery status
+//
+// Provider callbacks (package webhook) record a delivery status with a rank;
+// a status is only written over one of lower rank, so late and duplicate
+// callbacks never move it backwards. Delivery attributes are independent of
+// the send state: a callback that arrives before the sender recorded SENT is
+// kept, and Mark never touches it.
+package ledger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// State is where a row is in the state machine of the package doc.
+type State string
+
+// The states.
+const (
+	// StatePending: claimed; the owner may be calling the provider now.
+	StatePending State = "PENDING"
+	// StateSent: the provider accepted the message. Final.
+	StateSent State = "SENT"
+	// StateFailed: the provider, or validation, rejected the message for
+	// good. Final.
+	StateFailed State = "FAILED"
+	// StateUncertain: the provider call ended ambiguously (a timeout after
+	// the request was written); the message may have gone out. The
+	// reconciler resolves it.
+	StateUncertain State = "UNCERTAIN"
+	// StateAbandoned: the reconciler gave up by policy (class policy or the
+	// attempt limit) without knowing whether the message went out. Final.
+	StateAbandoned State = "ABANDONED"
+)
+
+// Final reports whether s is a final state: no transition leaves it.
+func (s State) Final() bool {
+	return s == StateSent || s == StateFailed || s == StateAbandoned
+}
+
+// NeedsAttention reports whether rows in state s are in the attention index.
+func (s State) NeedsAttention() bool {
+	return s == StatePending || s == StateUncertain
+}
+
+// Entry is what a claim writes: what identifies the message and everything
+// a later resend needs without the original request.
+type Entry struct {
+	Key         string
+	Tenant      string
+	Channel     string
+	Class       string
+	Provider    string
+	Template    string
+	RecipientID string
+	// Address is the raw phone number, email address or push target. It is
+	// kept only while the row is not final.
+	Address string
+	// Subject and Body are the rendered message. Kept only while the row is
+	// not final.
+	Subject string
+	Body    string
+}
+
+// Record is one ledger row as stored.
+type Record struct {
+	Entry
+	State State
+	// ClaimID is the fencing token of the latest claim.
+	ClaimID string
+	// Attempts counts claims: 1 after the first claim, +1 per takeover.
+	Attempts int
+	// Released is true when the latest claim was released before its
+	// provider call could have sent anything, so a takeover may send
+	// without first asking the provider.
+	Released   bool
+	LeaseUntil time.Time
+	// AttemptedAt is when the latest claim was taken.
+	AttemptedAt       time.Time
+	CreatedAt         time.Time
+	UpdatedAt         time.Time
+	ExpiresAt         time.Time
+	ProviderMessageID string
+	// Reason explains FAILED, UNCERTAIN, ABANDONED and the latest release.
+	Reason         string
+	DeliveryStatus string
+	DeliveryRank   int
+	DeliveryAt     time.Time
+}
+
+// Stale reports whether r is PENDING and its lease has passed at now.
+func (r Record) Stale(now time.Time) bool {
+	return r.State == StatePending && !now.Before(r.LeaseUntil)
+}
+
+// Claim is a held claim on a key: the fencing token every later transition
+// presents.
+type Claim struct {
+	Key        string
+	ClaimID    string
+	Attempt    int
+	LeaseUntil time.Time
+	// AttemptedAt is when this claim was taken.
+	AttemptedAt time.Time
+}
+
+// Outcome is what Mark records.
+type Outcome struct {
+	// State is StateSent, StateFailed, StateUncertain or StateAbandoned.
+	State State
+	// ProviderMessageID is the provider's id of the message, if known.
+	ProviderMessageID string
+	// Reason explains a FAILED, UNCERTAIN or ABANDONED outcome.
+	Reason string
+}
+
+// Delivery is a delivery status reported by a provider callback.
+type Delivery struct {
+	// Status is the provider-neutral status ("sent", "delivered",
+	// "undelivered", "failed", "bounced", ...).
+	Status string
+	// Rank orders statuses of one channel: a status is applied only over a
+	// lower rank. Ranks start at 1.
+	Rank int
+	// At is when the provider saw the status.
+	At time.Time
+	// ProviderMessageID, if set, is recorded when the row has none yet.
+	ProviderMessageID string
+}
+
+// AttentionShards is how many shards the attention index spreads over, so
+// that a burst of uncertain rows never lands on one hot partition.
+const AttentionShards = 16
+
+// AttentionQuery selects rows from one shard of the attention index.
+type AttentionQuery struct {
+	// Shard is in [0, AttentionShards).
+	Shard int
+	// DueBefore limits the page to rows due before this time: UNCERTAIN
+	// rows are due from their last update, PENDING rows when their lease
+	// passes.
+	DueBefore time.Time
+	// Limit caps the rows returned (0: the store's default page).
+	Limit int
+	// Cursor continues a previous page; empty for the first.
+	Cursor string
+}
+
+// AttentionPage is one page of the attention index, oldest due first.
+type AttentionPage struct {
+	Records []Record
+	// Cursor continues after this page; empty when the shard is done.
+	Cursor string
+}
+
+// Ledger is the send ledger. Implementations: package dynamoledger
+// (production, DynamoDB) and package memledger (unit tests); both pass the
+// conformance suite in package ledgertest.
+type Ledger interface {
+	// Claim claims e.Key for lease with one conditional write that
+	// succeeds when no row exists or the existing row has expired. When a
+	// live row exists it returns a *ConflictError holding that row (and
+	// matching ErrExists), at the cost of that one failed write.
+	Claim(ctx context.Context, e Entry, lease time.Duration) (Claim, error)
+
+	// TakeOver replaces the claim of cur, which must be a stale PENDING row
+	// or an UNCERTAIN row, with a new claim for lease. It is conditional on
+	// cur.ClaimID still being the row's claim and the row still being
+	// stale or uncertain; otherwise it returns a *ConflictError holding the
+	// current row (matching ErrExists), or ErrNotFound if the row is gone.
+	TakeOver(ctx context.Context, cur Record, lease time.Duration) (Claim, error)
+
+	// Mark records the outcome of claim c. It is conditional on the row
+	// being PENDING under c.ClaimID; otherwise it returns an error matching
+	// ErrFencingLost and changes nothing. A final outcome drops the
+	// rendered message and raw address from the row and leaves the
+	// attention index; UNCERTAIN keeps both for the reconciler.
+	Mark(ctx context.Context, c Claim, o Outcome) error
+
+	// Release gives claim c up because nothing was sent (a transient
+	// provider error, or the worker ran out of time before calling it):
+	// the lease ends at once and the row is marked Released, so the next
+	// delivery may take it over and send without asking the provider. It
+	// returns an error matching ErrFencingLost if c no longer holds the row.
+	Release(ctx context.Context, c Claim, reason string) error
+
+	// Get returns the row of key with a strongly consistent read, or
+	// ErrNotFound (also for an expired row).
+	Get(ctx context.Context, key string) (Record, error)
+
+	// Attention returns one page of rows that need attention (PENDING and
+	// UNCERTAIN), oldest due first, from one shard of the attention index.
+	Attention(ctx context.Context, q AttentionQuery) (AttentionPage, error)
+
+	// ApplyDelivery records a delivery status on key's row if d.Rank is
+	// higher than the row's current delivery rank. applied is false when
+	// the row already has an equal or higher rank (a duplicate or a late,
+	// out-of-order callback). It returns ErrNotFound if no live row exists.
+	ApplyDelivery(ctx context.Context, key string, d Delivery) (applied bool, err error)
+}
+
+// Errors returned by every Ledger implementation, to be matched with
+// errors.Is.
+var (
+	// ErrExists: a live row already holds the key; see *ConflictError.
+	ErrExists = errors.New("ledger: key already claimed")
+	// ErrNotFound: no live row holds the key.
+	ErrNotFound = errors.New("ledger: no such key")
+	// ErrFencingLost: the caller's claim no longer holds the row.
+	ErrFencingLost = errors.New("ledger: claim lost (fenced out)")
+)
+
+// ConflictError is returned when a conditional write finds a live row in
+// the way. Current is that row as it was at the failed write, returned by
+// the write itself (no extra read).
+type ConflictError struct {
+	Op      string
+	Current Record
+}
+
+func (e *ConflictError) Error() string {
+	return fmt.Sprintf("ledger: %s %s: key held in state %s (attempt %d)", e.Op, e.Current.Key, e.Current.State, e.Current.Attempts)
+}
+
+// Is makes errors.Is(err, ErrExists) true.
+func (e *ConflictError) Is(target error) bool { return target == ErrExists }
+
+// AsConflict returns the row carried by a *ConflictError in err's chain.
+func AsConflict(err error) (Record, bool) {
+	var ce *ConflictError
+	if errors.As(err, &ce) {
+		return ce.Current, true
+	}
+	return Record{}, false
+}

@@ -1,0 +1,277 @@
+// Package notify defines the notification request of CONTRACTS §1, the
+// JSON body of one SQS message, and validates it.
+//
+// Parse never panics and never guesses: a body that is not JSON, or misses
+// or breaks a required field, yields a *InvalidError that names the field
+// and says what is wrong. Such a request is a permanent failure of that one
+// message; the sender moves it to the dead-letter queue with the reason.
+package notify
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/sendonce/sendonce/internal/sendkey"
+)
+
+// MaxBodySize is the largest request accepted: SQS's message size limit.
+const MaxBodySize = 256 * 1024
+
+// Channel is how a notification reaches its recipient.
+type Channel string
+
+// The channels.
+const (
+	ChannelSMS   Channel = "sms"
+	ChannelEmail Channel = "email"
+	ChannelPush  Channel = "push"
+)
+
+// Channels lists every channel, in a stable order.
+var Channels = []Channel{ChannelSMS, ChannelEmail, ChannelPush}
+
+// Valid reports whether c is a known channel.
+func (c Channel) Valid() bool {
+	return c == ChannelSMS || c == ChannelEmail || c == ChannelPush
+}
+
+// Class decides what an ambiguous provider outcome leads to (see package
+// reconcile): a lost OTP blocks a user, a duplicate marketing text costs money.
+type Class string
+
+// The classes.
+const (
+	ClassOTP           Class = "otp"
+	ClassTransactional Class = "transactional"
+	ClassMarketing     Class = "marketing"
+)
+
+// DefaultClass is the class of a request that names none.
+const DefaultClass = ClassTransactional
+
+// Valid reports whether c is a known class.
+func (c Class) Valid() bool {
+	return c == ClassOTP || c == ClassTransactional || c == ClassMarketing
+}
+
+// Recipient identifies who receives the notification. ID is stable and is
+// part of the key; the addresses are where to send and are never logged raw.
+type Recipient struct {
+	ID         string `json:"id"`
+	Phone      string `json:"phone,omitempty"`
+	Email      string `json:"email,omitempty"`
+	PushTarget string `json:"push_target,omitempty"`
+}
+
+// Request is one notification request (CONTRACTS §1).
+type Request struct {
+	TenantID  string         `json:"tenant_id"`
+	EventID   string         `json:"event_id"`
+	Channel   Channel        `json:"channel"`
+	Template  string         `json:"template"`
+	Recipient Recipient      `json:"recipient"`
+	Class     Class          `json:"class,omitempty"`
+	Locale    string         `json:"locale,omitempty"`
+	Data      map[string]any `json:"data,omitempty"`
+}
+
+// Key returns the request's idempotency key (CONTRACTS §2).
+func (r *Request) Key() string {
+	return sendkey.Derive(sendkey.Parts{
+		Tenant:      r.TenantID,
+		EventID:     r.EventID,
+		RecipientID: r.Recipient.ID,
+		Channel:     string(r.Channel),
+		Template:    r.Template,
+	})
+}
+
+// Address returns the address the request's channel sends to: the phone
+// number, the email address or the push target.
+func (r *Request) Address() string {
+	switch r.Channel {
+	case ChannelSMS:
+		return r.Recipient.Phone
+	case ChannelEmail:
+		return r.Recipient.Email
+	case ChannelPush:
+		return r.Recipient.PushTarget
+	}
+	return ""
+}
+
+// InvalidError says why a request was rejected. Field is the JSON path of
+// the offending field ("recipient.phone"), empty when the body as a whole is
+// at fault (not JSON, too large).
+type InvalidError struct {
+	Field  string
+	Reason string
+}
+
+func (e *InvalidError) Error() string {
+	if e.Field == "" {
+		return "invalid request: " + e.Reason
+	}
+	return "invalid request: " + e.Field + ": " + e.Reason
+}
+
+// ErrInvalid matches every *InvalidError with errors.Is.
+var ErrInvalid = errors.New("invalid request")
+
+// Is makes errors.Is(err, ErrInvalid) true for an *InvalidError.
+func (e *InvalidError) Is(target error) bool { return target == ErrInvalid }
+
+var (
+	tenantRE   = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
+	templateRE = regexp.MustCompile(`^[a-z0-9_.-]{1,64}$`)
+	e164RE     = regexp.MustCompile(`^\+[1-9][0-9]{6,14}$`)
+	localeRE   = regexp.MustCompile(`^[A-Za-z]{2,3}([_-][A-Za-z0-9]{2,8})*$`)
+)
+
+// Parse decodes and validates a request body. Unknown fields are ignored.
+// The error, if any, is an *InvalidError.
+func Parse(body []byte) (Request, error) {
+	var r Request
+	if len(body) > MaxBodySize {
+		return r, &InvalidError{Reason: fmt.Sprintf("body is %d bytes, more than the %d allowed", len(body), MaxBodySize)}
+	}
+	if !utf8.Valid(body) {
+		return r, &InvalidError{Reason: "body is not valid UTF-8"}
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	if err := dec.Decode(&r); err != nil {
+		return Request{}, &InvalidError{Field: jsonField(err), Reason: jsonReason(err)}
+	}
+	if dec.More() {
+		return Request{}, &InvalidError{Reason: "body holds more than one JSON value"}
+	}
+	if err := r.Validate(); err != nil {
+		return Request{}, err
+	}
+	return r, nil
+}
+
+// Validate checks every field of r against the contract and fills in the
+// default class. The error, if any, is an *InvalidError.
+func (r *Request) Validate() error {
+	switch {
+	case r.TenantID == "":
+		return &InvalidError{"tenant_id", "is required"}
+	case !tenantRE.MatchString(r.TenantID):
+		return &InvalidError{"tenant_id", "must be 1 to 64 of A-Z a-z 0-9 . _ -"}
+	case r.EventID == "":
+		return &InvalidError{"event_id", "is required"}
+	case utf8.RuneCountInString(r.EventID) > 256:
+		return &InvalidError{"event_id", "must be at most 256 characters"}
+	case r.Channel == "":
+		return &InvalidError{"channel", "is required"}
+	case !r.Channel.Valid():
+		return &InvalidError{"channel", fmt.Sprintf("%q is not one of sms, email, push", truncate(string(r.Channel)))}
+	case r.Template == "":
+		return &InvalidError{"template", "is required"}
+	case !templateRE.MatchString(r.Template):
+		return &InvalidError{"template", "must be 1 to 64 of a-z 0-9 _ . -"}
+	case r.Recipient.ID == "":
+		return &InvalidError{"recipient.id", "is required"}
+	case utf8.RuneCountInString(r.Recipient.ID) > 256:
+		return &InvalidError{"recipient.id", "must be at most 256 characters"}
+	}
+	if r.Class == "" {
+		r.Class = DefaultClass
+	} else if !r.Class.Valid() {
+		return &InvalidError{"class", fmt.Sprintf("%q is not one of otp, transactional, marketing", truncate(string(r.Class)))}
+	}
+	if r.Locale != "" && !localeRE.MatchString(r.Locale) {
+		return &InvalidError{"locale", "is not a language tag such as en or pt-BR"}
+	}
+	switch r.Channel {
+	case ChannelSMS:
+		if r.Recipient.Phone == "" {
+			return &InvalidError{"recipient.phone", "is required for sms"}
+		}
+		if !e164RE.MatchString(r.Recipient.Phone) {
+			return &InvalidError{"recipient.phone", "is not an E.164 number (+ and 7 to 15 digits)"}
+		}
+	case ChannelEmail:
+		if r.Recipient.Email == "" {
+			return &InvalidError{"recipient.email", "is required for email"}
+		}
+		if !validEmail(r.Recipient.Email) {
+			return &InvalidError{"recipient.email", "is not an email address"}
+		}
+	case ChannelPush:
+		if r.Recipient.PushTarget == "" {
+			return &InvalidError{"recipient.push_target", "is required for push"}
+		}
+		if !strings.HasPrefix(r.Recipient.PushTarget, "arn:") {
+			return &InvalidError{"recipient.push_target", "is not an SNS platform-endpoint ARN"}
+		}
+	}
+	return nil
+}
+
+// validEmail accepts what an SMTP relay accepts in practice: one @, a
+// non-empty local part, a dotted domain, no spaces or angle brackets (which
+// would let an address inject headers).
+func validEmail(s string) bool {
+	if len(s) > 254 || strings.ContainsAny(s, " \t\r\n<>,;\"()[]\\") {
+		return false
+	}
+	at := strings.LastIndexByte(s, '@')
+	if at < 1 || at == len(s)-1 || strings.Count(s, "@") != 1 {
+		return false
+	}
+	domain := s[at+1:]
+	return strings.Contains(domain, ".") && !strings.HasPrefix(domain, ".") && !strings.HasSuffix(domain, ".") && !strings.Contains(domain, "..")
+}
+
+func truncate(s string) string {
+	if len(s) > 32 {
+		return s[:32] + "…"
+	}
+	return s
+}
+
+func jsonField(err error) string {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		return te.Field
+	}
+	return ""
+}
+
+func jsonReason(err error) string {
+	var (
+		te *json.UnmarshalTypeError
+		se *json.SyntaxError
+	)
+	switch {
+	case errors.As(err, &te):
+		return fmt.Sprintf("must be a JSON %s, not %s", jsonKind(te.Type.Kind().String()), te.Value)
+	case errors.As(err, &se):
+		return fmt.Sprintf("body is not JSON (syntax error at byte %d)", se.Offset)
+	case errors.Is(err, io.EOF):
+		return "body is empty"
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return "body is not JSON (it ends early)"
+	default:
+		return "body is not a JSON object: " + err.Error()
+	}
+}
+
+func jsonKind(k string) string {
+	switch k {
+	case "struct", "map":
+		return "object"
+	case "slice":
+		return "array"
+	}
+	return k
+}

@@ -1,0 +1,201 @@
+// Package provider defines what the sender and the reconciler need from a
+// notification provider (SNS, Twilio, SMTP, the generic HTTP protocol), and
+// the small set of error kinds every adapter translates its failures into.
+//
+// The sender and reconciler act on an adapter's Capabilities, never on its
+// name:
+//
+//   - IdempotentSends: the provider drops a repeat that carries the same
+//     client key, so an ambiguous outcome is retried with the same key.
+//   - LookupByReference (the adapter implements Looker): the provider can
+//     be asked whether it accepted the message, so reconciliation asks
+//     before it resends.
+//   - neither: an ambiguous outcome becomes UNCERTAIN and the message's
+//     class decides what follows.
+package provider
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Capabilities is what an adapter can promise about repeats.
+type Capabilities struct {
+	// IdempotentSends: a repeat of Send with the same Message.Key is
+	// dropped by the provider (it answers with the original message).
+	IdempotentSends bool
+	// LookupByReference: the adapter implements Looker.
+	LookupByReference bool
+}
+
+// Message is one rendered message ready to send.
+type Message struct {
+	// Key is the idempotency key; adapters pass it to the provider as
+	// client key or reference wherever the provider accepts one.
+	Key     string
+	Tenant  string
+	Channel string
+	// Class is the message class ("otp", "transactional", "marketing").
+	Class string
+	// To is the raw address: E.164 phone, email address or push target.
+	To      string
+	Subject string
+	Body    string
+	// AttemptedAt is when the current claim was taken; lookups that
+	// search by time start there.
+	AttemptedAt time.Time
+}
+
+// Receipt is the provider's answer to an accepted send.
+type Receipt struct {
+	// MessageID is the provider's id of the message.
+	MessageID string
+}
+
+// Sender sends messages through one provider. Send must honour ctx's
+// deadline. Its error is an *Error (use KindOf): an adapter translates
+// every failure it can meet.
+type Sender interface {
+	// Name is the provider's configuration name ("http", "sns", ...).
+	Name() string
+	Capabilities() Capabilities
+	Send(ctx context.Context, m Message) (Receipt, error)
+}
+
+// LookupStatus is what a provider knows about a message.
+type LookupStatus int
+
+// The lookup statuses.
+const (
+	// LookupNotFound: the provider has no record of the message.
+	LookupNotFound LookupStatus = iota
+	// LookupAccepted: the provider accepted (or delivered) the message.
+	LookupAccepted
+	// LookupRejected: the provider has the message and it failed for good.
+	LookupRejected
+)
+
+func (s LookupStatus) String() string {
+	switch s {
+	case LookupNotFound:
+		return "not_found"
+	case LookupAccepted:
+		return "accepted"
+	case LookupRejected:
+		return "rejected"
+	}
+	return fmt.Sprintf("LookupStatus(%d)", int(s))
+}
+
+// LookupResult is the answer to a Lookup.
+type LookupResult struct {
+	Status    LookupStatus
+	MessageID string
+	// Reason explains LookupRejected.
+	Reason string
+}
+
+// Looker is implemented by adapters whose provider can be asked whether it
+// accepted a message (Capabilities.LookupByReference).
+type Looker interface {
+	// Lookup asks the provider about m (by m.Key, or what identifies it
+	// there). Its error is an *Error.
+	Lookup(ctx context.Context, m Message) (LookupResult, error)
+}
+
+// Kind classifies a provider failure by what the sender must do next.
+type Kind int
+
+// The kinds.
+const (
+	// Ambiguous: the request may have reached the provider and been
+	// accepted (a timeout or dropped connection after it was written).
+	// The zero value: an unclassified failure is treated as ambiguous,
+	// never as safe to repeat.
+	Ambiguous Kind = iota
+	// Transient: the provider did not take the message (throttling, a 5xx
+	// answer before acceptance); retry later with the same key.
+	Transient
+	// Permanent: the provider rejected the message for good (invalid
+	// number, opted out); the message is FAILED with the reason.
+	Permanent
+	// Config: a deployment problem (bad credentials, missing permission,
+	// KMS); not the message's fault: retried, alarmed, never FAILED.
+	Config
+)
+
+func (k Kind) String() string {
+	switch k {
+	case Ambiguous:
+		return "ambiguous"
+	case Transient:
+		return "transient"
+	case Permanent:
+		return "permanent"
+	case Config:
+		return "config"
+	}
+	return fmt.Sprintf("Kind(%d)", int(k))
+}
+
+// Error is a classified provider failure. Its text never holds secrets or
+// raw addresses.
+type Error struct {
+	Kind Kind
+	// Provider is the adapter's name.
+	Provider string
+	// Op is the operation: "send" or "lookup".
+	Op string
+	// Code is the provider's own code (HTTP status, SNS error code,
+	// Twilio error code, SMTP reply code), if any.
+	Code string
+	// Reason is a short human explanation, safe to store in the ledger.
+	Reason string
+	// Err is the underlying error, if any.
+	Err error
+}
+
+func (e *Error) Error() string {
+	s := e.Provider + ": " + e.Op + ": " + e.Kind.String()
+	if e.Code != "" {
+		s += " (" + e.Code + ")"
+	}
+	if e.Reason != "" {
+		s += ": " + e.Reason
+	}
+	return s
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// KindOf returns the kind of err: the Kind of the first *Error in its
+// chain, Ambiguous for anything unclassified.
+func KindOf(err error) Kind {
+	var pe *Error
+	if errors.As(err, &pe) {
+		return pe.Kind
+	}
+	return Ambiguous
+}
+
+// ReasonOf returns a short, storable explanation of err.
+func ReasonOf(err error) string {
+	var pe *Error
+	if errors.As(err, &pe) {
+		if pe.Code != "" && pe.Reason != "" {
+			return pe.Code + ": " + pe.Reason
+		}
+		if pe.Reason != "" {
+			return pe.Reason
+		}
+		if pe.Code != "" {
+			return pe.Code
+		}
+	}
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
