@@ -1,0 +1,108 @@
+package notify_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/sendonce/sendonce/internal/notify"
+)
+
+const valid = `{"tenant_id":"acme","event_id":"evt_01J9Z3","channel":"sms","template":"order_shipped",
+ "recipient":{"id":"user-42","phone":"+15551234567"},"data":{"order_id":"A-1001"},"unknown":1}`
+
+func TestParseValid(t *testing.T) {
+	t.Parallel()
+	r, err := notify.Parse([]byte(valid))
+	if err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	if r.Class != notify.ClassTransactional {
+		t.Errorf("Class = %q, want default %q", r.Class, notify.ClassTransactional)
+	}
+	if got, want := r.Key(), "v1_a5ce46682abd7dc1fbbc58b114c4d26e0c9886586f14d590ea4ef4f1f6ee0b71"; got != want {
+		t.Errorf("Key = %s, want %s", got, want)
+	}
+	if r.Address() != "+15551234567" {
+		t.Errorf("Address = %q", r.Address())
+	}
+}
+
+func TestParseInvalid(t *testing.T) {
+	t.Parallel()
+	base := func(edit func(s string) string) string { return edit(valid) }
+	tests := []struct {
+		name, body, field, reason string
+	}{
+		{"Empty", "", "", "body is empty"},
+		{"NotJSON", "hello", "", "not JSON"},
+		{"Truncated", `{"tenant_id":"a"`, "", "ends early"},
+		{"Array", `[1]`, "", "object"},
+		{"TwoValues", `{} {}`, "", "more than one"},
+		{"WrongType", `{"tenant_id": 5}`, "tenant_id", "must be a JSON string"},
+		{"RecipientWrongType", `{"recipient": "x"}`, "recipient", "must be a JSON object"},
+		{"MissingTenant", base(func(s string) string { return strings.Replace(s, `"tenant_id":"acme",`, "", 1) }), "tenant_id", "required"},
+		{"BadTenant", base(func(s string) string { return strings.Replace(s, `"acme"`, `"ac me"`, 1) }), "tenant_id", "must be"},
+		{"MissingEvent", base(func(s string) string { return strings.Replace(s, `"evt_01J9Z3"`, `""`, 1) }), "event_id", "required"},
+		{"LongEvent", base(func(s string) string { return strings.Replace(s, `"evt_01J9Z3"`, `"`+strings.Repeat("e", 257)+`"`, 1) }), "event_id", "at most 256"},
+		{"BadChannel", base(func(s string) string { return strings.Replace(s, `"sms"`, `"fax"`, 1) }), "channel", "not one of"},
+		{"BadTemplate", base(func(s string) string { return strings.Replace(s, `"order_shipped"`, `"Order Shipped"`, 1) }), "template", "must be"},
+		{"MissingRecipientID", base(func(s string) string { return strings.Replace(s, `"id":"user-42",`, "", 1) }), "recipient.id", "required"},
+		{"MissingPhone", base(func(s string) string { return strings.Replace(s, `,"phone":"+15551234567"`, "", 1) }), "recipient.phone", "required for sms"},
+		{"BadPhone", base(func(s string) string { return strings.Replace(s, `+15551234567`, `555-1234`, 1) }), "recipient.phone", "E.164"},
+		{"BadClass", base(func(s string) string { return strings.Replace(s, `"data"`, `"class":"spam","data"`, 1) }), "class", "not one of"},
+		{"BadLocale", base(func(s string) string { return strings.Replace(s, `"data"`, `"locale":"../x","data"`, 1) }), "locale", "language tag"},
+		{"EmailMissing", base(func(s string) string { return strings.Replace(s, `"sms"`, `"email"`, 1) }), "recipient.email", "required for email"},
+		{"EmailHeaderInjection", `{"tenant_id":"a","event_id":"e","channel":"email","template":"t","recipient":{"id":"r","email":"a@b.c\r\nBcc: x@y.z"}}`, "recipient.email", "not an email"},
+		{"PushNotARN", `{"tenant_id":"a","event_id":"e","channel":"push","template":"t","recipient":{"id":"r","push_target":"token"}}`, "recipient.push_target", "ARN"},
+		{"InvalidUTF8", "{\"tenant_id\":\"\xff\"}", "", "UTF-8"},
+		{"TooLarge", `{"x":"` + strings.Repeat("a", notify.MaxBodySize) + `"}`, "", "more than"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := notify.Parse([]byte(tt.body))
+			var ie *notify.InvalidError
+			if !errors.As(err, &ie) || !errors.Is(err, notify.ErrInvalid) {
+				t.Fatalf("Parse error = %v, want *InvalidError", err)
+			}
+			if ie.Field != tt.field || !strings.Contains(ie.Reason, tt.reason) {
+				t.Errorf("got field %q reason %q, want field %q reason containing %q", ie.Field, ie.Reason, tt.field, tt.reason)
+			}
+		})
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	f.Add([]byte(valid))
+	f.Add([]byte(`{"tenant_id":"a","event_id":"e","channel":"email","template":"t","recipient":{"id":"r","email":"a@b.co"}}`))
+	f.Add([]byte(`{"recipient":null,"data":[1,2]}`))
+	f.Add([]byte(`null`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		r, err := notify.Parse(body)
+		if err != nil {
+			var ie *notify.InvalidError
+			if !errors.As(err, &ie) || ie.Reason == "" {
+				t.Fatalf("Parse error %v is not an explained *InvalidError", err)
+			}
+			return
+		}
+		// A request that parses is valid, has an address and a well-formed key.
+		if err := r.Validate(); err != nil {
+			t.Fatalf("parsed request fails Validate: %v", err)
+		}
+		if r.Address() == "" || len(r.Key()) != 67 {
+			t.Fatalf("parsed request has no address or a bad key: %+v", r)
+		}
+	})
+}
+
+func BenchmarkParse(b *testing.B) {
+	body := []byte(valid)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := notify.Parse(body); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
