@@ -1,0 +1,1214 @@
+// Package ledgertest is the conformance suite every ledger.Ledger
+// implementation must pass (package dynamoledger against DynamoDB Local,
+// package memledger in memory), so that the in-memory fake used by unit
+// tests cannot drift from the real store.
+//
+// An implementation's test calls Run with a constructor that builds a
+// fresh, empty ledger reading time from the clock it is given:
+//
+//	func TestConformance(t *testing.T) {
+//		ledgertest.Run(t, func(t *testing.T, now func() time.Time) ledger.Ledger {
+//			return memledger.New(memledger.WithNow(now))
+//		})
+//	}
+//
+// The suite moves the clock (a *Clock) to expire leases and rows. It finds
+// a row's expiry from Record.ExpiresAt, so it works with any retention of
+// at least a few minutes.
+package ledgertest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sendonce/sendonce/internal/ledger"
+	"github.com/sendonce/sendonce/internal/sendkey"
+)
+
+// NewLedgerFunc builds a fresh, empty ledger that reads time from now.
+type NewLedgerFunc func(t *testing.T, now func() time.Time) ledger.Ledger
+
+// lease is the lease every claim of the suite asks for.
+const lease = 60 * time.Second
+
+// bundle is what one subtest works with.
+type bundle struct {
+	ctx   context.Context
+	clock *Clock
+	l     ledger.Ledger
+}
+
+// Run runs the conformance suite against the ledgers newLedger builds.
+// Every subtest builds its own ledger and runs in parallel.
+func Run(t *testing.T, newLedger NewLedgerFunc) {
+	setup := func(t *testing.T) *bundle {
+		t.Helper()
+		clock := NewClock(Start)
+		return &bundle{ctx: t.Context(), clock: clock, l: newLedger(t, clock.Now)}
+	}
+
+	t.Run("Claim", func(t *testing.T) {
+		t.Parallel()
+		runClaim(t, setup)
+	})
+	t.Run("Mark", func(t *testing.T) {
+		t.Parallel()
+		runMark(t, setup)
+	})
+	t.Run("Release", func(t *testing.T) {
+		t.Parallel()
+		runRelease(t, setup)
+	})
+	t.Run("TakeOver", func(t *testing.T) {
+		t.Parallel()
+		runTakeOver(t, setup)
+	})
+	t.Run("Get", func(t *testing.T) {
+		t.Parallel()
+		runGet(t, setup)
+	})
+	t.Run("Attention", func(t *testing.T) {
+		t.Parallel()
+		runAttention(t, setup)
+	})
+	t.Run("ApplyDelivery", func(t *testing.T) {
+		t.Parallel()
+		runApplyDelivery(t, setup)
+	})
+}
+
+type setupFunc func(t *testing.T) *bundle
+
+// Key returns the idempotency key of a test message with event id event.
+func Key(event string) string {
+	return sendkey.Derive(sendkey.Parts{Tenant: "acme", EventID: event, RecipientID: "user-42", Channel: "sms", Template: "order_shipped"})
+}
+
+// NewEntry returns a complete entry for key, every field set.
+func NewEntry(key string) ledger.Entry {
+	return ledger.Entry{
+		Key:         key,
+		Tenant:      "acme",
+		Channel:     "sms",
+		Class:       "transactional",
+		Provider:    "http",
+		Template:    "order_shipped",
+		RecipientID: "user-42",
+		Address:     "+15551234567",
+		Subject:     "Order shipped",
+		Body:        "Your order A-1001 shipped",
+	}
+}
+
+var eventSeq struct {
+	mu sync.Mutex
+	n  int
+}
+
+// newKey returns a key no other subtest uses.
+func newKey(t *testing.T) string {
+	eventSeq.mu.Lock()
+	eventSeq.n++
+	n := eventSeq.n
+	eventSeq.mu.Unlock()
+	return Key(fmt.Sprintf("%s/%d", t.Name(), n))
+}
+
+// claim claims a fresh key and fails t on error.
+func (b *bundle) claim(t *testing.T) (ledger.Entry, ledger.Claim) {
+	t.Helper()
+	e := NewEntry(newKey(t))
+	c, err := b.l.Claim(b.ctx, e, lease)
+	if err != nil {
+		t.Fatalf("Claim(%s): %v", e.Key, err)
+	}
+	return e, c
+}
+
+func (b *bundle) get(t *testing.T, key string) ledger.Record {
+	t.Helper()
+	r, err := b.l.Get(b.ctx, key)
+	if err != nil {
+		t.Fatalf("Get(%s): %v", key, err)
+	}
+	return r
+}
+
+func (b *bundle) mark(t *testing.T, c ledger.Claim, o ledger.Outcome) {
+	t.Helper()
+	if err := b.l.Mark(b.ctx, c, o); err != nil {
+		t.Fatalf("Mark(%s, %s): %v", c.Key, o.State, err)
+	}
+}
+
+// expire moves the clock past r's expiry.
+func (b *bundle) expire(t *testing.T, r ledger.Record) {
+	t.Helper()
+	if !r.ExpiresAt.After(b.clock.Now()) {
+		t.Fatalf("row %s: ExpiresAt %v is not after now %v", r.Key, r.ExpiresAt, b.clock.Now())
+	}
+	b.clock.Set(r.ExpiresAt.Add(2 * time.Second))
+}
+
+// norm makes times comparable with reflect.DeepEqual: UTC, millisecond
+// precision, zero stays zero.
+func norm(r ledger.Record) ledger.Record {
+	for _, p := range []*time.Time{&r.LeaseUntil, &r.AttemptedAt, &r.CreatedAt, &r.UpdatedAt, &r.ExpiresAt, &r.DeliveryAt} {
+		if !p.IsZero() {
+			*p = time.UnixMilli(p.UnixMilli()).UTC()
+		}
+	}
+	return r
+}
+
+func sameRecord(t *testing.T, what string, got, want ledger.Record) {
+	t.Helper()
+	if g, w := norm(got), norm(want); !reflect.DeepEqual(g, w) {
+		t.Errorf("%s:\n got %+v\nwant %+v", what, g, w)
+	}
+}
+
+func sameTime(t *testing.T, what string, got, want time.Time) {
+	t.Helper()
+	if !got.Equal(want) {
+		t.Errorf("%s = %v, want %v", what, got, want)
+	}
+}
+
+// wantPending is the row a first claim of e at now under c writes; its
+// ExpiresAt is taken from got after checking it lies ahead.
+func wantPending(t *testing.T, e ledger.Entry, c ledger.Claim, now time.Time, got ledger.Record) ledger.Record {
+	t.Helper()
+	if !got.ExpiresAt.After(now) {
+		t.Errorf("ExpiresAt = %v, want after now %v", got.ExpiresAt, now)
+	}
+	return ledger.Record{
+		Entry:       e,
+		State:       ledger.StatePending,
+		ClaimID:     c.ClaimID,
+		Attempts:    1,
+		LeaseUntil:  now.Add(lease),
+		AttemptedAt: now,
+		CreatedAt:   now,
+		UpdatedAt:   now,
+		ExpiresAt:   got.ExpiresAt,
+	}
+}
+
+// final drops what a final row no longer keeps.
+func final(e ledger.Entry) ledger.Entry {
+	e.Address, e.Subject, e.Body = "", "", ""
+	return e
+}
+
+func runClaim(t *testing.T, setup setupFunc) {
+	t.Run("First", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		now := b.clock.Now()
+		e, c := b.claim(t)
+		if c.Key != e.Key || c.ClaimID == "" || c.Attempt != 1 {
+			t.Errorf("claim = %+v, want key %s, a claim id, attempt 1", c, e.Key)
+		}
+		sameTime(t, "LeaseUntil", c.LeaseUntil, now.Add(lease))
+		sameTime(t, "AttemptedAt", c.AttemptedAt, now)
+		got := b.get(t, e.Key)
+		sameRecord(t, "row", got, wantPending(t, e, c, now, got))
+		if got.Stale(now) {
+			t.Errorf("fresh claim is stale at %v", now)
+		}
+	})
+
+	t.Run("FreshClaimIDs", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		seen := map[string]bool{}
+		for range 8 {
+			_, c := b.claim(t)
+			if seen[c.ClaimID] {
+				t.Fatalf("claim id %q handed out twice", c.ClaimID)
+			}
+			seen[c.ClaimID] = true
+		}
+	})
+
+	t.Run("DuplicateOfPending", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		e, c := b.claim(t)
+		before := b.get(t, e.Key)
+		b.clock.Advance(time.Second)
+		_, err := b.l.Claim(b.ctx, e, lease)
+		if !errors.Is(err, ledger.ErrExists) {
+			t.Fatalf("second Claim: err = %v, want ErrExists", err)
+		}
+		var ce *ledger.ConflictError
+		if !errors.As(err, &ce) {
+			t.Fatalf("second Claim: err = %T, want *ledger.ConflictError", err)
+		}
+		cur, ok := ledger.AsConflict(err)
+		if !ok {
+			t.Fatalf("AsConflict(%v) = false", err)
+		}
+		if cur.State != ledger.StatePending || cur.ClaimID != c.ClaimID || cur.Attempts != 1 {
+			t.Errorf("conflict row = %s/%s/%d, want PENDING/%s/1", cur.State, cur.ClaimID, cur.Attempts, c.ClaimID)
+		}
+		sameRecord(t, "conflict row", cur, before)
+		sameRecord(t, "row after duplicate", b.get(t, e.Key), before)
+	})
+
+	t.Run("DuplicateOfSent", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		e, c := b.claim(t)
+		b.mark(t, c, ledger.Outcome{State: ledger.StateSent, ProviderMessageID: "msg_123"})
+		want := b.get(t, e.Key)
+		_, err := b.l.Claim(b.ctx, e, lease)
+		cur, ok := ledger.AsConflict(err)
+		if !ok || !errors.Is(err, ledger.ErrExists) {
+			t.Fatalf("Claim of a SENT row: err = %v, want a *ConflictError matching ErrExists", err)
+		}
+		if cur.State != ledger.StateSent || cur.ClaimID != c.ClaimID || cur.Attempts != 1 || cur.ProviderMessageID != "msg_123" {
+			t.Errorf("conflict row = %s/%s/%d/%s, want SENT/%s/1/msg_123", cur.State, cur.ClaimID, cur.Attempts, cur.ProviderMessageID, c.ClaimID)
+		}
+		sameRecord(t, "conflict row", cur, want)
+	})
+
+	t.Run("OverExpiredRow", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		e, c := b.claim(t)
+		b.mark(t, c, ledger.Outcome{State: ledger.StateSent, ProviderMessageID: "msg_old"})
+		if _, err := b.l.ApplyDelivery(b.ctx, e.Key, ledger.Delivery{Status: "delivered", Rank: 2, At: b.clock.Now()}); err != nil {
+			t.Fatalf("ApplyDelivery: %v", err)
+		}
+		old := b.get(t, e.Key)
+
+		// One second before expiry the row still holds the key.
+		b.clock.Set(old.ExpiresAt.Add(-time.Second))
+		if _, err := b.l.Claim(b.ctx, e, lease); !errors.Is(err, ledger.ErrExists) {
+			t.Fatalf("Claim just before expiry: err = %v, want ErrExists", err)
+		}
+
+		b.expire(t, old)
+		now := b.clock.Now()
+		c2, err := b.l.Claim(b.ctx, e, lease)
+		if err != nil {
+			t.Fatalf("Claim over an expired row: %v", err)
+		}
+		if c2.ClaimID == c.ClaimID || c2.Attempt != 1 {
+			t.Errorf("claim = %+v, want a new claim id and attempt 1", c2)
+		}
+		got := b.get(t, e.Key)
+		sameRecord(t, "row", got, wantPending(t, e, c2, now, got))
+	})
+
+	t.Run("Concurrent", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		const workers = 64
+		for i := range 4 {
+			e := NewEntry(newKey(t))
+			var (
+				wg        sync.WaitGroup
+				mu        sync.Mutex
+				winners   []ledger.Claim
+				conflicts []ledger.Record
+				others    []error
+			)
+			for range workers {
+				wg.Go(func() {
+					c, err := b.l.Claim(b.ctx, e, lease)
+					mu.Lock()
+					defer mu.Unlock()
+					if err == nil {
+						winners = append(winners, c)
+					} else if cur, ok := ledger.AsConflict(err); ok {
+						conflicts = append(conflicts, cur)
+					} else {
+						others = append(others, err)
+					}
+				})
+			}
+			wg.Wait()
+			if len(others) > 0 {
+				t.Fatalf("key %d: unexpected errors: %v", i, others)
+			}
+			if len(winners) != 1 || len(conflicts) != workers-1 {
+				t.Fatalf("key %d: %d winners, %d conflicts; want 1 and %d", i, len(winners), len(conflicts), workers-1)
+			}
+			for _, cur := range conflicts {
+				if cur.ClaimID != winners[0].ClaimID {
+					t.Errorf("key %d: conflict shows claim %s, want the winner's %s", i, cur.ClaimID, winners[0].ClaimID)
+				}
+			}
+			if got := b.get(t, e.Key); got.ClaimID != winners[0].ClaimID || got.Attempts != 1 {
+				t.Errorf("key %d: row claim %s attempt %d, want %s and 1", i, got.ClaimID, got.Attempts, winners[0].ClaimID)
+			}
+		}
+	})
+
+	t.Run("InvalidInput", func(t *testing.T) {
+		t.Parallel()
+		for _, tc := range []struct {
+			name  string
+			entry ledger.Entry
+			lease time.Duration
+		}{
+			{"EmptyKey", NewEntry(""), lease},
+			{"ZeroLease", NewEntry(Key("zero-lease")), 0},
+			{"NegativeLease", NewEntry(Key("negative-lease")), -time.Second},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				t.Parallel()
+				b := setup(t)
+				_, err := b.l.Claim(b.ctx, tc.entry, tc.lease)
+				if err == nil || errors.Is(err, ledger.ErrExists) {
+					t.Fatalf("Claim: err = %v, want an input error", err)
+				}
+				if tc.entry.Key != "" {
+					if _, err := b.l.Get(b.ctx, tc.entry.Key); !errors.Is(err, ledger.ErrNotFound) {
+						t.Errorf("Get after rejected claim: err = %v, want ErrNotFound", err)
+					}
+				}
+			})
+		}
+	})
+}
+
+func runMark(t *testing.T, setup setupFunc) {
+	for _, tc := range []struct {
+		name string
+		o    ledger.Outcome
+	}{
+		{"Sent", ledger.Outcome{State: ledger.StateSent, ProviderMessageID: "msg_1"}},
+		{"Failed", ledger.Outcome{State: ledger.StateFailed, Reason: "invalid number"}},
+		{"Abandoned", ledger.Outcome{State: ledger.StateAbandoned, ProviderMessageID: "msg_2", Reason: "attempt limit"}},
+		{"Uncertain", ledger.Outcome{State: ledger.StateUncertain, Reason: "timeout after write"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t)
+			e, c := b.claim(t)
+			before := b.get(t, e.Key)
+			now := b.clock.Advance(5 * time.Second)
+			b.mark(t, c, tc.o)
+			got := b.get(t, e.Key)
+
+			want := before
+			want.State = tc.o.State
+			want.ProviderMessageID = tc.o.ProviderMessageID
+			want.Reason = tc.o.Reason
+			want.UpdatedAt = now
+			if tc.o.State.Final() {
+				want.Entry = final(e)
+			}
+			if !got.ExpiresAt.After(before.ExpiresAt) {
+				t.Errorf("ExpiresAt = %v, want refreshed past %v", got.ExpiresAt, before.ExpiresAt)
+			}
+			want.ExpiresAt = got.ExpiresAt
+			sameRecord(t, "row", got, want)
+		})
+	}
+
+	t.Run("KeepsProviderMessageIDWhenNoneGiven", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		e, c := b.claim(t)
+		if _, err := b.l.ApplyDelivery(b.ctx, e.Key, ledger.Delivery{Status: "sent", Rank: 1, At: b.clock.Now(), ProviderMessageID: "msg_cb"}); err != nil {
+			t.Fatalf("ApplyDelivery: %v", err)
+		}
+		b.mark(t, c, ledger.Outcome{State: ledger.StateSent})
+		if got := b.get(t, e.Key); got.ProviderMessageID != "msg_cb" {
+			t.Errorf("ProviderMessageID = %q, want msg_cb", got.ProviderMessageID)
+		}
+	})
+
+	t.Run("ReplacesReleaseReason", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		e, c := b.claim(t)
+		if err := b.l.Release(b.ctx, c, "provider 503"); err != nil {
+			t.Fatalf("Release: %v", err)
+		}
+		b.mark(t, c, ledger.Outcome{State: ledger.StateSent, ProviderMessageID: "msg_1"})
+		got := b.get(t, e.Key)
+		if got.Reason != "" || got.Released {
+			t.Errorf("after Mark SENT: Reason %q Released %v, want empty and false", got.Reason, got.Released)
+		}
+	})
+
+	// Every case leaves the row as it was and returns ErrFencingLost.
+	for _, tc := range []struct {
+		name string
+		// arrange returns the claim to mark with, after preparing the row.
+		arrange func(t *testing.T, b *bundle, c ledger.Claim) ledger.Claim
+	}{
+		{"WrongClaimID", func(t *testing.T, b *bundle, c ledger.Claim) ledger.Claim {
+			c.ClaimID = "not-" + c.ClaimID
+			return c
+		}},
+		{"EmptyClaimID", func(t *testing.T, b *bundle, c ledger.Claim) ledger.Claim {
+			c.ClaimID = ""
+			return c
+		}},
+		{"OldClaimAfterTakeOver", func(t *testing.T, b *bundle, c ledger.Claim) ledger.Claim {
+			b.clock.Advance(lease + time.Second)
+			if _, err := b.l.TakeOver(b.ctx, b.get(t, c.Key), lease); err != nil {
+				t.Fatalf("TakeOver: %v", err)
+			}
+			return c
+		}},
+		{"AlreadyMarked", func(t *testing.T, b *bundle, c ledger.Claim) ledger.Claim {
+			b.mark(t, c, ledger.Outcome{State: ledger.StateSent, ProviderMessageID: "msg_1"})
+			return c
+		}},
+		{"AlreadyUncertain", func(t *testing.T, b *bundle, c ledger.Claim) ledger.Claim {
+			b.mark(t, c, ledger.Outcome{State: ledger.StateUncertain, Reason: "timeout"})
+			return c
+		}},
+	} {
+		t.Run("FencingLost/"+tc.name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t)
+			e, c := b.claim(t)
+			c = tc.arrange(t, b, c)
+			before := b.get(t, e.Key)
+			b.clock.Advance(time.Second)
+			err := b.l.Mark(b.ctx, c, ledger.Outcome{State: ledger.StateFailed, Reason: "late"})
+			if !errors.Is(err, ledger.ErrFencingLost) {
+				t.Fatalf("Mark: err = %v, want ErrFencingLost", err)
+			}
+			sameRecord(t, "row after fenced Mark", b.get(t, e.Key), before)
+		})
+	}
+
+	t.Run("FencingLost/AbsentKey", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		c := ledger.Claim{Key: newKey(t), ClaimID: "c1", Attempt: 1}
+		if err := b.l.Mark(b.ctx, c, ledger.Outcome{State: ledger.StateSent}); !errors.Is(err, ledger.ErrFencingLost) {
+			t.Fatalf("Mark: err = %v, want ErrFencingLost", err)
+		}
+		if _, err := b.l.Get(b.ctx, c.Key); !errors.Is(err, ledger.ErrNotFound) {
+			t.Errorf("Get: err = %v, want ErrNotFound", err)
+		}
+	})
+
+	t.Run("FencingLost/ExpiredRow", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		e, c := b.claim(t)
+		b.expire(t, b.get(t, e.Key))
+		if err := b.l.Mark(b.ctx, c, ledger.Outcome{State: ledger.StateSent}); !errors.Is(err, ledger.ErrFencingLost) {
+			t.Fatalf("Mark: err = %v, want ErrFencingLost", err)
+		}
+	})
+
+	t.Run("InvalidOutcome", func(t *testing.T) {
+		t.Parallel()
+		for _, s := range []ledger.State{"", ledger.StatePending, "DELIVERED"} {
+			t.Run(string(s), func(t *testing.T) {
+				t.Parallel()
+				b := setup(t)
+				e, c := b.claim(t)
+				before := b.get(t, e.Key)
+				if err := b.l.Mark(b.ctx, c, ledger.Outcome{State: s}); err == nil || errors.Is(err, ledger.ErrFencingLost) {
+					t.Fatalf("Mark(%q): err = %v, want an input error", s, err)
+				}
+				sameRecord(t, "row", b.get(t, e.Key), before)
+			})
+		}
+	})
+}
+
+func runRelease(t *testing.T, setup setupFunc) {
+	t.Run("OK", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		e, c := b.claim(t)
+		before := b.get(t, e.Key)
+		now := b.clock.Advance(5 * time.Second)
+		if err := b.l.Release(b.ctx, c, "provider 503"); err != nil {
+			t.Fatalf("Release: %v", err)
+		}
+		got := b.get(t, e.Key)
+		want := before
+		want.Released = true
+		want.Reason = "provider 503"
+		want.LeaseUntil = now
+		want.UpdatedAt = now
+		want.ExpiresAt = got.ExpiresAt
+		sameRecord(t, "row", got, want)
+		if !got.Stale(now) {
+			t.Errorf("released row is not stale at %v", now)
+		}
+	})
+
+	t.Run("Twice", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		e, c := b.claim(t)
+		for _, reason := range []string{"first", "second"} {
+			if err := b.l.Release(b.ctx, c, reason); err != nil {
+				t.Fatalf("Release(%s): %v", reason, err)
+			}
+		}
+		if got := b.get(t, e.Key); got.Reason != "second" || !got.Released {
+			t.Errorf("Reason %q Released %v, want second and true", got.Reason, got.Released)
+		}
+	})
+
+	for _, tc := range []struct {
+		name    string
+		arrange func(t *testing.T, b *bundle, c ledger.Claim) ledger.Claim
+	}{
+		{"WrongClaimID", func(t *testing.T, b *bundle, c ledger.Claim) ledger.Claim {
+			c.ClaimID += "x"
+			return c
+		}},
+		{"AfterMark", func(t *testing.T, b *bundle, c ledger.Claim) ledger.Claim {
+			b.mark(t, c, ledger.Outcome{State: ledger.StateFailed, Reason: "rejected"})
+			return c
+		}},
+		{"AfterTakeOver", func(t *testing.T, b *bundle, c ledger.Claim) ledger.Claim {
+			if err := b.l.Release(b.ctx, c, "first"); err != nil {
+				t.Fatalf("Release: %v", err)
+			}
+			if _, err := b.l.TakeOver(b.ctx, b.get(t, c.Key), lease); err != nil {
+				t.Fatalf("TakeOver: %v", err)
+			}
+			return c
+		}},
+	} {
+		t.Run("FencingLost/"+tc.name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t)
+			e, c := b.claim(t)
+			c = tc.arrange(t, b, c)
+			before := b.get(t, e.Key)
+			b.clock.Advance(time.Second)
+			if err := b.l.Release(b.ctx, c, "late"); !errors.Is(err, ledger.ErrFencingLost) {
+				t.Fatalf("Release: err = %v, want ErrFencingLost", err)
+			}
+			sameRecord(t, "row after fenced Release", b.get(t, e.Key), before)
+		})
+	}
+
+	t.Run("FencingLost/AbsentKey", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		c := ledger.Claim{Key: newKey(t), ClaimID: "c1", Attempt: 1}
+		if err := b.l.Release(b.ctx, c, "x"); !errors.Is(err, ledger.ErrFencingLost) {
+			t.Fatalf("Release: err = %v, want ErrFencingLost", err)
+		}
+	})
+}
+
+func runTakeOver(t *testing.T, setup setupFunc) {
+	// Each case prepares a row that may be taken over and returns how long
+	// to wait before the takeover.
+	for _, tc := range []struct {
+		name    string
+		arrange func(t *testing.T, b *bundle, c ledger.Claim)
+		// state is the state before the takeover.
+		state ledger.State
+	}{
+		{"StalePending", func(t *testing.T, b *bundle, c ledger.Claim) {
+			b.clock.Advance(lease + time.Second)
+		}, ledger.StatePending},
+		{"PendingAtLeaseEnd", func(t *testing.T, b *bundle, c ledger.Claim) {
+			b.clock.Advance(lease)
+		}, ledger.StatePending},
+		{"Released", func(t *testing.T, b *bundle, c ledger.Claim) {
+			if err := b.l.Release(b.ctx, c, "provider 503"); err != nil {
+				t.Fatalf("Release: %v", err)
+			}
+		}, ledger.StatePending},
+		{"Uncertain", func(t *testing.T, b *bundle, c ledger.Claim) {
+			b.mark(t, c, ledger.Outcome{State: ledger.StateUncertain, Reason: "timeout"})
+			b.clock.Advance(time.Second)
+		}, ledger.StateUncertain},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t)
+			e, c := b.claim(t)
+			tc.arrange(t, b, c)
+			cur := b.get(t, e.Key)
+			if cur.State != tc.state {
+				t.Fatalf("state before takeover = %s, want %s", cur.State, tc.state)
+			}
+			now := b.clock.Now()
+			c2, err := b.l.TakeOver(b.ctx, cur, lease)
+			if err != nil {
+				t.Fatalf("TakeOver: %v", err)
+			}
+			if c2.Key != e.Key || c2.ClaimID == "" || c2.ClaimID == c.ClaimID || c2.Attempt != 2 {
+				t.Errorf("claim = %+v, want key %s, a new claim id, attempt 2", c2, e.Key)
+			}
+			sameTime(t, "LeaseUntil", c2.LeaseUntil, now.Add(lease))
+			sameTime(t, "AttemptedAt", c2.AttemptedAt, now)
+
+			got := b.get(t, e.Key)
+			want := cur
+			want.Entry = e
+			want.State = ledger.StatePending
+			want.ClaimID = c2.ClaimID
+			want.Attempts = 2
+			want.Released = false
+			want.LeaseUntil = now.Add(lease)
+			want.AttemptedAt = now
+			want.UpdatedAt = now
+			want.ExpiresAt = got.ExpiresAt
+			sameRecord(t, "row", got, want)
+
+			// The new claim holds the row; the old one does not.
+			if err := b.l.Mark(b.ctx, c, ledger.Outcome{State: ledger.StateSent}); !errors.Is(err, ledger.ErrFencingLost) {
+				t.Errorf("Mark with the old claim: err = %v, want ErrFencingLost", err)
+			}
+			b.mark(t, c2, ledger.Outcome{State: ledger.StateSent, ProviderMessageID: "msg_2"})
+		})
+	}
+
+	for _, tc := range []struct {
+		name    string
+		arrange func(t *testing.T, b *bundle, c ledger.Claim) ledger.Record
+	}{
+		{"LivePending", func(t *testing.T, b *bundle, c ledger.Claim) ledger.Record {
+			b.clock.Advance(lease - time.Millisecond)
+			return b.get(t, c.Key)
+		}},
+		{"Sent", func(t *testing.T, b *bundle, c ledger.Claim) ledger.Record {
+			b.mark(t, c, ledger.Outcome{State: ledger.StateSent, ProviderMessageID: "msg_1"})
+			return b.get(t, c.Key)
+		}},
+		{"Failed", func(t *testing.T, b *bundle, c ledger.Claim) ledger.Record {
+			b.mark(t, c, ledger.Outcome{State: ledger.StateFailed, Reason: "rejected"})
+			return b.get(t, c.Key)
+		}},
+		{"Abandoned", func(t *testing.T, b *bundle, c ledger.Claim) ledger.Record {
+			b.mark(t, c, ledger.Outcome{State: ledger.StateAbandoned, Reason: "policy"})
+			return b.get(t, c.Key)
+		}},
+		{"OldClaimID", func(t *testing.T, b *bundle, c ledger.Claim) ledger.Record {
+			old := b.get(t, c.Key)
+			b.clock.Advance(lease + time.Second)
+			if _, err := b.l.TakeOver(b.ctx, b.get(t, c.Key), lease); err != nil {
+				t.Fatalf("first TakeOver: %v", err)
+			}
+			// Even once the new claim is stale, the old ClaimID is fenced out.
+			b.clock.Advance(lease + time.Second)
+			return old
+		}},
+	} {
+		t.Run("Conflict/"+tc.name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t)
+			_, c := b.claim(t)
+			cur := tc.arrange(t, b, c)
+			before := b.get(t, c.Key)
+			_, err := b.l.TakeOver(b.ctx, cur, lease)
+			got, ok := ledger.AsConflict(err)
+			if !ok || !errors.Is(err, ledger.ErrExists) {
+				t.Fatalf("TakeOver: err = %v, want a *ConflictError matching ErrExists", err)
+			}
+			sameRecord(t, "conflict row", got, before)
+			sameRecord(t, "row after failed takeover", b.get(t, c.Key), before)
+		})
+	}
+
+	t.Run("NotFound/Absent", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		cur := ledger.Record{Entry: NewEntry(newKey(t)), State: ledger.StateUncertain, ClaimID: "c1", Attempts: 1}
+		if _, err := b.l.TakeOver(b.ctx, cur, lease); !errors.Is(err, ledger.ErrNotFound) {
+			t.Fatalf("TakeOver: err = %v, want ErrNotFound", err)
+		}
+		if _, err := b.l.Get(b.ctx, cur.Key); !errors.Is(err, ledger.ErrNotFound) {
+			t.Errorf("Get: err = %v, want ErrNotFound", err)
+		}
+	})
+
+	t.Run("NotFound/Expired", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		e, c := b.claim(t)
+		b.mark(t, c, ledger.Outcome{State: ledger.StateUncertain, Reason: "timeout"})
+		cur := b.get(t, e.Key)
+		b.expire(t, cur)
+		if _, err := b.l.TakeOver(b.ctx, cur, lease); !errors.Is(err, ledger.ErrNotFound) {
+			t.Fatalf("TakeOver: err = %v, want ErrNotFound", err)
+		}
+	})
+
+	t.Run("InvalidLease", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		e, c := b.claim(t)
+		b.mark(t, c, ledger.Outcome{State: ledger.StateUncertain, Reason: "timeout"})
+		cur := b.get(t, e.Key)
+		_, err := b.l.TakeOver(b.ctx, cur, 0)
+		if err == nil || errors.Is(err, ledger.ErrExists) || errors.Is(err, ledger.ErrNotFound) {
+			t.Fatalf("TakeOver with zero lease: err = %v, want an input error", err)
+		}
+		sameRecord(t, "row", b.get(t, e.Key), cur)
+	})
+
+	t.Run("Concurrent", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		const workers = 8
+		for i := range 4 {
+			e, c := b.claim(t)
+			if i%2 == 0 {
+				b.mark(t, c, ledger.Outcome{State: ledger.StateUncertain, Reason: "timeout"})
+			} else {
+				b.clock.Advance(lease)
+			}
+			cur := b.get(t, e.Key)
+			var (
+				wg        sync.WaitGroup
+				mu        sync.Mutex
+				winners   []ledger.Claim
+				conflicts []ledger.Record
+				others    []error
+			)
+			for range workers {
+				wg.Go(func() {
+					c, err := b.l.TakeOver(b.ctx, cur, lease)
+					mu.Lock()
+					defer mu.Unlock()
+					if err == nil {
+						winners = append(winners, c)
+					} else if got, ok := ledger.AsConflict(err); ok {
+						conflicts = append(conflicts, got)
+					} else {
+						others = append(others, err)
+					}
+				})
+			}
+			wg.Wait()
+			if len(others) > 0 {
+				t.Fatalf("key %d: unexpected errors: %v", i, others)
+			}
+			if len(winners) != 1 || len(conflicts) != workers-1 {
+				t.Fatalf("key %d: %d winners, %d conflicts; want 1 and %d", i, len(winners), len(conflicts), workers-1)
+			}
+			for _, got := range conflicts {
+				if got.ClaimID != winners[0].ClaimID || got.State != ledger.StatePending || got.Attempts != 2 {
+					t.Errorf("key %d: conflict row %s/%s/%d, want PENDING/%s/2", i, got.State, got.ClaimID, got.Attempts, winners[0].ClaimID)
+				}
+			}
+		}
+	})
+}
+
+func runGet(t *testing.T, setup setupFunc) {
+	t.Run("NotFound/Absent", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		if _, err := b.l.Get(b.ctx, newKey(t)); !errors.Is(err, ledger.ErrNotFound) {
+			t.Fatalf("Get: err = %v, want ErrNotFound", err)
+		}
+	})
+	t.Run("NotFound/Expired", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		e, c := b.claim(t)
+		b.mark(t, c, ledger.Outcome{State: ledger.StateSent, ProviderMessageID: "msg_1"})
+		b.expire(t, b.get(t, e.Key))
+		if _, err := b.l.Get(b.ctx, e.Key); !errors.Is(err, ledger.ErrNotFound) {
+			t.Fatalf("Get: err = %v, want ErrNotFound", err)
+		}
+	})
+}
+
+// due is when r is due for attention.
+func due(r ledger.Record) time.Time {
+	if r.State == ledger.StateUncertain {
+		return r.UpdatedAt
+	}
+	return r.LeaseUntil
+}
+
+// attention pages through one shard and returns every row, checking that
+// no page exceeds limit.
+func (b *bundle) attention(t *testing.T, shard int, dueBefore time.Time, limit int) (rows []ledger.Record, pages int) {
+	t.Helper()
+	q := ledger.AttentionQuery{Shard: shard, DueBefore: dueBefore, Limit: limit}
+	for {
+		p, err := b.l.Attention(b.ctx, q)
+		if err != nil {
+			t.Fatalf("Attention(shard %d, cursor %q): %v", shard, q.Cursor, err)
+		}
+		pages++
+		if limit > 0 && len(p.Records) > limit {
+			t.Fatalf("Attention(shard %d): page of %d rows, limit %d", shard, len(p.Records), limit)
+		}
+		rows = append(rows, p.Records...)
+		if p.Cursor == "" {
+			return rows, pages
+		}
+		if pages > 1000 {
+			t.Fatalf("Attention(shard %d): more than 1000 pages", shard)
+		}
+		q.Cursor = p.Cursor
+	}
+}
+
+// attentionAll returns the rows of every shard, checking that each shard is
+// ordered oldest due first and that no key shows up twice.
+func (b *bundle) attentionAll(t *testing.T, dueBefore time.Time, limit int) (byKey map[string]ledger.Record, byShard [][]ledger.Record) {
+	t.Helper()
+	byKey = map[string]ledger.Record{}
+	byShard = make([][]ledger.Record, ledger.AttentionShards)
+	for s := range ledger.AttentionShards {
+		rows, _ := b.attention(t, s, dueBefore, limit)
+		byShard[s] = rows
+		for i, r := range rows {
+			if _, dup := byKey[r.Key]; dup {
+				t.Errorf("key %s listed twice", r.Key)
+			}
+			byKey[r.Key] = r
+			if i > 0 && due(r).Before(due(rows[i-1])) {
+				t.Errorf("shard %d: row %d due %v before row %d due %v", s, i, due(r), i-1, due(rows[i-1]))
+			}
+			if !due(r).Before(dueBefore) {
+				t.Errorf("shard %d: row %s due %v, not before %v", s, r.Key, due(r), dueBefore)
+			}
+		}
+	}
+	return byKey, byShard
+}
+
+func runAttention(t *testing.T, setup setupFunc) {
+	// populate writes n rows, one second apart, cycling through every
+	// state, and returns the keys that need attention.
+	populate := func(t *testing.T, b *bundle, n int) map[string]bool {
+		t.Helper()
+		need := map[string]bool{}
+		for i := range n {
+			b.clock.Advance(time.Second)
+			e := NewEntry(Key(fmt.Sprintf("attention-%d", i)))
+			c, err := b.l.Claim(b.ctx, e, lease)
+			if err != nil {
+				t.Fatalf("Claim: %v", err)
+			}
+			switch i % 6 {
+			case 0:
+				need[e.Key] = true
+			case 1:
+				b.mark(t, c, ledger.Outcome{State: ledger.StateUncertain, Reason: "timeout"})
+				need[e.Key] = true
+			case 2:
+				if err := b.l.Release(b.ctx, c, "provider 503"); err != nil {
+					t.Fatalf("Release: %v", err)
+				}
+				need[e.Key] = true
+			case 3:
+				b.mark(t, c, ledger.Outcome{State: ledger.StateSent, ProviderMessageID: "msg"})
+			case 4:
+				b.mark(t, c, ledger.Outcome{State: ledger.StateFailed, Reason: "rejected"})
+			case 5:
+				// The reconciler abandons an uncertain row by taking it over.
+				b.mark(t, c, ledger.Outcome{State: ledger.StateUncertain, Reason: "timeout"})
+				c2, err := b.l.TakeOver(b.ctx, b.get(t, e.Key), lease)
+				if err != nil {
+					t.Fatalf("TakeOver: %v", err)
+				}
+				b.mark(t, c2, ledger.Outcome{State: ledger.StateAbandoned, Reason: "policy"})
+			}
+		}
+		return need
+	}
+
+	t.Run("OnlyRowsThatNeedAttention", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		need := populate(t, b, 36)
+		byKey, byShard := b.attentionAll(t, b.clock.Now().Add(24*time.Hour), 0)
+		if len(byKey) != len(need) {
+			t.Errorf("attention lists %d rows, want %d", len(byKey), len(need))
+		}
+		for k := range need {
+			if _, ok := byKey[k]; !ok {
+				t.Errorf("row %s needs attention but is not listed", k)
+			}
+		}
+		for k, r := range byKey {
+			if !r.State.NeedsAttention() {
+				t.Errorf("row %s in state %s is listed", k, r.State)
+			}
+			sameRecord(t, "listed row "+k, r, b.get(t, k))
+		}
+		used := 0
+		for _, rows := range byShard {
+			if len(rows) > 0 {
+				used++
+			}
+		}
+		if used < 2 {
+			t.Errorf("rows spread over %d shards, want several", used)
+		}
+	})
+
+	t.Run("LeavesOnFinalMark", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		e, c := b.claim(t)
+		b.mark(t, c, ledger.Outcome{State: ledger.StateUncertain, Reason: "timeout"})
+		if byKey, _ := b.attentionAll(t, b.clock.Now().Add(time.Hour), 0); len(byKey) != 1 {
+			t.Fatalf("attention lists %d rows, want 1 uncertain", len(byKey))
+		}
+		cur := b.get(t, e.Key)
+		c2, err := b.l.TakeOver(b.ctx, cur, lease)
+		if err != nil {
+			t.Fatalf("TakeOver: %v", err)
+		}
+		b.mark(t, c2, ledger.Outcome{State: ledger.StateSent, ProviderMessageID: "msg"})
+		if byKey, _ := b.attentionAll(t, b.clock.Now().Add(time.Hour), 0); len(byKey) != 0 {
+			t.Fatalf("attention lists %d rows after SENT, want none", len(byKey))
+		}
+	})
+
+	t.Run("DueBefore", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		t0 := b.clock.Now()
+		pending, _ := b.claim(t) // due t0+lease
+		b.clock.Advance(10 * time.Second)
+		uncertain, c := b.claim(t) // due t0+10s
+		b.mark(t, c, ledger.Outcome{State: ledger.StateUncertain, Reason: "timeout"})
+		b.clock.Advance(10 * time.Second)
+		released, c := b.claim(t) // due t0+20s
+		if err := b.l.Release(b.ctx, c, "provider 503"); err != nil {
+			t.Fatalf("Release: %v", err)
+		}
+		for _, tc := range []struct {
+			name      string
+			dueBefore time.Time
+			want      []string
+		}{
+			{"NoneDue", t0.Add(5 * time.Second), nil},
+			{"ExactlyDueIsExcluded", t0.Add(10 * time.Second), nil},
+			{"Uncertain", t0.Add(15 * time.Second), []string{uncertain.Key}},
+			{"UncertainAndReleased", t0.Add(25 * time.Second), []string{uncertain.Key, released.Key}},
+			{"All", t0.Add(lease + time.Second), []string{uncertain.Key, released.Key, pending.Key}},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				byKey, _ := b.attentionAll(t, tc.dueBefore, 0)
+				if len(byKey) != len(tc.want) {
+					t.Errorf("listed %d rows, want %d", len(byKey), len(tc.want))
+				}
+				for _, k := range tc.want {
+					if _, ok := byKey[k]; !ok {
+						t.Errorf("row %s not listed", k)
+					}
+				}
+			})
+		}
+	})
+
+	t.Run("Paging", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		populate(t, b, 60)
+		dueBefore := b.clock.Now().Add(24 * time.Hour)
+		_, whole := b.attentionAll(t, dueBefore, 0)
+		maxPages := 0
+		for _, limit := range []int{1, 2, 3} {
+			for s := range ledger.AttentionShards {
+				rows, pages := b.attention(t, s, dueBefore, limit)
+				maxPages = max(maxPages, pages)
+				if len(rows) != len(whole[s]) {
+					t.Errorf("limit %d shard %d: %d rows, want %d", limit, s, len(rows), len(whole[s]))
+					continue
+				}
+				for i := range rows {
+					if rows[i].Key != whole[s][i].Key {
+						t.Errorf("limit %d shard %d row %d: key %s, want %s", limit, s, i, rows[i].Key, whole[s][i].Key)
+					}
+				}
+			}
+		}
+		if maxPages < 2 {
+			t.Errorf("no shard needed a second page; the test does not exercise paging")
+		}
+	})
+
+	t.Run("SkipsExpiredRows", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		old, _ := b.claim(t)
+		oldRow := b.get(t, old.Key)
+		b.clock.Advance(100 * time.Hour)
+		young, c := b.claim(t)
+		b.mark(t, c, ledger.Outcome{State: ledger.StateUncertain, Reason: "timeout"})
+		b.expire(t, oldRow)
+		byKey, _ := b.attentionAll(t, b.clock.Now().Add(time.Hour), 0)
+		if _, ok := byKey[old.Key]; ok {
+			t.Errorf("expired row %s is listed", old.Key)
+		}
+		if _, ok := byKey[young.Key]; !ok {
+			t.Errorf("live row %s is not listed", young.Key)
+		}
+	})
+
+	t.Run("InvalidQuery", func(t *testing.T) {
+		t.Parallel()
+		for _, tc := range []struct {
+			name string
+			q    ledger.AttentionQuery
+		}{
+			{"NegativeShard", ledger.AttentionQuery{Shard: -1, DueBefore: Start}},
+			{"ShardTooHigh", ledger.AttentionQuery{Shard: ledger.AttentionShards, DueBefore: Start}},
+			{"NegativeLimit", ledger.AttentionQuery{Shard: 0, DueBefore: Start, Limit: -1}},
+			{"BadCursor", ledger.AttentionQuery{Shard: 0, DueBefore: Start, Cursor: "not a cursor!"}},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				t.Parallel()
+				b := setup(t)
+				if _, err := b.l.Attention(b.ctx, tc.q); err == nil {
+					t.Fatalf("Attention(%+v): err = nil, want an input error", tc.q)
+				}
+			})
+		}
+	})
+}
+
+func runApplyDelivery(t *testing.T, setup setupFunc) {
+	apply := func(t *testing.T, b *bundle, key string, d ledger.Delivery) bool {
+		t.Helper()
+		applied, err := b.l.ApplyDelivery(b.ctx, key, d)
+		if err != nil {
+			t.Fatalf("ApplyDelivery(%s, %s): %v", key, d.Status, err)
+		}
+		return applied
+	}
+
+	t.Run("RankOrder", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		e, c := b.claim(t)
+		b.mark(t, c, ledger.Outcome{State: ledger.StateSent, ProviderMessageID: "msg_1"})
+		steps := []struct {
+			d           ledger.Delivery
+			wantApplied bool
+			wantStatus  string
+		}{
+			{ledger.Delivery{Status: "sent", Rank: 1}, true, "sent"},
+			{ledger.Delivery{Status: "delivered", Rank: 3}, true, "delivered"},
+			{ledger.Delivery{Status: "undelivered", Rank: 2}, false, "delivered"},
+			{ledger.Delivery{Status: "delivered", Rank: 3}, false, "delivered"},
+			{ledger.Delivery{Status: "sent", Rank: 1}, false, "delivered"},
+		}
+		var at time.Time
+		for i, s := range steps {
+			now := b.clock.Advance(time.Second)
+			s.d.At = now.Add(-500 * time.Millisecond)
+			before := b.get(t, e.Key)
+			if got := apply(t, b, e.Key, s.d); got != s.wantApplied {
+				t.Errorf("step %d (%s rank %d): applied = %v, want %v", i, s.d.Status, s.d.Rank, got, s.wantApplied)
+			}
+			got := b.get(t, e.Key)
+			if s.wantApplied {
+				at = s.d.At
+				want := before
+				want.DeliveryStatus, want.DeliveryRank, want.DeliveryAt = s.d.Status, s.d.Rank, s.d.At
+				want.ExpiresAt = got.ExpiresAt
+				sameRecord(t, fmt.Sprintf("step %d row", i), got, want)
+			} else {
+				sameRecord(t, fmt.Sprintf("step %d row", i), got, before)
+			}
+			if got.DeliveryStatus != s.wantStatus {
+				t.Errorf("step %d: DeliveryStatus = %q, want %q", i, got.DeliveryStatus, s.wantStatus)
+			}
+			sameTime(t, fmt.Sprintf("step %d DeliveryAt", i), got.DeliveryAt, at)
+		}
+	})
+
+	t.Run("BeforeSent", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		e, c := b.claim(t)
+		at := b.clock.Now()
+		if !apply(t, b, e.Key, ledger.Delivery{Status: "delivered", Rank: 3, At: at, ProviderMessageID: "msg_cb"}) {
+			t.Fatalf("delivery on a PENDING row was not applied")
+		}
+		got := b.get(t, e.Key)
+		if got.State != ledger.StatePending || got.ProviderMessageID != "msg_cb" || got.DeliveryStatus != "delivered" {
+			t.Errorf("row %s/%q/%q, want PENDING/msg_cb/delivered", got.State, got.ProviderMessageID, got.DeliveryStatus)
+		}
+		b.clock.Advance(time.Second)
+		b.mark(t, c, ledger.Outcome{State: ledger.StateSent, ProviderMessageID: "msg_cb"})
+		got = b.get(t, e.Key)
+		if got.State != ledger.StateSent || got.DeliveryStatus != "delivered" || got.DeliveryRank != 3 {
+			t.Errorf("after Mark: row %s/%q/%d, want SENT/delivered/3", got.State, got.DeliveryStatus, got.DeliveryRank)
+		}
+		sameTime(t, "DeliveryAt", got.DeliveryAt, at)
+	})
+
+	t.Run("KeepsProviderMessageID", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		e, c := b.claim(t)
+		b.mark(t, c, ledger.Outcome{State: ledger.StateSent, ProviderMessageID: "msg_mine"})
+		apply(t, b, e.Key, ledger.Delivery{Status: "delivered", Rank: 3, At: b.clock.Now(), ProviderMessageID: "msg_other"})
+		if got := b.get(t, e.Key); got.ProviderMessageID != "msg_mine" || got.DeliveryStatus != "delivered" {
+			t.Errorf("row %q/%q, want msg_mine/delivered", got.ProviderMessageID, got.DeliveryStatus)
+		}
+	})
+
+	t.Run("NotFound/Absent", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		key := newKey(t)
+		if _, err := b.l.ApplyDelivery(b.ctx, key, ledger.Delivery{Status: "delivered", Rank: 3, At: b.clock.Now()}); !errors.Is(err, ledger.ErrNotFound) {
+			t.Fatalf("ApplyDelivery: err = %v, want ErrNotFound", err)
+		}
+		if _, err := b.l.Get(b.ctx, key); !errors.Is(err, ledger.ErrNotFound) {
+			t.Errorf("Get: err = %v, want ErrNotFound (no row created)", err)
+		}
+	})
+
+	t.Run("NotFound/Expired", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		e, c := b.claim(t)
+		b.mark(t, c, ledger.Outcome{State: ledger.StateSent, ProviderMessageID: "msg_1"})
+		b.expire(t, b.get(t, e.Key))
+		if _, err := b.l.ApplyDelivery(b.ctx, e.Key, ledger.Delivery{Status: "delivered", Rank: 3, At: b.clock.Now()}); !errors.Is(err, ledger.ErrNotFound) {
+			t.Fatalf("ApplyDelivery: err = %v, want ErrNotFound", err)
+		}
+	})
+
+	t.Run("InvalidDelivery", func(t *testing.T) {
+		t.Parallel()
+		for _, tc := range []struct {
+			name string
+			d    ledger.Delivery
+		}{
+			{"ZeroRank", ledger.Delivery{Status: "sent", Rank: 0, At: Start}},
+			{"NegativeRank", ledger.Delivery{Status: "sent", Rank: -2, At: Start}},
+			{"EmptyStatus", ledger.Delivery{Status: "", Rank: 1, At: Start}},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				t.Parallel()
+				b := setup(t)
+				e, _ := b.claim(t)
+				before := b.get(t, e.Key)
+				_, err := b.l.ApplyDelivery(b.ctx, e.Key, tc.d)
+				if err == nil || errors.Is(err, ledger.ErrNotFound) {
+					t.Fatalf("ApplyDelivery: err = %v, want an input error", err)
+				}
+				sameRecord(t, "row", b.get(t, e.Key), before)
+			})
+		}
+	})
+}
