@@ -1,0 +1,382 @@
+// Package snsprovider sends SMS and mobile push notifications through
+// Amazon SNS, and translates every SNS failure into a *provider.Error.
+//
+// SMS goes out with Publish(PhoneNumber), push with Publish(TargetArn) to a
+// platform endpoint and a per-platform JSON message. A channel configured
+// with a topic ARN is fanned out through that topic instead.
+//
+// SNS takes no client idempotency key and has no lookup, so the adapter
+// promises neither (Capabilities is all false). For the same reason the
+// AWS SDK's own retries are switched off for Publish: a retry of a
+// Publish that timed out after it was written could send twice. The
+// sender retries what is safe to retry (Transient) on its own schedule.
+package snsprovider
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sns"
+	"github.com/aws/aws-sdk-go-v2/service/sns/types"
+	"github.com/aws/smithy-go"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
+
+	"github.com/sendonce/sendonce/internal/provider"
+	"github.com/sendonce/sendonce/internal/redact"
+)
+
+// Name is the adapter's configuration name.
+const Name = "sns"
+
+// The message attributes SNS reads for SMS (AWS SNS developer guide,
+// "Publishing SMS messages": message attributes).
+const (
+	AttrSMSType           = "AWS.SNS.SMS.SMSType"
+	AttrSenderID          = "AWS.SNS.SMS.SenderID"
+	AttrOriginationNumber = "AWS.MM.SMS.OriginationNumber"
+	// AttrKey carries the idempotency key on topic fan-out, so a
+	// subscriber can drop a repeat.
+	AttrKey = "sendonce.key"
+)
+
+// The SMS types SNS accepts in AttrSMSType.
+const (
+	SMSTransactional = "Transactional"
+	SMSPromotional   = "Promotional"
+)
+
+// Publisher is the part of *sns.Client the adapter uses, so tests can wrap
+// or replace it.
+type Publisher interface {
+	Publish(ctx context.Context, in *sns.PublishInput, optFns ...func(*sns.Options)) (*sns.PublishOutput, error)
+}
+
+// Config configures a Provider.
+type Config struct {
+	// Client publishes; usually sns.NewFromConfig(cfg). Required.
+	Client Publisher
+	// SenderID is the optional alphanumeric sender id of SMS.
+	SenderID string
+	// OriginationNumber is the optional E.164 number SMS are sent from.
+	OriginationNumber string
+	// TopicARNs maps a channel ("sms", "push", "email") to a topic: a
+	// message on that channel is published to the topic (fan-out) rather
+	// than to its recipient address.
+	TopicARNs map[string]string
+	// Timeout bounds one Publish call; zero means the caller's ctx only.
+	Timeout time.Duration
+	// Logger receives one line per failed send (addresses redacted);
+	// nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// Provider is the SNS adapter. It implements provider.Sender.
+type Provider struct {
+	cfg Config
+	log *slog.Logger
+}
+
+// New returns an SNS adapter. It returns an error when cfg.Client is nil.
+func New(cfg Config) (*Provider, error) {
+	if cfg.Client == nil {
+		return nil, errors.New("snsprovider: new: no SNS client")
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Provider{cfg: cfg, log: log}, nil
+}
+
+// Name returns "sns".
+func (p *Provider) Name() string { return Name }
+
+// Capabilities returns no idempotent sends and no lookup: SNS has neither.
+func (p *Provider) Capabilities() provider.Capabilities { return provider.Capabilities{} }
+
+// noRetry turns the SDK's retries off for one call (see the package doc).
+func noRetry(o *sns.Options) { o.RetryMaxAttempts = 1 }
+
+// Send publishes m. It returns the SNS message id, or a *provider.Error
+// classified by Classify. A channel the adapter cannot serve (email with
+// no topic, an unknown channel) is a Permanent error.
+func (p *Provider) Send(ctx context.Context, m provider.Message) (provider.Receipt, error) {
+	in, err := p.input(m)
+	if err != nil {
+		return provider.Receipt{}, err
+	}
+	if p.cfg.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, p.cfg.Timeout)
+		defer cancel()
+	}
+	out, err := p.cfg.Client.Publish(ctx, in, noRetry)
+	if err != nil {
+		perr := Classify(err, m.To)
+		p.log.WarnContext(ctx, "sns publish failed",
+			"provider", Name, "key", m.Key, "channel", m.Channel,
+			"to", redact.Address(m.To), "kind", perr.Kind.String(), "code", perr.Code, "reason", perr.Reason)
+		return provider.Receipt{}, perr
+	}
+	return provider.Receipt{MessageID: aws.ToString(out.MessageId)}, nil
+}
+
+// input builds the Publish call for m.
+func (p *Provider) input(m provider.Message) (*sns.PublishInput, error) {
+	if topic := p.cfg.TopicARNs[m.Channel]; topic != "" {
+		in := &sns.PublishInput{
+			TopicArn: aws.String(topic),
+			Message:  aws.String(m.Body),
+			MessageAttributes: map[string]types.MessageAttributeValue{
+				AttrKey: stringAttr(m.Key),
+			},
+		}
+		if m.Subject != "" {
+			in.Subject = aws.String(m.Subject)
+		}
+		if m.Channel == "push" {
+			msg, err := pushMessage(m)
+			if err != nil {
+				return nil, err
+			}
+			in.Message, in.MessageStructure = aws.String(msg), aws.String("json")
+		}
+		return in, nil
+	}
+	switch m.Channel {
+	case "sms":
+		if m.To == "" {
+			return nil, permanent("", "no phone number")
+		}
+		attrs := map[string]types.MessageAttributeValue{AttrSMSType: stringAttr(smsType(m.Class))}
+		if p.cfg.SenderID != "" {
+			attrs[AttrSenderID] = stringAttr(p.cfg.SenderID)
+		}
+		if p.cfg.OriginationNumber != "" {
+			attrs[AttrOriginationNumber] = stringAttr(p.cfg.OriginationNumber)
+		}
+		return &sns.PublishInput{PhoneNumber: aws.String(m.To), Message: aws.String(m.Body), MessageAttributes: attrs}, nil
+	case "push":
+		if !strings.HasPrefix(m.To, "arn:") {
+			return nil, permanent("", "push target is not an SNS platform-endpoint ARN")
+		}
+		msg, err := pushMessage(m)
+		if err != nil {
+			return nil, err
+		}
+		return &sns.PublishInput{TargetArn: aws.String(m.To), Message: aws.String(msg), MessageStructure: aws.String("json")}, nil
+	}
+	return nil, permanent("", fmt.Sprintf("channel %q is not served by sns (configure a topic for it)", m.Channel))
+}
+
+func permanent(code, reason string) *provider.Error {
+	return &provider.Error{Kind: provider.Permanent, Provider: Name, Op: "send", Code: code, Reason: reason}
+}
+
+func stringAttr(v string) types.MessageAttributeValue {
+	return types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(v)}
+}
+
+// smsType maps a message class to SNS's SMS type: marketing is
+// Promotional, everything else (otp, transactional) Transactional.
+func smsType(class string) string {
+	if class == "marketing" {
+		return SMSPromotional
+	}
+	return SMSTransactional
+}
+
+// pushMessage renders m as SNS's per-platform JSON message: each value is
+// itself a JSON document in the platform's own format, carrying the key
+// so an app can drop a repeat.
+func pushMessage(m provider.Message) (string, error) {
+	type alert struct {
+		Title string `json:"title,omitempty"`
+		Body  string `json:"body"`
+	}
+	gcm, err := json.Marshal(map[string]any{
+		"notification": alert{Title: m.Subject, Body: m.Body},
+		"data":         map[string]string{"sendonce_key": m.Key},
+	})
+	if err != nil {
+		return "", permanent("", "push message cannot be encoded")
+	}
+	apns, err := json.Marshal(map[string]any{
+		"aps":          map[string]any{"alert": alert{Title: m.Subject, Body: m.Body}},
+		"sendonce_key": m.Key,
+	})
+	if err != nil {
+		return "", permanent("", "push message cannot be encoded")
+	}
+	doc, err := json.Marshal(map[string]string{
+		"default":      m.Body,
+		"GCM":          string(gcm),
+		"APNS":         string(apns),
+		"APNS_SANDBOX": string(apns),
+	})
+	if err != nil {
+		return "", permanent("", "push message cannot be encoded")
+	}
+	return string(doc), nil
+}
+
+// codeKinds classifies SNS's error codes (the ErrorCode of the SDK's
+// types in service/sns/types/errors.go and the common AWS error codes).
+var codeKinds = map[string]struct {
+	kind   provider.Kind
+	reason string
+}{
+	// The message is at fault: FAILED.
+	"InvalidParameter":            {provider.Permanent, "invalid parameter"},
+	"ParameterValueInvalid":       {provider.Permanent, "invalid parameter value"},
+	"InvalidParameterValue":       {provider.Permanent, "invalid parameter value"},
+	"ValidationException":         {provider.Permanent, "validation failed"},
+	"EndpointDisabled":            {provider.Permanent, "push endpoint is disabled"},
+	"OptedOut":                    {provider.Permanent, "recipient opted out"},
+	"NotFound":                    {provider.Permanent, "target not found"},
+	"ResourceNotFound":            {provider.Permanent, "target not found"},
+	"PlatformApplicationDisabled": {provider.Permanent, "platform application is disabled"},
+	"UserError":                   {provider.Permanent, "rejected by SNS"},
+	// SNS did not take it: retry later.
+	"Throttled":           {provider.Transient, "throttled"},
+	"ThrottlingException": {provider.Transient, "throttled"},
+	"Throttling":          {provider.Transient, "throttled"},
+	"KMSThrottling":       {provider.Transient, "KMS throttled"},
+	"InternalError":       {provider.Transient, "SNS internal error"},
+	"InternalFailure":     {provider.Transient, "SNS internal failure"},
+	"ServiceUnavailable":  {provider.Transient, "SNS unavailable"},
+	"ConcurrentAccess":    {provider.Transient, "concurrent access"},
+	// The deployment is at fault: retried, alarmed, never FAILED.
+	"AuthorizationError":          {provider.Config, "not authorized to publish"},
+	"AccessDenied":                {provider.Config, "access denied"},
+	"AccessDeniedException":       {provider.Config, "access denied"},
+	"InvalidClientTokenId":        {provider.Config, "invalid AWS credentials"},
+	"UnrecognizedClientException": {provider.Config, "invalid AWS credentials"},
+	"SignatureDoesNotMatch":       {provider.Config, "AWS request signature does not match"},
+	"ExpiredToken":                {provider.Config, "AWS credentials expired"},
+	"ExpiredTokenException":       {provider.Config, "AWS credentials expired"},
+	"InvalidSecurity":             {provider.Config, "request must use HTTPS and SigV4"},
+	"KMSAccessDenied":             {provider.Config, "KMS access denied"},
+	"KMSDisabled":                 {provider.Config, "KMS key disabled"},
+	"KMSInvalidState":             {provider.Config, "KMS key in invalid state"},
+	"KMSNotFound":                 {provider.Config, "KMS key not found"},
+	"KMSOptInRequired":            {provider.Config, "KMS opt-in required"},
+	"InvalidState":                {provider.Config, "SNS resource in invalid state"},
+	"VerificationException":       {provider.Config, "origination identity not verified"},
+}
+
+// Classify translates an error from Publish into a *provider.Error.
+// to is the message's raw address; it is redacted out of any text kept.
+//
+//   - a known SNS error code: the kind of codeKinds (Permanent for a bad
+//     message, Transient for throttling and internal errors, Config for
+//     credentials, permissions and KMS);
+//   - an unknown code: by HTTP status (4xx Permanent, 500/503 Transient,
+//     other 5xx Ambiguous: a gateway may have passed the request on);
+//   - no answer: Transient when the connection was never made (dial or
+//     DNS failure: nothing was sent), otherwise Ambiguous (a timeout or
+//     reset after the request may have been written).
+func Classify(err error, to string) *provider.Error {
+	pe := &provider.Error{Kind: provider.Ambiguous, Provider: Name, Op: "send", Err: sanitizedError{err, to}}
+	var ae smithy.APIError
+	if errors.As(err, &ae) {
+		pe.Code = ae.ErrorCode()
+		if k, ok := codeKinds[pe.Code]; ok {
+			pe.Kind, pe.Reason = k.kind, k.reason
+			return pe
+		}
+		status := httpStatus(err)
+		switch {
+		case status == 500 || status == 503:
+			pe.Kind, pe.Reason = provider.Transient, fmt.Sprintf("SNS answered HTTP %d", status)
+		case status >= 500:
+			pe.Kind, pe.Reason = provider.Ambiguous, fmt.Sprintf("SNS answered HTTP %d: the request may have been processed", status)
+		case status == 401 || status == 403:
+			pe.Kind, pe.Reason = provider.Config, fmt.Sprintf("SNS answered HTTP %d", status)
+		case status == 429:
+			pe.Kind, pe.Reason = provider.Transient, "throttled"
+		case status >= 400:
+			pe.Kind, pe.Reason = provider.Permanent, "rejected by SNS"
+		default:
+			pe.Kind, pe.Reason = provider.Ambiguous, "unrecognised SNS error"
+		}
+		if msg := Sanitize(ae.ErrorMessage(), to); msg != "" && pe.Kind == provider.Permanent {
+			pe.Reason += ": " + msg
+		}
+		return pe
+	}
+	if notSent(err) {
+		pe.Kind, pe.Reason = provider.Transient, "could not connect to SNS: nothing was sent"
+		return pe
+	}
+	if errors.Is(err, context.DeadlineExceeded) || isTimeout(err) {
+		pe.Reason = "timed out waiting for SNS: the message may have been published"
+	} else {
+		pe.Reason = "connection to SNS failed mid-request: the message may have been published"
+	}
+	return pe
+}
+
+func httpStatus(err error) int {
+	var re *smithyhttp.ResponseError
+	if errors.As(err, &re) && re.Response != nil {
+		return re.HTTPStatusCode()
+	}
+	return 0
+}
+
+// notSent reports whether err proves the request never left: the TCP
+// connection was never established or the name did not resolve.
+func notSent(err error) bool {
+	var dns *net.DNSError
+	if errors.As(err, &dns) {
+		return true
+	}
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
+		return true
+	}
+	return false
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+var (
+	phoneRE = regexp.MustCompile(`\+?[0-9][0-9 ().-]{6,}[0-9]`)
+	emailRE = regexp.MustCompile(`[^\s<>"',;:]+@[^\s<>"',;:]+`)
+)
+
+// Sanitize removes addresses from a provider's message: to itself and
+// anything shaped like a phone number or an email address.
+func Sanitize(s, to string) string {
+	if to != "" {
+		s = strings.ReplaceAll(s, to, redact.Address(to))
+	}
+	s = emailRE.ReplaceAllString(s, "[email]")
+	s = phoneRE.ReplaceAllString(s, "[number]")
+	if len(s) > 200 {
+		s = s[:200] + "…"
+	}
+	return s
+}
+
+// sanitizedError keeps the original error reachable (errors.As/Is) while
+// its text has addresses removed.
+type sanitizedError struct {
+	err error
+	to  string
+}
+
+func (e sanitizedError) Error() string { return Sanitize(e.err.Error(), e.to) }
+func (e sanitizedError) Unwrap() error { return e.err }
