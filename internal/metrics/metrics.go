@@ -174,3 +174,37 @@ func (e *EMF) Flush() error {
 	}
 	return nil
 }
+
+// Tally is an in-memory Recorder that sums counters across dimensions; for
+// tests and for the local demo's summary. It is safe for concurrent use.
+type Tally struct {
+	mu     sync.Mutex
+	counts map[string]int
+}
+
+// NewTally returns an empty Tally.
+func NewTally() *Tally { return &Tally{counts: map[string]int{}} }
+
+// Count implements Recorder.
+func (t *Tally) Count(name string, n int, _ ...Dim) {
+	t.mu.Lock()
+	t.counts[name] += n
+	t.mu.Unlock()
+}
+
+// Latency implements Recorder; samples are not kept.
+func (t *Tally) Latency(string, time.Duration, ...Dim) {}
+
+// Get returns the sum of counter name.
+func (t *Tally) Get(name string) int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.counts[name]
+}
+
+// Snapshot returns a copy of every counter.
+func (t *Tally) Snapshot() map[string]int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return maps.Clone(t.counts)
+}
