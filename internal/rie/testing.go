@@ -1,0 +1,147 @@
+package rie
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// FunctionsDir is where Build looks for a function given by name.
+const FunctionsDir = "functions"
+
+// Build compiles the function package pkg as a linux bootstrap
+// (GOOS=linux CGO_ENABLED=0 -tags lambda.norpc) once per test binary and
+// returns its path. pkg is a function name under ./functions ("sender"),
+// or a path relative to the module root ("./internal/rie/testdata/echo").
+// A failed build fails t with the compiler's output.
+func Build(t testing.TB, pkg string) string {
+	t.Helper()
+	v, _ := builds.LoadOrStore(pkg, &buildResult{})
+	b := v.(*buildResult)
+	b.once.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		defer cancel()
+		b.path, b.err = buildCached(ctx, pkg)
+	})
+	if b.err != nil {
+		t.Fatalf("rie: build %s: %v", pkg, b.err)
+	}
+	return b.path
+}
+
+type buildResult struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+var builds sync.Map // pkg -> *buildResult
+
+// buildCached builds pkg into a per-package path under the system temp
+// directory, replaced atomically, so repeated test runs reuse one file
+// instead of leaving a new one behind each time.
+func buildCached(ctx context.Context, pkg string) (string, error) {
+	root, err := ModuleRoot(ctx)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256([]byte(root + "\x00" + pkg))
+	dir := filepath.Join(os.TempDir(), "sendonce-rie", hex.EncodeToString(sum[:8]))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	tmp, err := os.MkdirTemp(dir, "build-")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(tmp)
+	out := filepath.Join(tmp, "bootstrap")
+	if err := BuildBootstrap(ctx, root, pkg, out); err != nil {
+		return "", err
+	}
+	final := filepath.Join(dir, "bootstrap")
+	if err := os.Rename(out, final); err != nil {
+		return "", err
+	}
+	return final, nil
+}
+
+// ModuleRoot returns the directory of the main module's go.mod, as the go
+// command sees it from the current directory.
+func ModuleRoot(ctx context.Context) (string, error) {
+	out, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", fmt.Errorf("rie: go env GOMOD: %w", err)
+	}
+	gomod := strings.TrimSpace(string(out))
+	if gomod == "" || gomod == os.DevNull {
+		return "", errors.New("rie: not inside a Go module")
+	}
+	return filepath.Dir(gomod), nil
+}
+
+// BuildBootstrap compiles pkg (a name under ./functions, or a path relative
+// to root) in module root as a linux bootstrap at out. It returns the
+// compiler's output in the error when the build fails.
+func BuildBootstrap(ctx context.Context, root, pkg, out string) error {
+	target := pkg
+	if !strings.Contains(pkg, "/") {
+		target = "./" + FunctionsDir + "/" + pkg
+	}
+	cmd := exec.CommandContext(ctx, "go", "build", "-tags", "lambda.norpc", "-o", out, target)
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "GOOS=linux", "CGO_ENABLED=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build %s: %w\n%s", target, err, b)
+	}
+	return nil
+}
+
+// Start launches bootstrap under the emulator with env as the function's
+// environment (AWS_LAMBDA_FUNCTION_NAME and AWS_LAMBDA_FUNCTION_TIMEOUT may
+// be set in env to override the defaults), waits until it is ready, and
+// registers a cleanup that stops the emulator and the function and fails
+// t if a process is left. The function's output is logged when t fails.
+// It fails t, with a hint, when SENDONCE_TEST_RIE is not set.
+func Start(t testing.TB, bootstrap string, env map[string]string) *Instance {
+	t.Helper()
+	cfg := Config{Bootstrap: bootstrap, Env: map[string]string{}}
+	for k, v := range env {
+		switch k {
+		case "AWS_LAMBDA_FUNCTION_NAME":
+			cfg.FunctionName = v
+		case "AWS_LAMBDA_FUNCTION_TIMEOUT":
+			d, err := time.ParseDuration(v + "s")
+			if err != nil {
+				t.Fatalf("rie: AWS_LAMBDA_FUNCTION_TIMEOUT=%q: want whole seconds", v)
+			}
+			cfg.Timeout = d
+		default:
+			cfg.Env[k] = v
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), DefaultReadyTimeout+5*time.Second)
+	defer cancel()
+	inst, err := Launch(ctx, cfg)
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("function output (%s):\n%s", filepath.Base(bootstrap), inst.Logs())
+		}
+		if err := inst.Close(); err != nil {
+			t.Errorf("%v", err)
+		}
+	})
+	return inst
+}
