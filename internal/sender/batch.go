@@ -1,0 +1,113 @@
+package sender
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/sendonce/sendonce/internal/metrics"
+	"github.com/sendonce/sendonce/internal/notify"
+)
+
+// DeadLetters receives requests that can never be processed.
+type DeadLetters interface {
+	// Put stores the record's body with the reason it was rejected. An
+	// error means the record was not stored; the caller then reports the
+	// record failed so that it is not lost.
+	Put(ctx context.Context, rec events.SQSMessage, invalid *notify.InvalidError) error
+}
+
+// HandleSQS processes one SQS batch and reports the records that must be
+// delivered again (partial batch response). Records run concurrently up to
+// Config.Concurrency; records of one FIFO message group run in order, and
+// after a record of a group must be retried, the rest of that group in the
+// batch is reported failed without being processed. It returns an error
+// only if the whole invocation failed, which never happens: every record
+// ends acknowledged or reported.
+func (s *Sender) HandleSQS(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+	var (
+		mu       sync.Mutex
+		failures []events.SQSBatchItemFailure
+	)
+	fail := func(id string) {
+		mu.Lock()
+		failures = append(failures, events.SQSBatchItemFailure{ItemIdentifier: id})
+		mu.Unlock()
+	}
+
+	sem := make(chan struct{}, s.cfg.Concurrency)
+	var wg sync.WaitGroup
+	for _, group := range groups(ev.Records) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i, rec := range group {
+				sem <- struct{}{}
+				ok := s.handleRecord(ctx, rec)
+				<-sem
+				if !ok {
+					for _, rest := range group[i:] {
+						fail(rest.MessageId)
+					}
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return events.SQSEventResponse{BatchItemFailures: failures}, nil
+}
+
+// groups splits records into units processed in order: one unit per FIFO
+// message group, one unit per record on a standard queue.
+func groups(recs []events.SQSMessage) [][]events.SQSMessage {
+	var out [][]events.SQSMessage
+	index := map[string]int{}
+	for _, r := range recs {
+		g := r.Attributes["MessageGroupId"]
+		if g == "" || !strings.HasSuffix(r.EventSourceARN, ".fifo") {
+			out = append(out, []events.SQSMessage{r})
+			continue
+		}
+		i, ok := index[g]
+		if !ok {
+			i = len(out)
+			index[g] = i
+			out = append(out, nil)
+		}
+		out[i] = append(out[i], r)
+	}
+	return out
+}
+
+// handleRecord processes one record and reports whether it is done
+// (acknowledged) rather than to be delivered again.
+func (s *Sender) handleRecord(ctx context.Context, rec events.SQSMessage) bool {
+	log := s.cfg.Logger.With("sqs_message_id", rec.MessageId)
+	req, err := notify.Parse([]byte(rec.Body))
+	if err != nil {
+		var invalid *notify.InvalidError
+		if !errors.As(err, &invalid) {
+			invalid = &notify.InvalidError{Reason: err.Error()}
+		}
+		s.cfg.Metrics.Count(metrics.InvalidRequests, 1)
+		if perr := s.cfg.DeadLetters.Put(ctx, rec, invalid); perr != nil {
+			log.Error("invalid request could not be moved to the dead-letter queue: will retry", "reason", invalid.Error(), "error", perr)
+			return false
+		}
+		log.Warn("invalid request moved to the dead-letter queue", "field", invalid.Field, "reason", invalid.Reason)
+		return true
+	}
+	res := s.Process(ctx, req)
+	level := slog.LevelInfo
+	if res.Status == StatusRetry || res.Status == StatusUncertain {
+		level = slog.LevelWarn
+	}
+	log.Log(ctx, level, "processed", "key", res.Key, "status", res.Status.String(), "reason", res.Reason,
+		"receive_count", rec.Attributes["ApproximateReceiveCount"])
+	return res.Status != StatusRetry
+}

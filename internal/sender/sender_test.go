@@ -1,0 +1,428 @@
+package sender
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/sendonce/sendonce/internal/ledger"
+	"github.com/sendonce/sendonce/internal/ledger/ledgertest"
+	"github.com/sendonce/sendonce/internal/ledger/memledger"
+	"github.com/sendonce/sendonce/internal/metrics"
+	"github.com/sendonce/sendonce/internal/notify"
+	"github.com/sendonce/sendonce/internal/provider"
+	"github.com/sendonce/sendonce/internal/render"
+)
+
+// fakeProvider is a func-field fake: tests set send (and lookup) to decide
+// each call's outcome; calls counts what reached the "provider".
+type fakeProvider struct {
+	caps   provider.Capabilities
+	send   func(context.Context, provider.Message) (provider.Receipt, error)
+	lookup func(context.Context, provider.Message) (provider.LookupResult, error)
+	calls  atomic.Int64
+}
+
+func (f *fakeProvider) Name() string                        { return "fake" }
+func (f *fakeProvider) Capabilities() provider.Capabilities { return f.caps }
+func (f *fakeProvider) Send(ctx context.Context, m provider.Message) (provider.Receipt, error) {
+	n := f.calls.Add(1)
+	if f.send != nil {
+		return f.send(ctx, m)
+	}
+	return provider.Receipt{MessageID: fmt.Sprintf("msg_%d", n)}, nil
+}
+
+type lookingProvider struct{ *fakeProvider }
+
+func (l lookingProvider) Lookup(ctx context.Context, m provider.Message) (provider.LookupResult, error) {
+	return l.lookup(ctx, m)
+}
+
+type fakeDLQ struct {
+	mu   sync.Mutex
+	got  []*notify.InvalidError
+	fail error
+}
+
+func (d *fakeDLQ) Put(_ context.Context, _ events.SQSMessage, invalid *notify.InvalidError) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.fail != nil {
+		return d.fail
+	}
+	d.got = append(d.got, invalid)
+	return nil
+}
+
+type bundle struct {
+	sender  *Sender
+	ledger  *memledger.Ledger
+	clock   *ledgertest.Clock
+	prov    *fakeProvider
+	dlq     *fakeDLQ
+	metrics *metrics.Tally
+}
+
+func setup(t *testing.T, p provider.Sender) *bundle {
+	t.Helper()
+	clock := ledgertest.NewClock(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
+	b := &bundle{
+		ledger:  memledger.New(memledger.WithNow(clock.Now)),
+		clock:   clock,
+		dlq:     &fakeDLQ{},
+		metrics: metrics.NewTally(),
+	}
+	if p == nil {
+		b.prov = &fakeProvider{}
+		p = b.prov
+	} else if fp, ok := p.(*fakeProvider); ok {
+		b.prov = fp
+	} else if lp, ok := p.(lookingProvider); ok {
+		b.prov = lp.fakeProvider
+	}
+	s, err := New(Config{
+		Ledger:          b.ledger,
+		Providers:       map[string]provider.Sender{"sms": p},
+		Renderer:        render.MustNew(),
+		DeadLetters:     b.dlq,
+		Metrics:         b.metrics,
+		ProviderTimeout: 5 * time.Second,
+		ClaimTimeout:    60 * time.Second,
+		Settle:          30 * time.Second,
+		Now:             clock.Now,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.sender = s
+	return b
+}
+
+func request(event string) notify.Request {
+	return notify.Request{
+		TenantID: "acme", EventID: event, Channel: notify.ChannelSMS, Template: "order_shipped",
+		Recipient: notify.Recipient{ID: "user-42", Phone: "+15551234567"},
+		Class:     notify.ClassTransactional, Data: map[string]any{"order_id": "A-1001"},
+	}
+}
+
+func (b *bundle) state(t *testing.T, key string) ledger.Record {
+	t.Helper()
+	r, err := b.ledger.Get(context.Background(), key)
+	if err != nil {
+		t.Fatalf("Get %s: %v", key, err)
+	}
+	return r
+}
+
+func TestProcess(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+
+	t.Run("FirstDeliverySends", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, nil)
+		res := b.sender.Process(ctx, request("e1"))
+		if res.Status != StatusSent {
+			t.Fatalf("status = %v (%s), want sent", res.Status, res.Reason)
+		}
+		r := b.state(t, res.Key)
+		if r.State != ledger.StateSent || r.ProviderMessageID != "msg_1" || r.Address != "" || r.Body != "" {
+			t.Errorf("row = %+v, want SENT with provider id and no address or body", r)
+		}
+	})
+
+	t.Run("RedeliveryOfSentIsDuplicate", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, nil)
+		b.sender.Process(ctx, request("e1"))
+		for range 3 {
+			if res := b.sender.Process(ctx, request("e1")); res.Status != StatusDuplicate {
+				t.Fatalf("redelivery status = %v, want duplicate", res.Status)
+			}
+		}
+		if got := b.prov.calls.Load(); got != 1 {
+			t.Errorf("provider calls = %d, want 1", got)
+		}
+		if got := b.metrics.Get(metrics.DuplicatesPrevented); got != 3 {
+			t.Errorf("DuplicatesPrevented = %d, want 3", got)
+		}
+	})
+
+	t.Run("UnknownTemplateFails", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, nil)
+		req := request("e1")
+		req.Template = "no_such_template"
+		res := b.sender.Process(ctx, req)
+		if res.Status != StatusFailed || !strings.Contains(res.Reason, "unknown template") {
+			t.Fatalf("result = %+v, want failed: unknown template", res)
+		}
+		if r := b.state(t, res.Key); r.State != ledger.StateFailed || !strings.Contains(r.Reason, "unknown template") {
+			t.Errorf("row = %s %q", r.State, r.Reason)
+		}
+		if b.prov.calls.Load() != 0 {
+			t.Error("provider was called")
+		}
+	})
+
+	t.Run("UnconfiguredChannelFails", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, nil)
+		req := request("e1")
+		req.Channel, req.Recipient.Email = notify.ChannelEmail, "ana@example.com"
+		res := b.sender.Process(ctx, req)
+		if res.Status != StatusFailed || !strings.Contains(res.Reason, "no provider is configured for channel email") {
+			t.Fatalf("result = %+v", res)
+		}
+	})
+
+	t.Run("PermanentRejectionFails", func(t *testing.T) {
+		t.Parallel()
+		p := &fakeProvider{send: func(context.Context, provider.Message) (provider.Receipt, error) {
+			return provider.Receipt{}, &provider.Error{Kind: provider.Permanent, Provider: "fake", Op: "send", Code: "400", Reason: "invalid number"}
+		}}
+		b := setup(t, p)
+		res := b.sender.Process(ctx, request("e1"))
+		if res.Status != StatusFailed || res.Reason != "400: invalid number" {
+			t.Fatalf("result = %+v", res)
+		}
+		if r := b.state(t, res.Key); r.State != ledger.StateFailed || r.Reason != "400: invalid number" {
+			t.Errorf("row = %s %q", r.State, r.Reason)
+		}
+	})
+
+	t.Run("TransientReleasesAndRetrySends", func(t *testing.T) {
+		t.Parallel()
+		var fail atomic.Bool
+		fail.Store(true)
+		p := &fakeProvider{}
+		p.send = func(context.Context, provider.Message) (provider.Receipt, error) {
+			if fail.Load() {
+				return provider.Receipt{}, &provider.Error{Kind: provider.Transient, Provider: "fake", Op: "send", Code: "503"}
+			}
+			return provider.Receipt{MessageID: "msg_ok"}, nil
+		}
+		b := setup(t, p)
+		res := b.sender.Process(ctx, request("e1"))
+		if res.Status != StatusRetry {
+			t.Fatalf("status = %v, want retry", res.Status)
+		}
+		if r := b.state(t, res.Key); r.State != ledger.StatePending || !r.Released {
+			t.Fatalf("row = %s released=%v, want PENDING released", r.State, r.Released)
+		}
+		fail.Store(false)
+		if res := b.sender.Process(ctx, request("e1")); res.Status != StatusSent {
+			t.Fatalf("retry status = %v (%s), want sent", res.Status, res.Reason)
+		}
+		if r := b.state(t, res.Key); r.State != ledger.StateSent || r.Attempts != 2 {
+			t.Errorf("row = %s attempts=%d, want SENT after 2 attempts", r.State, r.Attempts)
+		}
+		if got := b.metrics.Get(metrics.Reclaims); got != 1 {
+			t.Errorf("Reclaims = %d, want 1", got)
+		}
+	})
+
+	t.Run("ConfigErrorIsRetriedNeverFailed", func(t *testing.T) {
+		t.Parallel()
+		p := &fakeProvider{send: func(context.Context, provider.Message) (provider.Receipt, error) {
+			return provider.Receipt{}, &provider.Error{Kind: provider.Config, Provider: "fake", Op: "send", Code: "401"}
+		}}
+		b := setup(t, p)
+		res := b.sender.Process(ctx, request("e1"))
+		if res.Status != StatusRetry {
+			t.Fatalf("status = %v, want retry", res.Status)
+		}
+		if r := b.state(t, res.Key); r.State != ledger.StatePending {
+			t.Errorf("state = %s, want PENDING (never FAILED for a configuration error)", r.State)
+		}
+	})
+
+	t.Run("AmbiguousWithoutIdempotencyIsUncertain", func(t *testing.T) {
+		t.Parallel()
+		p := &fakeProvider{send: func(context.Context, provider.Message) (provider.Receipt, error) {
+			return provider.Receipt{}, &provider.Error{Kind: provider.Ambiguous, Provider: "fake", Op: "send", Reason: "timeout after the request was written"}
+		}}
+		b := setup(t, p)
+		res := b.sender.Process(ctx, request("e1"))
+		if res.Status != StatusUncertain {
+			t.Fatalf("status = %v, want uncertain", res.Status)
+		}
+		r := b.state(t, res.Key)
+		if r.State != ledger.StateUncertain || r.Address == "" || r.Body == "" {
+			t.Errorf("row = %+v, want UNCERTAIN keeping address and body for a resend", r)
+		}
+		if got := b.metrics.Get(metrics.UncertainAttempts); got != 1 {
+			t.Errorf("UncertainAttempts = %d, want 1", got)
+		}
+		if res := b.sender.Process(ctx, request("e1")); res.Status != StatusOwnedByReconciler {
+			t.Errorf("redelivery status = %v, want owned by reconciler", res.Status)
+		}
+		if got := p.calls.Load(); got != 1 {
+			t.Errorf("provider calls = %d, want 1", got)
+		}
+	})
+
+	t.Run("AmbiguousWithIdempotencyIsRetried", func(t *testing.T) {
+		t.Parallel()
+		p := &fakeProvider{caps: provider.Capabilities{IdempotentSends: true}, send: func(context.Context, provider.Message) (provider.Receipt, error) {
+			return provider.Receipt{}, &provider.Error{Kind: provider.Ambiguous, Provider: "fake", Op: "send"}
+		}}
+		b := setup(t, p)
+		if res := b.sender.Process(ctx, request("e1")); res.Status != StatusRetry {
+			t.Fatalf("status = %v, want retry", res.Status)
+		}
+		if got := b.metrics.Get(metrics.UncertainAttempts); got != 0 {
+			t.Errorf("UncertainAttempts = %d, want 0", got)
+		}
+	})
+
+	t.Run("LiveClaimIsInFlight", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, nil)
+		req := request("e1")
+		if _, err := b.ledger.Claim(ctx, ledger.Entry{Key: req.Key(), Tenant: "acme", Channel: "sms"}, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		if res := b.sender.Process(ctx, req); res.Status != StatusRetry {
+			t.Fatalf("status = %v, want retry", res.Status)
+		}
+		if got := b.metrics.Get(metrics.InFlightConflicts); got != 1 {
+			t.Errorf("InFlightConflicts = %d, want 1", got)
+		}
+		if b.prov.calls.Load() != 0 {
+			t.Error("provider called while another worker holds the claim")
+		}
+	})
+
+	t.Run("DeadlineTooCloseDoesNotClaim", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, nil)
+		dctx, cancel := context.WithDeadline(ctx, b.clock.Now().Add(3*time.Second))
+		defer cancel()
+		res := b.sender.Process(dctx, request("e1"))
+		if res.Status != StatusRetry {
+			t.Fatalf("status = %v, want retry", res.Status)
+		}
+		if _, err := b.ledger.Get(ctx, res.Key); !errors.Is(err, ledger.ErrNotFound) {
+			t.Errorf("Get = %v, want no row (no claim taken)", err)
+		}
+	})
+}
+
+// crashAfterClaim leaves a PENDING row as a worker that died after its
+// claim (and perhaps after its provider call) would.
+func crashAfterClaim(t *testing.T, b *bundle, req notify.Request) {
+	t.Helper()
+	msg, err := render.MustNew().Render(req.Template, string(req.Channel), req.Locale, req.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = b.ledger.Claim(context.Background(), ledger.Entry{
+		Key: req.Key(), Tenant: req.TenantID, Channel: string(req.Channel), Class: string(req.Class),
+		Provider: "fake", Template: req.Template, RecipientID: req.Recipient.ID, Address: req.Address(),
+		Subject: msg.Subject, Body: msg.Body,
+	}, 60*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.clock.Advance(61 * time.Second)
+}
+
+func TestStaleClaimTakeover(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+
+	t.Run("IdempotentProviderResendsWithSameKey", func(t *testing.T) {
+		t.Parallel()
+		var keys []string
+		p := &fakeProvider{caps: provider.Capabilities{IdempotentSends: true}}
+		p.send = func(_ context.Context, m provider.Message) (provider.Receipt, error) {
+			keys = append(keys, m.Key)
+			return provider.Receipt{MessageID: "m"}, nil
+		}
+		b := setup(t, p)
+		req := request("e1")
+		crashAfterClaim(t, b, req)
+		if res := b.sender.Process(ctx, req); res.Status != StatusSent {
+			t.Fatalf("status = %v (%s), want sent", res.Status, res.Reason)
+		}
+		if len(keys) != 1 || keys[0] != req.Key() {
+			t.Errorf("sent keys = %v, want [%s]", keys, req.Key())
+		}
+		if b.metrics.Get(metrics.Reclaims) != 1 {
+			t.Error("takeover not counted as a reclaim")
+		}
+	})
+
+	t.Run("LookupFindsAcceptedAndDoesNotResend", func(t *testing.T) {
+		t.Parallel()
+		fp := &fakeProvider{caps: provider.Capabilities{LookupByReference: true}}
+		fp.lookup = func(context.Context, provider.Message) (provider.LookupResult, error) {
+			return provider.LookupResult{Status: provider.LookupAccepted, MessageID: "msg_earlier"}, nil
+		}
+		b := setup(t, lookingProvider{fp})
+		req := request("e1")
+		crashAfterClaim(t, b, req)
+		res := b.sender.Process(ctx, req)
+		if res.Status != StatusSent {
+			t.Fatalf("status = %v (%s), want sent", res.Status, res.Reason)
+		}
+		if fp.calls.Load() != 0 {
+			t.Error("provider asked to send a message it already accepted")
+		}
+		if r := b.state(t, res.Key); r.ProviderMessageID != "msg_earlier" {
+			t.Errorf("provider id = %q, want msg_earlier", r.ProviderMessageID)
+		}
+	})
+
+	t.Run("LookupFindsNothingSends", func(t *testing.T) {
+		t.Parallel()
+		fp := &fakeProvider{caps: provider.Capabilities{LookupByReference: true}}
+		fp.lookup = func(context.Context, provider.Message) (provider.LookupResult, error) {
+			return provider.LookupResult{Status: provider.LookupNotFound}, nil
+		}
+		b := setup(t, lookingProvider{fp})
+		req := request("e1")
+		crashAfterClaim(t, b, req)
+		if res := b.sender.Process(ctx, req); res.Status != StatusSent {
+			t.Fatalf("status = %v (%s), want sent", res.Status, res.Reason)
+		}
+		if fp.calls.Load() != 1 {
+			t.Errorf("provider calls = %d, want 1", fp.calls.Load())
+		}
+	})
+
+	t.Run("NoCapabilityBecomesUncertain", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, nil)
+		req := request("e1")
+		crashAfterClaim(t, b, req)
+		res := b.sender.Process(ctx, req)
+		if res.Status != StatusUncertain {
+			t.Fatalf("status = %v (%s), want uncertain", res.Status, res.Reason)
+		}
+		if b.prov.calls.Load() != 0 {
+			t.Error("blind resend after a crash with a provider that cannot dedupe")
+		}
+	})
+}
+
+func TestNewValidatesClaimTimeout(t *testing.T) {
+	t.Parallel()
+	_, err := New(Config{
+		Ledger: memledger.New(), Renderer: render.MustNew(), DeadLetters: &fakeDLQ{},
+		ProviderTimeout: 5 * time.Second, ClaimTimeout: 8 * time.Second,
+	})
+	if err == nil || !strings.Contains(err.Error(), "claim timeout (8s) must exceed the provider timeout (5s)") {
+		t.Fatalf("New error = %v", err)
+	}
+}
