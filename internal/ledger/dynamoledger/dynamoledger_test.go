@@ -1,0 +1,301 @@
+package dynamoledger_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/sendonce/sendonce/internal/ledger"
+	"github.com/sendonce/sendonce/internal/ledger/dynamoledger"
+	"github.com/sendonce/sendonce/internal/ledger/ledgertest"
+	"github.com/sendonce/sendonce/internal/testenv"
+)
+
+// One client for the whole package: the SDK client is safe for concurrent
+// use and reuses connections.
+var (
+	clientOnce sync.Once
+	client     *dynamodb.Client
+)
+
+func dynamo(t testing.TB) *dynamodb.Client {
+	t.Helper()
+	testenv.DynamoDBEndpoint(t) // fails t with a hint when unset
+	clientOnce.Do(func() { client = testenv.DynamoDB(t) })
+	return client
+}
+
+func TestConformance(t *testing.T) {
+	t.Parallel()
+	ledgertest.Run(t, func(t *testing.T, now func() time.Time) ledger.Ledger {
+		c := dynamo(t)
+		l, err := dynamoledger.New(c, testenv.NewTable(t, c), dynamoledger.WithNow(now))
+		if err != nil {
+			t.Fatalf("New: %v", err)
+		}
+		return l
+	})
+}
+
+// counter wraps the client and counts calls by operation.
+type counter struct {
+	api                          dynamoledger.API
+	puts, updates, gets, queries atomic.Int64
+	failedPuts, failedUpdates    atomic.Int64
+}
+
+func (c *counter) PutItem(ctx context.Context, in *dynamodb.PutItemInput, o ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
+	c.puts.Add(1)
+	out, err := c.api.PutItem(ctx, in, o...)
+	if err != nil {
+		c.failedPuts.Add(1)
+	}
+	return out, err
+}
+
+func (c *counter) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	c.updates.Add(1)
+	out, err := c.api.UpdateItem(ctx, in, o...)
+	if err != nil {
+		c.failedUpdates.Add(1)
+	}
+	return out, err
+}
+
+func (c *counter) GetItem(ctx context.Context, in *dynamodb.GetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	c.gets.Add(1)
+	return c.api.GetItem(ctx, in, o...)
+}
+
+func (c *counter) Query(ctx context.Context, in *dynamodb.QueryInput, o ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
+	c.queries.Add(1)
+	return c.api.Query(ctx, in, o...)
+}
+
+type calls struct{ writes, failedWrites, reads int64 }
+
+func (c *counter) take() calls {
+	got := calls{
+		writes:       c.puts.Swap(0) + c.updates.Swap(0),
+		failedWrites: c.failedPuts.Swap(0) + c.failedUpdates.Swap(0),
+		reads:        c.gets.Swap(0) + c.queries.Swap(0),
+	}
+	return got
+}
+
+// httpCalls counts the HTTP requests the SDK sends, below the SDK's own
+// retries, by operation name.
+type httpCalls struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (h *httpCalls) take() map[string]int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := h.n
+	h.n = map[string]int{}
+	return n
+}
+
+func TestCallCounts(t *testing.T) {
+	t.Parallel()
+	clock := ledgertest.NewClock(ledgertest.Start)
+	base := dynamo(t)
+	table := testenv.NewTable(t, base)
+
+	// A second client whose requests are counted on the wire.
+	wire := &httpCalls{n: map[string]int{}}
+	counted := testenv.DynamoDB(t, func(o *dynamodb.Options) {
+		o.HTTPClient = countingDoer{next: o.HTTPClient, calls: wire}
+	})
+	cnt := &counter{api: counted}
+	var units atomic.Int64 // consumed capacity, in thousandths
+	l, err := dynamoledger.New(cnt, table, dynamoledger.WithNow(clock.Now),
+		dynamoledger.WithConsumedCapacity(func(op string, cc *types.ConsumedCapacity) {
+			if cc.CapacityUnits != nil {
+				units.Add(int64(*cc.CapacityUnits * 1000))
+			}
+		}))
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	ctx := t.Context()
+	e := ledgertest.NewEntry(ledgertest.Key("call-counts"))
+
+	t.Run("FirstDelivery", func(t *testing.T) {
+		c, err := l.Claim(ctx, e, time.Minute)
+		if err != nil {
+			t.Fatalf("Claim: %v", err)
+		}
+		if err := l.Mark(ctx, c, ledger.Outcome{State: ledger.StateSent, ProviderMessageID: "msg_1"}); err != nil {
+			t.Fatalf("Mark: %v", err)
+		}
+		if got, want := cnt.take(), (calls{writes: 2}); got != want {
+			t.Errorf("calls = %+v, want %+v", got, want)
+		}
+		if got, want := wire.take(), map[string]int{"PutItem": 1, "UpdateItem": 1}; fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("HTTP requests = %v, want %v", got, want)
+		}
+		if units.Load() <= 0 {
+			t.Errorf("consumed capacity hook saw %d milli-units, want some", units.Load())
+		}
+	})
+
+	t.Run("Duplicate", func(t *testing.T) {
+		_, err := l.Claim(ctx, e, time.Minute)
+		cur, ok := ledger.AsConflict(err)
+		if !ok || !errors.Is(err, ledger.ErrExists) {
+			t.Fatalf("duplicate Claim: err = %v, want a conflict", err)
+		}
+		if cur.Key != e.Key || cur.State != ledger.StateSent || cur.ProviderMessageID != "msg_1" || cur.Attempts != 1 || cur.ClaimID == "" {
+			t.Errorf("conflict row = %+v, want the SENT row with msg_1", cur)
+		}
+		if got, want := cnt.take(), (calls{writes: 1, failedWrites: 1}); got != want {
+			t.Errorf("calls = %+v, want %+v", got, want)
+		}
+		if got, want := wire.take(), map[string]int{"PutItem": 1}; fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("HTTP requests = %v, want %v", got, want)
+		}
+	})
+}
+
+func TestNew(t *testing.T) {
+	t.Parallel()
+	c := &counter{}
+	for _, tc := range []struct {
+		name  string
+		db    dynamoledger.API
+		table string
+		opts  []dynamoledger.Option
+	}{
+		{"NilClient", nil, "t", nil},
+		{"EmptyTable", c, "", nil},
+		{"ShortRetention", c, "t", []dynamoledger.Option{dynamoledger.WithRetention(time.Second)}},
+		{"NilClock", c, "t", []dynamoledger.Option{dynamoledger.WithNow(nil)}},
+		{"NilClaimID", c, "t", []dynamoledger.Option{dynamoledger.WithClaimID(nil)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			if l, err := dynamoledger.New(tc.db, tc.table, tc.opts...); err == nil {
+				t.Fatalf("New = %v, nil; want an error", l)
+			}
+		})
+	}
+	if _, err := dynamoledger.New(c, "t", dynamoledger.WithRetention(time.Hour)); err != nil {
+		t.Errorf("New with valid options: %v", err)
+	}
+}
+
+func TestShard(t *testing.T) {
+	t.Parallel()
+	seen := map[int]bool{}
+	for i := range 200 {
+		k := ledgertest.Key(fmt.Sprint(i))
+		s := dynamoledger.Shard(k)
+		if s < 0 || s >= ledger.AttentionShards {
+			t.Fatalf("Shard(%s) = %d, outside [0, %d)", k, s, ledger.AttentionShards)
+		}
+		if s2 := dynamoledger.Shard(k); s2 != s {
+			t.Fatalf("Shard(%s) = %d then %d", k, s, s2)
+		}
+		seen[s] = true
+	}
+	if len(seen) != ledger.AttentionShards {
+		t.Errorf("200 keys used %d shards, want all %d", len(seen), ledger.AttentionShards)
+	}
+}
+
+// BenchmarkClaimMark measures a first delivery (Claim + Mark SENT) and a
+// duplicate (one failed Claim) against DynamoDB Local, reporting calls per
+// operation. DynamoDB Local is a correctness reference, not a speed one:
+// read the ratios and call counts, not the absolute times.
+func BenchmarkClaimMark(b *testing.B) {
+	base := dynamo(b)
+	table := testenv.NewTable(b, base)
+	cnt := &counter{api: base}
+	var units atomic.Int64
+	l, err := dynamoledger.New(cnt, table, dynamoledger.WithConsumedCapacity(func(_ string, cc *types.ConsumedCapacity) {
+		if cc.CapacityUnits != nil {
+			units.Add(int64(*cc.CapacityUnits * 1000))
+		}
+	}))
+	if err != nil {
+		b.Fatalf("New: %v", err)
+	}
+	ctx := b.Context()
+	run := testenv.RandomID()
+
+	b.Run("FirstDelivery", func(b *testing.B) {
+		cnt.take()
+		units.Store(0)
+		var i atomic.Int64
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				e := ledgertest.NewEntry(ledgertest.Key(fmt.Sprintf("bench-%s-%d", run, i.Add(1))))
+				c, err := l.Claim(ctx, e, time.Minute)
+				if err != nil {
+					b.Errorf("Claim: %v", err)
+					return
+				}
+				if err := l.Mark(ctx, c, ledger.Outcome{State: ledger.StateSent, ProviderMessageID: "msg"}); err != nil {
+					b.Errorf("Mark: %v", err)
+					return
+				}
+			}
+		})
+		got := cnt.take()
+		b.ReportMetric(float64(got.writes)/float64(b.N), "writes/op")
+		b.ReportMetric(float64(got.reads)/float64(b.N), "reads/op")
+		b.ReportMetric(float64(units.Load())/1000/float64(b.N), "WCU/op")
+	})
+
+	b.Run("Duplicate", func(b *testing.B) {
+		e := ledgertest.NewEntry(ledgertest.Key("bench-dup-" + run))
+		c, err := l.Claim(ctx, e, time.Minute)
+		if err != nil {
+			b.Fatalf("Claim: %v", err)
+		}
+		if err := l.Mark(ctx, c, ledger.Outcome{State: ledger.StateSent, ProviderMessageID: "msg"}); err != nil {
+			b.Fatalf("Mark: %v", err)
+		}
+		cnt.take()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if _, err := l.Claim(ctx, e, time.Minute); !errors.Is(err, ledger.ErrExists) {
+					b.Errorf("duplicate Claim: err = %v, want ErrExists", err)
+					return
+				}
+			}
+		})
+		got := cnt.take()
+		b.ReportMetric(float64(got.writes)/float64(b.N), "writes/op")
+		b.ReportMetric(float64(got.reads)/float64(b.N), "reads/op")
+	})
+}
+
+// countingDoer counts the HTTP requests sent, by DynamoDB operation.
+type countingDoer struct {
+	next  dynamodb.HTTPClient
+	calls *httpCalls
+}
+
+func (d countingDoer) Do(r *http.Request) (*http.Response, error) {
+	op := r.Header.Get("X-Amz-Target")
+	if i := strings.LastIndexByte(op, '.'); i >= 0 {
+		op = op[i+1:]
+	}
+	d.calls.mu.Lock()
+	d.calls.n[op]++
+	d.calls.mu.Unlock()
+	return d.next.Do(r)
+}
