@@ -94,8 +94,12 @@ type syncBuffer struct {
 	b  bytes.Buffer
 }
 
-func (s *syncBuffer) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
-func (s *syncBuffer) String() string              { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
 type setupOpts struct {
 	fifo bool
@@ -718,4 +722,6 @@ func TestNewRejectsBadConfig(t *testing.T) {
 
 type noLedger struct{}
 
-func (noLedger) Get(context.Context, string) (ledger.Record, error) { return ledger.Record{}, ledger.ErrNotFound }
+func (noLedger) Get(context.Context, string) (ledger.Record, error) {
+	return ledger.Record{}, ledger.ErrNotFound
+}
