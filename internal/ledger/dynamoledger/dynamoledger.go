@@ -54,8 +54,9 @@
 //
 // The SDK retries a write whose response was lost. When such a retry fails
 // its condition on the item its own first try wrote (recognised by the new
-// claim id, or by the same claim, state and timestamp), Claim, TakeOver,
-// Mark and Release report success rather than a conflict.
+// claim id, or by the same claim, state and timestamp), Claim, TakeOver
+// and Mark report success rather than a conflict. Release needs no such
+// care: its condition still holds after its own write.
 package dynamoledger
 
 import (
@@ -489,8 +490,6 @@ func (l *Ledger) Release(ctx context.Context, c ledger.Claim, reason string) err
 			return fmt.Errorf("dynamoledger: release %s: %w", c.Key, err)
 		case derr != nil:
 			return fmt.Errorf("dynamoledger: release %s: %w", c.Key, derr)
-		case old.ClaimID == c.ClaimID && old.Released && old.UpdatedAt.Equal(now):
-			return nil // a retry found its own first try's write
 		}
 		return fmt.Errorf("dynamoledger: release %s: %w", c.Key, fenced(old, now))
 	}

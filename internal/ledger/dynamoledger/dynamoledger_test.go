@@ -234,11 +234,11 @@ func BenchmarkClaimMark(b *testing.B) {
 	}
 	ctx := b.Context()
 	run := testenv.RandomID()
+	var i atomic.Int64 // keys stay fresh across the runs b.Run makes
 
 	b.Run("FirstDelivery", func(b *testing.B) {
 		cnt.take()
 		units.Store(0)
-		var i atomic.Int64
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
 				e := ledgertest.NewEntry(ledgertest.Key(fmt.Sprintf("bench-%s-%d", run, i.Add(1))))
@@ -259,19 +259,19 @@ func BenchmarkClaimMark(b *testing.B) {
 		b.ReportMetric(float64(units.Load())/1000/float64(b.N), "WCU/op")
 	})
 
+	dup := ledgertest.NewEntry(ledgertest.Key("bench-dup-" + run))
+	c, err := l.Claim(ctx, dup, time.Minute)
+	if err != nil {
+		b.Fatalf("Claim: %v", err)
+	}
+	if err := l.Mark(ctx, c, ledger.Outcome{State: ledger.StateSent, ProviderMessageID: "msg"}); err != nil {
+		b.Fatalf("Mark: %v", err)
+	}
 	b.Run("Duplicate", func(b *testing.B) {
-		e := ledgertest.NewEntry(ledgertest.Key("bench-dup-" + run))
-		c, err := l.Claim(ctx, e, time.Minute)
-		if err != nil {
-			b.Fatalf("Claim: %v", err)
-		}
-		if err := l.Mark(ctx, c, ledger.Outcome{State: ledger.StateSent, ProviderMessageID: "msg"}); err != nil {
-			b.Fatalf("Mark: %v", err)
-		}
 		cnt.take()
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
-				if _, err := l.Claim(ctx, e, time.Minute); !errors.Is(err, ledger.ErrExists) {
+				if _, err := l.Claim(ctx, dup, time.Minute); !errors.Is(err, ledger.ErrExists) {
 					b.Errorf("duplicate Claim: err = %v, want ErrExists", err)
 					return
 				}
@@ -298,4 +298,107 @@ func (d countingDoer) Do(r *http.Request) (*http.Response, error) {
 	d.calls.n[op]++
 	d.calls.mu.Unlock()
 	return d.next.Do(r)
+}
+
+// twice sends every write twice and returns the second answer: what the
+// SDK's retry of a write whose first response was lost looks like.
+type twice struct{ dynamoledger.API }
+
+func (d twice) PutItem(ctx context.Context, in *dynamodb.PutItemInput, o ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
+	if _, err := d.API.PutItem(ctx, in, o...); err != nil {
+		return nil, err
+	}
+	return d.API.PutItem(ctx, in, o...)
+}
+
+func (d twice) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	if _, err := d.API.UpdateItem(ctx, in, o...); err != nil {
+		return nil, err
+	}
+	return d.API.UpdateItem(ctx, in, o...)
+}
+
+func TestRetriedWriteFindsItsOwnRow(t *testing.T) {
+	t.Parallel()
+	clock := ledgertest.NewClock(ledgertest.Start)
+	c := dynamo(t)
+	l, err := dynamoledger.New(twice{c}, testenv.NewTable(t, c), dynamoledger.WithNow(clock.Now))
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	ctx := t.Context()
+	e := ledgertest.NewEntry(ledgertest.Key("retried"))
+
+	c1, err := l.Claim(ctx, e, time.Minute)
+	if err != nil {
+		t.Fatalf("Claim: %v", err)
+	}
+	if err := l.Release(ctx, c1, "provider 503"); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	cur, err := l.Get(ctx, e.Key)
+	if err != nil {
+		t.Fatalf("Get: %v", err)
+	}
+	c2, err := l.TakeOver(ctx, cur, time.Minute)
+	if err != nil {
+		t.Fatalf("TakeOver: %v", err)
+	}
+	if c2.Attempt != 2 {
+		t.Errorf("TakeOver attempt = %d, want 2", c2.Attempt)
+	}
+	if err := l.Mark(ctx, c2, ledger.Outcome{State: ledger.StateSent, ProviderMessageID: "msg_1"}); err != nil {
+		t.Fatalf("Mark: %v", err)
+	}
+	got, err := l.Get(ctx, e.Key)
+	if err != nil {
+		t.Fatalf("Get: %v", err)
+	}
+	if got.State != ledger.StateSent || got.ClaimID != c2.ClaimID || got.Attempts != 2 {
+		t.Errorf("row %s/%s/%d, want SENT/%s/2", got.State, got.ClaimID, got.Attempts, c2.ClaimID)
+	}
+	// A real duplicate is still a conflict, and a stale claim still fenced.
+	if _, err := l.Claim(ctx, e, time.Minute); !errors.Is(err, ledger.ErrExists) {
+		t.Errorf("duplicate Claim: err = %v, want ErrExists", err)
+	}
+	if err := l.Mark(ctx, c1, ledger.Outcome{State: ledger.StateSent}); !errors.Is(err, ledger.ErrFencingLost) {
+		t.Errorf("Mark with the old claim: err = %v, want ErrFencingLost", err)
+	}
+}
+
+func TestMalformedItem(t *testing.T) {
+	t.Parallel()
+	c := dynamo(t)
+	table := testenv.NewTable(t, c)
+	l, err := dynamoledger.New(c, table)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	for _, tc := range []struct {
+		name string
+		attr string
+		v    types.AttributeValue
+	}{
+		{"AttemptsNotANumber", "attempts", &types.AttributeValueMemberS{Value: "one"}},
+		{"LeaseNotAnInteger", "lease_until", &types.AttributeValueMemberN{Value: "1.5"}},
+		{"ExpiryNotANumber", "expires_at", &types.AttributeValueMemberBOOL{Value: true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			key := ledgertest.Key("malformed-" + tc.name)
+			item := map[string]types.AttributeValue{
+				"pk":         &types.AttributeValueMemberS{Value: key},
+				"state":      &types.AttributeValueMemberS{Value: "SENT"},
+				"expires_at": &types.AttributeValueMemberN{Value: fmt.Sprint(time.Now().Add(time.Hour).Unix())},
+			}
+			item[tc.attr] = tc.v
+			if _, err := c.PutItem(t.Context(), &dynamodb.PutItemInput{TableName: &table, Item: item}); err != nil {
+				t.Fatalf("PutItem: %v", err)
+			}
+			_, err := l.Get(t.Context(), key)
+			if err == nil || errors.Is(err, ledger.ErrNotFound) || !strings.Contains(err.Error(), tc.attr) {
+				t.Fatalf("Get: err = %v, want a decoding error naming %s", err, tc.attr)
+			}
+		})
+	}
 }
