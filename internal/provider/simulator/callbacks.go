@@ -1,0 +1,187 @@
+package simulator
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/sendonce/sendonce/internal/provider/httpprovider"
+)
+
+// CallbackOptions tunes delivery callbacks. Callbacks are posted for a
+// message that carries a callback_url when Options.CallbackSecret is set:
+// "sent", then "delivered" (or "failed" for FaultUndeliverable). Each
+// (message, status) has one event_id, "evt_{message id}_{status}", which
+// its duplicates repeat.
+type CallbackOptions struct {
+	// Delay is waited before each callback is posted.
+	Delay time.Duration
+	// Duplicates is how many extra copies of each callback are posted
+	// (same body, same event_id), right after it.
+	Duplicates int
+	// Reorder posts the final status before "sent".
+	Reorder bool
+	// Workers is the number of goroutines posting callbacks; 0 means 4.
+	// Callbacks of one message are posted by one worker, in order.
+	Workers int
+	// Queue bounds the messages waiting for callbacks; 0 means 1024. A
+	// message that finds the queue full gets no callbacks (counted in
+	// Stats.CallbacksDropped) and reaches its final status at once.
+	Queue int
+	// Attempts is how many times a callback is posted until it gets a
+	// 2xx answer; 0 means 3. Attempts back off from 100ms, doubling.
+	Attempts int
+	// Client posts callbacks; nil means a client with a 5s timeout.
+	Client *http.Client
+}
+
+type event struct {
+	status httpprovider.MessageStatus
+	reason string
+	body   []byte
+}
+
+type job struct {
+	rec    *record
+	url    string
+	events []event // in posting order
+}
+
+func (s *Simulator) startCallbacks() {
+	o := &s.opts.Callbacks
+	workers, queue := o.Workers, o.Queue
+	if workers <= 0 {
+		workers = 4
+	}
+	if queue <= 0 {
+		queue = 1024
+	}
+	s.client = o.Client
+	if s.client == nil {
+		s.client = &http.Client{Timeout: 5 * time.Second}
+	}
+	s.jobs = make(chan job, queue)
+	for range workers {
+		s.wg.Add(1)
+		go s.worker()
+	}
+}
+
+// enqueueCallbacks queues the callbacks of rec; false if it has none. The
+// caller holds s.mu; it never blocks.
+func (s *Simulator) enqueueCallbacks(rec *record, final httpprovider.MessageStatus, reason string) bool {
+	if len(s.opts.CallbackSecret) == 0 || rec.CallbackURL == "" {
+		return false
+	}
+	if s.closed {
+		s.stats.CallbacksDropped++
+		return false
+	}
+	at := rec.AcceptedAt.UTC()
+	mk := func(st httpprovider.MessageStatus, reason string, t time.Time) event {
+		body, _ := json.Marshal(httpprovider.Callback{
+			EventID: "evt_" + rec.ID + "_" + string(st), MessageID: rec.ID, Reference: rec.Reference,
+			Status: st, Timestamp: t.Format(time.RFC3339Nano),
+		})
+		return event{status: st, reason: reason, body: body}
+	}
+	order := []event{mk(httpprovider.StatusSent, "", at), mk(final, reason, at.Add(time.Millisecond))}
+	if s.opts.Callbacks.Reorder {
+		order[0], order[1] = order[1], order[0]
+	}
+	var events []event
+	for _, e := range order {
+		for range 1 + max(s.opts.Callbacks.Duplicates, 0) {
+			events = append(events, e)
+		}
+	}
+	select {
+	case s.jobs <- job{rec: rec, url: rec.CallbackURL, events: events}:
+		return true
+	default:
+		s.stats.CallbacksDropped++
+		return false
+	}
+}
+
+func (s *Simulator) worker() {
+	defer s.wg.Done()
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case j := <-s.jobs:
+			s.run(j)
+		}
+	}
+}
+
+func rank(st httpprovider.MessageStatus) int {
+	switch {
+	case st == httpprovider.StatusSent:
+		return 1
+	case st.Failed() || st == httpprovider.StatusDelivered:
+		return 2
+	}
+	return 0
+}
+
+func (s *Simulator) run(j job) {
+	for _, e := range j.events {
+		if !s.sleep(s.ctx, s.opts.Callbacks.Delay) {
+			return
+		}
+		s.mu.Lock()
+		if rank(e.status) > rank(j.rec.Status) {
+			j.rec.Status, j.rec.Reason = e.status, e.reason
+		}
+		s.mu.Unlock()
+		ok := s.post(j.url, e.body)
+		s.mu.Lock()
+		if ok {
+			s.stats.CallbacksSent++
+		} else if s.ctx.Err() == nil {
+			s.stats.CallbacksFailed++
+		}
+		s.mu.Unlock()
+	}
+}
+
+// post posts one callback until it is answered 2xx or attempts run out.
+func (s *Simulator) post(url string, body []byte) bool {
+	attempts := s.opts.Callbacks.Attempts
+	if attempts <= 0 {
+		attempts = 3
+	}
+	backoff := 100 * time.Millisecond
+	for i := range attempts {
+		if i > 0 && !s.sleep(s.ctx, backoff) {
+			return false
+		}
+		backoff *= 2
+		req, err := http.NewRequestWithContext(s.ctx, http.MethodPost, url, bytes.NewReader(body))
+		if err != nil {
+			s.log.Warn("simulator callback: bad callback_url", "error", err)
+			return false
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set(httpprovider.SignatureHeader, httpprovider.Sign(s.opts.CallbackSecret, s.now(), body))
+		resp, err := s.client.Do(req)
+		if err != nil {
+			if s.ctx.Err() != nil {
+				return false
+			}
+			s.log.Warn("simulator callback failed", "attempt", i+1, "error", err)
+			continue
+		}
+		io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
+		resp.Body.Close()
+		if resp.StatusCode/100 == 2 {
+			return true
+		}
+		s.log.Warn("simulator callback refused", "attempt", i+1, "status", resp.StatusCode)
+	}
+	return false
+}

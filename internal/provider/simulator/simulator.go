@@ -1,0 +1,637 @@
+// Package simulator is an in-process simulator of the generic HTTP provider
+// protocol (CONTRACTS §4 and §5). It is the ground truth of tests, chaos
+// runs and the demo: it records every message it accepted, so a test can
+// ask how many times a reference was really delivered.
+//
+// It checks the bearer token, honours Idempotency-Key (a repeat answers
+// 200 with the original id and delivers nothing; a repeat with another body
+// answers 422), answers lookups by reference, assigns ids msg_1, msg_2, ...,
+// and posts signed delivery callbacks (sent, then delivered or failed) from
+// a bounded worker pool.
+//
+// Faults are injected per request from a plan (AddFault, or POST
+// /_sim/faults) or at random from a seeded RNG (SetRandom, POST
+// /_sim/random). The admin endpoints under /_sim/ need the same bearer
+// token:
+//
+//	GET    /_sim/stats                 Stats
+//	GET    /_sim/delivered[?reference] {"reference":r,"delivered":n} or {"delivered":{r:n},"duplicates":[r...]}
+//	GET    /_sim/messages              every accepted Message
+//	GET    /_sim/faults                the planned faults left and the random mode
+//	POST   /_sim/faults                add a Fault, or a JSON array of them
+//	DELETE /_sim/faults                clear planned and random faults
+//	POST   /_sim/random                set RandomFaults
+//	POST   /_sim/latency               {"fixed":"50ms","jitter":"20ms"}
+package simulator
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/sendonce/sendonce/internal/provider/httpprovider"
+	"github.com/sendonce/sendonce/internal/redact"
+)
+
+// DefaultMaxBody is the largest send body accepted when Options.MaxBody is
+// zero; a larger one is answered 413.
+const DefaultMaxBody = 64 << 10
+
+// Options configures a Simulator.
+type Options struct {
+	// Token is the bearer token every request must carry (401 otherwise).
+	// Empty disables the check.
+	Token string
+	// CallbackSecret signs callbacks (httpprovider.Sign). Empty disables
+	// callbacks.
+	CallbackSecret []byte
+	// IdempotencyDisabled models a provider without idempotent sends:
+	// Idempotency-Key is ignored and every POST delivers a new message.
+	IdempotencyDisabled bool
+	// LookupDisabled models a provider without lookup: GET /messages
+	// answers 404.
+	LookupDisabled bool
+	// Latency and Jitter delay every /messages request by Latency plus a
+	// uniform random part of up to Jitter.
+	Latency, Jitter time.Duration
+	// Seed seeds the RNG of jitter and random faults.
+	Seed uint64
+	// MaxBody bounds a send body; 0 means DefaultMaxBody.
+	MaxBody int64
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+	// Callbacks tunes callback delivery.
+	Callbacks CallbackOptions
+	// Logger receives one line per request outcome (Debug) and callback
+	// failure (Warn); addresses are redacted. Nil discards.
+	Logger *slog.Logger
+}
+
+// Message is a message the simulator accepted.
+type Message struct {
+	ID             string                     `json:"id"`
+	Reference      string                     `json:"reference"`
+	IdempotencyKey string                     `json:"idempotency_key,omitempty"`
+	Channel        string                     `json:"channel"`
+	To             string                     `json:"to"`
+	Subject        string                     `json:"subject,omitempty"`
+	Body           string                     `json:"body"`
+	CallbackURL    string                     `json:"callback_url,omitempty"`
+	Status         httpprovider.MessageStatus `json:"status"`
+	Reason         string                     `json:"reason,omitempty"`
+	AcceptedAt     time.Time                  `json:"accepted_at"`
+}
+
+// Stats are the simulator's totals since New.
+type Stats struct {
+	// Requests counts every request to /messages (sends and lookups).
+	Requests int `json:"requests"`
+	Sends    int `json:"sends"`
+	Lookups  int `json:"lookups"`
+	// Unauthorized counts requests refused for their token.
+	Unauthorized int `json:"unauthorized"`
+	// BadRequests counts sends refused as malformed (400, 413).
+	BadRequests int `json:"bad_requests"`
+	// Accepted counts new messages (each one is a delivery).
+	Accepted int `json:"accepted"`
+	// DuplicatesSuppressed counts repeats answered with the original.
+	DuplicatesSuppressed int `json:"duplicates_suppressed"`
+	// Conflicts counts repeats of a key with another body (422).
+	Conflicts int `json:"conflicts"`
+	// Faults counts injected faults by kind.
+	Faults map[FaultKind]int `json:"faults"`
+	// CallbacksSent counts callbacks answered 2xx (duplicates included).
+	CallbacksSent int `json:"callbacks_sent"`
+	// CallbacksFailed counts callbacks given up after every attempt.
+	CallbacksFailed int `json:"callbacks_failed"`
+	// CallbacksDropped counts callback jobs dropped (queue full or closed).
+	CallbacksDropped int `json:"callbacks_dropped"`
+}
+
+type record struct {
+	Message
+	req httpprovider.SendRequest
+}
+
+type plannedFault struct {
+	Fault
+	left int // 0: unlimited
+}
+
+// Simulator is the provider simulator. Its methods are safe for
+// concurrent use. Close stops its callbacks and releases hung requests.
+type Simulator struct {
+	opts    Options
+	now     func() time.Time
+	log     *slog.Logger
+	maxBody int64
+
+	ctx    context.Context // canceled by Close
+	cancel context.CancelFunc
+	once   sync.Once
+	wg     sync.WaitGroup
+	jobs   chan job
+	client *http.Client
+
+	mu      sync.Mutex
+	rng     *rand.Rand
+	latency time.Duration
+	jitter  time.Duration
+	faults  []*plannedFault
+	random  RandomFaults
+	byKey   map[string]*record
+	byRef   map[string][]*record
+	msgs    []*record
+	stats   Stats
+	nextID  int
+	closed  bool
+}
+
+// New returns a running Simulator (its callback workers are started).
+// Call Close when done.
+func New(opts Options) *Simulator {
+	s := &Simulator{
+		opts:    opts,
+		now:     opts.Now,
+		log:     opts.Logger,
+		maxBody: opts.MaxBody,
+		rng:     rand.New(rand.NewPCG(opts.Seed, opts.Seed^0x9e3779b97f4a7c15)),
+		latency: opts.Latency,
+		jitter:  opts.Jitter,
+		byKey:   map[string]*record{},
+		byRef:   map[string][]*record{},
+		stats:   Stats{Faults: map[FaultKind]int{}},
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	if s.maxBody <= 0 {
+		s.maxBody = DefaultMaxBody
+	}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.startCallbacks()
+	return s
+}
+
+// Close stops the callback workers (pending callbacks are dropped), wakes
+// every hung request and waits for the workers to exit. It is idempotent.
+func (s *Simulator) Close() {
+	s.once.Do(func() {
+		s.mu.Lock()
+		s.closed = true
+		s.mu.Unlock()
+		s.cancel()
+		s.wg.Wait()
+	})
+}
+
+// Handler returns the simulator's HTTP handler: /messages and /_sim/.
+func (s *Simulator) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /messages", s.auth(s.handleSend))
+	mux.HandleFunc("GET /messages", s.auth(s.handleLookup))
+	s.adminRoutes(mux)
+	return mux
+}
+
+func (s *Simulator) auth(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if s.opts.Token != "" && r.Header.Get("Authorization") != "Bearer "+s.opts.Token {
+			s.mu.Lock()
+			s.stats.Unauthorized++
+			s.mu.Unlock()
+			writeError(w, http.StatusUnauthorized, "invalid bearer token")
+			return
+		}
+		h(w, r)
+	}
+}
+
+// AddFault validates f and appends it to the plan. Its error wraps
+// ErrInvalidFault.
+func (s *Simulator) AddFault(f Fault) error {
+	if err := f.validate(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.faults = append(s.faults, &plannedFault{Fault: f, left: f.Count})
+	return nil
+}
+
+// ClearFaults removes every planned fault and turns random faults off.
+func (s *Simulator) ClearFaults() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.faults = nil
+	s.random = RandomFaults{}
+}
+
+// Faults returns the planned faults still active, Count holding what is
+// left of each (0: unlimited).
+func (s *Simulator) Faults() []Fault {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]Fault, 0, len(s.faults))
+	for _, p := range s.faults {
+		f := p.Fault
+		f.Count = p.left
+		out = append(out, f)
+	}
+	return out
+}
+
+// SetRandom sets the random fault mode (the zero RandomFaults turns it
+// off). Its error wraps ErrInvalidFault.
+func (s *Simulator) SetRandom(r RandomFaults) error {
+	if err := r.validate(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.random = r
+	return nil
+}
+
+// SetLatency sets the delay of every /messages request: fixed plus a
+// uniform random part of up to jitter. Negative values count as zero.
+func (s *Simulator) SetLatency(fixed, jitter time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.latency, s.jitter = max(fixed, 0), max(jitter, 0)
+}
+
+// Delivered returns how many distinct messages with this reference the
+// simulator accepted for delivery: 1 for a message sent exactly once, more
+// than 1 for a duplicate, 0 if never accepted. Messages whose delivery
+// fails (FaultUndeliverable) count too: they were handed to delivery.
+func (s *Simulator) Delivered(reference string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.byRef[reference])
+}
+
+// DeliveredAll returns Delivered for every reference ever accepted.
+func (s *Simulator) DeliveredAll() map[string]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[string]int, len(s.byRef))
+	for ref, rs := range s.byRef {
+		out[ref] = len(rs)
+	}
+	return out
+}
+
+// Duplicates returns the references delivered more than once, sorted.
+func (s *Simulator) Duplicates() []string {
+	var out []string
+	for ref, n := range s.DeliveredAll() {
+		if n > 1 {
+			out = append(out, ref)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Messages returns a copy of every accepted message, in acceptance order.
+func (s *Simulator) Messages() []Message {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]Message, len(s.msgs))
+	for i, r := range s.msgs {
+		out[i] = r.Message
+	}
+	return out
+}
+
+// Stats returns a copy of the totals.
+func (s *Simulator) Stats() Stats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.stats
+	st.Faults = maps.Clone(s.stats.Faults)
+	return st
+}
+
+// delay sleeps the configured latency; false if the request went away.
+func (s *Simulator) delay(r *http.Request) bool {
+	s.mu.Lock()
+	d := s.latency
+	if s.jitter > 0 {
+		d += time.Duration(s.rng.Int64N(int64(s.jitter) + 1))
+	}
+	s.mu.Unlock()
+	return s.sleep(r.Context(), d)
+}
+
+// sleep waits d (forever if d < 0); false if ctx or the simulator ended.
+func (s *Simulator) sleep(ctx context.Context, d time.Duration) bool {
+	if d == 0 {
+		return ctx.Err() == nil && s.ctx.Err() == nil
+	}
+	var timer <-chan time.Time
+	if d > 0 {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		timer = t.C
+	}
+	select {
+	case <-timer:
+		return true
+	case <-ctx.Done():
+	case <-s.ctx.Done():
+	}
+	return false
+}
+
+// hang waits for a timeout fault; true if the client is still waiting
+// after the fault's Hang.
+func (s *Simulator) hang(r *http.Request, f Fault) bool {
+	d := f.Hang
+	if d == 0 {
+		d = -1
+	}
+	return s.sleep(r.Context(), d)
+}
+
+// pickFault takes the first planned fault matching the request, else
+// draws a random one for a send. It counts the fault.
+func (s *Simulator) pickFault(op FaultOp, reference, key, to string) (Fault, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, p := range s.faults {
+		if !p.matches(op, reference, key, to) {
+			continue
+		}
+		if p.left > 0 {
+			p.left--
+			if p.left == 0 {
+				s.faults = slices.Delete(s.faults, i, i+1)
+			}
+		}
+		s.stats.Faults[p.Kind]++
+		return p.Fault, true
+	}
+	if op != OpSend {
+		return Fault{}, false
+	}
+	f, ok := s.random.pick(s.rng.Float64(), s.rng.IntN(1<<30))
+	if ok {
+		s.stats.Faults[f.Kind]++
+	}
+	return f, ok
+}
+
+func (s *Simulator) handleSend(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	s.stats.Requests++
+	s.stats.Sends++
+	s.mu.Unlock()
+	if !s.delay(r) {
+		s.abandon(w)
+		return
+	}
+	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.maxBody))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			s.badRequest(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("body larger than %d bytes", s.maxBody))
+			return
+		}
+		return // the client went away
+	}
+	var req httpprovider.SendRequest
+	if err := json.Unmarshal(raw, &req); err != nil {
+		s.badRequest(w, http.StatusBadRequest, "body is not a JSON message")
+		return
+	}
+	if msg := validate(req); msg != "" {
+		s.badRequest(w, http.StatusBadRequest, msg)
+		return
+	}
+	key := r.Header.Get("Idempotency-Key")
+
+	f, faulted := s.pickFault(OpSend, req.Reference, key, req.To)
+	if faulted {
+		switch f.Kind {
+		case FaultStatus:
+			s.logOutcome("fault", req, key, f.Kind)
+			writeFault(w, f.Status)
+			return
+		case FaultLatency:
+			if !s.sleep(r.Context(), f.Delay) {
+				s.abandon(w)
+				return
+			}
+		case FaultTimeoutBeforeAccept:
+			s.logOutcome("fault", req, key, f.Kind)
+			if s.hang(r, f) {
+				writeError(w, http.StatusGatewayTimeout, "simulated timeout")
+			} else {
+				s.abandon(w)
+			}
+			return
+		case FaultResetBeforeAccept:
+			s.logOutcome("fault", req, key, f.Kind)
+			reset(w)
+			return
+		}
+	}
+
+	rec, status, conflict := s.accept(req, key, faulted && f.Kind == FaultUndeliverable)
+	if conflict {
+		s.logOutcome("conflict", req, key, "")
+		writeError(w, http.StatusUnprocessableEntity, "Idempotency-Key reused with a different message")
+		return
+	}
+	s.logOutcome(map[int]string{http.StatusOK: "replay", http.StatusAccepted: "accepted"}[status], req, key, f.Kind)
+	if faulted {
+		switch f.Kind {
+		case FaultTimeoutAfterAccept:
+			if !s.hang(r, f) {
+				s.abandon(w)
+				return
+			}
+		case FaultResetAfterAccept:
+			reset(w)
+			return
+		}
+	}
+	writeJSON(w, status, httpprovider.MessageInfo{ID: rec.ID, Status: rec.Status})
+}
+
+// accept records a new message, or finds the original of a repeat. It
+// returns the record, 202 (new) or 200 (repeat), or conflict.
+func (s *Simulator) accept(req httpprovider.SendRequest, key string, undeliverable bool) (Message, int, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	idem := !s.opts.IdempotencyDisabled && key != ""
+	if idem {
+		if orig, ok := s.byKey[key]; ok {
+			a, b := orig.req, req
+			a.CallbackURL, b.CallbackURL = "", ""
+			if a != b {
+				s.stats.Conflicts++
+				return Message{}, 0, true
+			}
+			s.stats.DuplicatesSuppressed++
+			return orig.Message, http.StatusOK, false
+		}
+	}
+	s.nextID++
+	rec := &record{req: req, Message: Message{
+		ID: "msg_" + strconv.Itoa(s.nextID), Reference: req.Reference, IdempotencyKey: key,
+		Channel: req.Channel, To: req.To, Subject: req.Subject, Body: req.Body, CallbackURL: req.CallbackURL,
+		Status: httpprovider.StatusAccepted, AcceptedAt: s.now(),
+	}}
+	final, reason := httpprovider.StatusDelivered, ""
+	if undeliverable {
+		final, reason = httpprovider.StatusFailed, "simulated delivery failure"
+	}
+	if idem {
+		s.byKey[key] = rec
+	}
+	s.byRef[req.Reference] = append(s.byRef[req.Reference], rec)
+	s.msgs = append(s.msgs, rec)
+	s.stats.Accepted++
+	answer := rec.Message
+	if !s.enqueueCallbacks(rec, final, reason) {
+		// No callbacks will move it: it reaches its final status now.
+		rec.Status, rec.Reason = final, reason
+	}
+	return answer, http.StatusAccepted, false
+}
+
+func validate(req httpprovider.SendRequest) string {
+	switch req.Channel {
+	case "sms", "email", "push":
+	case "":
+		return "channel is required"
+	default:
+		return "channel must be sms, email or push"
+	}
+	switch {
+	case req.To == "":
+		return "to is required"
+	case req.Body == "":
+		return "body is required"
+	case req.Reference == "":
+		return "reference is required"
+	}
+	return ""
+}
+
+func (s *Simulator) handleLookup(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	s.stats.Requests++
+	s.stats.Lookups++
+	s.mu.Unlock()
+	if !s.delay(r) {
+		s.abandon(w)
+		return
+	}
+	if s.opts.LookupDisabled {
+		writeError(w, http.StatusNotFound, "lookup is not supported")
+		return
+	}
+	ref := r.URL.Query().Get("reference")
+	if ref == "" {
+		writeError(w, http.StatusBadRequest, "reference is required")
+		return
+	}
+	if f, ok := s.pickFault(OpLookup, ref, ref, ""); ok {
+		switch f.Kind {
+		case FaultStatus:
+			writeFault(w, f.Status)
+			return
+		case FaultLatency:
+			if !s.sleep(r.Context(), f.Delay) {
+				s.abandon(w)
+				return
+			}
+		case FaultTimeoutBeforeAccept:
+			if s.hang(r, f) {
+				writeError(w, http.StatusGatewayTimeout, "simulated timeout")
+			} else {
+				s.abandon(w)
+			}
+			return
+		case FaultResetBeforeAccept:
+			reset(w)
+			return
+		}
+	}
+	s.mu.Lock()
+	resp := httpprovider.LookupResponse{Messages: []httpprovider.MessageInfo{}}
+	for _, rec := range s.byRef[ref] {
+		resp.Messages = append(resp.Messages, httpprovider.MessageInfo{ID: rec.ID, Status: rec.Status, Reason: rec.Reason})
+	}
+	s.mu.Unlock()
+	writeJSON(w, http.StatusOK, resp)
+}
+
+func (s *Simulator) badRequest(w http.ResponseWriter, status int, msg string) {
+	s.mu.Lock()
+	s.stats.BadRequests++
+	s.mu.Unlock()
+	writeError(w, status, msg)
+}
+
+func (s *Simulator) logOutcome(outcome string, req httpprovider.SendRequest, key string, fault FaultKind) {
+	s.log.Debug("simulator send", "outcome", outcome, "reference", req.Reference, "idempotency_key", key,
+		"to", redact.Address(req.To), "fault", string(fault))
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(v)
+}
+
+func writeError(w http.ResponseWriter, status int, msg string) {
+	writeJSON(w, status, httpprovider.ErrorResponse{Error: msg})
+}
+
+func writeFault(w http.ResponseWriter, status int) {
+	if status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable {
+		w.Header().Set("Retry-After", "1")
+	}
+	writeError(w, status, "simulated fault: "+http.StatusText(status))
+}
+
+// abandon ends a request cut short: when the simulator is closing, the
+// connection is reset so the client sees no answer; when the client went
+// away, there is no one to answer.
+func (s *Simulator) abandon(w http.ResponseWriter) {
+	if s.ctx.Err() != nil {
+		reset(w)
+	}
+}
+
+// reset drops the connection with a TCP reset instead of answering.
+func reset(w http.ResponseWriter) {
+	conn, _, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		// Not hijackable (HTTP/2): abort the stream instead.
+		panic(http.ErrAbortHandler)
+	}
+	if tc, ok := conn.(*net.TCPConn); ok {
+		tc.SetLinger(0)
+	}
+	conn.Close()
+}
