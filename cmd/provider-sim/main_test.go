@@ -1,0 +1,108 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sendonce/sendonce/internal/provider"
+	"github.com/sendonce/sendonce/internal/provider/httpprovider"
+)
+
+func noenv(string) string { return "" }
+
+// lockedWriter is a stderr sink safe for the server's goroutines.
+type lockedWriter struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (w *lockedWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
+}
+
+func TestRunServes(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	outR, outW := io.Pipe()
+	stderr := &lockedWriter{}
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, []string{"-addr", "127.0.0.1:0", "-seed", "3"}, func(k string) string {
+			if k == "PROVIDER_SIM_TOKEN" {
+				return "env-token"
+			}
+			return ""
+		}, outW, stderr)
+		outW.Close()
+	}()
+	line, err := bufio.NewReader(outR).ReadString('\n')
+	if err != nil {
+		t.Fatalf("reading the address: %v (stderr %s)", err, stderr.b.String())
+	}
+	base := strings.TrimSpace(line)
+	if !strings.HasPrefix(base, "http://127.0.0.1:") {
+		t.Fatalf("printed %q, want http://127.0.0.1:PORT", base)
+	}
+	go io.Copy(io.Discard, outR)
+	p, err := httpprovider.New(httpprovider.Config{BaseURL: base, Token: "env-token", Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := provider.Message{Key: "k", Channel: "sms", To: "+15551234567", Body: "hi"}
+	rc, err := p.Send(ctx, m)
+	if err != nil || rc.MessageID != "msg_1" {
+		t.Fatalf("Send = %+v, %v, want msg_1", rc, err)
+	}
+	got, err := p.Lookup(ctx, m)
+	if err != nil || got.Status != provider.LookupAccepted {
+		t.Errorf("Lookup = %+v, %v, want accepted", got, err)
+	}
+	cancel()
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Errorf("exit status = %d, want 0", code)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("run did not stop after ctx was canceled")
+	}
+}
+
+func TestRunUsage(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		args []string
+		want int
+	}{
+		{"NoToken", []string{"-addr", "127.0.0.1:0"}, 2},
+		{"BadFlag", []string{"-token", "t", "-nope"}, 2},
+		{"ExtraArgs", []string{"-token", "t", "extra"}, 2},
+		{"BadStatuses", []string{"-token", "t", "-fault-statuses", "5xx"}, 2},
+		{"BadRates", []string{"-token", "t", "-fault-status-rate", "0.8", "-fault-reset-after-rate", "0.8"}, 2},
+		{"NegativeLatency", []string{"-token", "t", "-latency", "-1s"}, 2},
+		{"CannotListen", []string{"-token", "t", "-addr", "256.0.0.1:1"}, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			var stderr lockedWriter
+			got := run(context.Background(), tt.args, noenv, io.Discard, &stderr)
+			if got != tt.want {
+				t.Errorf("run(%v) = %d, want %d (stderr %s)", tt.args, got, tt.want, stderr.b.String())
+			}
+			if stderr.b.Len() == 0 {
+				t.Errorf("stderr is empty, want an explanation")
+			}
+		})
+	}
+}
