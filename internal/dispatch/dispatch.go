@@ -220,7 +220,7 @@ func (d *Dispatcher) mark(ctx context.Context, log *slog.Logger, c ledger.Claim,
 	err := d.Ledger.Mark(ctx, c, o)
 	switch {
 	case err == nil:
-		if o.State == ledger.StateSent {
+		if o.State == ledger.StateSent && sent {
 			d.Metrics.Count(metrics.Sent, 1, dims...)
 		} else if o.State == ledger.StateFailed {
 			d.Metrics.Count(metrics.Failed, 1, dims...)

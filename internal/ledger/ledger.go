@@ -58,6 +58,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"time"
 )
 
@@ -180,6 +181,14 @@ type Delivery struct {
 // AttentionShards is how many shards the attention index spreads over, so
 // that a burst of uncertain rows never lands on one hot partition.
 const AttentionShards = 16
+
+// Shard returns the attention-index shard of key: FNV-1a of the key modulo
+// AttentionShards. Every implementation shards with it.
+func Shard(key string) int {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(key))
+	return int(h.Sum32() % AttentionShards)
+}
 
 // AttentionQuery selects rows from one shard of the attention index.
 type AttentionQuery struct {

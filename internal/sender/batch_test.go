@@ -16,6 +16,7 @@ import (
 	"github.com/sendonce/sendonce/internal/metrics"
 	"github.com/sendonce/sendonce/internal/notify"
 	"github.com/sendonce/sendonce/internal/provider"
+	"github.com/sendonce/sendonce/internal/provider/providertest"
 )
 
 func record(t *testing.T, id string, req notify.Request) events.SQSMessage {
@@ -59,8 +60,8 @@ func TestHandleSQSInvalidGoesToDLQ(t *testing.T) {
 	if !slices.Equal(fields, []string{"", "tenant_id"}) {
 		t.Errorf("dead-letter fields = %q", fields)
 	}
-	if b.prov.calls.Load() != 1 {
-		t.Errorf("provider calls = %d, want 1 (the valid record)", b.prov.calls.Load())
+	if b.prov.Calls() != 1 {
+		t.Errorf("provider calls = %d, want 1 (the valid record)", b.prov.Calls())
 	}
 }
 
@@ -82,8 +83,8 @@ func TestHandleSQSRunsRecordsConcurrently(t *testing.T) {
 	var inFlight, peak atomic.Int64
 	all := make(chan struct{})
 	var once sync.Once
-	p := &fakeProvider{}
-	p.send = func(ctx context.Context, m provider.Message) (provider.Receipt, error) {
+	p := &providertest.Fake{}
+	p.SendFunc = func(ctx context.Context, m provider.Message) (provider.Receipt, error) {
 		n := inFlight.Add(1)
 		defer inFlight.Add(-1)
 		for {
@@ -120,8 +121,8 @@ func TestHandleSQSFIFOGroupOrder(t *testing.T) {
 	t.Parallel()
 	var mu sync.Mutex
 	var order []string
-	p := &fakeProvider{}
-	p.send = func(_ context.Context, m provider.Message) (provider.Receipt, error) {
+	p := &providertest.Fake{}
+	p.SendFunc = func(_ context.Context, m provider.Message) (provider.Receipt, error) {
 		mu.Lock()
 		defer mu.Unlock()
 		order = append(order, m.Body)

@@ -180,7 +180,8 @@ func (s *Sender) Process(ctx context.Context, req notify.Request) Result {
 	}
 
 	if deadline, ok := ctx.Deadline(); ok && unservable == "" {
-		if left := deadline.Sub(s.cfg.Now()); left < s.cfg.ProviderTimeout+ProcessingMargin {
+		// Deadlines are wall-clock time, whatever clock the ledger uses.
+		if left := time.Until(deadline); left < s.cfg.ProviderTimeout+ProcessingMargin {
 			return Result{Key: key, Status: StatusRetry, Reason: fmt.Sprintf("only %s left before the deadline: not starting a provider call", left.Round(time.Millisecond))}
 		}
 	}

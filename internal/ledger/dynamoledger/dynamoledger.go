@@ -41,7 +41,7 @@
 // sparse: only rows that need attention carry its keys, so final rows
 // leave it. A PENDING row is due when its lease ends (a release ends it at
 // once); an UNCERTAIN row is due from when it was marked. The shard is
-// FNV-1a of the key modulo ledger.AttentionShards (see Shard).
+// FNV-1a of the key modulo ledger.AttentionShards (see ledger.Shard).
 //
 // # Expiry
 //
@@ -67,7 +67,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"strconv"
 	"time"
 
@@ -194,14 +193,6 @@ func randomID() string {
 	return hex.EncodeToString(b[:])
 }
 
-// Shard returns the attention shard of key: FNV-1a of the key modulo
-// ledger.AttentionShards.
-func Shard(key string) int {
-	h := fnv.New32a()
-	_, _ = h.Write([]byte(key))
-	return int(h.Sum32() % ledger.AttentionShards)
-}
-
 func attnPK(shard int) string { return fmt.Sprintf("attn#%02d", shard) }
 
 const dueLayout = "2006-01-02T15:04:05.000Z"
@@ -265,7 +256,7 @@ func (l *Ledger) Claim(ctx context.Context, e ledger.Entry, lease time.Duration)
 	item[attrCreatedAt] = nowMS
 	item[attrUpdatedAt] = nowMS
 	item[attrExpiresAt] = l.ttl(now)
-	item[attrAttnPK] = str(attnPK(Shard(e.Key)))
+	item[attrAttnPK] = str(attnPK(ledger.Shard(e.Key)))
 	item[attrAttnSK] = str(attnSK(c.LeaseUntil, e.Key))
 	for _, f := range [...]struct{ name, v string }{
 		{attrTenant, e.Tenant}, {attrChannel, e.Channel}, {attrClass, e.Class},
@@ -340,7 +331,7 @@ func (l *Ledger) TakeOver(ctx context.Context, cur ledger.Record, lease time.Dur
 			":one":       numInt(1),
 			":lease":     millis(leaseUntil),
 			":ttl":       l.ttl(now),
-			":shard":     str(attnPK(Shard(cur.Key))),
+			":shard":     str(attnPK(ledger.Shard(cur.Key))),
 			":due":       str(attnSK(leaseUntil, cur.Key)),
 		},
 		ReturnValues:                        types.ReturnValueUpdatedNew,

@@ -201,11 +201,11 @@ func TestShard(t *testing.T) {
 	seen := map[int]bool{}
 	for i := range 200 {
 		k := ledgertest.Key(fmt.Sprint(i))
-		s := dynamoledger.Shard(k)
+		s := ledger.Shard(k)
 		if s < 0 || s >= ledger.AttentionShards {
 			t.Fatalf("Shard(%s) = %d, outside [0, %d)", k, s, ledger.AttentionShards)
 		}
-		if s2 := dynamoledger.Shard(k); s2 != s {
+		if s2 := ledger.Shard(k); s2 != s {
 			t.Fatalf("Shard(%s) = %d then %d", k, s, s2)
 		}
 		seen[s] = true

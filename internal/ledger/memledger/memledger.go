@@ -16,7 +16,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"sort"
 	"strings"
 	"sync"
@@ -252,14 +251,6 @@ func (l *Ledger) Get(ctx context.Context, key string) (ledger.Record, error) {
 	return r, nil
 }
 
-// Shard returns the attention shard of key: FNV-1a of the key modulo
-// ledger.AttentionShards, the same as package dynamoledger.
-func Shard(key string) int {
-	h := fnv.New32a()
-	_, _ = h.Write([]byte(key))
-	return int(h.Sum32() % ledger.AttentionShards)
-}
-
 // sortKey orders attention rows: due time, fixed width, then the key.
 func sortKey(r ledger.Record) string {
 	due := r.LeaseUntil
@@ -308,7 +299,7 @@ func (l *Ledger) Attention(ctx context.Context, q ledger.AttentionQuery) (ledger
 	var rows []row
 	l.mu.Lock()
 	for k, r := range l.rows {
-		if !r.State.NeedsAttention() || expired(r, now) || Shard(k) != q.Shard {
+		if !r.State.NeedsAttention() || expired(r, now) || ledger.Shard(k) != q.Shard {
 			continue
 		}
 		if sk := sortKey(r); sk < bound && sk > after {

@@ -1,0 +1,78 @@
+// Package providertest provides a func-field fake provider for unit tests
+// of the code that drives providers (sender, reconciler). Tests that are
+// about a provider's real behaviour use that provider's adapter against a
+// real or simulated server instead.
+package providertest
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/sendonce/sendonce/internal/provider"
+)
+
+// Fake is a provider.Sender whose behaviour each test sets. With SendFunc
+// nil every send is accepted with id "msg_N". It records every message it
+// was asked to send. It is safe for concurrent use.
+type Fake struct {
+	ProviderName string
+	Caps         provider.Capabilities
+	SendFunc     func(ctx context.Context, m provider.Message) (provider.Receipt, error)
+
+	mu   sync.Mutex
+	sent []provider.Message
+}
+
+// Name implements provider.Sender ("fake" unless ProviderName is set).
+func (f *Fake) Name() string {
+	if f.ProviderName != "" {
+		return f.ProviderName
+	}
+	return "fake"
+}
+
+// Capabilities implements provider.Sender.
+func (f *Fake) Capabilities() provider.Capabilities { return f.Caps }
+
+// Send implements provider.Sender.
+func (f *Fake) Send(ctx context.Context, m provider.Message) (provider.Receipt, error) {
+	f.mu.Lock()
+	f.sent = append(f.sent, m)
+	n := len(f.sent)
+	f.mu.Unlock()
+	if f.SendFunc != nil {
+		return f.SendFunc(ctx, m)
+	}
+	return provider.Receipt{MessageID: fmt.Sprintf("msg_%d", n)}, nil
+}
+
+// Calls returns how many sends were attempted.
+func (f *Fake) Calls() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.sent)
+}
+
+// Sent returns a copy of every message Send was called with.
+func (f *Fake) Sent() []provider.Message {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]provider.Message(nil), f.sent...)
+}
+
+// Looking is a Fake that can also look messages up (LookupByReference).
+type Looking struct {
+	*Fake
+	LookupFunc func(ctx context.Context, m provider.Message) (provider.LookupResult, error)
+}
+
+// Lookup implements provider.Looker.
+func (l Looking) Lookup(ctx context.Context, m provider.Message) (provider.LookupResult, error) {
+	return l.LookupFunc(ctx, m)
+}
+
+// Error returns a provider error of kind k for tests.
+func Error(k provider.Kind, code string) error {
+	return &provider.Error{Kind: k, Provider: "fake", Op: "send", Code: code, Reason: k.String() + " failure"}
+}

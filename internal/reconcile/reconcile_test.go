@@ -1,0 +1,308 @@
+package reconcile
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/sendonce/sendonce/internal/ledger"
+	"github.com/sendonce/sendonce/internal/ledger/ledgertest"
+	"github.com/sendonce/sendonce/internal/ledger/memledger"
+	"github.com/sendonce/sendonce/internal/metrics"
+	"github.com/sendonce/sendonce/internal/provider"
+	"github.com/sendonce/sendonce/internal/provider/providertest"
+)
+
+type bundle struct {
+	ledger  *memledger.Ledger
+	clock   *ledgertest.Clock
+	metrics *metrics.Tally
+}
+
+func setup(t *testing.T) *bundle {
+	t.Helper()
+	clock := ledgertest.NewClock(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
+	return &bundle{ledger: memledger.New(memledger.WithNow(clock.Now)), clock: clock, metrics: metrics.NewTally()}
+}
+
+func (b *bundle) reconciler(t *testing.T, p provider.Sender, mod func(*Config)) *Reconciler {
+	t.Helper()
+	cfg := Config{
+		Ledger:          b.ledger,
+		Providers:       map[string]provider.Sender{"sms": p},
+		Metrics:         b.metrics,
+		ProviderTimeout: 5 * time.Second,
+		ClaimTimeout:    60 * time.Second,
+		Settle:          2 * time.Minute,
+		MaxAttempts:     3,
+		Now:             b.clock.Now,
+	}
+	if mod != nil {
+		mod(&cfg)
+	}
+	r, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// uncertain leaves a row UNCERTAIN, as a sender whose provider call timed
+// out after the request was written does.
+func (b *bundle) uncertain(t *testing.T, key, class string) {
+	t.Helper()
+	ctx := context.Background()
+	c, err := b.ledger.Claim(ctx, ledger.Entry{Key: key, Tenant: "acme", Channel: "sms", Class: class, Provider: "fake",
+		Address: "+15551234567", Body: "hello " + key}, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.ledger.Mark(ctx, c, ledger.Outcome{State: ledger.StateUncertain, Reason: "timeout"}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (b *bundle) state(t *testing.T, key string) ledger.Record {
+	t.Helper()
+	r, err := b.ledger.Get(context.Background(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func lookupReturning(res provider.LookupResult) providertest.Looking {
+	return providertest.Looking{
+		Fake:       &providertest.Fake{Caps: provider.Capabilities{LookupByReference: true}},
+		LookupFunc: func(context.Context, provider.Message) (provider.LookupResult, error) { return res, nil },
+	}
+}
+
+func TestLookup(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name       string
+		result     provider.LookupResult
+		wait       time.Duration
+		wantState  ledger.State
+		wantSends  int
+		wantMetric string
+	}{
+		{"AcceptedBecomesSent", provider.LookupResult{Status: provider.LookupAccepted, MessageID: "msg_9"}, 0, ledger.StateSent, 0, metrics.ReconciledSent},
+		{"RejectedBecomesFailed", provider.LookupResult{Status: provider.LookupRejected, Reason: "undeliverable"}, 0, ledger.StateFailed, 0, metrics.ReconciledFailed},
+		{"NothingAfterSettleResends", provider.LookupResult{Status: provider.LookupNotFound}, 3 * time.Minute, ledger.StateSent, 1, metrics.Resent},
+		{"NothingBeforeSettleWaits", provider.LookupResult{Status: provider.LookupNotFound}, 30 * time.Second, ledger.StateUncertain, 0, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t)
+			p := lookupReturning(tt.result)
+			b.uncertain(t, "v1_a", "marketing")
+			b.clock.Advance(tt.wait)
+			rep, err := b.reconciler(t, p, nil).Run(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rep.Examined != 1 {
+				t.Errorf("examined %d rows, want 1", rep.Examined)
+			}
+			r := b.state(t, "v1_a")
+			if r.State != tt.wantState {
+				t.Errorf("state = %s, want %s", r.State, tt.wantState)
+			}
+			if tt.result.Status == provider.LookupAccepted && r.ProviderMessageID != "msg_9" {
+				t.Errorf("provider id = %q, want msg_9", r.ProviderMessageID)
+			}
+			if got := p.Calls(); got != tt.wantSends {
+				t.Errorf("sends = %d, want %d", got, tt.wantSends)
+			}
+			if tt.wantMetric != "" && b.metrics.Get(tt.wantMetric) != 1 {
+				t.Errorf("%s = %d, want 1", tt.wantMetric, b.metrics.Get(tt.wantMetric))
+			}
+		})
+	}
+}
+
+func TestClassPolicyWithoutLookup(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		class      string
+		idempotent bool
+		wantState  ledger.State
+		wantSends  int
+	}{
+		{"otp", false, ledger.StateSent, 1},
+		{"transactional", false, ledger.StateAbandoned, 0},
+		{"transactional", true, ledger.StateSent, 1},
+		{"marketing", false, ledger.StateAbandoned, 0},
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprintf("%s/idempotent=%v", tt.class, tt.idempotent), func(t *testing.T) {
+			t.Parallel()
+			b := setup(t)
+			p := &providertest.Fake{Caps: provider.Capabilities{IdempotentSends: tt.idempotent}}
+			b.uncertain(t, "v1_a", tt.class)
+			if _, err := b.reconciler(t, p, nil).Run(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			if r := b.state(t, "v1_a"); r.State != tt.wantState {
+				t.Errorf("state = %s, want %s", r.State, tt.wantState)
+			}
+			if p.Calls() != tt.wantSends {
+				t.Errorf("sends = %d, want %d", p.Calls(), tt.wantSends)
+			}
+			for _, m := range p.Sent() {
+				if m.Key != "v1_a" || m.Body != "hello v1_a" || m.To != "+15551234567" {
+					t.Errorf("resent %+v, want the stored key, body and address", m)
+				}
+			}
+		})
+	}
+}
+
+func TestPolicyOverride(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	p := &providertest.Fake{}
+	b.uncertain(t, "v1_a", "marketing")
+	r := b.reconciler(t, p, func(c *Config) { c.Policies = map[string]Policy{"marketing": Resend} })
+	if _, err := r.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := b.state(t, "v1_a").State; got != ledger.StateSent || p.Calls() != 1 {
+		t.Errorf("state %s after %d sends, want SENT after 1", got, p.Calls())
+	}
+	if _, err := New(Config{Ledger: b.ledger, ProviderTimeout: time.Second, ClaimTimeout: time.Minute, Policies: map[string]Policy{"otp": "maybe"}}); err == nil {
+		t.Error("New accepted an unknown policy")
+	}
+}
+
+func TestAttemptLimitAbandons(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	p := &providertest.Fake{SendFunc: func(context.Context, provider.Message) (provider.Receipt, error) {
+		return provider.Receipt{}, providertest.Error(provider.Ambiguous, "timeout")
+	}}
+	b.uncertain(t, "v1_a", "otp")
+	r := b.reconciler(t, p, nil)
+	for range 5 {
+		b.clock.Advance(time.Minute)
+		if _, err := r.Run(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	row := b.state(t, "v1_a")
+	if row.State != ledger.StateAbandoned {
+		t.Fatalf("state = %s, want ABANDONED", row.State)
+	}
+	// attempts 1 (sender) + 2 resends reach the limit of 3.
+	if p.Calls() != 2 || row.Attempts != 4 {
+		t.Errorf("sends = %d, attempts = %d; want 2 resends and the abandoning claim as attempt 4", p.Calls(), row.Attempts)
+	}
+	if b.metrics.Get(metrics.Abandoned) != 1 {
+		t.Errorf("Abandoned = %d, want 1", b.metrics.Get(metrics.Abandoned))
+	}
+}
+
+func TestStaleAndReleasedPending(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t)
+	p := &providertest.Fake{}
+	entry := func(key string) ledger.Entry {
+		return ledger.Entry{Key: key, Tenant: "acme", Channel: "sms", Class: "otp", Provider: "fake", Address: "+15551234567", Body: "b"}
+	}
+	// live: a healthy worker holds it.
+	if _, err := b.ledger.Claim(ctx, entry("v1_live"), 10*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	// released: nothing was sent.
+	c, err := b.ledger.Claim(ctx, entry("v1_released"), time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.ledger.Release(ctx, c, "transient: 503"); err != nil {
+		t.Fatal(err)
+	}
+	// stale: its worker died mid-send; otp policy resends.
+	if _, err := b.ledger.Claim(ctx, entry("v1_stale"), time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	b.clock.Advance(2 * time.Minute)
+	rep, err := b.reconciler(t, p, nil).Run(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Examined != 2 || rep.Actions[ActionResent] != 2 {
+		t.Errorf("report = %+v, want 2 examined, 2 resent", rep)
+	}
+	if got := b.state(t, "v1_live").State; got != ledger.StatePending {
+		t.Errorf("live claim state = %s, want untouched PENDING", got)
+	}
+	for _, k := range []string{"v1_released", "v1_stale"} {
+		if got := b.state(t, k).State; got != ledger.StateSent {
+			t.Errorf("%s state = %s, want SENT", k, got)
+		}
+	}
+}
+
+func TestOldestFirstAcrossShards(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	var keys []string
+	for i := range 40 {
+		k := fmt.Sprintf("v1_%02d", i)
+		keys = append(keys, k)
+		b.uncertain(t, k, "otp")
+		b.clock.Advance(time.Second)
+	}
+	p := &providertest.Fake{}
+	r := b.reconciler(t, p, func(c *Config) { c.Concurrency = 1; c.PageSize = 3 })
+	rep, err := r.Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Examined != 40 {
+		t.Fatalf("examined %d, want 40", rep.Examined)
+	}
+	for i, m := range p.Sent() {
+		if m.Key != keys[i] {
+			t.Fatalf("send %d was %s, want %s (oldest first)", i, m.Key, keys[i])
+		}
+	}
+	if rep.OldestDue != 40*time.Second {
+		t.Errorf("OldestDue = %s, want 40s", rep.OldestDue)
+	}
+}
+
+func TestMaxRowsTruncates(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	for i := range 10 {
+		b.uncertain(t, fmt.Sprintf("v1_%02d", i), "otp")
+	}
+	rep, err := b.reconciler(t, &providertest.Fake{}, func(c *Config) { c.MaxRows = 4 }).Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Examined != 4 || !rep.Truncated {
+		t.Errorf("report = %+v, want 4 examined and truncated", rep)
+	}
+}
+
+func TestStopsBeforeDeadline(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.uncertain(t, "v1_a", "otp")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	rep, err := b.reconciler(t, &providertest.Fake{}, nil).Run(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Examined != 0 || !rep.Truncated {
+		t.Errorf("report = %+v, want nothing examined and truncated (5s left < two provider timeouts)", rep)
+	}
+}
