@@ -36,6 +36,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -65,6 +66,35 @@ var DefaultPolicies = map[string]Policy{
 	"otp":           Resend,
 	"transactional": ResendIfIdempotent,
 	"marketing":     Abandon,
+}
+
+// Defaults of the configuration.
+const (
+	DefaultSettle      = 2 * time.Minute
+	DefaultMaxAttempts = 5
+	DefaultPageSize    = 25
+	DefaultMaxRows     = 1000
+	DefaultConcurrency = 4
+)
+
+// ParsePolicies parses per-class policy overrides written as
+// "class=policy,class=policy" (e.g. "marketing=resend,transactional=abandon");
+// the empty string yields none.
+func ParsePolicies(s string) (map[string]Policy, error) {
+	out := map[string]Policy{}
+	for _, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		class, policy, ok := strings.Cut(part, "=")
+		p := Policy(strings.TrimSpace(policy))
+		if !ok || strings.TrimSpace(class) == "" || (p != Resend && p != ResendIfIdempotent && p != Abandon) {
+			return nil, fmt.Errorf("reconcile: policy %q: want class=resend|resend-if-idempotent|abandon", part)
+		}
+		out[strings.TrimSpace(class)] = p
+	}
+	return out, nil
 }
 
 // Config is what a Reconciler is built from. New validates it.
@@ -114,11 +144,11 @@ func New(cfg Config) (*Reconciler, error) {
 	case cfg.Settle < 0 || cfg.MaxAttempts < 0 || cfg.PageSize < 0 || cfg.MaxRows < 0 || cfg.Concurrency < 0:
 		return nil, errors.New("reconcile: settle, attempts, page size, rows and concurrency must not be negative")
 	}
-	cfg.Settle = cmp.Or(cfg.Settle, 2*time.Minute)
-	cfg.MaxAttempts = cmp.Or(cfg.MaxAttempts, 5)
-	cfg.PageSize = cmp.Or(cfg.PageSize, 25)
-	cfg.MaxRows = cmp.Or(cfg.MaxRows, 1000)
-	cfg.Concurrency = cmp.Or(cfg.Concurrency, 4)
+	cfg.Settle = cmp.Or(cfg.Settle, DefaultSettle)
+	cfg.MaxAttempts = cmp.Or(cfg.MaxAttempts, DefaultMaxAttempts)
+	cfg.PageSize = cmp.Or(cfg.PageSize, DefaultPageSize)
+	cfg.MaxRows = cmp.Or(cfg.MaxRows, DefaultMaxRows)
+	cfg.Concurrency = cmp.Or(cfg.Concurrency, DefaultConcurrency)
 	if cfg.Metrics == nil {
 		cfg.Metrics = metrics.Discard
 	}
@@ -175,6 +205,23 @@ type Report struct {
 	// Truncated is true when the run stopped early (deadline or MaxRows)
 	// with rows left.
 	Truncated bool
+}
+
+// Summary is a Report in the JSON shape the function returns.
+type Summary struct {
+	Examined        int            `json:"examined"`
+	Actions         map[string]int `json:"actions"`
+	OldestDueMillis int64          `json:"oldest_due_ms"`
+	Truncated       bool           `json:"truncated"`
+}
+
+// Summary returns rep as a Summary.
+func (rep Report) Summary() Summary {
+	s := Summary{Examined: rep.Examined, Actions: map[string]int{}, OldestDueMillis: rep.OldestDue.Milliseconds(), Truncated: rep.Truncated}
+	for a, n := range rep.Actions {
+		s.Actions[string(a)] = n
+	}
+	return s
 }
 
 // Run reconciles due rows until none are left, MaxRows were examined, or

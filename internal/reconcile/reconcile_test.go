@@ -306,3 +306,16 @@ func TestStopsBeforeDeadline(t *testing.T) {
 		t.Errorf("report = %+v, want nothing examined and truncated (5s left < two provider timeouts)", rep)
 	}
 }
+
+func TestParsePolicies(t *testing.T) {
+	t.Parallel()
+	got, err := ParsePolicies(" marketing=resend, transactional=abandon ,")
+	if err != nil || len(got) != 2 || got["marketing"] != Resend || got["transactional"] != Abandon {
+		t.Fatalf("ParsePolicies = %v, %v", got, err)
+	}
+	for _, bad := range []string{"marketing", "=resend", "otp=sometimes"} {
+		if _, err := ParsePolicies(bad); err == nil {
+			t.Errorf("ParsePolicies(%q) accepted", bad)
+		}
+	}
+}

@@ -45,6 +45,15 @@ import (
 // Lambda's deadline.
 const ProcessingMargin = 5 * time.Second
 
+// Defaults of the configuration (CONTRACTS §3).
+const (
+	DefaultProviderTimeout = 5 * time.Second
+	DefaultClaimTimeout    = 60 * time.Second
+	// DefaultSettle matches the reconciler's: how long after an attempt a
+	// provider's "no record" answer is trusted.
+	DefaultSettle = 2 * time.Minute
+)
+
 // Config is what a Sender is built from. New validates it.
 type Config struct {
 	Ledger ledger.Ledger
@@ -105,7 +114,7 @@ func New(cfg Config) (*Sender, error) {
 		cfg.Now = time.Now
 	}
 	if cfg.Settle <= 0 {
-		cfg.Settle = 30 * time.Second
+		cfg.Settle = DefaultSettle
 	}
 	return &Sender{cfg: cfg, dispatch: &dispatch.Dispatcher{
 		Ledger:          cfg.Ledger,
@@ -115,6 +124,17 @@ func New(cfg Config) (*Sender, error) {
 		Now:             cfg.Now,
 		Service:         "sender",
 	}}, nil
+}
+
+// WithLogger returns a Sender that logs to log (e.g. annotated with the
+// Lambda request id) and shares everything else with s.
+func (s *Sender) WithLogger(log *slog.Logger) *Sender {
+	c := *s
+	c.cfg.Logger = log
+	d := *s.dispatch
+	d.Logger = log
+	c.dispatch = &d
+	return &c
 }
 
 // Status is what processing one request ended in.
