@@ -346,3 +346,21 @@ func TestClassifyUnknown(t *testing.T) {
 		}
 	}
 }
+
+// FuzzClassify: any status and body yield a classified error whose text
+// never holds the recipient's number.
+func FuzzClassify(f *testing.F) {
+	f.Add(400, []byte(`{"code":21211,"message":"The 'To' number +15557654321 is not a valid phone number."}`))
+	f.Add(500, []byte(`<html>oops</html>`))
+	f.Add(429, []byte(``))
+	f.Add(401, []byte(`{"code":"x"}`))
+	f.Fuzz(func(t *testing.T, status int, body []byte) {
+		got := twilio.Classify(status, body, to)
+		if got == nil || got.Provider != "twilio" || got.Reason == "" {
+			t.Fatalf("Classify(%d, %q) = %+v", status, body, got)
+		}
+		if strings.Contains(got.Error(), to) {
+			t.Errorf("text %q holds the number", got.Error())
+		}
+	})
+}

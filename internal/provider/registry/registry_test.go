@@ -1,0 +1,173 @@
+package registry_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ssm"
+	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
+
+	"github.com/sendonce/sendonce/internal/provider"
+	"github.com/sendonce/sendonce/internal/provider/registry"
+	"github.com/sendonce/sendonce/internal/provider/twilio/twiliotest"
+	"github.com/sendonce/sendonce/internal/testenv"
+)
+
+func env(m map[string]string) func(string) string {
+	return func(k string) string { return m[k] }
+}
+
+// base holds complete settings for every provider; cases add the channel
+// choices and remove or break settings.
+func base() map[string]string {
+	return map[string]string{
+		registry.EnvHTTPURL:          "http://127.0.0.1:9/",
+		registry.EnvHTTPToken:        "http-token",
+		registry.EnvTwilioAccountSID: "AC123",
+		registry.EnvTwilioAuthToken:  "twilio-token",
+		registry.EnvTwilioFrom:       "+15550001111",
+		registry.EnvSMTPHost:         "127.0.0.1",
+		registry.EnvSMTPFrom:         "notify@sendonce.example",
+		registry.EnvSMTPTLS:          "none",
+	}
+}
+
+func awsConfig(t *testing.T) aws.Config {
+	t.Helper()
+	cfg := testenv.Config()
+	cfg.BaseEndpoint = aws.String(testenv.MotoEndpoint(t))
+	return cfg
+}
+
+func TestFromEnv(t *testing.T) {
+	t.Parallel()
+	cfg := awsConfig(t)
+	tests := []struct {
+		name    string
+		set     map[string]string
+		unset   []string
+		want    map[string]string // channel → provider name
+		wantErr string
+	}{
+		{name: "NoneConfigured", want: map[string]string{}},
+		{name: "HTTPEverywhere", set: map[string]string{registry.EnvSMSProvider: "http", registry.EnvEmailProvider: "HTTP", registry.EnvPushProvider: "http"},
+			want: map[string]string{"sms": "http", "email": "http", "push": "http"}},
+		{name: "Mixed", set: map[string]string{registry.EnvSMSProvider: "twilio", registry.EnvEmailProvider: "smtp", registry.EnvPushProvider: "sns"},
+			want: map[string]string{"sms": "twilio", "email": "smtp", "push": "sns"}},
+		{name: "SNSSMS", set: map[string]string{registry.EnvSMSProvider: "sns", registry.EnvSNSSenderID: "ACME"}, want: map[string]string{"sms": "sns"}},
+		{name: "SNSEmailTopic", set: map[string]string{registry.EnvEmailProvider: "sns", registry.EnvSNSEmailTopicARN: "arn:aws:sns:us-east-1:123456789012:mail"}, want: map[string]string{"email": "sns"}},
+		{name: "SNSEmailNoTopic", set: map[string]string{registry.EnvEmailProvider: "sns"}, wantErr: registry.EnvSNSEmailTopicARN},
+		{name: "SNSBadTopic", set: map[string]string{registry.EnvSMSProvider: "sns", registry.EnvSNSSMSTopicARN: "mytopic"}, wantErr: registry.EnvSNSSMSTopicARN},
+		{name: "Unknown", set: map[string]string{registry.EnvSMSProvider: "pigeon"}, wantErr: registry.EnvSMSProvider},
+		{name: "WrongChannel", set: map[string]string{registry.EnvSMSProvider: "smtp"}, wantErr: registry.EnvSMSProvider},
+		{name: "PushTwilio", set: map[string]string{registry.EnvPushProvider: "twilio"}, wantErr: registry.EnvPushProvider},
+		{name: "HTTPNoURL", set: map[string]string{registry.EnvSMSProvider: "http"}, unset: []string{registry.EnvHTTPURL}, wantErr: registry.EnvHTTPURL},
+		{name: "HTTPNoToken", set: map[string]string{registry.EnvSMSProvider: "http"}, unset: []string{registry.EnvHTTPToken}, wantErr: registry.EnvHTTPToken},
+		{name: "HTTPTokenAndParam", set: map[string]string{registry.EnvSMSProvider: "http", registry.EnvHTTPToken + "_PARAM": "/x"}, wantErr: "both set"},
+		{name: "HTTPBadURL", set: map[string]string{registry.EnvSMSProvider: "http", registry.EnvHTTPURL: "ftp://x"}, wantErr: registry.EnvHTTPURL},
+		{name: "TwilioNoSID", set: map[string]string{registry.EnvSMSProvider: "twilio"}, unset: []string{registry.EnvTwilioAccountSID}, wantErr: registry.EnvTwilioAccountSID},
+		{name: "TwilioNoToken", set: map[string]string{registry.EnvSMSProvider: "twilio"}, unset: []string{registry.EnvTwilioAuthToken}, wantErr: registry.EnvTwilioAuthToken},
+		{name: "TwilioNoFrom", set: map[string]string{registry.EnvSMSProvider: "twilio"}, unset: []string{registry.EnvTwilioFrom}, wantErr: registry.EnvTwilioFrom},
+		{name: "TwilioService", set: map[string]string{registry.EnvSMSProvider: "twilio", registry.EnvTwilioService: "MG1"}, unset: []string{registry.EnvTwilioFrom}, want: map[string]string{"sms": "twilio"}},
+		{name: "TwilioBadBase", set: map[string]string{registry.EnvSMSProvider: "twilio", registry.EnvTwilioBaseURL: "nope"}, wantErr: registry.EnvTwilioBaseURL},
+		{name: "SMTPNoHost", set: map[string]string{registry.EnvEmailProvider: "smtp"}, unset: []string{registry.EnvSMTPHost}, wantErr: registry.EnvSMTPHost},
+		{name: "SMTPNoFrom", set: map[string]string{registry.EnvEmailProvider: "smtp"}, unset: []string{registry.EnvSMTPFrom}, wantErr: registry.EnvSMTPFrom},
+		{name: "SMTPBadPort", set: map[string]string{registry.EnvEmailProvider: "smtp", registry.EnvSMTPPort: "99999"}, wantErr: registry.EnvSMTPPort},
+		{name: "SMTPBadTLS", set: map[string]string{registry.EnvEmailProvider: "smtp", registry.EnvSMTPTLS: "sometimes"}, wantErr: registry.EnvSMTPTLS},
+		{name: "SMTPUserNoPassword", set: map[string]string{registry.EnvEmailProvider: "smtp", registry.EnvSMTPUsername: "u"}, wantErr: registry.EnvSMTPPassword},
+		{name: "BadTimeout", set: map[string]string{registry.EnvSMSProvider: "http", registry.EnvTimeout: "five"}, wantErr: registry.EnvTimeout},
+		{name: "NegativeTimeout", set: map[string]string{registry.EnvSMSProvider: "http", registry.EnvTimeout: "-1s"}, wantErr: registry.EnvTimeout},
+		{name: "MissingParam", set: map[string]string{registry.EnvSMSProvider: "twilio", registry.EnvTwilioAuthToken + "_PARAM": "/sendonce/missing-" + testenv.RandomID()}, unset: []string{registry.EnvTwilioAuthToken}, wantErr: registry.EnvTwilioAuthToken + "_PARAM"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			m := base()
+			for k, v := range tt.set {
+				m[k] = v
+			}
+			for _, k := range tt.unset {
+				delete(m, k)
+			}
+			got, err := registry.FromEnv(context.Background(), env(m), cfg)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("err = %v, want one naming %s", err, tt.wantErr)
+				}
+				for _, secret := range []string{"http-token", "twilio-token"} {
+					if strings.Contains(err.Error(), secret) {
+						t.Errorf("err %q holds a secret", err)
+					}
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("FromEnv: %v", err)
+			}
+			if len(got) != len(tt.want) {
+				t.Errorf("got %d channels, want %d", len(got), len(tt.want))
+			}
+			for ch, name := range tt.want {
+				if s, ok := got[ch]; !ok || s.Name() != name {
+					t.Errorf("channel %s: got %v, want %s", ch, s, name)
+				}
+			}
+		})
+	}
+}
+
+func TestSharedInstance(t *testing.T) {
+	t.Parallel()
+	m := base()
+	m[registry.EnvSMSProvider], m[registry.EnvEmailProvider] = "http", "http"
+	got, err := registry.FromEnv(context.Background(), env(m), awsConfig(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got["sms"] != got["email"] {
+		t.Error("sms and email got two http adapters, want one shared")
+	}
+	if _, ok := got["sms"].(provider.Looker); !ok {
+		t.Error("http adapter is not a Looker")
+	}
+}
+
+// TestTwilioTokenFromSSM: the auth token comes from an SSM SecureString on
+// moto_server, and a send through the twiliotest fake (which checks basic
+// auth) succeeds with it.
+func TestTwilioTokenFromSSM(t *testing.T) {
+	t.Parallel()
+	cfg := awsConfig(t)
+	ctx := context.Background()
+	fake := twiliotest.New(t)
+	name := "/sendonce/test/twilio-" + testenv.RandomID()
+	if _, err := ssm.NewFromConfig(cfg).PutParameter(ctx, &ssm.PutParameterInput{
+		Name: aws.String(name), Value: aws.String(fake.AuthToken), Type: ssmtypes.ParameterTypeSecureString,
+	}); err != nil {
+		t.Fatalf("PutParameter: %v", err)
+	}
+	m := map[string]string{
+		registry.EnvSMSProvider:                "twilio",
+		registry.EnvTwilioAccountSID:           fake.AccountSID,
+		registry.EnvTwilioAuthToken + "_PARAM": name,
+		registry.EnvTwilioFrom:                 "+15550001111",
+		registry.EnvTwilioBaseURL:              fake.URL,
+		registry.EnvCallbackBase:               "https://hooks.example.com/",
+		registry.EnvTimeout:                    "2s",
+	}
+	got, err := registry.FromEnv(ctx, env(m), cfg)
+	if err != nil {
+		t.Fatalf("FromEnv: %v", err)
+	}
+	if _, err := got["sms"].Send(ctx, provider.Message{Key: "v1_reg", Channel: "sms", To: "+15557654321", Body: "from registry"}); err != nil {
+		t.Fatalf("Send: %v", err)
+	}
+	if n := fake.Count("+15557654321", "from registry"); n != 1 {
+		t.Errorf("fake count = %d, want 1", n)
+	}
+	if cb := fake.Messages()[0].StatusCallback; cb != "https://hooks.example.com/callbacks/twilio?key=v1_reg" {
+		t.Errorf("StatusCallback = %q", cb)
+	}
+}
