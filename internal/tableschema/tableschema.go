@@ -7,7 +7,7 @@
 //
 //	v1_<64 hex>                 ledger row (package dynamoledger)
 //	cb#<provider>#<event id>    callback dedup record (package webhook)
-//	apikey#<sha256 hex>         API key (package api)
+//	apikey#<key id>             API key (package apikey)
 //	idem#<tenant>#<key hash>    API idempotency record (package api)
 //	rate#...                    API rate-limit window (package api)
 package tableschema

@@ -1,0 +1,389 @@
+package sender_test
+
+// Tests of the whole send path against real components: the DynamoDB
+// ledger on DynamoDB Local, the generic HTTP provider adapter talking to
+// the provider simulator over HTTP. The simulator's count of what it
+// delivered per reference is the ground truth: any reference delivered
+// twice fails the test.
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/smithy-go/middleware"
+
+	"github.com/sendonce/sendonce/internal/ledger"
+	"github.com/sendonce/sendonce/internal/ledger/dynamoledger"
+	"github.com/sendonce/sendonce/internal/metrics"
+	"github.com/sendonce/sendonce/internal/notify"
+	"github.com/sendonce/sendonce/internal/provider"
+	"github.com/sendonce/sendonce/internal/provider/httpprovider"
+	"github.com/sendonce/sendonce/internal/provider/simulator"
+	"github.com/sendonce/sendonce/internal/render"
+	"github.com/sendonce/sendonce/internal/sender"
+	"github.com/sendonce/sendonce/internal/testenv"
+)
+
+// callCounter counts DynamoDB operations by name with SDK middleware.
+type callCounter struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (c *callCounter) option(o *dynamodb.Options) {
+	o.APIOptions = append(o.APIOptions, func(stack *middleware.Stack) error {
+		return stack.Initialize.Add(middleware.InitializeMiddlewareFunc("countCalls",
+			func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
+				c.mu.Lock()
+				c.n[awsmiddleware.GetOperationName(ctx)]++
+				c.mu.Unlock()
+				return next.HandleInitialize(ctx, in)
+			}), middleware.Before)
+	})
+}
+
+func (c *callCounter) take() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := c.n
+	c.n = map[string]int{}
+	return out
+}
+
+type env struct {
+	sim     *simulator.Simulator
+	ledger  *dynamoledger.Ledger
+	calls   *callCounter
+	metrics *metrics.Tally
+	now     atomic.Pointer[time.Time]
+	prov    *httpprovider.Provider
+}
+
+type options struct {
+	sim             simulator.Options
+	providerTimeout time.Duration
+}
+
+func setupEnv(t *testing.T, o options) *env {
+	t.Helper()
+	e := &env{calls: &callCounter{n: map[string]int{}}, metrics: metrics.NewTally()}
+	start := time.Now()
+	e.now.Store(&start)
+	o.sim.Token = "sim-token"
+	e.sim = simulator.New(o.sim)
+	srv := httptest.NewServer(e.sim.Handler())
+	t.Cleanup(func() { srv.Close(); e.sim.Close() })
+
+	db := testenv.DynamoDB(t, e.calls.option)
+	table := testenv.NewTable(t, db)
+	var err error
+	e.ledger, err = dynamoledger.New(db, table, dynamoledger.WithNow(e.clock))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.providerTimeout == 0 {
+		o.providerTimeout = 2 * time.Second
+	}
+	e.prov, err = httpprovider.New(httpprovider.Config{BaseURL: srv.URL, Token: "sim-token", Timeout: o.providerTimeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.calls.take()
+	return e
+}
+
+func (e *env) clock() time.Time { return *e.now.Load() }
+
+func (e *env) advance(d time.Duration) {
+	t := e.clock().Add(d)
+	e.now.Store(&t)
+}
+
+func (e *env) sender(t *testing.T, p provider.Sender) *sender.Sender {
+	t.Helper()
+	if p == nil {
+		p = e.prov
+	}
+	s, err := sender.New(sender.Config{
+		Ledger:          e.ledger,
+		Providers:       map[string]provider.Sender{"sms": p, "email": p},
+		Renderer:        render.MustNew(),
+		DeadLetters:     discardDLQ{},
+		Metrics:         e.metrics,
+		ProviderTimeout: 2 * time.Second,
+		ClaimTimeout:    60 * time.Second,
+		Settle:          time.Second,
+		Now:             e.clock,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+type discardDLQ struct{}
+
+func (discardDLQ) Put(context.Context, events.SQSMessage, *notify.InvalidError) error { return nil }
+
+func req(event string) notify.Request {
+	return notify.Request{
+		TenantID: "acme", EventID: event, Channel: notify.ChannelSMS, Template: "order_shipped",
+		Recipient: notify.Recipient{ID: "user-42", Phone: "+15551234567"},
+		Class:     notify.ClassTransactional, Data: map[string]any{"order_id": event},
+	}
+}
+
+func (e *env) assertDeliveredOnce(t *testing.T, keys ...string) {
+	t.Helper()
+	for _, k := range keys {
+		if n := e.sim.Delivered(k); n != 1 {
+			t.Errorf("reference %s delivered %d times, want exactly 1", k, n)
+		}
+	}
+	if d := e.sim.Duplicates(); len(d) > 0 {
+		t.Errorf("duplicates delivered: %v", d)
+	}
+}
+
+func (e *env) row(t *testing.T, key string) ledger.Record {
+	t.Helper()
+	r, err := e.ledger.Get(context.Background(), key)
+	if err != nil {
+		t.Fatalf("Get %s: %v", key, err)
+	}
+	return r
+}
+
+// TestConcurrentDeliveriesOfOneKey: 64 workers process the same request at
+// once, for 200 different keys. Each reference is delivered exactly once.
+func TestConcurrentDeliveriesOfOneKey(t *testing.T) {
+	t.Parallel()
+	e := setupEnv(t, options{})
+	s := e.sender(t, nil)
+	const keys, workers = 200, 64
+	var sent atomic.Int64
+	for i := range keys {
+		r := req(fmt.Sprintf("evt_conc_%d", i))
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for range workers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				if s.Process(context.Background(), r).Status == sender.StatusSent {
+					sent.Add(1)
+				}
+			}()
+		}
+		close(start)
+		wg.Wait()
+		if n := e.sim.Delivered(r.Key()); n != 1 {
+			t.Fatalf("key %d: delivered %d times, want 1", i, n)
+		}
+	}
+	if sent.Load() != keys {
+		t.Errorf("%d workers reported sent, want exactly %d (one per key)", sent.Load(), keys)
+	}
+	if d := e.sim.Duplicates(); len(d) > 0 {
+		t.Errorf("duplicates: %v", d)
+	}
+}
+
+// TestDynamoDBCallsPerMessage counts the SDK operations the sender makes.
+func TestDynamoDBCallsPerMessage(t *testing.T) {
+	t.Parallel()
+	e := setupEnv(t, options{})
+	s := e.sender(t, nil)
+	r := req("evt_calls")
+	if res := s.Process(context.Background(), r); res.Status != sender.StatusSent {
+		t.Fatalf("first delivery: %+v", res)
+	}
+	if got, want := e.calls.take(), map[string]int{"PutItem": 1, "UpdateItem": 1}; !equalCounts(got, want) {
+		t.Errorf("first delivery made %v, want %v (2 writes, 0 reads)", got, want)
+	}
+	if res := s.Process(context.Background(), r); res.Status != sender.StatusDuplicate {
+		t.Fatalf("redelivery: %+v", res)
+	}
+	if got, want := e.calls.take(), map[string]int{"PutItem": 1}; !equalCounts(got, want) {
+		t.Errorf("redelivery of a SENT message made %v, want %v (1 write attempt, 0 reads)", got, want)
+	}
+}
+
+func equalCounts(a, b map[string]int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if b[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// crashingProvider lets a test stop the flow at a boundary: after the
+// claim (before the provider is called) or after the provider accepted
+// (before SENT is written), as a worker killed there would.
+type crashingProvider struct {
+	provider.Sender
+	crashBefore, crashAfter bool
+}
+
+var errCrash = &provider.Error{Kind: provider.Ambiguous, Provider: "http", Op: "send", Reason: "worker crashed"}
+
+func (c *crashingProvider) Send(ctx context.Context, m provider.Message) (provider.Receipt, error) {
+	if c.crashBefore {
+		panic(errCrash)
+	}
+	r, err := c.Sender.Send(ctx, m)
+	if c.crashAfter {
+		panic(errCrash)
+	}
+	return r, err
+}
+
+func (c *crashingProvider) Lookup(ctx context.Context, m provider.Message) (provider.LookupResult, error) {
+	return c.Sender.(provider.Looker).Lookup(ctx, m)
+}
+
+// lookupOnly presents the HTTP adapter as a provider that can look
+// messages up but does not drop repeats.
+type lookupOnly struct{ *httpprovider.Provider }
+
+func (lookupOnly) Capabilities() provider.Capabilities {
+	return provider.Capabilities{LookupByReference: true}
+}
+
+// processCrashing runs one delivery that dies at the provider boundary and
+// returns without writing anything further, like a killed worker.
+func processCrashing(s *sender.Sender, r notify.Request) {
+	defer func() { _ = recover() }()
+	s.Process(context.Background(), r)
+}
+
+func TestCrashAtEachBoundaryThenRedeliver(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name        string
+		idempotent  bool // the simulator honours Idempotency-Key
+		crashBefore bool
+		crashAfter  bool
+		ackLost     bool // SENT written, the SQS ack lost
+	}{
+		{name: "AfterClaim", idempotent: true, crashBefore: true},
+		{name: "AfterProviderAcceptedBeforeSENT", idempotent: true, crashAfter: true},
+		{name: "AfterProviderAcceptedBeforeSENTNoIdempotency", idempotent: false, crashAfter: true},
+		{name: "AfterSENTBeforeAck", idempotent: true, ackLost: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			e := setupEnv(t, options{sim: simulator.Options{IdempotencyDisabled: !tt.idempotent}})
+			r := req("evt_crash")
+			var p provider.Sender = e.prov
+			if !tt.idempotent {
+				// The gateway ignores Idempotency-Key; the adapter must not
+				// promise what the provider does not do.
+				p = lookupOnly{e.prov}
+			}
+			if tt.ackLost {
+				if res := e.sender(t, p).Process(context.Background(), r); res.Status != sender.StatusSent {
+					t.Fatalf("first delivery: %+v", res)
+				}
+			} else {
+				processCrashing(e.sender(t, &crashingProvider{Sender: p, crashBefore: tt.crashBefore, crashAfter: tt.crashAfter}), r)
+				if got := e.row(t, r.Key()).State; got != ledger.StatePending {
+					t.Fatalf("after the crash the row is %s, want PENDING", got)
+				}
+				// A redelivery while the dead worker's lease is live waits.
+				if res := e.sender(t, p).Process(context.Background(), r); res.Status != sender.StatusRetry {
+					t.Fatalf("redelivery within the lease: %+v, want retry", res)
+				}
+				e.advance(61 * time.Second)
+			}
+			// Redelivery (the SQS message comes back).
+			res := e.sender(t, p).Process(context.Background(), r)
+			want := sender.StatusSent
+			if tt.ackLost {
+				want = sender.StatusDuplicate
+			}
+			if res.Status != want {
+				t.Fatalf("redelivery: %+v, want %v", res, want)
+			}
+			e.assertDeliveredOnce(t, r.Key())
+			row := e.row(t, r.Key())
+			if row.State != ledger.StateSent || row.ProviderMessageID == "" || row.Address != "" || row.Body != "" {
+				t.Errorf("final row = %+v, want SENT with provider id, no address, no body", row)
+			}
+		})
+	}
+}
+
+// TestProviderTimeoutAfterAccepting: the provider accepts, then the answer
+// is lost to a timeout. The idempotent HTTP provider makes the retry
+// harmless: the same key is sent again and the provider answers with the
+// original message.
+func TestProviderTimeoutAfterAccepting(t *testing.T) {
+	t.Parallel()
+	e := setupEnv(t, options{providerTimeout: 300 * time.Millisecond})
+	r := req("evt_timeout")
+	if err := e.sim.AddFault(simulator.Fault{Kind: simulator.FaultTimeoutAfterAccept, Count: 1}); err != nil {
+		t.Fatal(err)
+	}
+	s := e.sender(t, nil)
+	if res := s.Process(context.Background(), r); res.Status != sender.StatusRetry {
+		t.Fatalf("first delivery: %+v, want retry (ambiguous, idempotent provider)", res)
+	}
+	if e.sim.Delivered(r.Key()) != 1 {
+		t.Fatalf("the simulator did not accept the first attempt")
+	}
+	if res := s.Process(context.Background(), r); res.Status != sender.StatusSent {
+		t.Fatalf("redelivery: %+v, want sent", res)
+	}
+	e.assertDeliveredOnce(t, r.Key())
+	if e.sim.Stats().DuplicatesSuppressed != 1 {
+		t.Errorf("duplicates suppressed by the provider = %d, want 1", e.sim.Stats().DuplicatesSuppressed)
+	}
+}
+
+// TestBatchThroughHandleSQS runs a batch with redeliveries of the same
+// events in it and in a second batch.
+func TestBatchThroughHandleSQS(t *testing.T) {
+	t.Parallel()
+	e := setupEnv(t, options{})
+	s := e.sender(t, nil)
+	var recs []events.SQSMessage
+	var keys []string
+	for i := range 5 {
+		r := req(fmt.Sprintf("evt_batch_%d", i))
+		keys = append(keys, r.Key())
+		b, _ := json.Marshal(r)
+		recs = append(recs, events.SQSMessage{MessageId: fmt.Sprint("m", i), Body: string(b)},
+			events.SQSMessage{MessageId: fmt.Sprint("dup", i), Body: string(b)})
+	}
+	for range 2 {
+		resp, err := s.HandleSQS(context.Background(), events.SQSEvent{Records: recs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Copies in one batch race: the loser sees a live claim and is
+		// retried; a redelivery after the first batch is a duplicate.
+		for _, f := range resp.BatchItemFailures {
+			t.Logf("retry %s", f.ItemIdentifier)
+		}
+	}
+	e.assertDeliveredOnce(t, keys...)
+	if got := e.metrics.Get(metrics.DuplicatesPrevented) + e.metrics.Get(metrics.InFlightConflicts); got != 15 {
+		t.Errorf("duplicates prevented + in-flight conflicts = %d, want 15", got)
+	}
+}
