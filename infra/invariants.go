@@ -32,6 +32,9 @@ const (
 	SenderFunction     = "SenderFunction"
 	ReconcilerFunction = "ReconcilerFunction"
 	functionType       = "AWS::Serverless::Function"
+	// ReconcileHorizonParam is the parameter bounding how long after its
+	// message's last redelivery a row may still be reconciled.
+	ReconcileHorizonParam = "ReconcileHorizonSeconds"
 )
 
 // ErrInvariant is matched (errors.Is) by every error an Invariant's Check
@@ -277,18 +280,12 @@ func checkRetention(t *Template, p Values) error {
 	if err != nil {
 		return err
 	}
-	rec, err := t.resource(ReconcilerFunction, functionType)
+	// The horizon is a planning bound no function reads: take the parameter.
+	hs, err := t.evalInt(map[string]any{"Ref": ReconcileHorizonParam}, p)
 	if err != nil {
-		return err
+		return fmt.Errorf("%s: %w", ReconcileHorizonParam, err)
 	}
-	hv, ok := t.env(rec, "SENDONCE_RECONCILE_HORIZON")
-	if !ok {
-		return broken("%s: SENDONCE_RECONCILE_HORIZON is not set", ReconcilerFunction)
-	}
-	horizon, err := t.evalDuration(hv, p)
-	if err != nil {
-		return fmt.Errorf("SENDONCE_RECONCILE_HORIZON: %w", err)
-	}
+	horizon := time.Duration(hs) * time.Second
 	need := queue + dlq + horizon
 	for _, name := range sortedKeys(t.Resources) {
 		fn := t.Resources[name]
