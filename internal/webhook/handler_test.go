@@ -16,8 +16,10 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/sendonce/sendonce/internal/ledger"
+	"github.com/sendonce/sendonce/internal/ledger/dynamoledger"
 	"github.com/sendonce/sendonce/internal/ledger/ledgertest"
 	"github.com/sendonce/sendonce/internal/ledger/memledger"
 	"github.com/sendonce/sendonce/internal/metrics"
@@ -131,8 +133,8 @@ type setupOpts struct {
 	noHTTP  bool
 }
 
-// setup builds a handler over a fresh DynamoDB Local table (dedup records)
-// and a ledger.
+// setup builds a handler over a fresh DynamoDB Local table holding both
+// the ledger rows and the dedup records.
 func setup(t *testing.T, opts ...setupOpts) *bundle {
 	t.Helper()
 	var o setupOpts
@@ -147,7 +149,7 @@ func setup(t *testing.T, opts ...setupOpts) *bundle {
 		t.Fatalf("NewDynamoDedup: %v", err)
 	}
 	b := &bundle{
-		led:   &countingLedger{Ledger: newLedger(t, clock)},
+		led:   &countingLedger{Ledger: newLedger(t, c, table, clock)},
 		dedup: &faultyDedup{Dedup: store},
 		clock: clock,
 		tally: metrics.NewTally(),
@@ -185,9 +187,15 @@ func setup(t *testing.T, opts ...setupOpts) *bundle {
 	return b
 }
 
-func newLedger(t *testing.T, clock *ledgertest.Clock) ledger.Ledger {
+// newLedger returns the production ledger on the same table as the dedup
+// records: the one-table layout the function runs with.
+func newLedger(t *testing.T, c *dynamodb.Client, table string, clock *ledgertest.Clock) ledger.Ledger {
 	t.Helper()
-	return memledger.New(memledger.WithNow(clock.Now))
+	l, err := dynamoledger.New(c, table, dynamoledger.WithNow(clock.Now))
+	if err != nil {
+		t.Fatalf("dynamoledger.New: %v", err)
+	}
+	return l
 }
 
 // row claims a fresh ledger row on channel and returns its key and claim.
