@@ -12,8 +12,8 @@
 //	SENDONCE_CALLBACK_DEDUP_TTL                     dedup record lifetime (default 168h)
 //	SENDONCE_RETENTION                              ledger row retention (default 720h)
 //
-// At least one of the secret and the token must be set; a provider
-// without one is not served (404).
+// A provider without its secret or token is not served (404); with
+// neither set (SNS or SMTP only) the webhook answers 404 to everything.
 package main
 
 import (

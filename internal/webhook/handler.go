@@ -60,14 +60,12 @@ type Handler struct {
 }
 
 // New returns a Handler for cfg. It returns an error if Ledger or Dedup
-// is missing, if neither provider is configured, or if PublicBaseURL is
-// not an absolute http(s) URL.
+// is missing, or if PublicBaseURL is not an absolute http(s) URL. A
+// provider without its secret is not served (404): a deployment whose
+// providers send no callbacks (SNS, SMTP) runs the webhook with none.
 func New(cfg Config) (*Handler, error) {
 	if cfg.Ledger == nil || cfg.Dedup == nil {
 		return nil, errors.New("webhook: a ledger and a dedup store are required")
-	}
-	if len(cfg.HTTPSecret) == 0 && cfg.TwilioAuthToken == "" {
-		return nil, errors.New("webhook: no provider configured: set the HTTP provider's callback secret or the Twilio auth token")
 	}
 	if cfg.PublicBaseURL != "" {
 		u, err := url.Parse(cfg.PublicBaseURL)

@@ -788,6 +788,23 @@ func TestRoute(t *testing.T) {
 	}
 }
 
+func TestNoProviderConfiguredServesNothing(t *testing.T) {
+	t.Parallel()
+	h, err := New(Config{Ledger: memledger.New(), Dedup: &faultyDedup{}})
+	if err != nil {
+		t.Fatalf("New without providers: %v", err)
+	}
+	for _, path := range []string{"/callbacks/http", "/callbacks/twilio"} {
+		resp, _ := h.Handle(context.Background(), events.LambdaFunctionURLRequest{
+			RawPath: path, Body: "{}",
+			RequestContext: events.LambdaFunctionURLRequestContext{HTTP: events.LambdaFunctionURLRequestContextHTTPDescription{Method: "POST", Path: path}},
+		})
+		if resp.StatusCode != 404 {
+			t.Errorf("%s without its secret: status %d, want 404", path, resp.StatusCode)
+		}
+	}
+}
+
 func TestNewErrors(t *testing.T) {
 	t.Parallel()
 	led := memledger.New()
@@ -798,7 +815,6 @@ func TestNewErrors(t *testing.T) {
 	}{
 		{"NoLedger", Config{Dedup: dd, HTTPSecret: []byte("s")}},
 		{"NoDedup", Config{Ledger: led, HTTPSecret: []byte("s")}},
-		{"NoProvider", Config{Ledger: led, Dedup: dd}},
 		{"BadBaseURL", Config{Ledger: led, Dedup: dd, TwilioAuthToken: "t", PublicBaseURL: "hooks.example.com"}},
 		{"BaseURLWithQuery", Config{Ledger: led, Dedup: dd, TwilioAuthToken: "t", PublicBaseURL: "https://h/?a=1"}},
 	}
