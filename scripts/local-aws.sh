@@ -118,6 +118,10 @@ start_moto() { # PORT -> pid on stdout
 stop_pid() {
 	local name=$1 pid=$2 pattern=$3 i
 	alive "$pid" || return 0
+	if [ "$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" = Z ]; then
+		log "$name (pid $pid) had already exited"
+		return 0
+	fi
 	if ! tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q -- "$pattern"; then
 		[ -r /proc/$pid/cmdline ] && { log "pid $pid is no longer $name: left alone"; return 0; }
 	fi

@@ -15,7 +15,11 @@
 // The emulator starts bootstrap in a process group of its own, so stopping
 // the emulator alone would leave the function running. Close (and the
 // cleanup Start registers) kills the emulator and every process it started,
-// and checks that none is left.
+// and checks that none is left. If the test process dies without running
+// its cleanups (a go test timeout), the kernel kills the emulator (Linux
+// parent-death signal); its function then exits as soon as it next talks to
+// the Runtime API, so only a handler stuck at that moment outlives it, until
+// the handler returns.
 //
 // The emulator serves one invocation at a time; an Instance serialises
 // Invoke calls. To model several concurrent Lambda instances, start several
@@ -162,7 +166,7 @@ func launchOnce(ctx context.Context, cfg Config) (*Instance, error) {
 		"--runtime-api-address", fmt.Sprintf("127.0.0.1:%d", ports[1]),
 		cfg.Bootstrap)
 	cmd.Env = environ(cfg)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = sysProcAttr()
 	// A function process that escaped Close would hold the output pipes
 	// open; do not let it block Wait for ever.
 	cmd.WaitDelay = 2 * time.Second
