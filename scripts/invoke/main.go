@@ -175,7 +175,7 @@ func localEnv(ctx context.Context, function, ddbURL, motoURL string) (map[string
 	sort.Strings(keys)
 	fmt.Fprintf(os.Stderr, "invoke: %s environment:\n", function)
 	for _, k := range keys {
-		if strings.Contains(k, "SECRET") || strings.Contains(k, "TOKEN") {
+		if k == "AWS_SECRET_ACCESS_KEY" || strings.HasPrefix(k, "SENDONCE_") && (strings.HasSuffix(k, "_SECRET") || strings.HasSuffix(k, "_TOKEN")) {
 			fmt.Fprintf(os.Stderr, "  %s=<set>\n", k)
 			continue
 		}
