@@ -1,0 +1,119 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/sendonce/sendonce/internal/apikey"
+)
+
+var apikeyCreateCmd = &command{
+	name:     "apikey create",
+	synopsis: "apikey create --tenant TENANT [--table NAME]",
+	summary:  "issue an API key for a tenant; prints the key once",
+	help: `
+Issues a new API key for TENANT (1 to 64 of A-Z a-z 0-9 . _ -) and prints the
+whole key ("so_<id>_<secret>") alone on stdout. It is shown this once: the
+table keeps only its SHA-256, so store it now. The key's id, which revokes
+it, goes to stderr.
+
+Callers of the HTTP API present the key as "Authorization: Bearer <key>".
+
+Flags:
+  --tenant TENANT   the tenant the key acts for (required)
+  --table NAME      the table (default $SENDONCE_TABLE)
+`,
+	run: runAPIKeyCreate,
+}
+
+var apikeyRevokeCmd = &command{
+	name:     "apikey revoke",
+	synopsis: "apikey revoke [--table NAME] KEY-ID",
+	summary:  "revoke an API key by its id",
+	help: `
+Revokes the API key whose id is KEY-ID (the 16 hex digits "apikey create"
+printed on stderr, also the part between "so_" and the second "_" of the
+key; the whole key is accepted too). The HTTP API rejects it from then on; a function instance that
+authenticated it recently may accept it for up to 30 seconds more (its
+cache). Revoking a revoked key succeeds. A malformed or unknown id is an
+error (exit status 1).
+
+Flags:
+  --table NAME   the table (default $SENDONCE_TABLE)
+`,
+	run: runAPIKeyRevoke,
+}
+
+func runAPIKeyCreate(ctx context.Context, c *command, e env, args []string) error {
+	fs := newFlags(c)
+	table := tableFlag(fs, e)
+	tenant := fs.String("tenant", "", "")
+	pos, err := parse(c, fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return &usageError{cmd: c, msg: "unexpected arguments: " + strings.Join(pos, " ")}
+	}
+	if *tenant == "" {
+		return &usageError{cmd: c, msg: "apikey create needs --tenant TENANT"}
+	}
+	if err := needTable(c, *table); err != nil {
+		return err
+	}
+	db, err := dynamoClient(ctx, e)
+	if err != nil {
+		return err
+	}
+	id, key, err := apikey.New(db, *table).Create(ctx, *tenant)
+	if errors.Is(err, apikey.ErrInvalidTenant) {
+		return fmt.Errorf("apikey create: tenant %q is not 1 to 64 of A-Z a-z 0-9 . _ -", truncate(*tenant))
+	}
+	if err != nil {
+		return err
+	}
+	if _, err := fmt.Fprintln(e.stdout, key); err != nil {
+		return err
+	}
+	fmt.Fprintf(e.stderr, "sendonce: created API key %s for tenant %s (revoke with: sendonce apikey revoke %s); the key is shown only once\n", id, *tenant, id)
+	return nil
+}
+
+func runAPIKeyRevoke(ctx context.Context, c *command, e env, args []string) error {
+	fs := newFlags(c)
+	table := tableFlag(fs, e)
+	pos, err := parse(c, fs, args)
+	if err != nil {
+		return err
+	}
+	switch {
+	case len(pos) == 0:
+		return &usageError{cmd: c, msg: "apikey revoke needs a KEY-ID"}
+	case len(pos) > 1:
+		return &usageError{cmd: c, msg: "apikey revoke takes one KEY-ID, got: " + strings.Join(pos, " ")}
+	}
+	if err := needTable(c, *table); err != nil {
+		return err
+	}
+	id := pos[0]
+	if full := apikey.ID(id); full != "" {
+		id = full // the whole key was given: revoke it by its id
+	}
+	db, err := dynamoClient(ctx, e)
+	if err != nil {
+		return err
+	}
+	err = apikey.New(db, *table).Revoke(ctx, id)
+	switch {
+	case errors.Is(err, apikey.ErrInvalidID):
+		return fmt.Errorf("apikey revoke: %q is not a key id (16 lowercase hex digits)", truncate(id))
+	case errors.Is(err, apikey.ErrNotFound):
+		return fmt.Errorf("apikey revoke: no API key with id %s in table %s", id, *table)
+	case err != nil:
+		return err
+	}
+	fmt.Fprintf(e.stderr, "sendonce: revoked API key %s\n", id)
+	return nil
+}

@@ -1,0 +1,176 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/sendonce/sendonce/internal/ledger"
+	"github.com/sendonce/sendonce/internal/ledger/dynamoledger"
+	"github.com/sendonce/sendonce/internal/redact"
+	"github.com/sendonce/sendonce/internal/sendkey"
+)
+
+var inspectCmd = &command{
+	name:     "inspect",
+	synopsis: "inspect [--table NAME] KEY",
+	summary:  "print a ledger row as JSON, addresses redacted",
+	help: `
+Prints the ledger row of KEY (an idempotency key, as "sendonce key" prints it)
+as one JSON object on stdout, read with a strongly consistent read.
+
+Nothing personal is printed raw:
+  - address is redacted ("phone:3f2a9c01b7e4": a kind and the first 12 hex
+    digits of its SHA-256, the same token the functions' logs use, so a row
+    can be matched with log lines). Final rows (SENT, FAILED, ABANDONED) no
+    longer hold the address at all.
+  - the rendered message is never shown: subject_length and body_length give
+    its length in characters while the row still holds it (it may carry a
+    one-time code).
+  - phone numbers, email addresses and SNS endpoint ARNs inside reason (a
+    provider's error text) and recipient_id are redacted the same way.
+
+Times are RFC 3339 UTC; fields that are empty or zero are left out. A key
+with no live row (never claimed, or past its retention) is an error (exit
+status 1), as is a string that is not a key.
+
+Flags:
+  --table NAME   the table (default $SENDONCE_TABLE)
+`,
+	run: runInspect,
+}
+
+func runInspect(ctx context.Context, c *command, e env, args []string) error {
+	fs := newFlags(c)
+	table := tableFlag(fs, e)
+	pos, err := parse(c, fs, args)
+	if err != nil {
+		return err
+	}
+	switch {
+	case len(pos) == 0:
+		return &usageError{cmd: c, msg: "inspect needs a KEY"}
+	case len(pos) > 1:
+		return &usageError{cmd: c, msg: "inspect takes one KEY, got: " + strings.Join(pos, " ")}
+	}
+	if err := needTable(c, *table); err != nil {
+		return err
+	}
+	key := pos[0]
+	if !sendkey.Valid(key) {
+		return fmt.Errorf("inspect: %q is not an idempotency key (v1_ and 64 lowercase hex digits)", truncate(key))
+	}
+	db, err := dynamoClient(ctx, e)
+	if err != nil {
+		return err
+	}
+	led, err := dynamoledger.New(db, *table)
+	if err != nil {
+		return fmt.Errorf("inspect: %w", err)
+	}
+	r, err := led.Get(ctx, key)
+	if errors.Is(err, ledger.ErrNotFound) {
+		return fmt.Errorf("inspect: no ledger row for %s in table %s (never claimed, or past its retention)", key, *table)
+	}
+	if err != nil {
+		return fmt.Errorf("inspect: %w", err)
+	}
+	out, err := json.MarshalIndent(view(r), "", "  ")
+	if err != nil {
+		return fmt.Errorf("inspect: encode %s: %w", key, err)
+	}
+	_, err = fmt.Fprintf(e.stdout, "%s\n", out)
+	return err
+}
+
+// rowView is what inspect prints: a ledger.Record with every address
+// redacted and the rendered message reduced to its length.
+type rowView struct {
+	Key               string       `json:"key"`
+	State             ledger.State `json:"state"`
+	Tenant            string       `json:"tenant,omitempty"`
+	Channel           string       `json:"channel,omitempty"`
+	Class             string       `json:"class,omitempty"`
+	Provider          string       `json:"provider,omitempty"`
+	Template          string       `json:"template,omitempty"`
+	RecipientID       string       `json:"recipient_id,omitempty"`
+	Address           string       `json:"address,omitempty"`
+	SubjectLength     int          `json:"subject_length,omitempty"`
+	BodyLength        int          `json:"body_length,omitempty"`
+	Attempts          int          `json:"attempts"`
+	ClaimID           string       `json:"claim_id,omitempty"`
+	Released          bool         `json:"released,omitempty"`
+	LeaseUntil        string       `json:"lease_until,omitempty"`
+	AttemptedAt       string       `json:"attempted_at,omitempty"`
+	CreatedAt         string       `json:"created_at,omitempty"`
+	UpdatedAt         string       `json:"updated_at,omitempty"`
+	ExpiresAt         string       `json:"expires_at,omitempty"`
+	ProviderMessageID string       `json:"provider_message_id,omitempty"`
+	Reason            string       `json:"reason,omitempty"`
+	DeliveryStatus    string       `json:"delivery_status,omitempty"`
+	DeliveryRank      int          `json:"delivery_rank,omitempty"`
+	DeliveryAt        string       `json:"delivery_at,omitempty"`
+}
+
+func view(r ledger.Record) rowView {
+	return rowView{
+		Key:               r.Key,
+		State:             r.State,
+		Tenant:            r.Tenant,
+		Channel:           r.Channel,
+		Class:             r.Class,
+		Provider:          r.Provider,
+		Template:          r.Template,
+		RecipientID:       scrub(r.RecipientID, r.Address),
+		Address:           redact.Address(r.Address),
+		SubjectLength:     utf8.RuneCountInString(r.Subject),
+		BodyLength:        utf8.RuneCountInString(r.Body),
+		Attempts:          r.Attempts,
+		ClaimID:           r.ClaimID,
+		Released:          r.Released,
+		LeaseUntil:        timeString(r.LeaseUntil),
+		AttemptedAt:       timeString(r.AttemptedAt),
+		CreatedAt:         timeString(r.CreatedAt),
+		UpdatedAt:         timeString(r.UpdatedAt),
+		ExpiresAt:         timeString(r.ExpiresAt),
+		ProviderMessageID: r.ProviderMessageID,
+		Reason:            scrub(r.Reason, r.Address),
+		DeliveryStatus:    r.DeliveryStatus,
+		DeliveryRank:      r.DeliveryRank,
+		DeliveryAt:        timeString(r.DeliveryAt),
+	}
+}
+
+func timeString(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format("2006-01-02T15:04:05.000Z07:00")
+}
+
+// addressRE matches what looks like an address in free text: an E.164
+// number, an email address, an SNS ARN.
+var addressRE = regexp.MustCompile(`\+[1-9][0-9]{6,14}|[A-Za-z0-9._%+'-]+@[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)+|arn:aws[a-z-]*:sns:[^\s"',;)]+`)
+
+// scrub redacts addr, and anything else that looks like an address, in s.
+func scrub(s, addr string) string {
+	if s == "" {
+		return ""
+	}
+	if addr != "" {
+		s = strings.ReplaceAll(s, addr, redact.Address(addr))
+	}
+	return addressRE.ReplaceAllStringFunc(s, redact.Address)
+}
+
+func truncate(s string) string {
+	if utf8.RuneCountInString(s) > 80 {
+		return string([]rune(s)[:80]) + "…"
+	}
+	return s
+}

@@ -1,0 +1,349 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/sendonce/sendonce/internal/ledger"
+	"github.com/sendonce/sendonce/internal/redact"
+	"github.com/sendonce/sendonce/internal/sendkey"
+	"github.com/sendonce/sendonce/internal/tableschema"
+)
+
+// sampleRequest is the request of CONTRACTS §2's test vector.
+const (
+	sampleRequest = `{"tenant_id":"acme","event_id":"evt_01J9Z3","channel":"sms","template":"order_shipped",
+		"recipient":{"id":"user-42","phone":"+15551234567"},"data":{"order_id":"A-1001"}}`
+	sampleKey = "v1_a5ce46682abd7dc1fbbc58b114c4d26e0c9886586f14d590ea4ef4f1f6ee0b71"
+)
+
+// result is what one run produced.
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+// runWith calls run with stdin and the environment vars (nothing else is
+// visible to it).
+func runWith(t testing.TB, vars map[string]string, stdin string, args ...string) result {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), args, strings.NewReader(stdin), &stdout, &stderr, func(k string) string { return vars[k] })
+	return result{code, stdout.String(), stderr.String()}
+}
+
+// oneLineError checks the exit-status contract for a user error: status
+// 1, nothing on stdout, one line on stderr that contains want.
+func oneLineError(t *testing.T, r result, want string) {
+	t.Helper()
+	if r.code != exitError {
+		t.Errorf("exit status = %d, want %d (stderr %q)", r.code, exitError, r.stderr)
+	}
+	if r.stdout != "" {
+		t.Errorf("stdout = %q, want nothing", r.stdout)
+	}
+	if n := strings.Count(r.stderr, "\n"); n != 1 || !strings.HasSuffix(r.stderr, "\n") {
+		t.Errorf("stderr = %q: %d lines, want exactly one", r.stderr, n)
+	}
+	if !strings.Contains(r.stderr, want) {
+		t.Errorf("stderr = %q, want it to contain %q", r.stderr, want)
+	}
+}
+
+func TestUsage(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		args []string
+		want string // in stderr
+	}{
+		{"NoCommand", nil, "no command given"},
+		{"UnknownCommand", []string{"frobnicate"}, `unknown command "frobnicate"`},
+		{"APIKeyNoSubcommand", []string{"apikey"}, "apikey needs a subcommand"},
+		{"APIKeyUnknownSubcommand", []string{"apikey", "rotate"}, `unknown apikey subcommand "rotate"`},
+		{"BadFlag", []string{"create-tables", "--colour"}, "flag provided but not defined: -colour"},
+		{"BadFlagValue", []string{"create-tables", "--table", "t", "--wait", "soon"}, "invalid value"},
+		{"NonPositiveWait", []string{"create-tables", "--table", "t", "--wait", "0s"}, "--wait must be positive"},
+		{"CreateTablesNoTable", []string{"create-tables"}, "no table: pass --table NAME or set SENDONCE_TABLE"},
+		{"CreateTablesExtraArgument", []string{"create-tables", "--table", "t", "extra"}, "unexpected arguments: extra"},
+		{"KeyArgument", []string{"key", "request.json"}, "takes no arguments"},
+		{"InspectNoKey", []string{"inspect", "--table", "t"}, "inspect needs a KEY"},
+		{"InspectTwoKeys", []string{"inspect", "--table", "t", sampleKey, sampleKey}, "inspect takes one KEY"},
+		{"InspectNoTable", []string{"inspect", sampleKey}, "no table"},
+		{"APIKeyCreateNoTenant", []string{"apikey", "create", "--table", "t"}, "needs --tenant TENANT"},
+		{"APIKeyCreateNoTable", []string{"apikey", "create", "--tenant", "acme"}, "no table"},
+		{"APIKeyCreateTenantNoValue", []string{"apikey", "create", "--tenant"}, "flag needs an argument: -tenant"},
+		{"APIKeyRevokeNoID", []string{"apikey", "revoke", "--table", "t"}, "needs a KEY-ID"},
+		{"APIKeyRevokeTwoIDs", []string{"apikey", "revoke", "--table", "t", "a", "b"}, "takes one KEY-ID"},
+		{"HelpUnknownCommand", []string{"help", "frobnicate"}, `unknown command "frobnicate"`},
+		{"HelpTwoCommands", []string{"help", "key", "inspect"}, "help takes one command"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			r := runWith(t, nil, "", tt.args...)
+			if r.code != exitUsage {
+				t.Errorf("exit status = %d, want %d (stderr %q)", r.code, exitUsage, r.stderr)
+			}
+			if r.stdout != "" {
+				t.Errorf("stdout = %q, want nothing", r.stdout)
+			}
+			if !strings.Contains(r.stderr, tt.want) {
+				t.Errorf("stderr = %q, want it to contain %q", r.stderr, tt.want)
+			}
+			if !strings.Contains(r.stderr, "Usage:") {
+				t.Errorf("stderr = %q, want the usage", r.stderr)
+			}
+		})
+	}
+}
+
+func TestHelp(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		args []string
+		want string // in stdout
+	}{
+		{"Help", []string{"help"}, "sendonce apikey revoke"},
+		{"DashH", []string{"-h"}, "Exit status: 0 on success"},
+		{"DashDashHelp", []string{"--help"}, "sendonce create-tables"},
+		{"HelpCommand", []string{"help", "inspect"}, "subject_length and body_length"},
+		{"HelpAPIKeyCommand", []string{"help", "apikey", "create"}, "shown this once"},
+		{"CommandDashH", []string{"inspect", "-h"}, "address is redacted"},
+		{"APIKeyDashH", []string{"apikey", "-h"}, "sendonce apikey create"},
+		{"SubcommandDashH", []string{"apikey", "revoke", "--help"}, "Revokes the API key"},
+		{"CreateTablesHelp", []string{"create-tables", "-h"}, "exists with the same key"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			r := runWith(t, nil, "", tt.args...)
+			if r.code != exitOK {
+				t.Errorf("exit status = %d, want 0 (stderr %q)", r.code, r.stderr)
+			}
+			if !strings.Contains(r.stdout, tt.want) {
+				t.Errorf("stdout = %q, want it to contain %q", r.stdout, tt.want)
+			}
+			if r.stderr != "" {
+				t.Errorf("stderr = %q, want nothing", r.stderr)
+			}
+		})
+	}
+}
+
+func TestKey(t *testing.T) {
+	t.Parallel()
+	t.Run("ContractVector", func(t *testing.T) {
+		t.Parallel()
+		r := runWith(t, nil, sampleRequest, "key")
+		if r.code != exitOK || r.stderr != "" {
+			t.Fatalf("exit status %d, stderr %q, want 0 and nothing", r.code, r.stderr)
+		}
+		if got, want := r.stdout, sampleKey+"\n"; got != want {
+			t.Errorf("stdout = %q, want %q", got, want)
+		}
+	})
+	t.Run("IgnoresNonKeyFields", func(t *testing.T) {
+		t.Parallel()
+		// class, locale, data and the address are not part of the key.
+		req := strings.Replace(sampleRequest, `"+15551234567"`, `"+15557654321"`, 1)
+		req = strings.Replace(req, `"data"`, `"class":"otp","locale":"pt-BR","unknown":1,"data"`, 1)
+		r := runWith(t, nil, req, "key")
+		if got, want := r.stdout, sampleKey+"\n"; got != want || r.code != exitOK {
+			t.Errorf("stdout = %q (exit %d), want %q", got, r.code, want)
+		}
+	})
+	invalid := []struct {
+		name, body, want string
+	}{
+		{"Empty", "", "body is empty"},
+		{"NotJSON", "tenant=acme", "not JSON"},
+		{"MissingTenant", strings.Replace(sampleRequest, `"tenant_id":"acme",`, "", 1), "tenant_id: is required"},
+		{"BadChannel", strings.Replace(sampleRequest, `"sms"`, `"fax"`, 1), `channel: "fax" is not one of`},
+		{"MissingPhone", strings.Replace(sampleRequest, `,"phone":"+15551234567"`, "", 1), "recipient.phone: is required for sms"},
+		{"WrongType", strings.Replace(sampleRequest, `"evt_01J9Z3"`, `42`, 1), "event_id: must be a JSON string"},
+		{"TwoValues", sampleRequest + sampleRequest, "more than one JSON value"},
+		{"TooLarge", `{"data":"` + strings.Repeat("x", 300*1024) + `"}`, "more than the 262144 allowed"},
+	}
+	for _, tt := range invalid {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			r := runWith(t, nil, tt.body, "key")
+			oneLineError(t, r, "key: invalid request: ")
+			if !strings.Contains(r.stderr, tt.want) {
+				t.Errorf("stderr = %q, want it to contain %q", r.stderr, tt.want)
+			}
+		})
+	}
+}
+
+// FuzzKey checks that key never panics, exits 0 with exactly a key or 1
+// with exactly one line on stderr.
+func FuzzKey(f *testing.F) {
+	f.Add(sampleRequest)
+	f.Add("")
+	f.Add("{}")
+	f.Add(`{"tenant_id":"a","event_id":"e","channel":"email","template":"t","recipient":{"id":"r","email":"a@b.c"}}`)
+	f.Add("\xff\xfe")
+	f.Add(`[1,2,3]`)
+	f.Fuzz(func(t *testing.T, body string) {
+		r := runWith(t, nil, body, "key")
+		switch r.code {
+		case exitOK:
+			if got := strings.TrimSuffix(r.stdout, "\n"); !sendkey.Valid(got) || r.stderr != "" {
+				t.Fatalf("exit 0 with stdout %q, stderr %q, want a key alone", r.stdout, r.stderr)
+			}
+		case exitError:
+			if r.stdout != "" || strings.Count(r.stderr, "\n") != 1 {
+				t.Fatalf("exit 1 with stdout %q, stderr %q, want one line on stderr only", r.stdout, r.stderr)
+			}
+		default:
+			t.Fatalf("exit status %d, want 0 or 1", r.code)
+		}
+	})
+}
+
+func TestParseInterspersed(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name      string
+		args      []string
+		wantTable string
+		wantPos   []string
+	}{
+		{"FlagFirst", []string{"--table", "t", "k"}, "t", []string{"k"}},
+		{"FlagLast", []string{"k", "--table", "t"}, "t", []string{"k"}},
+		{"FlagBetween", []string{"a", "-table=t", "b"}, "t", []string{"a", "b"}},
+		{"Terminator", []string{"--table", "t", "--", "-k", "--table"}, "t", []string{"-k", "--table"}},
+		{"None", nil, "", nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			fs := flag.NewFlagSet("x", flag.ContinueOnError)
+			table := fs.String("table", "", "")
+			pos, err := parse(inspectCmd, fs, tt.args)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if *table != tt.wantTable || !slices.Equal(pos, tt.wantPos) {
+				t.Errorf("table %q, positional %q; want %q, %q", *table, pos, tt.wantTable, tt.wantPos)
+			}
+		})
+	}
+}
+
+// describe turns a CreateTableInput into the TableDescription DynamoDB
+// would give for it.
+func describe(in *dynamodb.CreateTableInput) *types.TableDescription {
+	d := &types.TableDescription{
+		TableName:            in.TableName,
+		AttributeDefinitions: in.AttributeDefinitions,
+		KeySchema:            in.KeySchema,
+		TableStatus:          types.TableStatusActive,
+	}
+	for _, g := range in.GlobalSecondaryIndexes {
+		d.GlobalSecondaryIndexes = append(d.GlobalSecondaryIndexes, types.GlobalSecondaryIndexDescription{
+			IndexName: g.IndexName, KeySchema: g.KeySchema, Projection: g.Projection, IndexStatus: types.IndexStatusActive,
+		})
+	}
+	return d
+}
+
+func TestSchemaDiff(t *testing.T) {
+	t.Parallel()
+	s := aws.String
+	tests := []struct {
+		name   string
+		mutate func(d *types.TableDescription)
+		want   []string
+	}{
+		{"Same", func(*types.TableDescription) {}, nil},
+		{"KeyTypeNumber", func(d *types.TableDescription) {
+			d.AttributeDefinitions[0] = types.AttributeDefinition{AttributeName: s("pk"), AttributeType: types.ScalarAttributeTypeN}
+		}, []string{"key schema is pk (N, HASH), want pk (S, HASH)"}},
+		{"SortKey", func(d *types.TableDescription) {
+			d.AttributeDefinitions = append(d.AttributeDefinitions, types.AttributeDefinition{AttributeName: s("sk"), AttributeType: types.ScalarAttributeTypeS})
+			d.KeySchema = []types.KeySchemaElement{{AttributeName: s("sk"), KeyType: types.KeyTypeRange}, {AttributeName: s("pk"), KeyType: types.KeyTypeHash}}
+		}, []string{"key schema is pk (S, HASH) + sk (S, RANGE), want pk (S, HASH)"}},
+		{"NoIndex", func(d *types.TableDescription) { d.GlobalSecondaryIndexes = nil },
+			[]string{`global secondary index "attention" is missing`}},
+		{"IndexKeys", func(d *types.TableDescription) {
+			d.GlobalSecondaryIndexes[0].KeySchema = d.GlobalSecondaryIndexes[0].KeySchema[:1]
+		}, []string{`index "attention" key schema is attn_pk (S, HASH), want attn_pk (S, HASH) + attn_sk (S, RANGE)`}},
+		{"IndexProjection", func(d *types.TableDescription) {
+			d.GlobalSecondaryIndexes[0].Projection = &types.Projection{ProjectionType: types.ProjectionTypeInclude, NonKeyAttributes: []string{"state", "claim_id"}}
+		}, []string{`index "attention" projects INCLUDE [claim_id, state], want ALL`}},
+		{"ExtraIndexes", func(d *types.TableDescription) {
+			d.GlobalSecondaryIndexes = append(d.GlobalSecondaryIndexes, types.GlobalSecondaryIndexDescription{IndexName: s("zeta")}, types.GlobalSecondaryIndexDescription{IndexName: s("alpha")})
+			d.LocalSecondaryIndexes = []types.LocalSecondaryIndexDescription{{IndexName: s("local")}}
+		}, []string{`unexpected global secondary index "alpha"`, `unexpected global secondary index "zeta"`, `unexpected local secondary index "local"`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			want := tableschema.CreateTableInput("t")
+			got := describe(tableschema.CreateTableInput("t"))
+			tt.mutate(got)
+			if diff := schemaDiff(want, got); !slices.Equal(diff, tt.want) {
+				t.Errorf("schemaDiff = %q, want %q", diff, tt.want)
+			}
+		})
+	}
+}
+
+func TestView(t *testing.T) {
+	t.Parallel()
+	const phone = "+15551234567"
+	tests := []struct {
+		name  string
+		in    ledger.Record
+		check func(t *testing.T, v rowView)
+	}{
+		{"AddressRedacted", ledger.Record{Entry: ledger.Entry{Address: phone, Subject: "Hi", Body: "Code 123456 ✓"}}, func(t *testing.T, v rowView) {
+			if got, want := v.Address, redact.Address(phone); got != want {
+				t.Errorf("address = %q, want %q", got, want)
+			}
+			if v.SubjectLength != 2 || v.BodyLength != 13 {
+				t.Errorf("subject_length, body_length = %d, %d, want 2, 13", v.SubjectLength, v.BodyLength)
+			}
+		}},
+		{"ReasonRowAddress", ledger.Record{Entry: ledger.Entry{Address: "555 0100"}, Reason: "number 555 0100 unreachable"}, func(t *testing.T, v rowView) {
+			if got, want := v.Reason, "number "+redact.Address("555 0100")+" unreachable"; got != want {
+				t.Errorf("reason = %q, want %q", got, want)
+			}
+		}},
+		{"ReasonOtherAddresses", ledger.Record{Reason: "to +447700900123 and ana.b+x@mail.example.com failed; endpoint arn:aws:sns:eu-west-1:123:endpoint/APNS/app/abc disabled"}, func(t *testing.T, v rowView) {
+			want := "to " + redact.Address("+447700900123") + " and " + redact.Address("ana.b+x@mail.example.com") +
+				" failed; endpoint " + redact.Address("arn:aws:sns:eu-west-1:123:endpoint/APNS/app/abc") + " disabled"
+			if v.Reason != want {
+				t.Errorf("reason = %q, want %q", v.Reason, want)
+			}
+		}},
+		{"RecipientIDThatIsAnEmail", ledger.Record{Entry: ledger.Entry{RecipientID: "ana@example.com"}}, func(t *testing.T, v rowView) {
+			if got, want := v.RecipientID, redact.Address("ana@example.com"); got != want {
+				t.Errorf("recipient_id = %q, want %q", got, want)
+			}
+		}},
+		{"PlainRecipientID", ledger.Record{Entry: ledger.Entry{RecipientID: "user-42"}, Reason: "HTTP 422: invalid template"}, func(t *testing.T, v rowView) {
+			if v.RecipientID != "user-42" || v.Reason != "HTTP 422: invalid template" {
+				t.Errorf("recipient_id, reason = %q, %q, want them unchanged", v.RecipientID, v.Reason)
+			}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			tt.check(t, view(tt.in))
+		})
+	}
+}
