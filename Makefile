@@ -65,7 +65,7 @@ demo: prereqs deps rie ## Run the whole pipeline locally (go run ./cmd/demo).
 bench: prereqs deps rie ## Run ./cmd/bench (if present) and every Go benchmark.
 	@source scripts/steps.sh
 	services_up
-	if [ -d cmd/bench ]; then step "cmd/bench" go run ./cmd/bench; else skip_step "cmd/bench" "./cmd/bench does not exist yet"; fi
+	if has_go_pkg cmd/bench; then step "cmd/bench" go run ./cmd/bench; else skip_step "cmd/bench" "./cmd/bench does not exist yet"; fi
 	step "go benchmarks" go test -run '^$$' -bench . -benchmem ./...
 	services_down
 	summary "make bench"
@@ -77,11 +77,13 @@ chaos: prereqs deps rie ## Run ./cmd/chaos with N messages (N=2000) and SEED (ra
 	go run ./cmd/chaos -n=$(N) $(if $(SEED),-seed=$(SEED))
 
 build: ## Build each functions/*/ as a linux bootstrap in .build/<name>/bootstrap.
-	@shopt -s nullglob
+	@source scripts/steps.sh
+	shopt -s nullglob
 	dirs=(functions/*/)
 	if [ $${#dirs[@]} -eq 0 ]; then echo "build: no functions/*/ yet"; exit 0; fi
 	for d in "$${dirs[@]}"; do
 		name=$$(basename "$$d")
+		has_go_pkg "$$d" || { echo "build: skipping $$d (no Go package yet)"; continue; }
 		echo "==> .build/$$name/bootstrap (linux/$(BUILD_GOARCH))"
 		CGO_ENABLED=0 GOOS=linux GOARCH=$(BUILD_GOARCH) go build -tags lambda.norpc -trimpath -o .build/$$name/bootstrap ./$$d
 	done

@@ -53,13 +53,20 @@ skip_step() {
 
 # summary WHAT: prints the closing line and exits 1 if any step failed.
 summary() {
-	local what=$1 took=$((SECONDS - _STEPS_T0)) extra=""
-	if [ "${#_STEPS_SKIPPED[@]}" -ne 0 ]; then extra="; skipped: ${_STEPS_SKIPPED[*]}"; fi
+	local what=$1 took=$((SECONDS - _STEPS_T0)) passed skipped=""
+	passed=$(_join "${_STEPS_PASSED[@]}")
+	if [ "${#_STEPS_SKIPPED[@]}" -ne 0 ]; then skipped="; skipped: $(_join "${_STEPS_SKIPPED[@]}")"; fi
 	if [ "${#_STEPS_FAILED[@]}" -ne 0 ]; then
-		echo "$what: FAILED in ${took}s: ${_STEPS_FAILED[*]} (passed: ${_STEPS_PASSED[*]:-none}$extra)"
+		echo "$what: FAILED after ${took}s. failed: $(_join "${_STEPS_FAILED[@]}"); passed: ${passed:-none}$skipped"
 		return 1
 	fi
-	echo "$what: OK in ${took}s: ${_STEPS_PASSED[*]}$extra"
+	echo "$what: OK after ${took}s. passed: $passed$skipped"
+}
+
+_join() {
+	local out="" x
+	for x in "$@"; do out="${out:+$out, }$x"; done
+	echo "$out"
 }
 
 # check_gofmt fails listing the Go files gofmt would change.
@@ -79,10 +86,16 @@ lint_template() {
 	cfn-lint template.yaml
 }
 
-# require_cmd_dir DIR WHAT: exits with a message when ./DIR does not exist.
+# has_go_pkg DIR: true when DIR holds a Go package (a non-test .go file).
+has_go_pkg() {
+	compgen -G "$1/*.go" >/dev/null && ls "$1"/*.go | grep -qv '_test\.go$'
+}
+
+# require_cmd_dir DIR WHAT: exits with a message when ./DIR holds no Go
+# package yet.
 require_cmd_dir() {
-	if [ ! -d "$1" ]; then
-		echo "$2: ./$1 does not exist yet, so there is nothing to run (it is added with the project's $(basename "$1") program)" >&2
+	if ! has_go_pkg "$1"; then
+		echo "$2: ./$1 does not exist yet, so there is nothing to run" >&2
 		exit 1
 	fi
 }
