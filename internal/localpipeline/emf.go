@@ -1,0 +1,116 @@
+package localpipeline
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/sendonce/sendonce/internal/metrics"
+)
+
+// MetricTotals sums the counters of the EMF documents in one or more
+// functions' log output.
+type MetricTotals struct {
+	// Counts sums each Count metric across documents and dimensions.
+	Counts map[string]float64
+	// ByDim sums each Count metric per value of each of its dimensions
+	// other than service, keyed "Metric/dimension=value" (e.g.
+	// "ProviderErrors/kind=ambiguous").
+	ByDim map[string]float64
+	// Documents is the number of EMF documents read.
+	Documents int
+	// Invalid lists the EMF documents that metrics.Validate rejected,
+	// with the reason.
+	Invalid []string
+}
+
+// Get returns the sum of counter name.
+func (t MetricTotals) Get(name string) int { return int(t.Counts[name]) }
+
+// ParseEMF reads the EMF documents (log lines holding an "_aws" block)
+// out of logs, validates each with metrics.Validate, and sums their
+// counters. Lines that are not JSON objects (the emulator's START/END/
+// REPORT lines) and JSON log lines without "_aws" are skipped.
+func ParseEMF(logs ...string) MetricTotals {
+	t := MetricTotals{Counts: map[string]float64{}, ByDim: map[string]float64{}}
+	for _, l := range logs {
+		sc := bufio.NewScanner(strings.NewReader(l))
+		sc.Buffer(make([]byte, 0, 64<<10), 4<<20)
+		for sc.Scan() {
+			line := strings.TrimSpace(sc.Text())
+			if !strings.HasPrefix(line, "{") || !strings.Contains(line, `"_aws"`) {
+				continue
+			}
+			var doc map[string]any
+			if err := json.Unmarshal([]byte(line), &doc); err != nil {
+				t.Invalid = append(t.Invalid, fmt.Sprintf("%s: %v", line, err))
+				continue
+			}
+			if _, ok := doc["_aws"]; !ok {
+				continue
+			}
+			if err := metrics.Validate(doc); err != nil {
+				t.Invalid = append(t.Invalid, fmt.Sprintf("%s: %v", line, err))
+				continue
+			}
+			t.Documents++
+			for _, name := range countMetrics(doc) {
+				v, ok := doc[name].(float64)
+				if !ok {
+					continue
+				}
+				t.Counts[name] += v
+				for _, dim := range dimensions(doc) {
+					if val, ok := doc[dim].(string); ok && dim != "service" {
+						t.ByDim[name+"/"+dim+"="+val] += v
+					}
+				}
+			}
+		}
+	}
+	return t
+}
+
+// dimensions returns the dimension names of the document's directives.
+func dimensions(doc map[string]any) []string {
+	var names []string
+	aws, _ := doc["_aws"].(map[string]any)
+	dirs, _ := aws["CloudWatchMetrics"].([]any)
+	for _, d := range dirs {
+		dir, _ := d.(map[string]any)
+		sets, _ := dir["Dimensions"].([]any)
+		for _, set := range sets {
+			ks, _ := set.([]any)
+			for _, k := range ks {
+				if k, ok := k.(string); ok && !slices.Contains(names, k) {
+					names = append(names, k)
+				}
+			}
+		}
+	}
+	return names
+}
+
+// Dim returns the sum of counter name for one dimension value.
+func (t MetricTotals) Dim(name, dim, value string) int { return int(t.ByDim[name+"/"+dim+"="+value]) }
+
+// countMetrics returns the names of the document's metrics whose unit is
+// Count.
+func countMetrics(doc map[string]any) []string {
+	var names []string
+	aws, _ := doc["_aws"].(map[string]any)
+	dirs, _ := aws["CloudWatchMetrics"].([]any)
+	for _, d := range dirs {
+		dir, _ := d.(map[string]any)
+		ms, _ := dir["Metrics"].([]any)
+		for _, m := range ms {
+			mm, _ := m.(map[string]any)
+			if name, _ := mm["Name"].(string); name != "" && mm["Unit"] == "Count" {
+				names = append(names, name)
+			}
+		}
+	}
+	return names
+}

@@ -1,0 +1,707 @@
+// Package localpipeline runs the whole sendonce pipeline on one machine with
+// real components: the real function bootstraps under the Lambda Runtime
+// Interface Emulator, DynamoDB Local, SQS on moto_server, and the provider
+// simulator as ground truth. `make demo` (cmd/demo) and the chaos harness
+// use it.
+//
+// Start builds, against emulators that are already running:
+//
+//   - the one table (production schema and TTL) in DynamoDB Local;
+//   - the notification queue and its dead-letter queue on moto_server, with
+//     a RedrivePolicy (maxReceiveCount) and a visibility timeout;
+//   - the provider simulator, in process, with its callbacks posted to the
+//     webhook;
+//   - Options.SenderInstances sender "Lambda instances": one emulator per
+//     instance, each serving one invocation at a time, as Lambda does;
+//   - the webhook under the emulator behind a small HTTP front that turns a
+//     request into a Function URL event (payload 2.0) and the function's
+//     response back into HTTP;
+//   - the reconciler under the emulator, invoked on a timer with an
+//     EventBridge scheduled event;
+//   - pollers that behave like Lambda's SQS event source mapping: receive a
+//     batch, invoke a free sender instance with an events.SQSEvent, delete
+//     the records not reported in batchItemFailures, and leave the rest to
+//     reappear after the visibility timeout (moto moves a message to the
+//     dead-letter queue after maxReceiveCount receives). A function error
+//     fails the whole batch.
+//
+// The functions' captured output (JSON logs and EMF metric lines) is kept
+// for the caller: see Logs and Metrics.
+package localpipeline
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	dtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/sendonce/sendonce/internal/ledger"
+	"github.com/sendonce/sendonce/internal/ledger/dynamoledger"
+	"github.com/sendonce/sendonce/internal/provider/simulator"
+	"github.com/sendonce/sendonce/internal/reconcile"
+	"github.com/sendonce/sendonce/internal/rie"
+	"github.com/sendonce/sendonce/internal/tableschema"
+	"github.com/sendonce/sendonce/internal/testenv"
+)
+
+// Defaults applied by Start when Options leaves a field zero.
+const (
+	DefaultSenderInstances   = 4
+	DefaultBatchSize         = 10
+	DefaultVisibilityTimeout = 10 * time.Second
+	DefaultMaxReceiveCount   = 5
+	DefaultProviderTimeout   = 2 * time.Second
+	DefaultClaimTimeout      = 12 * time.Second
+	DefaultSettle            = 2 * time.Second
+	DefaultReconcileEvery    = 2 * time.Second
+	DefaultSenderTimeout     = 10 * time.Second
+	DefaultReconcilerTimeout = 30 * time.Second
+	DefaultConcurrency       = 10
+)
+
+// Credentials given to the simulator and the functions. They protect
+// nothing: everything listens on loopback for the length of one run.
+const (
+	simToken       = "localpipeline-provider-token"
+	callbackSecret = "localpipeline-callback-secret"
+)
+
+// Options configures a pipeline. Only the endpoints are required.
+type Options struct {
+	// DynamoDBEndpoint and MotoEndpoint are the running emulators' URLs
+	// (SENDONCE_TEST_DYNAMODB_ENDPOINT, SENDONCE_TEST_MOTO_ENDPOINT).
+	DynamoDBEndpoint string
+	MotoEndpoint     string
+	// RIE is the aws-lambda-rie binary; empty means SENDONCE_TEST_RIE.
+	RIE string
+	// SenderBootstrap, WebhookBootstrap and ReconcilerBootstrap are linux
+	// bootstraps of ./functions/<name>. An empty one is built into a
+	// temporary directory (see Build).
+	SenderBootstrap, WebhookBootstrap, ReconcilerBootstrap string
+
+	// SenderInstances is the number of concurrent sender instances (and
+	// pollers). Default 4.
+	SenderInstances int
+	// BatchSize is the event source mapping's batch size (1..10). Default 10.
+	BatchSize int
+	// VisibilityTimeout is the queue's; it should be at least
+	// SenderTimeout, as Lambda requires. Default 10s.
+	VisibilityTimeout time.Duration
+	// MaxReceiveCount is the RedrivePolicy's. Default 5.
+	MaxReceiveCount int
+	// ProviderTimeout, ClaimTimeout and Settle become
+	// SENDONCE_PROVIDER_TIMEOUT, SENDONCE_CLAIM_TIMEOUT and
+	// SENDONCE_RECONCILE_SETTLE. Defaults 2s, 12s, 2s.
+	ProviderTimeout, ClaimTimeout, Settle time.Duration
+	// Concurrency is SENDONCE_CONCURRENCY. Default 10.
+	Concurrency int
+	// SenderTimeout and ReconcilerTimeout are the functions' Lambda
+	// timeouts. Defaults 10s and 30s.
+	SenderTimeout, ReconcilerTimeout time.Duration
+	// ReconcileEvery is the schedule of the reconciler; negative turns the
+	// timer off (call Reconcile yourself). Default 2s.
+	ReconcileEvery time.Duration
+	// Env adds to (and overrides) every function's environment.
+	Env map[string]string
+
+	// Simulator configures the provider simulator. Token, CallbackSecret
+	// and Logger are set by Start.
+	Simulator simulator.Options
+
+	// Progress receives one line per notable event (start-up steps);
+	// nil discards.
+	Progress io.Writer
+}
+
+func (o *Options) defaults() error {
+	if o.DynamoDBEndpoint == "" || o.MotoEndpoint == "" {
+		return fmt.Errorf("localpipeline: the DynamoDB Local and moto_server endpoints are required (%s, %s): run through `make demo`, which starts them",
+			testenv.DynamoDBEndpointEnv, testenv.MotoEndpointEnv)
+	}
+	if o.RIE == "" {
+		o.RIE = os.Getenv(rie.BinaryEnv)
+	}
+	if o.RIE == "" {
+		return rie.ErrNoBinary
+	}
+	set := func(d *time.Duration, def time.Duration) {
+		if *d == 0 {
+			*d = def
+		}
+	}
+	if o.SenderInstances <= 0 {
+		o.SenderInstances = DefaultSenderInstances
+	}
+	if o.BatchSize <= 0 {
+		o.BatchSize = DefaultBatchSize
+	}
+	if o.BatchSize > 10 {
+		return fmt.Errorf("localpipeline: batch size %d: SQS receives at most 10 messages at once", o.BatchSize)
+	}
+	if o.MaxReceiveCount <= 0 {
+		o.MaxReceiveCount = DefaultMaxReceiveCount
+	}
+	if o.Concurrency <= 0 {
+		o.Concurrency = DefaultConcurrency
+	}
+	set(&o.VisibilityTimeout, DefaultVisibilityTimeout)
+	set(&o.ProviderTimeout, DefaultProviderTimeout)
+	set(&o.ClaimTimeout, DefaultClaimTimeout)
+	set(&o.Settle, DefaultSettle)
+	set(&o.SenderTimeout, DefaultSenderTimeout)
+	set(&o.ReconcilerTimeout, DefaultReconcilerTimeout)
+	set(&o.ReconcileEvery, DefaultReconcileEvery)
+	if o.VisibilityTimeout < time.Second {
+		return fmt.Errorf("localpipeline: visibility timeout %s: SQS counts it in whole seconds", o.VisibilityTimeout)
+	}
+	if o.Progress == nil {
+		o.Progress = io.Discard
+	}
+	return nil
+}
+
+// Pipeline is a running local pipeline. Its methods are safe for
+// concurrent use.
+type Pipeline struct {
+	opts Options
+
+	// Table is the DynamoDB table; QueueURL and DLQURL the queues.
+	Table, QueueURL, DLQURL string
+	queueARN                string
+
+	ddb    *dynamodb.Client
+	sqs    *sqs.Client
+	ledger *dynamoledger.Ledger
+
+	sim       *simulator.Simulator
+	simServer *httptest.Server
+	front     *http.Server
+	frontURL  string
+
+	senders    []*rie.Instance
+	free       chan *rie.Instance
+	webhook    *rie.Instance
+	reconciler *rie.Instance
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	stats pollerStats
+
+	recMu      sync.Mutex
+	recSummary reconcile.Summary
+	recRuns    int
+	recErrors  int
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+type pollerStats struct {
+	receives, invocations, functionErrors, records, deleted, reported atomic.Int64
+	webhookRequests, webhookErrors                                    atomic.Int64
+}
+
+// PollerStats are the event source mapping's totals.
+type PollerStats struct {
+	// Receives counts ReceiveMessage calls that returned messages.
+	Receives int64
+	// Invocations counts sender invocations; FunctionErrors those that
+	// failed as a whole (every record of the batch was left to reappear).
+	Invocations, FunctionErrors int64
+	// Records counts records handed to the sender (redeliveries
+	// included); Deleted those acknowledged and deleted; Reported those
+	// listed in batchItemFailures.
+	Records, Deleted, Reported int64
+	// WebhookRequests counts requests through the Function URL front;
+	// WebhookErrors those the function failed as a whole.
+	WebhookRequests, WebhookErrors int64
+}
+
+// Start creates the resources and starts every component; it returns once
+// the pipeline is polling. On error, whatever was started is stopped. The
+// caller must call Close.
+func Start(ctx context.Context, opts Options) (p *Pipeline, err error) {
+	if err := opts.defaults(); err != nil {
+		return nil, err
+	}
+	pl := &Pipeline{opts: opts}
+	defer func() {
+		if err != nil {
+			_ = pl.Close()
+			p = nil
+		}
+	}()
+	p = pl
+	cfg := testenv.Config()
+	p.ddb = dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) {
+		o.BaseEndpoint = aws.String(opts.DynamoDBEndpoint)
+		o.DisableValidateResponseChecksum = true // DynamoDB Local's error CRCs are wrong
+	})
+	p.sqs = sqs.NewFromConfig(cfg, func(o *sqs.Options) { o.BaseEndpoint = aws.String(opts.MotoEndpoint) })
+
+	if err := p.bootstraps(ctx); err != nil {
+		return nil, err
+	}
+	if err := p.createResources(ctx); err != nil {
+		return nil, err
+	}
+	if p.ledger, err = dynamoledger.New(p.ddb, p.Table); err != nil {
+		return nil, fmt.Errorf("localpipeline: ledger: %w", err)
+	}
+
+	// The front listens first: its URL is the callback base of the
+	// simulator's callbacks and of the sender's configuration.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("localpipeline: webhook front: %w", err)
+	}
+	p.frontURL = "http://" + ln.Addr().String()
+	front := &http.Server{Handler: http.HandlerFunc(p.serveWebhook), ReadHeaderTimeout: 5 * time.Second}
+	p.front = front
+	go func() { _ = front.Serve(ln) }()
+
+	simOpts := opts.Simulator
+	simOpts.Token = simToken
+	simOpts.CallbackSecret = []byte(callbackSecret)
+	p.sim = simulator.New(simOpts)
+	p.simServer = httptest.NewServer(p.sim.Handler())
+
+	env := p.functionEnv()
+	if p.webhook, err = p.launch(ctx, "webhook", p.opts.WebhookBootstrap, 30*time.Second, env); err != nil {
+		return nil, err
+	}
+	if p.reconciler, err = p.launch(ctx, "reconciler", p.opts.ReconcilerBootstrap, opts.ReconcilerTimeout, env); err != nil {
+		return nil, err
+	}
+	p.free = make(chan *rie.Instance, opts.SenderInstances)
+	for i := range opts.SenderInstances {
+		inst, err := p.launch(ctx, "sender-"+strconv.Itoa(i+1), p.opts.SenderBootstrap, opts.SenderTimeout, env)
+		if err != nil {
+			return nil, err
+		}
+		p.senders = append(p.senders, inst)
+		p.free <- inst
+	}
+	fmt.Fprintf(opts.Progress, "started: table %s, queue %s, %d sender instances, webhook at %s, provider simulator at %s\n",
+		p.Table, p.QueueURL, len(p.senders), p.frontURL, p.simServer.URL)
+
+	runCtx, cancel := context.WithCancel(context.Background())
+	p.cancel = cancel
+	for range opts.SenderInstances {
+		p.wg.Add(1)
+		go func() {
+			defer p.wg.Done()
+			p.poll(runCtx)
+		}()
+	}
+	if opts.ReconcileEvery > 0 {
+		p.wg.Add(1)
+		go func() {
+			defer p.wg.Done()
+			t := time.NewTicker(opts.ReconcileEvery)
+			defer t.Stop()
+			for {
+				select {
+				case <-runCtx.Done():
+					return
+				case <-t.C:
+					_, _ = p.Reconcile(runCtx)
+				}
+			}
+		}()
+	}
+	return p, nil
+}
+
+// Build compiles ./functions/<name> as a linux bootstrap into dir and
+// returns its path. It must run inside the module (go env GOMOD).
+func Build(ctx context.Context, name, dir string) (string, error) {
+	root, err := rie.ModuleRoot(ctx)
+	if err != nil {
+		return "", err
+	}
+	out := filepath.Join(dir, name, "bootstrap")
+	if err := rie.BuildBootstrap(ctx, root, name, out); err != nil {
+		return "", fmt.Errorf("localpipeline: build %s: %w", name, err)
+	}
+	return out, nil
+}
+
+func (p *Pipeline) bootstraps(ctx context.Context) error {
+	var dir string
+	for _, b := range []struct {
+		name string
+		path *string
+	}{{"sender", &p.opts.SenderBootstrap}, {"webhook", &p.opts.WebhookBootstrap}, {"reconciler", &p.opts.ReconcilerBootstrap}} {
+		if *b.path != "" {
+			continue
+		}
+		if dir == "" {
+			d, err := os.MkdirTemp("", "sendonce-localpipeline-")
+			if err != nil {
+				return fmt.Errorf("localpipeline: %w", err)
+			}
+			dir = d
+		}
+		fmt.Fprintf(p.opts.Progress, "building ./functions/%s\n", b.name)
+		path, err := Build(ctx, b.name, dir)
+		if err != nil {
+			return err
+		}
+		*b.path = path
+	}
+	return nil
+}
+
+func (p *Pipeline) createResources(ctx context.Context) error {
+	suffix := testenv.RandomID()
+	p.Table = "sendonce-local-" + suffix
+	if _, err := p.ddb.CreateTable(ctx, tableschema.CreateTableInput(p.Table)); err != nil {
+		return fmt.Errorf("localpipeline: create table %s: %w", p.Table, err)
+	}
+	if _, err := p.ddb.UpdateTimeToLive(ctx, &dynamodb.UpdateTimeToLiveInput{
+		TableName: aws.String(p.Table),
+		TimeToLiveSpecification: &dtypes.TimeToLiveSpecification{
+			AttributeName: aws.String(tableschema.TTLAttribute), Enabled: aws.Bool(true),
+		},
+	}); err != nil {
+		return fmt.Errorf("localpipeline: enable TTL on %s: %w", p.Table, err)
+	}
+
+	dlq, err := p.sqs.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("sendonce-dlq-" + suffix)})
+	if err != nil {
+		return fmt.Errorf("localpipeline: create dead-letter queue: %w", err)
+	}
+	p.DLQURL = aws.ToString(dlq.QueueUrl)
+	dlqARN, err := p.queueAttr(ctx, p.DLQURL, types.QueueAttributeNameQueueArn)
+	if err != nil {
+		return err
+	}
+	redrive, _ := json.Marshal(map[string]string{"deadLetterTargetArn": dlqARN, "maxReceiveCount": strconv.Itoa(p.opts.MaxReceiveCount)})
+	q, err := p.sqs.CreateQueue(ctx, &sqs.CreateQueueInput{
+		QueueName: aws.String("sendonce-notifications-" + suffix),
+		Attributes: map[string]string{
+			string(types.QueueAttributeNameVisibilityTimeout): strconv.Itoa(int(p.opts.VisibilityTimeout / time.Second)),
+			string(types.QueueAttributeNameRedrivePolicy):     string(redrive),
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("localpipeline: create queue: %w", err)
+	}
+	p.QueueURL = aws.ToString(q.QueueUrl)
+	p.queueARN, err = p.queueAttr(ctx, p.QueueURL, types.QueueAttributeNameQueueArn)
+	return err
+}
+
+func (p *Pipeline) queueAttr(ctx context.Context, url string, name types.QueueAttributeName) (string, error) {
+	out, err := p.sqs.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(url), AttributeNames: []types.QueueAttributeName{name}})
+	if err != nil {
+		return "", fmt.Errorf("localpipeline: queue attribute %s of %s: %w", name, url, err)
+	}
+	return out.Attributes[string(name)], nil
+}
+
+// functionEnv is the environment every function gets (each reads what
+// it needs).
+func (p *Pipeline) functionEnv() map[string]string {
+	o := p.opts
+	env := map[string]string{
+		"AWS_REGION":                             testenv.Region,
+		"AWS_ACCESS_KEY_ID":                      "test",
+		"AWS_SECRET_ACCESS_KEY":                  "test",
+		"AWS_ENDPOINT_URL_DYNAMODB":              o.DynamoDBEndpoint,
+		"AWS_ENDPOINT_URL_SQS":                   o.MotoEndpoint,
+		"AWS_ENDPOINT_URL_SNS":                   o.MotoEndpoint,
+		"AWS_ENDPOINT_URL_SSM":                   o.MotoEndpoint,
+		"AWS_ENDPOINT_URL_SECRETS_MANAGER":       o.MotoEndpoint,
+		"SENDONCE_TABLE":                         p.Table,
+		"SENDONCE_DLQ_URL":                       p.DLQURL,
+		"SENDONCE_SMS_PROVIDER":                  "http",
+		"SENDONCE_EMAIL_PROVIDER":                "http",
+		"SENDONCE_HTTP_PROVIDER_URL":             p.simServer.URL,
+		"SENDONCE_HTTP_PROVIDER_TOKEN":           simToken,
+		"SENDONCE_CALLBACK_BASE_URL":             p.frontURL,
+		"SENDONCE_HTTP_PROVIDER_CALLBACK_SECRET": callbackSecret,
+		"SENDONCE_PROVIDER_TIMEOUT":              o.ProviderTimeout.String(),
+		"SENDONCE_CLAIM_TIMEOUT":                 o.ClaimTimeout.String(),
+		"SENDONCE_RECONCILE_SETTLE":              o.Settle.String(),
+		"SENDONCE_CONCURRENCY":                   strconv.Itoa(o.Concurrency),
+	}
+	for k, v := range o.Env {
+		env[k] = v
+	}
+	return env
+}
+
+func (p *Pipeline) launch(ctx context.Context, name, bootstrap string, timeout time.Duration, env map[string]string) (*rie.Instance, error) {
+	inst, err := rie.Launch(ctx, rie.Config{RIE: p.opts.RIE, Bootstrap: bootstrap, FunctionName: "sendonce-" + name, Timeout: timeout, Env: env})
+	if err != nil {
+		return nil, fmt.Errorf("localpipeline: start %s: %w", name, err)
+	}
+	return inst, nil
+}
+
+// Simulator returns the provider simulator: the ground truth of what was
+// delivered.
+func (p *Pipeline) Simulator() *simulator.Simulator { return p.sim }
+
+// Ledger returns a ledger client on the pipeline's table.
+func (p *Pipeline) Ledger() ledger.Ledger { return p.ledger }
+
+// SQS returns the SQS client on moto_server.
+func (p *Pipeline) SQS() *sqs.Client { return p.sqs }
+
+// WebhookURL returns the base URL of the webhook's Function URL front.
+func (p *Pipeline) WebhookURL() string { return p.frontURL }
+
+// Stats returns the event source mapping's and the front's totals.
+func (p *Pipeline) Stats() PollerStats {
+	s := &p.stats
+	return PollerStats{
+		Receives: s.receives.Load(), Invocations: s.invocations.Load(), FunctionErrors: s.functionErrors.Load(),
+		Records: s.records.Load(), Deleted: s.deleted.Load(), Reported: s.reported.Load(),
+		WebhookRequests: s.webhookRequests.Load(), WebhookErrors: s.webhookErrors.Load(),
+	}
+}
+
+// Enqueue sends bodies to the notification queue, in order, ten per
+// SendMessageBatch call.
+func (p *Pipeline) Enqueue(ctx context.Context, bodies ...string) error {
+	for len(bodies) > 0 {
+		n := min(10, len(bodies))
+		entries := make([]types.SendMessageBatchRequestEntry, n)
+		for i, b := range bodies[:n] {
+			entries[i] = types.SendMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), MessageBody: aws.String(b)}
+		}
+		out, err := p.sqs.SendMessageBatch(ctx, &sqs.SendMessageBatchInput{QueueUrl: aws.String(p.QueueURL), Entries: entries})
+		if err != nil {
+			return fmt.Errorf("localpipeline: enqueue: %w", err)
+		}
+		if len(out.Failed) > 0 {
+			return fmt.Errorf("localpipeline: enqueue: %d of %d messages refused: %s", len(out.Failed), n, aws.ToString(out.Failed[0].Message))
+		}
+		bodies = bodies[n:]
+	}
+	return nil
+}
+
+// QueueDepth returns the notification queue's visible and in-flight
+// message counts (approximate, as SQS reports them).
+func (p *Pipeline) QueueDepth(ctx context.Context) (visible, inFlight int, err error) {
+	return p.depth(ctx, p.QueueURL)
+}
+
+// DLQDepth returns the dead-letter queue's visible and in-flight counts.
+func (p *Pipeline) DLQDepth(ctx context.Context) (visible, inFlight int, err error) {
+	return p.depth(ctx, p.DLQURL)
+}
+
+func (p *Pipeline) depth(ctx context.Context, url string) (int, int, error) {
+	out, err := p.sqs.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(url), AttributeNames: []types.QueueAttributeName{
+		types.QueueAttributeNameApproximateNumberOfMessages, types.QueueAttributeNameApproximateNumberOfMessagesNotVisible,
+	}})
+	if err != nil {
+		return 0, 0, fmt.Errorf("localpipeline: depth of %s: %w", url, err)
+	}
+	v, _ := strconv.Atoi(out.Attributes[string(types.QueueAttributeNameApproximateNumberOfMessages)])
+	f, _ := strconv.Atoi(out.Attributes[string(types.QueueAttributeNameApproximateNumberOfMessagesNotVisible)])
+	return v, f, nil
+}
+
+// DeadLetter is a message found on the dead-letter queue.
+type DeadLetter struct {
+	Body string
+	// Attributes are its message attributes (string values), e.g.
+	// sender.AttrErrorReason.
+	Attributes map[string]string
+	// ReceiveCount is its ApproximateReceiveCount on the dead-letter
+	// queue (1 on the first drain).
+	ReceiveCount int
+}
+
+// DrainDLQ receives and deletes every message on the dead-letter queue.
+func (p *Pipeline) DrainDLQ(ctx context.Context) ([]DeadLetter, error) {
+	var out []DeadLetter
+	for empty := 0; empty < 2; {
+		r, err := p.sqs.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
+			QueueUrl: aws.String(p.DLQURL), MaxNumberOfMessages: 10, WaitTimeSeconds: 0,
+			MessageAttributeNames:       []string{"All"},
+			MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAll},
+		})
+		if err != nil {
+			return out, fmt.Errorf("localpipeline: receive dead letters: %w", err)
+		}
+		if len(r.Messages) == 0 {
+			empty++
+			continue
+		}
+		for _, m := range r.Messages {
+			d := DeadLetter{Body: aws.ToString(m.Body), Attributes: map[string]string{}}
+			d.ReceiveCount, _ = strconv.Atoi(m.Attributes[string(types.MessageSystemAttributeNameApproximateReceiveCount)])
+			for k, v := range m.MessageAttributes {
+				d.Attributes[k] = aws.ToString(v.StringValue)
+			}
+			out = append(out, d)
+			if _, err := p.sqs.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(p.DLQURL), ReceiptHandle: m.ReceiptHandle}); err != nil {
+				return out, fmt.Errorf("localpipeline: delete dead letter: %w", err)
+			}
+		}
+	}
+	return out, nil
+}
+
+// Attention returns the rows that still need attention (PENDING and
+// UNCERTAIN) across every shard of the attention index.
+func (p *Pipeline) Attention(ctx context.Context) ([]ledger.Record, error) {
+	var out []ledger.Record
+	due := time.Now().Add(24 * time.Hour)
+	for shard := range ledger.AttentionShards {
+		q := ledger.AttentionQuery{Shard: shard, DueBefore: due, Limit: 100}
+		for {
+			page, err := p.ledger.Attention(ctx, q)
+			if err != nil {
+				return out, fmt.Errorf("localpipeline: attention shard %d: %w", shard, err)
+			}
+			out = append(out, page.Records...)
+			if page.Cursor == "" {
+				break
+			}
+			q.Cursor = page.Cursor
+		}
+	}
+	return out, nil
+}
+
+// Reconcile invokes the reconciler once with an EventBridge scheduled
+// event and returns its summary. Runs are serialised (one emulator).
+func (p *Pipeline) Reconcile(ctx context.Context) (reconcile.Summary, error) {
+	ev := ScheduledEvent(time.Now())
+	payload, err := json.Marshal(ev)
+	if err != nil {
+		return reconcile.Summary{}, err
+	}
+	body, err := p.reconciler.Invoke(ctx, payload)
+	p.recMu.Lock()
+	defer p.recMu.Unlock()
+	p.recRuns++
+	if err != nil {
+		p.recErrors++
+		return reconcile.Summary{}, fmt.Errorf("localpipeline: reconcile: %w", err)
+	}
+	var sum reconcile.Summary
+	if err := json.Unmarshal(body, &sum); err != nil {
+		p.recErrors++
+		return sum, fmt.Errorf("localpipeline: reconcile: summary %q: %w", body, err)
+	}
+	if p.recSummary.Actions == nil {
+		p.recSummary.Actions = map[string]int{}
+	}
+	p.recSummary.Examined += sum.Examined
+	for a, n := range sum.Actions {
+		p.recSummary.Actions[a] += n
+	}
+	return sum, nil
+}
+
+// ReconcileTotals returns the sum of every reconciler run's summary, the
+// number of runs and how many of them failed.
+func (p *Pipeline) ReconcileTotals() (sum reconcile.Summary, runs, failed int) {
+	p.recMu.Lock()
+	defer p.recMu.Unlock()
+	sum = reconcile.Summary{Examined: p.recSummary.Examined, Actions: map[string]int{}}
+	for a, n := range p.recSummary.Actions {
+		sum.Actions[a] = n
+	}
+	return sum, p.recRuns, p.recErrors
+}
+
+// ScheduledEvent returns an EventBridge "Scheduled Event" as EventBridge
+// sends it to a scheduled Lambda at t.
+func ScheduledEvent(t time.Time) events.EventBridgeEvent {
+	return events.EventBridgeEvent{
+		Version:    "0",
+		ID:         "localpipeline-" + strconv.FormatInt(t.UnixNano(), 36),
+		DetailType: "Scheduled Event",
+		Source:     "aws.events",
+		AccountID:  "123456789012",
+		Time:       t.UTC().Truncate(time.Second),
+		Region:     testenv.Region,
+		Resources:  []string{"arn:aws:events:" + testenv.Region + ":123456789012:rule/sendonce-reconciler-schedule"},
+		Detail:     json.RawMessage(`{}`),
+	}
+}
+
+// Logs returns every function's captured output (JSON log lines and EMF
+// documents), keyed by instance name ("sender-1", "webhook",
+// "reconciler").
+func (p *Pipeline) Logs() map[string]string {
+	out := map[string]string{}
+	for i, s := range p.senders {
+		out["sender-"+strconv.Itoa(i+1)] = s.Logs()
+	}
+	if p.webhook != nil {
+		out["webhook"] = p.webhook.Logs()
+	}
+	if p.reconciler != nil {
+		out["reconciler"] = p.reconciler.Logs()
+	}
+	return out
+}
+
+// Close stops the pollers, the timer, every emulator, the front and the
+// simulator, and deletes the table and queues. It is idempotent.
+func (p *Pipeline) Close() error {
+	p.closeOnce.Do(func() {
+		if p.cancel != nil {
+			p.cancel()
+		}
+		p.wg.Wait()
+		var errs []error
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if p.front != nil {
+			_ = p.front.Shutdown(ctx)
+		}
+		if p.sim != nil {
+			p.sim.Close()
+		}
+		if p.simServer != nil {
+			p.simServer.Close()
+		}
+		for _, inst := range append(append([]*rie.Instance{}, p.senders...), p.webhook, p.reconciler) {
+			if inst != nil {
+				if err := inst.Close(); err != nil {
+					errs = append(errs, err)
+				}
+			}
+		}
+		if p.Table != "" {
+			_, _ = p.ddb.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: aws.String(p.Table)})
+		}
+		for _, u := range []string{p.QueueURL, p.DLQURL} {
+			if u != "" {
+				_, _ = p.sqs.DeleteQueue(ctx, &sqs.DeleteQueueInput{QueueUrl: aws.String(u)})
+			}
+		}
+		p.closeErr = errors.Join(errs...)
+	})
+	return p.closeErr
+}

@@ -1,0 +1,249 @@
+package localpipeline
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/sendonce/sendonce/internal/rie"
+	"github.com/sendonce/sendonce/internal/testenv"
+)
+
+// poll is one poller of the event source mapping: receive a batch, invoke
+// a free sender instance, delete what it acknowledged. It runs until ctx
+// ends.
+func (p *Pipeline) poll(ctx context.Context) {
+	for ctx.Err() == nil {
+		out, err := p.sqs.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
+			QueueUrl:                    aws.String(p.QueueURL),
+			MaxNumberOfMessages:         int32(p.opts.BatchSize),
+			WaitTimeSeconds:             1,
+			MessageAttributeNames:       []string{"All"},
+			MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAll},
+		})
+		if err != nil {
+			if ctx.Err() == nil {
+				fmt.Fprintf(p.opts.Progress, "poller: receive: %v\n", err)
+				sleep(ctx, time.Second)
+			}
+			continue
+		}
+		if len(out.Messages) == 0 {
+			continue
+		}
+		p.stats.receives.Add(1)
+		var inst *rie.Instance
+		select {
+		case inst = <-p.free:
+		case <-ctx.Done():
+			return
+		}
+		p.deliver(ctx, inst, out.Messages)
+		p.free <- inst
+	}
+}
+
+// deliver invokes inst with msgs as an SQS event and deletes the records
+// the function acknowledged.
+func (p *Pipeline) deliver(ctx context.Context, inst *rie.Instance, msgs []types.Message) {
+	ev := SQSEvent(p.queueARN, msgs)
+	payload, err := json.Marshal(ev)
+	if err != nil {
+		fmt.Fprintf(p.opts.Progress, "poller: encode event: %v\n", err)
+		return
+	}
+	p.stats.invocations.Add(1)
+	p.stats.records.Add(int64(len(msgs)))
+	body, err := inst.Invoke(ctx, payload)
+	if err != nil {
+		// A function error (or a failed invoke) fails the whole batch:
+		// every record reappears after the visibility timeout.
+		p.stats.functionErrors.Add(1)
+		if ctx.Err() == nil {
+			fmt.Fprintf(p.opts.Progress, "poller: batch of %d failed as a whole: %v\n", len(msgs), err)
+		}
+		return
+	}
+	var resp events.SQSEventResponse
+	if err := json.Unmarshal(body, &resp); err != nil {
+		p.stats.functionErrors.Add(1)
+		fmt.Fprintf(p.opts.Progress, "poller: response %q is not an SQS batch response: %v\n", body, err)
+		return
+	}
+	failed := map[string]bool{}
+	for _, f := range resp.BatchItemFailures {
+		failed[f.ItemIdentifier] = true
+	}
+	// Lambda treats an identifier that names no record of the batch as a
+	// failure of the whole batch.
+	ids := map[string]bool{}
+	for _, m := range msgs {
+		ids[aws.ToString(m.MessageId)] = true
+	}
+	for id := range failed {
+		if !ids[id] {
+			p.stats.functionErrors.Add(1)
+			fmt.Fprintf(p.opts.Progress, "poller: batchItemFailures names %q, which is not in the batch: whole batch failed\n", id)
+			return
+		}
+	}
+	p.stats.reported.Add(int64(len(failed)))
+	var del []types.DeleteMessageBatchRequestEntry
+	for i, m := range msgs {
+		if failed[aws.ToString(m.MessageId)] {
+			continue
+		}
+		del = append(del, types.DeleteMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), ReceiptHandle: m.ReceiptHandle})
+	}
+	if len(del) == 0 {
+		return
+	}
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	out, err := p.sqs.DeleteMessageBatch(dctx, &sqs.DeleteMessageBatchInput{QueueUrl: aws.String(p.QueueURL), Entries: del})
+	if err != nil {
+		fmt.Fprintf(p.opts.Progress, "poller: delete: %v\n", err)
+		return
+	}
+	p.stats.deleted.Add(int64(len(out.Successful)))
+}
+
+// SQSEvent builds the event Lambda's event source mapping hands the
+// function for msgs received from the queue queueARN.
+func SQSEvent(queueARN string, msgs []types.Message) events.SQSEvent {
+	ev := events.SQSEvent{Records: make([]events.SQSMessage, 0, len(msgs))}
+	for _, m := range msgs {
+		rec := events.SQSMessage{
+			MessageId:              aws.ToString(m.MessageId),
+			ReceiptHandle:          aws.ToString(m.ReceiptHandle),
+			Body:                   aws.ToString(m.Body),
+			Md5OfBody:              aws.ToString(m.MD5OfBody),
+			Md5OfMessageAttributes: aws.ToString(m.MD5OfMessageAttributes),
+			Attributes:             map[string]string{},
+			MessageAttributes:      map[string]events.SQSMessageAttribute{},
+			EventSourceARN:         queueARN,
+			EventSource:            "aws:sqs",
+			AWSRegion:              testenv.Region,
+		}
+		for k, v := range m.Attributes {
+			rec.Attributes[k] = v
+		}
+		for k, v := range m.MessageAttributes {
+			rec.MessageAttributes[k] = events.SQSMessageAttribute{
+				StringValue: v.StringValue, BinaryValue: v.BinaryValue,
+				StringListValues: v.StringListValues, BinaryListValues: v.BinaryListValues,
+				DataType: aws.ToString(v.DataType),
+			}
+		}
+		ev.Records = append(ev.Records, rec)
+	}
+	return ev
+}
+
+// serveWebhook is the Function URL front: it turns the HTTP request into a
+// Function URL event (payload 2.0), invokes the webhook and writes its
+// response back.
+func (p *Pipeline) serveWebhook(w http.ResponseWriter, r *http.Request) {
+	p.stats.webhookRequests.Add(1)
+	body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+	if err != nil {
+		http.Error(w, "read body", http.StatusBadRequest)
+		return
+	}
+	ev := FunctionURLRequest(r, body, time.Now())
+	payload, err := json.Marshal(ev)
+	if err != nil {
+		http.Error(w, "encode event", http.StatusInternalServerError)
+		return
+	}
+	out, err := p.webhook.Invoke(r.Context(), payload)
+	if err != nil {
+		p.stats.webhookErrors.Add(1)
+		var ie *rie.InvokeError
+		if errors.As(err, &ie) {
+			// A Function URL answers a function error with 502.
+			http.Error(w, "Internal Server Error", http.StatusBadGateway)
+			return
+		}
+		http.Error(w, "function unavailable", http.StatusServiceUnavailable)
+		return
+	}
+	var resp events.LambdaFunctionURLResponse
+	if err := json.Unmarshal(out, &resp); err != nil || resp.StatusCode == 0 {
+		p.stats.webhookErrors.Add(1)
+		http.Error(w, "bad function response", http.StatusBadGateway)
+		return
+	}
+	for k, v := range resp.Headers {
+		w.Header().Set(k, v)
+	}
+	for _, c := range resp.Cookies {
+		w.Header().Add("Set-Cookie", c)
+	}
+	w.WriteHeader(resp.StatusCode)
+	_, _ = io.WriteString(w, resp.Body)
+}
+
+// FunctionURLRequest builds the Function URL event (payload version 2.0)
+// Lambda hands a function for r with body, received at now.
+func FunctionURLRequest(r *http.Request, body []byte, now time.Time) events.LambdaFunctionURLRequest {
+	headers := map[string]string{}
+	for k, vs := range r.Header {
+		headers[strings.ToLower(k)] = strings.Join(vs, ",")
+	}
+	headers["host"] = r.Host
+	query := map[string]string{}
+	for k, vs := range r.URL.Query() {
+		query[k] = strings.Join(vs, ",")
+	}
+	sourceIP, _, _ := strings.Cut(r.RemoteAddr, ":")
+	id := strconv.FormatInt(now.UnixNano(), 36)
+	return events.LambdaFunctionURLRequest{
+		Version:               "2.0",
+		RawPath:               r.URL.EscapedPath(),
+		RawQueryString:        r.URL.RawQuery,
+		Headers:               headers,
+		QueryStringParameters: query,
+		Body:                  string(body),
+		IsBase64Encoded:       false,
+		RequestContext: events.LambdaFunctionURLRequestContext{
+			AccountID:  "123456789012",
+			RequestID:  "localpipeline-" + id,
+			APIID:      "localpipeline",
+			DomainName: r.Host,
+			DomainPrefix: func() string {
+				h, _, _ := strings.Cut(r.Host, ".")
+				return h
+			}(),
+			Time:      now.UTC().Format("02/Jan/2006:15:04:05 -0700"),
+			TimeEpoch: now.UnixMilli(),
+			HTTP: events.LambdaFunctionURLRequestContextHTTPDescription{
+				Method:    r.Method,
+				Path:      r.URL.Path,
+				Protocol:  r.Proto,
+				SourceIP:  sourceIP,
+				UserAgent: r.UserAgent(),
+			},
+		},
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}

@@ -1,0 +1,433 @@
+package localpipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/sendonce/sendonce/internal/ledger"
+	"github.com/sendonce/sendonce/internal/metrics"
+	"github.com/sendonce/sendonce/internal/sender"
+)
+
+// RunOptions bounds and reports a Run.
+type RunOptions struct {
+	// Timeout bounds the run from the first enqueue to the drained
+	// pipeline. Default 90s.
+	Timeout time.Duration
+	// LateAfter is when the late copies are sent. Default 4s.
+	LateAfter time.Duration
+	// ProgressEvery is the interval of progress lines. Default 2s.
+	ProgressEvery time.Duration
+	// Progress receives the progress lines; nil discards.
+	Progress io.Writer
+}
+
+// Report is what a run came to, from ground truth: the simulator's record
+// of deliveries, the ledger's rows and the dead-letter queue, plus the
+// counters the functions emitted (EMF) for what ground truth cannot see.
+type Report struct {
+	Elapsed time.Duration
+	// Drained is true when the queue emptied and no row needed attention
+	// before the timeout.
+	Drained bool
+
+	// Logical counts logical messages (valid + invalid); Copies the SQS
+	// messages sent for them.
+	Logical, Valid, Invalid, Copies int
+
+	// Delivered counts the workload's references the simulator delivered
+	// at least once; ProviderRepeats counts sends the simulator answered
+	// with an earlier message (same Idempotency-Key).
+	Delivered, ProviderRepeats int
+	// States counts the final ledger state of each valid message.
+	States map[ledger.State]int
+	// FailedReasons counts the reasons of FAILED rows.
+	FailedReasons map[string]int
+	// WrongOutcome lists keys whose final state contradicts the plan (a
+	// planned permanent rejection not FAILED, or the reverse).
+	WrongOutcome []string
+
+	// Metrics sums the EMF counters of every function.
+	Metrics MetricTotals
+	// Reconciler totals over every scheduled run.
+	ReconcileRuns, ReconcileErrors int
+	ReconcileActions               map[string]int
+
+	// DeadLetters counts the dead-letter queue's messages with a
+	// sendonce-error reason (invalid requests), by field; Redriven those
+	// without one (moved by the RedrivePolicy).
+	DeadLetters map[string]int
+	Redriven    int
+	// InvalidMissing counts invalid bodies that never reached the
+	// dead-letter queue.
+	InvalidMissing int
+
+	// CallbacksPosted counts callbacks the simulator posted and the
+	// webhook answered 2xx (duplicates included); DeliveryStatuses counts
+	// the ledger rows' delivery status.
+	CallbacksPosted  int
+	DeliveryStatuses map[string]int
+
+	// DeliveredTwice lists the references delivered more than once. Lost
+	// lists valid messages with no final state that were not delivered,
+	// and SENT rows the provider never accepted.
+	DeliveredTwice, Lost []string
+	// Leaks lists "instance: address" for every raw address found in a
+	// function's log output.
+	Leaks []string
+
+	Poller PollerStats
+}
+
+// OK reports whether the run met every guarantee: drained, nothing
+// delivered twice, nothing lost, every invalid body dead-lettered, no
+// address in the logs, every EMF document valid.
+func (r Report) OK() bool {
+	return r.Drained && len(r.DeliveredTwice) == 0 && len(r.Lost) == 0 && r.InvalidMissing == 0 &&
+		len(r.Leaks) == 0 && len(r.Metrics.Invalid) == 0 && len(r.WrongOutcome) == 0
+}
+
+// Problems returns one line per broken guarantee.
+func (r Report) Problems() []string {
+	var out []string
+	if !r.Drained {
+		out = append(out, "the pipeline did not drain before the timeout")
+	}
+	if n := len(r.DeliveredTwice); n > 0 {
+		out = append(out, fmt.Sprintf("%d messages delivered twice: %s", n, head(r.DeliveredTwice)))
+	}
+	if n := len(r.Lost); n > 0 {
+		out = append(out, fmt.Sprintf("%d messages lost: %s", n, head(r.Lost)))
+	}
+	if r.InvalidMissing > 0 {
+		out = append(out, fmt.Sprintf("%d invalid requests never reached the dead-letter queue", r.InvalidMissing))
+	}
+	if n := len(r.WrongOutcome); n > 0 {
+		out = append(out, fmt.Sprintf("%d messages ended in the wrong state: %s", n, head(r.WrongOutcome)))
+	}
+	for _, l := range r.Leaks {
+		out = append(out, "raw address in the logs: "+l)
+	}
+	for _, l := range r.Metrics.Invalid {
+		out = append(out, "invalid EMF document: "+l)
+	}
+	return out
+}
+
+func head(s []string) string {
+	if len(s) > 3 {
+		return strings.Join(s[:3], ", ") + ", …"
+	}
+	return strings.Join(s, ", ")
+}
+
+// Run plans w's faults in the simulator, sends w through p, waits until
+// the queue is drained, no ledger row needs attention and the callbacks
+// are in (or the timeout passes), and returns the report. It returns an
+// error only when the run could not be carried out (enqueue or reads
+// failed); broken guarantees are in the report (Report.OK).
+func Run(ctx context.Context, p *Pipeline, w Workload, o RunOptions) (Report, error) {
+	if o.Timeout <= 0 {
+		o.Timeout = 90 * time.Second
+	}
+	if o.LateAfter <= 0 {
+		o.LateAfter = 4 * time.Second
+	}
+	if o.ProgressEvery <= 0 {
+		o.ProgressEvery = 2 * time.Second
+	}
+	if o.Progress == nil {
+		o.Progress = io.Discard
+	}
+	for _, f := range w.Faults() {
+		if err := p.sim.AddFault(f); err != nil {
+			return Report{}, fmt.Errorf("localpipeline: plan fault: %w", err)
+		}
+	}
+	start := time.Now()
+	runCtx, cancel := context.WithTimeout(ctx, o.Timeout)
+	defer cancel()
+	if err := p.Enqueue(runCtx, w.First...); err != nil {
+		return Report{}, err
+	}
+	fmt.Fprintf(o.Progress, "[%5.1fs] enqueued %d SQS messages (%d logical, %d late copies to follow)\n",
+		time.Since(start).Seconds(), len(w.First), len(w.Messages), len(w.Late))
+
+	lateSent := len(w.Late) == 0
+	drained := false
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	lastProgress := time.Now()
+	quiet := 0
+	for !drained {
+		select {
+		case <-runCtx.Done():
+		case <-tick.C:
+		}
+		if runCtx.Err() != nil {
+			break
+		}
+		if !lateSent && time.Since(start) >= o.LateAfter {
+			if err := p.Enqueue(runCtx, w.Late...); err != nil {
+				return Report{}, err
+			}
+			lateSent = true
+			fmt.Fprintf(o.Progress, "[%5.1fs] enqueued %d late copies of messages already sent\n", time.Since(start).Seconds(), len(w.Late))
+		}
+		st, err := p.snapshot(runCtx)
+		if err != nil {
+			if runCtx.Err() != nil {
+				break
+			}
+			return Report{}, err
+		}
+		if time.Since(lastProgress) >= o.ProgressEvery {
+			lastProgress = time.Now()
+			fmt.Fprintf(o.Progress, "[%5.1fs] %s\n", time.Since(start).Seconds(), st)
+		}
+		if lateSent && st.empty() {
+			quiet++ // twice in a row: SQS's counts are approximate
+		} else {
+			quiet = 0
+		}
+		drained = quiet >= 2
+	}
+	if drained {
+		waitCallbacks(runCtx, p)
+	}
+	fmt.Fprintf(o.Progress, "[%5.1fs] %s\n", time.Since(start).Seconds(), map[bool]string{true: "drained", false: "TIMED OUT before draining"}[drained])
+
+	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 60*time.Second)
+	defer rcancel()
+	rep, err := buildReport(rctx, p, w)
+	rep.Elapsed = time.Since(start)
+	rep.Drained = drained
+	return rep, err
+}
+
+// snapshot is the pipeline's state at one moment.
+type snapshot struct {
+	visible, inFlight, pending, uncertain, delivered int
+	invocations                                      int64
+}
+
+func (s snapshot) empty() bool {
+	return s.visible == 0 && s.inFlight == 0 && s.pending == 0 && s.uncertain == 0
+}
+
+func (s snapshot) String() string {
+	return fmt.Sprintf("queue %d visible, %d in flight | ledger rows needing attention: %d pending, %d uncertain | delivered %d | sender invocations %d",
+		s.visible, s.inFlight, s.pending, s.uncertain, s.delivered, s.invocations)
+}
+
+func (p *Pipeline) snapshot(ctx context.Context) (snapshot, error) {
+	var s snapshot
+	var err error
+	if s.visible, s.inFlight, err = p.QueueDepth(ctx); err != nil {
+		return s, err
+	}
+	rows, err := p.Attention(ctx)
+	if err != nil {
+		return s, err
+	}
+	for _, r := range rows {
+		if r.State == ledger.StateUncertain {
+			s.uncertain++
+		} else {
+			s.pending++
+		}
+	}
+	s.delivered = len(p.sim.DeliveredAll())
+	s.invocations = p.stats.invocations.Load()
+	return s, nil
+}
+
+// waitCallbacks waits (bounded by ctx) until the simulator has posted
+// every callback of every accepted message.
+func waitCallbacks(ctx context.Context, p *Pipeline) {
+	per := 2 * (1 + max(p.opts.Simulator.Callbacks.Duplicates, 0))
+	for ctx.Err() == nil {
+		st := p.sim.Stats()
+		if st.CallbacksSent+st.CallbacksFailed+st.CallbacksDropped*per >= st.Accepted*per {
+			return
+		}
+		sleep(ctx, 100*time.Millisecond)
+	}
+}
+
+func buildReport(ctx context.Context, p *Pipeline, w Workload) (Report, error) {
+	rep := Report{
+		Logical: len(w.Messages), Copies: w.Copies(),
+		States: map[ledger.State]int{}, FailedReasons: map[string]int{},
+		DeadLetters: map[string]int{}, DeliveryStatuses: map[string]int{},
+		Poller: p.Stats(),
+	}
+	delivered := p.sim.DeliveredAll()
+	var errs []error
+	for _, m := range w.Messages {
+		if !m.Valid {
+			rep.Invalid++
+			continue
+		}
+		rep.Valid++
+		n := delivered[m.Key]
+		if n > 0 {
+			rep.Delivered++
+		}
+		if n > 1 {
+			rep.DeliveredTwice = append(rep.DeliveredTwice, fmt.Sprintf("%s (%d times)", m.Key, n))
+		}
+		rec, err := p.ledger.Get(ctx, m.Key)
+		if err != nil && !errors.Is(err, ledger.ErrNotFound) {
+			errs = append(errs, err)
+			continue
+		}
+		state := rec.State
+		if err != nil {
+			state = "NO ROW"
+		}
+		rep.States[state]++
+		switch {
+		case !state.Final() && n == 0:
+			rep.Lost = append(rep.Lost, fmt.Sprintf("%s (%s, never delivered)", m.Key, state))
+		case state == ledger.StateSent && n == 0:
+			rep.Lost = append(rep.Lost, m.Key+" (SENT in the ledger, but the provider never accepted it)")
+		}
+		if state == ledger.StateFailed {
+			rep.FailedReasons[rec.Reason]++
+		}
+		if state.Final() && (state == ledger.StateFailed) != m.WantFailed {
+			rep.WrongOutcome = append(rep.WrongOutcome, fmt.Sprintf("%s (%s, planned %s)", m.Key, state, m.Fault.Kind))
+		}
+		if rec.DeliveryStatus != "" {
+			rep.DeliveryStatuses[rec.DeliveryStatus]++
+		}
+	}
+	sort.Strings(rep.DeliveredTwice)
+	sort.Strings(rep.Lost)
+	for ref, n := range delivered {
+		if !slices.ContainsFunc(w.Messages, func(m Message) bool { return m.Key == ref }) {
+			rep.DeliveredTwice = append(rep.DeliveredTwice, fmt.Sprintf("%s (%d times, not a workload message)", ref, n))
+		}
+	}
+
+	dls, err := p.DrainDLQ(ctx)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	got := map[string]int{}
+	for _, d := range dls {
+		if _, ok := d.Attributes[sender.AttrErrorReason]; ok {
+			field := orDefault(d.Attributes[sender.AttrErrorField], "(body)")
+			rep.DeadLetters[field]++
+			got[d.Body]++
+		} else {
+			rep.Redriven++
+		}
+	}
+	for _, m := range w.Messages {
+		if m.Valid {
+			continue
+		}
+		if got[m.Body] > 0 {
+			got[m.Body]--
+		} else {
+			rep.InvalidMissing++
+		}
+	}
+
+	st := p.sim.Stats()
+	rep.ProviderRepeats = st.DuplicatesSuppressed
+	rep.CallbacksPosted = st.CallbacksSent
+
+	sum, runs, failed := p.ReconcileTotals()
+	rep.ReconcileRuns, rep.ReconcileErrors, rep.ReconcileActions = runs, failed, sum.Actions
+
+	logs := p.Logs()
+	all := make([]string, 0, len(logs))
+	for _, name := range slices.Sorted(maps.Keys(logs)) {
+		all = append(all, logs[name])
+		for _, a := range w.Addresses() {
+			if strings.Contains(logs[name], a) {
+				rep.Leaks = append(rep.Leaks, name+": "+a)
+			}
+		}
+	}
+	rep.Metrics = ParseEMF(all...)
+	return rep, errors.Join(errs...)
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+// WriteSummary prints r as a table a person reads at a glance, then the
+// verdict.
+func (r Report) WriteSummary(out io.Writer) {
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	m := r.Metrics
+	row := func(what string, v any, note string) { fmt.Fprintf(tw, "  %s\t%v\t%s\n", what, v, note) }
+	fmt.Fprintln(tw, "sendonce local pipeline: summary (from the provider simulator, the ledger and the DLQ)")
+	row("requests submitted", r.Logical, fmt.Sprintf("logical messages (%d valid, %d invalid) as %d SQS messages", r.Valid, r.Invalid, r.Copies))
+	row("sent", r.Delivered, fmt.Sprintf("distinct messages the provider delivered; ledger SENT: %d", r.States[ledger.StateSent]))
+	row("duplicates prevented", m.Get(metrics.DuplicatesPrevented), "redeliveries acknowledged without a send (EMF DuplicatesPrevented)")
+	row("in-flight conflicts", m.Get(metrics.InFlightConflicts), fmt.Sprintf("copies met while another worker held the claim; retried later (reclaims %d)", m.Get(metrics.Reclaims)))
+	row("provider errors", m.Get(metrics.ProviderErrors), fmt.Sprintf("transient %d, ambiguous (no answer after the request was written) %d, permanent %d; claims released for a retry with the same key: %d",
+		m.Dim(metrics.ProviderErrors, "kind", "transient"), m.Dim(metrics.ProviderErrors, "kind", "ambiguous"), m.Dim(metrics.ProviderErrors, "kind", "permanent"), m.Get(metrics.Released)))
+	uncertain := m.Get(metrics.UncertainAttempts)
+	row("uncertain → resolved", fmt.Sprintf("%d → %d", uncertain, uncertain-r.States[ledger.StateUncertain]),
+		"attempts recorded UNCERTAIN (an ambiguous send through a provider that honours Idempotency-Key is released and repeated instead)")
+	row("reconciler", r.ReconcileRuns, fmt.Sprintf("scheduled runs (%d failed): %d found sent, %d found failed, %d resent with the same key, %d abandoned",
+		r.ReconcileErrors, m.Get(metrics.ReconciledSent), m.Get(metrics.ReconciledFailed), m.Get(metrics.Resent), m.Get(metrics.Abandoned)))
+	row("failed (permanent)", r.States[ledger.StateFailed], reasons(r.FailedReasons))
+	row("invalid → DLQ", sumMap(r.DeadLetters), reasons(r.DeadLetters)+fmt.Sprintf("; redriven by maxReceiveCount: %d", r.Redriven))
+	row("abandoned", r.States[ledger.StateAbandoned], "given up by reconciler policy")
+	row("callbacks", r.CallbacksPosted, fmt.Sprintf("posted; duplicates recognised %d, out of order %d, applied %d; delivery statuses: %s",
+		m.Get(metrics.DuplicateCallbacks), m.Get(metrics.OutOfOrderCallbacks), m.Get(metrics.CallbacksApplied), reasons(r.DeliveryStatuses)))
+	row("provider repeats", r.ProviderRepeats, "retries of an ambiguous send the provider answered with the original (same Idempotency-Key)")
+	row("sender invocations", r.Poller.Invocations, fmt.Sprintf("%d records, %d deleted, %d reported in batchItemFailures, %d whole-batch failures",
+		r.Poller.Records, r.Poller.Deleted, r.Poller.Reported, r.Poller.FunctionErrors))
+	row("DELIVERED TWICE", len(r.DeliveredTwice), "")
+	row("LOST", len(r.Lost), "valid messages with no final state and never delivered, or SENT but never accepted")
+	row("addresses in logs", len(r.Leaks), "raw phone numbers / emails found in the functions' output")
+	row("elapsed", r.Elapsed.Round(100*time.Millisecond), "")
+	_ = tw.Flush()
+	if r.OK() {
+		fmt.Fprintln(out, "RESULT: OK: every message sent at most once and none lost")
+		return
+	}
+	fmt.Fprintln(out, "RESULT: FAILED")
+	for _, p := range r.Problems() {
+		fmt.Fprintln(out, "  - "+p)
+	}
+}
+
+func reasons(m map[string]int) string {
+	if len(m) == 0 {
+		return "none"
+	}
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		parts = append(parts, fmt.Sprintf("%s: %d", k, m[k]))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func sumMap(m map[string]int) int {
+	n := 0
+	for _, v := range m {
+		n += v
+	}
+	return n
+}
