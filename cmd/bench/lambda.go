@@ -1,0 +1,448 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/sendonce/sendonce/internal/apikey"
+	"github.com/sendonce/sendonce/internal/benchreport"
+	"github.com/sendonce/sendonce/internal/ledger"
+	"github.com/sendonce/sendonce/internal/ledger/dynamoledger"
+	"github.com/sendonce/sendonce/internal/rie"
+	"github.com/sendonce/sendonce/internal/testenv"
+)
+
+// functions are the bootstraps measured, in order.
+var functions = []string{"sender", "reconciler", "webhook", "api"}
+
+// buildBootstrap builds ./functions/name for linux/goarch as Lambda gets it
+// (CGO off, lambda.norpc, -trimpath, -ldflags='-s -w') into dir.
+func buildBootstrap(ctx context.Context, root, name, goarch, dir string) (string, error) {
+	out := filepath.Join(dir, name+"-"+goarch)
+	cmd := exec.CommandContext(ctx, "go", "build", "-tags", "lambda.norpc", "-trimpath", "-ldflags=-s -w", "-o", out, "./functions/"+name)
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "GOOS=linux", "GOARCH="+goarch, "CGO_ENABLED=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build ./functions/%s (linux/%s): %w: %s", name, goarch, err, firstLine(string(b)))
+	}
+	return out, nil
+}
+
+func firstLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i] + " ..."
+	}
+	return s
+}
+
+// lambdaCase is how one function is configured and invoked.
+type lambdaCase struct {
+	env     map[string]string
+	payload func(i int) ([]byte, error)
+	// check inspects a successful response.
+	check func(out []byte) error
+}
+
+// measureLambdas builds every function's bootstrap and measures binary
+// sizes, cold and warm invokes under the Lambda Runtime Interface
+// Emulator, and the bootstrap's peak RSS.
+func measureLambdas(ctx context.Context, env endpoints, warm int, rep *benchreport.Report) error {
+	root, err := rie.ModuleRoot(ctx)
+	if err != nil {
+		return err
+	}
+	dir, err := os.MkdirTemp("", "sendonce-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+
+	db := dynamoClient(env.dynamo)
+	table, drop, err := createTable(ctx, db, "lambda")
+	if err != nil {
+		return err
+	}
+	defer drop()
+	_, _, simURL, stopSim, err := startSim(0)
+	if err != nil {
+		return err
+	}
+	defer stopSim()
+	cases, err := lambdaCases(ctx, env, table, simURL)
+	if err != nil {
+		return err
+	}
+
+	for _, name := range functions {
+		if _, err := os.Stat(filepath.Join(root, "functions", name)); err != nil {
+			rep.Note("functions/%s does not exist: not measured.", name)
+			continue
+		}
+		var host string
+		for _, arch := range uniq(runtime.GOARCH, "arm64") {
+			bin, err := buildBootstrap(ctx, root, name, arch, dir)
+			if err != nil {
+				rep.Note("%s: %v: not measured.", name, err)
+				continue
+			}
+			st, err := os.Stat(bin)
+			if err != nil {
+				return err
+			}
+			rep.Add("lambda", fmt.Sprintf("%s: binary size linux/%s", name, arch), float64(st.Size())/(1<<20), "MiB",
+				"go build -tags lambda.norpc -trimpath -ldflags='-s -w', CGO_ENABLED=0")
+			if arch == runtime.GOARCH {
+				host = bin
+			}
+		}
+		if host == "" {
+			continue
+		}
+		if err := measureInvokes(ctx, name, host, cases[name], warm, rep); err != nil {
+			rep.Note("%s under the RIE: %v", name, err)
+		}
+	}
+	return nil
+}
+
+func uniq(a, b string) []string {
+	if a == b {
+		return []string{a}
+	}
+	return []string{a, b}
+}
+
+// initDuration matches the emulator's own record of the init phase. (The
+// "Init Duration" of its REPORT line is not the init time: it shows
+// ~0.02 ms whatever the function does.)
+var initDuration = regexp.MustCompile(`INIT REPORT\(durationMs: ([0-9.]+)\)`)
+
+// measureInvokes runs bootstrap under the emulator: one cold invoke, then
+// warm ones, then reads the bootstrap's peak RSS.
+func measureInvokes(ctx context.Context, name, bootstrap string, c lambdaCase, warm int, rep *benchreport.Report) error {
+	inst, err := rie.Launch(ctx, rie.Config{Bootstrap: bootstrap, FunctionName: "sendonce-bench-" + name, Env: c.env})
+	if err != nil {
+		return err
+	}
+	defer inst.Close()
+	invoke := func(i int) (time.Duration, error) {
+		payload, err := c.payload(i)
+		if err != nil {
+			return 0, err
+		}
+		ictx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		start := time.Now()
+		out, err := inst.Invoke(ictx, payload)
+		d := time.Since(start)
+		if err != nil {
+			return 0, fmt.Errorf("invoke %d: %v; function output: %s", i, err, truncate(inst.Logs(), 400))
+		}
+		if err := c.check(out); err != nil {
+			return 0, fmt.Errorf("invoke %d: %v", i, err)
+		}
+		return d, nil
+	}
+	cold, err := invoke(0)
+	if err != nil {
+		return err
+	}
+	var warms []float64
+	for i := 1; i <= warm; i++ {
+		d, err := invoke(i)
+		if err != nil {
+			return err
+		}
+		warms = append(warms, float64(d)/float64(time.Millisecond))
+	}
+	rep.Add("lambda", name+": cold invoke", float64(cold)/float64(time.Millisecond), "ms",
+		"first invoke under aws-lambda-rie, client-side wall time: process start, init (config, SDK clients), handler")
+	if v, ok := parseInitDuration(inst.EmulatorLogs()); ok {
+		rep.Add("lambda", name+": init duration", v, "ms", "the emulator's \"INIT REPORT(durationMs: ...)\": from the runtime's start to its first /next (main's set-up: config, SDK clients, secrets)")
+	} else {
+		rep.Note("%s: the emulator logged no INIT REPORT line: init duration not measured.", name)
+	}
+	rep.Add("lambda", name+": warm invoke (median)", benchreport.Median(warms), "ms",
+		fmt.Sprintf("median of %d warm invokes, client-side wall time, each doing real work against DynamoDB Local / moto / the simulator", warm))
+	pids := bootstrapPIDs(inst.PID())
+	if len(pids) == 0 {
+		return fmt.Errorf("no bootstrap process found under the emulator (pid %d)", inst.PID())
+	}
+	hwm, err := vmHWM(pids[0])
+	if err != nil {
+		return err
+	}
+	rep.Add("lambda", name+": peak RSS", float64(hwm)/1024, "MiB",
+		fmt.Sprintf("VmHWM of the bootstrap process from /proc/<pid>/status after %d invokes", warm+1))
+	return nil
+}
+
+// parseInitDuration returns the init phase's duration in ms from the
+// emulator's log.
+func parseInitDuration(emulatorLog string) (float64, bool) {
+	m := initDuration.FindStringSubmatch(emulatorLog)
+	if m == nil {
+		return 0, false
+	}
+	v, err := strconv.ParseFloat(m[1], 64)
+	return v, err == nil
+}
+
+// bootstrapPIDs returns the pids of the processes that descend from root
+// (the emulator): its only child is the function's bootstrap.
+func bootstrapPIDs(root int) []int {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	parent := map[int]int{}
+	comm := map[int]string{} // pid -> command name
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		name, ppid, ok := parseStat(b)
+		if !ok {
+			continue
+		}
+		parent[pid], comm[pid] = ppid, name
+	}
+	var out []int
+	for pid := range comm {
+		for p, hops := parent[pid], 0; p > 1 && hops < 16; p, hops = parent[p], hops+1 {
+			if p == root {
+				out = append(out, pid)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// parseStat returns the command name and parent pid from the text of
+// /proc/<pid>/stat.
+func parseStat(b []byte) (string, int, bool) {
+	open, end := bytes.IndexByte(b, '('), bytes.LastIndexByte(b, ')')
+	if open < 0 || end < open || end+2 >= len(b) {
+		return "", 0, false
+	}
+	f := strings.Fields(string(b[end+2:]))
+	if len(f) < 2 {
+		return "", 0, false
+	}
+	ppid, err := strconv.Atoi(f[1])
+	if err != nil {
+		return "", 0, false
+	}
+	return string(b[open+1 : end]), ppid, true
+}
+
+// vmHWM returns the peak resident set size of pid in KiB.
+func vmHWM(pid int) (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	return parseVmHWM(b)
+}
+
+// parseVmHWM reads the VmHWM line ("VmHWM:	   12345 kB") of a
+// /proc/<pid>/status text, in KiB.
+func parseVmHWM(status []byte) (int64, error) {
+	for _, line := range strings.Split(string(status), "\n") {
+		rest, ok := strings.CutPrefix(line, "VmHWM:")
+		if !ok {
+			continue
+		}
+		f := strings.Fields(rest)
+		if len(f) != 2 || f[1] != "kB" {
+			return 0, fmt.Errorf("VmHWM line %q: want a number of kB", line)
+		}
+		return strconv.ParseInt(f[0], 10, 64)
+	}
+	return 0, fmt.Errorf("no VmHWM line in the process status")
+}
+
+// lambdaCases configures each function against the emulators and gives it
+// a payload that does the function's real work on every invoke.
+func lambdaCases(ctx context.Context, env endpoints, table, simURL string) (map[string]lambdaCase, error) {
+	sq := sqs.NewFromConfig(testenv.Config(), func(o *sqs.Options) { o.BaseEndpoint = aws.String(env.moto) })
+	queue := func(purpose string) (string, error) {
+		q, err := sq.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("sendonce-bench-" + purpose + "-" + testenv.RandomID())})
+		if err != nil {
+			return "", fmt.Errorf("create queue on moto_server: %w", err)
+		}
+		return *q.QueueUrl, nil
+	}
+	dlq, err := queue("dlq")
+	if err != nil {
+		return nil, err
+	}
+	apiQueue, err := queue("api")
+	if err != nil {
+		return nil, err
+	}
+	db := dynamoClient(env.dynamo)
+	_, apiKey, err := apikey.New(db, table).Create(ctx, "bench")
+	if err != nil {
+		return nil, fmt.Errorf("create an API key: %w", err)
+	}
+	l, err := dynamoledger.New(db, table)
+	if err != nil {
+		return nil, err
+	}
+	run := testenv.RandomID()
+	common := map[string]string{
+		"SENDONCE_TABLE":            table,
+		"AWS_ENDPOINT_URL_DYNAMODB": env.dynamo,
+		"AWS_ENDPOINT_URL_SQS":      env.moto,
+		"AWS_ENDPOINT_URL_SNS":      env.moto,
+		"AWS_ENDPOINT_URL_SSM":      env.moto,
+	}
+	with := func(extra map[string]string) map[string]string {
+		out := map[string]string{}
+		for k, v := range common {
+			out[k] = v
+		}
+		for k, v := range extra {
+			out[k] = v
+		}
+		return out
+	}
+	providerEnv := map[string]string{
+		"SENDONCE_SMS_PROVIDER":        "http",
+		"SENDONCE_HTTP_PROVIDER_URL":   simURL,
+		"SENDONCE_HTTP_PROVIDER_TOKEN": simToken,
+	}
+	secret := "bench-callback-secret"
+
+	// Rows for the webhook's callbacks: SENT, one per invoke.
+	const rows = 64
+	cbKeys := make([]string, rows)
+	for i := range cbKeys {
+		e, err := entry(request("cb-"+run, i))
+		if err != nil {
+			return nil, err
+		}
+		c, err := l.Claim(ctx, e, time.Minute)
+		if err != nil {
+			return nil, err
+		}
+		if err := l.Mark(ctx, c, ledger.Outcome{State: ledger.StateSent, ProviderMessageID: "msg_bench"}); err != nil {
+			return nil, err
+		}
+		cbKeys[i] = e.Key
+	}
+
+	apiEvent, err := os.ReadFile(filepath.Join("events", "api-post.json"))
+	if err != nil {
+		return nil, fmt.Errorf("read the api's sample event: %w", err)
+	}
+
+	return map[string]lambdaCase{
+		"sender": {
+			env: with(mergeEnv(providerEnv, map[string]string{"SENDONCE_DLQ_URL": dlq})),
+			payload: func(i int) ([]byte, error) {
+				body, err := requestJSON(request("rie-"+run, i))
+				if err != nil {
+					return nil, err
+				}
+				return json.Marshal(events.SQSEvent{Records: []events.SQSMessage{{
+					MessageId: fmt.Sprintf("m-%d", i), Body: body, EventSource: "aws:sqs",
+					EventSourceARN: "arn:aws:sqs:us-east-1:123456789012:sendonce-notifications",
+					Attributes:     map[string]string{"ApproximateReceiveCount": "1"},
+				}}})
+			},
+			check: func(out []byte) error {
+				var resp events.SQSEventResponse
+				if err := json.Unmarshal(out, &resp); err != nil || len(resp.BatchItemFailures) != 0 {
+					return fmt.Errorf("sender answered %s, want no batch item failures", truncate(string(out), 200))
+				}
+				return nil
+			},
+		},
+		"reconciler": {
+			env: with(providerEnv),
+			payload: func(int) ([]byte, error) {
+				return []byte(`{"version":"0","id":"bench","detail-type":"Scheduled Event","source":"aws.events","account":"123456789012","time":"2026-11-29T12:00:00Z","region":"us-east-1","resources":[],"detail":{}}`), nil
+			},
+			check: func(out []byte) error {
+				if !bytes.Contains(out, []byte(`"examined"`)) {
+					return fmt.Errorf("reconciler answered %s, want a run summary", truncate(string(out), 200))
+				}
+				return nil
+			},
+		},
+		"webhook": {
+			env: with(map[string]string{"SENDONCE_HTTP_PROVIDER_CALLBACK_SECRET": secret}),
+			payload: func(i int) ([]byte, error) {
+				req, err := callbackRequest([]byte(secret), fmt.Sprintf("evt-rie-%s-%d", run, i), cbKeys[i%rows], "delivered")
+				if err != nil {
+					return nil, err
+				}
+				return json.Marshal(req)
+			},
+			check: func(out []byte) error {
+				var resp events.LambdaFunctionURLResponse
+				if err := json.Unmarshal(out, &resp); err != nil || resp.StatusCode != 200 {
+					return fmt.Errorf("webhook answered %s, want 200", truncate(string(out), 200))
+				}
+				return nil
+			},
+		},
+		"api": {
+			env: with(map[string]string{
+				"SENDONCE_QUEUE_URL":          apiQueue,
+				"SENDONCE_API_TENANT_RATE":    "100000/1m",
+				"SENDONCE_API_RECIPIENT_RATE": "100000/1m",
+			}),
+			payload: func(i int) ([]byte, error) {
+				var ev events.APIGatewayV2HTTPRequest
+				if err := json.Unmarshal(apiEvent, &ev); err != nil {
+					return nil, fmt.Errorf("events/api-post.json: %w", err)
+				}
+				ev.Headers["authorization"] = "Bearer " + apiKey
+				ev.Headers["idempotency-key"] = fmt.Sprintf("bench-%s-%d", run, i)
+				return json.Marshal(ev)
+			},
+			check: func(out []byte) error {
+				var resp events.APIGatewayV2HTTPResponse
+				if err := json.Unmarshal(out, &resp); err != nil || resp.StatusCode != 202 {
+					return fmt.Errorf("api answered %s, want 202", truncate(string(out), 200))
+				}
+				return nil
+			},
+		},
+	}, nil
+}
+
+func mergeEnv(a, b map[string]string) map[string]string {
+	out := map[string]string{}
+	for k, v := range a {
+		out[k] = v
+	}
+	for k, v := range b {
+		out[k] = v
+	}
+	return out
+}

@@ -1,0 +1,168 @@
+// Command bench measures sendonce where it matters and reports figures
+// that hold on a small, noisy machine: DynamoDB calls and capacity units
+// per message on each path, the sender's throughput as a fraction of raw
+// conditional writes on the same DynamoDB Local, a batch's wall time over
+// one provider call's latency, cold and warm invokes of every bootstrap
+// under the Lambda Runtime Interface Emulator with binary sizes and peak
+// RSS, and Go micro-benchmarks.
+//
+// It prints a table and writes the report as JSON (bench/report.json by
+// default; docs/benchmarks.md explains every row). `make bench` starts the
+// emulators and runs it; run alone it needs SENDONCE_TEST_DYNAMODB_ENDPOINT,
+// SENDONCE_TEST_MOTO_ENDPOINT and SENDONCE_TEST_RIE.
+//
+//	go run ./cmd/bench [-out bench/report.json] [-markdown FILE] [-only dynamodb,throughput,batch,lambda,micro]
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sendonce/sendonce/internal/benchreport"
+	"github.com/sendonce/sendonce/internal/rie"
+	"github.com/sendonce/sendonce/internal/testenv"
+)
+
+// endpoints are the local emulators.
+type endpoints struct {
+	dynamo, moto, rie string
+}
+
+// sections, in the order they run.
+var sections = []string{"dynamodb", "throughput", "batch", "lambda", "micro"}
+
+func main() {
+	testing.Init() // testing.Benchmark reads the test flags' defaults
+	os.Exit(run(os.Args[1:], os.Getenv, os.Stdout, os.Stderr))
+}
+
+// loadEndpoints reads the emulator endpoints, or returns one error line
+// naming every variable that is missing.
+func loadEndpoints(getenv func(string) string) (endpoints, error) {
+	e := endpoints{dynamo: getenv(testenv.DynamoDBEndpointEnv), moto: getenv(testenv.MotoEndpointEnv), rie: getenv(rie.BinaryEnv)}
+	var missing []string
+	for _, v := range []struct{ name, val string }{
+		{testenv.DynamoDBEndpointEnv, e.dynamo}, {testenv.MotoEndpointEnv, e.moto}, {rie.BinaryEnv, e.rie},
+	} {
+		if strings.TrimSpace(v.val) == "" {
+			missing = append(missing, v.name)
+		}
+	}
+	if len(missing) > 0 {
+		return endpoints{}, fmt.Errorf("%s not set: run `make bench`, which starts DynamoDB Local and moto_server and installs the RIE (or `make services-start rie` and `source .local/env`)", strings.Join(missing, ", "))
+	}
+	return e, nil
+}
+
+func run(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	out := fs.String("out", "bench/report.json", "where to write the JSON report")
+	mdOut := fs.String("markdown", "", "also write the Markdown table to this file")
+	only := fs.String("only", "", "comma-separated sections to run (default all: "+strings.Join(sections, ",")+")")
+	workers := fs.Int("workers", 16, "goroutines of the throughput comparison")
+	rounds := fs.Int("rounds", 5, "rounds of the throughput comparison")
+	round := fs.Duration("round", 2*time.Second, "length of one throughput round (each side)")
+	warmup := fs.Duration("warmup", 3*time.Second, "warm-up of each side of the throughput comparison")
+	latency := fs.Duration("latency", 200*time.Millisecond, "provider latency of the batch measurement")
+	warm := fs.Int("warm", 10, "warm invokes per function under the RIE")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	selected := map[string]bool{}
+	for _, s := range strings.Split(*only, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			selected[s] = true
+		}
+	}
+	for s := range selected {
+		if !contains(sections, s) {
+			fmt.Fprintf(stderr, "bench: unknown section %q (want %s)\n", s, strings.Join(sections, ", "))
+			return 2
+		}
+	}
+	env, err := loadEndpoints(getenv)
+	if err != nil {
+		fmt.Fprintf(stderr, "bench: %v\n", err)
+		return 1
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	rep := &benchreport.Report{Machine: benchreport.CurrentMachine(), Started: time.Now().UTC()}
+	steps := map[string]func() error{
+		"dynamodb": func() error { return measurePaths(ctx, env.dynamo, rep) },
+		"throughput": func() error {
+			return measureThroughput(ctx, env.dynamo, throughputConfig{Workers: *workers, Warmup: *warmup, Round: *round, Rounds: *rounds}, rep)
+		},
+		"batch":  func() error { return measureBatch(ctx, env.dynamo, *latency, 3, rep) },
+		"lambda": func() error { return measureLambdas(ctx, env, *warm, rep) },
+		"micro":  func() error { return measureMicro(ctx, rep) },
+	}
+	var failed []string
+	for _, name := range sections {
+		if len(selected) > 0 && !selected[name] {
+			continue
+		}
+		t0 := time.Now()
+		fmt.Fprintf(stderr, "bench: %s ...\n", name)
+		if err := steps[name](); err != nil {
+			failed = append(failed, name)
+			fmt.Fprintf(stderr, "bench: %s: FAILED: %v\n", name, err)
+			rep.Note("Section %s failed: %v", name, err)
+			if errors.Is(err, context.Canceled) {
+				break
+			}
+			continue
+		}
+		fmt.Fprintf(stderr, "bench: %s done in %s\n", name, time.Since(t0).Round(100*time.Millisecond))
+	}
+	rep.Seconds = time.Since(rep.Started).Round(time.Second).Seconds()
+
+	fmt.Fprintln(stdout)
+	_ = rep.WriteText(stdout)
+	for _, n := range rep.Notes {
+		fmt.Fprintf(stdout, "note: %s\n", n)
+	}
+	if err := rep.WriteFile(*out); err != nil {
+		fmt.Fprintf(stderr, "bench: %v\n", err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "report written to %s\n", *out)
+	if *mdOut != "" {
+		f, err := os.Create(*mdOut)
+		if err == nil {
+			err = rep.WriteMarkdown(f)
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "bench: write %s: %v\n", *mdOut, err)
+			return 1
+		}
+	}
+	if len(failed) > 0 {
+		fmt.Fprintf(stderr, "bench: failed sections: %s\n", strings.Join(failed, ", "))
+		return 1
+	}
+	return 0
+}
+
+func contains(xs []string, x string) bool {
+	for _, s := range xs {
+		if s == x {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,216 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/sendonce/sendonce/internal/benchreport"
+	"github.com/sendonce/sendonce/internal/ledger/memledger"
+	"github.com/sendonce/sendonce/internal/provider/providertest"
+	"github.com/sendonce/sendonce/internal/sender"
+	"github.com/sendonce/sendonce/internal/testenv"
+)
+
+func TestRunWithoutEmulators(t *testing.T) {
+	t.Parallel()
+	var stdout, stderr strings.Builder
+	code := run(nil, func(string) string { return "" }, &stdout, &stderr)
+	if code != 1 {
+		t.Errorf("exit code = %d, want 1", code)
+	}
+	lines := strings.Split(strings.TrimSpace(stderr.String()), "\n")
+	if len(lines) != 1 || !strings.Contains(lines[0], "SENDONCE_TEST_DYNAMODB_ENDPOINT") || !strings.Contains(lines[0], "make bench") {
+		t.Errorf("stderr = %q, want one line naming the variables and `make bench`", stderr.String())
+	}
+}
+
+func TestRunUsage(t *testing.T) {
+	t.Parallel()
+	var stdout, stderr strings.Builder
+	if code := run([]string{"-only", "nosuch"}, func(string) string { return "x" }, &stdout, &stderr); code != 2 {
+		t.Errorf("exit code = %d, want 2 for an unknown section", code)
+	}
+}
+
+func TestLoadEndpoints(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		env     map[string]string
+		missing string
+	}{
+		{"All", map[string]string{"SENDONCE_TEST_DYNAMODB_ENDPOINT": "d", "SENDONCE_TEST_MOTO_ENDPOINT": "m", "SENDONCE_TEST_RIE": "r"}, ""},
+		{"NoRIE", map[string]string{"SENDONCE_TEST_DYNAMODB_ENDPOINT": "d", "SENDONCE_TEST_MOTO_ENDPOINT": "m"}, "SENDONCE_TEST_RIE"},
+		{"NoMoto", map[string]string{"SENDONCE_TEST_DYNAMODB_ENDPOINT": "d", "SENDONCE_TEST_RIE": "r"}, "SENDONCE_TEST_MOTO_ENDPOINT"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			e, err := loadEndpoints(func(k string) string { return tt.env[k] })
+			if tt.missing == "" {
+				if err != nil || e.dynamo != "d" || e.moto != "m" || e.rie != "r" {
+					t.Errorf("loadEndpoints = %+v, %v; want all three", e, err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.missing) {
+				t.Errorf("err = %v, want one naming %s", err, tt.missing)
+			}
+		})
+	}
+}
+
+func TestParseVmHWM(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, in string
+		want     int64
+		wantErr  bool
+	}{
+		{"OK", "Name:\tbootstrap\nVmPeak:\t  800000 kB\nVmHWM:\t   22156 kB\nVmRSS:\t   20000 kB\n", 22156, false},
+		{"Missing", "Name:\tbootstrap\n", 0, true},
+		{"BadUnit", "VmHWM:\t 12 MB\n", 0, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got, err := parseVmHWM([]byte(tt.in))
+			if (err != nil) != tt.wantErr || got != tt.want {
+				t.Errorf("parseVmHWM = %d, %v; want %d (error %v)", got, err, tt.want, tt.wantErr)
+			}
+		})
+	}
+}
+
+func TestOwnVmHWM(t *testing.T) {
+	t.Parallel()
+	kb, err := vmHWM(os.Getpid())
+	if err != nil || kb <= 0 {
+		t.Errorf("vmHWM(self) = %d, %v; want a positive size", kb, err)
+	}
+}
+
+func TestParseStat(t *testing.T) {
+	t.Parallel()
+	name, ppid, ok := parseStat([]byte("4242 (sender (x) y) S 4200 4242 4200 0 -1 4194560 0 0"))
+	if !ok || name != "sender (x) y" || ppid != 4200 {
+		t.Errorf("parseStat = %q, %d, %v; want the name with parentheses and ppid 4200", name, ppid, ok)
+	}
+	if _, _, ok := parseStat([]byte("garbage")); ok {
+		t.Errorf("parseStat(garbage) ok, want false")
+	}
+}
+
+func TestParseInitDuration(t *testing.T) {
+	t.Parallel()
+	log := "29 Nov 2026 14:06:47,909 [INFO] (rapid) INIT START(type: on-demand, phase: init)\n" +
+		"29 Nov 2026 14:06:47,920 [INFO] (rapid) INIT REPORT(durationMs: 10.719000)\n"
+	if got, ok := parseInitDuration(log); !ok || got != 10.719 {
+		t.Errorf("parseInitDuration = %v, %v; want 10.719", got, ok)
+	}
+	if _, ok := parseInitDuration("REPORT RequestId: x\tInit Duration: 0.02 ms"); ok {
+		t.Errorf("parseInitDuration took the REPORT line's Init Duration")
+	}
+}
+
+func TestItemSize(t *testing.T) {
+	t.Parallel()
+	item := map[string]types.AttributeValue{
+		"pk":    &types.AttributeValueMemberS{Value: "abc"},
+		"n":     &types.AttributeValueMemberN{Value: "1234"},
+		"flag":  &types.AttributeValueMemberBOOL{Value: true},
+		"state": &types.AttributeValueMemberS{Value: "PENDING"},
+	}
+	// pk 2+3, n 1+3, flag 4+1, state 5+7
+	if got, want := itemSize(item), 26; got != want {
+		t.Errorf("itemSize = %d, want %d", got, want)
+	}
+}
+
+func TestDrive(t *testing.T) {
+	t.Parallel()
+	var calls atomic.Int64
+	rate, err := drive(context.Background(), 4, 50*time.Millisecond, func(context.Context, int64) error {
+		calls.Add(1)
+		time.Sleep(time.Millisecond)
+		return nil
+	})
+	if err != nil || rate <= 0 || calls.Load() == 0 {
+		t.Errorf("drive = %v, %v after %d calls; want a positive rate", rate, err, calls.Load())
+	}
+	boom := errors.New("boom")
+	if _, err := drive(context.Background(), 4, time.Second, func(context.Context, int64) error { return boom }); !errors.Is(err, boom) {
+		t.Errorf("drive error = %v, want %v", err, boom)
+	}
+}
+
+func TestSenderMemLedgerPath(t *testing.T) {
+	t.Parallel()
+	fake := &providertest.Fake{ProviderName: "http"}
+	s, err := newSender(memledger.New(), fake)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := testenv.RandomID()
+	ctx := context.Background()
+	for i := range 3 {
+		if res := s.Process(ctx, request(run, i)); res.Status != sender.StatusSent {
+			t.Fatalf("Process = %s (%s), want sent", res.Status, res.Reason)
+		}
+	}
+	if res := s.Process(ctx, request(run, 0)); res.Status != sender.StatusDuplicate {
+		t.Errorf("redelivery = %s, want duplicate", res.Status)
+	}
+	if got := fake.Calls(); got != 3 {
+		t.Errorf("provider calls = %d, want 3", got)
+	}
+}
+
+func TestCallList(t *testing.T) {
+	t.Parallel()
+	u := usage{Calls: map[string]int{"UpdateItem": 20, "PutItem": 20}}
+	if got, want := callList(u), "PutItem 20, UpdateItem 20"; got != want {
+		t.Errorf("callList = %q, want %q", got, want)
+	}
+	if got := callList(usage{Calls: map[string]int{}}); got != "none" {
+		t.Errorf("callList(empty) = %q, want none", got)
+	}
+}
+
+// TestMeasurePaths runs the DynamoDB section against DynamoDB Local and
+// checks the counts the ledger's design promises.
+func TestMeasurePaths(t *testing.T) {
+	t.Parallel()
+	rep := &benchreport.Report{}
+	if err := measurePaths(context.Background(), testenv.DynamoDBEndpoint(t), rep); err != nil {
+		t.Fatalf("measurePaths: %v", err)
+	}
+	for _, tt := range []struct {
+		name string
+		want float64
+	}{
+		{"first send: DynamoDB calls", 2},
+		{"duplicate: DynamoDB calls", 1},
+		{"in-flight conflict: DynamoDB calls", 1},
+		{"takeover: DynamoDB calls", 3},
+		{"reconcile: calls per row without the queries", 2},
+		{"callback (webhook): DynamoDB calls", 4},
+		{"callback duplicate: DynamoDB calls", 1},
+		{"ApplyDelivery alone: DynamoDB calls", 1},
+	} {
+		row, ok := rep.Find("dynamodb", tt.name)
+		if !ok || row.Value != tt.want {
+			t.Errorf("%s = %v (found %v), want %v", tt.name, row.Value, ok, tt.want)
+		}
+	}
+	if row, ok := rep.Find("dynamodb", "first send: write units"); !ok || row.Value < 2 {
+		t.Errorf("first send write units = %v (found %v), want at least 2", row.Value, ok)
+	}
+}

@@ -1,0 +1,403 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/sendonce/sendonce/internal/benchreport"
+	"github.com/sendonce/sendonce/internal/ledger"
+	"github.com/sendonce/sendonce/internal/ledger/dynamoledger"
+	"github.com/sendonce/sendonce/internal/notify"
+	"github.com/sendonce/sendonce/internal/provider"
+	"github.com/sendonce/sendonce/internal/provider/httpprovider"
+	"github.com/sendonce/sendonce/internal/provider/simulator"
+	"github.com/sendonce/sendonce/internal/reconcile"
+	"github.com/sendonce/sendonce/internal/render"
+	"github.com/sendonce/sendonce/internal/sender"
+	"github.com/sendonce/sendonce/internal/testenv"
+	"github.com/sendonce/sendonce/internal/webhook"
+)
+
+const simToken = "bench-token"
+
+var discard = slog.New(slog.DiscardHandler)
+
+// startSim serves the generic HTTP provider simulator on loopback with a
+// fixed latency per /messages request, and returns an adapter for it.
+func startSim(latency time.Duration) (*simulator.Simulator, *httpprovider.Provider, string, func(), error) {
+	sim := simulator.New(simulator.Options{Token: simToken, Latency: latency, Logger: discard})
+	srv := httptest.NewServer(sim.Handler())
+	stop := func() {
+		srv.Close()
+		sim.Close()
+	}
+	p, err := httpprovider.New(httpprovider.Config{BaseURL: srv.URL, Token: simToken, Logger: discard})
+	if err != nil {
+		stop()
+		return nil, nil, "", nil, fmt.Errorf("provider adapter: %w", err)
+	}
+	return sim, p, srv.URL, stop, nil
+}
+
+// noDeadLetters rejects every put: the benchmark sends only valid requests.
+type noDeadLetters struct{}
+
+func (noDeadLetters) Put(_ context.Context, rec events.SQSMessage, invalid *notify.InvalidError) error {
+	return fmt.Errorf("bench: unexpected invalid request %s: %v", rec.MessageId, invalid)
+}
+
+func newSender(l ledger.Ledger, p provider.Sender) (*sender.Sender, error) {
+	return sender.New(sender.Config{
+		Ledger:          l,
+		Providers:       map[string]provider.Sender{"sms": p},
+		Renderer:        render.MustNew(),
+		DeadLetters:     noDeadLetters{},
+		ProviderTimeout: sender.DefaultProviderTimeout,
+		ClaimTimeout:    sender.DefaultClaimTimeout,
+	})
+}
+
+// request returns the i-th request of run: an SMS of ~40 rendered
+// characters, as a typical transactional notification.
+func request(run string, i int) notify.Request {
+	return notify.Request{
+		TenantID:  "bench",
+		EventID:   fmt.Sprintf("evt-%s-%d", run, i),
+		Channel:   notify.ChannelSMS,
+		Template:  "order_shipped",
+		Recipient: notify.Recipient{ID: fmt.Sprintf("user-%d", i), Phone: "+15551234567"},
+		Class:     notify.ClassTransactional,
+		Locale:    "en",
+		Data:      map[string]any{"order_id": fmt.Sprintf("A-%d", i)},
+	}
+}
+
+// entry is what the sender would claim for req.
+func entry(req notify.Request) (ledger.Entry, error) {
+	msg, err := render.MustNew().Render(req.Template, string(req.Channel), req.Locale, req.Data)
+	if err != nil {
+		return ledger.Entry{}, err
+	}
+	return ledger.Entry{
+		Key: req.Key(), Tenant: req.TenantID, Channel: string(req.Channel), Class: string(req.Class),
+		Provider: httpprovider.ProviderName, Template: req.Template, RecipientID: req.Recipient.ID,
+		Address: req.Address(), Subject: msg.Subject, Body: msg.Body,
+	}, nil
+}
+
+// requestJSON is req as an SQS message body.
+func requestJSON(req notify.Request) (string, error) {
+	b, err := json.Marshal(req)
+	return string(b), err
+}
+
+// pathMessages is how many messages each path is measured over.
+const pathMessages = 20
+
+// capacityTally sums what dynamoledger.WithConsumedCapacity reports.
+type capacityTally struct {
+	mu    sync.Mutex
+	units float64
+	n     int
+}
+
+func (c *capacityTally) add(_ string, cc *types.ConsumedCapacity) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.n++
+	if cc.CapacityUnits != nil {
+		c.units += *cc.CapacityUnits
+	}
+}
+
+func (c *capacityTally) take() (float64, int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	u, n := c.units, c.n
+	c.units, c.n = 0, 0
+	return u, n
+}
+
+// measurePaths counts DynamoDB calls and consumed capacity per message on
+// each path of a message's life.
+func measurePaths(ctx context.Context, endpoint string, rep *benchreport.Report) error {
+	m := newMeter()
+	db := dynamoClient(endpoint, m.options)
+	table, drop, err := createTable(ctx, db, "paths")
+	if err != nil {
+		return err
+	}
+	defer drop()
+	tally := &capacityTally{}
+	l, err := dynamoledger.New(db, table, dynamoledger.WithConsumedCapacity(tally.add))
+	if err != nil {
+		return err
+	}
+	_, prov, _, stop, err := startSim(0)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	s, err := newSender(l, prov)
+	if err != nil {
+		return err
+	}
+	run := testenv.RandomID()
+	const n = pathMessages
+	next := 0
+	batch := func() []notify.Request {
+		out := make([]notify.Request, n)
+		for i := range out {
+			out[i] = request(run, next)
+			next++
+		}
+		return out
+	}
+	process := func(reqs []notify.Request, want sender.Status) error {
+		for _, r := range reqs {
+			if res := s.Process(ctx, r); res.Status != want {
+				return fmt.Errorf("process %s: status %s (%s), want %s", res.Key, res.Status, res.Reason, want)
+			}
+		}
+		return nil
+	}
+	claim := func(reqs []notify.Request, lease time.Duration) ([]ledger.Claim, error) {
+		var cs []ledger.Claim
+		for _, r := range reqs {
+			e, err := entry(r)
+			if err != nil {
+				return nil, err
+			}
+			c, err := l.Claim(ctx, e, lease)
+			if err != nil {
+				return nil, err
+			}
+			cs = append(cs, c)
+		}
+		return cs, nil
+	}
+	ledgerUnits, meteredUnits := 0.0, 0.0
+	add := func(path, how string, u usage) {
+		addUsage(rep, path, how, u, n)
+		units, _ := tally.take()
+		ledgerUnits += units
+		meteredUnits += u.RCU + u.WCU
+	}
+
+	// First send: no row yet.
+	first := batch()
+	m.take()
+	tally.take()
+	if err := process(first, sender.StatusSent); err != nil {
+		return err
+	}
+	add("first send", "sender.Process of a new request (claim, send to the simulator, mark SENT)", m.take())
+
+	// Duplicate: redelivery of a SENT message.
+	if err := process(first, sender.StatusDuplicate); err != nil {
+		return err
+	}
+	add("duplicate", "sender.Process of a request whose row is SENT (redelivery)", m.take())
+	ccf := m.conditionalFailureBody()
+
+	// In-flight conflict: a live PENDING claim held by another worker.
+	inflight := batch()
+	if _, err := claim(inflight, time.Minute); err != nil {
+		return err
+	}
+	m.take()
+	tally.take()
+	if err := process(inflight, sender.StatusRetry); err != nil {
+		return err
+	}
+	add("in-flight conflict", "sender.Process of a request whose row is a live PENDING claim (reported for retry)", m.take())
+
+	// Takeover: a stale PENDING claim (its worker died), provider drops repeats.
+	stale := batch()
+	if _, err := claim(stale, time.Millisecond); err != nil {
+		return err
+	}
+	time.Sleep(20 * time.Millisecond)
+	m.take()
+	tally.take()
+	if err := process(stale, sender.StatusSent); err != nil {
+		return err
+	}
+	add("takeover", "sender.Process of a request whose row is a stale PENDING claim (fenced takeover, send, mark SENT)", m.take())
+
+	// Reconcile: UNCERTAIN rows resent by the reconciler.
+	uncertain := batch()
+	cs, err := claim(uncertain, time.Minute)
+	if err != nil {
+		return err
+	}
+	for _, c := range cs {
+		if err := l.Mark(ctx, c, ledger.Outcome{State: ledger.StateUncertain, Reason: "bench: timeout after the request was written"}); err != nil {
+			return err
+		}
+	}
+	time.Sleep(20 * time.Millisecond)
+	r, err := reconcile.New(reconcile.Config{
+		Ledger: l, Providers: map[string]provider.Sender{"sms": prov},
+		ProviderTimeout: sender.DefaultProviderTimeout, ClaimTimeout: sender.DefaultClaimTimeout,
+		Settle: time.Millisecond, PageSize: 100,
+	})
+	if err != nil {
+		return err
+	}
+	m.take()
+	tally.take()
+	rr, err := r.Run(ctx)
+	if err != nil {
+		return err
+	}
+	if got := rr.Actions[reconcile.ActionResent]; got != n {
+		return fmt.Errorf("reconcile: %d rows resent, want %d (actions %v)", got, n, rr.Actions)
+	}
+	u := m.take()
+	queries := u.Calls["Query"]
+	add("reconcile", fmt.Sprintf("one reconcile.Run over %d UNCERTAIN rows: lookup at the simulator (no record), fenced takeover, resend, mark SENT; includes the run's %d attention-index Query calls (one per shard page)", n, queries), u)
+	rep.Add("dynamodb", "reconcile: Query calls per run", float64(queries), "calls/run",
+		fmt.Sprintf("attention-index queries of one Run over %d due rows (%d shards, page size 100): a fixed cost per run, whatever the row count", n, ledger.AttentionShards))
+	noQuery := u
+	noQuery.Calls = map[string]int{}
+	for k, v := range u.Calls {
+		if k != "Query" {
+			noQuery.Calls[k] = v
+		}
+	}
+	noQuery.RCU = 0
+	rep.Add("dynamodb", "reconcile: calls per row without the queries", float64(noQuery.total())/n, "calls/msg",
+		fmt.Sprintf("the same run, index reads left out (%s)", callList(noQuery)))
+
+	// Callback: the webhook's full path for a SENT row, then its duplicate.
+	secret := []byte("bench-callback-secret")
+	dedup, err := webhook.NewDynamoDedup(db, table, 0, nil)
+	if err != nil {
+		return err
+	}
+	h, err := webhook.New(webhook.Config{Ledger: l, Dedup: dedup, HTTPSecret: secret, Logger: discard})
+	if err != nil {
+		return err
+	}
+	callbacks := make([]events.LambdaFunctionURLRequest, n)
+	for i, req := range first {
+		callbacks[i], err = callbackRequest(secret, fmt.Sprintf("evt-cb-%s-%d", run, i), req.Key(), "delivered")
+		if err != nil {
+			return err
+		}
+	}
+	handle := func(want webhook.Outcome) error {
+		for _, cb := range callbacks {
+			resp, err := h.Handle(ctx, cb)
+			if err != nil || resp.StatusCode != 200 || !strings.Contains(resp.Body, string(want)) {
+				return fmt.Errorf("webhook: %d %s, %v: want 200 %s", resp.StatusCode, resp.Body, err, want)
+			}
+		}
+		return nil
+	}
+	m.take()
+	tally.take()
+	if err := handle(webhook.OutcomeApplied); err != nil {
+		return err
+	}
+	add("callback (webhook)", "webhook.Handler.Handle of a signed generic-HTTP \"delivered\" callback for a SENT row: dedup read, ledger read, ApplyDelivery, dedup record", m.take())
+	if err := handle(webhook.OutcomeDuplicate); err != nil {
+		return err
+	}
+	add("callback duplicate", "the same callbacks delivered again: stopped by the dedup record", m.take())
+	for _, req := range stale {
+		applied, err := l.ApplyDelivery(ctx, req.Key(), ledger.Delivery{Status: "delivered", Rank: 3, At: time.Now()})
+		if err != nil || !applied {
+			return fmt.Errorf("ApplyDelivery %s: applied %v, %v", req.Key(), applied, err)
+		}
+	}
+	add("ApplyDelivery alone", "ledger.ApplyDelivery of a higher-ranked status, without the webhook around it", m.take())
+
+	// What DynamoDB Local says about failed conditional writes.
+	switch {
+	case ccf == "":
+		rep.Note("No ConditionalCheckFailedException body was seen, so what DynamoDB Local reports for failed conditional writes is unknown from this run.")
+	case strings.Contains(ccf, "ConsumedCapacity"):
+		rep.Note("DynamoDB Local returned ConsumedCapacity inside a ConditionalCheckFailedException body: %s", truncate(ccf, 300))
+	default:
+		rep.Note("Failed conditional writes: DynamoDB Local's ConditionalCheckFailedException body carries the old item (ALL_OLD) but no ConsumedCapacity (the SDK's error type has no field for it either), so the duplicate and in-flight paths show 0 write units here. DynamoDB documents that a failed conditional write still consumes write capacity (1 WCU for a ledger row under 1 KB), so count 1 WCU per duplicate or in-flight redelivery when budgeting. Body seen: %s",
+			truncate(compactJSON(ccf), 160))
+	}
+	rep.Note("Capacity is as DynamoDB Local reports it for ReturnConsumedCapacity=INDEXES (table plus attention index). Cross-check: the ledger's own WithConsumedCapacity hook summed %s units over its successful calls; the middleware summed %s over every call measured (the webhook's dedup reads and writes included).",
+		benchreport.FormatValue(ledgerUnits), benchreport.FormatValue(meteredUnits))
+	return nil
+}
+
+// addUsage adds the calls and capacity rows of one path.
+func addUsage(rep *benchreport.Report, path, how string, u usage, n int) {
+	rep.Add("dynamodb", path+": DynamoDB calls", float64(u.total())/float64(n), "calls/msg",
+		fmt.Sprintf("%s; %d messages on DynamoDB Local, calls counted by SDK Initialize middleware: %s; %d failed (conditional), %d HTTP requests", how, n, callList(u), u.Failed, u.HTTP))
+	gsi := ""
+	if u.GSI > 0 {
+		gsi = fmt.Sprintf(", of which %s on the attention index", benchreport.FormatValue(u.GSI/float64(n)))
+	}
+	rep.Add("dynamodb", path+": write units", u.WCU/float64(n), "WCU/msg",
+		fmt.Sprintf("ConsumedCapacity of successful writes (ReturnConsumedCapacity=INDEXES)%s; failed conditional writes report none", gsi))
+	rep.Add("dynamodb", path+": read units", u.RCU/float64(n), "RCU/msg", "ConsumedCapacity of reads (strongly consistent GetItem, Query)")
+}
+
+// callList names the calls of u, e.g. "PutItem 20, UpdateItem 20".
+func callList(u usage) string {
+	var ops []string
+	for op := range u.Calls {
+		ops = append(ops, op)
+	}
+	slices.Sort(ops)
+	var parts []string
+	for _, op := range ops {
+		parts = append(parts, fmt.Sprintf("%s %d", op, u.Calls[op]))
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
+}
+
+// callbackRequest is a Function URL request carrying a signed generic
+// callback (CONTRACTS §5).
+func callbackRequest(secret []byte, eventID, key, status string) (events.LambdaFunctionURLRequest, error) {
+	body, err := json.Marshal(map[string]string{
+		"event_id": eventID, "message_id": "msg_bench", "reference": key,
+		"status": status, "timestamp": time.Now().UTC().Format(time.RFC3339),
+	})
+	if err != nil {
+		return events.LambdaFunctionURLRequest{}, err
+	}
+	var req events.LambdaFunctionURLRequest
+	req.RawPath = "/callbacks/http"
+	req.RequestContext.HTTP.Method = "POST"
+	req.RequestContext.HTTP.Path = req.RawPath
+	req.Headers = map[string]string{
+		"content-type":         "application/json",
+		"x-provider-signature": httpprovider.Sign(secret, time.Now(), body),
+	}
+	req.Body = string(body)
+	return req, nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
+}
+
+func compactJSON(s string) string {
+	return strings.Join(strings.Fields(s), " ")
+}
