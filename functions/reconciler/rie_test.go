@@ -1,0 +1,173 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"maps"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/sendonce/sendonce/internal/ledger"
+	"github.com/sendonce/sendonce/internal/ledger/dynamoledger"
+	"github.com/sendonce/sendonce/internal/localpipeline"
+	"github.com/sendonce/sendonce/internal/metrics"
+	"github.com/sendonce/sendonce/internal/provider"
+	"github.com/sendonce/sendonce/internal/provider/httpprovider"
+	"github.com/sendonce/sendonce/internal/provider/simulator"
+	"github.com/sendonce/sendonce/internal/reconcile"
+	"github.com/sendonce/sendonce/internal/rie"
+	"github.com/sendonce/sendonce/internal/sendkey"
+	"github.com/sendonce/sendonce/internal/testenv"
+)
+
+const simToken = "reconciler-rie-test-token"
+
+// readSchedule decodes events/schedule.json strictly as an EventBridge
+// event and returns it with its raw bytes.
+func readSchedule(t *testing.T) (events.EventBridgeEvent, []byte) {
+	t.Helper()
+	b, err := os.ReadFile("../../events/schedule.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	var ev events.EventBridgeEvent
+	if err := dec.Decode(&ev); err != nil {
+		t.Fatalf("schedule.json is not an EventBridge event: %v", err)
+	}
+	return ev, b
+}
+
+func TestScheduleEventFile(t *testing.T) {
+	t.Parallel()
+	ev, _ := readSchedule(t)
+	if ev.DetailType != "Scheduled Event" || ev.Source != "aws.events" || len(ev.Resources) != 1 || !strings.HasPrefix(ev.Resources[0], "arn:aws:events:") || ev.Time.IsZero() {
+		t.Errorf("schedule.json = %+v, want an EventBridge scheduled event naming its rule", ev)
+	}
+}
+
+// uncertain writes an UNCERTAIN row for a message to phone, as a sender
+// whose provider call ended ambiguously leaves it.
+func uncertain(t *testing.T, l ledger.Ledger, eventID, phone string) ledger.Entry {
+	t.Helper()
+	ctx := context.Background()
+	e := ledger.Entry{
+		Tenant: "acme", Channel: "sms", Class: "transactional", Provider: "http", Template: "order_shipped",
+		RecipientID: "user-" + eventID, Address: phone, Body: "Your order " + eventID + " shipped",
+	}
+	e.Key = sendkey.Derive(sendkey.Parts{Tenant: e.Tenant, EventID: eventID, RecipientID: e.RecipientID, Channel: e.Channel, Template: e.Template})
+	c, err := l.Claim(ctx, e, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Mark(ctx, c, ledger.Outcome{State: ledger.StateUncertain, Reason: "no answer after the request was written"}); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+func TestBootstrapUnderRIE(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, payload := readSchedule(t)
+	db := testenv.DynamoDB(t)
+	table := testenv.NewTable(t, db)
+	led, err := dynamoledger.New(db, table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sim := simulator.New(simulator.Options{Token: simToken})
+	srv := httptest.NewServer(sim.Handler())
+	t.Cleanup(func() { srv.Close(); sim.Close() })
+
+	// One attempt reached the provider before the connection dropped, the
+	// other never did.
+	reached := uncertain(t, led, "evt-reached", "+15550001111")
+	lost := uncertain(t, led, "evt-lost", "+15550002222")
+	hp, err := httpprovider.New(httpprovider.Config{BaseURL: srv.URL, Token: simToken})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := hp.Send(ctx, provider.Message{Key: reached.Key, Channel: reached.Channel, To: reached.Address, Body: reached.Body}); err != nil {
+		t.Fatal(err)
+	}
+
+	fn := rie.Start(t, rie.Build(t, "reconciler"), map[string]string{
+		"AWS_LAMBDA_FUNCTION_TIMEOUT":  "30",
+		"SENDONCE_TABLE":               table,
+		"SENDONCE_SMS_PROVIDER":        "http",
+		"SENDONCE_HTTP_PROVIDER_URL":   srv.URL,
+		"SENDONCE_HTTP_PROVIDER_TOKEN": simToken,
+		"SENDONCE_PROVIDER_TIMEOUT":    "2s",
+		"SENDONCE_CLAIM_TIMEOUT":       "12s",
+		// The attempts are older than this: a "no record" answer is
+		// trusted.
+		"SENDONCE_RECONCILE_SETTLE": "1ms",
+		"AWS_ENDPOINT_URL_DYNAMODB": testenv.DynamoDBEndpoint(t),
+	})
+
+	run := func() reconcile.Summary {
+		t.Helper()
+		ictx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		out, err := fn.Invoke(ictx, payload)
+		if err != nil {
+			t.Fatalf("invoke: %v", err)
+		}
+		var sum reconcile.Summary
+		dec := json.NewDecoder(bytes.NewReader(out))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&sum); err != nil {
+			t.Fatalf("response %s is not a run summary: %v", out, err)
+		}
+		return sum
+	}
+
+	sum := run()
+	want := map[string]int{string(reconcile.ActionReconciledSent): 1, string(reconcile.ActionResent): 1}
+	if sum.Examined != 2 || !maps.Equal(sum.Actions, want) || sum.Truncated {
+		t.Errorf("summary = %+v, want 2 examined, actions %v, not truncated", sum, want)
+	}
+	for _, e := range []ledger.Entry{reached, lost} {
+		rec, err := led.Get(ctx, e.Key)
+		if err != nil || rec.State != ledger.StateSent {
+			t.Errorf("%s: row %v, %v: want SENT", e.RecipientID, rec.State, err)
+		}
+		if got := sim.Delivered(e.Key); got != 1 {
+			t.Errorf("%s: delivered %d times, want 1", e.RecipientID, got)
+		}
+	}
+
+	// Nothing is left: the next scheduled run examines nothing.
+	if sum := run(); sum.Examined != 0 || len(sum.Actions) != 0 {
+		t.Errorf("second run summary = %+v, want nothing examined", sum)
+	}
+
+	deadline := time.Now().Add(5 * time.Second)
+	for strings.Count(fn.Logs(), "END RequestId") < 2 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(100 * time.Millisecond)
+	m := localpipeline.ParseEMF(fn.Logs())
+	for _, bad := range m.Invalid {
+		t.Errorf("invalid EMF document: %s", bad)
+	}
+	if got := m.Get(metrics.ReconciledSent); got != 1 {
+		t.Errorf("EMF ReconciledSent = %d, want 1", got)
+	}
+	if got := m.Get(metrics.Resent); got != 1 {
+		t.Errorf("EMF Resent = %d, want 1", got)
+	}
+	for _, addr := range []string{reached.Address, lost.Address} {
+		if strings.Contains(fn.Logs(), addr) {
+			t.Errorf("function logs hold the raw address %s", addr)
+		}
+	}
+}
