@@ -1,0 +1,202 @@
+package localpipeline
+
+import (
+	"context"
+	"errors"
+	"net/http/httptest"
+	"os"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/sendonce/sendonce/internal/metrics"
+	"github.com/sendonce/sendonce/internal/notify"
+	"github.com/sendonce/sendonce/internal/provider/simulator"
+	"github.com/sendonce/sendonce/internal/testenv"
+)
+
+func TestParseEMF(t *testing.T) {
+	t.Parallel()
+	valid := `{"DuplicatesPrevented":2,"Sent":3,"ClaimLatency":[1.5],"_aws":{"Timestamp":1,"CloudWatchMetrics":[{"Namespace":"sendonce","Dimensions":[["channel","service"]],"Metrics":[{"Name":"DuplicatesPrevented","Unit":"Count"},{"Name":"Sent","Unit":"Count"},{"Name":"ClaimLatency","Unit":"Milliseconds"}]}]},"channel":"sms","service":"sender"}`
+	tests := []struct {
+		name        string
+		logs        []string
+		wantDocs    int
+		wantInvalid int
+		want        map[string]int
+	}{
+		{name: "Sums", logs: []string{valid + "\n" + valid, valid}, wantDocs: 3, want: map[string]int{"DuplicatesPrevented": 6, "Sent": 9, "ClaimLatency": 0}},
+		{name: "SkipsOtherLines", logs: []string{"START RequestId: x\n{\"level\":\"INFO\",\"msg\":\"m\"}\n" + valid + "\nEND RequestId: x"}, wantDocs: 1, want: map[string]int{"Sent": 3}},
+		{name: "InvalidDocument", logs: []string{`{"Sent":1,"_aws":{"CloudWatchMetrics":[]}}`}, wantInvalid: 1, want: map[string]int{"Sent": 0}},
+		{name: "BrokenJSON", logs: []string{`{"_aws": {`}, wantInvalid: 1},
+		{name: "Empty", logs: nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			got := ParseEMF(tc.logs...)
+			if got.Documents != tc.wantDocs || len(got.Invalid) != tc.wantInvalid {
+				t.Errorf("documents %d, invalid %v; want %d, %d", got.Documents, got.Invalid, tc.wantDocs, tc.wantInvalid)
+			}
+			for name, want := range tc.want {
+				if g := got.Get(name); g != want {
+					t.Errorf("%s = %d, want %d", name, g, want)
+				}
+			}
+		})
+	}
+	if got := ParseEMF(valid).Dim(metrics.Sent, "channel", "sms"); got != 3 {
+		t.Errorf("Dim(Sent, channel=sms) = %d, want 3", got)
+	}
+}
+
+func TestNewWorkload(t *testing.T) {
+	t.Parallel()
+	o := DefaultWorkload(200, 7)
+	w := NewWorkload(o)
+	if again := NewWorkload(o); !reflect.DeepEqual(w, again) {
+		t.Fatalf("the same options gave two different workloads")
+	}
+	var valid, invalid, faults, copies, wantFailed int
+	keys := map[string]bool{}
+	for _, m := range w.Messages {
+		copies += m.Copies
+		req, err := notify.Parse([]byte(m.Body))
+		if !m.Valid {
+			invalid++
+			var ie *notify.InvalidError
+			if !errors.As(err, &ie) || ie.Field != m.InvalidField {
+				t.Errorf("invalid body %s: Parse error %v, want one on field %q", m.Body, err, m.InvalidField)
+			}
+			continue
+		}
+		valid++
+		if err != nil || req.Key() != m.Key || req.Address() != m.Address {
+			t.Errorf("valid body %s: %v (key %s, want %s)", m.Body, err, req.Key(), m.Key)
+		}
+		if keys[m.Key] {
+			t.Errorf("key %s used twice", m.Key)
+		}
+		keys[m.Key] = true
+		if m.Fault.Kind != "" {
+			faults++
+			if m.Fault.Reference != m.Key || m.Fault.Count != 1 {
+				t.Errorf("fault %+v: want it restricted to %s, once", m.Fault, m.Key)
+			}
+		}
+		if m.WantFailed {
+			wantFailed++
+		}
+	}
+	if valid != o.N || invalid != o.Invalid {
+		t.Errorf("got %d valid and %d invalid, want %d and %d", valid, invalid, o.N, o.Invalid)
+	}
+	if got := len(w.Faults()); got != faults || faults == 0 || wantFailed == 0 {
+		t.Errorf("Faults() = %d, messages with a fault %d, planned failures %d: want equal and non-zero", got, faults, wantFailed)
+	}
+	if got := w.Copies(); got != copies || copies <= len(w.Messages) {
+		t.Errorf("Copies() = %d, sum of copies %d: want equal and more than %d messages", got, copies, len(w.Messages))
+	}
+	if len(w.Late) == 0 {
+		t.Errorf("no late copies")
+	}
+}
+
+func TestFunctionURLRequest(t *testing.T) {
+	t.Parallel()
+	r := httptest.NewRequest("POST", "http://127.0.0.1:9999/callbacks/http?x=1", strings.NewReader(`{"a":1}`))
+	r.Header.Set("X-Provider-Signature", "t=1,v1=ab")
+	now := time.Unix(1764417600, 0)
+	ev := FunctionURLRequest(r, []byte(`{"a":1}`), now)
+	if ev.Version != "2.0" || ev.RawPath != "/callbacks/http" || ev.RawQueryString != "x=1" || ev.Body != `{"a":1}` || ev.IsBase64Encoded {
+		t.Errorf("event = %+v", ev)
+	}
+	if got := ev.Headers["x-provider-signature"]; got != "t=1,v1=ab" {
+		t.Errorf("signature header = %q, want it under its lower-case name", got)
+	}
+	if ev.RequestContext.HTTP.Method != "POST" || ev.RequestContext.HTTP.Path != "/callbacks/http" || ev.RequestContext.TimeEpoch != now.UnixMilli() {
+		t.Errorf("request context = %+v", ev.RequestContext)
+	}
+}
+
+func TestSQSEvent(t *testing.T) {
+	t.Parallel()
+	ev := SQSEvent("arn:aws:sqs:us-east-1:123456789012:q", []types.Message{{
+		MessageId: aws.String("m1"), ReceiptHandle: aws.String("rh"), Body: aws.String("b"), MD5OfBody: aws.String("md5"),
+		Attributes: map[string]string{"ApproximateReceiveCount": "3"},
+		MessageAttributes: map[string]types.MessageAttributeValue{
+			"k": {DataType: aws.String("String"), StringValue: aws.String("v")},
+		},
+	}})
+	if len(ev.Records) != 1 {
+		t.Fatalf("got %d records, want 1", len(ev.Records))
+	}
+	r := ev.Records[0]
+	if r.MessageId != "m1" || r.ReceiptHandle != "rh" || r.Body != "b" || r.Attributes["ApproximateReceiveCount"] != "3" ||
+		r.EventSource != "aws:sqs" || r.EventSourceARN != "arn:aws:sqs:us-east-1:123456789012:q" || aws.ToString(r.MessageAttributes["k"].StringValue) != "v" {
+		t.Errorf("record = %+v", r)
+	}
+}
+
+func TestStartNeedsEndpoints(t *testing.T) {
+	t.Parallel()
+	_, err := Start(context.Background(), Options{})
+	if err == nil || !strings.Contains(err.Error(), testenv.DynamoDBEndpointEnv) {
+		t.Errorf("Start without endpoints: %v, want an error naming %s", err, testenv.DynamoDBEndpointEnv)
+	}
+}
+
+// TestRun runs a small workload through the real pipeline and checks the
+// report against ground truth.
+func TestRun(t *testing.T) {
+	ctx := context.Background()
+	p, err := Start(ctx, Options{
+		DynamoDBEndpoint: testenv.DynamoDBEndpoint(t),
+		MotoEndpoint:     testenv.MotoEndpoint(t),
+		RIE:              os.Getenv("SENDONCE_TEST_RIE"),
+		SenderInstances:  2,
+		Simulator:        simulator.Options{Seed: 3, Callbacks: simulator.CallbackOptions{Duplicates: 1, Reorder: true}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := p.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	o := DefaultWorkload(40, 3)
+	w := NewWorkload(o)
+	rep, err := Run(ctx, p, w, RunOptions{Timeout: 90 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sb strings.Builder
+	rep.WriteSummary(&sb)
+	t.Log("\n" + sb.String())
+	if !rep.OK() {
+		t.Fatalf("run failed: %v", rep.Problems())
+	}
+	wantFailed := 0
+	for _, m := range w.Messages {
+		if m.WantFailed {
+			wantFailed++
+		}
+	}
+	if got, want := rep.Delivered, o.N-wantFailed; got != want {
+		t.Errorf("delivered %d, want %d", got, want)
+	}
+	if got := sumMap(rep.DeadLetters); got != o.Invalid {
+		t.Errorf("dead letters %d, want %d", got, o.Invalid)
+	}
+	if got, want := rep.Metrics.Get(metrics.DuplicatesPrevented), 1; got < want {
+		t.Errorf("DuplicatesPrevented = %d, want at least %d (late copies)", got, want)
+	}
+	if !strings.Contains(sb.String(), "DELIVERED TWICE") || !strings.Contains(sb.String(), "RESULT: OK") {
+		t.Errorf("summary lacks the verdict:\n%s", sb.String())
+	}
+}
