@@ -72,7 +72,7 @@ _join() {
 # check_gofmt fails listing the Go files gofmt would change.
 check_gofmt() {
 	local bad
-	bad=$(find . \( -name node_modules -o -name .git -o -name .build -o -name bin -o -name .local \) -prune -o \
+	bad=$(find . \( -name node_modules -o -path ./.git -o -path ./.build -o -path ./bin -o -path ./.local \) -prune -o \
 		-name '*.go' -type f -print0 | xargs -0 -r gofmt -l)
 	if [ -n "$bad" ]; then
 		echo "gofmt: these files need formatting (run gofmt -w on them):"
