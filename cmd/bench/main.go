@@ -12,6 +12,7 @@
 // SENDONCE_TEST_MOTO_ENDPOINT and SENDONCE_TEST_RIE.
 //
 //	go run ./cmd/bench [-out bench/report.json] [-markdown FILE] [-only dynamodb,throughput,batch,lambda,micro]
+//	go run ./cmd/bench -render bench/latest.json   # Markdown table of a saved report
 package main
 
 import (
@@ -70,13 +71,25 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 	mdOut := fs.String("markdown", "", "also write the Markdown table to this file")
 	only := fs.String("only", "", "comma-separated sections to run (default all: "+strings.Join(sections, ",")+")")
 	workers := fs.Int("workers", 16, "goroutines of the throughput comparison")
-	rounds := fs.Int("rounds", 5, "rounds of the throughput comparison")
+	rounds := fs.Int("rounds", 7, "rounds of the throughput comparison")
 	round := fs.Duration("round", 2*time.Second, "length of one throughput round (each side)")
 	warmup := fs.Duration("warmup", 3*time.Second, "warm-up of each side of the throughput comparison")
 	latency := fs.Duration("latency", 200*time.Millisecond, "provider latency of the batch measurement")
 	warm := fs.Int("warm", 10, "warm invokes per function under the RIE")
+	render := fs.String("render", "", "print the Markdown table of this JSON report and exit (no emulators needed)")
 	if err := fs.Parse(args); err != nil {
 		return 2
+	}
+	if *render != "" {
+		r, err := benchreport.ReadFile(*render)
+		if err == nil {
+			err = r.WriteMarkdown(stdout)
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "bench: %v\n", err)
+			return 1
+		}
+		return 0
 	}
 	selected := map[string]bool{}
 	for _, s := range strings.Split(*only, ",") {
