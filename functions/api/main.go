@@ -11,18 +11,18 @@ import (
 
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-sdk-go-v2/config"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/sendonce/sendonce/internal/api"
 	"github.com/sendonce/sendonce/internal/apikey"
+	"github.com/sendonce/sendonce/internal/lambdaenv"
 	"github.com/sendonce/sendonce/internal/ledger/dynamoledger"
 	"github.com/sendonce/sendonce/internal/metrics"
 )
 
 func main() {
-	logger := slog.New(slog.NewJSONHandler(os.Stderr, nil))
-	slog.SetDefault(logger)
+	logger := lambdaenv.Logger(os.Stdout, os.Getenv)
+	slog.SetDefault(logger) // libraries that log through slog.Default write JSON too
 	h, err := setup(context.Background(), logger)
 	if err != nil {
 		logger.Error("api: start-up failed", "err", err)
@@ -40,7 +40,7 @@ func setup(ctx context.Context, logger *slog.Logger) (*api.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	db := dynamodb.NewFromConfig(cfg)
+	db := lambdaenv.DynamoDB(cfg, os.Getenv)
 	led, err := dynamoledger.New(db, env.Table)
 	if err != nil {
 		return nil, err

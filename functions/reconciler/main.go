@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"log/slog"
 	"os"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -21,6 +22,7 @@ import (
 func main() {
 	ctx := context.Background()
 	log := lambdaenv.Logger(os.Stdout, os.Getenv)
+	slog.SetDefault(log) // libraries that log through slog.Default write JSON too
 	env := lambdaenv.New(os.Getenv)
 	table := env.Required("SENDONCE_TABLE")
 	providerTimeout := env.Duration("SENDONCE_PROVIDER_TIMEOUT", sender.DefaultProviderTimeout)

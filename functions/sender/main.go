@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	"log/slog"
 	"os"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -23,6 +24,7 @@ import (
 func main() {
 	ctx := context.Background()
 	log := lambdaenv.Logger(os.Stdout, os.Getenv)
+	slog.SetDefault(log) // libraries that log through slog.Default write JSON too
 	env := lambdaenv.New(os.Getenv)
 	table := env.Required("SENDONCE_TABLE")
 	dlqURL := env.Required("SENDONCE_DLQ_URL")

@@ -18,6 +18,7 @@ package main
 
 import (
 	"context"
+	"log/slog"
 	"os"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -34,6 +35,7 @@ import (
 func main() {
 	ctx := context.Background()
 	log := lambdaenv.Logger(os.Stdout, os.Getenv)
+	slog.SetDefault(log) // libraries that log through slog.Default write JSON too
 	env := lambdaenv.New(os.Getenv)
 	table := env.Required("SENDONCE_TABLE")
 	baseURL := env.String("SENDONCE_CALLBACK_BASE_URL", "")
