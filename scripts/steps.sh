@@ -13,12 +13,18 @@ _STEPS_T0=$SECONDS
 # their endpoints (and SENDONCE_TEST_RIE), and stops them when the shell
 # exits, whether the recipe passes, fails or is interrupted.
 services_up() {
+	# Each run keeps its services' state in a directory of its own, so two
+	# make runs in one work tree never stop each other's services.
+	if [ -z "${SENDONCE_LOCAL_DIR:-}" ]; then
+		SENDONCE_LOCAL_DIR=$(mktemp -d "${TMPDIR:-/tmp}/sendonce-local.XXXXXX")
+		export SENDONCE_LOCAL_DIR
+	fi
 	trap 'scripts/local-aws.sh stop' EXIT
 	trap 'exit 130' INT
 	trap 'exit 143' TERM
 	scripts/local-aws.sh start
 	# shellcheck disable=SC1091
-	source "${SENDONCE_LOCAL_DIR:-.local}/env"
+	source "$SENDONCE_LOCAL_DIR/env"
 	export SENDONCE_TEST_RIE=${SENDONCE_TEST_RIE:-$PWD/bin/aws-lambda-rie}
 	echo "==> local AWS: DynamoDB Local $SENDONCE_TEST_DYNAMODB_ENDPOINT, moto_server $SENDONCE_TEST_MOTO_ENDPOINT, RIE $SENDONCE_TEST_RIE"
 }
