@@ -33,6 +33,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/sendonce/sendonce/internal/apikey"
+	"github.com/sendonce/sendonce/internal/provider/httpprovider"
 	"github.com/sendonce/sendonce/internal/rie"
 	"github.com/sendonce/sendonce/internal/tableschema"
 	"github.com/sendonce/sendonce/internal/testenv"
@@ -84,6 +86,9 @@ func run(ctx context.Context, function, eventPath, bootstrap string) error {
 
 	env, err := localEnv(ctx, function, ddbURL, motoURL)
 	if err != nil {
+		return err
+	}
+	if payload, err = prepare(ctx, function, payload, env, ddbURL); err != nil {
 		return err
 	}
 	inst, err := rie.Launch(ctx, rie.Config{Bootstrap: bootstrap, FunctionName: "sendonce-" + function, Timeout: 30 * time.Second, Env: env})
@@ -182,6 +187,41 @@ func localEnv(ctx context.Context, function, ddbURL, motoURL string) (map[string
 		fmt.Fprintf(os.Stderr, "  %s=%s\n", k, env[k])
 	}
 	return env, nil
+}
+
+// prepare makes a sample event valid for this run: the API's event gets a
+// freshly created API key, the webhook's event a fresh signature (a
+// signature older than five minutes is refused, as it must be).
+func prepare(ctx context.Context, function string, payload []byte, env map[string]string, ddbURL string) ([]byte, error) {
+	if function != "api" && function != "webhook" {
+		return payload, nil
+	}
+	var ev map[string]any
+	if err := json.Unmarshal(payload, &ev); err != nil {
+		return nil, fmt.Errorf("decode event: %w", err)
+	}
+	headers, _ := ev["headers"].(map[string]any)
+	if headers == nil {
+		headers = map[string]any{}
+		ev["headers"] = headers
+	}
+	switch function {
+	case "api":
+		ddb := dynamodb.NewFromConfig(testenv.Config(), func(o *dynamodb.Options) {
+			o.BaseEndpoint = aws.String(ddbURL)
+			o.DisableValidateResponseChecksum = true
+		})
+		id, secret, err := apikey.New(ddb, env["SENDONCE_TABLE"]).Create(ctx, "acme")
+		if err != nil {
+			return nil, fmt.Errorf("create an API key: %w", err)
+		}
+		fmt.Fprintf(os.Stderr, "invoke: created API key %s for tenant acme\n", id)
+		headers["authorization"] = "Bearer " + secret
+	case "webhook":
+		body, _ := ev["body"].(string)
+		headers[strings.ToLower(httpprovider.SignatureHeader)] = httpprovider.Sign([]byte(env["SENDONCE_HTTP_PROVIDER_CALLBACK_SECRET"]), time.Now(), []byte(body))
+	}
+	return json.Marshal(ev)
 }
 
 func createQueue(ctx context.Context, c *sqs.Client, name string) (string, error) {
