@@ -84,6 +84,12 @@ type Config struct {
 	// Logger receives one line per failed call (Warn) and per success
 	// (Debug). Nil means slog.Default().
 	Logger *slog.Logger
+	// DisableIdempotency declares that the provider ignores the
+	// Idempotency-Key header (an in-house gateway that delivers every
+	// POST anew). Capabilities then reports IdempotentSends false, so an
+	// ambiguous outcome is recorded UNCERTAIN and resolved by lookup
+	// instead of being repeated. The header is still sent.
+	DisableIdempotency bool
 }
 
 // Provider is the generic HTTP provider adapter. It implements
@@ -95,6 +101,7 @@ type Provider struct {
 	timeout     time.Duration
 	callbackURL string
 	log         *slog.Logger
+	idempotent  bool
 }
 
 var (
@@ -134,6 +141,7 @@ func New(cfg Config) (*Provider, error) {
 		timeout:     cfg.Timeout,
 		callbackURL: cfg.CallbackURL,
 		log:         cfg.Logger,
+		idempotent:  !cfg.DisableIdempotency,
 	}
 	if p.timeout == 0 {
 		p.timeout = DefaultTimeout
@@ -191,10 +199,11 @@ func checkURL(s string) (*url.URL, error) {
 // Name returns "http".
 func (p *Provider) Name() string { return ProviderName }
 
-// Capabilities reports idempotent sends (the Idempotency-Key header) and
-// lookup by reference.
+// Capabilities reports lookup by reference and, unless
+// Config.DisableIdempotency is set, idempotent sends (the Idempotency-Key
+// header).
 func (p *Provider) Capabilities() provider.Capabilities {
-	return provider.Capabilities{IdempotentSends: true, LookupByReference: true}
+	return provider.Capabilities{IdempotentSends: p.idempotent, LookupByReference: true}
 }
 
 // Send posts m to {base}/messages with m.Key as Idempotency-Key and

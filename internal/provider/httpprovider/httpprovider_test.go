@@ -421,4 +421,11 @@ func TestNewValidates(t *testing.T) {
 	if got, want := p.Capabilities(), (provider.Capabilities{IdempotentSends: true, LookupByReference: true}); got != want {
 		t.Errorf("Capabilities = %+v, want %+v", got, want)
 	}
+	lookupOnly, err := httpprovider.New(httpprovider.Config{BaseURL: "https://sms.example.com/v1", Token: "tok-XYZZY", DisableIdempotency: true})
+	if err != nil {
+		t.Fatalf("New with DisableIdempotency: %v", err)
+	}
+	if got, want := lookupOnly.Capabilities(), (provider.Capabilities{IdempotentSends: false, LookupByReference: true}); got != want {
+		t.Errorf("Capabilities with DisableIdempotency = %+v, want %+v", got, want)
+	}
 }

@@ -49,6 +49,9 @@ const (
 
 	EnvHTTPURL   = "SENDONCE_HTTP_PROVIDER_URL"
 	EnvHTTPToken = "SENDONCE_HTTP_PROVIDER_TOKEN"
+	// EnvHTTPIdempotent is "true" (the default) when the HTTP provider
+	// honours Idempotency-Key, "false" for a gateway that ignores it.
+	EnvHTTPIdempotent = "SENDONCE_HTTP_PROVIDER_IDEMPOTENT"
 
 	EnvTwilioAccountSID = "SENDONCE_TWILIO_ACCOUNT_SID"
 	EnvTwilioAuthToken  = "SENDONCE_TWILIO_AUTH_TOKEN"
@@ -240,9 +243,17 @@ func (b *builder) http() (provider.Sender, error) {
 	if err != nil {
 		return nil, err
 	}
+	idempotent := true
+	if v := strings.TrimSpace(b.getenv(EnvHTTPIdempotent)); v != "" {
+		idempotent, err = strconv.ParseBool(v)
+		if err != nil {
+			return nil, fmt.Errorf("registry: %s: %q is not true or false", EnvHTTPIdempotent, v)
+		}
+	}
 	p, err := httpprovider.New(httpprovider.Config{
 		BaseURL: base, Token: token, Timeout: b.timeoutVal,
 		CallbackURL: b.callback("/callbacks/http"), Logger: b.opts.Logger,
+		DisableIdempotency: !idempotent,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("registry: http provider (%s, %s): %w", EnvHTTPURL, EnvCallbackBase, err)

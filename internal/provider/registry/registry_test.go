@@ -77,6 +77,7 @@ func TestFromEnv(t *testing.T) {
 		{name: "SMTPBadPort", set: map[string]string{registry.EnvEmailProvider: "smtp", registry.EnvSMTPPort: "99999"}, wantErr: registry.EnvSMTPPort},
 		{name: "SMTPBadTLS", set: map[string]string{registry.EnvEmailProvider: "smtp", registry.EnvSMTPTLS: "sometimes"}, wantErr: registry.EnvSMTPTLS},
 		{name: "SMTPUserNoPassword", set: map[string]string{registry.EnvEmailProvider: "smtp", registry.EnvSMTPUsername: "u"}, wantErr: registry.EnvSMTPPassword},
+		{name: "HTTPBadIdempotent", set: map[string]string{registry.EnvSMSProvider: "http", registry.EnvHTTPIdempotent: "sometimes"}, wantErr: registry.EnvHTTPIdempotent},
 		{name: "BadTimeout", set: map[string]string{registry.EnvSMSProvider: "http", registry.EnvTimeout: "five"}, wantErr: registry.EnvTimeout},
 		{name: "NegativeTimeout", set: map[string]string{registry.EnvSMSProvider: "http", registry.EnvTimeout: "-1s"}, wantErr: registry.EnvTimeout},
 		{name: "MissingParam", set: map[string]string{registry.EnvSMSProvider: "twilio", registry.EnvTwilioAuthToken + "_PARAM": "/sendonce/missing-" + testenv.RandomID()}, unset: []string{registry.EnvTwilioAuthToken}, wantErr: registry.EnvTwilioAuthToken + "_PARAM"},
@@ -113,6 +114,37 @@ func TestFromEnv(t *testing.T) {
 				if s, ok := got[ch]; !ok || s.Name() != name {
 					t.Errorf("channel %s: got %v, want %s", ch, s, name)
 				}
+			}
+		})
+	}
+}
+
+func TestHTTPIdempotent(t *testing.T) {
+	t.Parallel()
+	cfg := awsConfig(t)
+	tests := []struct {
+		name  string
+		value string
+		want  bool
+	}{
+		{name: "Unset", value: "", want: true},
+		{name: "True", value: "true", want: true},
+		{name: "False", value: "false", want: false},
+		{name: "FalseSpaced", value: " FALSE ", want: false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			m := base()
+			m[registry.EnvSMSProvider] = "http"
+			m[registry.EnvHTTPIdempotent] = tt.value
+			got, err := registry.FromEnv(context.Background(), env(m), cfg)
+			if err != nil {
+				t.Fatalf("FromEnv: %v", err)
+			}
+			caps := got["sms"].Capabilities()
+			if caps.IdempotentSends != tt.want || !caps.LookupByReference {
+				t.Errorf("Capabilities = %+v, want IdempotentSends %v and LookupByReference", caps, tt.want)
 			}
 		})
 	}
