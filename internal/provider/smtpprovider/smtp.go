@@ -33,7 +33,6 @@ import (
 	"log/slog"
 	"net"
 	"net/textproto"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -259,7 +258,7 @@ func (p *Provider) fail(ctx context.Context, m provider.Message, pe *provider.Er
 // authenticate: nothing was sent. Authentication and TLS failures are
 // Config; the rest Transient.
 func classifyDial(err error, to string) *provider.Error {
-	pe := &provider.Error{Kind: provider.Transient, Provider: Name, Op: "send", Err: sanitizedError{err, to},
+	pe := &provider.Error{Kind: provider.Transient, Provider: Name, Op: "send", Err: redact.Error(err, to),
 		Reason: "could not open an SMTP session: nothing was sent"}
 	var te *textproto.Error
 	if errors.As(err, &te) {
@@ -289,7 +288,7 @@ func classifyDial(err error, to string) *provider.Error {
 // ClassifySend classifies an error of sending over an open session (see
 // the package doc); to is redacted out of any text kept.
 func ClassifySend(err error, to string) *provider.Error {
-	pe := &provider.Error{Kind: provider.Ambiguous, Provider: Name, Op: "send", Err: sanitizedError{err, to}}
+	pe := &provider.Error{Kind: provider.Ambiguous, Provider: Name, Op: "send", Err: redact.Error(err, to)}
 	var se *mail.SendError
 	if !errors.As(err, &se) {
 		pe.Reason = "unrecognised SMTP failure: the message may have been accepted"
@@ -302,7 +301,7 @@ func ClassifySend(err error, to string) *provider.Error {
 			pe.Code += " " + esc
 		}
 	}
-	reply := Sanitize(se.Error(), to)
+	reply := redact.Text(se.Error(), to)
 	switch se.Reason {
 	case mail.ErrSMTPDataClose:
 		switch {
@@ -340,37 +339,3 @@ func ClassifySend(err error, to string) *provider.Error {
 	}
 	return pe
 }
-
-var (
-	phoneRE = regexp.MustCompile(`\+[0-9][0-9 ().-]{6,}[0-9]`)
-	emailRE = regexp.MustCompile(`[^\s<>"',;:]+@[^\s<>"',;:]+`)
-)
-
-// Sanitize removes addresses from server text: to itself and anything
-// shaped like an email address or an international phone number.
-func Sanitize(s, to string) string {
-	if to != "" {
-		s = strings.ReplaceAll(s, to, redact.Address(to))
-	}
-	s = emailRE.ReplaceAllStringFunc(s, func(a string) string {
-		if strings.HasPrefix(a, "email:") {
-			return a
-		}
-		return "[address]"
-	})
-	s = phoneRE.ReplaceAllString(s, "[number]")
-	if len(s) > 200 {
-		s = s[:200] + "…"
-	}
-	return s
-}
-
-// sanitizedError keeps the original error reachable (errors.As/Is) while
-// its text has addresses removed.
-type sanitizedError struct {
-	err error
-	to  string
-}
-
-func (e sanitizedError) Error() string { return Sanitize(e.err.Error(), e.to) }
-func (e sanitizedError) Unwrap() error { return e.err }

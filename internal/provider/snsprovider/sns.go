@@ -19,7 +19,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"regexp"
 	"strings"
 	"time"
 
@@ -285,7 +284,7 @@ var codeKinds = map[string]struct {
 //     DNS failure: nothing was sent), otherwise Ambiguous (a timeout or
 //     reset after the request may have been written).
 func Classify(err error, to string) *provider.Error {
-	pe := &provider.Error{Kind: provider.Ambiguous, Provider: Name, Op: "send", Err: sanitizedError{err, to}}
+	pe := &provider.Error{Kind: provider.Ambiguous, Provider: Name, Op: "send", Err: redact.Error(err, to)}
 	var ae smithy.APIError
 	if errors.As(err, &ae) {
 		pe.Code = ae.ErrorCode()
@@ -308,7 +307,7 @@ func Classify(err error, to string) *provider.Error {
 		default:
 			pe.Kind, pe.Reason = provider.Ambiguous, "unrecognised SNS error"
 		}
-		if msg := Sanitize(ae.ErrorMessage(), to); msg != "" && pe.Kind == provider.Permanent {
+		if msg := redact.Text(ae.ErrorMessage(), to); msg != "" && pe.Kind == provider.Permanent {
 			pe.Reason += ": " + msg
 		}
 		return pe
@@ -351,32 +350,3 @@ func isTimeout(err error) bool {
 	var ne net.Error
 	return errors.As(err, &ne) && ne.Timeout()
 }
-
-var (
-	phoneRE = regexp.MustCompile(`\+?[0-9][0-9 ().-]{6,}[0-9]`)
-	emailRE = regexp.MustCompile(`[^\s<>"',;:]+@[^\s<>"',;:]+`)
-)
-
-// Sanitize removes addresses from a provider's message: to itself and
-// anything shaped like a phone number or an email address.
-func Sanitize(s, to string) string {
-	if to != "" {
-		s = strings.ReplaceAll(s, to, redact.Address(to))
-	}
-	s = emailRE.ReplaceAllString(s, "[email]")
-	s = phoneRE.ReplaceAllString(s, "[number]")
-	if len(s) > 200 {
-		s = s[:200] + "…"
-	}
-	return s
-}
-
-// sanitizedError keeps the original error reachable (errors.As/Is) while
-// its text has addresses removed.
-type sanitizedError struct {
-	err error
-	to  string
-}
-
-func (e sanitizedError) Error() string { return Sanitize(e.err.Error(), e.to) }
-func (e sanitizedError) Unwrap() error { return e.err }

@@ -23,7 +23,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -192,7 +191,7 @@ func (p *Provider) Send(ctx context.Context, m provider.Message) (provider.Recei
 		// The status line came back but the body broke off.
 		if resp.StatusCode/100 == 2 {
 			return provider.Receipt{}, p.fail(ctx, m, "send", &provider.Error{Kind: provider.Ambiguous, Provider: Name, Op: "send",
-				Code: strconv.Itoa(resp.StatusCode), Reason: "accepted, but the answer broke off: no message SID", Err: sanitizedError{err, m.To}})
+				Code: strconv.Itoa(resp.StatusCode), Reason: "accepted, but the answer broke off: no message SID", Err: redact.Error(err, m.To)})
 		}
 		raw = nil
 	}
@@ -281,7 +280,7 @@ func Classify(status int, body []byte, to string) *provider.Error {
 	default:
 		pe.Kind, pe.Reason = provider.Ambiguous, fmt.Sprintf("unexpected HTTP %d", status)
 	}
-	if msg := Sanitize(ae.Message, to); msg != "" {
+	if msg := redact.Text(ae.Message, to); msg != "" {
 		pe.Reason += ": " + msg
 	}
 	return pe
@@ -291,7 +290,7 @@ func Classify(status int, body []byte, to string) *provider.Error {
 // (dial, DNS) is Transient; anything later is Ambiguous for a send and
 // Transient for a lookup (a lookup is safe to repeat).
 func transportError(op string, err error, to string) *provider.Error {
-	pe := &provider.Error{Kind: provider.Ambiguous, Provider: Name, Op: op, Err: sanitizedError{err, to}}
+	pe := &provider.Error{Kind: provider.Ambiguous, Provider: Name, Op: op, Err: redact.Error(err, to)}
 	var dns *net.DNSError
 	var oe *net.OpError
 	switch {
@@ -430,38 +429,3 @@ func (p *Provider) listPage(ctx context.Context, u string, m provider.Message) (
 	}
 	return page, nil
 }
-
-var (
-	phoneRE = regexp.MustCompile(`\+?[0-9][0-9 ().-]{6,}[0-9]`)
-	emailRE = regexp.MustCompile(`[^\s<>"',;:]+@[^\s<>"',;:]+`)
-)
-
-// Sanitize removes addresses from a provider's text: to itself and
-// anything shaped like a phone number or an email address.
-func Sanitize(s, to string) string {
-	if to != "" {
-		s = strings.ReplaceAll(s, to, redact.Address(to))
-	}
-	s = emailRE.ReplaceAllString(s, "[email]")
-	s = phoneRE.ReplaceAllString(s, "[number]")
-	if len(s) > 200 {
-		s = s[:200] + "…"
-	}
-	return s
-}
-
-// sanitizedError keeps the original error reachable (errors.As/Is) while
-// its text has addresses (and the request URL's query) removed.
-type sanitizedError struct {
-	err error
-	to  string
-}
-
-func (e sanitizedError) Error() string {
-	var ue *url.Error
-	if errors.As(e.err, &ue) {
-		return Sanitize(ue.Op+" "+ue.Err.Error(), e.to)
-	}
-	return Sanitize(e.err.Error(), e.to)
-}
-func (e sanitizedError) Unwrap() error { return e.err }
