@@ -67,15 +67,10 @@ func main() {
 	if err != nil {
 		lambdaenv.Fatal(log, err)
 	}
-	lambda.Start(func(ctx context.Context, _ events.EventBridgeEvent) (reconcile.Summary, error) {
-		defer func() {
-			if err := emf.Flush(); err != nil {
-				log.Error("flush metrics", "error", err)
-			}
-		}()
+	lambda.Start(lambdaenv.FlushAfter(emf, log, func(ctx context.Context, _ events.EventBridgeEvent) (reconcile.Summary, error) {
 		rep, err := r.Run(ctx)
 		sum := rep.Summary()
 		lambdaenv.WithRequest(ctx, log).Info("reconcile run", "examined", sum.Examined, "actions", sum.Actions, "oldest_due_ms", sum.OldestDueMillis, "truncated", sum.Truncated)
 		return sum, err
-	})
+	}))
 }

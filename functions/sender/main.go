@@ -65,12 +65,7 @@ func main() {
 	if err != nil {
 		lambdaenv.Fatal(log, err)
 	}
-	lambda.Start(func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
-		defer func() {
-			if err := emf.Flush(); err != nil {
-				log.Error("flush metrics", "error", err)
-			}
-		}()
+	lambda.Start(lambdaenv.FlushAfter(emf, log, func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
 		return s.WithLogger(lambdaenv.WithRequest(ctx, log)).HandleSQS(ctx, ev)
-	})
+	}))
 }

@@ -81,12 +81,7 @@ func main() {
 	if err != nil {
 		lambdaenv.Fatal(log, err)
 	}
-	lambda.Start(func(ctx context.Context, req events.LambdaFunctionURLRequest) (events.LambdaFunctionURLResponse, error) {
-		defer func() {
-			if err := emf.Flush(); err != nil {
-				log.Error("flush metrics", "error", err)
-			}
-		}()
+	lambda.Start(lambdaenv.FlushAfter(emf, log, func(ctx context.Context, req events.LambdaFunctionURLRequest) (events.LambdaFunctionURLResponse, error) {
 		return h.Handle(ctx, req)
-	})
+	}))
 }

@@ -130,3 +130,19 @@ func Fatal(log *slog.Logger, err error) {
 	log.Error("start-up failed", "error", err)
 	os.Exit(1)
 }
+
+// Flusher writes the metrics recorded so far (metrics.EMF).
+type Flusher interface{ Flush() error }
+
+// FlushAfter wraps a Lambda handler so that m's metrics are written at the
+// end of every invocation, whatever the handler returns.
+func FlushAfter[In, Out any](m Flusher, log *slog.Logger, h func(context.Context, In) (Out, error)) func(context.Context, In) (Out, error) {
+	return func(ctx context.Context, in In) (Out, error) {
+		defer func() {
+			if err := m.Flush(); err != nil {
+				log.Error("flush metrics", "error", err)
+			}
+		}()
+		return h(ctx, in)
+	}
+}
