@@ -40,6 +40,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -128,6 +129,13 @@ type Options struct {
 	// Progress receives one line per notable event (start-up steps);
 	// nil discards.
 	Progress io.Writer
+
+	// Twin, if set, is called with every batch a poller received; the
+	// records it returns are handed at the same moment to a second free
+	// sender instance (if one is free), as Lambda does when it delivers
+	// one message to two instances at once. The twin invocation deletes
+	// nothing. Nil (the default) never delivers twice.
+	Twin func(batch []types.Message) []types.Message
 }
 
 func (o *Options) defaults() error {
@@ -192,6 +200,9 @@ type Pipeline struct {
 
 	sim       *simulator.Simulator
 	simServer *httptest.Server
+	extraMu   sync.Mutex
+	extraSims []*simulator.Simulator
+	extraSrvs []*httptest.Server
 	front     *http.Server
 	frontURL  string
 
@@ -217,6 +228,7 @@ type Pipeline struct {
 type pollerStats struct {
 	receives, invocations, functionErrors, records, deleted, reported atomic.Int64
 	webhookRequests, webhookErrors                                    atomic.Int64
+	twins, twinSkipped                                                atomic.Int64
 }
 
 // PollerStats are the event source mapping's totals.
@@ -233,6 +245,10 @@ type PollerStats struct {
 	// WebhookRequests counts requests through the Function URL front;
 	// WebhookErrors those the function failed as a whole.
 	WebhookRequests, WebhookErrors int64
+	// Twins counts twin invocations (Options.Twin): records handed to a
+	// second instance at the same time; TwinSkipped those not made
+	// because no second instance was free.
+	Twins, TwinSkipped int64
 }
 
 // Start creates the resources and starts every component; it returns once
@@ -463,6 +479,32 @@ func (p *Pipeline) launch(ctx context.Context, name, bootstrap string, timeout t
 // delivered.
 func (p *Pipeline) Simulator() *simulator.Simulator { return p.sim }
 
+// SimulatorURL returns the base URL the provider simulator serves.
+func (p *Pipeline) SimulatorURL() string { return p.simServer.URL }
+
+// NewSimulator starts one more provider simulator with the pipeline's
+// token and callback secret (so the functions' configuration and the
+// webhook accept it) and returns it with its base URL. Close stops it. It
+// is for front ends that route some requests elsewhere (Options.Env can
+// point SENDONCE_HTTP_PROVIDER_URL at one).
+func (p *Pipeline) NewSimulator(opts simulator.Options) (*simulator.Simulator, string) {
+	opts.Token = simToken
+	opts.CallbackSecret = []byte(callbackSecret)
+	sim := simulator.New(opts)
+	srv := httptest.NewServer(sim.Handler())
+	p.extraMu.Lock()
+	defer p.extraMu.Unlock()
+	p.extraSims = append(p.extraSims, sim)
+	p.extraSrvs = append(p.extraSrvs, srv)
+	return sim, srv.URL
+}
+
+// Senders returns the sender instances (one emulator each), in order.
+func (p *Pipeline) Senders() []*rie.Instance { return slices.Clone(p.senders) }
+
+// ReconcilerInstance returns the reconciler's emulator instance.
+func (p *Pipeline) ReconcilerInstance() *rie.Instance { return p.reconciler }
+
 // Ledger returns a ledger client on the pipeline's table.
 func (p *Pipeline) Ledger() ledger.Ledger { return p.ledger }
 
@@ -479,6 +521,7 @@ func (p *Pipeline) Stats() PollerStats {
 		Receives: s.receives.Load(), Invocations: s.invocations.Load(), FunctionErrors: s.functionErrors.Load(),
 		Records: s.records.Load(), Deleted: s.deleted.Load(), Reported: s.reported.Load(),
 		WebhookRequests: s.webhookRequests.Load(), WebhookErrors: s.webhookErrors.Load(),
+		Twins: s.twins.Load(), TwinSkipped: s.twinSkipped.Load(),
 	}
 }
 
@@ -686,6 +729,12 @@ func (p *Pipeline) Close() error {
 		if p.simServer != nil {
 			p.simServer.Close()
 		}
+		p.extraMu.Lock()
+		for i := range p.extraSims {
+			p.extraSims[i].Close()
+			p.extraSrvs[i].Close()
+		}
+		p.extraMu.Unlock()
 		for _, inst := range append(append([]*rie.Instance{}, p.senders...), p.webhook, p.reconciler) {
 			if inst != nil {
 				if err := inst.Close(); err != nil {

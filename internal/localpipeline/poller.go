@@ -49,9 +49,49 @@ func (p *Pipeline) poll(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		}
-		p.deliver(ctx, inst, out.Messages)
+		var twin []types.Message
+		if p.opts.Twin != nil {
+			twin = p.opts.Twin(out.Messages)
+		}
+		if len(twin) == 0 {
+			p.deliver(ctx, inst, out.Messages)
+			p.free <- inst
+			continue
+		}
+		p.deliverTwice(ctx, inst, out.Messages, twin)
 		p.free <- inst
 	}
+}
+
+// deliverTwice delivers msgs through inst and, at the same moment, twin
+// through a second free instance, if there is one. The twin invocation
+// deletes nothing: its instance acts on records another invocation owns.
+func (p *Pipeline) deliverTwice(ctx context.Context, inst *rie.Instance, msgs, twin []types.Message) {
+	var other *rie.Instance
+	select {
+	case other = <-p.free:
+	default:
+		p.stats.twinSkipped.Add(1)
+		p.deliver(ctx, inst, msgs)
+		return
+	}
+	p.stats.twins.Add(1)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		payload, err := json.Marshal(SQSEvent(p.queueARN, twin))
+		if err != nil {
+			return
+		}
+		p.stats.invocations.Add(1)
+		p.stats.records.Add(int64(len(twin)))
+		if _, err := other.Invoke(ctx, payload); err != nil {
+			p.stats.functionErrors.Add(1)
+		}
+	}()
+	p.deliver(ctx, inst, msgs)
+	<-done
+	p.free <- other
 }
 
 // deliver invokes inst with msgs as an SQS event and deletes the records

@@ -1,0 +1,158 @@
+package chaos
+
+import (
+	"context"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/sendonce/sendonce/internal/rie"
+)
+
+// CrashStats are a Crasher's totals.
+type CrashStats struct {
+	// SenderKills and ReconcilerKills count bootstraps killed with
+	// SIGKILL; InFlightKills those killed while the provider front had a
+	// call in flight; Misses the attempts that found no bootstrap running
+	// (the emulator starts one at its next invoke).
+	SenderKills, ReconcilerKills, InFlightKills, Misses int
+	// Restarts counts bootstraps seen running with a new process id after
+	// one of their instance's bootstraps was killed: the emulator
+	// restarted the function at its next invoke.
+	Restarts int
+}
+
+// Crasher kills function bootstraps with SIGKILL at random moments, as a
+// Lambda sandbox can die at any instruction.
+type Crasher struct {
+	senders        []*rie.Instance
+	reconciler     *rie.Instance
+	mean           time.Duration
+	reconcileShare float64
+	inFlight       func() int64
+	rng            *rand.Rand
+
+	mu     sync.Mutex
+	stats  CrashStats
+	killed map[int]bool          // pids killed
+	last   map[*rie.Instance]int // the bootstrap pid last seen per instance
+}
+
+// NewCrasher returns a Crasher that kills, on average every mean, the
+// bootstrap of a random sender, or of the reconciler with probability
+// reconcileShare. inFlight reports provider calls in flight (may be nil).
+func NewCrasher(senders []*rie.Instance, reconciler *rie.Instance, mean time.Duration, reconcileShare float64, inFlight func() int64, seed uint64) *Crasher {
+	return &Crasher{
+		senders: senders, reconciler: reconciler, mean: mean, reconcileShare: reconcileShare, inFlight: inFlight,
+		rng: rand.New(rand.NewPCG(seed, seed^0xc4a5)), killed: map[int]bool{}, last: map[*rie.Instance]int{},
+	}
+}
+
+// Run kills until ctx ends.
+func (c *Crasher) Run(ctx context.Context) {
+	if c.mean <= 0 {
+		return
+	}
+	for {
+		c.mu.Lock()
+		d := time.Duration(c.rng.ExpFloat64() * float64(c.mean))
+		c.mu.Unlock()
+		t := time.NewTimer(d)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		c.Observe()
+		c.killOne()
+	}
+}
+
+func (c *Crasher) killOne() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	inst, reconciler := c.reconciler, true
+	if c.reconciler == nil || c.rng.Float64() >= c.reconcileShare {
+		inst, reconciler = c.senders[c.rng.IntN(len(c.senders))], false
+	}
+	pids := children(inst.PID())
+	if len(pids) == 0 {
+		c.stats.Misses++
+		return
+	}
+	inFlight := c.inFlight != nil && c.inFlight() > 0
+	for _, pid := range pids {
+		if syscall.Kill(pid, syscall.SIGKILL) == nil {
+			c.killed[pid] = true
+		}
+	}
+	if reconciler {
+		c.stats.ReconcilerKills++
+	} else {
+		c.stats.SenderKills++
+	}
+	if inFlight {
+		c.stats.InFlightKills++
+	}
+}
+
+// Observe samples every instance's bootstrap and counts restarts.
+func (c *Crasher) Observe() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, inst := range append(append([]*rie.Instance{}, c.senders...), c.reconciler) {
+		if inst == nil {
+			continue
+		}
+		for _, pid := range children(inst.PID()) {
+			if prev, ok := c.last[inst]; ok && prev != pid && c.killed[prev] {
+				c.stats.Restarts++
+			}
+			c.last[inst] = pid
+		}
+	}
+}
+
+// Stats returns the totals so far.
+func (c *Crasher) Stats() CrashStats {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.stats
+}
+
+// children returns the running child processes of pid (the emulator's
+// bootstrap), read from /proc.
+func children(pid int) []int {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	var out []int
+	for _, e := range ents {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		i := strings.LastIndexByte(string(b), ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(string(b[i+1:]))
+		if len(f) < 2 || f[0] == "Z" || f[0] == "X" {
+			continue
+		}
+		if ppid, err := strconv.Atoi(f[1]); err == nil && ppid == pid {
+			out = append(out, p)
+		}
+	}
+	return out
+}
