@@ -129,6 +129,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	req.Header = r.Header.Clone()
 	req.Host = r.Host
+	req.GetBody = nil // forward each request once; the SDK does the retrying
 	resp, err := p.client.Do(req)
 	if err != nil {
 		hangUp(w)

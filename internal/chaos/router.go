@@ -129,6 +129,7 @@ func (rt *Router) forward(r *http.Request, base string, body []byte) (int, http.
 		return 0, nil, nil, false
 	}
 	req.Header = r.Header.Clone()
+	req.GetBody = nil // never replay a send: the functions' adapter must see a reset as a reset
 	resp, err := rt.client.Do(req)
 	if err != nil {
 		if r.Context().Err() != nil {

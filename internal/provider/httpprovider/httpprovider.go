@@ -234,6 +234,12 @@ func (p *Provider) Send(ctx context.Context, m provider.Message) (provider.Recei
 	if err != nil {
 		return provider.Receipt{}, p.fail(op, m, &provider.Error{Kind: provider.Config, Reason: "cannot build request", Err: err})
 	}
+	// net/http treats a POST carrying Idempotency-Key as replayable and
+	// silently sends it again when a reused connection breaks after the
+	// request was written. That hides an ambiguous outcome, and a provider
+	// that ignores the key delivers twice: never let the transport replay
+	// a send (the sender decides, by the provider's capabilities).
+	req.GetBody = nil
 	req.Header.Set("Authorization", "Bearer "+p.token)
 	req.Header.Set("Idempotency-Key", m.Key)
 	req.Header.Set("Content-Type", "application/json")
