@@ -336,12 +336,16 @@ func Run(ctx context.Context, o Options) (Report, error) {
 	}
 	fmt.Fprintf(o.Progress, "[%5.1fs] enqueued %d messages (%d valid, %d invalid); %d redelivered copies over %s; faults on\n",
 		time.Since(start).Seconds(), len(w.First), o.N, o.Invalid, len(copies), o.RedeliverSpread)
+	// Copies are timed from the end of the first wave (moto takes a while
+	// to accept thousands of messages while the pollers drain them).
+	wave := time.Now()
+	lastProgress := wave
 	sent := 0
 	quiet := 0
 	for runCtx.Err() == nil {
 		sleepCtx(runCtx, 250*time.Millisecond)
 		var batch []string
-		for sent < len(copies) && copies[sent].at <= time.Since(start) {
+		for sent < len(copies) && copies[sent].at <= time.Since(wave) {
 			batch = append(batch, copies[sent].body)
 			sent++
 		}
@@ -362,7 +366,8 @@ func Run(ctx context.Context, o Options) (Report, error) {
 		if quiet >= 2 || time.Since(start) >= o.FaultWindow {
 			break
 		}
-		if int(time.Since(start)/(250*time.Millisecond))%20 == 0 {
+		if time.Since(lastProgress) >= 5*time.Second {
+			lastProgress = time.Now()
 			fmt.Fprintf(o.Progress, "[%5.1fs] faults on: queue %d visible, %d in flight; crashes %+v\n", time.Since(start).Seconds(), vis, inflight, crasher.Stats())
 		}
 	}

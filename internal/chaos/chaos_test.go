@@ -1,0 +1,200 @@
+package chaos
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sendonce/sendonce/internal/provider/simulator"
+	"github.com/sendonce/sendonce/internal/rie"
+	"github.com/sendonce/sendonce/internal/testenv"
+)
+
+func TestProxy(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name          string
+		opts          StormOptions
+		enable        bool
+		wantThrottled bool
+		wantDropped   bool
+		wantForwarded bool
+	}{
+		{name: "Disabled", opts: StormOptions{BurstRate: 1, BurstFailure: 1, DropRate: 1}, wantForwarded: true},
+		{name: "Throttle", opts: StormOptions{BurstRate: 1, BurstFailure: 1}, enable: true, wantThrottled: true},
+		{name: "Drop", opts: StormOptions{DropRate: 1}, enable: true, wantDropped: true, wantForwarded: true},
+		{name: "Calm", opts: StormOptions{}, enable: true, wantForwarded: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			var forwarded atomic.Int64
+			backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				forwarded.Add(1)
+				_, _ = io.WriteString(w, `{}`)
+			}))
+			t.Cleanup(backend.Close)
+			px := NewProxy(backend.URL, tt.opts, 1)
+			px.Enable(tt.enable)
+			front := httptest.NewServer(px)
+			t.Cleanup(front.Close)
+			resp, err := http.Post(front.URL, "application/x-amz-json-1.0", strings.NewReader(`{"TableName":"t"}`))
+			if tt.wantDropped {
+				if err == nil {
+					resp.Body.Close()
+					t.Fatalf("got an answer %d, want a dropped connection", resp.StatusCode)
+				}
+			} else {
+				if err != nil {
+					t.Fatalf("post: %v", err)
+				}
+				body, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				var doc map[string]string
+				_ = json.Unmarshal(body, &doc)
+				gotThrottled := resp.StatusCode == http.StatusBadRequest && strings.Contains(doc["__type"], "Exception")
+				if gotThrottled != tt.wantThrottled {
+					t.Errorf("status %d body %s: throttled %v, want %v", resp.StatusCode, body, gotThrottled, tt.wantThrottled)
+				}
+			}
+			if got := forwarded.Load() > 0; got != tt.wantForwarded {
+				t.Errorf("forwarded %v, want %v", got, tt.wantForwarded)
+			}
+			st := px.Stats()
+			if (st.Throttled > 0) != tt.wantThrottled || (st.Dropped > 0) != tt.wantDropped || st.Requests != 1 {
+				t.Errorf("stats %+v", st)
+			}
+		})
+	}
+}
+
+func TestRouter(t *testing.T) {
+	t.Parallel()
+	upstream := func(name string) *httptest.Server {
+		s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Method == http.MethodGet {
+				if r.URL.Query().Get("reference") == "k-"+name {
+					_, _ = io.WriteString(w, `{"messages":[{"id":"`+name+`"}]}`)
+					return
+				}
+				_, _ = io.WriteString(w, `{"messages":[]}`)
+				return
+			}
+			_, _ = io.WriteString(w, `{"id":"`+name+`","status":"accepted"}`)
+		}))
+		t.Cleanup(s.Close)
+		return s
+	}
+	a, b := upstream("a"), upstream("b")
+	rt := NewRouter()
+	rt.Route("sms", a.URL)
+	rt.Route("email", b.URL)
+	front := httptest.NewServer(rt)
+	t.Cleanup(front.Close)
+	tests := []struct {
+		name, method, path, body, want string
+	}{
+		{name: "SendSMS", method: http.MethodPost, path: "/messages", body: `{"channel":"sms"}`, want: `"id":"a"`},
+		{name: "SendEmail", method: http.MethodPost, path: "/messages", body: `{"channel":"email"}`, want: `"id":"b"`},
+		{name: "SendUnknown", method: http.MethodPost, path: "/messages", body: `{"channel":"fax"}`, want: "no simulator"},
+		{name: "LookupA", method: http.MethodGet, path: "/messages?reference=k-a", want: `{"messages":[{"id":"a"}]}`},
+		{name: "LookupB", method: http.MethodGet, path: "/messages?reference=k-b", want: `{"messages":[{"id":"b"}]}`},
+		{name: "LookupNone", method: http.MethodGet, path: "/messages?reference=zzz", want: `{"messages":[]}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			req, _ := http.NewRequest(tt.method, front.URL+tt.path, strings.NewReader(tt.body))
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if !strings.Contains(string(got), tt.want) {
+				t.Errorf("got %s, want it to hold %s", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestDefaults(t *testing.T) {
+	t.Parallel()
+	o := Defaults(2000, 1)
+	sim := simulator.New(simulator.Options{})
+	defer sim.Close()
+	if err := sim.SetRandom(o.ProviderFaults); err != nil {
+		t.Errorf("default provider faults: %v", err)
+	}
+	if o.FaultWindow >= o.Timeout {
+		t.Errorf("fault window %s, timeout %s: the calm phase has no time", o.FaultWindow, o.Timeout)
+	}
+}
+
+// TestChaosSmall runs a small chaos run through the real pipeline: the
+// sender, webhook and reconciler bootstraps under the emulator, DynamoDB
+// Local behind the storm proxy, SQS on moto_server, two simulators.
+func TestChaosSmall(t *testing.T) {
+	t.Parallel()
+	ddb, moto := testenv.DynamoDBEndpoint(t), testenv.MotoEndpoint(t)
+	bin := os.Getenv(rie.BinaryEnv)
+	if bin == "" {
+		t.Fatal(rie.ErrNoBinary)
+	}
+	o := Defaults(150, 7)
+	o.DynamoDBEndpoint, o.MotoEndpoint, o.RIE = ddb, moto, bin
+	o.CrashEvery = 2 * time.Second
+	o.FaultWindow = 25 * time.Second
+	o.Timeout = 80 * time.Second
+	var progress strings.Builder
+	o.Progress = &syncWriter{b: &progress}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	rep, err := Run(ctx, o)
+	var out strings.Builder
+	rep.WriteTable(&out)
+	if err != nil {
+		t.Fatalf("run: %v\n%s", err, out.String())
+	}
+	if !rep.OK() {
+		t.Fatalf("violations:\n%s\nprogress:\n%s", out.String(), o.Progress.(*syncWriter).String())
+	}
+	if rep.DeliveredOnce+len(rep.Failed) == 0 || rep.Poller.Invocations == 0 {
+		t.Errorf("nothing was delivered:\n%s", out.String())
+	}
+	kills := 0
+	for _, f := range rep.Faults {
+		if strings.HasPrefix(f.Fault, "SIGKILL") {
+			kills += f.Injected
+		}
+	}
+	if kills == 0 {
+		t.Errorf("no crash was injected:\n%s", out.String())
+	}
+	t.Logf("\n%s", out.String())
+}
+
+type syncWriter struct {
+	mu sync.Mutex
+	b  *strings.Builder
+}
+
+func (w *syncWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
+}
+
+func (w *syncWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.String()
+}
