@@ -1,4 +1,4 @@
-package chaos
+package httpprovider_test
 
 import (
 	"context"
