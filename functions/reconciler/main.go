@@ -9,14 +9,11 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambda"
-	"github.com/aws/aws-sdk-go-v2/config"
 
 	"github.com/sendonce/sendonce/internal/lambdaenv"
-	"github.com/sendonce/sendonce/internal/ledger/dynamoledger"
 	"github.com/sendonce/sendonce/internal/metrics"
-	"github.com/sendonce/sendonce/internal/provider/registry"
 	"github.com/sendonce/sendonce/internal/reconcile"
-	"github.com/sendonce/sendonce/internal/sender"
+	"github.com/sendonce/sendonce/internal/sendpath"
 )
 
 func main() {
@@ -24,11 +21,7 @@ func main() {
 	log := lambdaenv.Logger(os.Stdout, os.Getenv)
 	slog.SetDefault(log) // libraries that log through slog.Default write JSON too
 	env := lambdaenv.New(os.Getenv)
-	table := env.Required("SENDONCE_TABLE")
-	providerTimeout := env.Duration("SENDONCE_PROVIDER_TIMEOUT", sender.DefaultProviderTimeout)
-	claimTimeout := env.Duration("SENDONCE_CLAIM_TIMEOUT", sender.DefaultClaimTimeout)
-	retention := env.Duration("SENDONCE_RETENTION", dynamoledger.DefaultRetention)
-	settle := env.Duration("SENDONCE_RECONCILE_SETTLE", reconcile.DefaultSettle)
+	shared := sendpath.Read(env)
 	maxAttempts := env.Int("SENDONCE_RECONCILE_MAX_ATTEMPTS", reconcile.DefaultMaxAttempts)
 	maxRows := env.Int("SENDONCE_RECONCILE_MAX_ROWS", reconcile.DefaultMaxRows)
 	policies, err := reconcile.ParsePolicies(env.String("SENDONCE_RECONCILE_POLICIES", ""))
@@ -39,27 +32,19 @@ func main() {
 		lambdaenv.Fatal(log, err)
 	}
 
-	awsCfg, err := config.LoadDefaultConfig(ctx)
-	if err != nil {
-		lambdaenv.Fatal(log, err)
-	}
-	l, err := dynamoledger.New(lambdaenv.DynamoDB(awsCfg, os.Getenv), table, dynamoledger.WithRetention(retention))
-	if err != nil {
-		lambdaenv.Fatal(log, err)
-	}
-	providers, err := registry.FromEnv(ctx, os.Getenv, awsCfg)
+	deps, err := sendpath.Build(ctx, shared, os.Getenv)
 	if err != nil {
 		lambdaenv.Fatal(log, err)
 	}
 	emf := metrics.NewEMF(os.Stdout, "reconciler")
 	r, err := reconcile.New(reconcile.Config{
-		Ledger:          l,
-		Providers:       providers,
+		Ledger:          deps.Ledger,
+		Providers:       deps.Providers,
 		Metrics:         emf,
 		Logger:          log,
-		ProviderTimeout: providerTimeout,
-		ClaimTimeout:    claimTimeout,
-		Settle:          settle,
+		ProviderTimeout: shared.ProviderTimeout,
+		ClaimTimeout:    shared.ClaimTimeout,
+		Settle:          shared.Settle,
 		MaxAttempts:     maxAttempts,
 		MaxRows:         maxRows,
 		Policies:        policies,

@@ -10,15 +10,13 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambda"
-	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/sendonce/sendonce/internal/lambdaenv"
-	"github.com/sendonce/sendonce/internal/ledger/dynamoledger"
 	"github.com/sendonce/sendonce/internal/metrics"
-	"github.com/sendonce/sendonce/internal/provider/registry"
 	"github.com/sendonce/sendonce/internal/render"
 	"github.com/sendonce/sendonce/internal/sender"
+	"github.com/sendonce/sendonce/internal/sendpath"
 )
 
 func main() {
@@ -26,40 +24,28 @@ func main() {
 	log := lambdaenv.Logger(os.Stdout, os.Getenv)
 	slog.SetDefault(log) // libraries that log through slog.Default write JSON too
 	env := lambdaenv.New(os.Getenv)
-	table := env.Required("SENDONCE_TABLE")
+	shared := sendpath.Read(env)
 	dlqURL := env.Required("SENDONCE_DLQ_URL")
-	providerTimeout := env.Duration("SENDONCE_PROVIDER_TIMEOUT", sender.DefaultProviderTimeout)
-	claimTimeout := env.Duration("SENDONCE_CLAIM_TIMEOUT", sender.DefaultClaimTimeout)
-	retention := env.Duration("SENDONCE_RETENTION", dynamoledger.DefaultRetention)
-	settle := env.Duration("SENDONCE_RECONCILE_SETTLE", sender.DefaultSettle)
 	concurrency := env.Int("SENDONCE_CONCURRENCY", 10)
 	if err := env.Err(); err != nil {
 		lambdaenv.Fatal(log, err)
 	}
 
-	awsCfg, err := config.LoadDefaultConfig(ctx)
-	if err != nil {
-		lambdaenv.Fatal(log, err)
-	}
-	l, err := dynamoledger.New(lambdaenv.DynamoDB(awsCfg, os.Getenv), table, dynamoledger.WithRetention(retention))
-	if err != nil {
-		lambdaenv.Fatal(log, err)
-	}
-	providers, err := registry.FromEnv(ctx, os.Getenv, awsCfg)
+	deps, err := sendpath.Build(ctx, shared, os.Getenv)
 	if err != nil {
 		lambdaenv.Fatal(log, err)
 	}
 	emf := metrics.NewEMF(os.Stdout, "sender")
 	s, err := sender.New(sender.Config{
-		Ledger:          l,
-		Providers:       providers,
+		Ledger:          deps.Ledger,
+		Providers:       deps.Providers,
 		Renderer:        render.MustNew(),
-		DeadLetters:     &sender.SQSDeadLetters{Client: sqs.NewFromConfig(awsCfg), QueueURL: dlqURL},
+		DeadLetters:     &sender.SQSDeadLetters{Client: sqs.NewFromConfig(deps.AWS), QueueURL: dlqURL},
 		Metrics:         emf,
 		Logger:          log,
-		ProviderTimeout: providerTimeout,
-		ClaimTimeout:    claimTimeout,
-		Settle:          settle,
+		ProviderTimeout: shared.ProviderTimeout,
+		ClaimTimeout:    shared.ClaimTimeout,
+		Settle:          shared.Settle,
 		Concurrency:     concurrency,
 	})
 	if err != nil {

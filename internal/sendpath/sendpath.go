@@ -1,0 +1,67 @@
+// Package sendpath builds what the two functions that send share, the
+// sender and the reconciler, from the environment (CONTRACTS §3): the
+// ledger on the one table, the channel → provider map, and the timeouts
+// both must agree on. Each function's main reads its own settings beside
+// it and wires the rest.
+package sendpath
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
+
+	"github.com/sendonce/sendonce/internal/lambdaenv"
+	"github.com/sendonce/sendonce/internal/ledger/dynamoledger"
+	"github.com/sendonce/sendonce/internal/provider"
+	"github.com/sendonce/sendonce/internal/provider/registry"
+	"github.com/sendonce/sendonce/internal/sender"
+)
+
+// Settings are the variables the sender and the reconciler share.
+type Settings struct {
+	Table           string
+	ProviderTimeout time.Duration
+	ClaimTimeout    time.Duration
+	Retention       time.Duration
+	Settle          time.Duration
+}
+
+// Read reads the shared variables into env's collected errors: call
+// env.Err() after reading the function's own variables too.
+func Read(env *lambdaenv.Env) Settings {
+	return Settings{
+		Table:           env.Required("SENDONCE_TABLE"),
+		ProviderTimeout: env.Duration("SENDONCE_PROVIDER_TIMEOUT", sender.DefaultProviderTimeout),
+		ClaimTimeout:    env.Duration("SENDONCE_CLAIM_TIMEOUT", sender.DefaultClaimTimeout),
+		Retention:       env.Duration("SENDONCE_RETENTION", dynamoledger.DefaultRetention),
+		Settle:          env.Duration("SENDONCE_RECONCILE_SETTLE", sender.DefaultSettle),
+	}
+}
+
+// Deps are the clients built once per container.
+type Deps struct {
+	AWS       aws.Config
+	Ledger    *dynamoledger.Ledger
+	Providers map[string]provider.Sender
+}
+
+// Build loads the AWS configuration from the SDK's standard variables and
+// builds the ledger and the providers. Its error names the step that failed.
+func Build(ctx context.Context, s Settings, getenv func(string) string) (Deps, error) {
+	awsCfg, err := config.LoadDefaultConfig(ctx)
+	if err != nil {
+		return Deps{}, fmt.Errorf("load AWS configuration: %w", err)
+	}
+	l, err := dynamoledger.New(lambdaenv.DynamoDB(awsCfg, getenv), s.Table, dynamoledger.WithRetention(s.Retention))
+	if err != nil {
+		return Deps{}, err
+	}
+	providers, err := registry.FromEnv(ctx, getenv, awsCfg)
+	if err != nil {
+		return Deps{}, err
+	}
+	return Deps{AWS: awsCfg, Ledger: l, Providers: providers}, nil
+}
