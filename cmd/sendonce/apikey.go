@@ -88,16 +88,14 @@ func runAPIKeyRevoke(ctx context.Context, c *command, e env, args []string) erro
 	if err != nil {
 		return err
 	}
-	switch {
-	case len(pos) == 0:
-		return &usageError{cmd: c, msg: "apikey revoke needs a KEY-ID"}
-	case len(pos) > 1:
-		return &usageError{cmd: c, msg: "apikey revoke takes one KEY-ID, got: " + strings.Join(pos, " ")}
+	arg, err := onePositional(c, pos, "KEY-ID")
+	if err != nil {
+		return err
 	}
 	if err := needTable(c, *table); err != nil {
 		return err
 	}
-	id := pos[0]
+	id := arg
 	if full := apikey.ID(id); full != "" {
 		id = full // the whole key was given: revoke it by its id
 	}

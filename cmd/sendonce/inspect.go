@@ -52,16 +52,14 @@ func runInspect(ctx context.Context, c *command, e env, args []string) error {
 	if err != nil {
 		return err
 	}
-	switch {
-	case len(pos) == 0:
-		return &usageError{cmd: c, msg: "inspect needs a KEY"}
-	case len(pos) > 1:
-		return &usageError{cmd: c, msg: "inspect takes one KEY, got: " + strings.Join(pos, " ")}
+	arg, err := onePositional(c, pos, "KEY")
+	if err != nil {
+		return err
 	}
 	if err := needTable(c, *table); err != nil {
 		return err
 	}
-	key := pos[0]
+	key := arg
 	if !sendkey.Valid(key) {
 		return fmt.Errorf("inspect: %q is not an idempotency key (v1_ and 64 lowercase hex digits)", truncate(key))
 	}

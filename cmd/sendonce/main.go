@@ -203,6 +203,18 @@ func tableFlag(fs *flag.FlagSet, e env) *string {
 }
 
 // needTable returns a usage error when no table was named.
+// onePositional returns the single positional argument a command takes,
+// or a usage error naming it (what) when there is none or more than one.
+func onePositional(c *command, pos []string, what string) (string, error) {
+	switch {
+	case len(pos) == 0:
+		return "", &usageError{cmd: c, msg: c.name + " needs a " + what}
+	case len(pos) > 1:
+		return "", &usageError{cmd: c, msg: c.name + " takes one " + what + ", got: " + strings.Join(pos, " ")}
+	}
+	return pos[0], nil
+}
+
 func needTable(c *command, table string) error {
 	if table == "" {
 		return &usageError{cmd: c, msg: "no table: pass --table NAME or set SENDONCE_TABLE"}
