@@ -223,7 +223,7 @@ func TestStaleAndReleasedPending(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := b.ledger.Release(ctx, c, "transient: 503"); err != nil {
+	if err := b.ledger.Release(ctx, c, "transient: 503", time.Time{}); err != nil {
 		t.Fatal(err)
 	}
 	// stale: its worker died mid-send; otp policy resends.

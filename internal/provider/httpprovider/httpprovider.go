@@ -43,6 +43,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/sendonce/sendonce/internal/decide"
 	"github.com/sendonce/sendonce/internal/provider"
 	"github.com/sendonce/sendonce/internal/redact"
 )
@@ -51,7 +52,7 @@ import (
 const ProviderName = "http"
 
 // DefaultTimeout is one call's timeout when Config.Timeout is zero.
-const DefaultTimeout = 5 * time.Second
+const DefaultTimeout = decide.DefaultProviderTimeout
 
 const (
 	// maxResponse bounds how much of an answer is read.
