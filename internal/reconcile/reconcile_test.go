@@ -319,3 +319,46 @@ func TestParsePolicies(t *testing.T) {
 		}
 	}
 }
+
+// TestExpiredRowsAtTheHeadOfAShard (defect 4): the attention query skips
+// expired rows after its limit, so 25+ expired rows at the head of a shard
+// come back as an empty page with a cursor. The reconciler must keep
+// paging: the live row behind them is reconciled.
+func TestExpiredRowsAtTheHeadOfAShard(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t)
+	const shard = 5
+	var expired []string
+	for i := 0; len(expired) < 30; i++ {
+		k := fmt.Sprintf("v1_expired_%d", i)
+		if ledger.Shard(k) != shard {
+			continue
+		}
+		if _, err := b.ledger.Claim(ctx, ledger.Entry{Key: k, Channel: "sms", Class: "otp", Address: "+15551234567", Body: "old"}, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		expired = append(expired, k)
+	}
+	old := b.state(t, expired[0])
+	b.clock.Set(old.ExpiresAt.Add(-time.Hour))
+	live := ""
+	for i := 0; live == ""; i++ {
+		if k := fmt.Sprintf("v1_live_%d", i); ledger.Shard(k) == shard {
+			live = k
+		}
+	}
+	b.uncertain(t, live, "otp")
+	b.clock.Set(old.ExpiresAt.Add(2 * time.Second))
+	p := &providertest.Fake{}
+	rep, err := b.reconciler(t, p, func(c *Config) { c.PageSize = 25; c.MaxAge = 10000 * time.Hour }).Run(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Examined != 1 || rep.Actions[ActionResent] != 1 {
+		t.Fatalf("report %+v, want the live row behind %d expired ones examined and resent", rep, len(expired))
+	}
+	if got := b.state(t, live).State; got != ledger.StateSent {
+		t.Errorf("live row state = %s, want SENT", got)
+	}
+}
