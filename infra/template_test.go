@@ -6,6 +6,9 @@ import (
 	"slices"
 	"strconv"
 	"testing"
+	"time"
+
+	"github.com/sendonce/sendonce/internal/decide"
 )
 
 const templatePath = "../template.yaml"
@@ -392,7 +395,7 @@ func TestRulesMatchArithmetic(t *testing.T) {
 		for _, pt := range allowed(t, tpl, "ProviderTimeoutSeconds") {
 			for _, c := range allowed(t, tpl, "ClaimTimeoutSeconds") {
 				q := p.With("ProviderTimeoutSeconds", strconv.Itoa(pt)).With("ClaimTimeoutSeconds", strconv.Itoa(c))
-				holds := c >= pt+int(ClaimMargin.Seconds())
+				holds := time.Duration(c)*time.Second >= decide.TakeOverBudget(time.Duration(pt)*time.Second)
 				if got := !violated(t, tpl, q, "ClaimOutlivesProviderCall"); got != holds {
 					t.Errorf("provider %ds, claim %ds: rules accept = %v, want %v", pt, c, got, holds)
 				}
