@@ -513,6 +513,11 @@ func TestNeitherSNS(t *testing.T) {
 	t.Parallel()
 	moto := testenv.MotoEndpoint(t)
 	client := sns.NewFromConfig(testenv.Config(), func(o *sns.Options) { o.BaseEndpoint = aws.String(moto) })
+	// moto's first SNS call loads the service (seen here: up to seconds on
+	// a loaded machine), longer than the provider timeouts below: warm it.
+	if _, err := client.ListTopics(context.Background(), &sns.ListTopicsInput{}); err != nil {
+		t.Fatalf("warm moto SNS: %v", err)
+	}
 
 	t.Run("Accepted", func(t *testing.T) {
 		t.Parallel()
