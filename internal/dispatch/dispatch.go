@@ -201,7 +201,8 @@ func (d *Dispatcher) TakeOver(ctx context.Context, cur ledger.Record, lease time
 		} else {
 			// Releasing would claim that nothing was sent, which the
 			// previous attempt cannot promise: the row stays PENDING
-			// (if the write applied) until the lease passes.
+			// (if the write applied) until the lease passes, and its
+			// LookupFrom still covers the previous attempt.
 			d.Logger.Error("take over: ledger answer lost", "key", cur.Key, "error", err)
 		}
 	}
@@ -299,14 +300,14 @@ func (d *Dispatcher) Send(ctx context.Context, c ledger.Claim, e ledger.Entry, p
 }
 
 // Lookup asks l about the attempt of row rec that is being resolved (the
-// row as read, before any takeover: its AttemptedAt, never a takeover's
-// claim time). It records nothing and needs no claim: a lookup sends
+// row as read, before any takeover: from its LookupStart, the earliest
+// attempt that may have sent, never a takeover's claim time). It records nothing and needs no claim: a lookup sends
 // nothing. It returns the answer for decide.Of, with the provider's
 // result (LookupFailed and the error when the provider could not be
 // asked).
 func (d *Dispatcher) Lookup(ctx context.Context, rec ledger.Record, p provider.Sender, l provider.Looker) (decide.Lookup, provider.LookupResult, error) {
 	callCtx, cancel := context.WithTimeout(ctx, d.ProviderTimeout)
-	res, err := l.Lookup(callCtx, Message(rec.Entry, rec.AttemptedAt))
+	res, err := l.Lookup(callCtx, Message(rec.Entry, rec.LookupStart()))
 	cancel()
 	if err != nil {
 		d.Logger.Warn("lookup failed", "key", rec.Key, "provider", p.Name(), "reason", provider.ReasonOf(err))

@@ -143,8 +143,16 @@ type Record struct {
 	// backoff); zero unless Released. A sender's redelivery may take a
 	// released row over at once.
 	RetryAt time.Time
-	// AttemptedAt is when the latest claim was taken.
-	AttemptedAt       time.Time
+	// AttemptedAt is when the latest claim was taken: a provider's "no
+	// record" answer is trusted only once the settle time has passed since.
+	AttemptedAt time.Time
+	// LookupFrom is when the earliest attempt that may have reached the
+	// provider unrecorded started: the first claim, or the first takeover
+	// after a release (released attempts sent nothing). A takeover of a row
+	// that was not released keeps it, so a lookup always covers the attempt
+	// being resolved, even after takeovers that sent nothing. Zero on rows
+	// written before it existed: use AttemptedAt.
+	LookupFrom        time.Time
 	CreatedAt         time.Time
 	UpdatedAt         time.Time
 	ExpiresAt         time.Time
@@ -154,6 +162,15 @@ type Record struct {
 	DeliveryStatus string
 	DeliveryRank   int
 	DeliveryAt     time.Time
+}
+
+// LookupStart is where a lookup's time window for r starts: LookupFrom,
+// or AttemptedAt on a row written before LookupFrom existed.
+func (r Record) LookupStart() time.Time {
+	if r.LookupFrom.IsZero() {
+		return r.AttemptedAt
+	}
+	return r.LookupFrom
 }
 
 // Stale reports whether r is PENDING and its lease has passed at now.
@@ -272,7 +289,8 @@ type Ledger interface {
 	// current row (matching ErrExists), or ErrNotFound if the row is gone.
 	// Like Claim, with any other error but an input error it returns the
 	// Claim it tried to take (Attempt cur.Attempts+1), for the caller to
-	// Release.
+	// Release. The row's LookupFrom becomes the takeover's time when cur
+	// was read released (nothing was sent before), and is kept otherwise.
 	TakeOver(ctx context.Context, cur Record, lease time.Duration) (Claim, error)
 
 	// Mark records the outcome of claim c. It is conditional on the row

@@ -125,6 +125,61 @@ func TestTwilioTakeoverLooksUpTheDeadWorkersAttempt(t *testing.T) {
 	}
 }
 
+// TestTwilioLostTakeoverKeepsTheLookupWindow (defect 1, with defect 3): a
+// worker sends through Twilio and dies. The redelivery finds the message
+// by lookup, but its takeover's answer is lost: the takeover applied (the
+// row's attempt time is now the takeover's) and could not be released,
+// because the dead worker's attempt did send. The next redelivery must
+// still ask about the dead worker's attempt (the row's LookupFrom), not
+// about the takeover that sent nothing.
+func TestTwilioLostTakeoverKeepsTheLookupWindow(t *testing.T) {
+	t.Parallel()
+	fake := twiliotest.New(t)
+	clock := ledgertest.NewClock(time.Now().UTC().Truncate(time.Millisecond))
+	fake.SetNow(clock.Now)
+	p, err := twilio.New(twilio.Config{BaseURL: fake.URL, AccountSID: fake.AccountSID, AuthToken: fake.AuthToken,
+		From: "+15550001111", Timeout: time.Second, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem := memledger.New(memledger.WithNow(clock.Now))
+	lossy := ledgertest.NewLossy(mem)
+	s, err := sender.New(sender.Config{
+		Ledger: lossy, Providers: map[string]provider.Sender{"sms": p}, Renderer: render.MustNew(),
+		DeadLetters: discardDLQ{}, Logger: quiet,
+		ProviderTimeout: 2 * time.Second, ClaimTimeout: time.Minute, Settle: 2 * time.Minute, Now: clock.Now,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := req("twilio-lost-takeover")
+	msg, err := render.MustNew().Render(r.Template, string(r.Channel), r.Locale, r.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := ledger.Entry{Key: r.Key(), Tenant: r.TenantID, Channel: "sms", Class: string(r.Class), Provider: "twilio",
+		Template: r.Template, RecipientID: r.Recipient.ID, Address: r.Address(), Subject: msg.Subject, Body: msg.Body}
+	c, err := mem.Claim(context.Background(), e, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Send(context.Background(), provider.Message{Key: e.Key, Channel: "sms", To: e.Address, Body: e.Body, AttemptedAt: c.AttemptedAt}); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(3 * time.Minute)
+	lossy.LoseNext(ledgertest.OpTakeOver, 1)
+	if res := s.Process(context.Background(), r); res.Status != sender.StatusRetry {
+		t.Fatalf("Process with the takeover's answer lost = %s (%s), want retry", res.Status, res.Reason)
+	}
+	clock.Advance(3 * time.Minute)
+	if res := s.Process(context.Background(), r); res.Status != sender.StatusSent {
+		t.Fatalf("Process = %s (%s), want sent (found by lookup)", res.Status, res.Reason)
+	}
+	if got := fake.Count(e.Address, e.Body); got != 1 {
+		t.Fatalf("twilio holds %d messages, want 1: the lookup asked about the takeover, not the dead worker's attempt", got)
+	}
+}
+
 // TestOutageNeverAbandonsANeverSentMessage (defect 2): six minutes of 429s
 // from the provider. Each sender redelivery and reconciler run takes the
 // released row over and calls the provider; none of those attempts sent

@@ -24,6 +24,7 @@
 //	retry_at         N     ms: when a released row is due for the reconciler;
 //	                       only while released
 //	attempted_at     N     ms: when the latest claim was taken
+//	lookup_from      N     ms: start of the lookup window (ledger.Record.LookupFrom)
 //	created_at       N     ms: first claim
 //	updated_at       N     ms: latest state change (claim, takeover, mark, release)
 //	expires_at       N     s: TTL, now + retention, refreshed on every write
@@ -96,6 +97,7 @@ const (
 	attrRetryAt     = "retry_at"
 	attrLeaseUntil  = "lease_until"
 	attrAttemptedAt = "attempted_at"
+	attrLookupFrom  = "lookup_from"
 	attrCreatedAt   = "created_at"
 	attrUpdatedAt   = "updated_at"
 	attrExpiresAt   = tableschema.TTLAttribute
@@ -262,6 +264,7 @@ func (l *Ledger) Claim(ctx context.Context, e ledger.Entry, lease time.Duration)
 	item[attrAttempts] = numInt(1)
 	item[attrLeaseUntil] = millis(c.LeaseUntil)
 	item[attrAttemptedAt] = nowMS
+	item[attrLookupFrom] = nowMS
 	item[attrCreatedAt] = nowMS
 	item[attrUpdatedAt] = nowMS
 	item[attrExpiresAt] = l.ttl(now)
@@ -319,20 +322,28 @@ func (l *Ledger) TakeOver(ctx context.Context, cur ledger.Record, lease time.Dur
 	newID := l.newID()
 	leaseUntil := now.Add(lease)
 	nowMS := millis(now)
+	// The lookup window restarts after a release (nothing was sent), and
+	// otherwise keeps covering the attempt being resolved.
+	lookupFrom := "#lookup_from = if_not_exists(#lookup_from, :prev_ms)"
+	prev := millis(cur.AttemptedAt)
+	if cur.Released {
+		lookupFrom, prev = "#lookup_from = :prev_ms", nowMS
+	}
 	out, err := l.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:           l.table,
 		Key:                 keyOf(cur.Key),
 		ConditionExpression: aws.String(condTake),
 		UpdateExpression: aws.String("SET #state = :pending, #claim_id = :new, #attempts = #attempts + :one, " +
 			"#lease_until = :lease, #attempted_at = :now_ms, #updated_at = :now_ms, #expires_at = :ttl, " +
-			"#attn_pk = :shard, #attn_sk = :due REMOVE #released, #retry_at"),
+			"#attn_pk = :shard, #attn_sk = :due, " + lookupFrom + " REMOVE #released, #retry_at"),
 		ExpressionAttributeNames: map[string]string{
 			"#state": attrState, "#claim_id": attrClaimID, "#attempts": attrAttempts,
 			"#lease_until": attrLeaseUntil, "#attempted_at": attrAttemptedAt, "#updated_at": attrUpdatedAt,
 			"#expires_at": attrExpiresAt, "#attn_pk": attrAttnPK, "#attn_sk": attrAttnSK, "#released": attrReleased,
-			"#retry_at": attrRetryAt,
+			"#retry_at": attrRetryAt, "#lookup_from": attrLookupFrom,
 		},
 		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":prev_ms":   prev,
 			":old":       str(cur.ClaimID),
 			":new":       str(newID),
 			":now":       numInt(now.Unix()),

@@ -194,6 +194,7 @@ func wantPending(t *testing.T, e ledger.Entry, c ledger.Claim, now time.Time, go
 		Attempts:    1,
 		LeaseUntil:  now.Add(lease),
 		AttemptedAt: now,
+		LookupFrom:  now,
 		CreatedAt:   now,
 		UpdatedAt:   now,
 		ExpiresAt:   got.ExpiresAt,
@@ -750,6 +751,13 @@ func runTakeOver(t *testing.T, setup setupFunc) {
 			want.RetryAt = time.Time{}
 			want.LeaseUntil = now.Add(lease)
 			want.AttemptedAt = now
+			// The lookup window restarts after a release and keeps covering
+			// the attempt being resolved otherwise.
+			if cur.Released {
+				want.LookupFrom = now
+			} else {
+				want.LookupFrom = cur.AttemptedAt
+			}
 			want.UpdatedAt = now
 			want.ExpiresAt = got.ExpiresAt
 			sameRecord(t, "row", got, want)
@@ -808,6 +816,39 @@ func runTakeOver(t *testing.T, setup setupFunc) {
 			sameRecord(t, "row after failed takeover", b.get(t, c.Key), before)
 		})
 	}
+
+	// A takeover that sends nothing (it marks UNCERTAIN, or its answer is
+	// lost) must not move the lookup window past the attempt being
+	// resolved; a release restarts it.
+	t.Run("LookupFromCoversTheAttemptBeingResolved", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		t0 := b.clock.Now()
+		e, _ := b.claim(t)
+		b.clock.Advance(lease + time.Second)
+		c2, err := b.l.TakeOver(b.ctx, b.get(t, e.Key), lease)
+		if err != nil {
+			t.Fatalf("TakeOver: %v", err)
+		}
+		b.mark(t, c2, ledger.Outcome{State: ledger.StateUncertain, Reason: "dead worker"})
+		b.clock.Advance(time.Minute)
+		c3, err := b.l.TakeOver(b.ctx, b.get(t, e.Key), lease)
+		if err != nil {
+			t.Fatalf("second TakeOver: %v", err)
+		}
+		got := b.get(t, e.Key)
+		sameTime(t, "LookupFrom after two takeovers", got.LookupFrom, t0)
+		sameTime(t, "LookupStart", got.LookupStart(), t0)
+		sameTime(t, "AttemptedAt", got.AttemptedAt, c3.AttemptedAt)
+		if err := b.l.Release(b.ctx, c3, "provider 503", time.Time{}); err != nil {
+			t.Fatalf("Release: %v", err)
+		}
+		now := b.clock.Advance(time.Second)
+		if _, err := b.l.TakeOver(b.ctx, b.get(t, e.Key), lease); err != nil {
+			t.Fatalf("TakeOver after release: %v", err)
+		}
+		sameTime(t, "LookupFrom after a release", b.get(t, e.Key).LookupFrom, now)
+	})
 
 	t.Run("LostAnswerReturnsTheClaim", func(t *testing.T) {
 		t.Parallel()

@@ -127,6 +127,7 @@ func (l *Ledger) Claim(ctx context.Context, e ledger.Entry, lease time.Duration)
 		Attempts:    1,
 		LeaseUntil:  c.LeaseUntil,
 		AttemptedAt: now,
+		LookupFrom:  now,
 		CreatedAt:   now,
 		UpdatedAt:   now,
 		ExpiresAt:   l.expiry(now),
@@ -163,6 +164,12 @@ func (l *Ledger) TakeOver(ctx context.Context, cur ledger.Record, lease time.Dur
 	r.Released = false
 	r.RetryAt = time.Time{}
 	r.LeaseUntil = c.LeaseUntil
+	switch {
+	case cur.Released:
+		r.LookupFrom = now
+	case r.LookupFrom.IsZero():
+		r.LookupFrom = r.AttemptedAt
+	}
 	r.AttemptedAt = now
 	r.UpdatedAt = now
 	r.ExpiresAt = l.expiry(now)
