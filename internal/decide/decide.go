@@ -42,8 +42,9 @@
 // "Released" means the latest claim was given up before its provider call
 // could send anything: such attempts never count toward giving up, and a
 // released row is resent without asking the provider. A lookup always asks
-// about the attempt being resolved (the row's AttemptedAt as read, before
-// any takeover), never about the takeover's own claim.
+// about the attempt being resolved (from the row's LookupStart as read,
+// the earliest attempt that may have sent), never about a takeover's own
+// claim; "settled" is measured from the latest attempt (AttemptedAt).
 //
 // # Timing
 //

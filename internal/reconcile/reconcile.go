@@ -20,7 +20,7 @@
 //  2. A row older than MaxAge (from its first claim) is ABANDONED: the
 //     only limit a never-sent message meets.
 //  3. The provider can look the message up → ask it about the attempt
-//     being resolved (the row's AttemptedAt). Accepted → SENT; rejected →
+//     being resolved (from the row's LookupStart). Accepted → SENT; rejected →
 //     FAILED; no record → resend, but only once Settle has passed since
 //     the attempt (before that a "no record" may be lag, and the row is
 //     left for a later run), or at once through a provider that drops
