@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sendonce/sendonce/internal/decide"
 	"github.com/sendonce/sendonce/internal/tableschema"
 )
 
@@ -17,9 +18,6 @@ const (
 	// Lambda SQS event sources, so a batch still running is never handed
 	// to a second worker.
 	VisibilityFactor = 6
-	// ClaimMargin: a claim must outlive one provider call by at least this
-	// much, time for the ledger write that records the outcome.
-	ClaimMargin = 10 * time.Second
 	// RedeliveryFactor: maxReceiveCount × visibility timeout must be at
 	// least this many claim timeouts, so a message whose claim is held by a
 	// dead worker is redelivered after the lease passed before it is
@@ -222,8 +220,9 @@ func checkClaim(t *Template, p Values) error {
 		if err != nil {
 			return fmt.Errorf("%s: %w", name, err)
 		}
-		if claim < provider+ClaimMargin {
-			return broken("%s: claim timeout %v < provider timeout %v + %v", name, claim, provider, ClaimMargin)
+		// The functions check the same rule at start-up (package decide).
+		if err := decide.CheckClaimTimeout(claim, provider); err != nil {
+			return broken("%s: %v", name, err)
 		}
 	}
 	return nil

@@ -6,6 +6,9 @@ import (
 	"slices"
 	"strconv"
 	"testing"
+	"time"
+
+	"github.com/sendonce/sendonce/internal/decide"
 )
 
 const templatePath = "../template.yaml"
@@ -392,7 +395,7 @@ func TestRulesMatchArithmetic(t *testing.T) {
 		for _, pt := range allowed(t, tpl, "ProviderTimeoutSeconds") {
 			for _, c := range allowed(t, tpl, "ClaimTimeoutSeconds") {
 				q := p.With("ProviderTimeoutSeconds", strconv.Itoa(pt)).With("ClaimTimeoutSeconds", strconv.Itoa(c))
-				holds := c >= pt+int(ClaimMargin.Seconds())
+				holds := time.Duration(c)*time.Second >= decide.TakeOverBudget(time.Duration(pt)*time.Second)
 				if got := !violated(t, tpl, q, "ClaimOutlivesProviderCall"); got != holds {
 					t.Errorf("provider %ds, claim %ds: rules accept = %v, want %v", pt, c, got, holds)
 				}
@@ -491,5 +494,32 @@ func TestConditionsSelectTable(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestDefaultMaxAgeDerivation: the reconciler's default maximum age
+// (decide.DefaultMaxAge, SENDONCE_MAX_AGE) is the longest time SQS may
+// still hand a message to a sender with the template's defaults (queue
+// retention, then DLQ retention before a redrive), and the ledger retention
+// outlives it by the reconcile horizon, so a late redrive finds the final
+// row rather than none.
+func TestDefaultMaxAgeDerivation(t *testing.T) {
+	t.Parallel()
+	_, p := setup(t)
+	seconds := func(name string, unit time.Duration) time.Duration {
+		t.Helper()
+		n, err := strconv.Atoi(p[name])
+		if err != nil {
+			t.Fatalf("parameter %s = %q: %v", name, p[name], err)
+		}
+		return time.Duration(n) * unit
+	}
+	queue, dlq := seconds("QueueRetentionSeconds", time.Second), seconds("DLQRetentionSeconds", time.Second)
+	if got, want := decide.DefaultMaxAge, queue+dlq; got != want {
+		t.Errorf("decide.DefaultMaxAge = %s, want queue retention %s + DLQ retention %s = %s", got, queue, dlq, want)
+	}
+	retention, horizon := seconds("RetentionHours", time.Hour), seconds(ReconcileHorizonParam, time.Second)
+	if decide.DefaultMaxAge+horizon > retention {
+		t.Errorf("decide.DefaultMaxAge %s + horizon %s > ledger retention %s", decide.DefaultMaxAge, horizon, retention)
 	}
 }

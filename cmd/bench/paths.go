@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/sendonce/sendonce/internal/benchreport"
+	"github.com/sendonce/sendonce/internal/decide"
 	"github.com/sendonce/sendonce/internal/ledger"
 	"github.com/sendonce/sendonce/internal/ledger/dynamoledger"
 	"github.com/sendonce/sendonce/internal/notify"
@@ -62,7 +63,7 @@ func newSender(l ledger.Ledger, p provider.Sender) (*sender.Sender, error) {
 		Providers:       map[string]provider.Sender{"sms": p},
 		Renderer:        render.MustNew(),
 		DeadLetters:     noDeadLetters{},
-		ProviderTimeout: sender.DefaultProviderTimeout,
+		ProviderTimeout: decide.DefaultProviderTimeout,
 		ClaimTimeout:    sender.DefaultClaimTimeout,
 	})
 }
@@ -249,7 +250,7 @@ func measurePaths(ctx context.Context, endpoint string, rep *benchreport.Report)
 	time.Sleep(20 * time.Millisecond)
 	r, err := reconcile.New(reconcile.Config{
 		Ledger: l, Providers: map[string]provider.Sender{"sms": prov},
-		ProviderTimeout: sender.DefaultProviderTimeout, ClaimTimeout: sender.DefaultClaimTimeout,
+		ProviderTimeout: decide.DefaultProviderTimeout, ClaimTimeout: sender.DefaultClaimTimeout,
 		Settle: time.Millisecond, PageSize: 100,
 	})
 	if err != nil {

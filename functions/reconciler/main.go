@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambda"
 
+	"github.com/sendonce/sendonce/internal/decide"
 	"github.com/sendonce/sendonce/internal/lambdaenv"
 	"github.com/sendonce/sendonce/internal/metrics"
 	"github.com/sendonce/sendonce/internal/reconcile"
@@ -22,7 +23,7 @@ func main() {
 	slog.SetDefault(log) // libraries that log through slog.Default write JSON too
 	env := lambdaenv.New(os.Getenv)
 	shared := sendpath.Read(env)
-	maxAttempts := env.Int("SENDONCE_RECONCILE_MAX_ATTEMPTS", reconcile.DefaultMaxAttempts)
+	maxAttempts := env.Int("SENDONCE_RECONCILE_MAX_ATTEMPTS", decide.DefaultMaxAttempts)
 	maxRows := env.Int("SENDONCE_RECONCILE_MAX_ROWS", reconcile.DefaultMaxRows)
 	policies, err := reconcile.ParsePolicies(env.String("SENDONCE_RECONCILE_POLICIES", ""))
 	if err != nil {
@@ -45,6 +46,7 @@ func main() {
 		ProviderTimeout: shared.ProviderTimeout,
 		ClaimTimeout:    shared.ClaimTimeout,
 		Settle:          shared.Settle,
+		MaxAge:          shared.MaxAge,
 		MaxAttempts:     maxAttempts,
 		MaxRows:         maxRows,
 		Policies:        policies,

@@ -15,6 +15,23 @@
 // A Mark that finds the claim fenced out (ErrFencingLost) after the
 // provider accepted, or may have accepted, is a possible duplicate: it is
 // counted as FencingLost and logged, never written over the newer claim.
+//
+// # Lost ledger answers
+//
+// Claim and TakeOver release the claim they tried to take when the
+// ledger's answer was lost (the write may have applied): otherwise an
+// applied claim that nobody releases looks, once its lease passes, like a
+// worker that died mid-send, and a message that was never sent becomes
+// UNCERTAIN. A lost TakeOver of a row whose previous attempt may have sent
+// (not released) is not released, because that would claim nothing was
+// sent. Every Release is retried (ReleaseAttempts tries within
+// ReleaseTimeout) under a context that survives the invocation's
+// cancellation (context.WithoutCancel), so a cancelled invocation still
+// gives its claim back.
+//
+// A release makes the row due for the reconciler after decide.RetryAfter
+// of the attempt (its backoff); a sender's redelivery may take it over at
+// once.
 package dispatch
 
 import (
@@ -24,6 +41,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/sendonce/sendonce/internal/decide"
 	"github.com/sendonce/sendonce/internal/ledger"
 	"github.com/sendonce/sendonce/internal/metrics"
 	"github.com/sendonce/sendonce/internal/provider"
@@ -48,10 +66,19 @@ const (
 	// recorded its outcome.
 	FencingLost
 	// LedgerError: the outcome could not be recorded (the claim stays
-	// PENDING until its lease passes; a later takeover resolves it).
+	// PENDING until its lease passes; a later takeover resolves it), or the
+	// takeover's answer was lost.
 	LedgerError
-	// NotFound: a lookup found no record at the provider (Lookup only).
-	NotFound
+	// Conflict: another worker took the row over first, or it is gone
+	// (Resolve only).
+	Conflict
+	// Abandoned: the row is ABANDONED (Resolve only).
+	Abandoned
+	// Postponed: the row was taken over and released again, due after the
+	// backoff (Resolve only).
+	Postponed
+	// Skipped: the decision needs no ledger write (Resolve only).
+	Skipped
 )
 
 func (o Outcome) String() string {
@@ -68,8 +95,14 @@ func (o Outcome) String() string {
 		return "fencing_lost"
 	case LedgerError:
 		return "ledger_error"
-	case NotFound:
-		return "not_found"
+	case Conflict:
+		return "conflict"
+	case Abandoned:
+		return "abandoned"
+	case Postponed:
+		return "postponed"
+	case Skipped:
+		return "skipped"
 	}
 	return fmt.Sprintf("Outcome(%d)", int(o))
 }
@@ -85,6 +118,9 @@ type Result struct {
 	Kind provider.Kind
 	// Err is the underlying error for Retry, FencingLost and LedgerError.
 	Err error
+	// Attempt is the attempt number of the claim Resolve took over (0 when
+	// it took none).
+	Attempt int
 }
 
 // Dispatcher performs attempts. Its fields are set once at start-up.
@@ -107,8 +143,18 @@ func (d *Dispatcher) now() time.Time {
 	return time.Now()
 }
 
-// Message builds the provider message of a claimed entry.
-func Message(c ledger.Claim, e ledger.Entry) provider.Message {
+// Release retries: a Release is tried up to ReleaseAttempts times within
+// ReleaseTimeout, whatever happens to the caller's context.
+const (
+	ReleaseAttempts = 3
+	ReleaseTimeout  = 5 * time.Second
+	releasePause    = 100 * time.Millisecond
+)
+
+// Message builds the provider message of entry e for the attempt that
+// started at attemptedAt: the claim's own time for a send, the time of the
+// attempt being resolved for a lookup.
+func Message(e ledger.Entry, attemptedAt time.Time) provider.Message {
 	return provider.Message{
 		Key:         e.Key,
 		Tenant:      e.Tenant,
@@ -117,8 +163,89 @@ func Message(c ledger.Claim, e ledger.Entry) provider.Message {
 		To:          e.Address,
 		Subject:     e.Subject,
 		Body:        e.Body,
-		AttemptedAt: c.AttemptedAt,
+		AttemptedAt: attemptedAt,
 	}
+}
+
+// Claim claims e for lease. On a conflict it returns the ledger's
+// *ledger.ConflictError. When the ledger's answer was lost it releases the
+// claim it tried to take (fenced: harmless if the write never applied) and
+// returns the error; the caller must retry later.
+func (d *Dispatcher) Claim(ctx context.Context, e ledger.Entry, lease time.Duration) (ledger.Claim, error) {
+	c, err := d.Ledger.Claim(ctx, e, lease)
+	if err == nil {
+		return c, nil
+	}
+	if _, conflict := ledger.AsConflict(err); !conflict && c.ClaimID != "" {
+		d.Logger.Error("claim: ledger answer lost; releasing the claim it may have taken", "key", e.Key, "error", err)
+		d.releaseLost(ctx, c, e.Channel, "claim")
+	}
+	return ledger.Claim{}, err
+}
+
+// TakeOver takes the claim of cur over for lease. On a conflict or a
+// missing row it returns the ledger's error. When the ledger's answer was
+// lost it releases the claim it tried to take if cur was released
+// (nothing was sent, and nothing is by this worker), and returns the
+// error.
+func (d *Dispatcher) TakeOver(ctx context.Context, cur ledger.Record, lease time.Duration) (ledger.Claim, error) {
+	c, err := d.Ledger.TakeOver(ctx, cur, lease)
+	if err == nil {
+		return c, nil
+	}
+	_, conflict := ledger.AsConflict(err)
+	if !conflict && !errors.Is(err, ledger.ErrNotFound) && c.ClaimID != "" {
+		if cur.Released {
+			d.Logger.Error("take over: ledger answer lost; releasing the claim it may have taken", "key", cur.Key, "error", err)
+			d.releaseLost(ctx, c, cur.Channel, "takeover")
+		} else {
+			// Releasing would claim that nothing was sent, which the
+			// previous attempt cannot promise: the row stays PENDING
+			// (if the write applied) until the lease passes, and its
+			// LookupFrom still covers the previous attempt.
+			d.Logger.Error("take over: ledger answer lost", "key", cur.Key, "error", err)
+		}
+	}
+	return ledger.Claim{}, err
+}
+
+func (d *Dispatcher) releaseLost(ctx context.Context, c ledger.Claim, channel, op string) {
+	reason := "ledger: the " + op + "'s answer was lost before the provider call: nothing was sent"
+	if err := d.Release(ctx, c, reason, d.retryAt(c)); err == nil {
+		d.Metrics.Count(metrics.Released, 1, metrics.Dim{Name: "channel", Value: channel})
+	}
+}
+
+// retryAt is when the reconciler retries a row whose claim c is released.
+func (d *Dispatcher) retryAt(c ledger.Claim) time.Time {
+	return d.now().Add(decide.RetryAfter(c.Attempt))
+}
+
+// Release gives claim c up with reason, due for the reconciler at
+// retryAt. It retries a failed Release (ReleaseAttempts within
+// ReleaseTimeout) under a context that survives ctx's cancellation, and
+// returns nil once released, an error matching ledger.ErrFencingLost when
+// c no longer holds the row (also when its write never applied), or the
+// last error.
+func (d *Dispatcher) Release(ctx context.Context, c ledger.Claim, reason string, retryAt time.Time) error {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ReleaseTimeout)
+	defer cancel()
+	var err error
+	for i := range ReleaseAttempts {
+		if i > 0 {
+			select {
+			case <-rctx.Done():
+				return err
+			case <-time.After(releasePause << (i - 1)):
+			}
+		}
+		if err = d.Ledger.Release(rctx, c, reason, retryAt); err == nil || errors.Is(err, ledger.ErrFencingLost) {
+			return err
+		}
+		d.Logger.Warn("release claim failed: retrying", "key", c.Key, "try", i+1, "error", err)
+	}
+	d.Logger.Error("release claim failed: the row stays PENDING until its lease passes", "key", c.Key, "error", err)
+	return err
 }
 
 // Send calls p with the entry's message under claim c and records the
@@ -129,7 +256,7 @@ func (d *Dispatcher) Send(ctx context.Context, c ledger.Claim, e ledger.Entry, p
 
 	callCtx, cancel := context.WithTimeout(ctx, d.ProviderTimeout)
 	start := d.now()
-	receipt, err := p.Send(callCtx, Message(c, e))
+	receipt, err := p.Send(callCtx, Message(e, c.AttemptedAt))
 	cancel()
 	d.Metrics.Latency(metrics.SendLatency, d.now().Sub(start), dims...)
 
@@ -152,14 +279,13 @@ func (d *Dispatcher) Send(ctx context.Context, c ledger.Claim, e ledger.Entry, p
 		} else {
 			log.Warn("provider call failed: will retry with the same key", "kind", kind.String(), "reason", reason)
 		}
-		if rerr := d.Ledger.Release(ctx, c, kind.String()+": "+reason); rerr != nil {
+		if rerr := d.Release(ctx, c, kind.String()+": "+reason, d.retryAt(c)); rerr != nil {
 			if errors.Is(rerr, ledger.ErrFencingLost) {
 				// Nothing was sent: not a possible duplicate, so not counted
 				// as FencingLost.
 				log.Warn("claim was taken over before release", "error", rerr)
 				return Result{Outcome: FencingLost, Kind: kind, Reason: reason, Err: rerr}
 			}
-			log.Error("release claim", "error", rerr)
 		} else {
 			d.Metrics.Count(metrics.Released, 1, dims...)
 		}
@@ -173,29 +299,21 @@ func (d *Dispatcher) Send(ctx context.Context, c ledger.Claim, e ledger.Entry, p
 	}
 }
 
-// Lookup asks p whether it accepted the entry's message and records what
-// it learns: LookupAccepted → SENT, LookupRejected → FAILED. NotFound and a
-// failed lookup change nothing (the claim stays with the caller, which
-// decides whether to resend, Release or Mark).
-func (d *Dispatcher) Lookup(ctx context.Context, c ledger.Claim, e ledger.Entry, p provider.Sender, l provider.Looker) Result {
-	dims := []metrics.Dim{{Name: "channel", Value: e.Channel}, {Name: "provider", Value: p.Name()}}
-	log := d.Logger.With("key", e.Key, "channel", e.Channel, "provider", p.Name(), "attempt", c.Attempt)
+// Lookup asks l about the attempt of row rec that is being resolved (the
+// row as read, before any takeover: from its LookupStart, the earliest
+// attempt that may have sent, never a takeover's claim time). It records nothing and needs no claim: a lookup sends
+// nothing. It returns the answer for decide.Of, with the provider's
+// result (LookupFailed and the error when the provider could not be
+// asked).
+func (d *Dispatcher) Lookup(ctx context.Context, rec ledger.Record, p provider.Sender, l provider.Looker) (decide.Lookup, provider.LookupResult, error) {
 	callCtx, cancel := context.WithTimeout(ctx, d.ProviderTimeout)
-	res, err := l.Lookup(callCtx, Message(c, e))
+	res, err := l.Lookup(callCtx, Message(rec.Entry, rec.LookupStart()))
 	cancel()
 	if err != nil {
-		return Result{Outcome: Retry, Kind: provider.KindOf(err), Reason: "lookup: " + provider.ReasonOf(err), Err: err}
+		d.Logger.Warn("lookup failed", "key", rec.Key, "provider", p.Name(), "reason", provider.ReasonOf(err))
+		return decide.LookupFailed, res, err
 	}
-	switch res.Status {
-	case provider.LookupAccepted:
-		log.Info("lookup found the message accepted")
-		return d.mark(ctx, log, c, ledger.Outcome{State: ledger.StateSent, ProviderMessageID: res.MessageID}, false, dims)
-	case provider.LookupRejected:
-		log.Info("lookup found the message rejected", "reason", res.Reason)
-		return d.mark(ctx, log, c, ledger.Outcome{State: ledger.StateFailed, ProviderMessageID: res.MessageID, Reason: res.Reason}, false, dims)
-	default:
-		return Result{Outcome: NotFound}
-	}
+	return decide.FromLookup(res.Status), res, nil
 }
 
 // Mark records o under c and reports the matching Result. sent says the
@@ -216,6 +334,8 @@ func (d *Dispatcher) mark(ctx context.Context, log *slog.Logger, c ledger.Claim,
 		res.Outcome = Failed
 	case ledger.StateUncertain:
 		res.Outcome = Uncertain
+	case ledger.StateAbandoned:
+		res.Outcome = Abandoned
 	}
 	err := d.Ledger.Mark(ctx, c, o)
 	switch {
@@ -243,4 +363,55 @@ func (d *Dispatcher) mark(ctx context.Context, log *slog.Logger, c ledger.Claim,
 		log.Error("record outcome", "state", string(o.State), "error", err)
 		return Result{Outcome: LedgerError, Reason: o.Reason, Err: err}
 	}
+}
+
+// Resolve performs decision dec (decide.Of) on row rec as read: a fenced
+// takeover of rec for lease, then what the action asks for, with the
+// stored entry (what the earlier attempt would have sent). found is the
+// lookup's answer for MarkSent and MarkFailed. Acknowledge, HandOff, Wait
+// and LookUp need no write: Resolve returns Skipped for them. A takeover
+// that loses to another worker, or finds the row gone, is Conflict.
+func (d *Dispatcher) Resolve(ctx context.Context, rec ledger.Record, dec decide.Decision, p provider.Sender, found provider.LookupResult, lease time.Duration) Result {
+	switch dec.Action {
+	case decide.Send, decide.MarkSent, decide.MarkFailed, decide.MarkUncertain, decide.Abandon, decide.Postpone:
+	default:
+		return Result{Outcome: Skipped, Reason: dec.Reason}
+	}
+	if dec.Action == decide.Send && p == nil {
+		return Result{Outcome: Skipped, Reason: "no provider"}
+	}
+	c, err := d.TakeOver(ctx, rec, lease)
+	if err != nil {
+		if _, conflict := ledger.AsConflict(err); conflict || errors.Is(err, ledger.ErrNotFound) {
+			d.Logger.Info("row changed since it was read: another worker has it", "key", rec.Key)
+			return Result{Outcome: Conflict, Reason: "another worker took the row over", Err: err}
+		}
+		return Result{Outcome: LedgerError, Reason: "ledger unavailable", Err: err}
+	}
+	name := rec.Provider
+	if p != nil {
+		name = p.Name()
+	}
+	var r Result
+	switch dec.Action {
+	case decide.Send:
+		d.Logger.Info("took the row over: sending with the same key", "key", rec.Key, "attempt", c.Attempt, "why", dec.Reason)
+		r = d.Send(ctx, c, rec.Entry, p)
+	case decide.MarkSent:
+		r = d.Mark(ctx, c, rec.Entry, name, ledger.Outcome{State: ledger.StateSent, ProviderMessageID: found.MessageID})
+	case decide.MarkFailed:
+		r = d.Mark(ctx, c, rec.Entry, name, ledger.Outcome{State: ledger.StateFailed, ProviderMessageID: found.MessageID, Reason: found.Reason})
+	case decide.MarkUncertain:
+		d.Metrics.Count(metrics.UncertainAttempts, 1, metrics.Dim{Name: "channel", Value: rec.Channel}, metrics.Dim{Name: "provider", Value: name})
+		r = d.Mark(ctx, c, rec.Entry, name, ledger.Outcome{State: ledger.StateUncertain, Reason: dec.Reason})
+	case decide.Abandon:
+		r = d.Mark(ctx, c, rec.Entry, name, ledger.Outcome{State: ledger.StateAbandoned, Reason: dec.Reason})
+	case decide.Postpone:
+		r = Result{Outcome: Postponed, Reason: dec.Reason}
+		if err := d.Release(ctx, c, dec.Reason, d.retryAt(c)); err != nil {
+			r = Result{Outcome: LedgerError, Reason: dec.Reason, Err: err}
+		}
+	}
+	r.Attempt = c.Attempt
+	return r
 }

@@ -13,8 +13,8 @@
 //	Claim (no live row)
 //	       │
 //	       ▼
-//	┌─► PENDING ── Release ──► PENDING (lease over, Released)
-//	│      │                        │
+//	┌─► PENDING ── Release ──► PENDING (lease over, Released; due for the
+//	│      │                        │  reconciler at RetryAt)
 //	│      │                        └─► TakeOver ─► PENDING (next attempt)
 //	│      ├── Mark ──► SENT        (final)
 //	│      ├── Mark ──► FAILED      (final)
@@ -38,6 +38,16 @@
 // A worker whose claim was taken over gets ErrFencingLost from Mark: if it
 // had already sent, that is a possible duplicate, and the caller counts it
 // (metric FencingLost); it never overwrites the newer claim's row.
+//
+// # Lost answers
+//
+// A write whose answer is lost (a timeout, a cancelled invocation, an
+// error after the SDK's retries) may or may not have applied. Claim and
+// TakeOver then return the claim they tried to take beside the error; the
+// worker must Release it before it gives up, because an applied claim that
+// nobody releases looks, once its lease passes, like a worker that died
+// mid-send. Release is fenced on that claim, so it changes nothing when the
+// write never applied, and it is idempotent, so it may be retried.
 //
 // # Expiry
 //
@@ -78,8 +88,9 @@ const (
 	// the request was written); the message may have gone out. The
 	// reconciler resolves it.
 	StateUncertain State = "UNCERTAIN"
-	// StateAbandoned: the reconciler gave up by policy (class policy or the
-	// attempt limit) without knowing whether the message went out. Final.
+	// StateAbandoned: the reconciler gave up (class policy, the limit of
+	// attempts that may have reached the provider, or the maximum age)
+	// without knowing whether the message went out. Final.
 	StateAbandoned State = "ABANDONED"
 )
 
@@ -120,13 +131,28 @@ type Record struct {
 	ClaimID string
 	// Attempts counts claims: 1 after the first claim, +1 per takeover.
 	Attempts int
+	// Releases counts the claims that were released: Attempts − Releases
+	// is the number of attempts that may have reached the provider.
+	Releases int
 	// Released is true when the latest claim was released before its
 	// provider call could have sent anything, so a takeover may send
 	// without first asking the provider.
 	Released   bool
 	LeaseUntil time.Time
-	// AttemptedAt is when the latest claim was taken.
-	AttemptedAt       time.Time
+	// RetryAt is when a released row is next due for the reconciler (its
+	// backoff); zero unless Released. A sender's redelivery may take a
+	// released row over at once.
+	RetryAt time.Time
+	// AttemptedAt is when the latest claim was taken: a provider's "no
+	// record" answer is trusted only once the settle time has passed since.
+	AttemptedAt time.Time
+	// LookupFrom is when the earliest attempt that may have reached the
+	// provider unrecorded started: the first claim, or the first takeover
+	// after a release (released attempts sent nothing). A takeover of a row
+	// that was not released keeps it, so a lookup always covers the attempt
+	// being resolved, even after takeovers that sent nothing. Zero on rows
+	// written before it existed: use AttemptedAt.
+	LookupFrom        time.Time
 	CreatedAt         time.Time
 	UpdatedAt         time.Time
 	ExpiresAt         time.Time
@@ -138,13 +164,24 @@ type Record struct {
 	DeliveryAt     time.Time
 }
 
+// LookupStart is where a lookup's time window for r starts: LookupFrom,
+// or AttemptedAt on a row written before LookupFrom existed.
+func (r Record) LookupStart() time.Time {
+	if r.LookupFrom.IsZero() {
+		return r.AttemptedAt
+	}
+	return r.LookupFrom
+}
+
 // Stale reports whether r is PENDING and its lease has passed at now.
 func (r Record) Stale(now time.Time) bool {
 	return r.State == StatePending && !now.Before(r.LeaseUntil)
 }
 
 // Claim is a held claim on a key: the fencing token every later transition
-// presents.
+// presents. Claim and TakeOver also return the claim they tried to take
+// with an error that may hide an applied write (see Ledger): its ClaimID is
+// then set, and releasing it is harmless whether or not the write applied.
 type Claim struct {
 	Key        string
 	ClaimID    string
@@ -195,8 +232,8 @@ type AttentionQuery struct {
 	// Shard is in [0, AttentionShards).
 	Shard int
 	// DueBefore limits the page to rows due before this time: UNCERTAIN
-	// rows are due from their last update, PENDING rows when their lease
-	// passes.
+	// rows are due from their last update, released rows at their
+	// RetryAt, other PENDING rows when their lease passes (Due).
 	DueBefore time.Time
 	// Limit caps the rows returned (0: the store's default page).
 	Limit int
@@ -206,9 +243,25 @@ type AttentionQuery struct {
 
 // AttentionPage is one page of the attention index, oldest due first.
 type AttentionPage struct {
+	// Records may hold fewer rows than the query's limit, even none, while
+	// Cursor is not empty (rows past their expiry are skipped after the
+	// limit): only an empty Cursor ends the shard.
 	Records []Record
 	// Cursor continues after this page; empty when the shard is done.
 	Cursor string
+}
+
+// Due is when r is due for attention: an UNCERTAIN row from when it was
+// marked, a released row at its RetryAt (its lease end if none), another
+// PENDING row when its lease passes.
+func Due(r Record) time.Time {
+	switch {
+	case r.State == StateUncertain:
+		return r.UpdatedAt
+	case r.Released && r.RetryAt.After(r.LeaseUntil):
+		return r.RetryAt
+	}
+	return r.LeaseUntil
 }
 
 // Ledger is the send ledger. Implementations: package dynamoledger
@@ -219,6 +272,14 @@ type Ledger interface {
 	// succeeds when no row exists or the existing row has expired. When a
 	// live row exists it returns a *ConflictError holding that row (and
 	// matching ErrExists), at the cost of that one failed write.
+	//
+	// Lost answers: with any other error but an input error (a timeout, a
+	// cancelled context, a DynamoDB error after the SDK's retries) the
+	// write may have applied. Claim then returns, with the error, the
+	// Claim it tried to take (Key, ClaimID, Attempt, LeaseUntil,
+	// AttemptedAt): the caller must Release it, which is fenced on that
+	// ClaimID and so harmless if the write never applied. With an input
+	// error or a conflict the Claim is zero.
 	Claim(ctx context.Context, e Entry, lease time.Duration) (Claim, error)
 
 	// TakeOver replaces the claim of cur, which must be a stale PENDING row
@@ -226,6 +287,10 @@ type Ledger interface {
 	// cur.ClaimID still being the row's claim and the row still being
 	// stale or uncertain; otherwise it returns a *ConflictError holding the
 	// current row (matching ErrExists), or ErrNotFound if the row is gone.
+	// Like Claim, with any other error but an input error it returns the
+	// Claim it tried to take (Attempt cur.Attempts+1), for the caller to
+	// Release. The row's LookupFrom becomes the takeover's time when cur
+	// was read released (nothing was sent before), and is kept otherwise.
 	TakeOver(ctx context.Context, cur Record, lease time.Duration) (Claim, error)
 
 	// Mark records the outcome of claim c. It is conditional on the row
@@ -236,11 +301,16 @@ type Ledger interface {
 	Mark(ctx context.Context, c Claim, o Outcome) error
 
 	// Release gives claim c up because nothing was sent (a transient
-	// provider error, or the worker ran out of time before calling it):
-	// the lease ends at once and the row is marked Released, so the next
-	// delivery may take it over and send without asking the provider. It
-	// returns an error matching ErrFencingLost if c no longer holds the row.
-	Release(ctx context.Context, c Claim, reason string) error
+	// provider error, a configuration error, a lost ledger answer before
+	// the provider call): the lease ends at once and the row is marked
+	// Released, so the next delivery may take it over and send without
+	// asking the provider. The row is due for the reconciler at retryAt
+	// (now when retryAt is zero or past): its backoff. Releases counts the
+	// claim once: releasing a released claim again is a no-op that
+	// succeeds (so a retry of a Release whose answer was lost is
+	// harmless). It returns an error matching ErrFencingLost if c no longer
+	// holds the row.
+	Release(ctx context.Context, c Claim, reason string, retryAt time.Time) error
 
 	// Get returns the row of key with a strongly consistent read, or
 	// ErrNotFound (also for an expired row).

@@ -31,6 +31,9 @@ const (
 	UncertainAttempts   = "UncertainAttempts"
 	Failed              = "Failed"
 	Released            = "Released"
+	// ConfigErrors counts requests for a channel with no configured
+	// provider (released and retried, never FAILED).
+	ConfigErrors        = "ConfigErrors"
 	ReconciledSent      = "ReconciledSent"
 	ReconciledFailed    = "ReconciledFailed"
 	Resent              = "Resent"

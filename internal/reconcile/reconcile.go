@@ -1,27 +1,39 @@
 // Package reconcile resolves the rows a sender could not finish: UNCERTAIN
-// attempts (the provider may have the message) and PENDING claims whose
-// lease passed (their worker died, and SQS may never redeliver them, e.g.
-// after the message reached the dead-letter queue).
+// attempts (the provider may have the message), released claims (nothing
+// was sent; retried with backoff) and PENDING claims whose lease passed
+// (their worker died, and SQS may never redeliver them, e.g. after the
+// message reached the dead-letter queue).
 //
 // It is a rescuer in the spirit of river's JobRescuer: each Run reads the
 // sparse attention index across all shards, oldest due first, page by
-// page, does bounded work, and stops before the invocation's deadline.
+// page (a page emptied by expired rows does not end a shard while it has
+// a cursor), does bounded work, and stops before the invocation's
+// deadline.
 //
-// For each row:
+// For each row it makes the one decision package decide defines (the
+// sender makes the same one), in short:
 //
-//  1. Attempts at the limit → ABANDONED.
-//  2. A released claim (nothing was sent) → resend.
-//  3. The provider can look the message up → ask it (no claim needed to
-//     ask). Accepted → SENT; rejected → FAILED; no record → resend, but only
-//     once Settle has passed since the attempt (before that a "no record"
-//     may be lag, and the row is left for a later run).
+//  1. A released claim (nothing was sent) is resent, once its backoff
+//     (decide.RetryAfter, exponential, capped) has passed; with no
+//     provider configured for its channel it is postponed (taken over and
+//     released again, counted as ConfigErrors), never abandoned for it.
+//  2. A row older than MaxAge (from its first claim) is ABANDONED: the
+//     only limit a never-sent message meets.
+//  3. The provider can look the message up → ask it about the attempt
+//     being resolved (from the row's LookupStart). Accepted → SENT; rejected →
+//     FAILED; no record → resend, but only once Settle has passed since
+//     the attempt (before that a "no record" may be lag, and the row is
+//     left for a later run), or at once through a provider that drops
+//     repeats.
 //  4. The provider drops repeats (idempotent sends) → resend with the same
 //     key: a repeat is harmless.
 //  5. Otherwise the message class's Policy decides: resend or abandon.
 //     Defaults: otp → resend (a duplicate code is harmless, a missing one
 //     locks the user out); transactional → abandon unless the provider
 //     drops repeats; marketing → abandon (a rare miss beats a paid
-//     duplicate).
+//     duplicate). A resend that the provider cannot drop is ABANDONED
+//     instead once MaxAttempts attempts may have reached the provider
+//     (released attempts do not count).
 //
 // Every change is a fenced takeover of the row's claim (ledger.TakeOver on
 // the ClaimID that was read), so two reconcilers, or a reconciler and a
@@ -40,6 +52,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sendonce/sendonce/internal/decide"
 	"github.com/sendonce/sendonce/internal/dispatch"
 	"github.com/sendonce/sendonce/internal/ledger"
 	"github.com/sendonce/sendonce/internal/metrics"
@@ -47,18 +60,18 @@ import (
 )
 
 // Policy is what happens to an ambiguous attempt whose provider can
-// neither look it up nor drop a repeat.
-type Policy string
+// neither look it up nor drop a repeat (decide.Policy).
+type Policy = decide.Policy
 
 // The policies.
 const (
 	// Resend sends again with the same key, accepting a possible duplicate.
-	Resend Policy = "resend"
+	Resend = decide.PolicyResend
 	// ResendIfIdempotent resends only through a provider that drops
 	// repeats; otherwise it abandons.
-	ResendIfIdempotent Policy = "resend-if-idempotent"
+	ResendIfIdempotent = decide.PolicyResendIfIdempotent
 	// Abandon marks the row ABANDONED, accepting a possible miss.
-	Abandon Policy = "abandon"
+	Abandon = decide.PolicyAbandon
 )
 
 // DefaultPolicies are the documented per-class defaults.
@@ -68,10 +81,9 @@ var DefaultPolicies = map[string]Policy{
 	"marketing":     Abandon,
 }
 
-// Defaults of the configuration.
+// Defaults of the configuration (settle, maximum age and attempts:
+// decide.DefaultSettle, decide.DefaultMaxAge, decide.DefaultMaxAttempts).
 const (
-	DefaultSettle      = 2 * time.Minute
-	DefaultMaxAttempts = 5
 	DefaultPageSize    = 25
 	DefaultMaxRows     = 1000
 	DefaultConcurrency = 4
@@ -106,13 +118,19 @@ type Config struct {
 	Logger    *slog.Logger
 	// ProviderTimeout bounds one provider call.
 	ProviderTimeout time.Duration
-	// ClaimTimeout is the lease of the reconciler's own claims.
+	// ClaimTimeout is the lease of the reconciler's own claims; it must
+	// cover decide.TakeOverBudget(ProviderTimeout).
 	ClaimTimeout time.Duration
 	// Settle is how long after an attempt a provider's "no record" answer
-	// is trusted. Default 2 minutes.
+	// is trusted. Default decide.DefaultSettle.
 	Settle time.Duration
-	// MaxAttempts is the number of attempts after which a row is
-	// abandoned. Default 5.
+	// MaxAge is how long after its first claim a row is given up
+	// (ABANDONED) if still unresolved (SENDONCE_MAX_AGE). Default
+	// decide.DefaultMaxAge.
+	MaxAge time.Duration
+	// MaxAttempts bounds the attempts that may have reached the provider
+	// (released attempts do not count) before a resend the provider cannot
+	// drop is abandoned instead. Default decide.DefaultMaxAttempts.
 	MaxAttempts int
 	// Policies overrides DefaultPolicies per class.
 	Policies map[string]Policy
@@ -137,15 +155,15 @@ func New(cfg Config) (*Reconciler, error) {
 	switch {
 	case cfg.Ledger == nil:
 		return nil, errors.New("reconcile: a ledger is required")
-	case cfg.ProviderTimeout <= 0:
-		return nil, errors.New("reconcile: the provider timeout must be positive")
-	case cfg.ClaimTimeout <= cfg.ProviderTimeout:
-		return nil, fmt.Errorf("reconcile: the claim timeout (%s) must exceed the provider timeout (%s)", cfg.ClaimTimeout, cfg.ProviderTimeout)
-	case cfg.Settle < 0 || cfg.MaxAttempts < 0 || cfg.PageSize < 0 || cfg.MaxRows < 0 || cfg.Concurrency < 0:
-		return nil, errors.New("reconcile: settle, attempts, page size, rows and concurrency must not be negative")
+	case cfg.Settle < 0 || cfg.MaxAge < 0 || cfg.MaxAttempts < 0 || cfg.PageSize < 0 || cfg.MaxRows < 0 || cfg.Concurrency < 0:
+		return nil, errors.New("reconcile: settle, maximum age, attempts, page size, rows and concurrency must not be negative")
 	}
-	cfg.Settle = cmp.Or(cfg.Settle, DefaultSettle)
-	cfg.MaxAttempts = cmp.Or(cfg.MaxAttempts, DefaultMaxAttempts)
+	if err := decide.CheckClaimTimeout(cfg.ClaimTimeout, cfg.ProviderTimeout); err != nil {
+		return nil, fmt.Errorf("reconcile: %w", err)
+	}
+	cfg.Settle = cmp.Or(cfg.Settle, decide.DefaultSettle)
+	cfg.MaxAge = cmp.Or(cfg.MaxAge, decide.DefaultMaxAge)
+	cfg.MaxAttempts = cmp.Or(cfg.MaxAttempts, decide.DefaultMaxAttempts)
 	cfg.PageSize = cmp.Or(cfg.PageSize, DefaultPageSize)
 	cfg.MaxRows = cmp.Or(cfg.MaxRows, DefaultMaxRows)
 	cfg.Concurrency = cmp.Or(cfg.Concurrency, DefaultConcurrency)
@@ -188,6 +206,9 @@ const (
 	ActionReconciledFailed Action = "reconciled_failed"
 	ActionResent           Action = "resent"
 	ActionAbandoned        Action = "abandoned"
+	// ActionPostponed: a released row whose channel has no provider was
+	// released again, due after its backoff (a configuration error).
+	ActionPostponed Action = "postponed"
 	// ActionWaiting: left for a later run (settling, lookup failed, resend
 	// must be retried).
 	ActionWaiting Action = "waiting"
@@ -232,7 +253,7 @@ func (r *Reconciler) Run(ctx context.Context) (Report, error) {
 	now := r.cfg.Now()
 	// DueBefore is exclusive and the ledger keeps milliseconds: a row that
 	// fell due this very millisecond is due.
-	it := &merger{ledger: r.cfg.Ledger, due: now.Add(time.Millisecond), page: r.cfg.PageSize}
+	it := &merger{ledger: r.cfg.Ledger, due: now.Add(time.Millisecond), page: r.cfg.PageSize, stop: func() bool { return r.nearDeadline(ctx) }}
 	if err := it.init(ctx); err != nil {
 		return rep, err
 	}
@@ -243,7 +264,7 @@ func (r *Reconciler) Run(ctx context.Context) (Report, error) {
 	)
 	for {
 		if rep.Examined >= r.cfg.MaxRows || r.nearDeadline(ctx) {
-			rep.Truncated = it.more()
+			rep.Truncated = it.more() || it.truncated
 			break
 		}
 		rec, ok, err := it.next(ctx)
@@ -253,6 +274,7 @@ func (r *Reconciler) Run(ctx context.Context) (Report, error) {
 			break
 		}
 		if !ok {
+			rep.Truncated = it.truncated
 			break
 		}
 		if rep.Examined == 0 {
@@ -277,138 +299,77 @@ func (r *Reconciler) Run(ctx context.Context) (Report, error) {
 }
 
 // nearDeadline reports whether too little time is left to finish one more
-// row: a lookup and a send, each up to the provider timeout, plus margin.
+// row: the worst path, a lookup and then a send (decide.TakeOverBudget).
 func (r *Reconciler) nearDeadline(ctx context.Context) bool {
 	// Deadlines are wall-clock time, whatever clock the rows are judged by.
 	deadline, ok := ctx.Deadline()
-	return ok && time.Until(deadline) < 2*r.cfg.ProviderTimeout+2*time.Second || ctx.Err() != nil
+	return ok && time.Until(deadline) < decide.TakeOverBudget(r.cfg.ProviderTimeout) || ctx.Err() != nil
 }
 
-// reconcile decides and performs the action for one row.
+// reconcile decides (decide.Of) and performs the action for one row.
 func (r *Reconciler) reconcile(ctx context.Context, rec ledger.Record) Action {
-	now := r.cfg.Now()
 	log := r.cfg.Logger.With("key", rec.Key, "state", string(rec.State), "attempts", rec.Attempts, "class", rec.Class, "channel", rec.Channel)
 	dims := []metrics.Dim{{Name: "channel", Value: rec.Channel}}
-	if rec.State == ledger.StatePending && !rec.Stale(now) {
-		return ActionConflict
-	}
 	p := r.cfg.Providers[rec.Channel]
-	switch {
-	case rec.Attempts >= r.cfg.MaxAttempts:
-		return r.abandon(ctx, log, rec, dims, fmt.Sprintf("gave up after %d attempts", rec.Attempts))
-	case p == nil:
-		return r.abandon(ctx, log, rec, dims, "no provider is configured for channel "+rec.Channel)
-	case rec.Released:
-		return r.resend(ctx, log, rec, p, dims)
+	in := decide.Input{
+		Caller: decide.Reconciler, Row: rec, Now: r.cfg.Now(), Configured: p != nil,
+		Policy: r.cfg.Policies[rec.Class], Settle: r.cfg.Settle, MaxAge: r.cfg.MaxAge, MaxAttempts: r.cfg.MaxAttempts,
 	}
-	if l, ok := p.(provider.Looker); ok && p.Capabilities().LookupByReference {
-		return r.lookup(ctx, log, rec, p, l, dims, now)
+	if p != nil {
+		in.Caps = p.Capabilities()
 	}
-	if p.Capabilities().IdempotentSends {
-		return r.resend(ctx, log, rec, p, dims)
+	d := decide.Of(in)
+	var found provider.LookupResult
+	if d.Action == decide.LookUp {
+		in.Lookup = decide.LookupFailed
+		if l, ok := p.(provider.Looker); ok {
+			in.Lookup, found, _ = r.dispatch.Lookup(ctx, rec, p, l)
+		}
+		d = decide.Of(in)
 	}
-	switch r.cfg.Policies[rec.Class] {
-	case Resend:
-		return r.resend(ctx, log, rec, p, dims)
-	default: // Abandon, ResendIfIdempotent (the provider is not), unknown class
-		return r.abandon(ctx, log, rec, dims, fmt.Sprintf("class %s policy: abandon an ambiguous attempt the provider cannot look up or dedupe", rec.Class))
-	}
-}
-
-func (r *Reconciler) lookup(ctx context.Context, log *slog.Logger, rec ledger.Record, p provider.Sender, l provider.Looker, dims []metrics.Dim, now time.Time) Action {
-	callCtx, cancel := context.WithTimeout(ctx, r.cfg.ProviderTimeout)
-	res, err := l.Lookup(callCtx, dispatch.Message(ledger.Claim{Key: rec.Key, AttemptedAt: rec.AttemptedAt}, rec.Entry))
-	cancel()
-	if err != nil {
-		log.Warn("lookup failed: row left for the next run", "reason", provider.ReasonOf(err))
-		return ActionWaiting
-	}
-	switch res.Status {
-	case provider.LookupAccepted, provider.LookupRejected:
-		c, ok := r.takeOver(ctx, log, rec)
-		if !ok {
+	switch d.Action {
+	case decide.Acknowledge, decide.HandOff:
+		return ActionConflict // the row changed since it was listed
+	case decide.Wait:
+		if rec.State == ledger.StatePending && !rec.Stale(in.Now) {
 			return ActionConflict
 		}
-		o := ledger.Outcome{State: ledger.StateSent, ProviderMessageID: res.MessageID}
-		metric, action := metrics.ReconciledSent, ActionReconciledSent
-		if res.Status == provider.LookupRejected {
-			o = ledger.Outcome{State: ledger.StateFailed, ProviderMessageID: res.MessageID, Reason: res.Reason}
-			metric, action = metrics.ReconciledFailed, ActionReconciledFailed
-		}
-		if d := r.dispatch.Mark(ctx, c, rec.Entry, p.Name(), o); d.Outcome != dispatch.Sent && d.Outcome != dispatch.Failed {
-			return ActionError
-		}
-		r.cfg.Metrics.Count(metric, 1, dims...)
-		log.Info("reconciled by lookup", "action", string(action), "provider_message_id", res.MessageID)
-		return action
-	}
-	if since := now.Sub(rec.AttemptedAt); since < r.cfg.Settle {
-		log.Debug("no record at the provider yet: settling", "since_attempt", since)
+		log.Debug("row left for a later run", "why", d.Reason)
 		return ActionWaiting
 	}
-	return r.resend(ctx, log, rec, p, dims)
-}
-
-func (r *Reconciler) resend(ctx context.Context, log *slog.Logger, rec ledger.Record, p provider.Sender, dims []metrics.Dim) Action {
-	c, ok := r.takeOver(ctx, log, rec)
-	if !ok {
-		return ActionConflict
-	}
-	res := r.dispatch.Send(ctx, c, rec.Entry, p)
+	res := r.dispatch.Resolve(ctx, rec, d, p, found, r.cfg.ClaimTimeout)
 	switch res.Outcome {
 	case dispatch.Sent:
+		if d.Action == decide.MarkSent {
+			r.cfg.Metrics.Count(metrics.ReconciledSent, 1, dims...)
+			log.Info("reconciled by lookup", "action", string(ActionReconciledSent), "provider_message_id", found.MessageID)
+			return ActionReconciledSent
+		}
 		r.cfg.Metrics.Count(metrics.Resent, 1, dims...)
-		log.Info("resent", "attempt", c.Attempt)
+		log.Info("resent", "attempt", res.Attempt, "why", d.Reason)
 		return ActionResent
 	case dispatch.Failed:
 		r.cfg.Metrics.Count(metrics.ReconciledFailed, 1, dims...)
-		log.Info("resend rejected", "reason", res.Reason)
+		log.Info("reconciled as failed", "reason", res.Reason)
 		return ActionReconciledFailed
+	case dispatch.Abandoned:
+		r.cfg.Metrics.Count(metrics.Abandoned, 1, dims...)
+		log.Warn("abandoned", "reason", d.Reason)
+		return ActionAbandoned
+	case dispatch.Postponed:
+		r.cfg.Metrics.Count(metrics.ConfigErrors, 1, dims...)
+		log.Error("no provider is configured for the channel: retried later", "reason", d.Reason)
+		return ActionPostponed
 	case dispatch.Uncertain, dispatch.Retry:
 		return ActionWaiting
-	case dispatch.FencingLost:
-		return ActionConflict
-	default:
-		return ActionError
-	}
-}
-
-func (r *Reconciler) abandon(ctx context.Context, log *slog.Logger, rec ledger.Record, dims []metrics.Dim, reason string) Action {
-	c, ok := r.takeOver(ctx, log, rec)
-	if !ok {
+	case dispatch.Conflict, dispatch.FencingLost:
 		return ActionConflict
 	}
-	d := r.dispatch.Mark(ctx, c, rec.Entry, rec.Provider, ledger.Outcome{State: ledger.StateAbandoned, Reason: reason})
-	if d.Err != nil {
-		return ActionError
-	}
-	r.cfg.Metrics.Count(metrics.Abandoned, 1, dims...)
-	log.Warn("abandoned", "reason", reason)
-	return ActionAbandoned
+	return ActionError
 }
 
-// takeOver claims rec for this reconciler, fenced on the ClaimID read.
-func (r *Reconciler) takeOver(ctx context.Context, log *slog.Logger, rec ledger.Record) (ledger.Claim, bool) {
-	c, err := r.cfg.Ledger.TakeOver(ctx, rec, r.cfg.ClaimTimeout)
-	if err != nil {
-		if _, conflict := ledger.AsConflict(err); conflict || errors.Is(err, ledger.ErrNotFound) {
-			log.Info("row changed since it was read: another worker has it")
-		} else {
-			log.Error("take over", "error", err)
-		}
-		return ledger.Claim{}, false
-	}
-	return c, true
-}
-
-// dueAt is when a row became due: a PENDING row when its lease passed, an
-// UNCERTAIN row when it was marked.
-func dueAt(r ledger.Record) time.Time {
-	if r.State == ledger.StatePending {
-		return r.LeaseUntil
-	}
-	return r.UpdatedAt
-}
+// dueAt is when a row became due (ledger.Due).
+func dueAt(r ledger.Record) time.Time { return ledger.Due(r) }
 
 // merger reads every shard of the attention index page by page and yields
 // rows globally oldest due first (a k-way merge of the shards' ordered
@@ -418,6 +379,10 @@ type merger struct {
 	due    time.Time
 	page   int
 	heads  headHeap
+	// stop reports that the run's budget is spent: no more pages are read.
+	stop func() bool
+	// truncated is set when a shard was left with a cursor unread.
+	truncated bool
 }
 
 type shardHead struct {
@@ -453,13 +418,24 @@ func (m *merger) init(ctx context.Context) error {
 	return nil
 }
 
+// fill reads h's next page, and further pages while they come back empty
+// with a cursor (expired rows are filtered after the limit, so a page may
+// hold none), until the run's budget is spent.
 func (m *merger) fill(ctx context.Context, h *shardHead) error {
-	pg, err := m.ledger.Attention(ctx, ledger.AttentionQuery{Shard: h.shard, DueBefore: m.due, Limit: m.page, Cursor: h.cursor})
-	if err != nil {
-		return err
+	for {
+		pg, err := m.ledger.Attention(ctx, ledger.AttentionQuery{Shard: h.shard, DueBefore: m.due, Limit: m.page, Cursor: h.cursor})
+		if err != nil {
+			return err
+		}
+		h.rows, h.cursor = pg.Records, pg.Cursor
+		if len(h.rows) > 0 || h.cursor == "" {
+			return nil
+		}
+		if m.stop != nil && m.stop() {
+			m.truncated = true
+			return nil
+		}
 	}
-	h.rows, h.cursor = pg.Records, pg.Cursor
-	return nil
 }
 
 func (m *merger) more() bool { return len(m.heads) > 0 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sendonce/sendonce/internal/decide"
 	"github.com/sendonce/sendonce/internal/ledger"
 	"github.com/sendonce/sendonce/internal/ledger/ledgertest"
 	"github.com/sendonce/sendonce/internal/ledger/memledger"
@@ -223,7 +224,7 @@ func TestStaleAndReleasedPending(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := b.ledger.Release(ctx, c, "transient: 503"); err != nil {
+	if err := b.ledger.Release(ctx, c, "transient: 503", time.Time{}); err != nil {
 		t.Fatal(err)
 	}
 	// stale: its worker died mid-send; otp policy resends.
@@ -317,5 +318,137 @@ func TestParsePolicies(t *testing.T) {
 		if _, err := ParsePolicies(bad); err == nil {
 			t.Errorf("ParsePolicies(%q) accepted", bad)
 		}
+	}
+}
+
+// TestExpiredRowsAtTheHeadOfAShard (defect 4): the attention query skips
+// expired rows after its limit, so 25+ expired rows at the head of a shard
+// come back as an empty page with a cursor. The reconciler must keep
+// paging: the live row behind them is reconciled.
+func TestExpiredRowsAtTheHeadOfAShard(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t)
+	const shard = 5
+	var expired []string
+	for i := 0; len(expired) < 30; i++ {
+		k := fmt.Sprintf("v1_expired_%d", i)
+		if ledger.Shard(k) != shard {
+			continue
+		}
+		if _, err := b.ledger.Claim(ctx, ledger.Entry{Key: k, Channel: "sms", Class: "otp", Address: "+15551234567", Body: "old"}, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		expired = append(expired, k)
+	}
+	old := b.state(t, expired[0])
+	b.clock.Set(old.ExpiresAt.Add(-time.Hour))
+	live := ""
+	for i := 0; live == ""; i++ {
+		if k := fmt.Sprintf("v1_live_%d", i); ledger.Shard(k) == shard {
+			live = k
+		}
+	}
+	b.uncertain(t, live, "otp")
+	b.clock.Set(old.ExpiresAt.Add(2 * time.Second))
+	p := &providertest.Fake{}
+	rep, err := b.reconciler(t, p, func(c *Config) { c.PageSize = 25; c.MaxAge = 10000 * time.Hour }).Run(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Examined != 1 || rep.Actions[ActionResent] != 1 {
+		t.Fatalf("report %+v, want the live row behind %d expired ones examined and resent", rep, len(expired))
+	}
+	if got := b.state(t, live).State; got != ledger.StateSent {
+		t.Errorf("live row state = %s, want SENT", got)
+	}
+}
+
+// TestReleasedRowsBackOff (defect 2): the reconciler's retries of a
+// released row back off (decide.RetryAfter of the attempt), while the row
+// stays takeable at once for a sender's redelivery.
+func TestReleasedRowsBackOff(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t)
+	p := &providertest.Fake{SendFunc: func(context.Context, provider.Message) (provider.Receipt, error) {
+		return provider.Receipt{}, providertest.Error(provider.Transient, "429")
+	}}
+	c, err := b.ledger.Claim(ctx, ledger.Entry{Key: "v1_a", Channel: "sms", Class: "marketing", Address: "+15551234567", Body: "b"}, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.ledger.Release(ctx, c, "transient: 429", time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	r := b.reconciler(t, p, nil)
+	// step: how long after the previous run, and whether the row is due.
+	for i, step := range []struct {
+		after time.Duration
+		due   bool
+	}{
+		{0, true},                 // released with no backoff: due now; attempt 2 released, due in 2m
+		{time.Minute, false},      // backing off
+		{time.Minute, true},       // attempt 3 released, due in 4m
+		{3 * time.Minute, false},  // backing off
+		{time.Minute, true},       // attempt 4 released, due in 8m
+		{7 * time.Minute, false},  // backing off
+		{time.Minute, true},       // attempt 5 released, due in 16m
+		{15 * time.Minute, false}, // backing off
+		{time.Minute, true},       // attempt 6: still never abandoned
+	} {
+		b.clock.Advance(step.after)
+		rep, err := r.Run(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := rep.Examined == 1; got != step.due {
+			t.Fatalf("run %d (+%s): examined %d, want due=%v", i+1, step.after, rep.Examined, step.due)
+		}
+	}
+	row := b.state(t, "v1_a")
+	if row.State != ledger.StatePending || !row.Released || row.Attempts != 6 || row.Releases != 6 || p.Calls() != 5 {
+		t.Errorf("row %s released=%v attempts %d releases %d after %d sends; want PENDING, released, 6, 6 after 5",
+			row.State, row.Released, row.Attempts, row.Releases, p.Calls())
+	}
+	if !row.Stale(b.clock.Now()) {
+		t.Error("a backing-off released row is not takeable at once by a sender's redelivery")
+	}
+}
+
+// TestUnconfiguredChannelIsPostponedNotAbandoned (issue 13): a released
+// row whose channel has no provider is a configuration error: the
+// reconciler postpones it with backoff (ConfigErrors), never abandons it,
+// and resends it once the channel is configured.
+func TestUnconfiguredChannelIsPostponedNotAbandoned(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t)
+	c, err := b.ledger.Claim(ctx, ledger.Entry{Key: "v1_mail", Channel: "email", Class: "transactional", Address: "ana@example.com", Body: "b"}, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.ledger.Release(ctx, c, "config: no provider is configured for channel email", time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	unconfigured := b.reconciler(t, &providertest.Fake{}, nil) // serves sms only
+	rep, err := unconfigured.Run(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Actions[ActionPostponed] != 1 || b.metrics.Get(metrics.ConfigErrors) != 1 {
+		t.Fatalf("report %+v, ConfigErrors %d; want postponed and counted", rep, b.metrics.Get(metrics.ConfigErrors))
+	}
+	if row := b.state(t, "v1_mail"); row.State != ledger.StatePending || !row.Released {
+		t.Fatalf("row %s released=%v, want PENDING released", row.State, row.Released)
+	}
+	if rep, _ := unconfigured.Run(ctx); rep.Examined != 0 {
+		t.Errorf("a postponed row was examined again at once: %+v", rep)
+	}
+	email := &providertest.Fake{}
+	configured := b.reconciler(t, email, func(c *Config) { c.Providers = map[string]provider.Sender{"email": email} })
+	b.clock.Advance(decide.RetryCap)
+	if rep, err := configured.Run(ctx); err != nil || rep.Actions[ActionResent] != 1 || email.Calls() != 1 {
+		t.Fatalf("after the fix: %+v, %v, %d sends; want resent once", rep, err, email.Calls())
 	}
 }

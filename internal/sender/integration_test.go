@@ -9,8 +9,10 @@ package sender_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -27,6 +29,7 @@ import (
 	"github.com/sendonce/sendonce/internal/notify"
 	"github.com/sendonce/sendonce/internal/provider"
 	"github.com/sendonce/sendonce/internal/provider/httpprovider"
+	"github.com/sendonce/sendonce/internal/provider/providertest"
 	"github.com/sendonce/sendonce/internal/provider/simulator"
 	"github.com/sendonce/sendonce/internal/render"
 	"github.com/sendonce/sendonce/internal/sender"
@@ -385,5 +388,102 @@ func TestBatchThroughHandleSQS(t *testing.T) {
 	e.assertDeliveredOnce(t, keys...)
 	if got := e.metrics.Get(metrics.DuplicatesPrevented) + e.metrics.Get(metrics.InFlightConflicts); got != 15 {
 		t.Errorf("duplicates prevented + in-flight conflicts = %d, want 15", got)
+	}
+}
+
+// loseWrites applies the next lose PutItem/UpdateItem calls of the wrapped
+// client, then answers with an error, as a response lost after the SDK's
+// retries looks to the ledger.
+type loseWrites struct {
+	dynamoledger.API
+	mu         sync.Mutex
+	puts, upds int
+}
+
+var errAnswerLost = errors.New("read tcp: connection reset by peer (answer lost)")
+
+func (l *loseWrites) PutItem(ctx context.Context, in *dynamodb.PutItemInput, o ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
+	out, err := l.API.PutItem(ctx, in, o...)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err == nil && l.puts > 0 {
+		l.puts--
+		return nil, errAnswerLost
+	}
+	return out, err
+}
+
+func (l *loseWrites) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	out, err := l.API.UpdateItem(ctx, in, o...)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err == nil && l.upds > 0 && in.UpdateExpression != nil && strings.Contains(*in.UpdateExpression, "attempts + ") {
+		l.upds--
+		return nil, errAnswerLost
+	}
+	return out, err
+}
+
+// TestLostClaimAnswerAgainstDynamoDB (defect 3, on DynamoDB Local): the
+// claim's PutItem applies but its answer is lost. The sender releases the
+// claim it tried to take, so the row is released and the redelivery sends
+// once, with no lookup and no UNCERTAIN row, through a provider that can
+// neither drop repeats nor be asked. Then the same for a takeover.
+func TestLostClaimAnswerAgainstDynamoDB(t *testing.T) {
+	t.Parallel()
+	e := setupEnv(t, options{})
+	db := testenv.DynamoDB(t)
+	lossy := &loseWrites{API: db, puts: 1, upds: 1}
+	l, err := dynamoledger.New(lossy, testenv.NewTable(t, db), dynamoledger.WithNow(e.clock))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fails := 1
+	var sent []string
+	p := &providertest.Fake{SendFunc: func(_ context.Context, m provider.Message) (provider.Receipt, error) {
+		if fails > 0 {
+			fails--
+			return provider.Receipt{}, providertest.Error(provider.Transient, "503")
+		}
+		sent = append(sent, m.Key)
+		return provider.Receipt{MessageID: "msg_1"}, nil
+	}}
+	s, err := sender.New(sender.Config{
+		Ledger: l, Providers: map[string]provider.Sender{"sms": p}, Renderer: render.MustNew(), DeadLetters: discardDLQ{},
+		ProviderTimeout: 2 * time.Second, ClaimTimeout: 60 * time.Second, Settle: time.Second, Now: e.clock,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	r := req("lost-claim-ddb")
+	wantReleased := func(after string) {
+		t.Helper()
+		row, err := l.Get(ctx, r.Key())
+		if err != nil {
+			t.Fatalf("%s: Get: %v", after, err)
+		}
+		if row.State != ledger.StatePending || !row.Released {
+			t.Fatalf("%s: row %s released=%v, want PENDING released: nothing was sent", after, row.State, row.Released)
+		}
+	}
+	if res := s.Process(ctx, r); res.Status != sender.StatusRetry || p.Calls() != 0 {
+		t.Fatalf("lost claim answer: %s (%s) after %d sends, want retry and no send", res.Status, res.Reason, p.Calls())
+	}
+	wantReleased("lost claim answer")
+	e.advance(61 * time.Second)
+	if res := s.Process(ctx, r); res.Status != sender.StatusRetry { // 503: released
+		t.Fatalf("503: %s (%s), want retry", res.Status, res.Reason)
+	}
+	if res := s.Process(ctx, r); res.Status != sender.StatusRetry { // the takeover's answer is lost
+		t.Fatalf("lost takeover answer: %s (%s), want retry", res.Status, res.Reason)
+	}
+	wantReleased("lost takeover answer")
+	e.advance(61 * time.Second)
+	if res := s.Process(ctx, r); res.Status != sender.StatusSent {
+		t.Fatalf("redelivery: %s (%s), want sent", res.Status, res.Reason)
+	}
+	if len(sent) != 1 || p.Calls() != 2 {
+		t.Errorf("accepted %d sends of %d calls, want 1 of 2", len(sent), p.Calls())
 	}
 }

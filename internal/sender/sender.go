@@ -3,23 +3,41 @@
 // sends through the channel's provider with the key, and records the
 // outcome (package dispatch).
 //
-// What a delivery finds in the ledger decides what it does:
+// What a delivery finds in the ledger is decided by package decide, the
+// one decision the reconciler makes too; for the sender it comes to:
 //
 //	no live row                     claim, render, send, mark
 //	SENT, FAILED, ABANDONED         acknowledge; count DuplicatesPrevented
 //	UNCERTAIN                       acknowledge: the reconciler owns it
 //	PENDING, lease live             report the record failed (SQS retries
 //	                                later); count InFlightConflicts
-//	PENDING, lease passed           take it over (fenced) and count Reclaims;
-//	                                then send if the previous claim was
-//	                                released or the provider drops repeats,
-//	                                look the message up first if the
-//	                                provider can tell, else mark UNCERTAIN
+//	PENDING, released               take it over (fenced; count Reclaims) and
+//	                                send with the same key: nothing was sent
+//	PENDING, lease passed           ask the provider first if it can tell
+//	                                (about the dead worker's attempt), then
+//	                                take over and record what it knows or
+//	                                send; a provider that drops repeats is
+//	                                sent to; otherwise mark UNCERTAIN
 //
 // A request that is not valid JSON or breaks the schema goes to the
 // dead-letter queue at once with its reason and is acknowledged; a valid
-// request that cannot be served (unknown template, unconfigured channel) is
-// FAILED in the ledger with its reason.
+// request whose template cannot be rendered is FAILED in the ledger with
+// its reason. A request for a channel with no configured provider is a
+// configuration error, never a final failure: its claim is released, it is
+// counted (ConfigErrors, alarmed) and the SQS record is reported failed, so
+// it is retried and reaches the dead-letter queue with its reason once its
+// receives run out; after the deployment is fixed, a redelivery or a
+// redrive sends it once.
+//
+// Lost ledger answers: when the claim's (or a takeover's) answer is lost,
+// the sender releases the claim it may have taken before it reports the
+// record failed (see package dispatch), so a message that was never sent is
+// never mistaken for one a dead worker may have sent.
+//
+// Deadline: no first attempt starts with less than
+// decide.SendBudget(ProviderTimeout) left before the invocation's
+// deadline, and no lookup (which may be followed by a send) with less than
+// decide.TakeOverBudget(ProviderTimeout).
 package sender
 
 import (
@@ -29,6 +47,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/sendonce/sendonce/internal/decide"
 	"github.com/sendonce/sendonce/internal/dispatch"
 	"github.com/sendonce/sendonce/internal/ledger"
 	"github.com/sendonce/sendonce/internal/metrics"
@@ -38,27 +57,17 @@ import (
 	"github.com/sendonce/sendonce/internal/render"
 )
 
-// ProcessingMargin is the time a healthy worker needs around one provider
-// call (ledger writes, rendering). The claim timeout must exceed the
-// provider timeout by at least this much, and no provider call starts when
-// less than the provider timeout plus this margin remains before the
-// Lambda's deadline.
-const ProcessingMargin = 5 * time.Second
-
-// Defaults of the configuration (CONTRACTS §3).
-const (
-	DefaultProviderTimeout = 5 * time.Second
-	DefaultClaimTimeout    = 60 * time.Second
-	// DefaultSettle matches the reconciler's: how long after an attempt a
-	// provider's "no record" answer is trusted.
-	DefaultSettle = 2 * time.Minute
-)
+// DefaultClaimTimeout is the lease of a claim unless SENDONCE_CLAIM_TIMEOUT
+// says otherwise. The provider timeout and settle defaults are
+// decide.DefaultProviderTimeout and decide.DefaultSettle.
+const DefaultClaimTimeout = 60 * time.Second
 
 // Config is what a Sender is built from. New validates it.
 type Config struct {
 	Ledger ledger.Ledger
 	// Providers maps a channel ("sms", "email", "push") to its provider. A
-	// request for a channel not in the map fails permanently.
+	// request for a channel not in the map is a configuration error: its
+	// claim is released and it is retried, never FAILED.
 	Providers map[string]provider.Sender
 	Renderer  *render.Renderer
 	// DeadLetters receives invalid requests with their reason. Required.
@@ -67,8 +76,8 @@ type Config struct {
 	Logger      *slog.Logger
 	// ProviderTimeout bounds one provider call.
 	ProviderTimeout time.Duration
-	// ClaimTimeout is the lease of a claim; it must exceed
-	// ProviderTimeout + ProcessingMargin.
+	// ClaimTimeout is the lease of a claim; it must cover a worker's worst
+	// path, decide.TakeOverBudget(ProviderTimeout).
 	ClaimTimeout time.Duration
 	// Settle is how long after an attempt a provider's "no record" answer
 	// is trusted when a dead worker's claim is taken over.
@@ -95,11 +104,9 @@ func New(cfg Config) (*Sender, error) {
 		return nil, errors.New("sender: a renderer is required")
 	case cfg.DeadLetters == nil:
 		return nil, errors.New("sender: a dead-letter queue is required")
-	case cfg.ProviderTimeout <= 0:
-		return nil, errors.New("sender: the provider timeout must be positive")
-	case cfg.ClaimTimeout <= cfg.ProviderTimeout+ProcessingMargin:
-		return nil, fmt.Errorf("sender: the claim timeout (%s) must exceed the provider timeout (%s) plus %s of processing time, or a healthy worker's claim could be taken over mid-send",
-			cfg.ClaimTimeout, cfg.ProviderTimeout, ProcessingMargin)
+	}
+	if err := decide.CheckClaimTimeout(cfg.ClaimTimeout, cfg.ProviderTimeout); err != nil {
+		return nil, fmt.Errorf("sender: %w", err)
 	}
 	if cfg.Concurrency <= 0 {
 		cfg.Concurrency = 10
@@ -114,7 +121,7 @@ func New(cfg Config) (*Sender, error) {
 		cfg.Now = time.Now
 	}
 	if cfg.Settle <= 0 {
-		cfg.Settle = DefaultSettle
+		cfg.Settle = decide.DefaultSettle
 	}
 	return &Sender{cfg: cfg, dispatch: &dispatch.Dispatcher{
 		Ledger:          cfg.Ledger,
@@ -177,7 +184,7 @@ type Result struct {
 func (s *Sender) Process(ctx context.Context, req notify.Request) Result {
 	key := req.Key()
 	log := s.cfg.Logger.With("key", key, "channel", string(req.Channel), "tenant", req.TenantID)
-	p, ok := s.cfg.Providers[string(req.Channel)]
+	p, configured := s.cfg.Providers[string(req.Channel)]
 	entry := ledger.Entry{
 		Key:         key,
 		Tenant:      req.TenantID,
@@ -187,27 +194,27 @@ func (s *Sender) Process(ctx context.Context, req notify.Request) Result {
 		RecipientID: req.Recipient.ID,
 		Address:     req.Address(),
 	}
-	var unservable string
-	if !ok {
-		unservable = fmt.Sprintf("no provider is configured for channel %s", req.Channel)
-	} else {
+	if configured {
 		entry.Provider = p.Name()
-		msg, err := s.cfg.Renderer.Render(req.Template, string(req.Channel), req.Locale, req.Data)
-		if err != nil {
-			unservable = err.Error()
-		}
-		entry.Subject, entry.Body = msg.Subject, msg.Body
 	}
+	// The message is rendered whether or not its channel is served yet: the
+	// row then holds what a later attempt sends once it is.
+	var unservable string
+	msg, err := s.cfg.Renderer.Render(req.Template, string(req.Channel), req.Locale, req.Data)
+	if err != nil {
+		unservable = err.Error()
+	}
+	entry.Subject, entry.Body = msg.Subject, msg.Body
 
-	if deadline, ok := ctx.Deadline(); ok && unservable == "" {
+	if deadline, ok := ctx.Deadline(); ok && unservable == "" && configured {
 		// Deadlines are wall-clock time, whatever clock the ledger uses.
-		if left := time.Until(deadline); left < s.cfg.ProviderTimeout+ProcessingMargin {
+		if left := time.Until(deadline); left < decide.SendBudget(s.cfg.ProviderTimeout) {
 			return Result{Key: key, Status: StatusRetry, Reason: fmt.Sprintf("only %s left before the deadline: not starting a provider call", left.Round(time.Millisecond))}
 		}
 	}
 
 	start := s.cfg.Now()
-	c, err := s.cfg.Ledger.Claim(ctx, entry, s.cfg.ClaimTimeout)
+	c, err := s.dispatch.Claim(ctx, entry, s.cfg.ClaimTimeout)
 	s.cfg.Metrics.Latency(metrics.ClaimLatency, s.cfg.Now().Sub(start), metrics.Dim{Name: "channel", Value: entry.Channel})
 	if err != nil {
 		cur, conflict := ledger.AsConflict(err)
@@ -215,78 +222,89 @@ func (s *Sender) Process(ctx context.Context, req notify.Request) Result {
 			log.Error("claim", "error", err)
 			return Result{Key: key, Status: StatusRetry, Reason: "ledger unavailable"}
 		}
-		return s.redelivered(ctx, log, entry, cur, p)
+		return s.redelivered(ctx, log, cur, p)
 	}
-	if unservable != "" {
+	switch {
+	case unservable != "":
 		log.Info("request cannot be served", "reason", unservable)
 		return s.result(key, s.dispatch.Mark(ctx, c, entry, entry.Provider, ledger.Outcome{State: ledger.StateFailed, Reason: unservable}))
+	case !configured:
+		return s.unconfigured(ctx, log, c, entry)
 	}
 	log.Debug("claimed", "to", redact.Address(entry.Address))
 	return s.result(key, s.dispatch.Send(ctx, c, entry, p))
 }
 
-// redelivered handles a request whose key already has a live row.
-func (s *Sender) redelivered(ctx context.Context, log *slog.Logger, entry ledger.Entry, cur ledger.Record, p provider.Sender) Result {
-	key := entry.Key
-	dims := metrics.Dim{Name: "channel", Value: entry.Channel}
-	now := s.cfg.Now()
-	switch {
-	case cur.State.Final():
+// unconfigured gives up the claim of a message whose channel has no
+// provider: a configuration error, never a final failure. The claim is
+// released (the row keeps the rendered message), the error is counted
+// (ConfigErrors) and the SQS record is retried, so it reaches the
+// dead-letter queue with its reason once its receives run out; once the
+// channel is configured, a redelivery or a redrive sends it.
+func (s *Sender) unconfigured(ctx context.Context, log *slog.Logger, c ledger.Claim, entry ledger.Entry) Result {
+	reason := "config: no provider is configured for channel " + entry.Channel
+	s.cfg.Metrics.Count(metrics.ConfigErrors, 1, metrics.Dim{Name: "channel", Value: entry.Channel})
+	log.Error("no provider is configured for the channel: the message will be retried", "reason", reason)
+	if err := s.dispatch.Release(ctx, c, reason, s.cfg.Now().Add(decide.RetryAfter(c.Attempt))); err == nil {
+		s.cfg.Metrics.Count(metrics.Released, 1, metrics.Dim{Name: "channel", Value: entry.Channel})
+	}
+	return Result{Key: entry.Key, Status: StatusRetry, Reason: reason}
+}
+
+// redelivered handles a request whose key already has a live row: one
+// decision (package decide), then its action (dispatch.Resolve).
+func (s *Sender) redelivered(ctx context.Context, log *slog.Logger, cur ledger.Record, p provider.Sender) Result {
+	key := cur.Key
+	dims := metrics.Dim{Name: "channel", Value: cur.Channel}
+	in := decide.Input{Caller: decide.Sender, Row: cur, Now: s.cfg.Now(), Configured: p != nil, Settle: s.cfg.Settle}
+	if p != nil {
+		in.Caps = p.Capabilities()
+	}
+	d := decide.Of(in)
+	var found provider.LookupResult
+	if d.Action == decide.LookUp {
+		if deadline, ok := ctx.Deadline(); ok {
+			if left := time.Until(deadline); left < decide.TakeOverBudget(s.cfg.ProviderTimeout) {
+				return Result{Key: key, Status: StatusRetry, Reason: fmt.Sprintf("only %s left before the deadline: not starting a lookup and a send", left.Round(time.Millisecond))}
+			}
+		}
+		in.Lookup = decide.LookupFailed
+		if l, ok := p.(provider.Looker); ok {
+			in.Lookup, found, _ = s.dispatch.Lookup(ctx, cur, p, l)
+		}
+		d = decide.Of(in)
+	}
+	switch d.Action {
+	case decide.Acknowledge:
 		s.cfg.Metrics.Count(metrics.DuplicatesPrevented, 1, dims)
 		log.Info("duplicate delivery acknowledged", "state", string(cur.State))
 		return Result{Key: key, Status: StatusDuplicate}
-	case cur.State == ledger.StateUncertain:
+	case decide.HandOff:
 		s.cfg.Metrics.Count(metrics.DuplicatesPrevented, 1, dims)
 		log.Info("redelivery of an uncertain message acknowledged: the reconciler owns it")
 		return Result{Key: key, Status: StatusOwnedByReconciler}
-	case !cur.Stale(now):
-		s.cfg.Metrics.Count(metrics.InFlightConflicts, 1, dims)
-		log.Info("message in flight elsewhere: retry later", "lease_until", cur.LeaseUntil)
-		return Result{Key: key, Status: StatusRetry, Reason: "in flight in another worker"}
-	}
-	if p == nil {
-		// A stale claim for a channel this deployment no longer serves:
-		// leave it to the reconciler's policy rather than guess.
-		return Result{Key: key, Status: StatusRetry, Reason: "no provider for the channel of a stale claim"}
-	}
-	c, err := s.cfg.Ledger.TakeOver(ctx, cur, s.cfg.ClaimTimeout)
-	if err != nil {
-		if _, conflict := ledger.AsConflict(err); conflict || errors.Is(err, ledger.ErrNotFound) {
+	case decide.Wait:
+		switch {
+		case cur.State == ledger.StatePending && !cur.Stale(in.Now):
 			s.cfg.Metrics.Count(metrics.InFlightConflicts, 1, dims)
-			return Result{Key: key, Status: StatusRetry, Reason: "another worker took the stale claim over"}
+			log.Info("message in flight elsewhere: retry later", "lease_until", cur.LeaseUntil)
+		case p == nil:
+			s.cfg.Metrics.Count(metrics.ConfigErrors, 1, dims)
+			log.Error("no provider is configured for the channel: the message will be retried", "reason", d.Reason)
+		default:
+			log.Info("redelivery left for later", "reason", d.Reason)
 		}
-		log.Error("take over stale claim", "error", err)
-		return Result{Key: key, Status: StatusRetry, Reason: "ledger unavailable"}
+		return Result{Key: key, Status: StatusRetry, Reason: d.Reason}
 	}
-	s.cfg.Metrics.Count(metrics.Reclaims, 1, dims)
-	log = log.With("attempt", c.Attempt)
-	// The stored entry is what the earlier attempt would have sent; keep
-	// sending exactly that.
-	stored := cur.Entry
-	switch {
-	case cur.Released || p.Capabilities().IdempotentSends:
-		log.Info("took over a stale claim: sending with the same key", "released", cur.Released)
-		return s.result(key, s.dispatch.Send(ctx, c, stored, p))
+	r := s.dispatch.Resolve(ctx, cur, d, p, found, s.cfg.ClaimTimeout)
+	if r.Attempt > 0 {
+		s.cfg.Metrics.Count(metrics.Reclaims, 1, dims)
 	}
-	if l, ok := p.(provider.Looker); ok && p.Capabilities().LookupByReference {
-		if now.Sub(cur.AttemptedAt) >= s.cfg.Settle {
-			r := s.dispatch.Lookup(ctx, c, stored, p, l)
-			if r.Outcome == dispatch.NotFound {
-				log.Info("took over a stale claim: the provider has no record, sending")
-				return s.result(key, s.dispatch.Send(ctx, c, stored, p))
-			}
-			if r.Outcome != dispatch.Retry {
-				return s.result(key, r)
-			}
-		}
+	if r.Outcome == dispatch.Conflict {
+		s.cfg.Metrics.Count(metrics.InFlightConflicts, 1, dims)
+		return Result{Key: key, Status: StatusRetry, Reason: "another worker took the stale claim over"}
 	}
-	// The dead worker may have sent and the provider cannot tell (or not
-	// yet): record the ambiguity and let the reconciler's policy decide.
-	s.cfg.Metrics.Count(metrics.UncertainAttempts, 1, dims, metrics.Dim{Name: "provider", Value: p.Name()})
-	return s.result(key, s.dispatch.Mark(ctx, c, stored, p.Name(), ledger.Outcome{
-		State:  ledger.StateUncertain,
-		Reason: "a worker died holding the claim; whether it sent is unknown",
-	}))
+	return s.result(key, r)
 }
 
 func (s *Sender) result(key string, r dispatch.Result) Result {
@@ -300,7 +318,7 @@ func (s *Sender) result(key string, r dispatch.Result) Result {
 	case dispatch.FencingLost:
 		// Another worker owns the message now; its outcome stands.
 		return Result{Key: key, Status: StatusDuplicate, Reason: "fenced out by a newer claim"}
-	default: // Retry, LedgerError
+	default: // Retry, LedgerError, Postponed, Skipped
 		return Result{Key: key, Status: StatusRetry, Reason: r.Reason}
 	}
 }

@@ -3,6 +3,7 @@ package sender
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -150,14 +151,53 @@ func TestProcess(t *testing.T) {
 		}
 	})
 
-	t.Run("UnconfiguredChannelFails", func(t *testing.T) {
+	// Issue 13: a channel with no provider is a configuration error, never
+	// a final failure. The claim is released and the record retried (it
+	// reaches the DLQ once its receives run out); once the deployment
+	// serves the channel, a redelivery (or a redrive) sends it once.
+	t.Run("UnconfiguredChannelIsRetriedNotFailed", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, nil)
 		req := request("e1")
 		req.Channel, req.Recipient.Email = notify.ChannelEmail, "ana@example.com"
-		res := b.sender.Process(ctx, req)
-		if res.Status != StatusFailed || !strings.Contains(res.Reason, "no provider is configured for channel email") {
-			t.Fatalf("result = %+v", res)
+		for range 2 {
+			res := b.sender.Process(ctx, req)
+			if res.Status != StatusRetry || !strings.Contains(res.Reason, "no provider is configured for channel email") {
+				t.Fatalf("result = %+v, want retry: no provider is configured for channel email", res)
+			}
+			b.clock.Advance(time.Second)
+		}
+		r := b.state(t, req.Key())
+		if r.State != ledger.StatePending || !r.Released || r.Body == "" || r.Address == "" {
+			t.Fatalf("row = %s released=%v body=%q, want PENDING, released, keeping the rendered message", r.State, r.Released, r.Body)
+		}
+		if got := b.metrics.Get(metrics.ConfigErrors); got != 2 {
+			t.Errorf("ConfigErrors = %d, want 2", got)
+		}
+		if b.prov.Calls() != 0 {
+			t.Fatal("provider of another channel was called")
+		}
+
+		// The deployment is fixed: the channel has a provider now.
+		email := &providertest.Fake{}
+		fixed, err := New(Config{
+			Ledger: b.ledger, Providers: map[string]provider.Sender{"email": email}, Renderer: render.MustNew(),
+			DeadLetters: b.dlq, Metrics: b.metrics, ProviderTimeout: 5 * time.Second, ClaimTimeout: 60 * time.Second,
+			Settle: 30 * time.Second, Now: b.clock.Now,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, want := range []Status{StatusSent, StatusDuplicate} {
+			if res := fixed.Process(ctx, req); res.Status != want {
+				t.Fatalf("delivery %d after the fix: %v (%s), want %v", i+1, res.Status, res.Reason, want)
+			}
+		}
+		if email.Calls() != 1 || email.Sent()[0].To != "ana@example.com" || email.Sent()[0].Key != req.Key() {
+			t.Errorf("email provider got %+v, want one send to ana@example.com with the key", email.Sent())
+		}
+		if r := b.state(t, req.Key()); r.State != ledger.StateSent {
+			t.Errorf("row = %s, want SENT", r.State)
 		}
 	})
 
@@ -392,13 +432,29 @@ func TestStaleClaimTakeover(t *testing.T) {
 	})
 }
 
+// TestNewValidatesClaimTimeout: the claim must cover a takeover's worst
+// path, a lookup and then a send (two provider timeouts plus the margin).
 func TestNewValidatesClaimTimeout(t *testing.T) {
 	t.Parallel()
-	_, err := New(Config{
-		Ledger: memledger.New(), Renderer: render.MustNew(), DeadLetters: &fakeDLQ{},
-		ProviderTimeout: 5 * time.Second, ClaimTimeout: 8 * time.Second,
-	})
-	if err == nil || !strings.Contains(err.Error(), "claim timeout (8s) must exceed the provider timeout (5s)") {
-		t.Fatalf("New error = %v", err)
+	for _, tc := range []struct {
+		provider, claim time.Duration
+		ok              bool
+	}{
+		{5 * time.Second, 8 * time.Second, false},
+		{5 * time.Second, 14 * time.Second, false}, // one provider call + margin would pass: not enough
+		{5 * time.Second, 15 * time.Second, true},
+		{20 * time.Second, 44 * time.Second, false},
+		{20 * time.Second, 45 * time.Second, true},
+	} {
+		_, err := New(Config{
+			Ledger: memledger.New(), Renderer: render.MustNew(), DeadLetters: &fakeDLQ{},
+			ProviderTimeout: tc.provider, ClaimTimeout: tc.claim,
+		})
+		if tc.ok != (err == nil) {
+			t.Errorf("provider %s, claim %s: New error = %v, want ok=%v", tc.provider, tc.claim, err, tc.ok)
+		}
+		if err != nil && !strings.Contains(err.Error(), fmt.Sprintf("claim timeout (%s) must be at least twice the provider timeout (%s)", tc.claim, tc.provider)) {
+			t.Errorf("New error = %v", err)
+		}
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
 
+	"github.com/sendonce/sendonce/internal/decide"
 	"github.com/sendonce/sendonce/internal/lambdaenv"
 	"github.com/sendonce/sendonce/internal/ledger/dynamoledger"
 	"github.com/sendonce/sendonce/internal/provider"
@@ -27,6 +28,9 @@ type Settings struct {
 	ClaimTimeout    time.Duration
 	Retention       time.Duration
 	Settle          time.Duration
+	// MaxAge is how long after its first claim the reconciler gives a row
+	// up (decide.DefaultMaxAge documents its derivation).
+	MaxAge time.Duration
 }
 
 // Read reads the shared variables into env's collected errors: call
@@ -34,10 +38,11 @@ type Settings struct {
 func Read(env *lambdaenv.Env) Settings {
 	return Settings{
 		Table:           env.Required("SENDONCE_TABLE"),
-		ProviderTimeout: env.Duration("SENDONCE_PROVIDER_TIMEOUT", sender.DefaultProviderTimeout),
+		ProviderTimeout: env.Duration("SENDONCE_PROVIDER_TIMEOUT", decide.DefaultProviderTimeout),
 		ClaimTimeout:    env.Duration("SENDONCE_CLAIM_TIMEOUT", sender.DefaultClaimTimeout),
 		Retention:       env.Duration("SENDONCE_RETENTION", dynamoledger.DefaultRetention),
-		Settle:          env.Duration("SENDONCE_RECONCILE_SETTLE", sender.DefaultSettle),
+		Settle:          env.Duration("SENDONCE_RECONCILE_SETTLE", decide.DefaultSettle),
+		MaxAge:          env.Duration("SENDONCE_MAX_AGE", decide.DefaultMaxAge),
 	}
 }
 

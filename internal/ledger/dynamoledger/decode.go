@@ -42,6 +42,10 @@ func decode(item map[string]types.AttributeValue) (ledger.Record, error) {
 		return r, err
 	}
 	r.Attempts = int(n)
+	if n, err = intAttr(item, attrReleases); err != nil {
+		return r, err
+	}
+	r.Releases = int(n)
 	if n, err = intAttr(item, attrDlvRank); err != nil {
 		return r, err
 	}
@@ -51,7 +55,8 @@ func decode(item map[string]types.AttributeValue) (ledger.Record, error) {
 		t    *time.Time
 	}{
 		{attrLeaseUntil, &r.LeaseUntil}, {attrAttemptedAt, &r.AttemptedAt}, {attrCreatedAt, &r.CreatedAt},
-		{attrUpdatedAt, &r.UpdatedAt}, {attrDlvAt, &r.DeliveryAt},
+		{attrUpdatedAt, &r.UpdatedAt}, {attrDlvAt, &r.DeliveryAt}, {attrRetryAt, &r.RetryAt},
+		{attrLookupFrom, &r.LookupFrom},
 	} {
 		if _, ok := item[f.name]; !ok {
 			continue

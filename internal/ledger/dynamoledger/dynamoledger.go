@@ -18,9 +18,13 @@
 //	state            S     PENDING, SENT, FAILED, UNCERTAIN or ABANDONED
 //	claim_id         S     fencing token of the latest claim
 //	attempts         N     claims so far (1, +1 per takeover)
+//	releases         N     claims released so far (absent: none)
 //	released         BOOL  present (true) while the latest claim is released
 //	lease_until      N     ms: end of the latest claim's lease
+//	retry_at         N     ms: when a released row is due for the reconciler;
+//	                       only while released
 //	attempted_at     N     ms: when the latest claim was taken
+//	lookup_from      N     ms: start of the lookup window (ledger.Record.LookupFrom)
 //	created_at       N     ms: first claim
 //	updated_at       N     ms: latest state change (claim, takeover, mark, release)
 //	expires_at       N     s: TTL, now + retention, refreshed on every write
@@ -39,8 +43,10 @@
 //
 // Empty strings are not stored. The attention index (attn_pk, attn_sk) is
 // sparse: only rows that need attention carry its keys, so final rows
-// leave it. A PENDING row is due when its lease ends (a release ends it at
-// once); an UNCERTAIN row is due from when it was marked. The shard is
+// leave it. A PENDING row is due when its lease ends, a released one at
+// its retry_at (the reconciler's backoff; a release ends the lease at
+// once, so a sender may take it over at once); an UNCERTAIN row is due
+// from when it was marked. The shard is
 // FNV-1a of the key modulo ledger.AttentionShards (see ledger.Shard).
 //
 // # Expiry
@@ -55,8 +61,10 @@
 // The SDK retries a write whose response was lost. When such a retry fails
 // its condition on the item its own first try wrote (recognised by the new
 // claim id, or by the same claim, state and timestamp), Claim, TakeOver
-// and Mark report success rather than a conflict. Release needs no such
-// care: its condition still holds after its own write.
+// and Mark report success rather than a conflict; Release reports success
+// when the claim is already released. When the answer stays lost (any
+// error that is not a failed condition), Claim and TakeOver return the
+// claim they tried to take with the error, for the caller to release.
 package dynamoledger
 
 import (
@@ -85,8 +93,11 @@ const (
 	attrClaimID     = "claim_id"
 	attrAttempts    = "attempts"
 	attrReleased    = "released"
+	attrReleases    = "releases"
+	attrRetryAt     = "retry_at"
 	attrLeaseUntil  = "lease_until"
 	attrAttemptedAt = "attempted_at"
+	attrLookupFrom  = "lookup_from"
 	attrCreatedAt   = "created_at"
 	attrUpdatedAt   = "updated_at"
 	attrExpiresAt   = tableschema.TTLAttribute
@@ -253,6 +264,7 @@ func (l *Ledger) Claim(ctx context.Context, e ledger.Entry, lease time.Duration)
 	item[attrAttempts] = numInt(1)
 	item[attrLeaseUntil] = millis(c.LeaseUntil)
 	item[attrAttemptedAt] = nowMS
+	item[attrLookupFrom] = nowMS
 	item[attrCreatedAt] = nowMS
 	item[attrUpdatedAt] = nowMS
 	item[attrExpiresAt] = l.ttl(now)
@@ -280,7 +292,8 @@ func (l *Ledger) Claim(ctx context.Context, e ledger.Entry, lease time.Duration)
 		old, failed, derr := conditionFailed(err)
 		switch {
 		case !failed:
-			return ledger.Claim{}, fmt.Errorf("dynamoledger: claim %s: %w", e.Key, err)
+			// The answer was lost: the write may have applied.
+			return c, fmt.Errorf("dynamoledger: claim %s: %w", e.Key, err)
 		case derr != nil:
 			return ledger.Claim{}, fmt.Errorf("dynamoledger: claim %s: %w", e.Key, derr)
 		case old.ClaimID == c.ClaimID:
@@ -309,19 +322,28 @@ func (l *Ledger) TakeOver(ctx context.Context, cur ledger.Record, lease time.Dur
 	newID := l.newID()
 	leaseUntil := now.Add(lease)
 	nowMS := millis(now)
+	// The lookup window restarts after a release (nothing was sent), and
+	// otherwise keeps covering the attempt being resolved.
+	lookupFrom := "#lookup_from = if_not_exists(#lookup_from, :prev_ms)"
+	prev := millis(cur.AttemptedAt)
+	if cur.Released {
+		lookupFrom, prev = "#lookup_from = :prev_ms", nowMS
+	}
 	out, err := l.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:           l.table,
 		Key:                 keyOf(cur.Key),
 		ConditionExpression: aws.String(condTake),
 		UpdateExpression: aws.String("SET #state = :pending, #claim_id = :new, #attempts = #attempts + :one, " +
 			"#lease_until = :lease, #attempted_at = :now_ms, #updated_at = :now_ms, #expires_at = :ttl, " +
-			"#attn_pk = :shard, #attn_sk = :due REMOVE #released"),
+			"#attn_pk = :shard, #attn_sk = :due, " + lookupFrom + " REMOVE #released, #retry_at"),
 		ExpressionAttributeNames: map[string]string{
 			"#state": attrState, "#claim_id": attrClaimID, "#attempts": attrAttempts,
 			"#lease_until": attrLeaseUntil, "#attempted_at": attrAttemptedAt, "#updated_at": attrUpdatedAt,
 			"#expires_at": attrExpiresAt, "#attn_pk": attrAttnPK, "#attn_sk": attrAttnSK, "#released": attrReleased,
+			"#retry_at": attrRetryAt, "#lookup_from": attrLookupFrom,
 		},
 		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":prev_ms":   prev,
 			":old":       str(cur.ClaimID),
 			":new":       str(newID),
 			":now":       numInt(now.Unix()),
@@ -342,7 +364,9 @@ func (l *Ledger) TakeOver(ctx context.Context, cur ledger.Record, lease time.Dur
 		old, failed, derr := conditionFailed(err)
 		switch {
 		case !failed:
-			return ledger.Claim{}, fmt.Errorf("dynamoledger: takeover %s: %w", cur.Key, err)
+			// The answer was lost: the write may have applied.
+			return ledger.Claim{Key: cur.Key, ClaimID: newID, Attempt: cur.Attempts + 1, LeaseUntil: leaseUntil, AttemptedAt: now},
+				fmt.Errorf("dynamoledger: takeover %s: %w", cur.Key, err)
 		case derr != nil:
 			return ledger.Claim{}, fmt.Errorf("dynamoledger: takeover %s: %w", cur.Key, derr)
 		case old.Key == "" || old.ExpiresAt.Unix() < now.Unix():
@@ -377,7 +401,7 @@ func (l *Ledger) Mark(ctx context.Context, c ledger.Claim, o ledger.Outcome) err
 	now := l.clock()
 	names := map[string]string{
 		"#state": attrState, "#claim_id": attrClaimID, "#expires_at": attrExpiresAt,
-		"#updated_at": attrUpdatedAt, "#released": attrReleased, "#reason": attrReason,
+		"#updated_at": attrUpdatedAt, "#released": attrReleased, "#reason": attrReason, "#retry_at": attrRetryAt,
 	}
 	values := map[string]types.AttributeValue{
 		":pending": str(string(ledger.StatePending)),
@@ -388,7 +412,7 @@ func (l *Ledger) Mark(ctx context.Context, c ledger.Claim, o ledger.Outcome) err
 		":ttl":     l.ttl(now),
 	}
 	set := "SET #state = :state, #updated_at = :now_ms, #expires_at = :ttl"
-	remove := " REMOVE #released"
+	remove := " REMOVE #released, #retry_at"
 	if o.Reason != "" {
 		set += ", #reason = :reason"
 		values[":reason"] = str(o.Reason)
@@ -436,16 +460,23 @@ func (l *Ledger) Mark(ctx context.Context, c ledger.Claim, o ledger.Outcome) err
 }
 
 // Release implements ledger.Ledger with one UpdateItem conditional on the
-// row being live and PENDING under c.ClaimID: the lease ends now, the row
-// is marked released with reason (removed when empty) and becomes due now.
-// It returns an error matching ledger.ErrFencingLost when c does not hold
-// the row, or the DynamoDB error, wrapped with the operation and key.
-func (l *Ledger) Release(ctx context.Context, c ledger.Claim, reason string) error {
+// row being live, PENDING under c.ClaimID and not yet released: the lease
+// ends now, the row is marked released with reason (removed when empty),
+// its releases count goes up by one and it becomes due at retryAt (now if
+// that is zero or past). A claim already released is left as it is and
+// Release succeeds. It returns an error matching ledger.ErrFencingLost
+// when c does not hold the row, or the DynamoDB error, wrapped with the
+// operation and key.
+func (l *Ledger) Release(ctx context.Context, c ledger.Claim, reason string, retryAt time.Time) error {
 	now := l.clock()
+	if retryAt.Before(now) {
+		retryAt = now
+	}
+	retryAt = time.UnixMilli(retryAt.UnixMilli()).UTC()
 	names := map[string]string{
 		"#state": attrState, "#claim_id": attrClaimID, "#expires_at": attrExpiresAt,
 		"#released": attrReleased, "#lease_until": attrLeaseUntil, "#updated_at": attrUpdatedAt,
-		"#attn_sk": attrAttnSK, "#reason": attrReason,
+		"#attn_sk": attrAttnSK, "#reason": attrReason, "#releases": attrReleases, "#retry_at": attrRetryAt,
 	}
 	nowMS := millis(now)
 	values := map[string]types.AttributeValue{
@@ -454,10 +485,14 @@ func (l *Ledger) Release(ctx context.Context, c ledger.Claim, reason string) err
 		":now":     numInt(now.Unix()),
 		":true":    &types.AttributeValueMemberBOOL{Value: true},
 		":now_ms":  nowMS,
+		":retry":   millis(retryAt),
 		":ttl":     l.ttl(now),
-		":due":     str(attnSK(now, c.Key)),
+		":due":     str(attnSK(retryAt, c.Key)),
+		":zero":    numInt(0),
+		":one":     numInt(1),
 	}
-	update := "SET #released = :true, #lease_until = :now_ms, #updated_at = :now_ms, #expires_at = :ttl, #attn_sk = :due"
+	update := "SET #released = :true, #lease_until = :now_ms, #retry_at = :retry, #updated_at = :now_ms, #expires_at = :ttl, " +
+		"#attn_sk = :due, #releases = if_not_exists(#releases, :zero) + :one"
 	if reason != "" {
 		update += ", #reason = :reason"
 		values[":reason"] = str(reason)
@@ -467,7 +502,7 @@ func (l *Ledger) Release(ctx context.Context, c ledger.Claim, reason string) err
 	out, err := l.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                           l.table,
 		Key:                                 keyOf(c.Key),
-		ConditionExpression:                 aws.String(condHeld),
+		ConditionExpression:                 aws.String(condHeld + " AND attribute_not_exists(#released)"),
 		UpdateExpression:                    aws.String(update),
 		ExpressionAttributeNames:            names,
 		ExpressionAttributeValues:           values,
@@ -481,6 +516,8 @@ func (l *Ledger) Release(ctx context.Context, c ledger.Claim, reason string) err
 			return fmt.Errorf("dynamoledger: release %s: %w", c.Key, err)
 		case derr != nil:
 			return fmt.Errorf("dynamoledger: release %s: %w", c.Key, derr)
+		case old.State == ledger.StatePending && old.ClaimID == c.ClaimID && old.Released && old.ExpiresAt.Unix() >= now.Unix():
+			return nil // already released (perhaps by this call's own first try)
 		}
 		return fmt.Errorf("dynamoledger: release %s: %w", c.Key, fenced(old, now))
 	}

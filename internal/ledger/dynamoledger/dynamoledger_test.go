@@ -333,7 +333,7 @@ func TestRetriedWriteFindsItsOwnRow(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Claim: %v", err)
 	}
-	if err := l.Release(ctx, c1, "provider 503"); err != nil {
+	if err := l.Release(ctx, c1, "provider 503", time.Time{}); err != nil {
 		t.Fatalf("Release: %v", err)
 	}
 	cur, err := l.Get(ctx, e.Key)

@@ -194,6 +194,7 @@ func wantPending(t *testing.T, e ledger.Entry, c ledger.Claim, now time.Time, go
 		Attempts:    1,
 		LeaseUntil:  now.Add(lease),
 		AttemptedAt: now,
+		LookupFrom:  now,
 		CreatedAt:   now,
 		UpdatedAt:   now,
 		ExpiresAt:   got.ExpiresAt,
@@ -353,6 +354,35 @@ func runClaim(t *testing.T, setup setupFunc) {
 		}
 	})
 
+	// A Claim whose answer is lost (here: the context was cancelled)
+	// returns the claim it tried to take; releasing it is harmless when
+	// the write never applied.
+	t.Run("LostAnswerReturnsTheClaim", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		e := NewEntry(newKey(t))
+		ctx, cancel := context.WithCancel(b.ctx)
+		cancel()
+		now := b.clock.Now()
+		c, err := b.l.Claim(ctx, e, lease)
+		if err == nil || errors.Is(err, ledger.ErrExists) {
+			t.Fatalf("Claim with a cancelled context: err = %v, want a lost answer", err)
+		}
+		if c.Key != e.Key || c.ClaimID == "" || c.Attempt != 1 {
+			t.Fatalf("claim with the lost answer = %+v, want key %s, a claim id, attempt 1", c, e.Key)
+		}
+		sameTime(t, "AttemptedAt", c.AttemptedAt, now)
+		if err := b.l.Release(b.ctx, c, "lost answer", time.Time{}); !errors.Is(err, ledger.ErrFencingLost) {
+			t.Errorf("Release of a claim never written: err = %v, want ErrFencingLost", err)
+		}
+		if _, err := b.l.Get(b.ctx, e.Key); !errors.Is(err, ledger.ErrNotFound) {
+			t.Errorf("Get: err = %v, want ErrNotFound", err)
+		}
+		if _, err := b.l.Claim(b.ctx, e, lease); err != nil {
+			t.Errorf("Claim after the lost answer: %v", err)
+		}
+	})
+
 	t.Run("InvalidInput", func(t *testing.T) {
 		t.Parallel()
 		for _, tc := range []struct {
@@ -433,7 +463,7 @@ func runMark(t *testing.T, setup setupFunc) {
 		t.Parallel()
 		b := setup(t)
 		e, c := b.claim(t)
-		if err := b.l.Release(b.ctx, c, "provider 503"); err != nil {
+		if err := b.l.Release(b.ctx, c, "provider 503", time.Time{}); err != nil {
 			t.Fatalf("Release: %v", err)
 		}
 		b.mark(t, c, ledger.Outcome{State: ledger.StateSent, ProviderMessageID: "msg_1"})
@@ -534,33 +564,89 @@ func runRelease(t *testing.T, setup setupFunc) {
 		e, c := b.claim(t)
 		before := b.get(t, e.Key)
 		now := b.clock.Advance(5 * time.Second)
-		if err := b.l.Release(b.ctx, c, "provider 503"); err != nil {
+		if err := b.l.Release(b.ctx, c, "provider 503", time.Time{}); err != nil {
 			t.Fatalf("Release: %v", err)
 		}
 		got := b.get(t, e.Key)
 		want := before
 		want.Released = true
+		want.Releases = 1
 		want.Reason = "provider 503"
 		want.LeaseUntil = now
+		want.RetryAt = now
 		want.UpdatedAt = now
 		want.ExpiresAt = got.ExpiresAt
 		sameRecord(t, "row", got, want)
 		if !got.Stale(now) {
 			t.Errorf("released row is not stale at %v", now)
 		}
+		sameTime(t, "Due", ledger.Due(got), now)
 	})
 
+	// A second Release of a released claim (a retry whose first answer was
+	// lost) changes nothing and succeeds: the release counts once.
 	t.Run("Twice", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		e, c := b.claim(t)
-		for _, reason := range []string{"first", "second"} {
-			if err := b.l.Release(b.ctx, c, reason); err != nil {
-				t.Fatalf("Release(%s): %v", reason, err)
-			}
+		if err := b.l.Release(b.ctx, c, "first", time.Time{}); err != nil {
+			t.Fatalf("Release(first): %v", err)
 		}
-		if got := b.get(t, e.Key); got.Reason != "second" || !got.Released {
-			t.Errorf("Reason %q Released %v, want second and true", got.Reason, got.Released)
+		want := b.get(t, e.Key)
+		b.clock.Advance(time.Second)
+		if err := b.l.Release(b.ctx, c, "second", b.clock.Now().Add(time.Hour)); err != nil {
+			t.Fatalf("Release(second): %v", err)
+		}
+		got := b.get(t, e.Key)
+		sameRecord(t, "row after a second release", got, want)
+		if got.Releases != 1 || got.Reason != "first" {
+			t.Errorf("Releases %d Reason %q, want 1 and first", got.Releases, got.Reason)
+		}
+	})
+
+	// RetryAt is the reconciler's backoff: the row is due then, but its
+	// lease has ended, so a sender may take it over at once.
+	t.Run("RetryAt", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		e, c := b.claim(t)
+		now := b.clock.Advance(time.Second)
+		retry := now.Add(5 * time.Minute)
+		if err := b.l.Release(b.ctx, c, "provider 429", retry); err != nil {
+			t.Fatalf("Release: %v", err)
+		}
+		got := b.get(t, e.Key)
+		sameTime(t, "RetryAt", got.RetryAt, retry)
+		sameTime(t, "LeaseUntil", got.LeaseUntil, now)
+		sameTime(t, "Due", ledger.Due(got), retry)
+		if !got.Stale(now) {
+			t.Errorf("released row is not stale at %v", now)
+		}
+		if byKey, _ := b.attentionAll(t, now.Add(time.Minute), 0); len(byKey) != 0 {
+			t.Errorf("a row backing off until %v is listed as due before %v", retry, now.Add(time.Minute))
+		}
+		if byKey, _ := b.attentionAll(t, retry.Add(time.Millisecond), 0); len(byKey) != 1 {
+			t.Errorf("attention lists %d rows due before %v, want the released row", len(byKey), retry.Add(time.Millisecond))
+		}
+		// A takeover at once (a sender's redelivery) clears the backoff and
+		// keeps the release count.
+		c2, err := b.l.TakeOver(b.ctx, got, lease)
+		if err != nil {
+			t.Fatalf("TakeOver of a backing-off row: %v", err)
+		}
+		got = b.get(t, e.Key)
+		if got.Released || !got.RetryAt.IsZero() || got.Releases != 1 || got.Attempts != 2 {
+			t.Errorf("after takeover: Released %v RetryAt %v Releases %d Attempts %d, want false, zero, 1, 2", got.Released, got.RetryAt, got.Releases, got.Attempts)
+		}
+		if err := b.l.Release(b.ctx, c2, "again", time.Time{}); err != nil {
+			t.Fatalf("Release of the takeover: %v", err)
+		}
+		if got := b.get(t, e.Key); got.Releases != 2 {
+			t.Errorf("Releases = %d after two released claims, want 2", got.Releases)
+		}
+		b.mark(t, c2, ledger.Outcome{State: ledger.StateSent, ProviderMessageID: "msg_1"})
+		if got := b.get(t, e.Key); got.Released || !got.RetryAt.IsZero() {
+			t.Errorf("after Mark: Released %v RetryAt %v, want false and zero", got.Released, got.RetryAt)
 		}
 	})
 
@@ -577,7 +663,7 @@ func runRelease(t *testing.T, setup setupFunc) {
 			return c
 		}},
 		{"AfterTakeOver", func(t *testing.T, b *bundle, c ledger.Claim) ledger.Claim {
-			if err := b.l.Release(b.ctx, c, "first"); err != nil {
+			if err := b.l.Release(b.ctx, c, "first", time.Time{}); err != nil {
 				t.Fatalf("Release: %v", err)
 			}
 			if _, err := b.l.TakeOver(b.ctx, b.get(t, c.Key), lease); err != nil {
@@ -593,7 +679,7 @@ func runRelease(t *testing.T, setup setupFunc) {
 			c = tc.arrange(t, b, c)
 			before := b.get(t, e.Key)
 			b.clock.Advance(time.Second)
-			if err := b.l.Release(b.ctx, c, "late"); !errors.Is(err, ledger.ErrFencingLost) {
+			if err := b.l.Release(b.ctx, c, "late", time.Time{}); !errors.Is(err, ledger.ErrFencingLost) {
 				t.Fatalf("Release: err = %v, want ErrFencingLost", err)
 			}
 			sameRecord(t, "row after fenced Release", b.get(t, e.Key), before)
@@ -604,7 +690,7 @@ func runRelease(t *testing.T, setup setupFunc) {
 		t.Parallel()
 		b := setup(t)
 		c := ledger.Claim{Key: newKey(t), ClaimID: "c1", Attempt: 1}
-		if err := b.l.Release(b.ctx, c, "x"); !errors.Is(err, ledger.ErrFencingLost) {
+		if err := b.l.Release(b.ctx, c, "x", time.Time{}); !errors.Is(err, ledger.ErrFencingLost) {
 			t.Fatalf("Release: err = %v, want ErrFencingLost", err)
 		}
 	})
@@ -626,7 +712,7 @@ func runTakeOver(t *testing.T, setup setupFunc) {
 			b.clock.Advance(lease)
 		}, ledger.StatePending},
 		{"Released", func(t *testing.T, b *bundle, c ledger.Claim) {
-			if err := b.l.Release(b.ctx, c, "provider 503"); err != nil {
+			if err := b.l.Release(b.ctx, c, "provider 503", time.Time{}); err != nil {
 				t.Fatalf("Release: %v", err)
 			}
 		}, ledger.StatePending},
@@ -662,8 +748,16 @@ func runTakeOver(t *testing.T, setup setupFunc) {
 			want.ClaimID = c2.ClaimID
 			want.Attempts = 2
 			want.Released = false
+			want.RetryAt = time.Time{}
 			want.LeaseUntil = now.Add(lease)
 			want.AttemptedAt = now
+			// The lookup window restarts after a release and keeps covering
+			// the attempt being resolved otherwise.
+			if cur.Released {
+				want.LookupFrom = now
+			} else {
+				want.LookupFrom = cur.AttemptedAt
+			}
 			want.UpdatedAt = now
 			want.ExpiresAt = got.ExpiresAt
 			sameRecord(t, "row", got, want)
@@ -722,6 +816,62 @@ func runTakeOver(t *testing.T, setup setupFunc) {
 			sameRecord(t, "row after failed takeover", b.get(t, c.Key), before)
 		})
 	}
+
+	// A takeover that sends nothing (it marks UNCERTAIN, or its answer is
+	// lost) must not move the lookup window past the attempt being
+	// resolved; a release restarts it.
+	t.Run("LookupFromCoversTheAttemptBeingResolved", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		t0 := b.clock.Now()
+		e, _ := b.claim(t)
+		b.clock.Advance(lease + time.Second)
+		c2, err := b.l.TakeOver(b.ctx, b.get(t, e.Key), lease)
+		if err != nil {
+			t.Fatalf("TakeOver: %v", err)
+		}
+		b.mark(t, c2, ledger.Outcome{State: ledger.StateUncertain, Reason: "dead worker"})
+		b.clock.Advance(time.Minute)
+		c3, err := b.l.TakeOver(b.ctx, b.get(t, e.Key), lease)
+		if err != nil {
+			t.Fatalf("second TakeOver: %v", err)
+		}
+		got := b.get(t, e.Key)
+		sameTime(t, "LookupFrom after two takeovers", got.LookupFrom, t0)
+		sameTime(t, "LookupStart", got.LookupStart(), t0)
+		sameTime(t, "AttemptedAt", got.AttemptedAt, c3.AttemptedAt)
+		if err := b.l.Release(b.ctx, c3, "provider 503", time.Time{}); err != nil {
+			t.Fatalf("Release: %v", err)
+		}
+		now := b.clock.Advance(time.Second)
+		if _, err := b.l.TakeOver(b.ctx, b.get(t, e.Key), lease); err != nil {
+			t.Fatalf("TakeOver after release: %v", err)
+		}
+		sameTime(t, "LookupFrom after a release", b.get(t, e.Key).LookupFrom, now)
+	})
+
+	t.Run("LostAnswerReturnsTheClaim", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		e, c := b.claim(t)
+		if err := b.l.Release(b.ctx, c, "provider 503", time.Time{}); err != nil {
+			t.Fatalf("Release: %v", err)
+		}
+		cur := b.get(t, e.Key)
+		ctx, cancel := context.WithCancel(b.ctx)
+		cancel()
+		c2, err := b.l.TakeOver(ctx, cur, lease)
+		if err == nil || errors.Is(err, ledger.ErrExists) || errors.Is(err, ledger.ErrNotFound) {
+			t.Fatalf("TakeOver with a cancelled context: err = %v, want a lost answer", err)
+		}
+		if c2.Key != e.Key || c2.ClaimID == "" || c2.ClaimID == c.ClaimID || c2.Attempt != 2 {
+			t.Fatalf("claim with the lost answer = %+v, want key %s, a new claim id, attempt 2", c2, e.Key)
+		}
+		if err := b.l.Release(b.ctx, c2, "lost answer", time.Time{}); !errors.Is(err, ledger.ErrFencingLost) {
+			t.Errorf("Release of a takeover never written: err = %v, want ErrFencingLost", err)
+		}
+		sameRecord(t, "row", b.get(t, e.Key), cur)
+	})
 
 	t.Run("NotFound/Absent", func(t *testing.T) {
 		t.Parallel()
@@ -907,7 +1057,7 @@ func runAttention(t *testing.T, setup setupFunc) {
 				b.mark(t, c, ledger.Outcome{State: ledger.StateUncertain, Reason: "timeout"})
 				need[e.Key] = true
 			case 2:
-				if err := b.l.Release(b.ctx, c, "provider 503"); err != nil {
+				if err := b.l.Release(b.ctx, c, "provider 503", time.Time{}); err != nil {
 					t.Fatalf("Release: %v", err)
 				}
 				need[e.Key] = true
@@ -987,7 +1137,7 @@ func runAttention(t *testing.T, setup setupFunc) {
 		b.mark(t, c, ledger.Outcome{State: ledger.StateUncertain, Reason: "timeout"})
 		b.clock.Advance(10 * time.Second)
 		released, c := b.claim(t) // due t0+20s
-		if err := b.l.Release(b.ctx, c, "provider 503"); err != nil {
+		if err := b.l.Release(b.ctx, c, "provider 503", time.Time{}); err != nil {
 			t.Fatalf("Release: %v", err)
 		}
 		for _, tc := range []struct {
@@ -1039,6 +1189,49 @@ func runAttention(t *testing.T, setup setupFunc) {
 		}
 		if maxPages < 2 {
 			t.Errorf("no shard needed a second page; the test does not exercise paging")
+		}
+	})
+
+	// Rows past their expiry at the head of a shard may fill whole pages
+	// (DynamoDB filters them after the limit): only an empty cursor ends
+	// the shard, and a live row behind them is still listed.
+	t.Run("ExpiredRowsAtTheHeadOfAShard", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		const shard, expiredRows, limit = 3, 30, 25
+		var old []string
+		for i := 0; len(old) < expiredRows; i++ {
+			k := Key(fmt.Sprintf("%s/head-%d", t.Name(), i))
+			if ledger.Shard(k) != shard {
+				continue
+			}
+			if _, err := b.l.Claim(b.ctx, NewEntry(k), lease); err != nil {
+				t.Fatalf("Claim: %v", err)
+			}
+			old = append(old, k)
+		}
+		oldRow := b.get(t, old[0])
+		// The live row is claimed later and due later than every expired one.
+		b.clock.Set(oldRow.ExpiresAt.Add(-time.Hour))
+		var live string
+		for i := 0; live == ""; i++ {
+			if k := Key(fmt.Sprintf("%s/live-%d", t.Name(), i)); ledger.Shard(k) == shard {
+				live = k
+			}
+		}
+		c, err := b.l.Claim(b.ctx, NewEntry(live), lease)
+		if err != nil {
+			t.Fatalf("Claim: %v", err)
+		}
+		b.mark(t, c, ledger.Outcome{State: ledger.StateUncertain, Reason: "timeout"})
+		b.expire(t, oldRow)
+		rows, pages := b.attention(t, shard, b.clock.Now().Add(time.Hour), limit)
+		if len(rows) != 1 || rows[0].Key != live {
+			keys := make([]string, len(rows))
+			for i, r := range rows {
+				keys[i] = r.Key
+			}
+			t.Fatalf("attention over %d pages lists %v, want only the live row %s behind %d expired ones", pages, keys, live, expiredRows)
 		}
 	})
 

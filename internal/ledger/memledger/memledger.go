@@ -103,22 +103,23 @@ func (l *Ledger) live(key string, now time.Time) (ledger.Record, bool) {
 }
 
 // Claim implements ledger.Ledger. It returns an input error for an empty
-// key or a lease that is not positive, and a *ledger.ConflictError holding
-// the row when a live row holds the key.
+// key or a lease that is not positive, a *ledger.ConflictError holding the
+// row when a live row holds the key, and the context's error (with the
+// claim it would have taken, as a lost answer) when ctx is done.
 func (l *Ledger) Claim(ctx context.Context, e ledger.Entry, lease time.Duration) (ledger.Claim, error) {
 	if err := checkClaim(e.Key, lease); err != nil {
 		return ledger.Claim{}, fmt.Errorf("memledger: claim %s: %w", e.Key, err)
 	}
-	if err := ctx.Err(); err != nil {
-		return ledger.Claim{}, fmt.Errorf("memledger: claim %s: %w", e.Key, err)
-	}
 	now := l.clock()
+	c := ledger.Claim{Key: e.Key, ClaimID: l.newID(), Attempt: 1, LeaseUntil: now.Add(lease), AttemptedAt: now}
+	if err := ctx.Err(); err != nil {
+		return c, fmt.Errorf("memledger: claim %s: %w", e.Key, err)
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if cur, ok := l.live(e.Key, now); ok {
 		return ledger.Claim{}, fmt.Errorf("memledger: claim %s: %w", e.Key, &ledger.ConflictError{Op: "claim", Current: cur})
 	}
-	c := ledger.Claim{Key: e.Key, ClaimID: l.newID(), Attempt: 1, LeaseUntil: now.Add(lease), AttemptedAt: now}
 	l.rows[e.Key] = ledger.Record{
 		Entry:       e,
 		State:       ledger.StatePending,
@@ -126,6 +127,7 @@ func (l *Ledger) Claim(ctx context.Context, e ledger.Entry, lease time.Duration)
 		Attempts:    1,
 		LeaseUntil:  c.LeaseUntil,
 		AttemptedAt: now,
+		LookupFrom:  now,
 		CreatedAt:   now,
 		UpdatedAt:   now,
 		ExpiresAt:   l.expiry(now),
@@ -135,16 +137,18 @@ func (l *Ledger) Claim(ctx context.Context, e ledger.Entry, lease time.Duration)
 
 // TakeOver implements ledger.Ledger. It returns a *ledger.ConflictError
 // holding the current row when cur.ClaimID no longer holds the row or the
-// row is neither stale PENDING nor UNCERTAIN, and ledger.ErrNotFound when
-// no live row exists.
+// row is neither stale PENDING nor UNCERTAIN, ledger.ErrNotFound when no
+// live row exists, and the context's error (with the claim it would have
+// taken, as a lost answer) when ctx is done.
 func (l *Ledger) TakeOver(ctx context.Context, cur ledger.Record, lease time.Duration) (ledger.Claim, error) {
 	if err := checkClaim(cur.Key, lease); err != nil {
 		return ledger.Claim{}, fmt.Errorf("memledger: takeover %s: %w", cur.Key, err)
 	}
-	if err := ctx.Err(); err != nil {
-		return ledger.Claim{}, fmt.Errorf("memledger: takeover %s: %w", cur.Key, err)
-	}
 	now := l.clock()
+	c := ledger.Claim{Key: cur.Key, ClaimID: l.newID(), Attempt: cur.Attempts + 1, LeaseUntil: now.Add(lease), AttemptedAt: now}
+	if err := ctx.Err(); err != nil {
+		return c, fmt.Errorf("memledger: takeover %s: %w", cur.Key, err)
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	r, ok := l.live(cur.Key, now)
@@ -155,15 +159,23 @@ func (l *Ledger) TakeOver(ctx context.Context, cur ledger.Record, lease time.Dur
 		return ledger.Claim{}, fmt.Errorf("memledger: takeover %s: %w", cur.Key, &ledger.ConflictError{Op: "takeover", Current: r})
 	}
 	r.State = ledger.StatePending
-	r.ClaimID = l.newID()
+	r.ClaimID = c.ClaimID
 	r.Attempts++
 	r.Released = false
-	r.LeaseUntil = now.Add(lease)
+	r.RetryAt = time.Time{}
+	r.LeaseUntil = c.LeaseUntil
+	switch {
+	case cur.Released:
+		r.LookupFrom = now
+	case r.LookupFrom.IsZero():
+		r.LookupFrom = r.AttemptedAt
+	}
 	r.AttemptedAt = now
 	r.UpdatedAt = now
 	r.ExpiresAt = l.expiry(now)
 	l.rows[r.Key] = r
-	return ledger.Claim{Key: r.Key, ClaimID: r.ClaimID, Attempt: r.Attempts, LeaseUntil: r.LeaseUntil, AttemptedAt: now}, nil
+	c.Attempt = r.Attempts
+	return c, nil
 }
 
 // Mark implements ledger.Ledger. It returns an input error for an outcome
@@ -191,6 +203,7 @@ func (l *Ledger) Mark(ctx context.Context, c ledger.Claim, o ledger.Outcome) err
 		r.ProviderMessageID = o.ProviderMessageID
 	}
 	r.Released = false
+	r.RetryAt = time.Time{}
 	r.UpdatedAt = now
 	r.ExpiresAt = l.expiry(now)
 	if o.State.Final() {
@@ -201,8 +214,9 @@ func (l *Ledger) Mark(ctx context.Context, c ledger.Claim, o ledger.Outcome) err
 }
 
 // Release implements ledger.Ledger. It returns an error matching
-// ledger.ErrFencingLost when c does not hold a live PENDING row.
-func (l *Ledger) Release(ctx context.Context, c ledger.Claim, reason string) error {
+// ledger.ErrFencingLost when c does not hold a live PENDING row. Releasing
+// a claim that is already released changes nothing.
+func (l *Ledger) Release(ctx context.Context, c ledger.Claim, reason string, retryAt time.Time) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("memledger: release %s: %w", c.Key, err)
 	}
@@ -213,9 +227,17 @@ func (l *Ledger) Release(ctx context.Context, c ledger.Claim, reason string) err
 	if err != nil {
 		return fmt.Errorf("memledger: release %s: %w", c.Key, err)
 	}
+	if r.Released {
+		return nil
+	}
 	r.Released = true
+	r.Releases++
 	r.Reason = reason
 	r.LeaseUntil = now
+	r.RetryAt = now
+	if retryAt.After(now) {
+		r.RetryAt = time.UnixMilli(retryAt.UnixMilli()).UTC()
+	}
 	r.UpdatedAt = now
 	r.ExpiresAt = l.expiry(now)
 	l.rows[r.Key] = r
@@ -253,11 +275,7 @@ func (l *Ledger) Get(ctx context.Context, key string) (ledger.Record, error) {
 
 // sortKey orders attention rows: due time, fixed width, then the key.
 func sortKey(r ledger.Record) string {
-	due := r.LeaseUntil
-	if r.State == ledger.StateUncertain {
-		due = r.UpdatedAt
-	}
-	return dueString(due) + "#" + r.Key
+	return dueString(ledger.Due(r)) + "#" + r.Key
 }
 
 const dueLayout = "2006-01-02T15:04:05.000Z"
@@ -266,7 +284,9 @@ func dueString(t time.Time) string { return t.UTC().Format(dueLayout) }
 
 // Attention implements ledger.Ledger. It returns an input error for a shard
 // outside [0, ledger.AttentionShards), a negative limit or a cursor it did
-// not hand out.
+// not hand out. Like a DynamoDB Query with a filter, it applies the limit
+// before it skips expired rows: a page may be short, even empty, while its
+// cursor is not.
 func (l *Ledger) Attention(ctx context.Context, q ledger.AttentionQuery) (ledger.AttentionPage, error) {
 	if q.Shard < 0 || q.Shard >= ledger.AttentionShards {
 		return ledger.AttentionPage{}, fmt.Errorf("memledger: attention: shard %d outside [0, %d)", q.Shard, ledger.AttentionShards)
@@ -299,7 +319,7 @@ func (l *Ledger) Attention(ctx context.Context, q ledger.AttentionQuery) (ledger
 	var rows []row
 	l.mu.Lock()
 	for k, r := range l.rows {
-		if !r.State.NeedsAttention() || expired(r, now) || ledger.Shard(k) != q.Shard {
+		if !r.State.NeedsAttention() || ledger.Shard(k) != q.Shard {
 			continue
 		}
 		if sk := sortKey(r); sk < bound && sk > after {
@@ -309,13 +329,15 @@ func (l *Ledger) Attention(ctx context.Context, q ledger.AttentionQuery) (ledger
 	l.mu.Unlock()
 	sort.Slice(rows, func(i, j int) bool { return rows[i].sk < rows[j].sk })
 
-	var p ledger.AttentionPage
+	p := ledger.AttentionPage{Records: []ledger.Record{}}
 	for i, r := range rows {
 		if i == limit {
 			p.Cursor = base64.RawURLEncoding.EncodeToString([]byte(rows[i-1].sk))
 			break
 		}
-		p.Records = append(p.Records, r.r)
+		if !expired(r.r, now) {
+			p.Records = append(p.Records, r.r)
+		}
 	}
 	return p, nil
 }

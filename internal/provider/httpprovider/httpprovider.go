@@ -9,7 +9,10 @@
 //	3xx (redirects are never followed)    Config: the base URL is wrong
 //	400, 404, 413, 422, other 4xx         Permanent, with the provider's reason
 //	401, 403, 407                         Config
-//	408, 409, 425, 429, 5xx               Transient
+//	408, 409, 425, 429                    Transient: the provider did not take it
+//	5xx, idempotent provider              Transient (a retry with the same key is harmless)
+//	5xx, DisableIdempotency               Ambiguous: the provider may have accepted
+//	                                      before failing, and a retry would duplicate
 //	any other status                      Ambiguous
 //	no answer, request written            Ambiguous (timeout, reset, EOF)
 //	no answer, request not written        Transient (DNS, refused, TLS)
@@ -43,6 +46,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/sendonce/sendonce/internal/decide"
 	"github.com/sendonce/sendonce/internal/provider"
 	"github.com/sendonce/sendonce/internal/redact"
 )
@@ -51,7 +55,7 @@ import (
 const ProviderName = "http"
 
 // DefaultTimeout is one call's timeout when Config.Timeout is zero.
-const DefaultTimeout = 5 * time.Second
+const DefaultTimeout = decide.DefaultProviderTimeout
 
 const (
 	// maxResponse bounds how much of an answer is read.
@@ -271,6 +275,11 @@ func (p *Provider) Send(ctx context.Context, m provider.Message) (provider.Recei
 		return provider.Receipt{MessageID: info.ID}, nil
 	}
 	kind := statusKind(resp.StatusCode)
+	if kind == provider.Transient && resp.StatusCode >= 500 && !p.idempotent {
+		// The protocol lets a provider fail after it accepted; one that
+		// ignores Idempotency-Key would send a retry again.
+		kind = provider.Ambiguous
+	}
 	return provider.Receipt{}, p.fail(op, m, &provider.Error{Kind: kind, Code: code, Reason: p.reason(resp.StatusCode, data, m)})
 }
 

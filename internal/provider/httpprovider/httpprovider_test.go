@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log"
 	"log/slog"
@@ -427,5 +428,39 @@ func TestNewValidates(t *testing.T) {
 	}
 	if got, want := lookupOnly.Capabilities(), (provider.Capabilities{IdempotentSends: false, LookupByReference: true}); got != want {
 		t.Errorf("Capabilities with DisableIdempotency = %+v, want %+v", got, want)
+	}
+}
+
+// TestSendClassificationWithoutIdempotency (defect 10): a provider declared
+// to ignore Idempotency-Key cannot drop a repeat, so a 5xx, after which it
+// may have accepted, is ambiguous, not transient; the statuses that say it
+// did not take the message stay transient.
+func TestSendClassificationWithoutIdempotency(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		status int
+		want   provider.Kind
+	}{
+		{500, provider.Ambiguous}, {502, provider.Ambiguous}, {503, provider.Ambiguous}, {504, provider.Ambiguous}, {599, provider.Ambiguous},
+		{408, provider.Transient}, {409, provider.Transient}, {425, provider.Transient}, {429, provider.Transient},
+		{400, provider.Permanent}, {422, provider.Permanent}, {401, provider.Config}, {403, provider.Config},
+	} {
+		t.Run(fmt.Sprint(tt.status), func(t *testing.T) {
+			t.Parallel()
+			srv := httptest.NewServer(reply(tt.status, ``))
+			t.Cleanup(srv.Close)
+			p, err := httpprovider.New(httpprovider.Config{BaseURL: srv.URL, Token: testToken, DisableIdempotency: true, Logger: slog.New(slog.DiscardHandler)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = p.Send(context.Background(), message())
+			checkErr(t, err, "send", tt.want, fmt.Sprint(tt.status), "")
+			// A lookup sends nothing: what is ambiguous for a send is
+			// transient for it.
+			if tt.status >= 500 {
+				_, err = p.Lookup(context.Background(), message())
+				checkErr(t, err, "lookup", provider.Transient, fmt.Sprint(tt.status), "")
+			}
+		})
 	}
 }

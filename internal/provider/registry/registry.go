@@ -27,6 +27,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sns"
 
+	"github.com/sendonce/sendonce/internal/decide"
 	"github.com/sendonce/sendonce/internal/provider"
 	"github.com/sendonce/sendonce/internal/provider/httpprovider"
 	"github.com/sendonce/sendonce/internal/provider/smtpprovider"
@@ -37,7 +38,7 @@ import (
 
 // DefaultTimeout is one provider call's timeout when
 // SENDONCE_PROVIDER_TIMEOUT is unset.
-const DefaultTimeout = 5 * time.Second
+const DefaultTimeout = decide.DefaultProviderTimeout
 
 // The environment variables the registry reads.
 const (

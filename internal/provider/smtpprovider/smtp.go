@@ -39,6 +39,7 @@ import (
 
 	mail "github.com/wneessen/go-mail"
 
+	"github.com/sendonce/sendonce/internal/decide"
 	"github.com/sendonce/sendonce/internal/provider"
 	"github.com/sendonce/sendonce/internal/redact"
 )
@@ -131,7 +132,7 @@ func New(cfg Config) (*Provider, error) {
 		cfg.Port = mail.DefaultPortTLS
 	}
 	if cfg.Timeout <= 0 {
-		cfg.Timeout = 5 * time.Second
+		cfg.Timeout = decide.DefaultProviderTimeout
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now

@@ -244,15 +244,19 @@ var codeKinds = map[string]struct {
 	"ResourceNotFound":            {provider.Permanent, "target not found"},
 	"PlatformApplicationDisabled": {provider.Permanent, "platform application is disabled"},
 	"UserError":                   {provider.Permanent, "rejected by SNS"},
-	// SNS did not take it: retry later.
+	// SNS documents that it did not take it (the request was refused
+	// before processing): retry later.
 	"Throttled":           {provider.Transient, "throttled"},
 	"ThrottlingException": {provider.Transient, "throttled"},
 	"Throttling":          {provider.Transient, "throttled"},
 	"KMSThrottling":       {provider.Transient, "KMS throttled"},
-	"InternalError":       {provider.Transient, "SNS internal error"},
-	"InternalFailure":     {provider.Transient, "SNS internal failure"},
-	"ServiceUnavailable":  {provider.Transient, "SNS unavailable"},
 	"ConcurrentAccess":    {provider.Transient, "concurrent access"},
+	// SNS failed while processing: it documents nothing about whether the
+	// message was published, and it cannot drop a repeat, so a retry may
+	// duplicate it.
+	"InternalError":      {provider.Ambiguous, "SNS internal error: the message may have been published"},
+	"InternalFailure":    {provider.Ambiguous, "SNS internal failure: the message may have been published"},
+	"ServiceUnavailable": {provider.Ambiguous, "SNS unavailable: the message may have been published"},
 	// The deployment is at fault: retried, alarmed, never FAILED.
 	"AuthorizationError":          {provider.Config, "not authorized to publish"},
 	"AccessDenied":                {provider.Config, "access denied"},
@@ -276,10 +280,11 @@ var codeKinds = map[string]struct {
 // to is the message's raw address; it is redacted out of any text kept.
 //
 //   - a known SNS error code: the kind of codeKinds (Permanent for a bad
-//     message, Transient for throttling and internal errors, Config for
-//     credentials, permissions and KMS);
-//   - an unknown code: by HTTP status (4xx Permanent, 500/503 Transient,
-//     other 5xx Ambiguous: a gateway may have passed the request on);
+//     message, Transient for throttling, Ambiguous for internal errors and
+//     unavailability: SNS cannot drop a repeat and does not say whether
+//     it published, Config for credentials, permissions and KMS);
+//   - an unknown code: by HTTP status (4xx Permanent, 429 Transient, 5xx
+//     Ambiguous: the request may have been processed);
 //   - no answer: Transient when the connection was never made (dial or
 //     DNS failure: nothing was sent), otherwise Ambiguous (a timeout or
 //     reset after the request may have been written).
@@ -294,8 +299,6 @@ func Classify(err error, to string) *provider.Error {
 		}
 		status := httpStatus(err)
 		switch {
-		case status == 500 || status == 503:
-			pe.Kind, pe.Reason = provider.Transient, fmt.Sprintf("SNS answered HTTP %d", status)
 		case status >= 500:
 			pe.Kind, pe.Reason = provider.Ambiguous, fmt.Sprintf("SNS answered HTTP %d: the request may have been processed", status)
 		case status == 401 || status == 403:

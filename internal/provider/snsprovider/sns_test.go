@@ -54,9 +54,11 @@ func TestClassify(t *testing.T) {
 		{"ThrottlingException", &smithy.GenericAPIError{Code: "ThrottlingException"}, provider.Transient},
 		{"Throttling", &smithy.GenericAPIError{Code: "Throttling"}, provider.Transient},
 		{"KMSThrottling", &types.KMSThrottlingException{}, provider.Transient},
-		{"InternalError", &types.InternalErrorException{}, provider.Transient},
-		{"InternalFailure", &smithy.GenericAPIError{Code: "InternalFailure"}, provider.Transient},
-		{"ServiceUnavailable", &smithy.GenericAPIError{Code: "ServiceUnavailable"}, provider.Transient},
+		// Defect 10: SNS cannot drop a repeat, and an internal error says
+		// nothing about whether it published: ambiguous, not transient.
+		{"InternalError", &types.InternalErrorException{}, provider.Ambiguous},
+		{"InternalFailure", &smithy.GenericAPIError{Code: "InternalFailure"}, provider.Ambiguous},
+		{"ServiceUnavailable", &smithy.GenericAPIError{Code: "ServiceUnavailable"}, provider.Ambiguous},
 		{"ConcurrentAccess", &types.ConcurrentAccessException{}, provider.Transient},
 		{"AuthorizationError", &types.AuthorizationErrorException{}, provider.Config},
 		{"AccessDenied", &smithy.GenericAPIError{Code: "AccessDenied"}, provider.Config},
@@ -74,8 +76,9 @@ func TestClassify(t *testing.T) {
 		{"KMSOptInRequired", &types.KMSOptInRequired{}, provider.Config},
 		{"InvalidState", &types.InvalidStateException{}, provider.Config},
 		{"VerificationException", &types.VerificationException{}, provider.Config},
-		{"Unknown500", respErr(500, "Weird"), provider.Transient},
-		{"Unknown503", respErr(503, "Weird"), provider.Transient},
+		{"Unknown500", respErr(500, "Weird"), provider.Ambiguous},
+		{"Unknown503", respErr(503, "Weird"), provider.Ambiguous},
+		{"Unknown429", respErr(429, "Weird"), provider.Transient},
 		{"Unknown502", respErr(502, "Weird"), provider.Ambiguous},
 		{"Unknown504", respErr(504, "Weird"), provider.Ambiguous},
 		{"Unknown401", respErr(401, "Weird"), provider.Config},
@@ -340,7 +343,7 @@ func TestNoSDKRetry(t *testing.T) {
 		status     int
 		want       provider.Kind
 	}{
-		{"InternalError", "InternalError", 500, provider.Transient},
+		{"InternalError", "InternalError", 500, provider.Ambiguous},
 		{"Throttled", "Throttled", 400, provider.Transient},
 		{"OptedOut", "OptedOut", 400, provider.Permanent},
 		{"AuthorizationError", "AuthorizationError", 403, provider.Config},

@@ -27,6 +27,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sendonce/sendonce/internal/decide"
 	"github.com/sendonce/sendonce/internal/provider"
 	"github.com/sendonce/sendonce/internal/redact"
 )
@@ -100,7 +101,7 @@ func New(cfg Config) (*Provider, error) {
 		}
 	}
 	if cfg.Timeout <= 0 {
-		cfg.Timeout = 5 * time.Second
+		cfg.Timeout = decide.DefaultProviderTimeout
 	}
 	hc := cfg.HTTPClient
 	if hc == nil {

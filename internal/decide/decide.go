@@ -1,0 +1,350 @@
+// Package decide holds the one decision of the send path that both the
+// sender (on a redelivery that finds a live row) and the reconciler (on a
+// row of the attention index) make: what to do with a ledger row whose
+// outcome is not known yet. It also defines, once, the timing constants
+// both functions and the deployment template must agree on.
+//
+// Of is a pure function of the row, the clock, the provider's
+// capabilities, the class policy and the limits; it performs nothing. The
+// caller performs the Action it returns, every change through a fenced
+// takeover of the row's claim.
+//
+// # The decision
+//
+// In order, the first rule that applies decides (decide_test.go holds the
+// whole table, every state × released × capability × class × settle × age
+// combination, for both callers):
+//
+//	row SENT, FAILED or ABANDONED             Acknowledge
+//	row PENDING, lease live                   Wait (its worker is still at it)
+//	row UNCERTAIN, caller sender              HandOff (the reconciler owns it)
+//	row released, reconciler, before RetryAt  Wait (released rows back off)
+//	reconciler, row older than MaxAge         Abandon (give up by age)
+//	row released (nothing was sent)
+//	    no provider configured                sender: Wait; reconciler: Postpone
+//	    otherwise                             Send
+//	no provider configured                    Wait (capabilities unknown)
+//	provider can look messages up
+//	    not asked yet                         LookUp, then decide again with the answer
+//	    accepted / rejected                   MarkSent / MarkFailed
+//	    no record or failed, drops repeats    Send
+//	    no record, settled                    Send*
+//	    no record before Settle, or failed    Wait (and ask again later)
+//	provider drops repeats                    Send
+//	caller sender                             MarkUncertain (the class policy decides later)
+//	class policy Resend                       Send*
+//	class policy Abandon, ResendIfIdempotent  Abandon
+//
+// Send* is Abandon instead for the reconciler once the row holds
+// MaxAttempts attempts that may have reached the provider (Attempts −
+// Releases): a repeat the provider cannot drop is bounded.
+//
+// "Released" means the latest claim was given up before its provider call
+// could send anything: such attempts never count toward giving up, and a
+// released row is resent without asking the provider. A lookup always asks
+// about the attempt being resolved (from the row's LookupStart as read,
+// the earliest attempt that may have sent), never about a takeover's own
+// claim; "settled" is measured from the latest attempt (AttemptedAt).
+//
+// # Timing
+//
+// A worker's worst path is a takeover that looks the message up and then
+// sends it: two provider calls plus the ledger writes around them
+// (TakeOverBudget). The claim timeout must cover it (CheckClaimTimeout),
+// and no lookup starts with less than it left before the deadline; a first
+// attempt needs one provider call (SendBudget).
+package decide
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/sendonce/sendonce/internal/ledger"
+	"github.com/sendonce/sendonce/internal/provider"
+)
+
+// Timing constants, defined here and nowhere else.
+const (
+	// DefaultProviderTimeout bounds one provider call unless
+	// SENDONCE_PROVIDER_TIMEOUT says otherwise.
+	DefaultProviderTimeout = 5 * time.Second
+	// ProcessingMargin is the time a healthy worker needs around its
+	// provider calls (ledger writes, rendering).
+	ProcessingMargin = 5 * time.Second
+	// DefaultSettle is how long after an attempt a provider's "no record"
+	// answer is trusted, unless SENDONCE_RECONCILE_SETTLE says otherwise.
+	DefaultSettle = 2 * time.Minute
+	// DefaultMaxAge is how long the reconciler keeps trying a row before it
+	// gives up (SENDONCE_MAX_AGE). It is derived from the template's
+	// defaults: the longest time SQS may still hand the message to a
+	// sender, QueueRetentionSeconds (4 days) and then DLQRetentionSeconds
+	// (14 days) before a redrive. Until then a message that was never sent
+	// is never abandoned; the ledger retention (30 days) outlives it by the
+	// reconcile horizon, so a late redrive finds the final row.
+	DefaultMaxAge = (4 + 14) * 24 * time.Hour
+	// DefaultMaxAttempts bounds the attempts that may have reached the
+	// provider (released attempts do not count) before the reconciler
+	// abandons a row.
+	DefaultMaxAttempts = 5
+	// RetryBase and RetryCap shape the reconciler's backoff of released
+	// rows: RetryBase × 2^(attempt−1), at most RetryCap.
+	RetryBase = time.Minute
+	RetryCap  = 30 * time.Minute
+)
+
+// SendBudget is the time a first attempt needs before the deadline: one
+// provider call and the ledger writes around it.
+func SendBudget(providerTimeout time.Duration) time.Duration {
+	return providerTimeout + ProcessingMargin
+}
+
+// TakeOverBudget is a worker's worst path: a takeover that looks the
+// message up and then sends it, two provider calls and the ledger writes
+// around them.
+func TakeOverBudget(providerTimeout time.Duration) time.Duration {
+	return 2*providerTimeout + ProcessingMargin
+}
+
+// CheckClaimTimeout returns an error unless the claim timeout covers a
+// worker's worst path (TakeOverBudget): otherwise a healthy worker's claim
+// could be taken over while it still sends.
+func CheckClaimTimeout(claim, providerTimeout time.Duration) error {
+	if providerTimeout <= 0 {
+		return fmt.Errorf("the provider timeout (%s) must be positive", providerTimeout)
+	}
+	if need := TakeOverBudget(providerTimeout); claim < need {
+		return fmt.Errorf("the claim timeout (%s) must be at least twice the provider timeout (%s) plus %s of processing time (%s): a takeover may look a message up and then send it, and a healthy worker's claim must not be taken over mid-send",
+			claim, providerTimeout, ProcessingMargin, need)
+	}
+	return nil
+}
+
+// RetryAfter is how long the reconciler waits before it retries a row
+// whose attempt number attempt was released: exponential, capped.
+func RetryAfter(attempt int) time.Duration {
+	d := RetryBase
+	for i := 1; i < attempt && d < RetryCap; i++ {
+		d *= 2
+	}
+	return min(d, RetryCap)
+}
+
+// Policy is what happens to an ambiguous attempt whose provider can
+// neither look it up nor drop a repeat.
+type Policy string
+
+// The policies.
+const (
+	// PolicyResend sends again with the same key, accepting a possible
+	// duplicate.
+	PolicyResend Policy = "resend"
+	// PolicyResendIfIdempotent resends only through a provider that drops
+	// repeats; otherwise it abandons.
+	PolicyResendIfIdempotent Policy = "resend-if-idempotent"
+	// PolicyAbandon marks the row ABANDONED, accepting a possible miss.
+	PolicyAbandon Policy = "abandon"
+)
+
+// Caller is who decides: the two callers differ where the sender hands a
+// row to the reconciler instead of settling it.
+type Caller int
+
+// The callers.
+const (
+	// Sender: a redelivery found the row.
+	Sender Caller = iota + 1
+	// Reconciler: the row came from the attention index.
+	Reconciler
+)
+
+func (c Caller) String() string {
+	switch c {
+	case Sender:
+		return "sender"
+	case Reconciler:
+		return "reconciler"
+	}
+	return fmt.Sprintf("Caller(%d)", int(c))
+}
+
+// Lookup is what asking the provider about the attempt being resolved
+// found.
+type Lookup int
+
+// The lookup answers.
+const (
+	// NotAsked: the provider has not been asked (yet).
+	NotAsked Lookup = iota
+	// FoundAccepted: the provider accepted the message.
+	FoundAccepted
+	// FoundRejected: the provider has the message and it failed for good.
+	FoundRejected
+	// NoRecord: the provider has no record of it.
+	NoRecord
+	// LookupFailed: the provider could not be asked.
+	LookupFailed
+)
+
+var lookupNames = [...]string{"not_asked", "accepted", "rejected", "no_record", "failed"}
+
+func (l Lookup) String() string {
+	if l >= 0 && int(l) < len(lookupNames) {
+		return lookupNames[l]
+	}
+	return fmt.Sprintf("Lookup(%d)", int(l))
+}
+
+// FromLookup converts a provider's lookup answer.
+func FromLookup(s provider.LookupStatus) Lookup {
+	switch s {
+	case provider.LookupAccepted:
+		return FoundAccepted
+	case provider.LookupRejected:
+		return FoundRejected
+	}
+	return NoRecord
+}
+
+// Action is what the caller must do with the row.
+type Action int
+
+// The actions. Every action but Acknowledge, HandOff, Wait and LookUp
+// starts with a fenced takeover of the row.
+const (
+	// Acknowledge: the row is final; nothing to do (a duplicate).
+	Acknowledge Action = iota + 1
+	// HandOff: the row is UNCERTAIN and the reconciler owns it; the
+	// sender acknowledges the delivery.
+	HandOff
+	// Wait: leave the row as it is and come back later (a live lease, a
+	// released row not due yet, a lookup that must settle or failed, or no
+	// provider for a row that may have been sent).
+	Wait
+	// LookUp: ask the provider about the attempt being resolved, then
+	// decide again with the answer.
+	LookUp
+	// Send: take over and send with the same key.
+	Send
+	// MarkSent: take over and record SENT (the lookup found it accepted).
+	MarkSent
+	// MarkFailed: take over and record FAILED (the lookup found it
+	// rejected).
+	MarkFailed
+	// MarkUncertain: take over and record UNCERTAIN; the reconciler's
+	// class policy decides later.
+	MarkUncertain
+	// Abandon: take over and record ABANDONED.
+	Abandon
+	// Postpone: take over and release again, due after the backoff: a
+	// released row whose channel has no provider (a configuration error,
+	// never a final failure).
+	Postpone
+)
+
+var actionNames = map[Action]string{
+	Acknowledge: "acknowledge", HandOff: "hand_off", Wait: "wait", LookUp: "look_up", Send: "send",
+	MarkSent: "mark_sent", MarkFailed: "mark_failed", MarkUncertain: "mark_uncertain", Abandon: "abandon", Postpone: "postpone",
+}
+
+func (a Action) String() string {
+	if n, ok := actionNames[a]; ok {
+		return n
+	}
+	return fmt.Sprintf("Action(%d)", int(a))
+}
+
+// Input is everything the decision depends on.
+type Input struct {
+	Caller Caller
+	// Row is the ledger row as read (before any takeover).
+	Row ledger.Record
+	Now time.Time
+	// Configured is false when no provider serves the row's channel; Caps
+	// is then ignored.
+	Configured bool
+	Caps       provider.Capabilities
+	// Policy is the row's class policy.
+	Policy Policy
+	// Settle is how long after an attempt "no record" is trusted.
+	Settle time.Duration
+	// MaxAge (reconciler): a row older than this (from its first claim) is
+	// abandoned; zero means no limit.
+	MaxAge time.Duration
+	// MaxAttempts (reconciler): a row with this many attempts that may
+	// have reached the provider is abandoned; zero means no limit.
+	MaxAttempts int
+	// Lookup is the provider's answer about the attempt being resolved,
+	// once asked.
+	Lookup Lookup
+}
+
+// Decision is an Action with its explanation.
+type Decision struct {
+	Action Action
+	// Reason explains the action (stored as the row's reason where the
+	// action writes one).
+	Reason string
+}
+
+// Of decides what to do with in.Row. It is pure: it reads only in.
+func Of(in Input) Decision {
+	r := in.Row
+	switch {
+	case r.State.Final():
+		return Decision{Acknowledge, "the row is final (" + string(r.State) + ")"}
+	case r.State == ledger.StatePending && !r.Stale(in.Now):
+		return Decision{Wait, "in flight: another worker holds the claim"}
+	case r.State == ledger.StateUncertain && in.Caller == Sender:
+		return Decision{HandOff, "uncertain: the reconciler owns it"}
+	case r.Released && in.Caller == Reconciler && in.Now.Before(r.RetryAt):
+		return Decision{Wait, "released: backing off until " + r.RetryAt.UTC().Format(time.RFC3339)}
+	case in.Caller == Reconciler && in.MaxAge > 0 && !r.CreatedAt.IsZero() && in.Now.Sub(r.CreatedAt) >= in.MaxAge:
+		return Decision{Abandon, fmt.Sprintf("gave up: older than the maximum age %s", in.MaxAge)}
+	case r.Released && !in.Configured:
+		if in.Caller == Sender {
+			return Decision{Wait, "no provider is configured for channel " + r.Channel}
+		}
+		return Decision{Postpone, "config: no provider is configured for channel " + r.Channel}
+	case r.Released:
+		return Decision{Send, "the previous attempt was released: nothing was sent"}
+	case !in.Configured:
+		return Decision{Wait, "no provider is configured for channel " + r.Channel + " (the previous attempt may have sent)"}
+	}
+	// The previous attempt may have reached the provider. A repeat that
+	// the provider does not drop counts toward the attempt limit.
+	mayHaveSent := r.Attempts - r.Releases
+	resend := func(reason string) Decision {
+		if in.Caller == Reconciler && in.MaxAttempts > 0 && mayHaveSent >= in.MaxAttempts {
+			return Decision{Abandon, fmt.Sprintf("gave up after %d attempts that may have reached the provider", mayHaveSent)}
+		}
+		return Decision{Send, reason}
+	}
+	if in.Caps.LookupByReference {
+		switch in.Lookup {
+		case NotAsked:
+			return Decision{LookUp, "ask the provider about the attempt"}
+		case FoundAccepted:
+			return Decision{MarkSent, "the provider accepted the attempt"}
+		case FoundRejected:
+			return Decision{MarkFailed, "the provider rejected the attempt"}
+		}
+		switch {
+		case in.Caps.IdempotentSends:
+			return Decision{Send, "the provider has no record or could not be asked, and it drops repeats"}
+		case in.Lookup == NoRecord && in.Now.Sub(r.AttemptedAt) >= in.Settle:
+			return resend("no record at the provider after the settle time")
+		case in.Lookup == NoRecord:
+			return Decision{Wait, "no record at the provider yet: settling"}
+		}
+		return Decision{Wait, "lookup failed: ask again later"}
+	}
+	switch {
+	case in.Caps.IdempotentSends:
+		return Decision{Send, "the provider drops repeats"}
+	case in.Caller == Sender:
+		return Decision{MarkUncertain, "a worker died holding the claim; whether it sent is unknown"}
+	case in.Policy == PolicyResend:
+		return resend("class " + r.Class + " policy: resend")
+	}
+	return Decision{Abandon, fmt.Sprintf("class %s policy: abandon an ambiguous attempt the provider cannot look up or dedupe", r.Class)}
+}

@@ -1,0 +1,280 @@
+package decide
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sendonce/sendonce/internal/ledger"
+	"github.com/sendonce/sendonce/internal/provider"
+)
+
+// The dimensions of the decision, each value named as the table writes it.
+var (
+	callers  = []string{"sender", "reconciler"}
+	states   = []string{"pending-live", "pending-stale", "released", "released-backoff", "uncertain", "sent", "failed", "abandoned"}
+	caps     = []string{"unconfigured", "none", "idempotent", "lookup", "both"}
+	policies = []string{"resend", "resend-if-idempotent", "abandon"}
+	settles  = []string{"settling", "settled"}
+	ages     = []string{"young", "old"}
+	tries    = []string{"few", "many"} // attempts that may have reached the provider vs MaxAttempts
+	lookups  = []string{"not_asked", "accepted", "rejected", "no_record", "failed"}
+)
+
+// rule is one line of the decision table: "*" matches anything, a value
+// list "a|b" any of them. The first matching rule decides.
+type rule struct {
+	caller, state, caps, policy, settle, age, tries, lookup string
+	want                                                    Action
+}
+
+// table is the decision, in order. It is the documentation the package
+// doc summarises; TestTable checks decide.Of against it over every
+// combination of the dimensions above.
+var table = []rule{
+	// caller      state                        caps                    policy    settle     age    tries   lookup                want
+	{"*", "sent|failed|abandoned", "*", "*", "*", "*", "*", "*", Acknowledge},
+	{"*", "pending-live", "*", "*", "*", "*", "*", "*", Wait},
+	{"sender", "uncertain", "*", "*", "*", "*", "*", "*", HandOff},
+	{"reconciler", "released-backoff", "*", "*", "*", "*", "*", "*", Wait},
+	{"reconciler", "*", "*", "*", "*", "old", "*", "*", Abandon},
+	{"sender", "released|released-backoff", "unconfigured", "*", "*", "*", "*", "*", Wait},
+	{"reconciler", "released", "unconfigured", "*", "*", "*", "*", "*", Postpone},
+	{"*", "released|released-backoff", "*", "*", "*", "*", "*", "*", Send},
+	{"*", "*", "unconfigured", "*", "*", "*", "*", "*", Wait},
+	// The previous attempt may have reached the provider.
+	{"*", "*", "lookup|both", "*", "*", "*", "*", "not_asked", LookUp},
+	{"*", "*", "lookup|both", "*", "*", "*", "*", "accepted", MarkSent},
+	{"*", "*", "lookup|both", "*", "*", "*", "*", "rejected", MarkFailed},
+	{"*", "*", "both", "*", "*", "*", "*", "*", Send},
+	{"reconciler", "*", "lookup", "*", "settled", "*", "many", "no_record", Abandon},
+	{"*", "*", "lookup", "*", "settled", "*", "*", "no_record", Send},
+	{"*", "*", "lookup", "*", "*", "*", "*", "*", Wait},
+	{"*", "*", "idempotent", "*", "*", "*", "*", "*", Send},
+	{"sender", "*", "none", "*", "*", "*", "*", "*", MarkUncertain},
+	{"reconciler", "*", "none", "resend", "*", "*", "many", "*", Abandon},
+	{"reconciler", "*", "none", "resend", "*", "*", "*", "*", Send},
+	{"reconciler", "*", "none", "*", "*", "*", "*", "*", Abandon},
+}
+
+func match(pattern, v string) bool {
+	if pattern == "*" {
+		return true
+	}
+	for _, p := range strings.Split(pattern, "|") {
+		if p == v {
+			return true
+		}
+	}
+	return false
+}
+
+func (r rule) matches(c combo) bool {
+	return match(r.caller, c.caller) && match(r.state, c.state) && match(r.caps, c.caps) && match(r.policy, c.policy) &&
+		match(r.settle, c.settle) && match(r.age, c.age) && match(r.tries, c.tries) && match(r.lookup, c.lookup)
+}
+
+type combo struct{ caller, state, caps, policy, settle, age, tries, lookup string }
+
+func (c combo) String() string {
+	return fmt.Sprintf("%s/%s/%s/%s/%s/%s/%s/%s", c.caller, c.state, c.caps, c.policy, c.settle, c.age, c.tries, c.lookup)
+}
+
+var now = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+
+const (
+	settle      = 2 * time.Minute
+	maxAge      = 72 * time.Hour
+	maxAttempts = 3
+)
+
+// input builds the decision's input for a combination.
+func (c combo) input() Input {
+	in := Input{Now: now, Settle: settle, MaxAge: maxAge, MaxAttempts: maxAttempts, Policy: Policy(c.policy), Configured: c.caps != "unconfigured"}
+	switch c.caller {
+	case "sender":
+		in.Caller = Sender
+	default:
+		in.Caller = Reconciler
+	}
+	switch c.caps {
+	case "idempotent":
+		in.Caps = provider.Capabilities{IdempotentSends: true}
+	case "lookup":
+		in.Caps = provider.Capabilities{LookupByReference: true}
+	case "both":
+		in.Caps = provider.Capabilities{IdempotentSends: true, LookupByReference: true}
+	}
+	r := ledger.Record{Entry: ledger.Entry{Key: "v1_k", Channel: "sms", Class: "transactional"}, ClaimID: "c", Attempts: 1}
+	r.CreatedAt = now.Add(-time.Hour)
+	if c.age == "old" {
+		r.CreatedAt = now.Add(-maxAge)
+	}
+	r.AttemptedAt = now.Add(-time.Minute)
+	if c.settle == "settled" {
+		r.AttemptedAt = now.Add(-settle)
+	}
+	switch c.state {
+	case "pending-live":
+		r.State, r.LeaseUntil = ledger.StatePending, now.Add(time.Second)
+	case "pending-stale":
+		r.State, r.LeaseUntil = ledger.StatePending, now.Add(-time.Second)
+	case "released", "released-backoff":
+		r.State, r.LeaseUntil, r.Released, r.Releases, r.RetryAt = ledger.StatePending, r.AttemptedAt, true, 1, now
+		if c.state == "released-backoff" {
+			r.RetryAt = now.Add(time.Minute)
+		}
+	case "uncertain":
+		r.State, r.UpdatedAt = ledger.StateUncertain, r.AttemptedAt
+	case "sent":
+		r.State = ledger.StateSent
+	case "failed":
+		r.State = ledger.StateFailed
+	case "abandoned":
+		r.State = ledger.StateAbandoned
+	}
+	if c.tries == "many" {
+		// maxAttempts attempts that may have reached the provider, plus
+		// released ones that do not count.
+		r.Attempts = maxAttempts + r.Releases
+	}
+	for i, name := range lookups {
+		if name == c.lookup {
+			in.Lookup = Lookup(i)
+		}
+	}
+	in.Row = r
+	return in
+}
+
+func combos() []combo {
+	var out []combo
+	for _, caller := range callers {
+		for _, state := range states {
+			for _, cp := range caps {
+				for _, policy := range policies {
+					for _, st := range settles {
+						for _, age := range ages {
+							for _, tr := range tries {
+								for _, lk := range lookups {
+									out = append(out, combo{caller, state, cp, policy, st, age, tr, lk})
+								}
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+	return out
+}
+
+// TestTable checks Of against the decision table over every caller ×
+// state × released × capability × class policy × settle × age × attempts ×
+// lookup combination, and that every rule of the table decides at least
+// one of them.
+func TestTable(t *testing.T) {
+	t.Parallel()
+	used := make([]int, len(table))
+	all := combos()
+	for _, c := range all {
+		want := Action(0)
+		for i, r := range table {
+			if r.matches(c) {
+				want = r.want
+				used[i]++
+				break
+			}
+		}
+		if want == 0 {
+			t.Fatalf("%s: no rule of the table matches", c)
+		}
+		got := Of(c.input())
+		if got.Action != want {
+			t.Errorf("%s: Of = %s (%s), want %s", c, got.Action, got.Reason, want)
+		}
+		if got.Reason == "" {
+			t.Errorf("%s: Of gave %s without a reason", c, got.Action)
+		}
+	}
+	for i, n := range used {
+		if n == 0 {
+			t.Errorf("rule %d (%+v) decides no combination", i, table[i])
+		}
+	}
+	t.Logf("%d combinations, %d rules", len(all), len(table))
+}
+
+// TestSenderNeverGivesUp: the sender acts on a real delivery; giving up
+// (Abandon) and postponing are the reconciler's alone.
+func TestSenderNeverGivesUp(t *testing.T) {
+	t.Parallel()
+	for _, c := range combos() {
+		if c.caller != "sender" {
+			continue
+		}
+		if a := Of(c.input()).Action; a == Abandon || a == Postpone {
+			t.Errorf("%s: the sender decided %s", c, a)
+		}
+	}
+}
+
+// TestReleasedNeverAbandonedByAttempts (defect 2): released attempts sent
+// nothing and never count toward giving up, however many there are; only
+// the maximum age abandons a released row.
+func TestReleasedNeverAbandonedByAttempts(t *testing.T) {
+	t.Parallel()
+	r := ledger.Record{Entry: ledger.Entry{Key: "v1_k", Channel: "sms", Class: "marketing"}, State: ledger.StatePending,
+		Released: true, Attempts: 50, Releases: 50, CreatedAt: now.Add(-time.Hour), LeaseUntil: now.Add(-time.Minute), RetryAt: now}
+	in := Input{Caller: Reconciler, Row: r, Now: now, Configured: true, Policy: PolicyAbandon, Settle: settle, MaxAge: maxAge, MaxAttempts: 5}
+	if d := Of(in); d.Action != Send {
+		t.Fatalf("50 released attempts: Of = %s (%s), want send", d.Action, d.Reason)
+	}
+	in.Row.CreatedAt = now.Add(-maxAge)
+	if d := Of(in); d.Action != Abandon || !strings.Contains(d.Reason, "maximum age") {
+		t.Fatalf("at the maximum age: Of = %s (%s), want abandon by age", d.Action, d.Reason)
+	}
+}
+
+func TestCheckClaimTimeout(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		claim, provider time.Duration
+		ok              bool
+	}{
+		{60 * time.Second, 5 * time.Second, true},
+		{15 * time.Second, 5 * time.Second, true},
+		{14 * time.Second, 5 * time.Second, false},
+		{10 * time.Second, 5 * time.Second, false}, // one call + margin: a takeover's lookup and send do not fit
+		{60 * time.Second, 30 * time.Second, false},
+		{65 * time.Second, 30 * time.Second, true},
+		{time.Minute, 0, false},
+	} {
+		if err := CheckClaimTimeout(tc.claim, tc.provider); (err == nil) != tc.ok {
+			t.Errorf("CheckClaimTimeout(%s, %s) = %v, want ok=%v", tc.claim, tc.provider, err, tc.ok)
+		}
+	}
+	if got, want := TakeOverBudget(5*time.Second), 15*time.Second; got != want {
+		t.Errorf("TakeOverBudget(5s) = %s, want %s", got, want)
+	}
+	if got, want := SendBudget(5*time.Second), 10*time.Second; got != want {
+		t.Errorf("SendBudget(5s) = %s, want %s", got, want)
+	}
+}
+
+func TestRetryAfter(t *testing.T) {
+	t.Parallel()
+	want := []time.Duration{time.Minute, 2 * time.Minute, 4 * time.Minute, 8 * time.Minute, 16 * time.Minute, 30 * time.Minute, 30 * time.Minute}
+	for i, w := range want {
+		if got := RetryAfter(i + 1); got != w {
+			t.Errorf("RetryAfter(%d) = %s, want %s", i+1, got, w)
+		}
+	}
+	if got := RetryAfter(1000); got != RetryCap {
+		t.Errorf("RetryAfter(1000) = %s, want the cap %s", got, RetryCap)
+	}
+	if got := RetryAfter(0); got != RetryBase {
+		t.Errorf("RetryAfter(0) = %s, want %s", got, RetryBase)
+	}
+}

@@ -1,0 +1,376 @@
+package sender_test
+
+// Regression tests of issue 10's send-path defects, each against the real
+// sender with the in-memory ledger (which passes the same conformance
+// suite as DynamoDB) and, where the defect is a provider's, the real
+// adapter against its faithful fake.
+
+import (
+	"context"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/sendonce/sendonce/internal/ledger"
+	"github.com/sendonce/sendonce/internal/ledger/ledgertest"
+	"github.com/sendonce/sendonce/internal/ledger/memledger"
+	"github.com/sendonce/sendonce/internal/metrics"
+	"github.com/sendonce/sendonce/internal/notify"
+	"github.com/sendonce/sendonce/internal/provider"
+	"github.com/sendonce/sendonce/internal/provider/providertest"
+	"github.com/sendonce/sendonce/internal/provider/twilio"
+	"github.com/sendonce/sendonce/internal/provider/twilio/twiliotest"
+	"github.com/sendonce/sendonce/internal/reconcile"
+	"github.com/sendonce/sendonce/internal/render"
+	"github.com/sendonce/sendonce/internal/sender"
+)
+
+var quiet = slog.New(slog.DiscardHandler)
+
+type regBundle struct {
+	clock  *ledgertest.Clock
+	mem    *memledger.Ledger
+	lossy  *ledgertest.Lossy
+	tally  *metrics.Tally
+	sender *sender.Sender
+}
+
+func regSetup(t *testing.T, p provider.Sender) *regBundle {
+	t.Helper()
+	b := &regBundle{clock: ledgertest.NewClock(time.Now().UTC().Truncate(time.Millisecond)), tally: metrics.NewTally()}
+	b.mem = memledger.New(memledger.WithNow(b.clock.Now))
+	b.lossy = ledgertest.NewLossy(b.mem)
+	s, err := sender.New(sender.Config{
+		Ledger: b.lossy, Providers: map[string]provider.Sender{"sms": p}, Renderer: render.MustNew(),
+		DeadLetters: discardDLQ{}, Metrics: b.tally, Logger: quiet,
+		ProviderTimeout: 2 * time.Second, ClaimTimeout: time.Minute, Settle: 2 * time.Minute, Now: b.clock.Now,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.sender = s
+	return b
+}
+
+func (b *regBundle) row(t *testing.T, key string) ledger.Record {
+	t.Helper()
+	r, err := b.mem.Get(context.Background(), key)
+	if err != nil {
+		t.Fatalf("Get %s: %v", key, err)
+	}
+	return r
+}
+
+func (b *regBundle) process(t *testing.T, r notify.Request, want sender.Status) {
+	t.Helper()
+	if res := b.sender.Process(context.Background(), r); res.Status != want {
+		t.Fatalf("Process = %s (%s), want %s", res.Status, res.Reason, want)
+	}
+}
+
+// TestTwilioTakeoverLooksUpTheDeadWorkersAttempt (defect 1): a worker
+// claims and sends through Twilio, then dies before recording it. Three
+// minutes later a redelivery takes the stale claim over. Twilio's lookup
+// lists messages created from the attempt's time (less a minute), so the
+// lookup must ask about the dead worker's attempt, not the takeover's new
+// claim time; asking about the takeover found nothing and sent again.
+func TestTwilioTakeoverLooksUpTheDeadWorkersAttempt(t *testing.T) {
+	t.Parallel()
+	fake := twiliotest.New(t)
+	clockStart := time.Now().UTC().Truncate(time.Millisecond)
+	clock := ledgertest.NewClock(clockStart)
+	fake.SetNow(clock.Now)
+	p, err := twilio.New(twilio.Config{BaseURL: fake.URL, AccountSID: fake.AccountSID, AuthToken: fake.AuthToken,
+		From: "+15550001111", Timeout: time.Second, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem := memledger.New(memledger.WithNow(clock.Now))
+	s, err := sender.New(sender.Config{
+		Ledger: mem, Providers: map[string]provider.Sender{"sms": p}, Renderer: render.MustNew(),
+		DeadLetters: discardDLQ{}, Logger: quiet,
+		ProviderTimeout: 2 * time.Second, ClaimTimeout: time.Minute, Settle: 2 * time.Minute, Now: clock.Now,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := req("twilio-takeover")
+	msg, err := render.MustNew().Render(r.Template, string(r.Channel), r.Locale, r.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := ledger.Entry{Key: r.Key(), Tenant: r.TenantID, Channel: "sms", Class: string(r.Class), Provider: "twilio",
+		Template: r.Template, RecipientID: r.Recipient.ID, Address: r.Address(), Subject: msg.Subject, Body: msg.Body}
+	// The worker claims and sends; its answer is lost and it dies.
+	c, err := mem.Claim(context.Background(), e, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Send(context.Background(), provider.Message{Key: e.Key, Channel: "sms", To: e.Address, Body: e.Body, AttemptedAt: c.AttemptedAt}); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(3 * time.Minute)
+	if res := s.Process(context.Background(), r); res.Status != sender.StatusSent {
+		t.Fatalf("Process = %s (%s), want sent (found by lookup)", res.Status, res.Reason)
+	}
+	if got := fake.Count(e.Address, e.Body); got != 1 {
+		t.Fatalf("twilio holds %d messages, want 1: the takeover sent again", got)
+	}
+	row, err := mem.Get(context.Background(), e.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if row.State != ledger.StateSent || row.ProviderMessageID != fake.Messages()[0].SID {
+		t.Errorf("row %s %q, want SENT with Twilio's SID %q", row.State, row.ProviderMessageID, fake.Messages()[0].SID)
+	}
+}
+
+// TestTwilioLostTakeoverKeepsTheLookupWindow (defect 1, with defect 3): a
+// worker sends through Twilio and dies. The redelivery finds the message
+// by lookup, but its takeover's answer is lost: the takeover applied (the
+// row's attempt time is now the takeover's) and could not be released,
+// because the dead worker's attempt did send. The next redelivery must
+// still ask about the dead worker's attempt (the row's LookupFrom), not
+// about the takeover that sent nothing.
+func TestTwilioLostTakeoverKeepsTheLookupWindow(t *testing.T) {
+	t.Parallel()
+	fake := twiliotest.New(t)
+	clock := ledgertest.NewClock(time.Now().UTC().Truncate(time.Millisecond))
+	fake.SetNow(clock.Now)
+	p, err := twilio.New(twilio.Config{BaseURL: fake.URL, AccountSID: fake.AccountSID, AuthToken: fake.AuthToken,
+		From: "+15550001111", Timeout: time.Second, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem := memledger.New(memledger.WithNow(clock.Now))
+	lossy := ledgertest.NewLossy(mem)
+	s, err := sender.New(sender.Config{
+		Ledger: lossy, Providers: map[string]provider.Sender{"sms": p}, Renderer: render.MustNew(),
+		DeadLetters: discardDLQ{}, Logger: quiet,
+		ProviderTimeout: 2 * time.Second, ClaimTimeout: time.Minute, Settle: 2 * time.Minute, Now: clock.Now,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := req("twilio-lost-takeover")
+	msg, err := render.MustNew().Render(r.Template, string(r.Channel), r.Locale, r.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := ledger.Entry{Key: r.Key(), Tenant: r.TenantID, Channel: "sms", Class: string(r.Class), Provider: "twilio",
+		Template: r.Template, RecipientID: r.Recipient.ID, Address: r.Address(), Subject: msg.Subject, Body: msg.Body}
+	c, err := mem.Claim(context.Background(), e, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Send(context.Background(), provider.Message{Key: e.Key, Channel: "sms", To: e.Address, Body: e.Body, AttemptedAt: c.AttemptedAt}); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(3 * time.Minute)
+	lossy.LoseNext(ledgertest.OpTakeOver, 1)
+	if res := s.Process(context.Background(), r); res.Status != sender.StatusRetry {
+		t.Fatalf("Process with the takeover's answer lost = %s (%s), want retry", res.Status, res.Reason)
+	}
+	clock.Advance(3 * time.Minute)
+	if res := s.Process(context.Background(), r); res.Status != sender.StatusSent {
+		t.Fatalf("Process = %s (%s), want sent (found by lookup)", res.Status, res.Reason)
+	}
+	if got := fake.Count(e.Address, e.Body); got != 1 {
+		t.Fatalf("twilio holds %d messages, want 1: the lookup asked about the takeover, not the dead worker's attempt", got)
+	}
+}
+
+// TestOutageNeverAbandonsANeverSentMessage (defect 2): six minutes of 429s
+// from the provider. Each sender redelivery and reconciler run takes the
+// released row over and calls the provider; none of those attempts sent
+// anything, so none counts toward giving up: the row must not be
+// ABANDONED, and once the outage ends the message is delivered once. The
+// reconciler's own retries back off.
+func TestOutageNeverAbandonsANeverSentMessage(t *testing.T) {
+	t.Parallel()
+	outage := true
+	var accepted int
+	p := &providertest.Fake{}
+	p.SendFunc = func(context.Context, provider.Message) (provider.Receipt, error) {
+		if outage {
+			return provider.Receipt{}, &provider.Error{Kind: provider.Transient, Provider: "fake", Op: "send", Code: "429", Reason: "too many requests"}
+		}
+		accepted++
+		return provider.Receipt{MessageID: "msg_ok"}, nil
+	}
+	b := regSetup(t, p)
+	rec, err := reconcile.New(reconcile.Config{
+		Ledger: b.lossy, Providers: map[string]provider.Sender{"sms": p}, Logger: quiet, Metrics: b.tally,
+		ProviderTimeout: 2 * time.Second, ClaimTimeout: time.Minute, Settle: 2 * time.Minute, Now: b.clock.Now,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := req("outage")
+	r.Class = notify.ClassMarketing // the class most eager to abandon
+	b.process(t, r, sender.StatusRetry)
+	reconcilerCalls := 0
+	// Every 30 s a reconciler run; every 90 s an SQS redelivery.
+	for step := 1; step <= 12; step++ {
+		b.clock.Advance(30 * time.Second)
+		before := p.Calls()
+		if _, err := rec.Run(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		reconcilerCalls += p.Calls() - before
+		if step%3 == 0 {
+			b.process(t, r, sender.StatusRetry)
+		}
+		if st := b.row(t, r.Key()).State; st != ledger.StatePending {
+			t.Fatalf("after %s of 429s (%d provider calls, none accepted) the row is %s, want PENDING (released)",
+				time.Duration(step)*30*time.Second, p.Calls(), st)
+		}
+	}
+	if p.Calls() < 5 {
+		t.Fatalf("%d provider calls during the outage, want at least 5", p.Calls())
+	}
+	if reconcilerCalls > 4 {
+		t.Errorf("the reconciler called the provider %d times in 6 minutes: its retries of a released row do not back off", reconcilerCalls)
+	}
+	row := b.row(t, r.Key())
+	if !row.Released || row.Releases != row.Attempts {
+		t.Errorf("row released=%v releases=%d attempts=%d, want every attempt released", row.Released, row.Releases, row.Attempts)
+	}
+	outage = false
+	b.process(t, r, sender.StatusSent)
+	b.process(t, r, sender.StatusDuplicate)
+	for range 3 {
+		b.clock.Advance(time.Hour)
+		if _, err := rec.Run(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if accepted != 1 || b.row(t, r.Key()).State != ledger.StateSent {
+		t.Errorf("after the outage: accepted %d, row %s; want delivered once, SENT", accepted, b.row(t, r.Key()).State)
+	}
+}
+
+// TestLostLedgerAnswers (defect 3): after a claim-taking write whose answer
+// was lost, the worker releases the claim it tried to take, and a failed
+// Release is retried under a context that survives the invocation. The
+// provider can neither drop repeats nor be asked, so an unreleased claim
+// would become UNCERTAIN once its lease passed, and a transactional
+// message would be abandoned without ever being sent.
+func TestLostLedgerAnswers(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	transientOnce := func() *providertest.Fake {
+		p := &providertest.Fake{}
+		p.SendFunc = func(context.Context, provider.Message) (provider.Receipt, error) {
+			if p.Calls() == 1 {
+				return provider.Receipt{}, providertest.Error(provider.Transient, "503")
+			}
+			return provider.Receipt{MessageID: "msg_ok"}, nil
+		}
+		return p
+	}
+	// After the fault, the row must be released, and a redelivery once the
+	// lease would have passed sends exactly once.
+	check := func(t *testing.T, b *regBundle, p *providertest.Fake, r notify.Request, wantCalls int) {
+		t.Helper()
+		row := b.row(t, r.Key())
+		if row.State != ledger.StatePending || !row.Released {
+			t.Fatalf("after the lost answer the row is %s released=%v, want PENDING released (nothing was sent)", row.State, row.Released)
+		}
+		b.clock.Advance(61 * time.Second)
+		b.process(t, r, sender.StatusSent)
+		if got := p.Calls(); got != wantCalls {
+			t.Errorf("provider calls = %d, want %d", got, wantCalls)
+		}
+	}
+
+	t.Run("ClaimAnswerLost", func(t *testing.T) {
+		t.Parallel()
+		p := &providertest.Fake{}
+		b := regSetup(t, p)
+		r := req("lost-claim")
+		b.lossy.LoseNext(ledgertest.OpClaim, 1)
+		b.process(t, r, sender.StatusRetry)
+		if p.Calls() != 0 {
+			t.Fatal("provider called after a lost claim answer")
+		}
+		check(t, b, p, r, 1)
+	})
+
+	t.Run("TakeOverAnswerLost", func(t *testing.T) {
+		t.Parallel()
+		p := transientOnce()
+		b := regSetup(t, p)
+		r := req("lost-takeover")
+		b.process(t, r, sender.StatusRetry) // 503: released
+		b.lossy.LoseNext(ledgertest.OpTakeOver, 1)
+		b.process(t, r, sender.StatusRetry)
+		check(t, b, p, r, 2)
+	})
+
+	t.Run("ReleaseFailsThenSucceeds", func(t *testing.T) {
+		t.Parallel()
+		p := transientOnce()
+		b := regSetup(t, p)
+		r := req("failed-release")
+		b.lossy.FailNext(ledgertest.OpRelease, 2)
+		b.process(t, r, sender.StatusRetry)
+		if got := b.lossy.Calls(ledgertest.OpRelease); got != 3 {
+			t.Errorf("Release called %d times, want 3 (two failures, then success)", got)
+		}
+		check(t, b, p, r, 2)
+	})
+
+	t.Run("ReleaseAfterTheInvocationIsCancelled", func(t *testing.T) {
+		t.Parallel()
+		p := &providertest.Fake{}
+		invocation, cancel := context.WithCancel(ctx)
+		defer cancel()
+		p.SendFunc = func(context.Context, provider.Message) (provider.Receipt, error) {
+			if p.Calls() == 1 {
+				cancel() // the invocation ends while the provider answers 503
+				return provider.Receipt{}, providertest.Error(provider.Transient, "503")
+			}
+			return provider.Receipt{MessageID: "msg_ok"}, nil
+		}
+		b := regSetup(t, p)
+		r := req("cancelled-release")
+		if res := b.sender.Process(invocation, r); res.Status != sender.StatusRetry {
+			t.Fatalf("Process = %s (%s), want retry", res.Status, res.Reason)
+		}
+		check(t, b, p, r, 2)
+	})
+}
+
+// TestLookupBudget (defect 9): a takeover that may look up and then send
+// needs two provider timeouts before the deadline; with less left the
+// sender neither asks nor takes over, while a first attempt (one call)
+// still goes ahead.
+func TestLookupBudget(t *testing.T) {
+	t.Parallel()
+	looked := 0
+	fp := &providertest.Fake{Caps: provider.Capabilities{LookupByReference: true}}
+	p := providertest.Looking{Fake: fp, LookupFunc: func(context.Context, provider.Message) (provider.LookupResult, error) {
+		looked++
+		return provider.LookupResult{Status: provider.LookupNotFound}, nil
+	}}
+	b := regSetup(t, p) // provider timeout 2s: first attempt 7s, takeover 9s
+	stale := req("stale")
+	msg, _ := render.MustNew().Render(stale.Template, "sms", "", stale.Data)
+	if _, err := b.mem.Claim(context.Background(), ledger.Entry{Key: stale.Key(), Channel: "sms", Class: "transactional",
+		Address: stale.Address(), Body: msg.Body}, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	b.clock.Advance(3 * time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Second)
+	defer cancel()
+	if res := b.sender.Process(ctx, stale); res.Status != sender.StatusRetry {
+		t.Fatalf("stale claim with 8s left: %s (%s), want retry", res.Status, res.Reason)
+	}
+	if looked != 0 || fp.Calls() != 0 || b.row(t, stale.Key()).Attempts != 1 {
+		t.Fatalf("with 8s left: %d lookups, %d sends, %d attempts; want none and the row untouched", looked, fp.Calls(), b.row(t, stale.Key()).Attempts)
+	}
+	if res := b.sender.Process(ctx, req("fresh")); res.Status != sender.StatusSent {
+		t.Fatalf("first attempt with 8s left: %s (%s), want sent", res.Status, res.Reason)
+	}
+}
