@@ -38,7 +38,7 @@ func main() {
 	slog.SetDefault(log) // libraries that log through slog.Default write JSON too
 	env := lambdaenv.New(os.Getenv)
 	table := env.Required("SENDONCE_TABLE")
-	baseURL := env.String("SENDONCE_CALLBACK_BASE_URL", "")
+	baseURL := env.URL("SENDONCE_CALLBACK_BASE_URL") // https, or http to a loopback host
 	dedupTTL := env.Duration("SENDONCE_CALLBACK_DEDUP_TTL", webhook.DefaultDedupTTL)
 	retention := env.Duration("SENDONCE_RETENTION", dynamoledger.DefaultRetention)
 	if err := env.Err(); err != nil {
