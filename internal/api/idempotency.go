@@ -219,7 +219,8 @@ func (s *IdemStore) Begin(ctx context.Context, tenant, key string, fp Fingerprin
 
 // Complete stores the response of the request holding token and marks the
 // record completed. It returns ErrFencingLost if token no longer holds an
-// in-flight record.
+// in-flight record. A retry of its own applied write (the answer was lost)
+// finds the record completed under token and is a success.
 func (s *IdemStore) Complete(ctx context.Context, tenant, key, token string, status int, body string) error {
 	pk := idemPK(tenant, key)
 	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
@@ -235,9 +236,13 @@ func (s *IdemStore) Complete(ctx context.Context, tenant, key, token string, sta
 			":body":     &types.AttributeValueMemberS{Value: body},
 			":tok":      &types.AttributeValueMemberS{Value: token},
 		},
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) {
+		if old := decodeIdem(ccf.Item); old.token == token && old.state == IdemCompleted {
+			return nil // our own write, retried after its answer was lost
+		}
 		return fmt.Errorf("api: idempotency complete %s: %w", pk, ErrFencingLost)
 	}
 	if err != nil {

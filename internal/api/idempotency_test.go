@@ -18,16 +18,21 @@ import (
 )
 
 // answerDropper is an HTTP transport in front of DynamoDB Local that, while
-// armed, forwards a PutItem of an idempotency record (the write happens)
-// and then loses its success answer as a reset connection would. The SDK retries
-// the same PutItem, which then fails its own condition.
+// armed, forwards a write of an idempotency record (the write happens) and
+// then loses its success answer as a reset connection would. The SDK
+// retries the same write, which then fails its own condition.
 type answerDropper struct {
+	op      string       // the DynamoDB operation to drop answers of; "" means PutItem
 	armed   atomic.Int32 // answers still to drop
 	dropped atomic.Int32
 }
 
 func (d *answerDropper) RoundTrip(req *http.Request) (*http.Response, error) {
-	if req.Header.Get("X-Amz-Target") != "DynamoDB_20120810.PutItem" || d.armed.Load() <= 0 || req.Body == nil {
+	op := d.op
+	if op == "" {
+		op = "PutItem"
+	}
+	if req.Header.Get("X-Amz-Target") != "DynamoDB_20120810."+op || d.armed.Load() <= 0 || req.Body == nil {
 		return http.DefaultTransport.RoundTrip(req)
 	}
 	body, err := io.ReadAll(req.Body)
@@ -111,5 +116,36 @@ func TestLostTakeoverAnswer(t *testing.T) {
 	}
 	if err := dead.Complete(ctx, "acme", "k1", first.Token, 202, "{}"); !errors.Is(err, api.ErrFencingLost) {
 		t.Errorf("Complete with the dead holder's token = %v, want ErrFencingLost", err)
+	}
+}
+
+// TestLostCompleteAnswer: Complete's write is applied but its answer is
+// lost; the retried UpdateItem fails its condition on the record it
+// completed. Complete must succeed, not report the request fenced out.
+func TestLostCompleteAnswer(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ddb, d := droppingDB(t)
+	d.op = "UpdateItem"
+	table := testenv.NewTable(t, ddb)
+	c := &clock{t: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)}
+	s := api.NewIdemStore(ddb, table, 30*time.Second, time.Hour, c.Now)
+	fp := api.Fingerprint{Sum: "fp1", Fields: map[string]string{"channel": "a"}}
+	b, err := s.Begin(ctx, "acme", "k1", fp, "v1_x")
+	if err != nil || b.Outcome != api.Started {
+		t.Fatalf("Begin = %+v, %v", b, err)
+	}
+	d.armed.Store(1)
+	if err := s.Complete(ctx, "acme", "k1", b.Token, 202, `{"id":"x"}`); err != nil {
+		t.Errorf("Complete after a lost answer = %v, want nil", err)
+	}
+	if d.dropped.Load() != 1 {
+		t.Fatalf("dropped %d answers, want 1", d.dropped.Load())
+	}
+	if got, err := s.Begin(ctx, "acme", "k1", fp, "v1_x"); err != nil || got.Outcome != api.Replay || got.Body != `{"id":"x"}` {
+		t.Errorf("Begin after Complete = %+v, %v; want the stored Replay", got, err)
+	}
+	if err := s.Complete(ctx, "acme", "k1", "another-token", 202, "{}"); !errors.Is(err, api.ErrFencingLost) {
+		t.Errorf("Complete with another token = %v, want ErrFencingLost", err)
 	}
 }
