@@ -95,9 +95,6 @@ func (r *Redactor) Address(s string) string {
 	return kind + ":" + hex.EncodeToString(r.sum(s))[:TokenHexLen]
 }
 
-// TokenRE matches a token as Address makes it.
-var TokenRE = regexp.MustCompile(`\b(?:phone|email|push|addr):[0-9a-f]{16}\b`)
-
 var def atomic.Pointer[Redactor]
 
 func init() { def.Store(NewRandom()) }
