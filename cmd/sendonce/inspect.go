@@ -25,10 +25,12 @@ Prints the ledger row of KEY (an idempotency key, as "sendonce key" prints it)
 as one JSON object on stdout, read with a strongly consistent read.
 
 Nothing personal is printed raw:
-  - address is redacted ("phone:3f2a9c01b7e4": a kind and the first 12 hex
-    digits of its SHA-256, the same token the functions' logs use, so a row
-    can be matched with log lines). Final rows (SENT, FAILED, ABANDONED) no
-    longer hold the address at all.
+  - address is redacted ("phone:3f2a9c01b7e45d10": a kind and 16 hex digits
+    of an HMAC-SHA256 under the deployment's key). With
+    SENDONCE_REDACT_KEY_PARAM set to the stack's RedactKeySecret ARN (or
+    SENDONCE_REDACT_KEY to the key), it is the token the functions' logs
+    use, so a row can be matched with log lines; without, a one-off key.
+    Final rows (SENT, FAILED, ABANDONED) no longer hold the address at all.
   - the rendered message is never shown: subject_length and body_length give
     its length in characters while the row still holds it (it may carry a
     one-time code).
@@ -78,7 +80,11 @@ func runInspect(ctx context.Context, c *command, e env, args []string) error {
 	if err != nil {
 		return fmt.Errorf("inspect: %w", err)
 	}
-	out, err := json.MarshalIndent(view(r), "", "  ")
+	rd, err := redactor(ctx, e)
+	if err != nil {
+		return fmt.Errorf("inspect: %w", err)
+	}
+	out, err := json.MarshalIndent(view(r, rd), "", "  ")
 	if err != nil {
 		return fmt.Errorf("inspect: encode %s: %w", key, err)
 	}
@@ -115,7 +121,7 @@ type rowView struct {
 	DeliveryAt        string       `json:"delivery_at,omitempty"`
 }
 
-func view(r ledger.Record) rowView {
+func view(r ledger.Record, rd *redact.Redactor) rowView {
 	return rowView{
 		Key:               r.Key,
 		State:             r.State,
@@ -124,8 +130,8 @@ func view(r ledger.Record) rowView {
 		Class:             r.Class,
 		Provider:          r.Provider,
 		Template:          r.Template,
-		RecipientID:       scrub(r.RecipientID, r.Address),
-		Address:           redact.Address(r.Address),
+		RecipientID:       scrub(rd, r.RecipientID, r.Address),
+		Address:           rd.Address(r.Address),
 		SubjectLength:     utf8.RuneCountInString(r.Subject),
 		BodyLength:        utf8.RuneCountInString(r.Body),
 		Attempts:          r.Attempts,
@@ -137,7 +143,7 @@ func view(r ledger.Record) rowView {
 		UpdatedAt:         timeString(r.UpdatedAt),
 		ExpiresAt:         timeString(r.ExpiresAt),
 		ProviderMessageID: r.ProviderMessageID,
-		Reason:            scrub(r.Reason, r.Address),
+		Reason:            scrub(rd, r.Reason, r.Address),
 		DeliveryStatus:    r.DeliveryStatus,
 		DeliveryRank:      r.DeliveryRank,
 		DeliveryAt:        timeString(r.DeliveryAt),
@@ -156,14 +162,14 @@ func timeString(t time.Time) string {
 var addressRE = regexp.MustCompile(`\+[1-9][0-9]{6,14}|[A-Za-z0-9._%+'-]+@[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)+|arn:aws[a-z-]*:sns:[^\s"',;)]+`)
 
 // scrub redacts addr, and anything else that looks like an address, in s.
-func scrub(s, addr string) string {
+func scrub(rd *redact.Redactor, s, addr string) string {
 	if s == "" {
 		return ""
 	}
 	if addr != "" {
-		s = strings.ReplaceAll(s, addr, redact.Address(addr))
+		s = strings.ReplaceAll(s, addr, rd.Address(addr))
 	}
-	return addressRE.ReplaceAllStringFunc(s, redact.Address)
+	return addressRE.ReplaceAllStringFunc(s, rd.Address)
 }
 
 func truncate(s string) string {

@@ -343,7 +343,7 @@ func TestView(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			tt.check(t, view(tt.in))
+			tt.check(t, view(tt.in, redact.Default()))
 		})
 	}
 }

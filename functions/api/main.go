@@ -18,6 +18,7 @@ import (
 	"github.com/sendonce/sendonce/internal/lambdaenv"
 	"github.com/sendonce/sendonce/internal/ledger/dynamoledger"
 	"github.com/sendonce/sendonce/internal/metrics"
+	"github.com/sendonce/sendonce/internal/secrets"
 )
 
 func main() {
@@ -38,6 +39,9 @@ func setup(ctx context.Context, logger *slog.Logger) (*api.Handler, error) {
 	}
 	cfg, err := config.LoadDefaultConfig(ctx)
 	if err != nil {
+		return nil, err
+	}
+	if err := lambdaenv.SetRedaction(ctx, logger, os.Getenv, secrets.NewFromConfig(cfg)); err != nil {
 		return nil, err
 	}
 	db := lambdaenv.DynamoDB(cfg, os.Getenv)

@@ -14,6 +14,7 @@ import (
 	"github.com/sendonce/sendonce/internal/lambdaenv"
 	"github.com/sendonce/sendonce/internal/metrics"
 	"github.com/sendonce/sendonce/internal/reconcile"
+	"github.com/sendonce/sendonce/internal/secrets"
 	"github.com/sendonce/sendonce/internal/sendpath"
 )
 
@@ -35,6 +36,9 @@ func main() {
 
 	deps, err := sendpath.Build(ctx, shared, os.Getenv)
 	if err != nil {
+		lambdaenv.Fatal(log, err)
+	}
+	if err := lambdaenv.SetRedaction(ctx, log, os.Getenv, secrets.NewFromConfig(deps.AWS)); err != nil {
 		lambdaenv.Fatal(log, err)
 	}
 	emf := metrics.NewEMF(os.Stdout, "reconciler")

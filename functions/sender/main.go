@@ -15,6 +15,7 @@ import (
 	"github.com/sendonce/sendonce/internal/lambdaenv"
 	"github.com/sendonce/sendonce/internal/metrics"
 	"github.com/sendonce/sendonce/internal/render"
+	"github.com/sendonce/sendonce/internal/secrets"
 	"github.com/sendonce/sendonce/internal/sender"
 	"github.com/sendonce/sendonce/internal/sendpath"
 )
@@ -33,6 +34,9 @@ func main() {
 
 	deps, err := sendpath.Build(ctx, shared, os.Getenv)
 	if err != nil {
+		lambdaenv.Fatal(log, err)
+	}
+	if err := lambdaenv.SetRedaction(ctx, log, os.Getenv, secrets.NewFromConfig(deps.AWS)); err != nil {
 		lambdaenv.Fatal(log, err)
 	}
 	emf := metrics.NewEMF(os.Stdout, "sender")

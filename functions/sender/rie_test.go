@@ -21,6 +21,7 @@ import (
 	"github.com/sendonce/sendonce/internal/metrics"
 	"github.com/sendonce/sendonce/internal/notify"
 	"github.com/sendonce/sendonce/internal/provider/simulator"
+	"github.com/sendonce/sendonce/internal/redact"
 	"github.com/sendonce/sendonce/internal/rie"
 	"github.com/sendonce/sendonce/internal/sender"
 	"github.com/sendonce/sendonce/internal/testenv"
@@ -55,6 +56,8 @@ type bundle struct {
 	payload []byte
 	// sms, email are the valid requests of the sample batch.
 	sms, email notify.Request
+	// rd makes the tokens of the function's redaction key.
+	rd *redact.Redactor
 }
 
 func setup(t *testing.T) bundle {
@@ -85,6 +88,11 @@ func setup(t *testing.T) bundle {
 			t.Fatalf("record %d of sqs-batch.json: %v", i, err)
 		}
 	}
+	keyARN, rd, err := localpipeline.NewRedactKeySecret(ctx, moto)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.rd = rd
 	b.fn = rie.Start(t, rie.Build(t, "sender"), map[string]string{
 		"AWS_LAMBDA_FUNCTION_TIMEOUT":  "30",
 		"SENDONCE_TABLE":               table,
@@ -100,6 +108,9 @@ func setup(t *testing.T) bundle {
 		"SENDONCE_CONCURRENCY":      "1",
 		"AWS_ENDPOINT_URL_DYNAMODB": testenv.DynamoDBEndpoint(t),
 		"AWS_ENDPOINT_URL_SQS":      moto,
+		// The redaction key, from Secrets Manager as template.yaml has it.
+		"SENDONCE_REDACT_KEY_PARAM":        keyARN,
+		"AWS_ENDPOINT_URL_SECRETS_MANAGER": moto,
 	})
 	return b
 }
@@ -216,7 +227,7 @@ func TestSampleBatchUnderRIE(t *testing.T) {
 	if got, want := m.Get(metrics.Sent), 2; got != want {
 		t.Errorf("EMF Sent after redelivery = %d, want %d", got, want)
 	}
-	checkLogs(t, b.fn, m)
+	checkLogs(t, b, m)
 }
 
 func TestTransientFailureIsReported(t *testing.T) {
@@ -251,20 +262,18 @@ func TestTransientFailureIsReported(t *testing.T) {
 	if got := m.Get(metrics.Released); got != 1 {
 		t.Errorf("EMF Released = %d, want 1", got)
 	}
-	checkLogs(t, b.fn, m)
+	checkLogs(t, b, m)
 }
 
-// checkLogs checks that every EMF document is valid and that no raw
-// address appears in the function's output.
-func checkLogs(t *testing.T, fn *rie.Instance, m localpipeline.MetricTotals) {
+// checkLogs checks that every EMF document is valid and that the
+// function's output holds no raw address and no address token that is not
+// keyed with the deployment's key (localpipeline.LogLeaks).
+func checkLogs(t *testing.T, b bundle, m localpipeline.MetricTotals) {
 	t.Helper()
 	for _, bad := range m.Invalid {
 		t.Errorf("invalid EMF document: %s", bad)
 	}
-	logs := fn.Logs()
-	for _, addr := range []string{"+15551234567", "+15557654321", "ana@example.com"} {
-		if strings.Contains(logs, addr) {
-			t.Errorf("function logs hold the raw address %s", addr)
-		}
+	for _, leak := range localpipeline.LogLeaks("sender", b.fn.Logs(), b.rd, []string{"+15551234567", "+15557654321", "ana@example.com"}) {
+		t.Error(leak)
 	}
 }

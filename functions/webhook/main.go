@@ -11,6 +11,7 @@
 //	SENDONCE_CALLBACK_BASE_URL                      public base URL Twilio posts to
 //	SENDONCE_CALLBACK_DEDUP_TTL                     dedup record lifetime (default 168h)
 //	SENDONCE_RETENTION                              ledger row retention (default 720h)
+//	SENDONCE_REDACT_KEY[_PARAM]                     address-token key (package redact)
 //
 // A provider without its secret or token is not served (404); with
 // neither set (SNS or SMTP only) the webhook answers 404 to everything.
@@ -38,7 +39,7 @@ func main() {
 	slog.SetDefault(log) // libraries that log through slog.Default write JSON too
 	env := lambdaenv.New(os.Getenv)
 	table := env.Required("SENDONCE_TABLE")
-	baseURL := env.String("SENDONCE_CALLBACK_BASE_URL", "")
+	baseURL := env.URL("SENDONCE_CALLBACK_BASE_URL") // https, or http to a loopback host
 	dedupTTL := env.Duration("SENDONCE_CALLBACK_DEDUP_TTL", webhook.DefaultDedupTTL)
 	retention := env.Duration("SENDONCE_RETENTION", dynamoledger.DefaultRetention)
 	if err := env.Err(); err != nil {
@@ -50,6 +51,9 @@ func main() {
 		lambdaenv.Fatal(log, err)
 	}
 	res := secrets.NewFromConfig(awsCfg)
+	if err := lambdaenv.SetRedaction(ctx, log, os.Getenv, res); err != nil {
+		lambdaenv.Fatal(log, err)
+	}
 	httpSecret, err := res.Resolve(ctx, os.Getenv("SENDONCE_HTTP_PROVIDER_CALLBACK_SECRET"), os.Getenv("SENDONCE_HTTP_PROVIDER_CALLBACK_SECRET_PARAM"))
 	if err != nil {
 		lambdaenv.Fatal(log, err)

@@ -139,6 +139,11 @@ func idemPK(tenant, key string) string {
 // record a Replay, an in-flight record with a live lease InFlight, and an
 // in-flight record past its lease is taken over with a second PutItem
 // conditional on the dead holder's token (so only one retry wins).
+//
+// A write of Begin's that was applied but whose answer was lost (the SDK
+// retries it, and the retry fails its condition on the record the first
+// try wrote) is recognised by its fencing token in the returned record:
+// Begin reports Started, not InFlight, to the request that made it.
 func (s *IdemStore) Begin(ctx context.Context, tenant, key string, fp Fingerprint, ledgerKey string) (Begun, error) {
 	pk := idemPK(tenant, key)
 	now := s.now()
@@ -178,6 +183,11 @@ func (s *IdemStore) Begin(ctx context.Context, tenant, key string, fp Fingerprin
 			return Begun{}, fmt.Errorf("api: idempotency begin %s: %w", pk, err)
 		}
 		old := decodeIdem(ccf.Item)
+		if old.token == token {
+			// Our own write: it was applied, its answer was lost, and the
+			// SDK's retry failed the condition on the record it made.
+			return Begun{Outcome: Started, Token: token, TookOver: tookOver}, nil
+		}
 		if old.token == "" {
 			// The record vanished between writes (or was unreadable): try
 			// the create again.
@@ -209,7 +219,8 @@ func (s *IdemStore) Begin(ctx context.Context, tenant, key string, fp Fingerprin
 
 // Complete stores the response of the request holding token and marks the
 // record completed. It returns ErrFencingLost if token no longer holds an
-// in-flight record.
+// in-flight record. A retry of its own applied write (the answer was lost)
+// finds the record completed under token and is a success.
 func (s *IdemStore) Complete(ctx context.Context, tenant, key, token string, status int, body string) error {
 	pk := idemPK(tenant, key)
 	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
@@ -225,9 +236,13 @@ func (s *IdemStore) Complete(ctx context.Context, tenant, key, token string, sta
 			":body":     &types.AttributeValueMemberS{Value: body},
 			":tok":      &types.AttributeValueMemberS{Value: token},
 		},
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) {
+		if old := decodeIdem(ccf.Item); old.token == token && old.state == IdemCompleted {
+			return nil // our own write, retried after its answer was lost
+		}
 		return fmt.Errorf("api: idempotency complete %s: %w", pk, ErrFencingLost)
 	}
 	if err != nil {

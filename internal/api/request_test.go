@@ -1,13 +1,17 @@
 package api
 
 import (
+	"bytes"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 	"unicode/utf8"
+
+	"github.com/sendonce/sendonce/internal/notify"
 )
 
 func FuzzParseRequest(f *testing.F) {
@@ -20,6 +24,8 @@ func FuzzParseRequest(f *testing.F) {
 	f.Add("k", "Bearer  t ", `{"channel":"email","template":"t","recipient":{"id":"u","email":"a@b.co"},"data":{"n":1e400}}`, false)
 	f.Add("k", "", `null`, false)
 	f.Add("k", "", `{} {}`, false)
+	f.Add("k", "", body+`]`, false)
+	f.Add("k", "", body+`}garbage`, false)
 	f.Fuzz(func(t *testing.T, key, auth, body string, isBase64 bool) {
 		headers := map[string]string{"Idempotency-Key": key, "authorization": auth}
 		if tok := bearerToken(headers); tok != strings.TrimSpace(tok) {
@@ -49,6 +55,25 @@ func FuzzParseRequest(f *testing.F) {
 		}
 		if err := r.Validate(); err != nil {
 			t.Errorf("accepted a request that does not validate: %v", err)
+		}
+		raw := []byte(body)
+		if isBase64 {
+			raw, _ = base64.StdEncoding.DecodeString(body)
+		}
+		if !json.Valid(raw) {
+			t.Fatalf("accepted a body that is not one JSON value: %q", raw)
+		}
+		// Re-encoded, the request parses to the same value.
+		enc, err := json.Marshal(r)
+		if err != nil {
+			t.Fatalf("re-encode: %v", err)
+		}
+		r2, err := notify.Parse(enc)
+		if err != nil {
+			t.Fatalf("re-encoded request %s does not parse: %v", enc, err)
+		}
+		if enc2, _ := json.Marshal(r2); !bytes.Equal(enc, enc2) || r2.Key() != r.Key() {
+			t.Fatalf("re-encoded request parses to another one:\n%s\n%s", enc, enc2)
 		}
 		if fingerprint(r, key).Sum != fingerprint(r, key).Sum {
 			t.Errorf("fingerprint is not deterministic")

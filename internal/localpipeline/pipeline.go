@@ -57,6 +57,7 @@ import (
 	"github.com/sendonce/sendonce/internal/ledger/dynamoledger"
 	"github.com/sendonce/sendonce/internal/provider/simulator"
 	"github.com/sendonce/sendonce/internal/reconcile"
+	"github.com/sendonce/sendonce/internal/redact"
 	"github.com/sendonce/sendonce/internal/rie"
 	"github.com/sendonce/sendonce/internal/tableschema"
 	"github.com/sendonce/sendonce/internal/testenv"
@@ -216,6 +217,12 @@ type Pipeline struct {
 
 	stats pollerStats
 
+	// Redactor makes the address tokens of this pipeline's deployment key
+	// (a Secrets Manager secret, SENDONCE_REDACT_KEY_PARAM of every
+	// function), for log scans.
+	Redactor     *redact.Redactor
+	redactKeyARN string
+
 	recMu      sync.Mutex
 	recSummary reconcile.Summary
 	recRuns    int
@@ -272,6 +279,9 @@ func Start(ctx context.Context, opts Options) (p *Pipeline, err error) {
 		o.DisableValidateResponseChecksum = true // DynamoDB Local's error CRCs are wrong
 	})
 	p.sqs = sqs.NewFromConfig(cfg, func(o *sqs.Options) { o.BaseEndpoint = aws.String(opts.MotoEndpoint) })
+	if p.redactKeyARN, p.Redactor, err = NewRedactKeySecret(ctx, opts.MotoEndpoint); err != nil {
+		return nil, err
+	}
 
 	if err := p.bootstraps(ctx); err != nil {
 		return nil, err
@@ -460,6 +470,7 @@ func (p *Pipeline) functionEnv() map[string]string {
 		"SENDONCE_CLAIM_TIMEOUT":                 o.ClaimTimeout.String(),
 		"SENDONCE_RECONCILE_SETTLE":              o.Settle.String(),
 		"SENDONCE_CONCURRENCY":                   strconv.Itoa(o.Concurrency),
+		"SENDONCE_REDACT_KEY_PARAM":              p.redactKeyARN,
 	}
 	for k, v := range o.Env {
 		env[k] = v

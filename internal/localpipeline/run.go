@@ -80,8 +80,9 @@ type Report struct {
 	// lists valid messages with no final state that were not delivered,
 	// and SENT rows the provider never accepted.
 	DeliveredTwice, Lost []string
-	// Leaks lists "instance: address" for every raw address found in a
-	// function's log output.
+	// Leaks lists every way a function's log output could expose an
+	// address (LogLeaks): a raw address, a token not made under the
+	// deployment's key, an instance not keyed with it.
 	Leaks []string
 
 	Poller PollerStats
@@ -114,7 +115,7 @@ func (r Report) Problems() []string {
 		out = append(out, fmt.Sprintf("%d messages ended in the wrong state: %s", n, head(r.WrongOutcome)))
 	}
 	for _, l := range r.Leaks {
-		out = append(out, "raw address in the logs: "+l)
+		out = append(out, "address exposed in the logs: "+l)
 	}
 	for _, l := range r.Metrics.Invalid {
 		out = append(out, "invalid EMF document: "+l)
@@ -355,11 +356,7 @@ func buildReport(ctx context.Context, p *Pipeline, w Workload) (Report, error) {
 	all := make([]string, 0, len(logs))
 	for _, name := range slices.Sorted(maps.Keys(logs)) {
 		all = append(all, logs[name])
-		for _, a := range w.Addresses() {
-			if strings.Contains(logs[name], a) {
-				rep.Leaks = append(rep.Leaks, name+": "+a)
-			}
-		}
+		rep.Leaks = append(rep.Leaks, LogLeaks(name, logs[name], p.Redactor, w.Addresses())...)
 	}
 	rep.Metrics = ParseEMF(all...)
 	return rep, errors.Join(errs...)
@@ -400,7 +397,7 @@ func (r Report) WriteSummary(out io.Writer) {
 		r.Poller.Records, r.Poller.Deleted, r.Poller.Reported, r.Poller.FunctionErrors))
 	row("DELIVERED TWICE", len(r.DeliveredTwice), "")
 	row("LOST", len(r.Lost), "valid messages with no final state and never delivered, or SENT but never accepted")
-	row("addresses in logs", len(r.Leaks), "raw phone numbers / emails found in the functions' output")
+	row("addresses in logs", len(r.Leaks), "raw addresses, or tokens not keyed with the deployment's key, in the functions' output")
 	row("elapsed", r.Elapsed.Round(100*time.Millisecond), "")
 	_ = tw.Flush()
 	if r.OK() {

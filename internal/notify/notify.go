@@ -149,7 +149,8 @@ func Parse(body []byte) (Request, error) {
 	if err := dec.Decode(&r); err != nil {
 		return Request{}, &InvalidError{Field: jsonField(err), Reason: jsonReason(err)}
 	}
-	if dec.More() {
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		// Not More(): it treats a stray ']' or '}' as the end of input.
 		return Request{}, &InvalidError{Reason: "body holds more than one JSON value"}
 	}
 	if err := r.Validate(); err != nil {

@@ -1,6 +1,8 @@
 package notify_test
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -39,6 +41,8 @@ func TestParseInvalid(t *testing.T) {
 		{"Truncated", `{"tenant_id":"a"`, "", "ends early"},
 		{"Array", `[1]`, "", "object"},
 		{"TwoValues", `{} {}`, "", "more than one"},
+		{"TrailingBracket", valid + `]`, "", "more than one"},
+		{"TrailingBraceGarbage", valid + `}garbage`, "", "more than one"},
 		{"WrongType", `{"tenant_id": 5}`, "tenant_id", "must be a JSON string"},
 		{"RecipientWrongType", `{"recipient": "x"}`, "recipient", "must be a JSON object"},
 		{"MissingTenant", base(func(s string) string { return strings.Replace(s, `"tenant_id":"acme",`, "", 1) }), "tenant_id", "required"},
@@ -78,6 +82,8 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte(`{"tenant_id":"a","event_id":"e","channel":"email","template":"t","recipient":{"id":"r","email":"a@b.co"}}`))
 	f.Add([]byte(`{"recipient":null,"data":[1,2]}`))
 	f.Add([]byte(`null`))
+	f.Add([]byte(valid + `]`))
+	f.Add([]byte(valid + `}garbage`))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		r, err := notify.Parse(body)
 		if err != nil {
@@ -93,6 +99,22 @@ func FuzzParse(f *testing.F) {
 		}
 		if r.Address() == "" || len(r.Key()) != 67 {
 			t.Fatalf("parsed request has no address or a bad key: %+v", r)
+		}
+		if !json.Valid(body) {
+			t.Fatalf("accepted a body that is not one JSON value: %q", body)
+		}
+		// Re-encoded, it parses to the same request: one encoding's worth
+		// of information, nothing lost or invented.
+		enc, err := json.Marshal(r)
+		if err != nil {
+			t.Fatalf("re-encode: %v", err)
+		}
+		r2, err := notify.Parse(enc)
+		if err != nil {
+			t.Fatalf("re-encoded request %s does not parse: %v", enc, err)
+		}
+		if enc2, _ := json.Marshal(r2); !bytes.Equal(enc, enc2) || r2.Key() != r.Key() {
+			t.Fatalf("re-encoded request parses to another one:\n%s\n%s", enc, enc2)
 		}
 	})
 }

@@ -1,6 +1,7 @@
 package sendkey_test
 
 import (
+	"regexp"
 	"testing"
 
 	"github.com/sendonce/sendonce/internal/sendkey"
@@ -56,6 +57,9 @@ func TestValid(t *testing.T) {
 	}
 }
 
+// keyRE is the key's documented shape: v1_ and 64 lowercase hex digits.
+var keyRE = regexp.MustCompile(`^v1_[0-9a-f]{64}$`)
+
 func FuzzDerive(f *testing.F) {
 	f.Add("acme", "evt_01J9Z3", "user-42", "sms", "order_shipped")
 	f.Add("", "", "", "", "")
@@ -63,7 +67,7 @@ func FuzzDerive(f *testing.F) {
 	f.Fuzz(func(t *testing.T, tenant, event, rcpt, channel, tmpl string) {
 		p := sendkey.Parts{tenant, event, rcpt, channel, tmpl}
 		k := sendkey.Derive(p)
-		if !sendkey.Valid(k) {
+		if !sendkey.Valid(k) || !keyRE.MatchString(k) {
 			t.Fatalf("Derive gave malformed key %q", k)
 		}
 		if k2 := sendkey.Derive(p); k2 != k {

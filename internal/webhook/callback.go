@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -97,7 +98,8 @@ func ParseHTTPCallback(body []byte) (Callback, error) {
 	if err := dec.Decode(&w); err != nil {
 		return Callback{}, fmt.Errorf("%w: body is not a JSON callback object", ErrMalformed)
 	}
-	if dec.More() {
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		// Not More(): it treats a stray ']' or '}' as the end of input.
 		return Callback{}, fmt.Errorf("%w: trailing data after the JSON object", ErrMalformed)
 	}
 	if err := checkID("event_id", w.EventID, maxEventIDLen, true); err != nil {

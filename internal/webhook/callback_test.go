@@ -1,6 +1,7 @@
 package webhook
 
 import (
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -45,6 +46,8 @@ func TestParseHTTPCallback(t *testing.T) {
 		{"NotJSON", `hello`},
 		{"Array", `[]`},
 		{"Trailing", okBody + `{}`},
+		{"TrailingBracket", okBody + `]`},
+		{"TrailingBraceGarbage", okBody + `}garbage`},
 		{"NoEventID", `{"reference":"` + testKey + `","status":"sent"}`},
 		{"LongEventID", `{"event_id":"` + strings.Repeat("e", 257) + `","reference":"` + testKey + `","status":"sent"}`},
 		{"ControlInEventID", `{"event_id":"e\u0001","reference":"` + testKey + `","status":"sent"}`},
@@ -91,6 +94,8 @@ func TestDedupID(t *testing.T) {
 
 func FuzzParseHTTPCallback(f *testing.F) {
 	f.Add([]byte(`{"event_id":"evt_9","message_id":"msg_123","reference":"` + testKey + `","status":"delivered","timestamp":"2026-11-29T12:00:00Z"}`))
+	f.Add([]byte(`{"event_id":"evt_9","reference":"` + testKey + `","status":"sent"}]`))
+	f.Add([]byte(`{"event_id":"evt_9","reference":"` + testKey + `","status":"sent"}}garbage`))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		cb, err := ParseHTTPCallback(body)
 		if err != nil {
@@ -98,6 +103,9 @@ func FuzzParseHTTPCallback(f *testing.F) {
 				t.Fatalf("error %v does not match ErrMalformed", err)
 			}
 			return
+		}
+		if !json.Valid(body) {
+			t.Fatalf("accepted a body that is not one JSON value: %q", body)
 		}
 		if !sendkey.Valid(cb.Key) || !cb.Status.Known() || cb.EventID == "" || len(cb.EventID) > maxEventIDLen || !utf8.ValidString(cb.EventID) {
 			t.Fatalf("accepted an invalid callback %+v", cb)

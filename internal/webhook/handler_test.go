@@ -856,6 +856,14 @@ func FuzzVerifySignature(f *testing.F) {
 			}
 		}
 		validSig := httpprovider.Verify([]byte(testSecret), sig, raw, ledgertest.Start, 0) == nil
+		if validSig && len(raw) > 0 {
+			// A signature covers every byte: one changed byte breaks it.
+			flipped := bytes.Clone(raw)
+			flipped[len(flipped)/2] ^= 0x01
+			if httpprovider.Verify([]byte(testSecret), sig, flipped, ledgertest.Start, 0) == nil {
+				t.Fatalf("signature %q still verifies after a byte of the body changed", sig)
+			}
+		}
 		if !validSig && resp.StatusCode != 401 && resp.StatusCode != 413 {
 			t.Fatalf("unsigned request answered %d %s", resp.StatusCode, resp.Body)
 		}

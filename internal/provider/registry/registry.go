@@ -12,6 +12,11 @@
 // use) or as the name of an SSM SecureString or a Secrets Manager secret
 // (SENDONCE_X_PARAM, production; see package secrets); setting both is an
 // error. They are read once, when the map is built.
+//
+// Provider, lookup and callback URLs (SENDONCE_HTTP_PROVIDER_URL,
+// SENDONCE_TWILIO_BASE_URL, SENDONCE_CALLBACK_BASE_URL) must be https://;
+// plain http:// is accepted only for a loopback host (127.0.0.0/8, ::1,
+// localhost), as local runs and tests use.
 package registry
 
 import (
@@ -28,6 +33,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sns"
 
 	"github.com/sendonce/sendonce/internal/decide"
+	"github.com/sendonce/sendonce/internal/lambdaenv"
 	"github.com/sendonce/sendonce/internal/provider"
 	"github.com/sendonce/sendonce/internal/provider/httpprovider"
 	"github.com/sendonce/sendonce/internal/provider/smtpprovider"
@@ -125,6 +131,9 @@ func FromEnvWith(ctx context.Context, getenv func(string) string, opts Options) 
 		return nil, err
 	}
 	b.timeoutVal = timeout
+	if err := b.checkURL(EnvCallbackBase); err != nil {
+		return nil, err
+	}
 	out := map[string]provider.Sender{}
 	for _, c := range channelEnv {
 		name := strings.ToLower(strings.TrimSpace(getenv(c.env)))
@@ -227,6 +236,18 @@ func (b *builder) secret(env, name string, required bool) (string, error) {
 	return v, nil
 }
 
+// checkURL refuses a set URL variable that is not https://, unless its
+// host is loopback (lambdaenv.CheckURL): provider, lookup and callback
+// URLs carry tokens, addresses and message bodies.
+func (b *builder) checkURL(env string) error {
+	if v := strings.TrimSpace(b.getenv(env)); v != "" {
+		if err := lambdaenv.CheckURL(env, v); err != nil {
+			return fmt.Errorf("registry: %w", err)
+		}
+	}
+	return nil
+}
+
 func (b *builder) callback(path string) string {
 	base := strings.TrimRight(strings.TrimSpace(b.getenv(EnvCallbackBase)), "/")
 	if base == "" {
@@ -238,6 +259,9 @@ func (b *builder) callback(path string) string {
 func (b *builder) http() (provider.Sender, error) {
 	base, err := b.required(EnvHTTPURL, "http")
 	if err != nil {
+		return nil, err
+	}
+	if err := b.checkURL(EnvHTTPURL); err != nil {
 		return nil, err
 	}
 	token, err := b.secret(EnvHTTPToken, "http", true)
@@ -265,6 +289,9 @@ func (b *builder) http() (provider.Sender, error) {
 func (b *builder) twilio() (provider.Sender, error) {
 	sid, err := b.required(EnvTwilioAccountSID, "twilio")
 	if err != nil {
+		return nil, err
+	}
+	if err := b.checkURL(EnvTwilioBaseURL); err != nil {
 		return nil, err
 	}
 	token, err := b.secret(EnvTwilioAuthToken, "twilio", true)
