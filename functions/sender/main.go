@@ -17,6 +17,7 @@ import (
 	"github.com/sendonce/sendonce/internal/render"
 	"github.com/sendonce/sendonce/internal/sender"
 	"github.com/sendonce/sendonce/internal/sendpath"
+	"github.com/sendonce/sendonce/internal/templates/dynamotemplates"
 )
 
 func main() {
@@ -35,11 +36,16 @@ func main() {
 	if err != nil {
 		lambdaenv.Fatal(log, err)
 	}
+	templateCache, err := render.ParseCacheTTL(os.Getenv(render.CacheEnv))
+	if err != nil {
+		lambdaenv.Fatal(log, err)
+	}
+	renderer := render.New(dynamotemplates.New(lambdaenv.DynamoDB(deps.AWS, os.Getenv), shared.Table), render.WithCacheTTL(templateCache))
 	emf := metrics.NewEMF(os.Stdout, "sender")
 	s, err := sender.New(sender.Config{
 		Ledger:          deps.Ledger,
 		Providers:       deps.Providers,
-		Renderer:        render.MustNew(),
+		Renderer:        renderer,
 		DeadLetters:     &sender.SQSDeadLetters{Client: sqs.NewFromConfig(deps.AWS), QueueURL: dlqURL},
 		Metrics:         emf,
 		Logger:          log,

@@ -23,6 +23,8 @@ import (
 	"github.com/sendonce/sendonce/internal/provider/simulator"
 	"github.com/sendonce/sendonce/internal/rie"
 	"github.com/sendonce/sendonce/internal/sender"
+	"github.com/sendonce/sendonce/internal/templates"
+	"github.com/sendonce/sendonce/internal/templates/dynamotemplates"
 	"github.com/sendonce/sendonce/internal/testenv"
 )
 
@@ -77,6 +79,9 @@ func setup(t *testing.T) bundle {
 
 	led, err := dynamoledger.New(db, table)
 	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := templates.ImportExamples(ctx, dynamotemplates.New(db, table), "acme"); err != nil {
 		t.Fatal(err)
 	}
 	b := bundle{sim: sim, ledger: led, sqs: q, dlqURL: aws.ToString(dlq.QueueUrl), event: ev, payload: payload}

@@ -117,6 +117,7 @@ func Message(c ledger.Claim, e ledger.Entry) provider.Message {
 		To:          e.Address,
 		Subject:     e.Subject,
 		Body:        e.Body,
+		HTML:        e.HTML,
 		AttemptedAt: c.AttemptedAt,
 	}
 }

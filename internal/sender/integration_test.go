@@ -30,6 +30,8 @@ import (
 	"github.com/sendonce/sendonce/internal/provider/simulator"
 	"github.com/sendonce/sendonce/internal/render"
 	"github.com/sendonce/sendonce/internal/sender"
+	"github.com/sendonce/sendonce/internal/templates"
+	"github.com/sendonce/sendonce/internal/templates/dynamotemplates"
 	"github.com/sendonce/sendonce/internal/testenv"
 )
 
@@ -66,6 +68,9 @@ type env struct {
 	metrics *metrics.Tally
 	now     atomic.Pointer[time.Time]
 	prov    *httpprovider.Provider
+	// renderer reads the example templates of tenant "acme" from the
+	// table, through a client of its own (not counted in calls).
+	renderer *render.Renderer
 }
 
 type options struct {
@@ -90,6 +95,11 @@ func setupEnv(t *testing.T, o options) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
+	tpl := dynamotemplates.New(testenv.DynamoDB(t), table)
+	if _, err := templates.ImportExamples(t.Context(), tpl, "acme"); err != nil {
+		t.Fatal(err)
+	}
+	e.renderer = render.New(tpl)
 	if o.providerTimeout == 0 {
 		o.providerTimeout = 2 * time.Second
 	}
@@ -116,7 +126,7 @@ func (e *env) sender(t *testing.T, p provider.Sender) *sender.Sender {
 	s, err := sender.New(sender.Config{
 		Ledger:          e.ledger,
 		Providers:       map[string]provider.Sender{"sms": p, "email": p},
-		Renderer:        render.MustNew(),
+		Renderer:        e.renderer,
 		DeadLetters:     discardDLQ{},
 		Metrics:         e.metrics,
 		ProviderTimeout: 2 * time.Second,

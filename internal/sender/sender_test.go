@@ -18,7 +18,7 @@ import (
 	"github.com/sendonce/sendonce/internal/notify"
 	"github.com/sendonce/sendonce/internal/provider"
 	"github.com/sendonce/sendonce/internal/provider/providertest"
-	"github.com/sendonce/sendonce/internal/render"
+	"github.com/sendonce/sendonce/internal/render/rendertest"
 )
 
 type fakeDLQ struct {
@@ -67,7 +67,7 @@ func setup(t *testing.T, p provider.Sender) *bundle {
 	s, err := New(Config{
 		Ledger:          b.ledger,
 		Providers:       map[string]provider.Sender{"sms": p},
-		Renderer:        render.MustNew(),
+		Renderer:        rendertest.Examples(t, "acme"),
 		DeadLetters:     b.dlq,
 		Metrics:         b.metrics,
 		ProviderTimeout: 5 * time.Second,
@@ -298,7 +298,7 @@ func TestProcess(t *testing.T) {
 // claim (and perhaps after its provider call) would.
 func crashAfterClaim(t *testing.T, b *bundle, req notify.Request) {
 	t.Helper()
-	msg, err := render.MustNew().Render(req.Template, string(req.Channel), req.Locale, req.Data)
+	msg, err := rendertest.Examples(t, req.TenantID).RenderRequest(t.Context(), req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -395,7 +395,7 @@ func TestStaleClaimTakeover(t *testing.T) {
 func TestNewValidatesClaimTimeout(t *testing.T) {
 	t.Parallel()
 	_, err := New(Config{
-		Ledger: memledger.New(), Renderer: render.MustNew(), DeadLetters: &fakeDLQ{},
+		Ledger: memledger.New(), Renderer: rendertest.Examples(t, "acme"), DeadLetters: &fakeDLQ{},
 		ProviderTimeout: 5 * time.Second, ClaimTimeout: 8 * time.Second,
 	})
 	if err == nil || !strings.Contains(err.Error(), "claim timeout (8s) must exceed the provider timeout (5s)") {

@@ -99,6 +99,9 @@ const (
 	attrAddress     = "address"
 	attrSubject     = "subject"
 	attrBody        = "body"
+	attrHTML        = "html"
+	attrTplVersion  = "tpl_version"
+	attrTplLocale   = "tpl_locale"
 	attrProviderMsg = "provider_msg_id"
 	attrReason      = "reason"
 	attrDlvStatus   = "dlv_status"
@@ -267,6 +270,15 @@ func (l *Ledger) Claim(ctx context.Context, e ledger.Entry, lease time.Duration)
 			item[f.name] = str(f.v)
 		}
 	}
+	if e.HTML != "" {
+		item[attrHTML] = str(e.HTML)
+	}
+	if e.TemplateVersion > 0 {
+		item[attrTplVersion] = numInt(int64(e.TemplateVersion))
+	}
+	if e.TemplateLocale != "" {
+		item[attrTplLocale] = str(e.TemplateLocale)
+	}
 	out, err := l.db.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName:                           l.table,
 		Item:                                item,
@@ -403,6 +415,8 @@ func (l *Ledger) Mark(ctx context.Context, c ledger.Claim, o ledger.Outcome) err
 	if o.State.Final() {
 		remove += ", #address, #subject, #body, #attn_pk, #attn_sk"
 		names["#address"], names["#subject"], names["#body"] = attrAddress, attrSubject, attrBody
+		remove += ", #html"
+		names["#html"] = attrHTML
 		names["#attn_pk"], names["#attn_sk"] = attrAttnPK, attrAttnSK
 	} else {
 		set += ", #attn_sk = :due"

@@ -195,6 +195,7 @@ func (l *Ledger) Mark(ctx context.Context, c ledger.Claim, o ledger.Outcome) err
 	r.ExpiresAt = l.expiry(now)
 	if o.State.Final() {
 		r.Address, r.Subject, r.Body = "", "", ""
+		r.HTML = ""
 	}
 	l.rows[r.Key] = r
 	return nil
