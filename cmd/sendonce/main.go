@@ -78,7 +78,7 @@ type helpRequest struct{ cmd *command }
 func (helpRequest) Error() string { return "help requested" }
 
 func commands() []*command {
-	return []*command{createTablesCmd, keyCmd, inspectCmd, apikeyCreateCmd, apikeyRevokeCmd}
+	return []*command{createTablesCmd, keyCmd, inspectCmd, apikeyCreateCmd, apikeyRevokeCmd, templateCmd}
 }
 
 // lookup finds the command args start with ("apikey create" is two words)
