@@ -96,6 +96,8 @@ type rowView struct {
 	Class             string       `json:"class,omitempty"`
 	Provider          string       `json:"provider,omitempty"`
 	Template          string       `json:"template,omitempty"`
+	TemplateVersion   int          `json:"template_version,omitempty"`
+	TemplateLocale    string       `json:"template_locale,omitempty"`
 	RecipientID       string       `json:"recipient_id,omitempty"`
 	Address           string       `json:"address,omitempty"`
 	SubjectLength     int          `json:"subject_length,omitempty"`
@@ -124,6 +126,8 @@ func view(r ledger.Record) rowView {
 		Class:             r.Class,
 		Provider:          r.Provider,
 		Template:          r.Template,
+		TemplateVersion:   r.TemplateVersion,
+		TemplateLocale:    r.TemplateLocale,
 		RecipientID:       scrub(r.RecipientID, r.Address),
 		Address:           redact.Address(r.Address),
 		SubjectLength:     utf8.RuneCountInString(r.Subject),

@@ -97,6 +97,9 @@ func TestStoredTemplatesEndToEnd(t *testing.T) {
 	if row.State != ledger.StateSent || msg.Body != "Order A-1001 is on its way (v2)." || row.TemplateVersion != 2 {
 		t.Fatalf("after the second put: row %s v%d, provider got %q", row.State, row.TemplateVersion, msg.Body)
 	}
+	if r := b.run(t, "inspect", row.Key); r.code != exitOK || !strings.Contains(r.stdout, `"template_version":2`) {
+		t.Errorf("inspect: exit %d stdout %q; want template_version 2", r.code, r.stdout)
+	}
 
 	row, msg = send("globex", "evt-1", nil)
 	if row.State != ledger.StateFailed || row.Reason != "render shipped for sms: unknown template" || msg.ID != "" {
