@@ -203,13 +203,32 @@ type ExecError struct {
 
 func (e *ExecError) Error() string { return e.Part + ": " + e.Detail }
 
+// MaxRenderedSize bounds each rendered part, in bytes: a template that
+// nests templates can otherwise produce output exponential in its size.
+const MaxRenderedSize = 256 * 1024
+
+// errTooLarge stops an execution whose output passed MaxRenderedSize.
+var errTooLarge = fmt.Errorf("the rendered output exceeds %d bytes", MaxRenderedSize)
+
+// cappedBuilder is a strings.Builder that fails once it would pass
+// MaxRenderedSize.
+type cappedBuilder struct{ strings.Builder }
+
+func (b *cappedBuilder) Write(p []byte) (int, error) {
+	if b.Len()+len(p) > MaxRenderedSize {
+		return 0, errTooLarge
+	}
+	return b.Builder.Write(p)
+}
+
 // Execute renders c's parts on data. The subject is trimmed and must stay
-// on one line; the text must not be empty. Its error is an *ExecError.
+// on one line; the text must not be empty; no part may exceed
+// MaxRenderedSize. Its error is an *ExecError.
 func (c *Compiled) Execute(data map[string]any) (subject, text, html string, err error) {
 	if data == nil {
 		data = map[string]any{}
 	}
-	var b strings.Builder
+	var b cappedBuilder
 	if c.subject != nil {
 		if err := c.subject.Execute(&b, data); err != nil {
 			return "", "", "", &ExecError{"subject", execDetail(err)}
@@ -251,6 +270,9 @@ func parseDetail(err error) string {
 // execDetail keeps the useful part of an execution error ("map has no
 // entry for key \"order_id\"") and drops the template's internal position.
 func execDetail(err error) string {
+	if errors.Is(err, errTooLarge) {
+		return errTooLarge.Error()
+	}
 	s := err.Error()
 	if i := strings.LastIndex(s, ": "); i >= 0 {
 		s = s[i+2:]
