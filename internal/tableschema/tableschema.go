@@ -10,6 +10,7 @@
 //	apikey#<key id>             API key (package apikey)
 //	idem#<tenant>#<key hash>    API idempotency record (package api)
 //	rate#...                    API rate-limit window (package api)
+//	tpl#<tenant>[#...]          message templates (package dynamotemplates)
 package tableschema
 
 import (
