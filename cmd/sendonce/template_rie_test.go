@@ -97,7 +97,7 @@ func TestStoredTemplatesEndToEnd(t *testing.T) {
 	if row.State != ledger.StateSent || msg.Body != "Order A-1001 is on its way (v2)." || row.TemplateVersion != 2 {
 		t.Fatalf("after the second put: row %s v%d, provider got %q", row.State, row.TemplateVersion, msg.Body)
 	}
-	if r := b.run(t, "inspect", row.Key); r.code != exitOK || !strings.Contains(r.stdout, `"template_version":2`) {
+	if r := b.run(t, "inspect", row.Key); r.code != exitOK || !strings.Contains(r.stdout, `"template_version": 2,`) {
 		t.Errorf("inspect: exit %d stdout %q; want template_version 2", r.code, r.stdout)
 	}
 
