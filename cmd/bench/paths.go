@@ -381,7 +381,7 @@ func callList(u usage) string {
 }
 
 // callbackRequest is a Function URL request carrying a signed generic
-// callback (CONTRACTS §5).
+// callback (docs/http-provider.md).
 func callbackRequest(secret []byte, eventID, key, status string) (events.LambdaFunctionURLRequest, error) {
 	body, err := json.Marshal(map[string]string{
 		"event_id": eventID, "message_id": "msg_bench", "reference": key,

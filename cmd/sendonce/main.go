@@ -1,4 +1,4 @@
-// Command sendonce is the operator CLI of sendonce (CONTRACTS §6).
+// Command sendonce is the operator CLI of sendonce (docs/cli.md).
 //
 //	sendonce create-tables [--table NAME] [--wait DURATION]
 //	sendonce key < request.json

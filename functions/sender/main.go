@@ -1,5 +1,5 @@
 // Command sender is the SQS-triggered sender Lambda (package sender). It
-// only wires: configuration from the environment (CONTRACTS §3), SDK
+// only wires: configuration from the environment (README.md, Configuration), SDK
 // clients built once per container, and lambda.Start.
 package main
 

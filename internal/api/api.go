@@ -13,7 +13,7 @@
 //
 // # Submitting
 //
-// The body is a CONTRACTS §1 request without tenant_id, which is rejected
+// The body is a request (docs/request.md) without tenant_id, which is rejected
 // (400) when present because the tenant comes from the API key. event_id
 // is optional: when given it is used as is, so one business event
 // submitted both through the queue and through the API is one message;

@@ -110,7 +110,7 @@ func requestBody(body string, isBase64 bool) ([]byte, *problem) {
 }
 
 // parseSubmission reads a POST /v1/notifications for tenant: the
-// Idempotency-Key header and the body, a CONTRACTS §1 request without
+// Idempotency-Key header and the body, a request (docs/request.md) without
 // tenant_id. tenant_id is rejected when present: the tenant comes from the
 // API key, and a client that sends one expects it to mean something it
 // would not. event_id is the client's when given (so one business event

@@ -1,4 +1,4 @@
-// Package notify defines the notification request of CONTRACTS §1, the
+// Package notify defines the notification request of docs/request.md, the
 // JSON body of one SQS message, and validates it.
 //
 // Parse never panics and never guesses: a body that is not JSON, or misses
@@ -70,7 +70,7 @@ type Recipient struct {
 	PushTarget string `json:"push_target,omitempty"`
 }
 
-// Request is one notification request (CONTRACTS §1).
+// Request is one notification request (docs/request.md).
 type Request struct {
 	TenantID  string         `json:"tenant_id"`
 	EventID   string         `json:"event_id"`
@@ -107,7 +107,7 @@ const (
 	MaxContentHTML    = 128 * 1024
 )
 
-// Key returns the request's idempotency key (CONTRACTS §2).
+// Key returns the request's idempotency key (docs/request.md, "The key").
 func (r *Request) Key() string {
 	return sendkey.Derive(sendkey.Parts{
 		Tenant:      r.TenantID,

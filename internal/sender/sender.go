@@ -45,7 +45,7 @@ import (
 // Lambda's deadline.
 const ProcessingMargin = 5 * time.Second
 
-// Defaults of the configuration (CONTRACTS §3).
+// Defaults of the configuration (README.md, Configuration).
 const (
 	DefaultProviderTimeout = 5 * time.Second
 	DefaultClaimTimeout    = 60 * time.Second

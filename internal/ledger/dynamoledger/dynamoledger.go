@@ -112,7 +112,7 @@ const (
 )
 
 // DefaultRetention is how long rows live after their last write unless
-// WithRetention says otherwise (CONTRACTS §3: SENDONCE_RETENTION).
+// WithRetention says otherwise (SENDONCE_RETENTION; README.md, Configuration).
 const DefaultRetention = 720 * time.Hour
 
 // DefaultPageSize is the page size of Attention when the query sets no

@@ -25,7 +25,7 @@ import (
 )
 
 // DefaultRetention is how long rows live after their last write unless
-// WithRetention says otherwise (CONTRACTS §3: SENDONCE_RETENTION).
+// WithRetention says otherwise (SENDONCE_RETENTION; README.md, Configuration).
 const DefaultRetention = 720 * time.Hour
 
 // defaultLimit is the page size of Attention when the query sets none.
