@@ -24,6 +24,7 @@ import (
 	"github.com/sendonce/sendonce/internal/provider/simulator"
 	"github.com/sendonce/sendonce/internal/reconcile"
 	"github.com/sendonce/sendonce/internal/render"
+	"github.com/sendonce/sendonce/internal/render/rendertest"
 	"github.com/sendonce/sendonce/internal/sender"
 	"github.com/sendonce/sendonce/internal/testenv"
 	"github.com/sendonce/sendonce/internal/webhook"
@@ -50,6 +51,16 @@ func startSim(latency time.Duration) (*simulator.Simulator, *httpprovider.Provid
 	return sim, p, srv.URL, stop, nil
 }
 
+// benchRenderer renders the example templates of tenant "bench" from
+// memory, as a warm sender container renders from its cache.
+var benchRenderer = func() *render.Renderer {
+	r, err := rendertest.New("bench")
+	if err != nil {
+		panic(err) // the examples are valid (tested in package templates)
+	}
+	return r
+}()
+
 // noDeadLetters rejects every put: the benchmark sends only valid requests.
 type noDeadLetters struct{}
 
@@ -61,7 +72,7 @@ func newSender(l ledger.Ledger, p provider.Sender) (*sender.Sender, error) {
 	return sender.New(sender.Config{
 		Ledger:          l,
 		Providers:       map[string]provider.Sender{"sms": p},
-		Renderer:        render.MustNew(),
+		Renderer:        benchRenderer,
 		DeadLetters:     noDeadLetters{},
 		ProviderTimeout: decide.DefaultProviderTimeout,
 		ClaimTimeout:    sender.DefaultClaimTimeout,
@@ -85,7 +96,7 @@ func request(run string, i int) notify.Request {
 
 // entry is what the sender would claim for req.
 func entry(req notify.Request) (ledger.Entry, error) {
-	msg, err := render.MustNew().Render(req.Template, string(req.Channel), req.Locale, req.Data)
+	msg, err := benchRenderer.RenderRequest(context.Background(), req)
 	if err != nil {
 		return ledger.Entry{}, err
 	}
@@ -371,7 +382,7 @@ func callList(u usage) string {
 }
 
 // callbackRequest is a Function URL request carrying a signed generic
-// callback (CONTRACTS §5).
+// callback (docs/http-provider.md).
 func callbackRequest(secret []byte, eventID, key, status string) (events.LambdaFunctionURLRequest, error) {
 	body, err := json.Marshal(map[string]string{
 		"event_id": eventID, "message_id": "msg_bench", "reference": key,

@@ -55,8 +55,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		MotoEndpoint:     getenv(testenv.MotoEndpointEnv),
 		SenderInstances:  *instances,
 		Simulator: simulator.Options{
-			// The generic HTTP provider honours Idempotency-Key (CONTRACTS
-			// §4), and the sender relies on it: an ambiguous send is
+			// The generic HTTP provider honours Idempotency-Key
+			// (docs/http-provider.md), and the sender relies on it: an ambiguous send is
 			// released and repeated with the same key. The summary shows
 			// how many repeats the provider had to drop.
 			Seed:      *seed,

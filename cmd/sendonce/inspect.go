@@ -102,6 +102,8 @@ type rowView struct {
 	Class             string       `json:"class,omitempty"`
 	Provider          string       `json:"provider,omitempty"`
 	Template          string       `json:"template,omitempty"`
+	TemplateVersion   int          `json:"template_version,omitempty"`
+	TemplateLocale    string       `json:"template_locale,omitempty"`
 	RecipientID       string       `json:"recipient_id,omitempty"`
 	Address           string       `json:"address,omitempty"`
 	SubjectLength     int          `json:"subject_length,omitempty"`
@@ -130,6 +132,8 @@ func view(r ledger.Record, rd *redact.Redactor) rowView {
 		Class:             r.Class,
 		Provider:          r.Provider,
 		Template:          r.Template,
+		TemplateVersion:   r.TemplateVersion,
+		TemplateLocale:    r.TemplateLocale,
 		RecipientID:       scrub(rd, r.RecipientID, r.Address),
 		Address:           rd.Address(r.Address),
 		SubjectLength:     utf8.RuneCountInString(r.Subject),

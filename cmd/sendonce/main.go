@@ -1,4 +1,4 @@
-// Command sendonce is the operator CLI of sendonce (CONTRACTS §6).
+// Command sendonce is the operator CLI of sendonce (docs/cli.md).
 //
 //	sendonce create-tables [--table NAME] [--wait DURATION]
 //	sendonce key < request.json
@@ -78,7 +78,7 @@ type helpRequest struct{ cmd *command }
 func (helpRequest) Error() string { return "help requested" }
 
 func commands() []*command {
-	return []*command{createTablesCmd, keyCmd, inspectCmd, apikeyCreateCmd, apikeyRevokeCmd}
+	return []*command{createTablesCmd, keyCmd, inspectCmd, apikeyCreateCmd, apikeyRevokeCmd, templateCmd}
 }
 
 // lookup finds the command args start with ("apikey create" is two words)

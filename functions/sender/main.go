@@ -1,5 +1,5 @@
 // Command sender is the SQS-triggered sender Lambda (package sender). It
-// only wires: configuration from the environment (CONTRACTS §3), SDK
+// only wires: configuration from the environment (README.md, Configuration), SDK
 // clients built once per container, and lambda.Start.
 package main
 
@@ -18,6 +18,7 @@ import (
 	"github.com/sendonce/sendonce/internal/secrets"
 	"github.com/sendonce/sendonce/internal/sender"
 	"github.com/sendonce/sendonce/internal/sendpath"
+	"github.com/sendonce/sendonce/internal/templates/dynamotemplates"
 )
 
 func main() {
@@ -39,11 +40,16 @@ func main() {
 	if err := lambdaenv.SetRedaction(ctx, log, os.Getenv, secrets.NewFromConfig(deps.AWS)); err != nil {
 		lambdaenv.Fatal(log, err)
 	}
+	templateCache, err := render.ParseCacheTTL(os.Getenv(render.CacheEnv))
+	if err != nil {
+		lambdaenv.Fatal(log, err)
+	}
+	renderer := render.New(dynamotemplates.New(lambdaenv.DynamoDB(deps.AWS, os.Getenv), shared.Table), render.WithCacheTTL(templateCache))
 	emf := metrics.NewEMF(os.Stdout, "sender")
 	s, err := sender.New(sender.Config{
 		Ledger:          deps.Ledger,
 		Providers:       deps.Providers,
-		Renderer:        render.MustNew(),
+		Renderer:        renderer,
 		DeadLetters:     &sender.SQSDeadLetters{Client: sqs.NewFromConfig(deps.AWS), QueueURL: dlqURL},
 		Metrics:         emf,
 		Logger:          log,

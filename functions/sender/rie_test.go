@@ -24,6 +24,8 @@ import (
 	"github.com/sendonce/sendonce/internal/redact"
 	"github.com/sendonce/sendonce/internal/rie"
 	"github.com/sendonce/sendonce/internal/sender"
+	"github.com/sendonce/sendonce/internal/templates"
+	"github.com/sendonce/sendonce/internal/templates/dynamotemplates"
 	"github.com/sendonce/sendonce/internal/testenv"
 )
 
@@ -80,6 +82,9 @@ func setup(t *testing.T) bundle {
 
 	led, err := dynamoledger.New(db, table)
 	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := templates.ImportExamples(ctx, dynamotemplates.New(db, table), "acme"); err != nil {
 		t.Fatal(err)
 	}
 	b := bundle{sim: sim, ledger: led, sqs: q, dlqURL: aws.ToString(dlq.QueueUrl), event: ev, payload: payload}

@@ -13,13 +13,16 @@
 //
 // # Submitting
 //
-// The body is a CONTRACTS §1 request without tenant_id and event_id: both
-// are rejected (400) when present, because the tenant comes from the API
-// key and the event id from the Idempotency-Key (event_id = EventID(key)).
-// Two tenants using the same Idempotency-Key therefore get independent
-// notifications, and a request enqueued twice is deduplicated by the send
-// ledger, whose key derives from tenant, event, recipient, channel and
-// template.
+// The body is a request (docs/request.md) without tenant_id, which is rejected
+// (400) when present because the tenant comes from the API key. event_id
+// is optional: when given it is used as is, so one business event
+// submitted both through the queue and through the API is one message;
+// when absent it is derived from the Idempotency-Key (event_id =
+// EventID(key)). The same Idempotency-Key with another event_id is a
+// mismatch (422) like any other changed field. Two tenants using the same
+// Idempotency-Key get independent notifications, and a request enqueued
+// twice is deduplicated by the send ledger, whose key derives from tenant,
+// event, recipient, channel and template.
 //
 // The Idempotency-Key (1 to 255 printable ASCII characters) is scoped by
 // tenant. The first request with a key creates an idempotency record in

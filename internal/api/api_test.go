@@ -603,7 +603,7 @@ func TestErrors(t *testing.T) {
 		{"NotObject", request(http.MethodPost, "/v1/notifications", b.keyA, idem, `[1,2]`), 400, nil, ""},
 		{"EmptyBody", request(http.MethodPost, "/v1/notifications", b.keyA, idem, ``), 400, nil, ""},
 		{"TenantInBody", request(http.MethodPost, "/v1/notifications", b.keyA, idem, `{"tenant_id":"globex",`+body1[1:]), 400, nil, "tenant_id"},
-		{"EventIDInBody", request(http.MethodPost, "/v1/notifications", b.keyA, idem, `{"event_id":"e1",`+body1[1:]), 400, nil, "event_id"},
+		{"EmptyEventID", request(http.MethodPost, "/v1/notifications", b.keyA, idem, `{"event_id":"",`+body1[1:]), 400, nil, "event_id"},
 		{"BadPhone", request(http.MethodPost, "/v1/notifications", b.keyA, idem, strings.Replace(body1, phone, "555", 1)), 400, nil, "recipient.phone"},
 		{"TooLarge", request(http.MethodPost, "/v1/notifications", b.keyA, idem, big), 413, nil, ""},
 		{"Base64Body", b64, 202, nil, ""},

@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// Environment variables of the api function (see also CONTRACTS §3).
+// Environment variables of the api function (see also README.md, Configuration).
 const (
 	EnvTable         = "SENDONCE_TABLE"
 	EnvQueueURL      = "SENDONCE_QUEUE_URL"

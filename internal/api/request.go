@@ -110,12 +110,13 @@ func requestBody(body string, isBase64 bool) ([]byte, *problem) {
 }
 
 // parseSubmission reads a POST /v1/notifications for tenant: the
-// Idempotency-Key header and the body, a CONTRACTS §1 request without
-// tenant_id and event_id. Both are rejected when present: the tenant comes
-// from the API key and the event id from the Idempotency-Key, and a client
-// that sends either expects it to mean something it would not. The
-// request is validated by package notify with tenant_id set to tenant and
-// event_id set to EventID(key).
+// Idempotency-Key header and the body, a request (docs/request.md) without
+// tenant_id. tenant_id is rejected when present: the tenant comes from the
+// API key, and a client that sends one expects it to mean something it
+// would not. event_id is the client's when given (so one business event
+// submitted through the queue and through the API is one message) and
+// EventID(key) when absent or null. The request is validated by package
+// notify with tenant_id set to tenant.
 func parseSubmission(tenant string, headers map[string]string, body string, isBase64 bool) (submission, *problem) {
 	key, p := idempotencyKey(headers)
 	if p != nil {
@@ -133,14 +134,14 @@ func parseSubmission(tenant string, headers map[string]string, body string, isBa
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return submission{}, invalid("", "the body holds more than one JSON value")
 	}
-	for _, f := range []string{"tenant_id", "event_id"} {
-		if _, ok := obj[f]; ok {
-			return submission{}, invalid(f, "must not be set: the tenant comes from the API key and the event id from the Idempotency-Key")
-		}
+	if _, ok := obj["tenant_id"]; ok {
+		return submission{}, invalid("tenant_id", "must not be set: the tenant comes from the API key")
 	}
 	full := maps.Clone(obj)
 	full["tenant_id"], _ = json.Marshal(tenant)
-	full["event_id"], _ = json.Marshal(EventID(key))
+	if ev, ok := obj["event_id"]; !ok || string(bytes.TrimSpace(ev)) == "null" {
+		full["event_id"], _ = json.Marshal(EventID(key))
+	}
 	b, err := json.Marshal(full)
 	if err != nil {
 		return submission{}, invalid("", "the body is not a JSON object")
@@ -190,6 +191,8 @@ func fingerprint(r notify.Request, salt string) Fingerprint {
 	canon, _ := json.Marshal(r)
 	sum := sha256.Sum256(canon)
 	fields := map[string]any{
+		"event_id":              r.EventID,
+		"content":               r.Content,
 		"channel":               r.Channel,
 		"template":              r.Template,
 		"recipient.id":          r.Recipient.ID,

@@ -75,7 +75,7 @@ var (
 	// ErrNotFound: Revoke was given an id that names no key.
 	ErrNotFound = errors.New("apikey: no such key")
 	// ErrInvalidTenant: Create was given a tenant that is not 1 to 64 of
-	// A-Z a-z 0-9 . _ - (the tenant_id rule of CONTRACTS §1).
+	// A-Z a-z 0-9 . _ - (the tenant_id rule of docs/request.md).
 	ErrInvalidTenant = errors.New("apikey: invalid tenant")
 	// ErrInvalidID: Revoke was given a string that is not a key id.
 	ErrInvalidID = errors.New("apikey: invalid key id")

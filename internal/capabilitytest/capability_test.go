@@ -37,7 +37,7 @@ import (
 	"github.com/sendonce/sendonce/internal/provider/twilio"
 	"github.com/sendonce/sendonce/internal/provider/twilio/twiliotest"
 	"github.com/sendonce/sendonce/internal/reconcile"
-	"github.com/sendonce/sendonce/internal/render"
+	"github.com/sendonce/sendonce/internal/render/rendertest"
 	"github.com/sendonce/sendonce/internal/sender"
 	"github.com/sendonce/sendonce/internal/testenv"
 )
@@ -96,7 +96,7 @@ func (b *bundle) senderWithTimeout(t *testing.T, channel string, p provider.Send
 	s, err := sender.New(sender.Config{
 		Ledger:          b.ledger,
 		Providers:       map[string]provider.Sender{channel: p},
-		Renderer:        render.MustNew(),
+		Renderer:        rendertest.Examples(t, "acme"),
 		DeadLetters:     noDeadLetters{t},
 		Logger:          quiet,
 		ProviderTimeout: timeout,
@@ -589,7 +589,7 @@ func TestNeitherSNS(t *testing.T) {
 // renderSMS renders r's SMS text as the sender does.
 func renderSMS(t *testing.T, r notify.Request) string {
 	t.Helper()
-	m, err := render.MustNew().Render(r.Template, string(r.Channel), r.Locale, r.Data)
+	m, err := rendertest.Examples(t, r.TenantID).RenderRequest(t.Context(), r)
 	if err != nil {
 		t.Fatal(err)
 	}

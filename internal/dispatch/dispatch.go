@@ -163,6 +163,7 @@ func Message(e ledger.Entry, attemptedAt time.Time) provider.Message {
 		To:          e.Address,
 		Subject:     e.Subject,
 		Body:        e.Body,
+		HTML:        e.HTML,
 		AttemptedAt: attemptedAt,
 	}
 }

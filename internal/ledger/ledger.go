@@ -121,6 +121,15 @@ type Entry struct {
 	// not final.
 	Subject string
 	Body    string
+	// HTML is the rendered email's optional HTML part. Kept only while the
+	// row is not final.
+	HTML string
+	// TemplateVersion is the stored template version that rendered the
+	// message (package templates), TemplateLocale that version's locale
+	// ("" its default). Zero for pre-rendered content. Kept for the row's
+	// whole life, so a sent message can be traced to the text it used.
+	TemplateVersion int
+	TemplateLocale  string
 }
 
 // Record is one ledger row as stored.

@@ -60,6 +60,8 @@ import (
 	"github.com/sendonce/sendonce/internal/redact"
 	"github.com/sendonce/sendonce/internal/rie"
 	"github.com/sendonce/sendonce/internal/tableschema"
+	"github.com/sendonce/sendonce/internal/templates"
+	"github.com/sendonce/sendonce/internal/templates/dynamotemplates"
 	"github.com/sendonce/sendonce/internal/testenv"
 )
 
@@ -122,6 +124,10 @@ type Options struct {
 	ReconcileEvery time.Duration
 	// Env adds to (and overrides) every function's environment.
 	Env map[string]string
+	// TemplateTenants are the tenants whose example templates
+	// (templates.Examples) Start stores in the table. Default: "demo" and
+	// "chaos", the tenants of the demo and chaos workloads.
+	TemplateTenants []string
 
 	// Simulator configures the provider simulator. Token, CallbackSecret
 	// and Logger are set by Start.
@@ -291,6 +297,15 @@ func Start(ctx context.Context, opts Options) (p *Pipeline, err error) {
 	}
 	if p.ledger, err = dynamoledger.New(p.ddb, p.Table); err != nil {
 		return nil, fmt.Errorf("localpipeline: ledger: %w", err)
+	}
+	tenants := opts.TemplateTenants
+	if len(tenants) == 0 {
+		tenants = []string{"demo", "chaos"}
+	}
+	for _, tenant := range tenants {
+		if _, err := templates.ImportExamples(ctx, dynamotemplates.New(p.ddb, p.Table), tenant); err != nil {
+			return nil, fmt.Errorf("localpipeline: %w", err)
+		}
 	}
 
 	// The front listens first: its URL is the callback base of the

@@ -139,7 +139,11 @@ func NewWorkload(o WorkloadOptions) Workload {
 		case class == notify.ClassMarketing && ch == notify.ChannelSMS:
 			req.Template, req.Data = "promo", map[string]any{"message": "Spring sale: 20% off today."}
 		case class == notify.ClassMarketing:
-			req.Template, req.Data = "welcome", map[string]any{"product": "sendonce"}
+			// Pre-rendered by the producer: no stored template is used.
+			req.Template, req.Content = "newsletter", &notify.Content{
+				Subject: "sendonce news", Text: fmt.Sprintf("Issue %d: what is new in sendonce.", i),
+				HTML: fmt.Sprintf("<p>Issue <b>%d</b>: what is new in sendonce.</p>", i),
+			}
 		default:
 			req.Template, req.Data = "order_shipped", map[string]any{"order_id": fmt.Sprintf("A-%05d", i)}
 		}

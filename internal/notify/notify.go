@@ -1,4 +1,4 @@
-// Package notify defines the notification request of CONTRACTS §1, the
+// Package notify defines the notification request of docs/request.md, the
 // JSON body of one SQS message, and validates it.
 //
 // Parse never panics and never guesses: a body that is not JSON, or misses
@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"regexp"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -69,7 +70,7 @@ type Recipient struct {
 	PushTarget string `json:"push_target,omitempty"`
 }
 
-// Request is one notification request (CONTRACTS §1).
+// Request is one notification request (docs/request.md).
 type Request struct {
 	TenantID  string         `json:"tenant_id"`
 	EventID   string         `json:"event_id"`
@@ -79,9 +80,34 @@ type Request struct {
 	Class     Class          `json:"class,omitempty"`
 	Locale    string         `json:"locale,omitempty"`
 	Data      map[string]any `json:"data,omitempty"`
+	// Content is pre-rendered content, sent instead of a stored template;
+	// nil when the stored template named by Template renders the message.
+	Content *Content `json:"content,omitempty"`
 }
 
-// Key returns the request's idempotency key (CONTRACTS §2).
+// Content is a request's pre-rendered message, delivered exactly as
+// given. The request's Template still names the message's purpose and is
+// part of its key.
+type Content struct {
+	// Subject is the email subject (required for email) or the push title
+	// (optional); not allowed for sms. One line.
+	Subject string `json:"subject,omitempty"`
+	// Text is the SMS text, the push body or the email's text/plain part.
+	// Required.
+	Text string `json:"text"`
+	// HTML is the email's optional text/html part; email only.
+	HTML string `json:"html,omitempty"`
+}
+
+// Limits of pre-rendered content, in characters (Unicode code points, as
+// JSON Schema's maxLength counts them).
+const (
+	MaxContentSubject = 256
+	MaxContentText    = 64 * 1024
+	MaxContentHTML    = 128 * 1024
+)
+
+// Key returns the request's idempotency key (docs/request.md, "The key").
 func (r *Request) Key() string {
 	return sendkey.Derive(sendkey.Parts{
 		Tenant:      r.TenantID,
@@ -153,6 +179,15 @@ func Parse(body []byte) (Request, error) {
 		// Not More(): it treats a stray ']' or '}' as the end of input.
 		return Request{}, &InvalidError{Reason: "body holds more than one JSON value"}
 	}
+	if foldedKeys(body) {
+		// encoding/json matches names case-insensitively ("Tenant_ID"
+		// would fill TenantID); the contract's names are exact and any
+		// other key is unknown, so decode again without the look-alikes.
+		r = Request{}
+		if err := decodeExact(body, &r); err != nil {
+			return Request{}, &InvalidError{Field: jsonField(err), Reason: jsonReason(err)}
+		}
+	}
 	if err := r.Validate(); err != nil {
 		return Request{}, err
 	}
@@ -192,6 +227,9 @@ func (r *Request) Validate() error {
 	if r.Locale != "" && !localeRE.MatchString(r.Locale) {
 		return &InvalidError{"locale", "is not a language tag such as en or pt-BR"}
 	}
+	if err := r.validateContent(); err != nil {
+		return err
+	}
 	switch r.Channel {
 	case ChannelSMS:
 		if r.Recipient.Phone == "" {
@@ -218,6 +256,34 @@ func (r *Request) Validate() error {
 	return nil
 }
 
+// validateContent checks the pre-rendered content, if any, against the
+// request's channel.
+func (r *Request) validateContent() error {
+	c := r.Content
+	if c == nil {
+		return nil
+	}
+	switch {
+	case c.Text == "":
+		return &InvalidError{"content.text", "is required"}
+	case utf8.RuneCountInString(c.Text) > MaxContentText:
+		return &InvalidError{"content.text", fmt.Sprintf("must be at most %d characters", MaxContentText)}
+	case utf8.RuneCountInString(c.Subject) > MaxContentSubject:
+		return &InvalidError{"content.subject", fmt.Sprintf("must be at most %d characters", MaxContentSubject)}
+	case strings.ContainsAny(c.Subject, "\r\n"):
+		return &InvalidError{"content.subject", "must be one line"}
+	case utf8.RuneCountInString(c.HTML) > MaxContentHTML:
+		return &InvalidError{"content.html", fmt.Sprintf("must be at most %d characters", MaxContentHTML)}
+	case r.Channel == ChannelEmail && c.Subject == "":
+		return &InvalidError{"content.subject", "is required for email"}
+	case r.Channel == ChannelSMS && c.Subject != "":
+		return &InvalidError{"content.subject", "is not allowed for sms"}
+	case r.Channel != ChannelEmail && c.HTML != "":
+		return &InvalidError{"content.html", "is allowed for email only"}
+	}
+	return nil
+}
+
 // validEmail accepts what an SMTP relay accepts in practice: one @, a
 // non-empty local part, a dotted domain, no spaces or angle brackets (which
 // would let an address inject headers).
@@ -231,6 +297,82 @@ func validEmail(s string) bool {
 	}
 	domain := s[at+1:]
 	return strings.Contains(domain, ".") && !strings.HasPrefix(domain, ".") && !strings.HasSuffix(domain, ".") && !strings.Contains(domain, "..")
+}
+
+// fields are the exact JSON names of Request and of its nested objects.
+var fields = map[string][]string{
+	"":          {"tenant_id", "event_id", "channel", "template", "recipient", "class", "locale", "data", "content"},
+	"recipient": {"id", "phone", "email", "push_target"},
+	"content":   {"subject", "text", "html"},
+}
+
+// foldedKeys reports whether body may hold a key that encoding/json would
+// match to a field case-insensitively without being its exact name. Such
+// a key needs an upper-case ASCII letter or a non-ASCII byte ("ſ" and the
+// Kelvin sign fold to s and k), so bodies without them skip the check.
+func foldedKeys(body []byte) bool {
+	if !bytes.ContainsFunc(body, func(r rune) bool { return (r >= 'A' && r <= 'Z') || r >= utf8.RuneSelf }) {
+		return false
+	}
+	var top map[string]json.RawMessage
+	if json.Unmarshal(body, &top) != nil {
+		return false
+	}
+	if hasFolded(top, fields[""]) {
+		return true
+	}
+	for _, nested := range []string{"recipient", "content"} {
+		var obj map[string]json.RawMessage
+		if json.Unmarshal(top[nested], &obj) == nil && hasFolded(obj, fields[nested]) {
+			return true
+		}
+	}
+	return false
+}
+
+func hasFolded(obj map[string]json.RawMessage, names []string) bool {
+	for k := range obj {
+		for _, n := range names {
+			// EqualFold is a superset of encoding/json's folding.
+			if k != n && strings.EqualFold(k, n) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// decodeExact decodes body into r using only keys that are a field's exact
+// name: the others are dropped, as unknown fields are.
+func decodeExact(body []byte, r *Request) error {
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(body, &top); err != nil {
+		return err
+	}
+	keep(top, fields[""])
+	for _, nested := range []string{"recipient", "content"} {
+		var obj map[string]json.RawMessage
+		if raw, ok := top[nested]; ok && json.Unmarshal(raw, &obj) == nil && obj != nil {
+			keep(obj, fields[nested])
+			top[nested], _ = json.Marshal(obj)
+		}
+	}
+	b, err := json.Marshal(top)
+	if err != nil {
+		return err
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	return dec.Decode(r)
+}
+
+// keep deletes the keys of obj that are not exactly one of names.
+func keep(obj map[string]json.RawMessage, names []string) {
+	for k := range obj {
+		if !slices.Contains(names, k) {
+			delete(obj, k)
+		}
+	}
 }
 
 func truncate(s string) string {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/sendonce/sendonce/internal/notify"
 )
@@ -61,6 +62,19 @@ func TestParseInvalid(t *testing.T) {
 		{"PushNotARN", `{"tenant_id":"a","event_id":"e","channel":"push","template":"t","recipient":{"id":"r","push_target":"token"}}`, "recipient.push_target", "ARN"},
 		{"InvalidUTF8", "{\"tenant_id\":\"\xff\"}", "", "UTF-8"},
 		{"TooLarge", `{"x":"` + strings.Repeat("a", notify.MaxBodySize) + `"}`, "", "more than"},
+		{"ContentWithoutText", base(func(s string) string { return strings.Replace(s, `"data"`, `"content":{},"data"`, 1) }), "content.text", "required"},
+		{"ContentSubjectOnSMS", base(func(s string) string {
+			return strings.Replace(s, `"data"`, `"content":{"text":"x","subject":"s"},"data"`, 1)
+		}), "content.subject", "not allowed for sms"},
+		{"ContentHTMLOnSMS", base(func(s string) string {
+			return strings.Replace(s, `"data"`, `"content":{"text":"x","html":"<p>"},"data"`, 1)
+		}), "content.html", "email only"},
+		{"ContentEmailNeedsSubject", `{"tenant_id":"a","event_id":"e","channel":"email","template":"t","recipient":{"id":"r","email":"a@b.co"},"content":{"text":"x"}}`, "content.subject", "required for email"},
+		{"ContentSubjectInjection", `{"tenant_id":"a","event_id":"e","channel":"email","template":"t","recipient":{"id":"r","email":"a@b.co"},"content":{"text":"x","subject":"a\r\nBcc: x@y.z"}}`, "content.subject", "one line"},
+		{"ContentTextTooLong", base(func(s string) string {
+			return strings.Replace(s, `"data"`, `"content":{"text":"`+strings.Repeat("é", notify.MaxContentText+1)+`"},"data"`, 1)
+		}), "content.text", "at most"},
+		{"CaseFoldedKeyIsUnknown", base(func(s string) string { return strings.Replace(s, `"tenant_id"`, `"Tenant_ID"`, 1) }), "tenant_id", "required"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -77,6 +91,26 @@ func TestParseInvalid(t *testing.T) {
 	}
 }
 
+func TestParseContent(t *testing.T) {
+	t.Parallel()
+	body := `{"tenant_id":"acme","event_id":"e","channel":"email","template":"welcome","recipient":{"id":"r","email":"a@b.co"},
+	  "content":{"subject":"Hi <Ana>","text":"Hello\n  {{.not_a_template}}\n","html":"<p>Hello</p>"}}`
+	r, err := notify.Parse([]byte(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := notify.Content{Subject: "Hi <Ana>", Text: "Hello\n  {{.not_a_template}}\n", HTML: "<p>Hello</p>"}
+	if r.Content == nil || *r.Content != want {
+		t.Fatalf("Content = %+v, want %+v", r.Content, want)
+	}
+	// Content is not part of the key: the template names the purpose.
+	r2 := r
+	r2.Content = nil
+	if r.Key() != r2.Key() {
+		t.Error("content changed the key")
+	}
+}
+
 func FuzzParse(f *testing.F) {
 	f.Add([]byte(valid))
 	f.Add([]byte(`{"tenant_id":"a","event_id":"e","channel":"email","template":"t","recipient":{"id":"r","email":"a@b.co"}}`))
@@ -84,14 +118,28 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte(`null`))
 	f.Add([]byte(valid + `]`))
 	f.Add([]byte(valid + `}garbage`))
+	f.Add([]byte(`{"tenant_id":"a","event_id":"e","channel":"email","template":"t","recipient":{"id":"r","email":"a@b.co"},"content":{"subject":"s","text":"x","html":"<b>"}}`))
+	f.Add([]byte(`{"Tenant_ID":"a","event_id":"e","channel":"sms","template":"t","recipient":{"ID":"r","phone":"+15551234567"},"content":{"TEXT":"x"}}`))
+	sch := compileSchema(f)
 	f.Fuzz(func(t *testing.T, body []byte) {
 		r, err := notify.Parse(body)
+		// The published schema agrees with Parse on every body it can
+		// judge (valid UTF-8 within the size limit; see
+		// TestSchemaKnownExceptions for the rest).
+		var ie *notify.InvalidError
+		if utf8.Valid(body) && len(body) <= notify.MaxBodySize && !(errors.As(err, &ie) && ie.Field == "recipient.email") {
+			if ok, serr := schemaValid(sch, body); ok != (err == nil) {
+				t.Fatalf("Parse err = %v but schema valid = %v (%v)", err, ok, serr)
+			}
+		}
 		if err != nil {
-			var ie *notify.InvalidError
 			if !errors.As(err, &ie) || ie.Reason == "" {
 				t.Fatalf("Parse error %v is not an explained *InvalidError", err)
 			}
 			return
+		}
+		if c := r.Content; c != nil && (c.Text == "" || strings.ContainsAny(c.Subject, "\r\n")) {
+			t.Fatalf("parsed content breaks its rules: %+v", c)
 		}
 		// A request that parses is valid, has an address and a well-formed key.
 		if err := r.Validate(); err != nil {

@@ -43,6 +43,9 @@ type Message struct {
 	To      string
 	Subject string
 	Body    string
+	// HTML is an email's optional HTML part, sent beside Body as
+	// multipart/alternative; adapters without HTML support send Body.
+	HTML string
 	// AttemptedAt is when the current claim was taken; lookups that
 	// search by time start there.
 	AttemptedAt time.Time

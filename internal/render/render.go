@@ -1,41 +1,69 @@
-// Package render turns a template name, channel, locale and parameters into
-// the text a provider sends.
+// Package render turns a notification request into the text a provider
+// sends: either the request's pre-rendered content, delivered as given, or
+// the tenant's stored template (package templates) executed on the
+// request's data.
 //
-// Templates are embedded from templates/<name>.<channel>[.<locale>].tmpl
-// and parsed once at start-up. Email and push templates begin with a
-// "Subject: ..." line and a blank line; the rest is the body. Required
-// parameters are referenced as {{.name}} and fail when missing; optional
-// ones as {{index . "name"}}.
+// A stored template is looked up by tenant, name and channel, preferring
+// the request's locale ("pt-BR", then "pt", then the template's default;
+// templates.Fallback). A resolved template is cached per process (per
+// Lambda container) for the cache TTL (SENDONCE_TEMPLATE_CACHE, default
+// DefaultCacheTTL; 0 disables the cache), so a new version is used by
+// every container at the latest one TTL after it was put. A template that
+// was not found is never cached: putting it takes effect at once.
 //
-// Every failure is an *Error matching ErrUnknownTemplate or
-// ErrMissingParam: a permanent failure of the message, stored in the
+// Every failure is an *Error matching one kind:
+//
+//   - ErrUnknownTemplate: the tenant has no such template for the channel
+//     (another tenant's template of the same name is not visible);
+//   - ErrMissingParam: the data lacks a parameter the template needs, or
+//     renders a broken subject or an empty text;
+//   - ErrUnavailable: the store could not be read (not the message's
+//     fault: retry).
+//
+// The first two are permanent failures of the message, stored in the
 // ledger as its reason.
 package render
 
 import (
-	"bytes"
-	"embed"
+	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"strings"
-	"text/template"
+	"sync"
+	"time"
+
+	"github.com/sendonce/sendonce/internal/notify"
+	"github.com/sendonce/sendonce/internal/templates"
 )
 
-//go:embed templates/*.tmpl
-var files embed.FS
+// DefaultCacheTTL is how long a resolved template is cached.
+const DefaultCacheTTL = time.Minute
+
+// maxCached bounds the cache; when full it is emptied.
+const maxCached = 4096
 
 // Message is a rendered message.
 type Message struct {
-	// Subject is empty for SMS.
+	// Subject is the email subject or push title; empty for SMS.
 	Subject string
-	Body    string
+	// Body is the text: the SMS, the push body, the email's text/plain
+	// part.
+	Body string
+	// HTML is the email's optional text/html part.
+	HTML string
+	// TemplateVersion is the stored template version that rendered the
+	// message; 0 for pre-rendered content.
+	TemplateVersion int
+	// TemplateLocale is the locale of the template variant used ("": the
+	// default).
+	TemplateLocale string
 }
 
 // Errors matched with errors.Is on an *Error.
 var (
 	ErrUnknownTemplate = errors.New("unknown template")
 	ErrMissingParam    = errors.New("template parameter missing or invalid")
+	ErrUnavailable     = errors.New("template store unavailable")
 )
 
 // Error explains why a message could not be rendered.
@@ -44,6 +72,8 @@ type Error struct {
 	Channel  string
 	Kind     error
 	Detail   string
+	// Err is the store's error behind ErrUnavailable.
+	Err error
 }
 
 func (e *Error) Error() string {
@@ -57,129 +87,127 @@ func (e *Error) Error() string {
 // Is matches the error's kind.
 func (e *Error) Is(target error) bool { return target == e.Kind }
 
-// Renderer renders embedded templates. It is safe for concurrent use.
+// Unwrap returns the store's error, if any.
+func (e *Error) Unwrap() error { return e.Err }
+
+// Input is what a stored template is rendered from.
+type Input struct {
+	Tenant   string
+	Template string
+	Channel  string
+	Locale   string
+	Data     map[string]any
+}
+
+// Renderer renders through a template store with a per-process cache. It
+// is safe for concurrent use.
 type Renderer struct {
-	set map[string]entry // "<name>.<channel>[.<locale>]"
+	store templates.Store
+	ttl   time.Duration
+	now   func() time.Time
+
+	mu    sync.Mutex
+	cache map[cacheKey]cached
 }
 
-// entry is one template file: an optional subject template and the body.
-type entry struct {
-	subject *template.Template
-	body    *template.Template
+type cacheKey struct{ tenant, name, channel, locale string }
+
+type cached struct {
+	c     *templates.Compiled
+	until time.Time
 }
 
-// New parses the embedded templates. It fails only if a template does not
-// parse, which a test guards against.
-func New() (*Renderer, error) {
-	return newFromFS(files, "templates")
-}
+// Option configures a Renderer.
+type Option func(*Renderer)
 
-// MustNew is New for package-level wiring; it panics on a template that
-// does not parse, which cannot happen with the shipped set (tested).
-func MustNew() *Renderer {
-	r, err := New()
-	if err != nil {
-		panic(err)
+// WithCacheTTL sets how long a resolved template is cached (default
+// DefaultCacheTTL); 0 or less disables the cache.
+func WithCacheTTL(d time.Duration) Option { return func(r *Renderer) { r.ttl = d } }
+
+// WithNow sets the clock of the cache (default time.Now).
+func WithNow(now func() time.Time) Option { return func(r *Renderer) { r.now = now } }
+
+// New returns a Renderer over store.
+func New(store templates.Store, opts ...Option) *Renderer {
+	r := &Renderer{store: store, ttl: DefaultCacheTTL, now: time.Now, cache: map[cacheKey]cached{}}
+	for _, o := range opts {
+		o(r)
 	}
 	return r
 }
 
-func newFromFS(fsys fs.FS, dir string) (*Renderer, error) {
-	entries, err := fs.ReadDir(fsys, dir)
+// RenderRequest renders req: its pre-rendered content as given when it
+// has some, else its tenant's stored template on its data.
+func (r *Renderer) RenderRequest(ctx context.Context, req notify.Request) (Message, error) {
+	if c := req.Content; c != nil {
+		return Message{Subject: c.Subject, Body: c.Text, HTML: c.HTML}, nil
+	}
+	return r.Render(ctx, Input{Tenant: req.TenantID, Template: req.Template, Channel: string(req.Channel), Locale: req.Locale, Data: req.Data})
+}
+
+// Render renders in's template. Its error is an *Error.
+func (r *Renderer) Render(ctx context.Context, in Input) (Message, error) {
+	c, err := r.lookup(ctx, in)
 	if err != nil {
-		return nil, fmt.Errorf("render: read templates: %w", err)
+		return Message{}, err
 	}
-	r := &Renderer{set: map[string]entry{}}
-	for _, e := range entries {
-		name, ok := strings.CutSuffix(e.Name(), ".tmpl")
-		if !ok {
-			continue
-		}
-		b, err := fs.ReadFile(fsys, dir+"/"+e.Name())
-		if err != nil {
-			return nil, fmt.Errorf("render: read %s: %w", e.Name(), err)
-		}
-		var ent entry
-		src := string(b)
-		if rest, ok := strings.CutPrefix(src, "Subject: "); ok {
-			subject, body, _ := strings.Cut(rest, "\n")
-			if ent.subject, err = parse(name+".subject", subject); err != nil {
-				return nil, fmt.Errorf("render: parse %s: %w", e.Name(), err)
-			}
-			src = strings.TrimPrefix(body, "\n")
-		}
-		if ent.body, err = parse(name, src); err != nil {
-			return nil, fmt.Errorf("render: parse %s: %w", e.Name(), err)
-		}
-		r.set[name] = ent
+	subject, text, html, err := c.Execute(in.Data)
+	if err != nil {
+		return Message{}, &Error{Template: in.Template, Channel: in.Channel, Kind: ErrMissingParam, Detail: err.Error()}
 	}
-	return r, nil
+	return Message{Subject: subject, Body: text, HTML: html, TemplateVersion: c.Version, TemplateLocale: c.Locale}, nil
 }
 
-// Has reports whether a template exists for name and channel (any locale).
-func (r *Renderer) Has(name, channel string) bool {
-	_, ok := r.set[name+"."+channel]
-	return ok
-}
-
-// Render renders template name for channel, preferring the locale's
-// variant ("pt-BR", then "pt", then the default).
-func (r *Renderer) Render(name, channel, locale string, data map[string]any) (Message, error) {
-	ent, ok := r.lookup(name, channel, locale)
-	if !ok {
-		return Message{}, &Error{Template: name, Channel: channel, Kind: ErrUnknownTemplate}
-	}
-	if data == nil {
-		data = map[string]any{}
-	}
-	var m Message
-	var buf bytes.Buffer
-	if ent.subject != nil {
-		if err := ent.subject.Execute(&buf, data); err != nil {
-			return Message{}, &Error{Template: name, Channel: channel, Kind: ErrMissingParam, Detail: execDetail(err)}
+func (r *Renderer) lookup(ctx context.Context, in Input) (*templates.Compiled, error) {
+	k := cacheKey{in.Tenant, in.Template, in.Channel, in.Locale}
+	now := r.now()
+	if r.ttl > 0 {
+		r.mu.Lock()
+		e, ok := r.cache[k]
+		r.mu.Unlock()
+		if ok && now.Before(e.until) {
+			return e.c, nil
 		}
-		m.Subject = strings.TrimSpace(buf.String())
-		buf.Reset()
 	}
-	if err := ent.body.Execute(&buf, data); err != nil {
-		return Message{}, &Error{Template: name, Channel: channel, Kind: ErrMissingParam, Detail: execDetail(err)}
+	t, err := r.store.Resolve(ctx, in.Tenant, in.Template, in.Channel, templates.Fallback(in.Locale))
+	switch {
+	case errors.Is(err, templates.ErrNotFound):
+		return nil, &Error{Template: in.Template, Channel: in.Channel, Kind: ErrUnknownTemplate}
+	case err != nil:
+		return nil, &Error{Template: in.Template, Channel: in.Channel, Kind: ErrUnavailable, Err: err}
 	}
-	m.Body = strings.TrimRight(buf.String(), "\n")
-	if strings.ContainsAny(m.Subject, "\r\n") {
-		return Message{}, &Error{Template: name, Channel: channel, Kind: ErrMissingParam, Detail: "subject contains a line break"}
+	c, err := templates.Compile(t)
+	if err != nil {
+		// Stores refuse such templates; one that is there anyway (written
+		// around the store) cannot render any message.
+		return nil, &Error{Template: in.Template, Channel: in.Channel, Kind: ErrUnknownTemplate, Detail: fmt.Sprintf("stored version %d is invalid: %v", t.Version, err)}
 	}
-	if m.Body == "" {
-		return Message{}, &Error{Template: name, Channel: channel, Kind: ErrMissingParam, Detail: "rendered body is empty"}
-	}
-	return m, nil
-}
-
-func (r *Renderer) lookup(name, channel, locale string) (entry, bool) {
-	base := name + "." + channel
-	for l := locale; l != ""; {
-		if ent, ok := r.set[base+"."+l]; ok {
-			return ent, true
+	if r.ttl > 0 {
+		r.mu.Lock()
+		if len(r.cache) >= maxCached {
+			clear(r.cache)
 		}
-		i := strings.LastIndexAny(l, "-_")
-		if i < 0 {
-			break
-		}
-		l = l[:i]
+		r.cache[k] = cached{c: c, until: now.Add(r.ttl)}
+		r.mu.Unlock()
 	}
-	ent, ok := r.set[base]
-	return ent, ok
+	return c, nil
 }
 
-func parse(name, src string) (*template.Template, error) {
-	return template.New(name).Option("missingkey=error").Parse(src)
-}
+// CacheEnv is the variable that sets the cache TTL of the functions that
+// render.
+const CacheEnv = "SENDONCE_TEMPLATE_CACHE"
 
-// execDetail keeps the useful part of a text/template error ("map has no
-// entry for key \"order_id\"") and drops the template's internal position.
-func execDetail(err error) string {
-	s := err.Error()
-	if i := strings.LastIndex(s, ": "); i >= 0 {
-		s = s[i+2:]
+// ParseCacheTTL parses a SENDONCE_TEMPLATE_CACHE value: a Go duration
+// ("1m", "30s"), "0" to disable the cache, DefaultCacheTTL when empty. A
+// negative or malformed value is an error naming the variable.
+func ParseCacheTTL(v string) (time.Duration, error) {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return DefaultCacheTTL, nil
 	}
-	return s
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 {
+		return 0, fmt.Errorf("%s=%q is not a Go duration of 0 or more such as 1m or 0s", CacheEnv, v)
+	}
+	return d, nil
 }

@@ -1,43 +1,51 @@
-package render
+package render_test
 
 import (
+	"context"
 	"errors"
+	"strings"
+	"sync/atomic"
 	"testing"
-	"testing/fstest"
+	"time"
+
+	"github.com/sendonce/sendonce/internal/notify"
+	"github.com/sendonce/sendonce/internal/render"
+	"github.com/sendonce/sendonce/internal/render/rendertest"
+	"github.com/sendonce/sendonce/internal/templates"
+	"github.com/sendonce/sendonce/internal/templates/memtemplates"
 )
 
-func TestRender(t *testing.T) {
+func TestRenderExamples(t *testing.T) {
 	t.Parallel()
-	r, err := New()
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := rendertest.Examples(t, "acme")
 	tests := []struct {
 		name, tmpl, channel, locale string
 		data                        map[string]any
 		wantSubject, wantBody       string
+		wantHTML                    string
 		wantErr                     error
 	}{
 		{name: "SMS", tmpl: "order_shipped", channel: "sms", data: map[string]any{"order_id": "A-1001"},
 			wantBody: "Your order A-1001 has shipped."},
 		{name: "SMSOptionalParam", tmpl: "order_shipped", channel: "sms", data: map[string]any{"order_id": "A-1", "tracking_url": "https://t.example/1"},
 			wantBody: "Your order A-1 has shipped. Track it: https://t.example/1"},
-		{name: "EmailHasSubject", tmpl: "order_shipped", channel: "email", data: map[string]any{"order_id": "A-1001"},
-			wantSubject: "Your order A-1001 has shipped", wantBody: "Hello,\n\nyour order A-1001 is on its way.\n\nThank you for your order."},
+		{name: "EmailHasSubjectAndHTML", tmpl: "order_shipped", channel: "email", data: map[string]any{"order_id": "<A-1001>"},
+			wantSubject: "Your order <A-1001> has shipped", wantBody: "Hello,\n\nyour order <A-1001> is on its way.\n\nThank you for your order.",
+			wantHTML: "<strong>&lt;A-1001&gt;</strong>"},
 		{name: "LocaleRegionFallsBackToLanguage", tmpl: "order_shipped", channel: "sms", locale: "es-MX", data: map[string]any{"order_id": "B-2"},
 			wantBody: "Tu pedido B-2 ha sido enviado."},
 		{name: "UnknownLocaleFallsBackToDefault", tmpl: "order_shipped", channel: "sms", locale: "de", data: map[string]any{"order_id": "B-2"},
 			wantBody: "Your order B-2 has shipped."},
 		{name: "OTPDefaultMinutes", tmpl: "otp", channel: "sms", data: map[string]any{"code": "123456"},
 			wantBody: "123456 is your verification code. It expires in 10 minutes. Do not share it."},
-		{name: "MissingParam", tmpl: "order_shipped", channel: "sms", data: nil, wantErr: ErrMissingParam},
-		{name: "UnknownTemplate", tmpl: "nope", channel: "sms", wantErr: ErrUnknownTemplate},
-		{name: "TemplateNotForChannel", tmpl: "welcome", channel: "sms", wantErr: ErrUnknownTemplate},
+		{name: "MissingParam", tmpl: "order_shipped", channel: "sms", data: nil, wantErr: render.ErrMissingParam},
+		{name: "UnknownTemplate", tmpl: "nope", channel: "sms", wantErr: render.ErrUnknownTemplate},
+		{name: "TemplateNotForChannel", tmpl: "welcome", channel: "sms", wantErr: render.ErrUnknownTemplate},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			got, err := r.Render(tt.tmpl, tt.channel, tt.locale, tt.data)
+			got, err := r.Render(t.Context(), render.Input{Tenant: "acme", Template: tt.tmpl, Channel: tt.channel, Locale: tt.locale, Data: tt.data})
 			if tt.wantErr != nil {
 				if !errors.Is(err, tt.wantErr) {
 					t.Fatalf("Render error = %v, want %v", err, tt.wantErr)
@@ -47,38 +55,138 @@ func TestRender(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Render: %v", err)
 			}
-			if got.Subject != tt.wantSubject || got.Body != tt.wantBody {
-				t.Errorf("Render = %q / %q, want %q / %q", got.Subject, got.Body, tt.wantSubject, tt.wantBody)
+			if got.Subject != tt.wantSubject || got.Body != tt.wantBody || !strings.Contains(got.HTML, tt.wantHTML) || got.TemplateVersion != 1 {
+				t.Errorf("Render = %+v, want %q / %q / HTML containing %q, version 1", got, tt.wantSubject, tt.wantBody, tt.wantHTML)
 			}
 		})
 	}
 }
 
-func TestRenderMissingParamNamesIt(t *testing.T) {
+func TestMissingParamNamesIt(t *testing.T) {
 	t.Parallel()
-	_, err := MustNew().Render("otp", "sms", "", map[string]any{})
-	if err == nil || !errors.Is(err, ErrMissingParam) {
-		t.Fatalf("err = %v", err)
+	_, err := rendertest.Examples(t, "acme").Render(t.Context(), render.Input{Tenant: "acme", Template: "otp", Channel: "sms", Data: map[string]any{}})
+	if got, want := err.Error(), `render otp for sms: template parameter missing or invalid: text: map has no entry for key "code"`; got != want {
+		t.Errorf("err = %q, want %q", got, want)
 	}
-	if got := err.Error(); got != `render otp for sms: template parameter missing or invalid: map has no entry for key "code"` {
-		t.Errorf("err = %q", got)
+}
+
+func TestTenantIsolation(t *testing.T) {
+	t.Parallel()
+	r := rendertest.Examples(t, "tenant-a")
+	_, err := r.Render(t.Context(), render.Input{Tenant: "tenant-b", Template: "otp", Channel: "sms", Data: map[string]any{"code": "1"}})
+	if !errors.Is(err, render.ErrUnknownTemplate) || err.Error() != "render otp for sms: unknown template" {
+		t.Fatalf("tenant-b err = %v, want unknown template", err)
 	}
 }
 
 func TestSubjectInjectionRejected(t *testing.T) {
 	t.Parallel()
-	r, err := newFromFS(fstest.MapFS{"t/x.email.tmpl": {Data: []byte("Subject: {{.s}}\n\nbody\n")}}, "t")
-	if err != nil {
+	s := memtemplates.New()
+	if _, err := s.Put(t.Context(), templates.Template{ID: templates.ID{Tenant: "a", Name: "x", Channel: "email"}, Subject: "{{.s}}", Text: "body"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.Render("x", "email", "", map[string]any{"s": "hi\nBcc: evil@example.com"}); !errors.Is(err, ErrMissingParam) {
+	_, err := render.New(s).Render(t.Context(), render.Input{Tenant: "a", Template: "x", Channel: "email", Data: map[string]any{"s": "hi\nBcc: evil@example.com"}})
+	if !errors.Is(err, render.ErrMissingParam) {
 		t.Fatalf("err = %v, want ErrMissingParam", err)
 	}
 }
 
-func TestBadTemplateFailsNew(t *testing.T) {
+func TestRenderRequestContentAsGiven(t *testing.T) {
 	t.Parallel()
-	if _, err := newFromFS(fstest.MapFS{"t/x.sms.tmpl": {Data: []byte("{{.a")}}, "t"); err == nil {
-		t.Fatal("New accepted a template that does not parse")
+	req := notify.Request{TenantID: "nobody", Template: "no_such_template", Channel: notify.ChannelEmail,
+		Content: &notify.Content{Subject: "S {{.x}}", Text: "  text\n\n", HTML: "<p>{{.x}}</p>"}}
+	got, err := rendertest.Examples(t).RenderRequest(t.Context(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (render.Message{Subject: "S {{.x}}", Body: "  text\n\n", HTML: "<p>{{.x}}</p>"}); got != want {
+		t.Errorf("RenderRequest = %+v, want %+v", got, want)
+	}
+}
+
+// countingStore counts Resolve calls and can fail them.
+type countingStore struct {
+	templates.Store
+	resolves atomic.Int64
+	fail     atomic.Bool
+}
+
+func (c *countingStore) Resolve(ctx context.Context, tenant, name, channel string, locales []string) (templates.Template, error) {
+	c.resolves.Add(1)
+	if c.fail.Load() {
+		return templates.Template{}, errors.New("connection refused")
+	}
+	return c.Store.Resolve(ctx, tenant, name, channel, locales)
+}
+
+func TestCache(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	put := func(s templates.Store, text string) {
+		t.Helper()
+		if _, err := s.Put(ctx, templates.Template{ID: templates.ID{Tenant: "a", Name: "n", Channel: "sms"}, Text: text}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	in := render.Input{Tenant: "a", Template: "n", Channel: "sms", Locale: "pt-BR"}
+
+	t.Run("CachedForTTL", func(t *testing.T) {
+		t.Parallel()
+		store := &countingStore{Store: memtemplates.New()}
+		now := time.Unix(1000, 0)
+		r := render.New(store, render.WithCacheTTL(time.Minute), render.WithNow(func() time.Time { return now }))
+		if _, err := r.Render(ctx, in); !errors.Is(err, render.ErrUnknownTemplate) {
+			t.Fatalf("before put: %v", err)
+		}
+		put(store, "v1")
+		// A miss is not cached: the put takes effect at once.
+		if m, err := r.Render(ctx, in); err != nil || m.Body != "v1" {
+			t.Fatalf("after put = %+v, %v", m, err)
+		}
+		put(store, "v2")
+		if m, _ := r.Render(ctx, in); m.Body != "v1" || m.TemplateVersion != 1 {
+			t.Errorf("within the TTL = %+v, want the cached v1", m)
+		}
+		now = now.Add(time.Minute)
+		if m, _ := r.Render(ctx, in); m.Body != "v2" || m.TemplateVersion != 2 {
+			t.Errorf("after the TTL = %+v, want v2", m)
+		}
+		if got := store.resolves.Load(); got != 3 {
+			t.Errorf("Resolve calls = %d, want 3", got)
+		}
+	})
+	t.Run("ZeroDisables", func(t *testing.T) {
+		t.Parallel()
+		store := &countingStore{Store: memtemplates.New()}
+		r := render.New(store, render.WithCacheTTL(0))
+		put(store, "v1")
+		r.Render(ctx, in)
+		put(store, "v2")
+		if m, _ := r.Render(ctx, in); m.Body != "v2" {
+			t.Errorf("uncached = %+v, want v2", m)
+		}
+	})
+	t.Run("StoreDownIsUnavailable", func(t *testing.T) {
+		t.Parallel()
+		store := &countingStore{Store: memtemplates.New()}
+		store.fail.Store(true)
+		_, err := render.New(store).Render(ctx, in)
+		if !errors.Is(err, render.ErrUnavailable) || errors.Is(err, render.ErrUnknownTemplate) {
+			t.Errorf("err = %v, want ErrUnavailable only", err)
+		}
+	})
+}
+
+func TestParseCacheTTL(t *testing.T) {
+	t.Parallel()
+	for v, want := range map[string]time.Duration{"": render.DefaultCacheTTL, "0": 0, "0s": 0, " 30s ": 30 * time.Second, "2m": 2 * time.Minute} {
+		if got, err := render.ParseCacheTTL(v); err != nil || got != want {
+			t.Errorf("ParseCacheTTL(%q) = %v, %v; want %v", v, got, err, want)
+		}
+	}
+	for _, v := range []string{"-1s", "soon", "10"} {
+		if _, err := render.ParseCacheTTL(v); err == nil || !strings.Contains(err.Error(), "SENDONCE_TEMPLATE_CACHE") {
+			t.Errorf("ParseCacheTTL(%q) err = %v, want one naming the variable", v, err)
+		}
 	}
 }

@@ -32,7 +32,10 @@ import (
 	"github.com/sendonce/sendonce/internal/provider/providertest"
 	"github.com/sendonce/sendonce/internal/provider/simulator"
 	"github.com/sendonce/sendonce/internal/render"
+	"github.com/sendonce/sendonce/internal/render/rendertest"
 	"github.com/sendonce/sendonce/internal/sender"
+	"github.com/sendonce/sendonce/internal/templates"
+	"github.com/sendonce/sendonce/internal/templates/dynamotemplates"
 	"github.com/sendonce/sendonce/internal/testenv"
 )
 
@@ -69,6 +72,9 @@ type env struct {
 	metrics *metrics.Tally
 	now     atomic.Pointer[time.Time]
 	prov    *httpprovider.Provider
+	// renderer reads the example templates of tenant "acme" from the
+	// table, through a client of its own (not counted in calls).
+	renderer *render.Renderer
 }
 
 type options struct {
@@ -93,6 +99,11 @@ func setupEnv(t *testing.T, o options) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
+	tpl := dynamotemplates.New(testenv.DynamoDB(t), table)
+	if _, err := templates.ImportExamples(t.Context(), tpl, "acme"); err != nil {
+		t.Fatal(err)
+	}
+	e.renderer = render.New(tpl)
 	if o.providerTimeout == 0 {
 		o.providerTimeout = 2 * time.Second
 	}
@@ -119,7 +130,7 @@ func (e *env) sender(t *testing.T, p provider.Sender) *sender.Sender {
 	s, err := sender.New(sender.Config{
 		Ledger:          e.ledger,
 		Providers:       map[string]provider.Sender{"sms": p, "email": p},
-		Renderer:        render.MustNew(),
+		Renderer:        e.renderer,
 		DeadLetters:     discardDLQ{},
 		Metrics:         e.metrics,
 		ProviderTimeout: 2 * time.Second,
@@ -449,7 +460,7 @@ func TestLostClaimAnswerAgainstDynamoDB(t *testing.T) {
 		return provider.Receipt{MessageID: "msg_1"}, nil
 	}}
 	s, err := sender.New(sender.Config{
-		Ledger: l, Providers: map[string]provider.Sender{"sms": p}, Renderer: render.MustNew(), DeadLetters: discardDLQ{},
+		Ledger: l, Providers: map[string]provider.Sender{"sms": p}, Renderer: rendertest.Examples(t, "acme"), DeadLetters: discardDLQ{},
 		ProviderTimeout: 2 * time.Second, ClaimTimeout: 60 * time.Second, Settle: time.Second, Now: e.clock,
 	})
 	if err != nil {

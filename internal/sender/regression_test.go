@@ -21,7 +21,7 @@ import (
 	"github.com/sendonce/sendonce/internal/provider/twilio"
 	"github.com/sendonce/sendonce/internal/provider/twilio/twiliotest"
 	"github.com/sendonce/sendonce/internal/reconcile"
-	"github.com/sendonce/sendonce/internal/render"
+	"github.com/sendonce/sendonce/internal/render/rendertest"
 	"github.com/sendonce/sendonce/internal/sender"
 )
 
@@ -41,7 +41,7 @@ func regSetup(t *testing.T, p provider.Sender) *regBundle {
 	b.mem = memledger.New(memledger.WithNow(b.clock.Now))
 	b.lossy = ledgertest.NewLossy(b.mem)
 	s, err := sender.New(sender.Config{
-		Ledger: b.lossy, Providers: map[string]provider.Sender{"sms": p}, Renderer: render.MustNew(),
+		Ledger: b.lossy, Providers: map[string]provider.Sender{"sms": p}, Renderer: rendertest.Examples(t, "acme"),
 		DeadLetters: discardDLQ{}, Metrics: b.tally, Logger: quiet,
 		ProviderTimeout: 2 * time.Second, ClaimTimeout: time.Minute, Settle: 2 * time.Minute, Now: b.clock.Now,
 	})
@@ -87,7 +87,7 @@ func TestTwilioTakeoverLooksUpTheDeadWorkersAttempt(t *testing.T) {
 	}
 	mem := memledger.New(memledger.WithNow(clock.Now))
 	s, err := sender.New(sender.Config{
-		Ledger: mem, Providers: map[string]provider.Sender{"sms": p}, Renderer: render.MustNew(),
+		Ledger: mem, Providers: map[string]provider.Sender{"sms": p}, Renderer: rendertest.Examples(t, "acme"),
 		DeadLetters: discardDLQ{}, Logger: quiet,
 		ProviderTimeout: 2 * time.Second, ClaimTimeout: time.Minute, Settle: 2 * time.Minute, Now: clock.Now,
 	})
@@ -95,7 +95,7 @@ func TestTwilioTakeoverLooksUpTheDeadWorkersAttempt(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := req("twilio-takeover")
-	msg, err := render.MustNew().Render(r.Template, string(r.Channel), r.Locale, r.Data)
+	msg, err := rendertest.Examples(t, r.TenantID).RenderRequest(t.Context(), r)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,7 +145,7 @@ func TestTwilioLostTakeoverKeepsTheLookupWindow(t *testing.T) {
 	mem := memledger.New(memledger.WithNow(clock.Now))
 	lossy := ledgertest.NewLossy(mem)
 	s, err := sender.New(sender.Config{
-		Ledger: lossy, Providers: map[string]provider.Sender{"sms": p}, Renderer: render.MustNew(),
+		Ledger: lossy, Providers: map[string]provider.Sender{"sms": p}, Renderer: rendertest.Examples(t, "acme"),
 		DeadLetters: discardDLQ{}, Logger: quiet,
 		ProviderTimeout: 2 * time.Second, ClaimTimeout: time.Minute, Settle: 2 * time.Minute, Now: clock.Now,
 	})
@@ -153,7 +153,7 @@ func TestTwilioLostTakeoverKeepsTheLookupWindow(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := req("twilio-lost-takeover")
-	msg, err := render.MustNew().Render(r.Template, string(r.Channel), r.Locale, r.Data)
+	msg, err := rendertest.Examples(t, r.TenantID).RenderRequest(t.Context(), r)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -356,7 +356,7 @@ func TestLookupBudget(t *testing.T) {
 	}}
 	b := regSetup(t, p) // provider timeout 2s: first attempt 7s, takeover 9s
 	stale := req("stale")
-	msg, _ := render.MustNew().Render(stale.Template, "sms", "", stale.Data)
+	msg, _ := rendertest.Examples(t, stale.TenantID).RenderRequest(t.Context(), stale)
 	if _, err := b.mem.Claim(context.Background(), ledger.Entry{Key: stale.Key(), Channel: "sms", Class: "transactional",
 		Address: stale.Address(), Body: msg.Body}, time.Minute); err != nil {
 		t.Fatal(err)

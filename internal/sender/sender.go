@@ -200,11 +200,15 @@ func (s *Sender) Process(ctx context.Context, req notify.Request) Result {
 	// The message is rendered whether or not its channel is served yet: the
 	// row then holds what a later attempt sends once it is.
 	var unservable string
-	msg, err := s.cfg.Renderer.Render(req.Template, string(req.Channel), req.Locale, req.Data)
-	if err != nil {
+	msg, err := s.cfg.Renderer.RenderRequest(ctx, req)
+	if errors.Is(err, render.ErrUnavailable) {
+		log.Error("render", "error", err)
+		return Result{Key: key, Status: StatusRetry, Reason: "template store unavailable"}
+	} else if err != nil {
 		unservable = err.Error()
 	}
 	entry.Subject, entry.Body = msg.Subject, msg.Body
+	entry.HTML, entry.TemplateVersion, entry.TemplateLocale = msg.HTML, msg.TemplateVersion, msg.TemplateLocale
 
 	if deadline, ok := ctx.Deadline(); ok && unservable == "" && configured {
 		// Deadlines are wall-clock time, whatever clock the ledger uses.

@@ -19,7 +19,7 @@ import (
 	"github.com/sendonce/sendonce/internal/notify"
 	"github.com/sendonce/sendonce/internal/provider"
 	"github.com/sendonce/sendonce/internal/provider/providertest"
-	"github.com/sendonce/sendonce/internal/render"
+	"github.com/sendonce/sendonce/internal/render/rendertest"
 )
 
 type fakeDLQ struct {
@@ -68,7 +68,7 @@ func setup(t *testing.T, p provider.Sender) *bundle {
 	s, err := New(Config{
 		Ledger:          b.ledger,
 		Providers:       map[string]provider.Sender{"sms": p},
-		Renderer:        render.MustNew(),
+		Renderer:        rendertest.Examples(t, "acme"),
 		DeadLetters:     b.dlq,
 		Metrics:         b.metrics,
 		ProviderTimeout: 5 * time.Second,
@@ -181,7 +181,7 @@ func TestProcess(t *testing.T) {
 		// The deployment is fixed: the channel has a provider now.
 		email := &providertest.Fake{}
 		fixed, err := New(Config{
-			Ledger: b.ledger, Providers: map[string]provider.Sender{"email": email}, Renderer: render.MustNew(),
+			Ledger: b.ledger, Providers: map[string]provider.Sender{"email": email}, Renderer: rendertest.Examples(t, "acme"),
 			DeadLetters: b.dlq, Metrics: b.metrics, ProviderTimeout: 5 * time.Second, ClaimTimeout: 60 * time.Second,
 			Settle: 30 * time.Second, Now: b.clock.Now,
 		})
@@ -338,7 +338,7 @@ func TestProcess(t *testing.T) {
 // claim (and perhaps after its provider call) would.
 func crashAfterClaim(t *testing.T, b *bundle, req notify.Request) {
 	t.Helper()
-	msg, err := render.MustNew().Render(req.Template, string(req.Channel), req.Locale, req.Data)
+	msg, err := rendertest.Examples(t, req.TenantID).RenderRequest(t.Context(), req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -447,7 +447,7 @@ func TestNewValidatesClaimTimeout(t *testing.T) {
 		{20 * time.Second, 45 * time.Second, true},
 	} {
 		_, err := New(Config{
-			Ledger: memledger.New(), Renderer: render.MustNew(), DeadLetters: &fakeDLQ{},
+			Ledger: memledger.New(), Renderer: rendertest.Examples(t, "acme"), DeadLetters: &fakeDLQ{},
 			ProviderTimeout: tc.provider, ClaimTimeout: tc.claim,
 		})
 		if tc.ok != (err == nil) {

@@ -2,7 +2,7 @@
 // its key, attention index and TTL attribute. The CLI's create-tables uses
 // it, and a test checks that template.yaml declares the same schema.
 //
-// Every record lives in this one table (CONTRACTS §3), told apart by the
+// Every record lives in this one table (README.md, Configuration), told apart by the
 // partition key's prefix:
 //
 //	v1_<64 hex>                 ledger row (package dynamoledger)
@@ -10,6 +10,7 @@
 //	apikey#<key id>             API key (package apikey)
 //	idem#<tenant>#<key hash>    API idempotency record (package api)
 //	rate#...                    API rate-limit window (package api)
+//	tpl#<tenant>[#...]          message templates (package dynamotemplates)
 package tableschema
 
 import (

@@ -22,7 +22,7 @@ type Provider string
 
 // The providers the webhook serves.
 const (
-	// ProviderHTTP is the generic HTTP provider (CONTRACTS §5).
+	// ProviderHTTP is the generic HTTP provider (docs/http-provider.md).
 	ProviderHTTP Provider = "http"
 	// ProviderTwilio is Twilio's message status callback.
 	ProviderTwilio Provider = "twilio"
@@ -70,7 +70,7 @@ const (
 )
 
 // httpStatuses are the statuses a generic provider callback may carry:
-// the four of CONTRACTS §5, the protocol's others (package httpprovider),
+// the four of docs/http-provider.md, the protocol's others (package httpprovider),
 // and bounced for email gateways.
 var httpStatuses = map[httpprovider.MessageStatus]Status{
 	httpprovider.StatusAccepted:    StatusAccepted,
@@ -84,7 +84,7 @@ var httpStatuses = map[httpprovider.MessageStatus]Status{
 }
 
 // ParseHTTPCallback parses the body of a generic provider callback
-// (CONTRACTS §5). It checks shape only; the caller verifies the signature
+// (docs/http-provider.md). It checks shape only; the caller verifies the signature
 // over the same bytes first.
 //
 // Required: event_id (1..256 characters), reference (a valid key), status

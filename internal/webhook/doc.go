@@ -3,7 +3,7 @@
 // It serves one route per provider behind a Lambda Function URL (API
 // Gateway HTTP API payload 2.0 events have the same shape and work too):
 //
-//	POST /callbacks/http     generic HTTP provider (CONTRACTS §5), JSON
+//	POST /callbacks/http     generic HTTP provider (docs/http-provider.md), JSON
 //	POST /callbacks/twilio   Twilio message status callbacks, form-encoded;
 //	                         our key rides in the StatusCallback URL: ?key=v1_...
 //

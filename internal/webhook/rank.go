@@ -33,7 +33,7 @@ const (
 	StatusBounced Status = "bounced"
 )
 
-// Channel names as in the notification request (CONTRACTS §1).
+// Channel names as in the notification request (docs/request.md).
 const (
 	channelEmail = "email"
 )

@@ -28,6 +28,8 @@ func decode(item map[string]types.AttributeValue) (ledger.Record, error) {
 	r.Address = sAttr(item, attrAddress)
 	r.Subject = sAttr(item, attrSubject)
 	r.Body = sAttr(item, attrBody)
+	r.HTML = sAttr(item, attrHTML)
+	r.TemplateLocale = sAttr(item, attrTplLocale)
 	r.State = ledger.State(sAttr(item, attrState))
 	r.ClaimID = sAttr(item, attrClaimID)
 	r.ProviderMessageID = sAttr(item, attrProviderMsg)
@@ -50,6 +52,10 @@ func decode(item map[string]types.AttributeValue) (ledger.Record, error) {
 		return r, err
 	}
 	r.DeliveryRank = int(n)
+	if n, err = intAttr(item, attrTplVersion); err != nil {
+		return r, err
+	}
+	r.TemplateVersion = int(n)
 	for _, f := range [...]struct {
 		name string
 		t    *time.Time

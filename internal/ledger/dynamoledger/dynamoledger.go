@@ -110,6 +110,9 @@ const (
 	attrAddress     = "address"
 	attrSubject     = "subject"
 	attrBody        = "body"
+	attrHTML        = "html"
+	attrTplVersion  = "tpl_version"
+	attrTplLocale   = "tpl_locale"
 	attrProviderMsg = "provider_msg_id"
 	attrReason      = "reason"
 	attrDlvStatus   = "dlv_status"
@@ -120,7 +123,7 @@ const (
 )
 
 // DefaultRetention is how long rows live after their last write unless
-// WithRetention says otherwise (CONTRACTS §3: SENDONCE_RETENTION).
+// WithRetention says otherwise (SENDONCE_RETENTION; README.md, Configuration).
 const DefaultRetention = 720 * time.Hour
 
 // DefaultPageSize is the page size of Attention when the query sets no
@@ -279,6 +282,15 @@ func (l *Ledger) Claim(ctx context.Context, e ledger.Entry, lease time.Duration)
 			item[f.name] = str(f.v)
 		}
 	}
+	if e.HTML != "" {
+		item[attrHTML] = str(e.HTML)
+	}
+	if e.TemplateVersion > 0 {
+		item[attrTplVersion] = numInt(int64(e.TemplateVersion))
+	}
+	if e.TemplateLocale != "" {
+		item[attrTplLocale] = str(e.TemplateLocale)
+	}
 	out, err := l.db.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName:                           l.table,
 		Item:                                item,
@@ -427,6 +439,8 @@ func (l *Ledger) Mark(ctx context.Context, c ledger.Claim, o ledger.Outcome) err
 	if o.State.Final() {
 		remove += ", #address, #subject, #body, #attn_pk, #attn_sk"
 		names["#address"], names["#subject"], names["#body"] = attrAddress, attrSubject, attrBody
+		remove += ", #html"
+		names["#html"] = attrHTML
 		names["#attn_pk"], names["#attn_sk"] = attrAttnPK, attrAttnSK
 	} else {
 		set += ", #attn_sk = :due"

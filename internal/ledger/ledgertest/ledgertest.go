@@ -91,7 +91,7 @@ func Key(event string) string {
 
 // NewEntry returns a complete entry for key, every field set.
 func NewEntry(key string) ledger.Entry {
-	return ledger.Entry{
+	e := ledger.Entry{
 		Key:         key,
 		Tenant:      "acme",
 		Channel:     "sms",
@@ -103,6 +103,8 @@ func NewEntry(key string) ledger.Entry {
 		Subject:     "Order shipped",
 		Body:        "Your order A-1001 shipped",
 	}
+	e.HTML, e.TemplateVersion, e.TemplateLocale = "<p>Your order A-1001 shipped</p>", 3, "pt-BR"
+	return e
 }
 
 var eventSeq struct {
@@ -204,6 +206,7 @@ func wantPending(t *testing.T, e ledger.Entry, c ledger.Claim, now time.Time, go
 // final drops what a final row no longer keeps.
 func final(e ledger.Entry) ledger.Entry {
 	e.Address, e.Subject, e.Body = "", "", ""
+	e.HTML = ""
 	return e
 }
 

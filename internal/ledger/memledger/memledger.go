@@ -25,7 +25,7 @@ import (
 )
 
 // DefaultRetention is how long rows live after their last write unless
-// WithRetention says otherwise (CONTRACTS §3: SENDONCE_RETENTION).
+// WithRetention says otherwise (SENDONCE_RETENTION; README.md, Configuration).
 const DefaultRetention = 720 * time.Hour
 
 // defaultLimit is the page size of Attention when the query sets none.
@@ -208,6 +208,7 @@ func (l *Ledger) Mark(ctx context.Context, c ledger.Claim, o ledger.Outcome) err
 	r.ExpiresAt = l.expiry(now)
 	if o.State.Final() {
 		r.Address, r.Subject, r.Body = "", "", ""
+		r.HTML = ""
 	}
 	l.rows[r.Key] = r
 	return nil

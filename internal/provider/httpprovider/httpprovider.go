@@ -1,5 +1,5 @@
 // Package httpprovider is the adapter for the generic HTTP provider protocol
-// (CONTRACTS §4) and the signing scheme of its delivery callbacks (§5).
+// (docs/http-provider.md) and the signing scheme of its delivery callbacks.
 //
 // Send classifies every outcome into a provider.Kind:
 //

@@ -16,7 +16,7 @@ import (
 // replayable for net/http, so when a reused keep-alive connection is reset
 // after the provider accepted, the transport silently sends it again. A
 // provider that ignores the key delivers twice, and the adapter reports a
-// clean success instead of the ambiguous outcome CONTRACTS §4 prescribes.
+// clean success instead of the ambiguous outcome docs/http-provider.md prescribes.
 func TestNoTransparentReplay(t *testing.T) {
 	t.Parallel()
 	sim := simulator.New(simulator.Options{Token: "tok", IdempotencyDisabled: true})

@@ -12,7 +12,7 @@ import (
 )
 
 // SignatureHeader is the header that carries a callback's signature
-// (CONTRACTS §5).
+// (docs/http-provider.md).
 const SignatureHeader = "X-Provider-Signature"
 
 // DefaultTolerance is the replay window Verify applies when it is given a

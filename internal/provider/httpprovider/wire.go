@@ -1,7 +1,7 @@
 package httpprovider
 
-// The JSON shapes of the generic HTTP provider protocol (CONTRACTS §4 and
-// §5), shared by the adapter, the simulator and the webhook.
+// The JSON shapes of the generic HTTP provider protocol
+// (docs/http-provider.md), shared by the adapter, the simulator and the webhook.
 
 // SendRequest is the body of POST {base}/messages.
 type SendRequest struct {
@@ -67,7 +67,7 @@ type ErrorResponse struct {
 	Error string `json:"error"`
 }
 
-// Callback is the body of a delivery callback (CONTRACTS §5).
+// Callback is the body of a delivery callback (docs/http-provider.md).
 type Callback struct {
 	EventID   string        `json:"event_id"`
 	MessageID string        `json:"message_id"`

@@ -1,5 +1,5 @@
 // Package registry builds the channel → provider map of the sender (and
-// reconciler) from the environment (CONTRACTS §3 and docs/providers.md).
+// reconciler) from the environment (README.md, Configuration, and docs/providers.md).
 //
 // SENDONCE_SMS_PROVIDER, SENDONCE_EMAIL_PROVIDER and SENDONCE_PUSH_PROVIDER
 // name the provider of each channel: http, sns, twilio or smtp. A channel

@@ -1,5 +1,5 @@
 // Package simulator is an in-process simulator of the generic HTTP provider
-// protocol (CONTRACTS §4 and §5). It is the ground truth of tests, chaos
+// protocol (docs/http-provider.md). It is the ground truth of tests, chaos
 // runs and the demo: it records every message it accepted, so a test can
 // ask how many times a reference was really delivered.
 //

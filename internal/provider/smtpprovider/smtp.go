@@ -208,6 +208,9 @@ func (p *Provider) message(m provider.Message) (*mail.Msg, *provider.Error) {
 	msg.SetGenHeader(mail.Header(KeyHeader), m.Key)
 	msg.SetDateWithValue(p.cfg.Now())
 	msg.SetBodyString(mail.TypeTextPlain, m.Body)
+	if m.HTML != "" {
+		msg.AddAlternativeString(mail.TypeTextHTML, m.HTML)
+	}
 	return msg, nil
 }
 

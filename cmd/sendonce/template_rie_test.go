@@ -1,0 +1,114 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/sendonce/sendonce/internal/ledger"
+	"github.com/sendonce/sendonce/internal/ledger/dynamoledger"
+	"github.com/sendonce/sendonce/internal/notify"
+	"github.com/sendonce/sendonce/internal/provider/simulator"
+	"github.com/sendonce/sendonce/internal/rie"
+	"github.com/sendonce/sendonce/internal/testenv"
+)
+
+// TestStoredTemplatesEndToEnd runs the templates path through the real
+// sender bootstrap under the Lambda RIE: a template put with this CLI, a
+// request naming it, the HTTP provider simulator receiving the rendered
+// text; a second put is used by the next message; another tenant's
+// request for the same name fails as an unknown template; and a request
+// with pre-rendered content is delivered exactly as given.
+func TestStoredTemplatesEndToEnd(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	sim := simulator.New(simulator.Options{Token: "e2e-token"})
+	srv := httptest.NewServer(sim.Handler())
+	t.Cleanup(func() { srv.Close(); sim.Close() })
+	fn := rie.Start(t, rie.Build(t, "sender"), map[string]string{
+		"AWS_LAMBDA_FUNCTION_TIMEOUT":  "30",
+		"SENDONCE_TABLE":               b.table,
+		"SENDONCE_DLQ_URL":             "http://unused.invalid/dlq", // every request here is valid
+		"SENDONCE_SMS_PROVIDER":        "http",
+		"SENDONCE_EMAIL_PROVIDER":      "http",
+		"SENDONCE_HTTP_PROVIDER_URL":   srv.URL,
+		"SENDONCE_HTTP_PROVIDER_TOKEN": "e2e-token",
+		"SENDONCE_TEMPLATE_CACHE":      "0", // a new version is used by the very next message
+		"AWS_ENDPOINT_URL_DYNAMODB":    testenv.DynamoDBEndpoint(t),
+	})
+	led, err := dynamoledger.New(b.db, b.table)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	put := func(text string) {
+		t.Helper()
+		r := b.run(t, "template", "put", "--tenant", "acme", "--name", "shipped", "--channel", "sms", "--text", writeFile(t, "t.txt", text))
+		if r.code != exitOK {
+			t.Fatalf("template put: exit %d, stderr %q", r.code, r.stderr)
+		}
+	}
+	// send invokes the sender with one request and returns its row.
+	send := func(tenant, event string, content *notify.Content) (ledger.Record, simulator.Message) {
+		t.Helper()
+		req := notify.Request{TenantID: tenant, EventID: event, Channel: notify.ChannelSMS, Template: "shipped",
+			Recipient: notify.Recipient{ID: "user-42", Phone: "+15551234567"}, Data: map[string]any{"order_id": "A-1001"}, Content: content}
+		body, _ := json.Marshal(req)
+		payload, _ := json.Marshal(events.SQSEvent{Records: []events.SQSMessage{{
+			MessageId: "m-" + event, ReceiptHandle: "rh", Body: string(body), EventSource: "aws:sqs",
+			Attributes: map[string]string{"ApproximateReceiveCount": "1"},
+		}}})
+		ictx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		out, err := fn.Invoke(ictx, payload)
+		if err != nil {
+			t.Fatalf("invoke: %v", err)
+		}
+		if strings.Contains(string(out), "itemIdentifier") {
+			t.Fatalf("sender reported the record failed: %s", out)
+		}
+		row, err := led.Get(ctx, req.Key())
+		if err != nil {
+			t.Fatalf("ledger row of %s: %v", event, err)
+		}
+		var got simulator.Message
+		for _, m := range sim.Messages() {
+			if m.Reference == req.Key() {
+				got = m
+			}
+		}
+		return row, got
+	}
+
+	put("Your order {{.order_id}} has shipped.")
+	row, msg := send("acme", "evt-1", nil)
+	if row.State != ledger.StateSent || msg.Body != "Your order A-1001 has shipped." || row.TemplateVersion != 1 {
+		t.Fatalf("first message: row %s v%d, provider got %q", row.State, row.TemplateVersion, msg.Body)
+	}
+
+	put("Order {{.order_id}} is on its way (v2).")
+	row, msg = send("acme", "evt-2", nil)
+	if row.State != ledger.StateSent || msg.Body != "Order A-1001 is on its way (v2)." || row.TemplateVersion != 2 {
+		t.Fatalf("after the second put: row %s v%d, provider got %q", row.State, row.TemplateVersion, msg.Body)
+	}
+	if r := b.run(t, "inspect", row.Key); r.code != exitOK || !strings.Contains(r.stdout, `"template_version": 2,`) {
+		t.Errorf("inspect: exit %d stdout %q; want template_version 2", r.code, r.stdout)
+	}
+
+	row, msg = send("globex", "evt-1", nil)
+	if row.State != ledger.StateFailed || row.Reason != "render shipped for sms: unknown template" || msg.ID != "" {
+		t.Fatalf("other tenant: row %s %q, provider got %+v; want FAILED unknown template, nothing sent", row.State, row.Reason, msg)
+	}
+
+	given := &notify.Content{Text: "  Pre-rendered: {{.not_a_template}} ✓\n"}
+	row, msg = send("globex", "evt-2", given)
+	if row.State != ledger.StateSent || msg.Body != given.Text || row.TemplateVersion != 0 {
+		t.Fatalf("pre-rendered: row %s v%d, provider got %q; want %q", row.State, row.TemplateVersion, msg.Body, given.Text)
+	}
+}

@@ -1,0 +1,129 @@
+package sender
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sendonce/sendonce/internal/ledger"
+	"github.com/sendonce/sendonce/internal/ledger/memledger"
+	"github.com/sendonce/sendonce/internal/notify"
+	"github.com/sendonce/sendonce/internal/provider"
+	"github.com/sendonce/sendonce/internal/provider/providertest"
+	"github.com/sendonce/sendonce/internal/render"
+	"github.com/sendonce/sendonce/internal/templates"
+	"github.com/sendonce/sendonce/internal/templates/memtemplates"
+)
+
+// brokenStore fails every read, as an unreachable table does.
+type brokenStore struct{ templates.Store }
+
+func (brokenStore) Resolve(context.Context, string, string, string, []string) (templates.Template, error) {
+	return templates.Template{}, errors.New("dial tcp: connection refused")
+}
+
+func contentSender(t *testing.T, store templates.Store) (*Sender, ledger.Ledger, *providertest.Fake) {
+	t.Helper()
+	l, p := memledger.New(), &providertest.Fake{}
+	s, err := New(Config{
+		Ledger: l, Providers: map[string]provider.Sender{"sms": p, "email": p},
+		Renderer: render.New(store, render.WithCacheTTL(0)), DeadLetters: &fakeDLQ{},
+		ProviderTimeout: 5 * time.Second, ClaimTimeout: time.Minute,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, l, p
+}
+
+func smsRequest(tenant, event string) notify.Request {
+	return notify.Request{TenantID: tenant, EventID: event, Channel: notify.ChannelSMS, Template: "greeting", Class: notify.ClassTransactional,
+		Recipient: notify.Recipient{ID: "u1", Phone: "+15551234567"}, Locale: "pt-BR", Data: map[string]any{"name": "Ana"}}
+}
+
+func TestStoredTemplates(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	store := memtemplates.New()
+	put := func(tenant, locale, text string) {
+		t.Helper()
+		if _, err := store.Put(ctx, templates.Template{ID: templates.ID{Tenant: tenant, Name: "greeting", Channel: "sms", Locale: locale}, Text: text}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put("acme", "", "Hello {{.name}}")
+	put("acme", "pt", "Olá {{.name}}")
+	s, l, p := contentSender(t, store)
+
+	res := s.Process(ctx, smsRequest("acme", "e1"))
+	if res.Status != StatusSent || p.Sent()[0].Body != "Olá Ana" {
+		t.Fatalf("first = %+v, sent %+v", res, p.Sent())
+	}
+	row, _ := l.Get(ctx, res.Key)
+	if row.TemplateVersion != 1 || row.TemplateLocale != "pt" {
+		t.Errorf("row template = v%d %q, want v1 pt", row.TemplateVersion, row.TemplateLocale)
+	}
+
+	// A new version is used by the next message and recorded.
+	put("acme", "pt", "Oi {{.name}}")
+	res = s.Process(ctx, smsRequest("acme", "e2"))
+	if res.Status != StatusSent || p.Sent()[1].Body != "Oi Ana" {
+		t.Fatalf("second = %+v, sent %+v", res, p.Sent())
+	}
+	if row, _ := l.Get(ctx, res.Key); row.TemplateVersion != 2 {
+		t.Errorf("row version = %d, want 2", row.TemplateVersion)
+	}
+
+	// Another tenant's request for the same name is an unknown template:
+	// FAILED for good with the reason, nothing sent.
+	res = s.Process(ctx, smsRequest("other", "e1"))
+	if res.Status != StatusFailed || res.Reason != "render greeting for sms: unknown template" {
+		t.Fatalf("other tenant = %+v, want FAILED unknown template", res)
+	}
+	if row, _ := l.Get(ctx, res.Key); row.State != ledger.StateFailed || !strings.Contains(row.Reason, "unknown template") {
+		t.Errorf("other tenant row = %+v", row)
+	}
+
+	// A missing parameter is FAILED with its name.
+	req := smsRequest("acme", "e3")
+	req.Data = nil
+	if res := s.Process(ctx, req); res.Status != StatusFailed || !strings.Contains(res.Reason, `no entry for key "name"`) {
+		t.Errorf("missing param = %+v", res)
+	}
+	if len(p.Sent()) != 2 {
+		t.Errorf("sent %d messages, want 2", len(p.Sent()))
+	}
+}
+
+func TestStoreUnavailableRetries(t *testing.T) {
+	t.Parallel()
+	s, l, p := contentSender(t, brokenStore{memtemplates.New()})
+	res := s.Process(t.Context(), smsRequest("acme", "e1"))
+	if res.Status != StatusRetry {
+		t.Fatalf("status = %v, want retry (the store's failure is not the message's)", res)
+	}
+	if _, err := l.Get(t.Context(), res.Key); !errors.Is(err, ledger.ErrNotFound) || p.Calls() != 0 {
+		t.Errorf("row err = %v, provider calls = %d; want no claim and no send", err, p.Calls())
+	}
+}
+
+func TestPreRenderedContentAsGiven(t *testing.T) {
+	t.Parallel()
+	s, l, p := contentSender(t, memtemplates.New()) // no templates at all
+	req := notify.Request{TenantID: "acme", EventID: "e1", Channel: notify.ChannelEmail, Template: "receipt", Class: notify.ClassTransactional,
+		Recipient: notify.Recipient{ID: "u1", Email: "ana@example.com"},
+		Content:   &notify.Content{Subject: "Receipt {{.n}}", Text: "Total: 10 €\n", HTML: "<p>Total: <b>10 €</b></p>"}}
+	res := s.Process(t.Context(), req)
+	if res.Status != StatusSent {
+		t.Fatalf("status = %+v", res)
+	}
+	got := p.Sent()[0]
+	if got.Subject != req.Content.Subject || got.Body != req.Content.Text || got.HTML != req.Content.HTML {
+		t.Errorf("sent %q / %q / %q, want the content as given", got.Subject, got.Body, got.HTML)
+	}
+	if row, _ := l.Get(t.Context(), res.Key); row.TemplateVersion != 0 || row.Template != "receipt" {
+		t.Errorf("row = v%d %q, want version 0 and the purpose receipt", row.TemplateVersion, row.Template)
+	}
+}

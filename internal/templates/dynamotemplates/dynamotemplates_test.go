@@ -1,0 +1,68 @@
+package dynamotemplates_test
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/sendonce/sendonce/internal/templates"
+	"github.com/sendonce/sendonce/internal/templates/dynamotemplates"
+	"github.com/sendonce/sendonce/internal/templates/templatestest"
+	"github.com/sendonce/sendonce/internal/testenv"
+)
+
+var (
+	clientOnce sync.Once
+	client     *dynamodb.Client
+)
+
+func dynamo(t testing.TB) *dynamodb.Client {
+	t.Helper()
+	testenv.DynamoDBEndpoint(t)
+	clientOnce.Do(func() { client = testenv.DynamoDB(t) })
+	return client
+}
+
+func TestConformance(t *testing.T) {
+	t.Parallel()
+	templatestest.Run(t, func(t *testing.T) templates.Store {
+		c := dynamo(t)
+		return dynamotemplates.New(c, testenv.NewTable(t, c))
+	})
+}
+
+// TestItemsUnderTheirPrefix checks that every item a put writes is under
+// "tpl#<tenant>" and carries no TTL (templates do not expire).
+func TestItemsUnderTheirPrefix(t *testing.T) {
+	t.Parallel()
+	c := dynamo(t)
+	table := testenv.NewTable(t, c)
+	s := dynamotemplates.New(c, table)
+	ctx := context.Background()
+	if _, err := s.Put(ctx, templates.Template{ID: templates.ID{Tenant: "acme", Name: "n", Channel: "sms", Locale: "pt-BR"}, Text: "oi"}); err != nil {
+		t.Fatal(err)
+	}
+	out, err := c.Scan(ctx, &dynamodb.ScanInput{TableName: aws.String(table)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pks []string
+	for _, it := range out.Items {
+		pk := it["pk"].(*types.AttributeValueMemberS).Value
+		pks = append(pks, pk)
+		if !strings.HasPrefix(pk, "tpl#acme") {
+			t.Errorf("item %q is not under tpl#acme", pk)
+		}
+		if _, ok := it["expires_at"]; ok {
+			t.Errorf("item %q has a TTL", pk)
+		}
+	}
+	if len(pks) != 3 {
+		t.Errorf("items = %q, want the index, the head and version 1", pks)
+	}
+}

@@ -1,0 +1,14 @@
+package memtemplates_test
+
+import (
+	"testing"
+
+	"github.com/sendonce/sendonce/internal/templates"
+	"github.com/sendonce/sendonce/internal/templates/memtemplates"
+	"github.com/sendonce/sendonce/internal/templates/templatestest"
+)
+
+func TestConformance(t *testing.T) {
+	t.Parallel()
+	templatestest.Run(t, func(t *testing.T) templates.Store { return memtemplates.New() })
+}
