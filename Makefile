@@ -64,6 +64,10 @@ demo: prereqs deps rie ## Run the whole pipeline locally (go run ./cmd/demo).
 
 bench: prereqs deps rie ## Run ./cmd/bench (if present) and every Go benchmark.
 	@source scripts/steps.sh
+	if [ ! -d bench/node_modules/@aws-lambda-powertools/idempotency ] || [ bench/package-lock.json -nt bench/node_modules/.package-lock.json ]; then
+		echo "==> npm ci (bench/: Powertools idempotency, for the peer section)"
+		npm ci --prefix bench --no-audit --no-fund --engine-strict=false --loglevel=error
+	fi
 	services_up
 	if has_go_pkg cmd/bench; then step "cmd/bench" go run ./cmd/bench; else skip_step "cmd/bench" "./cmd/bench does not exist yet"; fi
 	step "go benchmarks" go test -run '^$$' -bench . -benchmem ./...
