@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-
 	"github.com/sendonce/sendonce/internal/benchreport"
 	"github.com/sendonce/sendonce/internal/ledger/memledger"
 	"github.com/sendonce/sendonce/internal/provider/providertest"
@@ -117,20 +115,6 @@ func TestParseInitDuration(t *testing.T) {
 	}
 	if _, ok := parseInitDuration("REPORT RequestId: x\tInit Duration: 0.02 ms"); ok {
 		t.Errorf("parseInitDuration took the REPORT line's Init Duration")
-	}
-}
-
-func TestItemSize(t *testing.T) {
-	t.Parallel()
-	item := map[string]types.AttributeValue{
-		"pk":    &types.AttributeValueMemberS{Value: "abc"},
-		"n":     &types.AttributeValueMemberN{Value: "1234"},
-		"flag":  &types.AttributeValueMemberBOOL{Value: true},
-		"state": &types.AttributeValueMemberS{Value: "PENDING"},
-	}
-	// pk 2+3, n 1+3, flag 4+1, state 5+7
-	if got, want := itemSize(item), 26; got != want {
-		t.Errorf("itemSize = %d, want %d", got, want)
 	}
 }
 
