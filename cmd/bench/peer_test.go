@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,6 +16,7 @@ import (
 
 	"github.com/sendonce/sendonce/internal/benchreport/ddbcost"
 	"github.com/sendonce/sendonce/internal/provider"
+	"github.com/sendonce/sendonce/internal/sender"
 	"github.com/sendonce/sendonce/internal/tableschema"
 	"github.com/sendonce/sendonce/internal/testenv"
 )
@@ -228,4 +231,33 @@ func TestCPUWatchSelf(t *testing.T) {
 	if !ok || others < 0.2 {
 		t.Errorf("End = %.2f cores (ok %v) while this test spun a core; want at least 0.2", others, ok)
 	}
+}
+
+// BenchmarkPeerSender is the sendonce side of the peer section's first
+// sends, for a CPU profile of the sender path (docs/benchmarks.md):
+// sender.Process of fresh keys over dynamoledger on DynamoDB Local with the
+// counting no-op provider, 16 goroutines.
+//
+//	scripts/local-aws.sh run go test -run '^$' -bench BenchmarkPeerSender -cpuprofile cpu.out ./cmd/bench
+func BenchmarkPeerSender(b *testing.B) {
+	db := testenv.DynamoDB(b)
+	table := testenv.NewTable(b, db)
+	s, err := peerSender(db, table, newCountingProvider())
+	if err != nil {
+		b.Fatal(err)
+	}
+	run := testenv.RandomID()
+	var seq atomic.Int64
+	ctx := context.Background()
+	b.SetParallelism(max(1, 16/runtime.GOMAXPROCS(0)))
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if res := s.Process(ctx, request(run, int(seq.Add(1)))); res.Status != sender.StatusSent {
+				b.Errorf("process: %s (%s), want sent", res.Status, res.Reason)
+				return
+			}
+		}
+	})
 }
