@@ -564,8 +564,15 @@ func addAccounting(rep *benchreport.Report, side string, ph peerPhase, r phaseRe
 	rep.Add("peer", prefix+"write units, DynamoDB Local", a.ReportedWCU/n, "WCU/msg",
 		fmt.Sprintf("ReturnConsumedCapacity=INDEXES as DynamoDB Local reports it (index part %s); failed conditional writes report none", benchreport.FormatValue(a.ReportedIndexWCU/n)))
 	rep.Add("peer", prefix+"write units, real DynamoDB", float64(a.TableWCU+a.IndexWCU)/n, "WCU/msg",
-		fmt.Sprintf("from item sizes (package ddbcost): table %s + index %s per msg; %s index entries written or removed per msg; largest item %d bytes",
-			benchreport.FormatValue(float64(a.TableWCU)/n), benchreport.FormatValue(float64(a.IndexWCU)/n), benchreport.FormatValue(float64(a.IndexWrites)/n), a.MaxItem))
+		fmt.Sprintf("from item sizes (package ddbcost): table %s + index %s per msg; %s index entries written or removed per msg%s",
+			benchreport.FormatValue(float64(a.TableWCU)/n), benchreport.FormatValue(float64(a.IndexWCU)/n), benchreport.FormatValue(float64(a.IndexWrites)/n), largest(a.MaxItem)))
 	rep.Add("peer", prefix+"duplicate sends", float64(r.duplicates), "sends",
 		fmt.Sprintf("sends to a key that had been sent before, over the phase's %d keys (%d sends in all)", ph.keys, r.sends))
+}
+
+func largest(size int) string {
+	if size == 0 {
+		return "; no item written"
+	}
+	return fmt.Sprintf("; largest item written %d bytes", size)
 }
