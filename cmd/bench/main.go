@@ -1,17 +1,22 @@
 // Command bench measures sendonce where it matters and reports figures
 // that hold on a small, noisy machine: DynamoDB calls and capacity units
 // per message on each path, the sender's throughput as a fraction of raw
-// conditional writes on the same DynamoDB Local, a batch's wall time over
-// one provider call's latency, cold and warm invokes of every bootstrap
-// under the Lambda Runtime Interface Emulator with binary sizes and peak
-// RSS, and Go micro-benchmarks.
+// conditional writes on the same DynamoDB Local, the peer section (the
+// same workload through sendonce's sender and through Powertools for AWS
+// Lambda (TypeScript) idempotency, bench/peer.mjs, in one run: throughput,
+// latency, calls, real-DynamoDB write units and duplicate sends), a
+// batch's wall time over one provider call's latency, cold and warm
+// invokes of every bootstrap under the Lambda Runtime Interface Emulator
+// with binary sizes and peak RSS, and Go micro-benchmarks.
 //
 // It prints a table and writes the report as JSON (bench/report.json by
-// default; docs/benchmarks.md explains every row). `make bench` starts the
-// emulators and runs it; run alone it needs SENDONCE_TEST_DYNAMODB_ENDPOINT,
-// SENDONCE_TEST_MOTO_ENDPOINT and SENDONCE_TEST_RIE.
+// default; docs/benchmarks.md explains every row) and in the Go benchmark
+// format that benchstat reads (bench/report.bench.txt). `make bench`
+// installs bench/'s Node package, starts the emulators and runs it; run
+// alone it needs SENDONCE_TEST_DYNAMODB_ENDPOINT, SENDONCE_TEST_MOTO_ENDPOINT
+// and SENDONCE_TEST_RIE, and `npm ci --prefix bench` for the peer section.
 //
-//	go run ./cmd/bench [-out bench/report.json] [-markdown FILE] [-only dynamodb,throughput,batch,lambda,micro]
+//	go run ./cmd/bench [-out bench/report.json] [-gobench bench/report.bench.txt] [-markdown FILE] [-only dynamodb,throughput,peer,batch,lambda,micro]
 //	go run ./cmd/bench -render bench/latest.json   # Markdown table of a saved report
 package main
 
