@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"time"
 )
 
 // busyThreshold is the CPU, in cores, that processes outside the
@@ -24,7 +23,6 @@ type cpuWatch struct {
 }
 
 type cpuSample struct {
-	at         time.Time
 	busy, all  uint64 // every CPU, in clock ticks
 	ours       uint64 // our processes, in clock ticks
 	loadavg1   float64
@@ -51,7 +49,7 @@ func newCPUWatch(pids ...int) *cpuWatch {
 }
 
 func (c *cpuWatch) sample() cpuSample {
-	s := cpuSample{at: time.Now(), procsKnown: true}
+	s := cpuSample{procsKnown: true}
 	if b, err := os.ReadFile("/proc/stat"); err == nil {
 		s.busy, s.all = parseProcStat(b)
 	}

@@ -560,7 +560,8 @@ func addAccounting(rep *benchreport.Report, side string, ph peerPhase, r phaseRe
 		oparts = append(oparts, fmt.Sprintf("%s %d", o, r.outcomes[o]))
 	}
 	rep.Add("peer", prefix+"DynamoDB calls", float64(a.calls())/n, "calls/msg",
-		fmt.Sprintf("%s; through the cost proxy: %s; %d conditional failures; outcomes: %s", ph.how, strings.Join(parts, ", "), a.ConditionFailed, strings.Join(oparts, ", ")))
+		fmt.Sprintf("%s; through the cost proxy: %s; %d conditional failures; %s read units reported; outcomes: %s",
+			ph.how, strings.Join(parts, ", "), a.ConditionFailed, benchreport.FormatValue(a.ReportedRCU), strings.Join(oparts, ", ")))
 	rep.Add("peer", prefix+"write units, DynamoDB Local", a.ReportedWCU/n, "WCU/msg",
 		fmt.Sprintf("ReturnConsumedCapacity=INDEXES as DynamoDB Local reports it (index part %s); failed conditional writes report none", benchreport.FormatValue(a.ReportedIndexWCU/n)))
 	rep.Add("peer", prefix+"write units, real DynamoDB", float64(a.TableWCU+a.IndexWCU)/n, "WCU/msg",
