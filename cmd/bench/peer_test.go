@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/sendonce/sendonce/internal/benchreport"
 	"github.com/sendonce/sendonce/internal/benchreport/ddbcost"
 	"github.com/sendonce/sendonce/internal/provider"
 	"github.com/sendonce/sendonce/internal/sender"
@@ -260,4 +261,43 @@ func BenchmarkPeerSender(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestMeasurePeer runs a small peer section end to end (Node driver, cost
+// proxy, both sides, throughput rounds) and checks what must hold whatever
+// the ledger writes. It needs bench/'s Node package (make test installs
+// it).
+func TestMeasurePeer(t *testing.T) {
+	t.Parallel()
+	rep := &benchreport.Report{}
+	cfg := peerConfig{NodeDir: "../../bench", InFlight: 4, Fresh: 6, Concurrent: 3, PerKey: 4, Lost: 2, Large: 1,
+		Rounds: 2, Round: 150 * time.Millisecond, Warmup: 100 * time.Millisecond}
+	if err := measurePeer(context.Background(), testenv.DynamoDBEndpoint(t), cfg, rep); err != nil {
+		t.Fatalf("measurePeer: %v", err)
+	}
+	want := map[string]float64{
+		"Powertools, first send: DynamoDB calls":             2,
+		"Powertools, first send: write units, real DynamoDB": 2,
+		"Powertools, duplicate: write units, real DynamoDB":  1,
+		"Powertools, duplicate: write units, DynamoDB Local": 0,
+		"sendonce, duplicate: write units, real DynamoDB":    1,
+		"Powertools, lost response: duplicate sends":         float64(cfg.Lost),
+	}
+	for _, ph := range []string{"first send", "duplicate", "concurrent", "lost response", "first send, 20 KB email"} {
+		want["sendonce, "+ph+": duplicate sends"] = 0
+	}
+	for name, v := range want {
+		if row, ok := rep.Find("peer", name); !ok || row.Value != v {
+			t.Errorf("%s = %v (found %v), want %v", name, row.Value, ok, v)
+		}
+	}
+	for _, name := range []string{"sendonce first send (median)", "Powertools first send (median)", "sendonce / Powertools, first send (median of rounds)",
+		"sendonce p99 first send / p99 Go raw put", "Powertools p99 first send / p99 JS raw put"} {
+		if row, ok := rep.Find("peer", name); !ok || !(row.Value > 0) {
+			t.Errorf("%s = %v (found %v), want a positive figure", name, row.Value, ok)
+		}
+	}
+	if row, _ := rep.Find("peer", "sendonce first send (median)"); len(row.Samples) != cfg.Rounds {
+		t.Errorf("sendonce first send has %d samples, want one per round (%d)", len(row.Samples), cfg.Rounds)
+	}
 }
