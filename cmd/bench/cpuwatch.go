@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // busyThreshold is the CPU, in cores, that processes outside the
@@ -132,6 +133,24 @@ func parsePidStat(b []byte) (uint64, error) {
 		return 0, fmt.Errorf("bad utime/stime")
 	}
 	return u + s, nil
+}
+
+// clockTicks is the kernel's USER_HZ, the unit of /proc's CPU times (100
+// on every Linux architecture Go supports).
+const clockTicks = 100
+
+// ProcCPU returns the CPU time pid has used so far (0 when /proc cannot
+// tell).
+func ProcCPU(pid int) time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	t, err := parsePidStat(b)
+	if err != nil {
+		return 0
+	}
+	return time.Duration(t) * time.Second / clockTicks
 }
 
 // dynamoLocalPID finds the DynamoDB Local process that listens on port.

@@ -466,18 +466,29 @@ func measurePeer(ctx context.Context, endpoint string, cfg peerConfig, rep *benc
 	lats := make([][]time.Duration, len(legs))
 	var soPT, soRaw, ptRaw, quietSoPT []float64
 	busyRounds := 0
+	// CPU used per call by the leg's own process and by DynamoDB Local.
+	var cpuOwn, cpuDyn [4]time.Duration
+	var calls [4]int
 	var busyNotes []string
 	for r := range cfg.Rounds {
 		got := make([]leg, len(legs))
 		roundBusy := false
 		for k := range legs {
 			i := (r + k) % len(legs)
+			own := os.Getpid()
+			if i >= 2 {
+				own = nd.PID()
+			}
+			ownCPU, dynCPU := ProcCPU(own), ProcCPU(dynPID)
 			watch.Begin()
 			l, err := legs[i](cfg.Round)
 			if err != nil {
 				return fmt.Errorf("round %d, %s: %w", r+1, names[i], err)
 			}
 			others, load, ok := watch.End()
+			cpuOwn[i] += ProcCPU(own) - ownCPU
+			cpuDyn[i] += ProcCPU(dynPID) - dynCPU
+			calls[i] += l.n
 			if !ok || others >= busyThreshold {
 				roundBusy = true
 				busyNotes = append(busyNotes, fmt.Sprintf("round %d %s: other processes %.2f cores (load %.1f)", r+1, names[i], others, load))
@@ -524,6 +535,15 @@ func measurePeer(ctx context.Context, endpoint string, cfg peerConfig, rep *benc
 	rep.Add("peer", "Powertools p99 first send / p99 JS raw put", p99(3)/p99(2), "ratio",
 		fmt.Sprintf("p99 over every call of every round: Powertools %.1f ms, JS raw put %.1f ms (p50 %.1f / %.1f ms)", p99(3), p99(2),
 			float64(percentile(lats[3], 50))/1e6, float64(percentile(lats[2], 50))/1e6))
+	perCall := func(d time.Duration, i int) float64 {
+		return float64(d) / float64(time.Millisecond) / float64(max(1, calls[i]))
+	}
+	rep.Add("peer", "client CPU per first send, sendonce / Powertools", perCall(cpuOwn[1], 1)/perCall(cpuOwn[3], 3), "ratio",
+		fmt.Sprintf("CPU time of the leg's own process over its calls, every round (/proc/<pid>/stat): sendonce %.2f ms (Go raw put %.2f ms), Powertools %.2f ms (JS raw put %.2f ms); on a busy machine a process's share of the cores, not its CPU per call, is what load changes",
+			perCall(cpuOwn[1], 1), perCall(cpuOwn[0], 0), perCall(cpuOwn[3], 3), perCall(cpuOwn[2], 2)))
+	rep.Add("peer", "DynamoDB Local CPU per first send, sendonce / Powertools", perCall(cpuDyn[1], 1)/perCall(cpuDyn[3], 3), "ratio",
+		fmt.Sprintf("DynamoDB Local's CPU time during each leg over its calls: sendonce %.2f ms, Powertools %.2f ms, Go raw put %.2f ms, JS raw put %.2f ms",
+			perCall(cpuDyn[1], 1), perCall(cpuDyn[3], 3), perCall(cpuDyn[0], 0), perCall(cpuDyn[2], 2)))
 	rep.Add("peer", "rounds with another process busy", float64(busyRounds), "rounds",
 		fmt.Sprintf("of %d: a round is flagged when, during any of its legs, processes other than cmd/bench, its Node driver and DynamoDB Local (pid %d) used %.1f core or more on average (/proc/stat)", cfg.Rounds, dynPID, busyThreshold))
 	if len(busyNotes) > 0 {
