@@ -310,8 +310,11 @@ func wireJSON(item map[string]types.AttributeValue) map[string]map[string]string
 }
 
 // measurePeer runs the same workload through sendonce's sender and
-// Powertools' idempotency utility on one DynamoDB Local (package doc of
-// docs/benchmarks.md, "peer").
+// Powertools' idempotency utility on one DynamoDB Local: the accounting
+// phases through the cost proxy, then interleaved throughput rounds
+// straight to DynamoDB Local (docs/benchmarks.md, "Peer"). It fails when
+// either side meets a DynamoDB error or sendonce sends a message other
+// than exactly once.
 func measurePeer(ctx context.Context, endpoint string, cfg peerConfig, rep *benchreport.Report) error {
 	db := dynamoClient(endpoint)
 	soTable, dropSO, err := createTable(ctx, db, "peer")
