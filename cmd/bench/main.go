@@ -1,17 +1,22 @@
 // Command bench measures sendonce where it matters and reports figures
 // that hold on a small, noisy machine: DynamoDB calls and capacity units
 // per message on each path, the sender's throughput as a fraction of raw
-// conditional writes on the same DynamoDB Local, a batch's wall time over
-// one provider call's latency, cold and warm invokes of every bootstrap
-// under the Lambda Runtime Interface Emulator with binary sizes and peak
-// RSS, and Go micro-benchmarks.
+// conditional writes on the same DynamoDB Local, the peer section (the
+// same workload through sendonce's sender and through Powertools for AWS
+// Lambda (TypeScript) idempotency, bench/peer.mjs, in one run: throughput,
+// latency, calls, real-DynamoDB write units and duplicate sends), a
+// batch's wall time over one provider call's latency, cold and warm
+// invokes of every bootstrap under the Lambda Runtime Interface Emulator
+// with binary sizes and peak RSS, and Go micro-benchmarks.
 //
 // It prints a table and writes the report as JSON (bench/report.json by
-// default; docs/benchmarks.md explains every row). `make bench` starts the
-// emulators and runs it; run alone it needs SENDONCE_TEST_DYNAMODB_ENDPOINT,
-// SENDONCE_TEST_MOTO_ENDPOINT and SENDONCE_TEST_RIE.
+// default; docs/benchmarks.md explains every row) and in the Go benchmark
+// format that benchstat reads (bench/report.bench.txt). `make bench`
+// installs bench/'s Node package, starts the emulators and runs it; run
+// alone it needs SENDONCE_TEST_DYNAMODB_ENDPOINT, SENDONCE_TEST_MOTO_ENDPOINT
+// and SENDONCE_TEST_RIE, and `npm ci --prefix bench` for the peer section.
 //
-//	go run ./cmd/bench [-out bench/report.json] [-markdown FILE] [-only dynamodb,throughput,batch,lambda,micro]
+//	go run ./cmd/bench [-out bench/report.json] [-gobench bench/report.bench.txt] [-markdown FILE] [-only dynamodb,throughput,peer,batch,lambda,micro]
 //	go run ./cmd/bench -render bench/latest.json   # Markdown table of a saved report
 package main
 
@@ -39,7 +44,7 @@ type endpoints struct {
 }
 
 // sections, in the order they run.
-var sections = []string{"dynamodb", "throughput", "batch", "lambda", "micro"}
+var sections = []string{"dynamodb", "throughput", "peer", "batch", "lambda", "micro"}
 
 func main() {
 	testing.Init() // testing.Benchmark reads the test flags' defaults
@@ -76,6 +81,11 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 	warmup := fs.Duration("warmup", 3*time.Second, "warm-up of each side of the throughput comparison")
 	latency := fs.Duration("latency", 200*time.Millisecond, "provider latency of the batch measurement")
 	warm := fs.Int("warm", 10, "warm invokes per function under the RIE")
+	goBench := fs.String("gobench", "bench/report.bench.txt", "where to write the report in Go benchmark format (for benchstat)")
+	nodeDir := fs.String("node-dir", "bench", "the Node package of the peer section (bench/peer.mjs, installed with npm ci)")
+	peerRounds := fs.Int("peer-rounds", 7, "rounds of the peer section's throughput comparison")
+	peerRound := fs.Duration("peer-round", 2*time.Second, "length of one leg of a peer round")
+	peerWarmup := fs.Duration("peer-warmup", 2*time.Second, "warm-up of each leg of the peer section")
 	render := fs.String("render", "", "print the Markdown table of this JSON report and exit (no emulators needed)")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -117,6 +127,12 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		"throughput": func() error {
 			return measureThroughput(ctx, env.dynamo, throughputConfig{Workers: *workers, Warmup: *warmup, Round: *round, Rounds: *rounds}, rep)
 		},
+		"peer": func() error {
+			return measurePeer(ctx, env.dynamo, peerConfig{
+				NodeDir: *nodeDir, InFlight: 16, Fresh: 200, Concurrent: 200, PerKey: 8, Lost: 100, Large: 50,
+				Rounds: *peerRounds, Round: *peerRound, Warmup: *peerWarmup,
+			}, rep)
+		},
 		"batch":  func() error { return measureBatch(ctx, env.dynamo, *latency, 3, rep) },
 		"lambda": func() error { return measureLambdas(ctx, env, *warm, rep) },
 		"micro":  func() error { return measureMicro(ctx, rep) },
@@ -151,6 +167,13 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		return 1
 	}
 	fmt.Fprintf(stdout, "report written to %s\n", *out)
+	if *goBench != "" {
+		if err := writeGoBench(rep, *goBench); err != nil {
+			fmt.Fprintf(stderr, "bench: %v\n", err)
+			return 1
+		}
+		fmt.Fprintf(stdout, "benchstat input written to %s\n", *goBench)
+	}
 	if *mdOut != "" {
 		f, err := os.Create(*mdOut)
 		if err == nil {
@@ -178,4 +201,20 @@ func contains(xs []string, x string) bool {
 		}
 	}
 	return false
+}
+
+// writeGoBench writes rep in Go benchmark format to path.
+func writeGoBench(rep *benchreport.Report, path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	err = rep.WriteGoBench(f)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
 }

@@ -206,33 +206,13 @@ func measurePaths(ctx context.Context, endpoint string, rep *benchreport.Report)
 		meteredUnits += u.RCU + u.WCU
 	}
 
-	// First send: no row yet.
+	// Rows that are SENT, for the callback paths below. The first send,
+	// duplicate and in-flight paths are the peer section's (with real
+	// write units); sender/integration_test.go asserts their call counts.
 	first := batch()
-	m.take()
-	tally.take()
 	if err := process(first, sender.StatusSent); err != nil {
 		return err
 	}
-	add("first send", "sender.Process of a new request (claim, send to the simulator, mark SENT)", m.take())
-
-	// Duplicate: redelivery of a SENT message.
-	if err := process(first, sender.StatusDuplicate); err != nil {
-		return err
-	}
-	add("duplicate", "sender.Process of a request whose row is SENT (redelivery)", m.take())
-	ccf := m.conditionalFailureBody()
-
-	// In-flight conflict: a live PENDING claim held by another worker.
-	inflight := batch()
-	if _, err := claim(inflight, time.Minute); err != nil {
-		return err
-	}
-	m.take()
-	tally.take()
-	if err := process(inflight, sender.StatusRetry); err != nil {
-		return err
-	}
-	add("in-flight conflict", "sender.Process of a request whose row is a live PENDING claim (reported for retry)", m.take())
 
 	// Takeover: a stale PENDING claim (its worker died), provider drops repeats.
 	stale := batch()
@@ -246,6 +226,7 @@ func measurePaths(ctx context.Context, endpoint string, rep *benchreport.Report)
 		return err
 	}
 	add("takeover", "sender.Process of a request whose row is a stale PENDING claim (fenced takeover, send, mark SENT)", m.take())
+	ccf := m.conditionalFailureBody()
 
 	// Reconcile: UNCERTAIN rows resent by the reconciler.
 	uncertain := batch()
@@ -343,7 +324,7 @@ func measurePaths(ctx context.Context, endpoint string, rep *benchreport.Report)
 	case strings.Contains(ccf, "ConsumedCapacity"):
 		rep.Note("DynamoDB Local returned ConsumedCapacity inside a ConditionalCheckFailedException body: %s", truncate(ccf, 300))
 	default:
-		rep.Note("Failed conditional writes: DynamoDB Local's ConditionalCheckFailedException body carries the old item (ALL_OLD) but no ConsumedCapacity (the SDK's error type has no field for it either), so the duplicate and in-flight paths show 0 write units here. DynamoDB documents that a failed conditional write still consumes write capacity (1 WCU for a ledger row under 1 KB), so count 1 WCU per duplicate or in-flight redelivery when budgeting. Body seen: %s",
+		rep.Note("Failed conditional writes: DynamoDB Local's ConditionalCheckFailedException body carries the old item (ALL_OLD) but no ConsumedCapacity (the SDK's error type has no field for it either), so the takeover's failed claim shows no write units here. DynamoDB documents that a failed conditional write still consumes write capacity (1 WCU for a ledger row under 1 KB); the peer section computes real-DynamoDB units that include it. Body seen: %s",
 			truncate(compactJSON(ccf), 160))
 	}
 	rep.Note("Capacity is as DynamoDB Local reports it for ReturnConsumedCapacity=INDEXES (table plus attention index). Cross-check: the ledger's own WithConsumedCapacity hook summed %s units over its successful calls; the middleware summed %s over every call measured (the webhook's dedup reads and writes included).",

@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/sendonce/sendonce/internal/benchreport"
+	"github.com/sendonce/sendonce/internal/benchreport/ddbcost"
 	"github.com/sendonce/sendonce/internal/ledger/dynamoledger"
 	"github.com/sendonce/sendonce/internal/sender"
 	"github.com/sendonce/sendonce/internal/tableschema"
@@ -101,7 +102,7 @@ func measureThroughput(ctx context.Context, endpoint string, cfg throughputConfi
 		return fmt.Errorf("read the claim's item: %v", err)
 	}
 	tmpl := got.Item
-	size := itemSize(tmpl)
+	size := ddbcost.ItemSize(tmpl)
 
 	// Keys stay fresh across rounds: drive numbers operations from 1 each time.
 	var seq atomic.Int64
@@ -158,26 +159,6 @@ func measureThroughput(ctx context.Context, endpoint string, cfg throughputConfi
 	rep.Add("throughput", "raw conditional PutItem (median)", benchreport.Median(raws), "writes/s", "absolute DynamoDB Local speed on this machine: context only, not a target")
 	rep.Add("throughput", "sender (median)", benchreport.Median(sends), "msgs/s", "absolute, on DynamoDB Local: context only")
 	return nil
-}
-
-// itemSize is DynamoDB's item size: attribute names plus values (strings
-// by their UTF-8 length, numbers approximately by their digits).
-func itemSize(item map[string]types.AttributeValue) int {
-	n := 0
-	for k, v := range item {
-		n += len(k)
-		switch v := v.(type) {
-		case *types.AttributeValueMemberS:
-			n += len(v.Value)
-		case *types.AttributeValueMemberN:
-			n += (len(v.Value)+1)/2 + 1
-		case *types.AttributeValueMemberBOOL:
-			n++
-		default:
-			n += 8
-		}
-	}
-	return n
 }
 
 // measureBatch times HandleSQS of a 10-record batch against a simulator

@@ -37,6 +37,9 @@ type Row struct {
 	Unit string `json:"unit"`
 	// How says how the value was measured, in one sentence.
 	How string `json:"how"`
+	// Samples are the values of each round when Value summarizes rounds
+	// (their median); WriteGoBench writes one result line per sample.
+	Samples []float64 `json:"samples,omitempty"`
 }
 
 // Machine describes where a report was measured.
@@ -295,4 +298,59 @@ func ParseGoBench(r io.Reader) ([]GoBench, error) {
 		return nil, ErrNoBenchmarks
 	}
 	return out, nil
+}
+
+// WriteGoBench writes the rows in the Go benchmark result format
+// (golang.org/x/perf/benchfmt), which benchstat reads: a configuration
+// header, then one line per row, or one per sample for a row that
+// summarizes rounds, named Benchmark<Section>/<name>-<nproc> with one
+// iteration and the row's value and unit. Units for which higher is better
+// (rates) are declared as such.
+func (r *Report) WriteGoBench(w io.Writer) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "goos: %s\ngoarch: %s\npkg: github.com/sendonce/sendonce/cmd/bench\ncpu: %s\n",
+		r.Machine.GOOS, r.Machine.GOARCH, r.Machine.CPU)
+	declared := map[string]bool{}
+	for _, row := range r.Rows {
+		unit := BenchName(row.Unit)
+		if strings.HasSuffix(unit, "/s") && !declared[unit] {
+			declared[unit] = true
+			fmt.Fprintf(&b, "Unit %s better=higher\n", unit)
+		}
+	}
+	for _, row := range r.Rows {
+		name := "Benchmark" + BenchName(strings.ToUpper(row.Section[:min(1, len(row.Section))])+row.Section[min(1, len(row.Section)):]) +
+			"/" + BenchName(row.Name) + fmt.Sprintf("-%d", max(1, r.Machine.NProc))
+		samples := row.Samples
+		if len(samples) == 0 {
+			samples = []float64{row.Value}
+		}
+		for _, v := range samples {
+			fmt.Fprintf(&b, "%s\t1\t%s %s\n", name, strconv.FormatFloat(v, 'g', -1, 64), BenchName(row.Unit))
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// BenchName turns a row's name or unit into a benchmark name part: no
+// spaces, no slashes between words (a slash would start a sub-benchmark),
+// only letters, digits and _ . = + - / %.
+func BenchName(s string) string {
+	s = strings.ReplaceAll(s, " / ", " per ")
+	var b strings.Builder
+	under := false
+	for _, c := range s {
+		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("_.=+-/%", c)
+		if !ok {
+			if b.Len() > 0 && !under {
+				b.WriteByte('_')
+				under = true
+			}
+			continue
+		}
+		b.WriteRune(c)
+		under = false
+	}
+	return strings.TrimRight(b.String(), "_")
 }

@@ -204,3 +204,35 @@ func TestReportRoundTripAndTables(t *testing.T) {
 		t.Errorf("text table lacks the row:\n%s", txt.String())
 	}
 }
+
+func TestWriteGoBench(t *testing.T) {
+	t.Parallel()
+	r := &benchreport.Report{Machine: benchreport.Machine{NProc: 2, CPU: "AMD EPYC", GOOS: "linux", GOARCH: "amd64"}}
+	r.Add("peer", "sendonce / Powertools, first send (median of rounds)", 1.25, "ratio", "how")
+	r.Rows[0].Samples = []float64{1.2, 1.25, 1.3}
+	r.Add("peer", "sendonce first send (median)", 812.5, "msgs/s", "how")
+	r.Add("dynamodb", "first send: DynamoDB calls", 2, "calls/msg", "how")
+	var b strings.Builder
+	if err := r.WriteGoBench(&b); err != nil {
+		t.Fatal(err)
+	}
+	want := `goos: linux
+goarch: amd64
+pkg: github.com/sendonce/sendonce/cmd/bench
+cpu: AMD EPYC
+Unit msgs/s better=higher
+BenchmarkPeer/sendonce_per_Powertools_first_send_median_of_rounds-2	1	1.2 ratio
+BenchmarkPeer/sendonce_per_Powertools_first_send_median_of_rounds-2	1	1.25 ratio
+BenchmarkPeer/sendonce_per_Powertools_first_send_median_of_rounds-2	1	1.3 ratio
+BenchmarkPeer/sendonce_first_send_median-2	1	812.5 msgs/s
+BenchmarkDynamodb/first_send_DynamoDB_calls-2	1	2 calls/msg
+`
+	if b.String() != want {
+		t.Errorf("WriteGoBench =\n%s\nwant\n%s", b.String(), want)
+	}
+	// The result lines read back as benchmark results.
+	got, err := benchreport.ParseGoBench(strings.NewReader(b.String()))
+	if err != nil || len(got) != 5 || got[3].Metrics["msgs/s"] != 812.5 || got[3].Procs != 2 {
+		t.Errorf("ParseGoBench of the output = %+v, %v", got, err)
+	}
+}

@@ -1,0 +1,132 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+)
+
+// nodeDriver is the Powertools side of the peer section: bench/peer.mjs,
+// started once and driven one JSON line per command.
+type nodeDriver struct {
+	cmd    *exec.Cmd
+	in     io.WriteCloser
+	out    *bufio.Reader
+	stderr *strings.Builder
+	mu     sync.Mutex
+}
+
+// startNode starts node on dir/peer.mjs. dir must hold the installed
+// bench package (npm ci).
+func startNode(dir string) (*nodeDriver, error) {
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@aws-lambda-powertools", "idempotency")); err != nil {
+		return nil, fmt.Errorf("%s has no node_modules/@aws-lambda-powertools/idempotency: run `npm ci --prefix %s` (make bench does)", dir, dir)
+	}
+	cmd := exec.Command("node", "peer.mjs")
+	cmd.Dir = dir
+	// The SDK must not look for real credentials or configuration files.
+	cmd.Env = append(os.Environ(), "AWS_ACCESS_KEY_ID=test", "AWS_SECRET_ACCESS_KEY=test", "AWS_REGION=us-east-1",
+		"AWS_SDK_LOAD_CONFIG=0", "AWS_CONFIG_FILE=/dev/null", "AWS_SHARED_CREDENTIALS_FILE=/dev/null")
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	d := &nodeDriver{cmd: cmd, in: in, out: bufio.NewReaderSize(out, 1<<20), stderr: &strings.Builder{}}
+	cmd.Stderr = &lockedWriter{w: d.stderr}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start node: %w", err)
+	}
+	return d, nil
+}
+
+// PID is the node process's id.
+func (d *nodeDriver) PID() int { return d.cmd.Process.Pid }
+
+// call sends one command and decodes its answer into out.
+func (d *nodeDriver) call(ctx context.Context, cmd any, out any) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	b, err := json.Marshal(cmd)
+	if err != nil {
+		return err
+	}
+	if _, err := d.in.Write(append(b, '\n')); err != nil {
+		return fmt.Errorf("node: write command: %w (stderr: %s)", err, d.stderrText())
+	}
+	type answer struct {
+		line []byte
+		err  error
+	}
+	ch := make(chan answer, 1)
+	go func() {
+		l, err := d.out.ReadBytes('\n')
+		ch <- answer{l, err}
+	}()
+	var a answer
+	select {
+	case a = <-ch:
+	case <-ctx.Done():
+		_ = d.cmd.Process.Kill()
+		return ctx.Err()
+	}
+	if a.err != nil {
+		return fmt.Errorf("node: read answer: %w (stderr: %s)", a.err, d.stderrText())
+	}
+	var status struct {
+		OK    bool   `json:"ok"`
+		Error string `json:"error"`
+	}
+	if err := json.Unmarshal(a.line, &status); err != nil {
+		return fmt.Errorf("node: answer %q: %w", truncate(string(a.line), 200), err)
+	}
+	if !status.OK {
+		return fmt.Errorf("node: %s", status.Error)
+	}
+	return json.Unmarshal(a.line, out)
+}
+
+func (d *nodeDriver) stderrText() string {
+	if w, ok := d.cmd.Stderr.(*lockedWriter); ok {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+	}
+	return truncate(strings.TrimSpace(d.stderr.String()), 500)
+}
+
+// Close ends the script (stdin closed) and waits for it.
+func (d *nodeDriver) Close() error {
+	_ = d.in.Close()
+	done := make(chan error, 1)
+	go func() { done <- d.cmd.Wait() }()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(5 * time.Second):
+		_ = d.cmd.Process.Kill()
+		return errors.New("node: did not exit; killed")
+	}
+}
+
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}

@@ -1,0 +1,602 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"math"
+	"net/url"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/sendonce/sendonce/internal/benchreport"
+	"github.com/sendonce/sendonce/internal/ledger/dynamoledger"
+	"github.com/sendonce/sendonce/internal/notify"
+	"github.com/sendonce/sendonce/internal/provider"
+	"github.com/sendonce/sendonce/internal/render"
+	"github.com/sendonce/sendonce/internal/sender"
+	"github.com/sendonce/sendonce/internal/testenv"
+)
+
+// peerConfig shapes the peer section.
+type peerConfig struct {
+	// NodeDir holds bench/peer.mjs and its installed package.
+	NodeDir string
+	// InFlight is the calls in flight on each side.
+	InFlight int
+	// Fresh is the keys of the first-send and duplicate phases;
+	// Concurrent the keys of the concurrent phase, each sent PerKey times
+	// at once; Lost the keys whose first response is lost; Large the keys
+	// of the 20 KB email phase.
+	Fresh, Concurrent, PerKey, Lost, Large int
+	// Rounds of Round each (per leg) after Warmup (per leg).
+	Rounds        int
+	Round, Warmup time.Duration
+}
+
+// countingProvider is the no-op provider of the peer workload: it counts
+// sends per key and, while lose is set, answers the first send to a key
+// with an ambiguous error after counting it, as a provider whose response
+// was lost after it accepted. It promises nothing (no idempotent sends,
+// no lookup), like the Powertools handler's call.
+type countingProvider struct {
+	mu    sync.Mutex
+	sends map[string]int
+	lose  atomic.Bool
+	phase struct{ sends, duplicates int }
+}
+
+func newCountingProvider() *countingProvider { return &countingProvider{sends: map[string]int{}} }
+
+func (p *countingProvider) Name() string                        { return "bench" }
+func (p *countingProvider) Capabilities() provider.Capabilities { return provider.Capabilities{} }
+
+func (p *countingProvider) Send(_ context.Context, m provider.Message) (provider.Receipt, error) {
+	p.mu.Lock()
+	prev := p.sends[m.Key]
+	p.sends[m.Key] = prev + 1
+	p.phase.sends++
+	if prev > 0 {
+		p.phase.duplicates++
+	}
+	p.mu.Unlock()
+	if p.lose.Load() && prev == 0 {
+		return provider.Receipt{}, &provider.Error{Kind: provider.Ambiguous, Provider: "bench", Op: "send", Reason: "response lost after the provider accepted"}
+	}
+	return provider.Receipt{MessageID: "msg-" + m.Key[len(m.Key)-12:]}, nil
+}
+
+// takePhase returns the sends and duplicate sends since the last call.
+func (p *countingProvider) takePhase() (sends, duplicates int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s, d := p.phase.sends, p.phase.duplicates
+	p.phase.sends, p.phase.duplicates = 0, 0
+	return s, d
+}
+
+func peerSender(db *dynamodb.Client, table string, p provider.Sender) (*sender.Sender, error) {
+	l, err := dynamoledger.New(db, table)
+	if err != nil {
+		return nil, err
+	}
+	return sender.New(sender.Config{
+		Ledger:          l,
+		Providers:       map[string]provider.Sender{"sms": p, "email": p},
+		Renderer:        render.MustNew(),
+		DeadLetters:     noDeadLetters{},
+		ProviderTimeout: sender.DefaultProviderTimeout,
+		ClaimTimeout:    sender.DefaultClaimTimeout,
+	})
+}
+
+// step is one pass of requests through a side.
+type step struct {
+	reqs []notify.Request
+	lose bool
+}
+
+// peerPhase is one part of the workload.
+type peerPhase struct {
+	name, how string
+	// keys is the messages the phase is about: figures are per key.
+	keys  int
+	steps []step
+	// wantSends is the sends a correct exactly-once sender makes.
+	wantSends int
+}
+
+// phaseResult is one side's figures for one phase.
+type phaseResult struct {
+	acc               accounting
+	sends, duplicates int
+	outcomes          map[string]int
+}
+
+// largeEmail is a 20 KB request: an email whose template renders a 20 KB
+// data value into the body, standing in for an HTML email.
+func largeEmail(run string, i int) notify.Request {
+	r := request(run, i)
+	r.EventID = fmt.Sprintf("evt-%s-large-%d", run, i)
+	r.Channel = notify.ChannelEmail
+	r.Recipient = notify.Recipient{ID: fmt.Sprintf("user-%d", i), Email: fmt.Sprintf("user-%d@example.com", i)}
+	r.Data = map[string]any{"order_id": fmt.Sprintf("A-%d", i), "name": strings.Repeat("<p>bench</p>", 20*1024/12)}
+	return r
+}
+
+func peerPhases(run string, cfg peerConfig) []peerPhase {
+	batch := func(tag string, n int) []notify.Request {
+		out := make([]notify.Request, n)
+		for i := range out {
+			out[i] = request(run+"-"+tag, i)
+		}
+		return out
+	}
+	fresh := batch("fresh", cfg.Fresh)
+	var conc []notify.Request
+	for _, r := range batch("conc", cfg.Concurrent) {
+		for range cfg.PerKey {
+			conc = append(conc, r)
+		}
+	}
+	lost := batch("lost", cfg.Lost)
+	large := make([]notify.Request, cfg.Large)
+	for i := range large {
+		large[i] = largeEmail(run, i)
+	}
+	return []peerPhase{
+		{name: "first send", how: fmt.Sprintf("%d fresh keys, SMS of ~40 characters", cfg.Fresh), keys: cfg.Fresh, steps: []step{{reqs: fresh}}, wantSends: cfg.Fresh},
+		{name: "duplicate", how: fmt.Sprintf("the same %d keys again, each already sent", cfg.Fresh), keys: cfg.Fresh, steps: []step{{reqs: fresh}}},
+		{name: "concurrent", how: fmt.Sprintf("%d fresh keys, %d calls of each at once (%d calls)", cfg.Concurrent, cfg.PerKey, len(conc)), keys: cfg.Concurrent, steps: []step{{reqs: conc}}, wantSends: cfg.Concurrent},
+		{name: "lost response", how: fmt.Sprintf("%d fresh keys whose first send's response is lost (the provider counts it, then the call fails), then each delivered again", cfg.Lost), keys: cfg.Lost, steps: []step{{reqs: lost, lose: true}, {reqs: lost}}, wantSends: cfg.Lost},
+		{name: "first send, 20 KB email", how: fmt.Sprintf("%d fresh keys, an email whose body is 20 KB", cfg.Large), keys: cfg.Large, steps: []step{{reqs: large}}, wantSends: cfg.Large},
+	}
+}
+
+// runGo sends reqs through s with inFlight goroutines and counts the
+// statuses.
+func runGo(ctx context.Context, s *sender.Sender, reqs []notify.Request, inFlight int) map[string]int {
+	var mu sync.Mutex
+	out := map[string]int{}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(inFlight, len(reqs)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := int(next.Add(1) - 1); i < len(reqs); i = int(next.Add(1) - 1) {
+				st := s.Process(ctx, reqs[i]).Status.String()
+				mu.Lock()
+				out[st]++
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+// nodeRun is the Node driver's answer to "run".
+type nodeRun struct {
+	Outcomes       map[string]int `json:"outcomes"`
+	Sends          int            `json:"sends"`
+	DuplicateSends int            `json:"duplicate_sends"`
+}
+
+// nodeTput is the Node driver's answer to "tput".
+type nodeTput struct {
+	N       int       `json:"n"`
+	Seconds float64   `json:"seconds"`
+	LatUS   []float64 `json:"lat_us"`
+}
+
+// leg is one timed run of one side in a throughput round.
+type leg struct {
+	n       int
+	seconds float64
+	lat     []time.Duration
+}
+
+func (l leg) rate() float64 { return float64(l.n) / l.seconds }
+
+// driveLat runs op from workers goroutines for d and keeps each call's
+// latency.
+func driveLat(ctx context.Context, workers int, d time.Duration, op func(ctx context.Context, i int64) error) (leg, error) {
+	var mu sync.Mutex
+	var lat []time.Duration
+	var next atomic.Int64
+	var firstErr error
+	var once sync.Once
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	start := time.Now()
+	deadline := start.Add(d)
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var mine []time.Duration
+			for time.Now().Before(deadline) && ctx.Err() == nil {
+				t0 := time.Now()
+				if err := op(ctx, next.Add(1)); err != nil {
+					once.Do(func() { firstErr = err; cancel() })
+					break
+				}
+				mine = append(mine, time.Since(t0))
+			}
+			mu.Lock()
+			lat = append(lat, mine...)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	if firstErr != nil {
+		return leg{}, firstErr
+	}
+	return leg{n: len(lat), seconds: time.Since(start).Seconds(), lat: lat}, nil
+}
+
+// percentile returns the p-th percentile (nearest rank) of ds.
+func percentile(ds []time.Duration, p float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	i := int(math.Ceil(p/100*float64(len(s)))) - 1
+	return s[max(0, min(i, len(s)-1))]
+}
+
+// createPlainTable creates an on-demand table keyed by the string key
+// attribute, with TTL on ttl when not empty.
+func createPlainTable(ctx context.Context, db *dynamodb.Client, purpose, key, ttl string) (string, func(), error) {
+	name := "sendonce-bench-" + purpose + "-" + testenv.RandomID()
+	if _, err := db.CreateTable(ctx, &dynamodb.CreateTableInput{
+		TableName:            aws.String(name),
+		BillingMode:          types.BillingModePayPerRequest,
+		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String(key), AttributeType: types.ScalarAttributeTypeS}},
+		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String(key), KeyType: types.KeyTypeHash}},
+	}); err != nil {
+		return "", nil, fmt.Errorf("create table %s: %w", name, err)
+	}
+	drop := func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_, _ = db.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: aws.String(name)})
+	}
+	if ttl != "" {
+		if _, err := db.UpdateTimeToLive(ctx, &dynamodb.UpdateTimeToLiveInput{
+			TableName:               aws.String(name),
+			TimeToLiveSpecification: &types.TimeToLiveSpecification{AttributeName: aws.String(ttl), Enabled: aws.Bool(true)},
+		}); err != nil {
+			drop()
+			return "", nil, fmt.Errorf("enable TTL on %s: %w", name, err)
+		}
+	}
+	return name, drop, nil
+}
+
+// rawItem is the item both raw conditional PutItem legs write (pk is set
+// per call): the size of a small idempotency record.
+func rawItem() map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{
+		"state":      &types.AttributeValueMemberS{Value: "INPROGRESS"},
+		"expires_at": &types.AttributeValueMemberN{Value: fmt.Sprint(time.Now().Add(time.Hour).Unix())},
+		"claim":      &types.AttributeValueMemberS{Value: "0123456789abcdef0123456789abcdef"},
+	}
+}
+
+// wireJSON renders an item in DynamoDB's JSON protocol (S and N only).
+func wireJSON(item map[string]types.AttributeValue) map[string]map[string]string {
+	out := map[string]map[string]string{}
+	for k, v := range item {
+		switch v := v.(type) {
+		case *types.AttributeValueMemberS:
+			out[k] = map[string]string{"S": v.Value}
+		case *types.AttributeValueMemberN:
+			out[k] = map[string]string{"N": v.Value}
+		}
+	}
+	return out
+}
+
+// measurePeer runs the same workload through sendonce's sender and
+// Powertools' idempotency utility on one DynamoDB Local: the accounting
+// phases through the cost proxy, then interleaved throughput rounds
+// straight to DynamoDB Local (docs/benchmarks.md, "Peer"). It fails when
+// either side meets a DynamoDB error or sendonce sends a message other
+// than exactly once.
+func measurePeer(ctx context.Context, endpoint string, cfg peerConfig, rep *benchreport.Report) error {
+	db := dynamoClient(endpoint)
+	soTable, dropSO, err := createTable(ctx, db, "peer")
+	if err != nil {
+		return err
+	}
+	defer dropSO()
+	// Powertools' documented table: partition key "id", TTL on "expiration".
+	ptTable, dropPT, err := createPlainTable(ctx, db, "powertools", "id", "expiration")
+	if err != nil {
+		return err
+	}
+	defer dropPT()
+	rawTable, dropRaw, err := createPlainTable(ctx, db, "raw", "pk", "")
+	if err != nil {
+		return err
+	}
+	defer dropRaw()
+
+	px, err := startCostProxy(endpoint)
+	if err != nil {
+		return err
+	}
+	defer px.Close()
+	nd, err := startNode(cfg.NodeDir)
+	if err != nil {
+		return err
+	}
+	defer nd.Close()
+	var vers struct {
+		Versions map[string]string `json:"versions"`
+	}
+	if err := nd.call(ctx, map[string]any{"cmd": "versions"}, &vers); err != nil {
+		return err
+	}
+
+	prov := newCountingProvider()
+	soAcc, err := peerSender(dynamoClient(px.URL), soTable, prov)
+	if err != nil {
+		return err
+	}
+	soDirect, err := peerSender(db, soTable, prov)
+	if err != nil {
+		return err
+	}
+	run := testenv.RandomID()
+
+	// Accounting: every phase through the cost proxy, sendonce then
+	// Powertools.
+	phases := peerPhases(run, cfg)
+	so := make([]phaseResult, len(phases))
+	pt := make([]phaseResult, len(phases))
+	for i, ph := range phases {
+		px.take(soTable)
+		r := phaseResult{outcomes: map[string]int{}}
+		for _, st := range ph.steps {
+			prov.lose.Store(st.lose)
+			for k, v := range runGo(ctx, soAcc, st.reqs, cfg.InFlight) {
+				r.outcomes[k] += v
+			}
+			prov.lose.Store(false)
+		}
+		r.sends, r.duplicates = prov.takePhase()
+		r.acc = px.take(soTable)
+		so[i] = r
+	}
+	for i, ph := range phases {
+		px.take(ptTable)
+		r := phaseResult{outcomes: map[string]int{}}
+		for _, st := range ph.steps {
+			var a nodeRun
+			if err := nd.call(ctx, map[string]any{"cmd": "run", "endpoint": px.URL, "table": ptTable, "events": st.reqs, "concurrency": cfg.InFlight, "lose": st.lose}, &a); err != nil {
+				return fmt.Errorf("powertools %s: %w", ph.name, err)
+			}
+			for k, v := range a.Outcomes {
+				r.outcomes[k] += v
+			}
+			r.sends += a.Sends
+			r.duplicates += a.DuplicateSends
+		}
+		r.acc = px.take(ptTable)
+		pt[i] = r
+	}
+	for i, ph := range phases {
+		if so[i].sends != ph.wantSends || so[i].acc.Errors > 0 {
+			return fmt.Errorf("sendonce %s: %d sends (want %d), %d errors, outcomes %v", ph.name, so[i].sends, ph.wantSends, so[i].acc.Errors, so[i].outcomes)
+		}
+		if pt[i].acc.Errors > 0 {
+			return fmt.Errorf("powertools %s: %d DynamoDB errors, outcomes %v", ph.name, pt[i].acc.Errors, pt[i].outcomes)
+		}
+	}
+
+	// Throughput: first sends of fresh keys, four legs per round in a
+	// rotating order, each against its own client's raw conditional put.
+	port := ""
+	if u, err := url.Parse(endpoint); err == nil {
+		port = u.Port()
+	}
+	dynPID := dynamoLocalPID(port)
+	watch := newCPUWatch(os.Getpid(), nd.PID(), dynPID)
+	tmpl := rawItem()
+	var seq atomic.Int64
+	goRaw := func(ctx context.Context, _ int64) error {
+		item := maps.Clone(tmpl)
+		item["pk"] = &types.AttributeValueMemberS{Value: fmt.Sprintf("go-%s-%d", run, seq.Add(1))}
+		_, err := db.PutItem(ctx, &dynamodb.PutItemInput{
+			TableName: aws.String(rawTable), Item: item,
+			ConditionExpression:      aws.String("attribute_not_exists(#pk)"),
+			ExpressionAttributeNames: map[string]string{"#pk": "pk"},
+		})
+		return err
+	}
+	goSend := func(ctx context.Context, _ int64) error {
+		res := soDirect.Process(ctx, request(run+"-tput", int(seq.Add(1))))
+		if res.Status != sender.StatusSent {
+			return fmt.Errorf("process: status %s (%s), want sent", res.Status, res.Reason)
+		}
+		return nil
+	}
+	ptEvent := request(run+"-tput-pt", 0)
+	var legN atomic.Int64
+	nodeLeg := func(kind, table string, d time.Duration) (leg, error) {
+		var t nodeTput
+		var template any = ptEvent
+		if kind == "raw" {
+			template = wireJSON(tmpl)
+		}
+		if err := nd.call(ctx, map[string]any{"cmd": "tput", "kind": kind, "endpoint": endpoint, "table": table, "template": template,
+			"prefix": fmt.Sprintf("js-%s-%d", run, legN.Add(1)), "seconds": d.Seconds(), "concurrency": cfg.InFlight}, &t); err != nil {
+			return leg{}, err
+		}
+		l := leg{n: t.N, seconds: t.Seconds}
+		for _, us := range t.LatUS {
+			l.lat = append(l.lat, time.Duration(us*1e3))
+		}
+		return l, nil
+	}
+	names := []string{"Go raw PutItem", "sendonce", "JS raw PutItem", "Powertools"}
+	legs := []func(time.Duration) (leg, error){
+		func(d time.Duration) (leg, error) { return driveLat(ctx, cfg.InFlight, d, goRaw) },
+		func(d time.Duration) (leg, error) { return driveLat(ctx, cfg.InFlight, d, goSend) },
+		func(d time.Duration) (leg, error) { return nodeLeg("raw", rawTable, d) },
+		func(d time.Duration) (leg, error) { return nodeLeg("powertools", ptTable, d) },
+	}
+	for i, f := range legs {
+		if _, err := f(cfg.Warmup); err != nil {
+			return fmt.Errorf("warm-up %s: %w", names[i], err)
+		}
+	}
+	prov.takePhase() // the warm-up's sends
+	rates := make([][]float64, len(legs))
+	lats := make([][]time.Duration, len(legs))
+	var soPT, soRaw, ptRaw, quietSoPT []float64
+	busyRounds := 0
+	// CPU used per call by the leg's own process and by DynamoDB Local.
+	var cpuOwn, cpuDyn [4]time.Duration
+	var calls [4]int
+	var busyNotes []string
+	for r := range cfg.Rounds {
+		got := make([]leg, len(legs))
+		roundBusy := false
+		for k := range legs {
+			i := (r + k) % len(legs)
+			own := os.Getpid()
+			if i >= 2 {
+				own = nd.PID()
+			}
+			ownCPU, dynCPU := ProcCPU(own), ProcCPU(dynPID)
+			watch.Begin()
+			l, err := legs[i](cfg.Round)
+			if err != nil {
+				return fmt.Errorf("round %d, %s: %w", r+1, names[i], err)
+			}
+			others, load, ok := watch.End()
+			cpuOwn[i] += ProcCPU(own) - ownCPU
+			cpuDyn[i] += ProcCPU(dynPID) - dynCPU
+			calls[i] += l.n
+			if !ok || others >= busyThreshold {
+				roundBusy = true
+				busyNotes = append(busyNotes, fmt.Sprintf("round %d %s: other processes %.2f cores (load %.1f)", r+1, names[i], others, load))
+			}
+			got[i] = l
+			rates[i] = append(rates[i], l.rate())
+			lats[i] = append(lats[i], l.lat...)
+		}
+		if roundBusy {
+			busyRounds++
+		}
+		soPT = append(soPT, got[1].rate()/got[3].rate())
+		soRaw = append(soRaw, got[1].rate()/got[0].rate())
+		ptRaw = append(ptRaw, got[3].rate()/got[2].rate())
+		if !roundBusy {
+			quietSoPT = append(quietSoPT, got[1].rate()/got[3].rate())
+		}
+	}
+	if _, dups := prov.takePhase(); dups > 0 {
+		return fmt.Errorf("sendonce sent %d fresh keys twice during the throughput rounds", dups)
+	}
+
+	// Report.
+	how := fmt.Sprintf("%d calls in flight per side; %s warm-up per leg, then %d rounds of 4 interleaved %s legs (Go raw PutItem, sendonce, JS raw PutItem, Powertools; order rotated each round) on one DynamoDB Local, first sends of fresh keys; sendonce = sender.Process over dynamoledger with a no-op counting provider; Powertools = makeIdempotent + DynamoDBPersistenceLayer (%s, Node %s)",
+		cfg.InFlight, cfg.Warmup, cfg.Rounds, cfg.Round, vers.Versions["@aws-lambda-powertools/idempotency"], vers.Versions["node"])
+	add := func(name string, v float64, unit, how string, samples []float64) {
+		rep.Add("peer", name, v, unit, how)
+		rep.Rows[len(rep.Rows)-1].Samples = samples
+	}
+	add("sendonce first send (median)", benchreport.Median(rates[1]), "msgs/s", how, rates[1])
+	add("Powertools first send (median)", benchreport.Median(rates[3]), "msgs/s", "the same rounds", rates[3])
+	add("sendonce / Powertools, first send (median of rounds)", benchreport.Median(soPT), "ratio", "per round, sendonce's rate over Powertools' in the same round", soPT)
+	if len(quietSoPT) > 0 && len(quietSoPT) < len(soPT) {
+		add("sendonce / Powertools, quiet rounds only (median)", benchreport.Median(quietSoPT), "ratio", fmt.Sprintf("the %d rounds in which no leg was flagged busy", len(quietSoPT)), quietSoPT)
+	}
+	add("sendonce / Go raw conditional PutItem (median of rounds)", benchreport.Median(soRaw), "ratio", "per round; the raw leg puts a 3-attribute item with attribute_not_exists into a key-only table through the same Go client", soRaw)
+	add("Powertools / JS raw conditional PutItem (median of rounds)", benchreport.Median(ptRaw), "ratio", "per round; the same item, table and condition through the JS SDK v3 client Powertools uses", ptRaw)
+	add("Go raw conditional PutItem (median)", benchreport.Median(rates[0]), "writes/s", "context only: DynamoDB Local's speed here", rates[0])
+	add("JS raw conditional PutItem (median)", benchreport.Median(rates[2]), "writes/s", "context only", rates[2])
+	p99 := func(i int) float64 { return float64(percentile(lats[i], 99)) / float64(time.Millisecond) }
+	rep.Add("peer", "sendonce p99 first send / p99 Go raw put", p99(1)/p99(0), "ratio",
+		fmt.Sprintf("p99 over every call of every round: sendonce %.1f ms, Go raw put %.1f ms (p50 %.1f / %.1f ms)", p99(1), p99(0),
+			float64(percentile(lats[1], 50))/1e6, float64(percentile(lats[0], 50))/1e6))
+	rep.Add("peer", "Powertools p99 first send / p99 JS raw put", p99(3)/p99(2), "ratio",
+		fmt.Sprintf("p99 over every call of every round: Powertools %.1f ms, JS raw put %.1f ms (p50 %.1f / %.1f ms)", p99(3), p99(2),
+			float64(percentile(lats[3], 50))/1e6, float64(percentile(lats[2], 50))/1e6))
+	perCall := func(d time.Duration, i int) float64 {
+		return float64(d) / float64(time.Millisecond) / float64(max(1, calls[i]))
+	}
+	rep.Add("peer", "client CPU per first send, sendonce / Powertools", perCall(cpuOwn[1], 1)/perCall(cpuOwn[3], 3), "ratio",
+		fmt.Sprintf("CPU time of the leg's own process over its calls, every round (/proc/<pid>/stat): sendonce %.2f ms (Go raw put %.2f ms), Powertools %.2f ms (JS raw put %.2f ms); on a busy machine a process's share of the cores, not its CPU per call, is what load changes",
+			perCall(cpuOwn[1], 1), perCall(cpuOwn[0], 0), perCall(cpuOwn[3], 3), perCall(cpuOwn[2], 2)))
+	rep.Add("peer", "DynamoDB Local CPU per first send, sendonce / Powertools", perCall(cpuDyn[1], 1)/perCall(cpuDyn[3], 3), "ratio",
+		fmt.Sprintf("DynamoDB Local's CPU time during each leg over its calls: sendonce %.2f ms, Powertools %.2f ms, Go raw put %.2f ms, JS raw put %.2f ms",
+			perCall(cpuDyn[1], 1), perCall(cpuDyn[3], 3), perCall(cpuDyn[0], 0), perCall(cpuDyn[2], 2)))
+	rep.Add("peer", "rounds with another process busy", float64(busyRounds), "rounds",
+		fmt.Sprintf("of %d: a round is flagged when, during any of its legs, processes other than cmd/bench, its Node driver and DynamoDB Local (pid %d) used %.1f core or more on average (/proc/stat)", cfg.Rounds, dynPID, busyThreshold))
+	if len(busyNotes) > 0 {
+		rep.Note("Peer rounds flagged busy (%d of %d): %s.", busyRounds, cfg.Rounds, strings.Join(busyNotes, "; "))
+	}
+
+	for i, ph := range phases {
+		for _, side := range []struct {
+			name string
+			r    phaseResult
+		}{{"sendonce", so[i]}, {"Powertools", pt[i]}} {
+			addAccounting(rep, side.name, ph, side.r)
+		}
+	}
+	if b := px.conditionalFailureBody(); b != "" && !strings.Contains(b, "ConsumedCapacity") {
+		rep.Note("DynamoDB Local answers a failed conditional write with no ConsumedCapacity (body seen: %s), so its reported units leave those writes out; the real-DynamoDB figures charge them (1 unit per started KB of the item, 1 where no item exists).", truncate(compactJSON(b), 120))
+	}
+	return nil
+}
+
+// addAccounting adds one side's rows for one phase.
+func addAccounting(rep *benchreport.Report, side string, ph peerPhase, r phaseResult) {
+	n := float64(ph.keys)
+	a := r.acc
+	prefix := side + ", " + ph.name + ": "
+	ops := slices.Sorted(maps.Keys(a.Calls))
+	var parts []string
+	for _, op := range ops {
+		parts = append(parts, fmt.Sprintf("%s %d", op, a.Calls[op]))
+	}
+	outs := slices.Sorted(maps.Keys(r.outcomes))
+	var oparts []string
+	for _, o := range outs {
+		oparts = append(oparts, fmt.Sprintf("%s %d", o, r.outcomes[o]))
+	}
+	rep.Add("peer", prefix+"DynamoDB calls", float64(a.calls())/n, "calls/msg",
+		fmt.Sprintf("%s; through the cost proxy: %s; %d conditional failures; %s read units reported; outcomes: %s",
+			ph.how, strings.Join(parts, ", "), a.ConditionFailed, benchreport.FormatValue(a.ReportedRCU), strings.Join(oparts, ", ")))
+	rep.Add("peer", prefix+"write units, DynamoDB Local", a.ReportedWCU/n, "WCU/msg",
+		fmt.Sprintf("ReturnConsumedCapacity=INDEXES as DynamoDB Local reports it (index part %s); failed conditional writes report none", benchreport.FormatValue(a.ReportedIndexWCU/n)))
+	rep.Add("peer", prefix+"write units, real DynamoDB", float64(a.TableWCU+a.IndexWCU)/n, "WCU/msg",
+		fmt.Sprintf("from item sizes (package ddbcost): table %s + index %s per msg; %s index entries written or removed per msg%s",
+			benchreport.FormatValue(float64(a.TableWCU)/n), benchreport.FormatValue(float64(a.IndexWCU)/n), benchreport.FormatValue(float64(a.IndexWrites)/n), largest(a.MaxItem)))
+	rep.Add("peer", prefix+"duplicate sends", float64(r.duplicates), "sends",
+		fmt.Sprintf("sends to a key that had been sent before, over the phase's %d keys (%d sends in all)", ph.keys, r.sends))
+}
+
+func largest(size int) string {
+	if size == 0 {
+		return "; no item written"
+	}
+	return fmt.Sprintf("; largest item written %d bytes", size)
+}

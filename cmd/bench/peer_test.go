@@ -1,0 +1,303 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"runtime"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/sendonce/sendonce/internal/benchreport"
+	"github.com/sendonce/sendonce/internal/benchreport/ddbcost"
+	"github.com/sendonce/sendonce/internal/provider"
+	"github.com/sendonce/sendonce/internal/sender"
+	"github.com/sendonce/sendonce/internal/tableschema"
+	"github.com/sendonce/sendonce/internal/testenv"
+)
+
+// TestCostProxy drives writes through the proxy to DynamoDB Local and
+// checks its accounting against the rules applied by hand to the items
+// written.
+func TestCostProxy(t *testing.T) {
+	t.Parallel()
+	ep := testenv.DynamoDBEndpoint(t)
+	direct := testenv.DynamoDB(t)
+	table := testenv.NewTable(t, direct)
+	px, err := startCostProxy(ep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(px.Close)
+	db := dynamoClient(px.URL)
+	ctx := context.Background()
+	s := func(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
+	key := map[string]types.AttributeValue{tableschema.PartitionKey: s("v1_costproxy")}
+	// 1500 bytes, in the attention index (ALL projection): 2 units on the
+	// table, 2 on the index.
+	item := map[string]types.AttributeValue{
+		tableschema.PartitionKey: s("v1_costproxy"),
+		tableschema.AttentionPK:  s("attn#01"),
+		tableschema.AttentionSK:  s("2026-12-01T00:00:00Z"),
+	}
+	item["pad"] = s(strings.Repeat("x", 1500-ddbcost.ItemSize(item)-3))
+	if got := ddbcost.ItemSize(item); got != 1500 {
+		t.Fatalf("item size %d, want 1500", got)
+	}
+	cond := &dynamodb.PutItemInput{
+		TableName: aws.String(table), Item: item,
+		ConditionExpression:      aws.String("attribute_not_exists(#pk)"),
+		ExpressionAttributeNames: map[string]string{"#pk": tableschema.PartitionKey},
+	}
+	if _, err := db.PutItem(ctx, cond); err != nil {
+		t.Fatalf("put: %v", err)
+	}
+	a := px.take(table)
+	if a.Calls["PutItem"] != 1 || a.TableWCU != 2 || a.IndexWCU != 2 || a.IndexWrites != 1 || a.MaxItem != 1500 {
+		t.Errorf("put: %+v; want 1 PutItem, table 2, index 2 (1 entry), item 1500 bytes", a)
+	}
+	if a.ReportedWCU == 0 {
+		t.Errorf("put: DynamoDB Local reported no capacity; the proxy must ask for it")
+	}
+
+	// The same conditional put fails: charged by the larger item (1500 B).
+	var ccf *types.ConditionalCheckFailedException
+	if _, err := db.PutItem(ctx, cond); !errors.As(err, &ccf) {
+		t.Fatalf("second put: %v, want a conditional check failure", err)
+	}
+	if a := px.take(table); a.ConditionFailed != 1 || a.TableWCU != 2 || a.IndexWCU != 0 || a.Errors != 0 {
+		t.Errorf("failed put: %+v; want 1 conditional failure, table 2, no index", a)
+	}
+
+	// Leaving the index and shrinking: the larger image (1500 B) on the
+	// table, the removed entry (1500 B) on the index.
+	if _, err := db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: aws.String(table), Key: key,
+		UpdateExpression:         aws.String("REMOVE #a, #b, #p"),
+		ExpressionAttributeNames: map[string]string{"#a": tableschema.AttentionPK, "#b": tableschema.AttentionSK, "#p": "pad"},
+	}); err != nil {
+		t.Fatalf("update: %v", err)
+	}
+	if a := px.take(table); a.Calls["UpdateItem"] != 1 || a.TableWCU != 2 || a.IndexWCU != 2 || a.IndexWrites != 1 {
+		t.Errorf("update: %+v; want table 2, index 2 (1 entry removed)", a)
+	}
+
+	// Deleting the 14-byte remainder: 1 unit, nothing in the index.
+	if _, err := db.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(table), Key: key}); err != nil {
+		t.Fatalf("delete: %v", err)
+	}
+	if a := px.take(table); a.Calls["DeleteItem"] != 1 || a.TableWCU != 1 || a.IndexWCU != 0 {
+		t.Errorf("delete: %+v; want table 1, no index", a)
+	}
+	// A read through the proxy is counted, its images are not.
+	if _, err := db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(table), Key: key}); err != nil {
+		t.Fatalf("get: %v", err)
+	}
+	if a := px.take(table); a.calls() != 1 || a.Calls["GetItem"] != 1 {
+		t.Errorf("get: calls %v, want GetItem 1 only", a.Calls)
+	}
+}
+
+func TestWireValue(t *testing.T) {
+	t.Parallel()
+	var m map[string]wireValue
+	in := `{"s":{"S":"a"},"n":{"N":"12"},"b":{"B":"AQID"},"t":{"BOOL":true},"z":{"NULL":true},
+		"l":{"L":[{"S":"x"},{"N":"1"}]},"m":{"M":{"k":{"S":"v"}}},"ss":{"SS":["p","q"]}}`
+	if err := json.Unmarshal([]byte(in), &m); err != nil {
+		t.Fatal(err)
+	}
+	item := wireItem(m)
+	// s 1+1, n 1+2, b 1+3, t 1+1, z 1+1, l 1+3+(1+1)+(1+2), m 1+3+(1+1+1), ss 2+1+1
+	if got, want := ddbcost.ItemSize(item), 2+3+4+2+2+(4+2+3)+(4+3)+4; got != want {
+		t.Errorf("size of the decoded item = %d, want %d (%v)", got, want, item)
+	}
+	if b, ok := item["b"].(*types.AttributeValueMemberB); !ok || string(b.Value) != "\x01\x02\x03" {
+		t.Errorf("binary = %#v, want the base64-decoded bytes", item["b"])
+	}
+}
+
+func TestWithCapacity(t *testing.T) {
+	t.Parallel()
+	got := withCapacity([]byte(`{"TableName":"t","ReturnConsumedCapacity":"NONE"}`))
+	var m map[string]string
+	if err := json.Unmarshal(got, &m); err != nil || m["ReturnConsumedCapacity"] != "INDEXES" || m["TableName"] != "t" {
+		t.Errorf("withCapacity = %s, want INDEXES and the rest kept", got)
+	}
+	if got := withCapacity([]byte("not json")); string(got) != "not json" {
+		t.Errorf("withCapacity(not json) = %q, want it unchanged", got)
+	}
+}
+
+func TestKeyLocks(t *testing.T) {
+	t.Parallel()
+	var l keyLocks
+	unlock := l.lock("a")
+	done := make(chan struct{})
+	go func() {
+		u := l.lock("a")
+		u()
+		close(done)
+	}()
+	select {
+	case <-done:
+		t.Fatal("a second lock of the same name did not wait")
+	case <-time.After(20 * time.Millisecond):
+	}
+	l.lock("b")() // another name does not wait
+	unlock()
+	<-done
+	if len(l.m) != 0 {
+		t.Errorf("locks left behind: %v", l.m)
+	}
+}
+
+func TestCountingProvider(t *testing.T) {
+	t.Parallel()
+	p := newCountingProvider()
+	ctx := context.Background()
+	m := provider.Message{Key: "v1_0123456789abcdef"}
+	p.lose.Store(true)
+	if _, err := p.Send(ctx, m); provider.KindOf(err) != provider.Ambiguous {
+		t.Errorf("first send while losing: %v, want an ambiguous error", err)
+	}
+	if _, err := p.Send(ctx, m); err != nil {
+		t.Errorf("second send while losing: %v, want only the first response lost", err)
+	}
+	p.lose.Store(false)
+	if _, err := p.Send(ctx, provider.Message{Key: "v1_fedcba9876543210"}); err != nil {
+		t.Errorf("send: %v", err)
+	}
+	if s, d := p.takePhase(); s != 3 || d != 1 {
+		t.Errorf("takePhase = %d sends, %d duplicates; want 3, 1", s, d)
+	}
+	if s, d := p.takePhase(); s != 0 || d != 0 {
+		t.Errorf("takePhase after take = %d, %d; want 0, 0", s, d)
+	}
+}
+
+func TestPercentile(t *testing.T) {
+	t.Parallel()
+	var ds []time.Duration
+	for i := 100; i >= 1; i-- {
+		ds = append(ds, time.Duration(i)*time.Millisecond)
+	}
+	if got := percentile(ds, 99); got != 99*time.Millisecond {
+		t.Errorf("p99 = %s, want 99ms", got)
+	}
+	if got := percentile(ds, 50); got != 50*time.Millisecond {
+		t.Errorf("p50 = %s, want 50ms", got)
+	}
+	if got := percentile(nil, 99); got != 0 {
+		t.Errorf("p99 of none = %s, want 0", got)
+	}
+}
+
+func TestParseProcStat(t *testing.T) {
+	t.Parallel()
+	// user nice system idle iowait irq softirq steal guest guest_nice
+	busy, all := parseProcStat([]byte("cpu  100 5 50 1000 20 3 2 1 40 0\ncpu0 1 2 3 4\n"))
+	if busy != 100+5+50+3+2+1 || all != 100+5+50+1000+20+3+2+1 {
+		t.Errorf("parseProcStat = %d, %d; want 161 busy of 1181", busy, all)
+	}
+	if b, a := parseProcStat([]byte("intr 1 2 3\n")); b != 0 || a != 0 {
+		t.Errorf("parseProcStat(no cpu line) = %d, %d; want 0, 0", b, a)
+	}
+}
+
+func TestParsePidStat(t *testing.T) {
+	t.Parallel()
+	line := "4242 (node (x)) S 1 4242 4242 0 -1 4194304 100 0 0 0 77 23 0 0 20 0 11 0 500 1000 200"
+	if got, err := parsePidStat([]byte(line)); err != nil || got != 100 {
+		t.Errorf("parsePidStat = %d, %v; want 77 + 23", got, err)
+	}
+	if _, err := parsePidStat([]byte("4242 (x) S 1")); err == nil {
+		t.Errorf("parsePidStat(short) gave no error")
+	}
+}
+
+func TestCPUWatchSelf(t *testing.T) {
+	t.Parallel()
+	w := newCPUWatch(0, 0) // no process of ours: everything is "other"
+	w.Begin()
+	deadline := time.Now().Add(100 * time.Millisecond)
+	for time.Now().Before(deadline) {
+	}
+	others, _, ok := w.End()
+	if !ok || others < 0.2 {
+		t.Errorf("End = %.2f cores (ok %v) while this test spun a core; want at least 0.2", others, ok)
+	}
+}
+
+// BenchmarkPeerSender is the sendonce side of the peer section's first
+// sends, for a CPU profile of the sender path (docs/benchmarks.md):
+// sender.Process of fresh keys over dynamoledger on DynamoDB Local with the
+// counting no-op provider, 16 goroutines.
+//
+//	scripts/local-aws.sh run go test -run '^$' -bench BenchmarkPeerSender -cpuprofile cpu.out ./cmd/bench
+func BenchmarkPeerSender(b *testing.B) {
+	db := testenv.DynamoDB(b)
+	table := testenv.NewTable(b, db)
+	s, err := peerSender(db, table, newCountingProvider())
+	if err != nil {
+		b.Fatal(err)
+	}
+	run := testenv.RandomID()
+	var seq atomic.Int64
+	ctx := context.Background()
+	b.SetParallelism(max(1, 16/runtime.GOMAXPROCS(0)))
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if res := s.Process(ctx, request(run, int(seq.Add(1)))); res.Status != sender.StatusSent {
+				b.Errorf("process: %s (%s), want sent", res.Status, res.Reason)
+				return
+			}
+		}
+	})
+}
+
+// TestMeasurePeer runs a small peer section end to end (Node driver, cost
+// proxy, both sides, throughput rounds) and checks what must hold whatever
+// the ledger writes. It needs bench/'s Node package (make test installs
+// it).
+func TestMeasurePeer(t *testing.T) {
+	t.Parallel()
+	rep := &benchreport.Report{}
+	cfg := peerConfig{NodeDir: "../../bench", InFlight: 4, Fresh: 6, Concurrent: 3, PerKey: 4, Lost: 2, Large: 1,
+		Rounds: 2, Round: 150 * time.Millisecond, Warmup: 100 * time.Millisecond}
+	if err := measurePeer(context.Background(), testenv.DynamoDBEndpoint(t), cfg, rep); err != nil {
+		t.Fatalf("measurePeer: %v", err)
+	}
+	want := map[string]float64{
+		"Powertools, first send: DynamoDB calls":             2,
+		"Powertools, first send: write units, real DynamoDB": 2,
+		"Powertools, duplicate: write units, real DynamoDB":  1,
+		"Powertools, duplicate: write units, DynamoDB Local": 0,
+		"sendonce, duplicate: write units, real DynamoDB":    1,
+		"Powertools, lost response: duplicate sends":         float64(cfg.Lost),
+	}
+	for _, ph := range []string{"first send", "duplicate", "concurrent", "lost response", "first send, 20 KB email"} {
+		want["sendonce, "+ph+": duplicate sends"] = 0
+	}
+	for name, v := range want {
+		if row, ok := rep.Find("peer", name); !ok || row.Value != v {
+			t.Errorf("%s = %v (found %v), want %v", name, row.Value, ok, v)
+		}
+	}
+	for _, name := range []string{"sendonce first send (median)", "Powertools first send (median)", "sendonce / Powertools, first send (median of rounds)",
+		"sendonce p99 first send / p99 Go raw put", "Powertools p99 first send / p99 JS raw put"} {
+		if row, ok := rep.Find("peer", name); !ok || !(row.Value > 0) {
+			t.Errorf("%s = %v (found %v), want a positive figure", name, row.Value, ok)
+		}
+	}
+	if row, _ := rep.Find("peer", "sendonce first send (median)"); len(row.Samples) != cfg.Rounds {
+		t.Errorf("sendonce first send has %d samples, want one per round (%d)", len(row.Samples), cfg.Rounds)
+	}
+}
