@@ -18,10 +18,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/sendonce/sendonce/internal/benchreport"
+	"github.com/sendonce/sendonce/internal/decide"
 	"github.com/sendonce/sendonce/internal/ledger/dynamoledger"
 	"github.com/sendonce/sendonce/internal/notify"
 	"github.com/sendonce/sendonce/internal/provider"
-	"github.com/sendonce/sendonce/internal/render"
 	"github.com/sendonce/sendonce/internal/sender"
 	"github.com/sendonce/sendonce/internal/testenv"
 )
@@ -91,9 +91,9 @@ func peerSender(db *dynamodb.Client, table string, p provider.Sender) (*sender.S
 	return sender.New(sender.Config{
 		Ledger:          l,
 		Providers:       map[string]provider.Sender{"sms": p, "email": p},
-		Renderer:        render.MustNew(),
+		Renderer:        benchRenderer,
 		DeadLetters:     noDeadLetters{},
-		ProviderTimeout: sender.DefaultProviderTimeout,
+		ProviderTimeout: decide.DefaultProviderTimeout,
 		ClaimTimeout:    sender.DefaultClaimTimeout,
 	})
 }
