@@ -110,6 +110,9 @@ type Entry struct {
 	// not final.
 	Subject string
 	Body    string
+	// EventID is the producer's id of the business event; Claim writes it
+	// once, for the event lookup (Admin.ByEvent).
+	EventID string
 }
 
 // Record is one ledger row as stored.
@@ -136,6 +139,12 @@ type Record struct {
 	DeliveryStatus string
 	DeliveryRank   int
 	DeliveryAt     time.Time
+	// The audit of a hand-made settlement (Admin.Resolve): who, when, why,
+	// and the state the row was in. Empty unless the row was resolved.
+	ResolvedBy     string
+	ResolvedAt     time.Time
+	ResolvedReason string
+	ResolvedFrom   State
 }
 
 // Stale reports whether r is PENDING and its lease has passed at now.

@@ -186,6 +186,7 @@ func (s *Sender) Process(ctx context.Context, req notify.Request) Result {
 		Template:    req.Template,
 		RecipientID: req.Recipient.ID,
 		Address:     req.Address(),
+		EventID:     req.EventID,
 	}
 	var unservable string
 	if !ok {

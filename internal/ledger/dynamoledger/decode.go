@@ -33,6 +33,7 @@ func decode(item map[string]types.AttributeValue) (ledger.Record, error) {
 	r.ProviderMessageID = sAttr(item, attrProviderMsg)
 	r.Reason = sAttr(item, attrReason)
 	r.DeliveryStatus = sAttr(item, attrDlvStatus)
+	decodeAdmin(item, &r) // event id and resolution audit (admin.go)
 	if b, ok := item[attrReleased].(*types.AttributeValueMemberBOOL); ok {
 		r.Released = b.Value
 	}
@@ -51,7 +52,7 @@ func decode(item map[string]types.AttributeValue) (ledger.Record, error) {
 		t    *time.Time
 	}{
 		{attrLeaseUntil, &r.LeaseUntil}, {attrAttemptedAt, &r.AttemptedAt}, {attrCreatedAt, &r.CreatedAt},
-		{attrUpdatedAt, &r.UpdatedAt}, {attrDlvAt, &r.DeliveryAt},
+		{attrUpdatedAt, &r.UpdatedAt}, {attrDlvAt, &r.DeliveryAt}, {attrResolvedAt, &r.ResolvedAt},
 	} {
 		if _, ok := item[f.name]; !ok {
 			continue
