@@ -218,4 +218,6 @@ func FuzzFlush(f *testing.F) {
 	})
 }
 
-func utf8Invalid(s string) bool { return !json.Valid([]byte(fmt.Sprintf("%q", s))) || strings.ContainsAny(s, "\x00") }
+func utf8Invalid(s string) bool {
+	return !json.Valid([]byte(fmt.Sprintf("%q", s))) || strings.ContainsAny(s, "\x00")
+}
