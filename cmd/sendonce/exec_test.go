@@ -48,7 +48,7 @@ func TestBinary(t *testing.T) {
 		{"Key", []string{"key"}, nil, sampleRequest, 0, sampleKey + "\n", ""},
 		{"KeyInvalid", []string{"key"}, nil, `{"tenant_id":"acme"}`, 1, "", "invalid request: event_id: is required"},
 		{"InspectNoTable", []string{"inspect", sampleKey}, nil, "", 2, "", "no table"},
-		{"NoRegion", []string{"inspect", sampleKey}, []string{"SENDONCE_TABLE=t", "AWS_CONFIG_FILE=/dev/null", "AWS_SHARED_CREDENTIALS_FILE=/dev/null"}, "", 1, "", "no AWS region: set AWS_REGION"},
+		{"NoRegion", []string{"inspect", sampleKey}, []string{"SENDONCE_TABLE=t", "AWS_CONFIG_FILE=/dev/null", "AWS_SHARED_CREDENTIALS_FILE=/dev/null"}, "", 1, "", "no AWS region: pass --region or set AWS_REGION"},
 		{"CreateTablesFromEnvironment", []string{"create-tables"}, append(local, "SENDONCE_TABLE="+table), "", 0, "", "created table " + table},
 		{"InspectUnknownFromEnvironment", []string{"inspect", sampleKey}, append(local, "SENDONCE_TABLE="+table), "", 1, "", "no ledger row"},
 	}
