@@ -33,7 +33,9 @@ func TestEventIndexCost(t *testing.T) {
 	if _, err := c.CreateTable(t.Context(), in); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _, _ = c.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: in.TableName}) })
+	t.Cleanup(func() {
+		_, _ = c.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: in.TableName})
+	})
 
 	cost := func(table string, final ledger.State) map[string]float64 {
 		var mu sync.Mutex
