@@ -6,7 +6,7 @@ import (
 	"strings"
 )
 
-// The key of the request in CONTRACTS §2's test vector. key needs no AWS
+// The key of the request in the key's published test vector. key needs no AWS
 // access; the address and data are not part of the key.
 func Example_key() {
 	req := `{"tenant_id":"acme","event_id":"evt_01J9Z3","channel":"sms","template":"order_shipped",

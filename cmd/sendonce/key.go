@@ -14,7 +14,7 @@ var keyCmd = &command{
 	synopsis: "key < request.json",
 	summary:  "print the idempotency key of a notification request",
 	help: `
-Reads one notification request (CONTRACTS §1, the SQS message body) on stdin,
+Reads one notification request (the SQS message body) on stdin,
 validates it exactly as the sender does, and prints its idempotency key
 (v1_ and 64 hex digits) alone on stdout. It needs no AWS access.
 

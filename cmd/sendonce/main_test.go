@@ -18,7 +18,7 @@ import (
 	"github.com/sendonce/sendonce/internal/tableschema"
 )
 
-// sampleRequest is the request of CONTRACTS §2's test vector.
+// sampleRequest is the request of the key's published test vector (docs).
 const (
 	sampleRequest = `{"tenant_id":"acme","event_id":"evt_01J9Z3","channel":"sms","template":"order_shipped",
 		"recipient":{"id":"user-42","phone":"+15551234567"},"data":{"order_id":"A-1001"}}`
