@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -21,10 +20,7 @@ import (
 // standard AWS variables are covered too.
 func TestBinary(t *testing.T) {
 	t.Parallel()
-	bin := filepath.Join(t.TempDir(), "sendonce")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := binary(t)
 	db := testenv.DynamoDB(t)
 	table := "sendonce-cli-" + testenv.RandomID()
 	dropLater(t, db, table)
@@ -43,6 +39,7 @@ func TestBinary(t *testing.T) {
 		wantStderr string // contained
 	}{
 		{"Help", []string{"help"}, nil, "", 0, "", ""},
+		{"Version", []string{"--version"}, nil, "", 0, "", ""},
 		{"NoCommand", nil, nil, "", 2, "", "no command given"},
 		{"UnknownFlag", []string{"key", "--json"}, nil, "", 2, "", "flag provided but not defined"},
 		{"Key", []string{"key"}, nil, sampleRequest, 0, sampleKey + "\n", ""},

@@ -120,6 +120,10 @@ func TestFind(t *testing.T) {
 		if r.code != 0 || r.stdout != want.stdout || !strings.Contains(r.stdout, `"state": "SENT"`) {
 			t.Errorf("find = %d %q %q; want inspect's output %q", r.code, r.stdout, r.stderr, want.stdout)
 		}
+		tab := b.run(t, "find", "--tenant", "acme", "--event", "evt-find", "--recipient", "user-1", "--channel", "sms", "--template", "order_shipped", "--output", "table")
+		if tab.code != 0 || !strings.Contains(tab.stdout, "state:") || !strings.Contains(tab.stdout, "SENT") || strings.Contains(tab.stdout, "{") {
+			t.Errorf("find --output table = %q, want field: value lines", tab.stdout)
+		}
 	})
 	t.Run("WholeEvent", func(t *testing.T) {
 		r := b.run(t, "find", "--tenant", "acme", "--event", "evt-find")
