@@ -185,7 +185,7 @@ func TestList(t *testing.T) {
 	p1 := s.row(entry("acme", "p1", "r", "sms"), base, time.Minute, ledger.StatePending, "")
 	p2 := s.row(entry("acme", "p2", "r", "sms"), now, time.Hour, ledger.StatePending, "")
 	a1 := s.row(entry("acme", "a1", "r", "sms"), base.Add(30*time.Minute), time.Minute, ledger.StateAbandoned, "policy: marketing")
-	a2 := s.row(entry("acme", "a2", "r", "sms"), base.Add(31*time.Minute), time.Minute, ledger.StateAbandoned, "attempt limit")
+	a2 := s.row(entry("acme", "a2", "r", "sms"), base.Add(45*time.Minute), time.Minute, ledger.StateAbandoned, "attempt limit")
 	f1 := s.row(entry("acme", "f1", "r", "sms"), base, time.Minute, ledger.StateFailed, "rejected")
 	f2 := s.row(entry("acme", "f2", "r", "sms"), base.Add(time.Minute), time.Minute, ledger.StateFailed, "rejected")
 	s.row(entry("acme", "s1", "r", "sms"), base, time.Minute, ledger.StateSent, "")
@@ -203,7 +203,7 @@ func TestList(t *testing.T) {
 		{"Pending", []string{"--state", "pending"}, []ledger.Entry{p1, p2}},
 		{"PendingStale", []string{"--state", "pending", "--older-than", "1s"}, []ledger.Entry{p1}},
 		{"Abandoned", []string{"--state", "abandoned"}, []ledger.Entry{a1, a2}},
-		{"AbandonedOlder", []string{"--state", "abandoned", "--older-than", "89m30s"}, []ledger.Entry{a1}},
+		{"AbandonedOlder", []string{"--state", "abandoned", "--older-than", "85m"}, []ledger.Entry{a1}}, // ages 90m and 75m
 		{"Failed", []string{"--state", "failed"}, []ledger.Entry{f1, f2}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
