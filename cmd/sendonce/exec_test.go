@@ -48,6 +48,9 @@ func TestBinary(t *testing.T) {
 		{"NoRegion", []string{"inspect", sampleKey}, []string{"SENDONCE_TABLE=t", "AWS_CONFIG_FILE=/dev/null", "AWS_SHARED_CREDENTIALS_FILE=/dev/null"}, "", 1, "", "no AWS region: pass --region or set AWS_REGION"},
 		{"CreateTablesFromEnvironment", []string{"create-tables"}, append(local, "SENDONCE_TABLE="+table), "", 0, "", "created table " + table},
 		{"InspectUnknownFromEnvironment", []string{"inspect", sampleKey}, append(local, "SENDONCE_TABLE="+table), "", 1, "", "no ledger row"},
+		{"InspectWithFlags", []string{"inspect", sampleKey, "--region", testenv.Region, "--endpoint-url", testenv.DynamoDBEndpoint(t), "--table", table},
+			[]string{"AWS_ACCESS_KEY_ID=test", "AWS_SECRET_ACCESS_KEY=test", "AWS_CONFIG_FILE=/dev/null", "AWS_SHARED_CREDENTIALS_FILE=/dev/null"}, "", 1, "", "no ledger row"},
+		{"BadOutput", []string{"inspect", sampleKey, "--output", "yaml"}, nil, "", 2, "", `--output "yaml": want json or table`},
 	}
 	for _, tt := range tests { // in order: create-tables precedes inspect
 		t.Run(tt.name, func(t *testing.T) {
