@@ -99,10 +99,13 @@ func TestCreateTables(t *testing.T) {
 	if len(d.KeySchema) != 1 || aws.ToString(d.KeySchema[0].AttributeName) != tableschema.PartitionKey || d.KeySchema[0].KeyType != types.KeyTypeHash {
 		t.Errorf("key schema = %+v, want pk HASH alone", d.KeySchema)
 	}
-	if len(d.GlobalSecondaryIndexes) != 1 {
-		t.Fatalf("%d global secondary indexes, want 1", len(d.GlobalSecondaryIndexes))
+	if len(d.GlobalSecondaryIndexes) != 2 {
+		t.Fatalf("%d global secondary indexes, want 2", len(d.GlobalSecondaryIndexes))
 	}
 	g := d.GlobalSecondaryIndexes[0]
+	if aws.ToString(g.IndexName) != tableschema.AttentionIndex {
+		g = d.GlobalSecondaryIndexes[1]
+	}
 	if aws.ToString(g.IndexName) != tableschema.AttentionIndex {
 		t.Errorf("index name = %q, want %q", aws.ToString(g.IndexName), tableschema.AttentionIndex)
 	}
@@ -165,10 +168,16 @@ func TestCreateTablesExisting(t *testing.T) {
 			in.AttributeDefinitions[0].AttributeType = types.ScalarAttributeTypeN
 			mustCreate(t, db, in)
 		}, exitError, "exists with a different schema, left unchanged: key schema is pk (N, HASH), want pk (S, HASH)"},
-		{"NoIndex", func(t *testing.T, db *dynamodb.Client, table string) {
+		{"OlderSchemaGetsIndexes", func(t *testing.T, db *dynamodb.Client, table string) {
+			in := tableschema.CreateTableInput(table)
+			in.GlobalSecondaryIndexes = in.GlobalSecondaryIndexes[:1] // before the event index
+			in.AttributeDefinitions = in.AttributeDefinitions[:3]
+			mustCreate(t, db, in)
+		}, exitOK, "added the global secondary index(es) event it lacked"},
+		{"NoIndexAndOtherDiff", func(t *testing.T, db *dynamodb.Client, table string) {
 			in := tableschema.CreateTableInput(table)
 			in.GlobalSecondaryIndexes = nil
-			in.AttributeDefinitions = in.AttributeDefinitions[:1]
+			in.AttributeDefinitions = []types.AttributeDefinition{{AttributeName: aws.String("pk"), AttributeType: types.ScalarAttributeTypeN}}
 			mustCreate(t, db, in)
 		}, exitError, `global secondary index "attention" is missing`},
 		{"TTLOnOtherAttribute", func(t *testing.T, db *dynamodb.Client, table string) {

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -21,10 +20,7 @@ import (
 // standard AWS variables are covered too.
 func TestBinary(t *testing.T) {
 	t.Parallel()
-	bin := filepath.Join(t.TempDir(), "sendonce")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := binary(t)
 	db := testenv.DynamoDB(t)
 	table := "sendonce-cli-" + testenv.RandomID()
 	dropLater(t, db, table)
@@ -43,14 +39,18 @@ func TestBinary(t *testing.T) {
 		wantStderr string // contained
 	}{
 		{"Help", []string{"help"}, nil, "", 0, "", ""},
+		{"Version", []string{"--version"}, nil, "", 0, "", ""},
 		{"NoCommand", nil, nil, "", 2, "", "no command given"},
 		{"UnknownFlag", []string{"key", "--json"}, nil, "", 2, "", "flag provided but not defined"},
 		{"Key", []string{"key"}, nil, sampleRequest, 0, sampleKey + "\n", ""},
 		{"KeyInvalid", []string{"key"}, nil, `{"tenant_id":"acme"}`, 1, "", "invalid request: event_id: is required"},
 		{"InspectNoTable", []string{"inspect", sampleKey}, nil, "", 2, "", "no table"},
-		{"NoRegion", []string{"inspect", sampleKey}, []string{"SENDONCE_TABLE=t", "AWS_CONFIG_FILE=/dev/null", "AWS_SHARED_CREDENTIALS_FILE=/dev/null"}, "", 1, "", "no AWS region: set AWS_REGION"},
+		{"NoRegion", []string{"inspect", sampleKey}, []string{"SENDONCE_TABLE=t", "AWS_CONFIG_FILE=/dev/null", "AWS_SHARED_CREDENTIALS_FILE=/dev/null"}, "", 1, "", "no AWS region: pass --region or set AWS_REGION"},
 		{"CreateTablesFromEnvironment", []string{"create-tables"}, append(local, "SENDONCE_TABLE="+table), "", 0, "", "created table " + table},
 		{"InspectUnknownFromEnvironment", []string{"inspect", sampleKey}, append(local, "SENDONCE_TABLE="+table), "", 1, "", "no ledger row"},
+		{"InspectWithFlags", []string{"inspect", sampleKey, "--region", testenv.Region, "--endpoint-url", testenv.DynamoDBEndpoint(t), "--table", table},
+			[]string{"AWS_ACCESS_KEY_ID=test", "AWS_SECRET_ACCESS_KEY=test", "AWS_CONFIG_FILE=/dev/null", "AWS_SHARED_CREDENTIALS_FILE=/dev/null"}, "", 1, "", "no ledger row"},
+		{"BadOutput", []string{"inspect", sampleKey, "--output", "yaml"}, nil, "", 2, "", `--output "yaml": want json or table`},
 	}
 	for _, tt := range tests { // in order: create-tables precedes inspect
 		t.Run(tt.name, func(t *testing.T) {

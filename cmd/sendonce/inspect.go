@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"regexp"
@@ -37,6 +36,11 @@ Nothing personal is printed raw:
   - phone numbers, email addresses and SNS endpoint ARNs inside reason (a
     provider's error text) and recipient_id are redacted the same way.
 
+A row settled by hand ("sendonce resolve") shows the audit: resolved_by
+(the caller's IAM ARN), resolved_at, resolved_reason and resolved_from (the
+state it was in). event_id is the producer's event id (rows claimed since
+the event lookup exists).
+
 Times are RFC 3339 UTC; fields that are empty or zero are left out. A key
 with no live row (never claimed, or past its retention) is an error (exit
 status 1), as is a string that is not a key.
@@ -49,47 +53,58 @@ Flags:
 
 func runInspect(ctx context.Context, c *command, e env, args []string) error {
 	fs := newFlags(c)
+	g := commonFlags(fs)
 	table := tableFlag(fs, e)
 	pos, err := parse(c, fs, args)
 	if err != nil {
 		return err
 	}
-	arg, err := onePositional(c, pos, "KEY")
+	key, err := onePositional(c, pos, "KEY")
+	if err != nil {
+		return err
+	}
+	format, err := g.format(c, e)
 	if err != nil {
 		return err
 	}
 	if err := needTable(c, *table); err != nil {
 		return err
 	}
-	key := arg
 	if !sendkey.Valid(key) {
 		return fmt.Errorf("inspect: %q is not an idempotency key (v1_ and 64 lowercase hex digits)", truncate(key))
 	}
-	db, err := dynamoClient(ctx, e)
-	if err != nil {
-		return err
-	}
-	led, err := dynamoledger.New(db, *table)
+	led, err := openLedger(ctx, e, g, *table)
 	if err != nil {
 		return fmt.Errorf("inspect: %w", err)
 	}
+	r, err := getRow(ctx, led, key, *table)
+	if err != nil {
+		return fmt.Errorf("inspect: %w", err)
+	}
+	rd, err := redactor(ctx, e, g)
+	if err != nil {
+		return fmt.Errorf("inspect: %w", err)
+	}
+	return writeObject(e.stdout, format, view(r, rd))
+}
+
+// openLedger returns the DynamoDB ledger on table.
+func openLedger(ctx context.Context, e env, g *common, table string) (*dynamoledger.Ledger, error) {
+	db, err := dynamoClient(ctx, e, g)
+	if err != nil {
+		return nil, err
+	}
+	return dynamoledger.New(db, table)
+}
+
+// getRow reads key's row, with a message for a missing one that says why
+// it may be missing.
+func getRow(ctx context.Context, led ledger.Ledger, key, table string) (ledger.Record, error) {
 	r, err := led.Get(ctx, key)
 	if errors.Is(err, ledger.ErrNotFound) {
-		return fmt.Errorf("inspect: no ledger row for %s in table %s (never claimed, or past its retention)", key, *table)
+		return r, fmt.Errorf("no ledger row for %s in table %s (never claimed, or past its retention)", key, table)
 	}
-	if err != nil {
-		return fmt.Errorf("inspect: %w", err)
-	}
-	rd, err := redactor(ctx, e)
-	if err != nil {
-		return fmt.Errorf("inspect: %w", err)
-	}
-	out, err := json.MarshalIndent(view(r, rd), "", "  ")
-	if err != nil {
-		return fmt.Errorf("inspect: encode %s: %w", key, err)
-	}
-	_, err = fmt.Fprintf(e.stdout, "%s\n", out)
-	return err
+	return r, err
 }
 
 // rowView is what inspect prints: a ledger.Record with every address
@@ -121,6 +136,11 @@ type rowView struct {
 	DeliveryStatus    string       `json:"delivery_status,omitempty"`
 	DeliveryRank      int          `json:"delivery_rank,omitempty"`
 	DeliveryAt        string       `json:"delivery_at,omitempty"`
+	EventID           string       `json:"event_id,omitempty"`
+	ResolvedBy        string       `json:"resolved_by,omitempty"`
+	ResolvedAt        string       `json:"resolved_at,omitempty"`
+	ResolvedReason    string       `json:"resolved_reason,omitempty"`
+	ResolvedFrom      ledger.State `json:"resolved_from,omitempty"`
 }
 
 func view(r ledger.Record, rd *redact.Redactor) rowView {
@@ -151,6 +171,11 @@ func view(r ledger.Record, rd *redact.Redactor) rowView {
 		DeliveryStatus:    r.DeliveryStatus,
 		DeliveryRank:      r.DeliveryRank,
 		DeliveryAt:        timeString(r.DeliveryAt),
+		EventID:           r.EventID,
+		ResolvedBy:        r.ResolvedBy,
+		ResolvedAt:        timeString(r.ResolvedAt),
+		ResolvedReason:    scrub(rd, r.ResolvedReason, r.Address),
+		ResolvedFrom:      r.ResolvedFrom,
 	}
 }
 

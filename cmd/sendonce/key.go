@@ -26,7 +26,9 @@ what is wrong: the same reason the sender gives when it dead-letters it.
 }
 
 func runKey(_ context.Context, c *command, e env, args []string) error {
-	pos, err := parse(c, newFlags(c), args)
+	fs := newFlags(c)
+	commonFlags(fs) // accepted for uniformity; the key is printed alone
+	pos, err := parse(c, fs, args)
 	if err != nil {
 		return err
 	}

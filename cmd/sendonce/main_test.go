@@ -276,7 +276,7 @@ func TestSchemaDiff(t *testing.T) {
 			d.KeySchema = []types.KeySchemaElement{{AttributeName: s("sk"), KeyType: types.KeyTypeRange}, {AttributeName: s("pk"), KeyType: types.KeyTypeHash}}
 		}, []string{"key schema is pk (S, HASH) + sk (S, RANGE), want pk (S, HASH)"}},
 		{"NoIndex", func(d *types.TableDescription) { d.GlobalSecondaryIndexes = nil },
-			[]string{`global secondary index "attention" is missing`}},
+			[]string{`global secondary index "attention" is missing`, `global secondary index "event" is missing`}},
 		{"IndexKeys", func(d *types.TableDescription) {
 			d.GlobalSecondaryIndexes[0].KeySchema = d.GlobalSecondaryIndexes[0].KeySchema[:1]
 		}, []string{`index "attention" key schema is attn_pk (S, HASH), want attn_pk (S, HASH) + attn_sk (S, RANGE)`}},

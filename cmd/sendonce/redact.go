@@ -2,10 +2,7 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"strings"
-
-	"github.com/aws/aws-sdk-go-v2/config"
 
 	"github.com/sendonce/sendonce/internal/lambdaenv"
 	"github.com/sendonce/sendonce/internal/redact"
@@ -18,20 +15,18 @@ import (
 // configuration) or SENDONCE_REDACT_KEY, so that its tokens match the
 // functions' log lines; with neither set, this process's random key
 // (tokens that match nothing outside this run).
-func redactor(ctx context.Context, e env) (*redact.Redactor, error) {
+func redactor(ctx context.Context, e env, g *common) (*redact.Redactor, error) {
 	get := func(name string) string { return strings.TrimSpace(e.getenv(name)) }
 	if get(lambdaenv.EnvRedactKey) == "" && get(lambdaenv.EnvRedactKeyParam) == "" {
 		return redact.Default(), nil
 	}
 	var res *secrets.Resolver
 	if get(lambdaenv.EnvRedactKeyParam) != "" {
-		var opts []func(*config.LoadOptions) error
-		if r := get("AWS_REGION"); r != "" {
-			opts = append(opts, config.WithRegion(r))
-		}
-		cfg, err := config.LoadDefaultConfig(ctx, opts...)
+		// The key is in Secrets Manager or SSM: the SDK's standard
+		// configuration, with --region, --profile and --endpoint-url.
+		cfg, _, err := awsConfig(ctx, e, g, "SECRETS_MANAGER")
 		if err != nil {
-			return nil, fmt.Errorf("load AWS configuration: %w", err)
+			return nil, err
 		}
 		res = secrets.NewFromConfig(cfg)
 	}

@@ -24,8 +24,8 @@ var createTablesCmd = &command{
 Creates the one sendonce table with the schema template.yaml declares
 (internal/tableschema): partition key pk (S), on-demand billing, the sparse
 "attention" global secondary index (attn_pk HASH, attn_sk RANGE, all
-attributes projected), and TTL enabled on expires_at. It waits until the
-table is ACTIVE.
+attributes projected), the "event" index (evt_pk HASH, keys only) and TTL
+enabled on expires_at. It waits until the table is ACTIVE.
 
 The endpoint, region and credentials come from the SDK's standard variables:
 for DynamoDB Local, set AWS_ENDPOINT_URL_DYNAMODB=http://127.0.0.1:8000 and
@@ -33,8 +33,9 @@ dummy AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and AWS_REGION.
 
 Running it again is safe: a table that already exists with the same key
 schema, attribute types, indexes and TTL attribute is success (TTL is
-enabled on it if it was off), with a message on stderr. A table of that name
-with any other schema is an error (exit status 1) naming the differences;
+enabled on it if it was off), with a message on stderr. A table that lacks
+only indexes (one made by an older sendonce) gets them added. A table of that
+name with any other schema is an error (exit status 1) naming the differences;
 nothing is changed. Billing mode, encryption and backups are not compared.
 
 Flags:
@@ -46,6 +47,7 @@ Flags:
 
 func runCreateTables(ctx context.Context, c *command, e env, args []string) error {
 	fs := newFlags(c)
+	g := commonFlags(fs)
 	table := tableFlag(fs, e)
 	wait := fs.Duration("wait", 5*time.Minute, "")
 	pos, err := parse(c, fs, args)
@@ -61,7 +63,7 @@ func runCreateTables(ctx context.Context, c *command, e env, args []string) erro
 	if *wait <= 0 {
 		return &usageError{cmd: c, msg: "--wait must be positive"}
 	}
-	db, err := dynamoClient(ctx, e)
+	db, err := dynamoClient(ctx, e, g)
 	if err != nil {
 		return err
 	}
@@ -79,6 +81,80 @@ type tableAPI interface {
 	CreateTable(ctx context.Context, in *dynamodb.CreateTableInput, optFns ...func(*dynamodb.Options)) (*dynamodb.CreateTableOutput, error)
 	DescribeTimeToLive(ctx context.Context, in *dynamodb.DescribeTimeToLiveInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DescribeTimeToLiveOutput, error)
 	UpdateTimeToLive(ctx context.Context, in *dynamodb.UpdateTimeToLiveInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateTimeToLiveOutput, error)
+	UpdateTable(ctx context.Context, in *dynamodb.UpdateTableInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateTableOutput, error)
+}
+
+// addIndexes upgrades a table created by an older sendonce: when the only
+// differences from want are missing global secondary indexes whose key
+// attributes the table does not define otherwise, it creates them one
+// UpdateTable at a time (DynamoDB's limit) and waits until each is ACTIVE.
+// It returns the table's description afterwards and the indexes added;
+// any other difference is left to schemaDiff to report.
+func addIndexes(ctx context.Context, db tableAPI, want *dynamodb.CreateTableInput, got *types.TableDescription, wait time.Duration) (*types.TableDescription, []string, error) {
+	have := map[string]bool{}
+	for _, g := range got.GlobalSecondaryIndexes {
+		have[aws.ToString(g.IndexName)] = true
+	}
+	var missing []types.GlobalSecondaryIndex
+	for _, g := range want.GlobalSecondaryIndexes {
+		if !have[aws.ToString(g.IndexName)] {
+			missing = append(missing, g)
+		}
+	}
+	if len(missing) == 0 || len(schemaDiff(want, got)) != len(missing) {
+		return got, nil, nil // nothing to add, or other differences too
+	}
+	gotTypes, wantTypes := attrTypes(got.AttributeDefinitions), attrTypes(want.AttributeDefinitions)
+	var added []string
+	for _, g := range missing {
+		var defs []types.AttributeDefinition
+		for _, k := range g.KeySchema {
+			name := aws.ToString(k.AttributeName)
+			if t, ok := gotTypes[name]; ok && t != wantTypes[name] {
+				return got, nil, nil // a conflicting attribute: report, change nothing
+			}
+			defs = append(defs, types.AttributeDefinition{AttributeName: k.AttributeName, AttributeType: wantTypes[name]})
+		}
+		_, err := db.UpdateTable(ctx, &dynamodb.UpdateTableInput{
+			TableName:            want.TableName,
+			AttributeDefinitions: defs,
+			GlobalSecondaryIndexUpdates: []types.GlobalSecondaryIndexUpdate{{Create: &types.CreateGlobalSecondaryIndexAction{
+				IndexName: g.IndexName, KeySchema: g.KeySchema, Projection: g.Projection,
+			}}},
+		})
+		if err != nil {
+			return got, added, fmt.Errorf("add index %s to table %s: %w", aws.ToString(g.IndexName), aws.ToString(want.TableName), err)
+		}
+		if got, err = waitIndexes(ctx, db, aws.ToString(want.TableName), wait); err != nil {
+			return got, added, err
+		}
+		added = append(added, aws.ToString(g.IndexName))
+	}
+	return got, added, nil
+}
+
+// waitIndexes polls table until it and every index are ACTIVE.
+func waitIndexes(ctx context.Context, db tableAPI, table string, wait time.Duration) (*types.TableDescription, error) {
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	for {
+		out, err := db.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)})
+		if err != nil {
+			return nil, fmt.Errorf("wait for the indexes of table %s: %w", table, err)
+		}
+		ready := out.Table.TableStatus == types.TableStatusActive
+		for _, g := range out.Table.GlobalSecondaryIndexes {
+			ready = ready && g.IndexStatus == types.IndexStatusActive
+		}
+		if ready {
+			return out.Table, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("wait for the indexes of table %s: %w", table, ctx.Err())
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
 }
 
 // createTable creates table with tableschema's definition, or accepts an
@@ -102,7 +178,14 @@ func createTable(ctx context.Context, db tableAPI, table string, wait time.Durat
 	if err != nil {
 		return "", fmt.Errorf("wait for table %s to become ACTIVE: %w", table, err)
 	}
-	if diff := schemaDiff(want, out.Table); len(diff) > 0 {
+	desc := out.Table
+	var added []string
+	if existed {
+		if desc, added, err = addIndexes(ctx, db, want, desc, wait); err != nil {
+			return "", err
+		}
+	}
+	if diff := schemaDiff(want, desc); len(diff) > 0 {
 		return "", fmt.Errorf("table %s exists with a different schema, left unchanged: %s", table, strings.Join(diff, "; "))
 	}
 	enabled, err := ensureTTL(ctx, db, table)
@@ -110,6 +193,8 @@ func createTable(ctx context.Context, db tableAPI, table string, wait time.Durat
 		return "", err
 	}
 	switch {
+	case len(added) > 0:
+		return fmt.Sprintf("table %s already exists; added the global secondary index(es) %s it lacked (ACTIVE, TTL on %s)", table, strings.Join(added, ", "), tableschema.TTLAttribute), nil
 	case !existed:
 		return fmt.Sprintf("created table %s (ACTIVE, TTL on %s)", table, tableschema.TTLAttribute), nil
 	case enabled:

@@ -79,10 +79,11 @@ func runTemplate(ctx context.Context, c *command, e env, args []string) error {
 // templateFlags are the flags naming a template.
 type templateFlags struct {
 	table, tenant, name, channel, locale *string
+	aws                                  *common
 }
 
 func newTemplateFlags(fs *flag.FlagSet, e env, withID bool) templateFlags {
-	f := templateFlags{table: tableFlag(fs, e), tenant: fs.String("tenant", "", "")}
+	f := templateFlags{table: tableFlag(fs, e), tenant: fs.String("tenant", "", ""), aws: awsFlags(fs)}
 	if withID {
 		f.name, f.channel, f.locale = fs.String("name", "", ""), fs.String("channel", "", ""), fs.String("locale", "", "")
 	}
@@ -116,7 +117,7 @@ func (f templateFlags) id() templates.ID {
 }
 
 func (f templateFlags) store(ctx context.Context, e env) (*dynamotemplates.Store, error) {
-	db, err := dynamoClient(ctx, e)
+	db, err := dynamoClient(ctx, e, f.aws)
 	if err != nil {
 		return nil, err
 	}

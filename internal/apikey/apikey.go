@@ -17,6 +17,12 @@
 // by the id parsed from the presented key and compares hashes in constant
 // time. Keys do not expire: the item has no TTL attribute.
 //
+// List finds a tenant's keys through the table's KEYS_ONLY "event" index:
+// each key item carries the index key "#apikey#<tenant>" (no ledger event
+// key starts with '#', a tenant id cannot hold one). Keys created before
+// List existed lack it and are not listed (they still authenticate and
+// revoke).
+//
 // # Cache
 //
 // Authenticate caches successful lookups per process (per Lambda
@@ -165,6 +171,7 @@ func (s *Store) Create(ctx context.Context, tenant string) (id, secret string, e
 			attrHash:                 &types.AttributeValueMemberS{Value: hex.EncodeToString(sum[:])},
 			attrRevoked:              &types.AttributeValueMemberBOOL{Value: false},
 			attrCreatedAt:            &types.AttributeValueMemberS{Value: s.now().UTC().Format(time.RFC3339)},
+			tableschema.EventPK:      &types.AttributeValueMemberS{Value: listPK(tenant)}, // for List
 		},
 		ConditionExpression:      aws.String("attribute_not_exists(#pk)"),
 		ExpressionAttributeNames: map[string]string{"#pk": tableschema.PartitionKey},

@@ -130,6 +130,9 @@ type Entry struct {
 	// whole life, so a sent message can be traced to the text it used.
 	TemplateVersion int
 	TemplateLocale  string
+	// EventID is the producer's id of the business event; Claim writes it
+	// once, for the event lookup (Admin.ByEvent).
+	EventID string
 }
 
 // Record is one ledger row as stored.
@@ -171,6 +174,12 @@ type Record struct {
 	DeliveryStatus string
 	DeliveryRank   int
 	DeliveryAt     time.Time
+	// The audit of a hand-made settlement (Admin.Resolve): who, when, why,
+	// and the state the row was in. Empty unless the row was resolved.
+	ResolvedBy     string
+	ResolvedAt     time.Time
+	ResolvedReason string
+	ResolvedFrom   State
 }
 
 // LookupStart is where a lookup's time window for r starts: LookupFrom,

@@ -2,10 +2,34 @@
 // Metric Format (EMF): structured log lines that CloudWatch turns into
 // metrics, so the hot path makes no PutMetricData calls.
 //
-// A Recorder aggregates within one invocation; Flush writes one EMF
-// document per dimension set and resets. Dimensions must be of low
-// cardinality (service, channel, provider, kind), never a tenant or a
-// recipient.
+// A Recorder aggregates within one invocation; Flush writes the EMF
+// documents and resets. Dimensions must be of low cardinality (service,
+// channel, provider, kind), never a tenant or a recipient.
+//
+// # What CloudWatch accepts
+//
+// CloudWatch drops a whole document that breaks a rule of the EMF
+// specification, and that happens in exactly the cases an outage produces
+// (a provider missing, a reconciler run resending a thousand rows). So
+// Flush never writes one (Validate checks every rule; tests run every line
+// the functions print through it):
+//
+//   - a dimension with an empty value gets the value "none" (a channel with
+//     no provider is still counted, under provider=none); one with an empty
+//     name is dropped; names and values are cut to CloudWatch's 255 and
+//     1024 characters;
+//   - a dimension set keeps at most MaxDimensions dimensions (service and
+//     the first others by name; more are dropped);
+//   - one document holds at most MaxMetrics metrics and at most MaxValues
+//     values per metric: more are split over further documents with the
+//     same dimensions and timestamp, which CloudWatch adds up.
+//
+// # Why hand-written
+//
+// There is no maintained Go EMF library: AWS ships EMF clients for Node,
+// Python, Java, .NET and Rust but not Go, and the Go packages that exist
+// are unmaintained or pull in a logging framework. The format is small;
+// this package writes it with encoding/json and checks it with Validate.
 package metrics
 
 import (
@@ -111,8 +135,7 @@ func (e *EMF) Latency(name string, d time.Duration, dims ...Dim) {
 }
 
 func (e *EMF) set(dims []Dim) *dimSet {
-	all := append([]Dim{{"service", e.service}}, dims...)
-	slices.SortFunc(all, func(a, b Dim) int { return strings.Compare(a.Name, b.Name) })
+	all := cleanDims(append([]Dim{{"service", e.service}}, dims...))
 	var id strings.Builder
 	for _, d := range all {
 		id.WriteString(d.Name + "=" + d.Value + ";")
@@ -141,8 +164,72 @@ type emfMeta struct {
 	CloudWatchMetrics []emfDirective `json:"CloudWatchMetrics"`
 }
 
-// Flush writes one EMF document per dimension set recorded since the last
-// Flush, then resets. Call it at the end of every invocation.
+// Limits of one EMF document (the EMF specification and CloudWatch).
+const (
+	// MaxValues is the most values one metric may carry in one document.
+	MaxValues = 100
+	// MaxMetrics is the most metrics one directive may define.
+	MaxMetrics = 100
+	// MaxDimensions is the most dimensions one dimension set may hold.
+	MaxDimensions = 30
+	// MaxNameLength and MaxValueLength bound dimension names and values
+	// (and metric names and namespaces) as CloudWatch does.
+	MaxNameLength  = 255
+	MaxValueLength = 1024
+)
+
+// EmptyDimension replaces an empty dimension value, which CloudWatch
+// rejects.
+const EmptyDimension = "none"
+
+// cleanDims makes dims acceptable to CloudWatch: no empty names, no empty
+// or over-long values, no repeated names (the last wins), at most
+// MaxDimensions with "service" kept, sorted by name.
+func cleanDims(dims []Dim) []Dim {
+	byName := map[string]string{}
+	for _, d := range dims {
+		name := cut(strings.TrimSpace(d.Name), MaxNameLength)
+		if name == "" || strings.HasPrefix(name, ":") {
+			continue
+		}
+		v := cut(d.Value, MaxValueLength)
+		if strings.TrimSpace(v) == "" {
+			v = EmptyDimension
+		}
+		byName[name] = v
+	}
+	names := slices.Sorted(maps.Keys(byName))
+	if len(names) > MaxDimensions {
+		kept := []string{"service"}
+		for _, n := range names {
+			if n != "service" && len(kept) < MaxDimensions {
+				kept = append(kept, n)
+			}
+		}
+		names = slices.Sorted(slices.Values(kept))
+	}
+	out := make([]Dim, len(names))
+	for i, n := range names {
+		out[i] = Dim{n, byName[n]}
+	}
+	return out
+}
+
+// cut shortens s to at most n runes.
+func cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n])
+}
+
+// Flush writes the metrics recorded since the last Flush as EMF documents,
+// one or more per dimension set (see the package doc for the limits that
+// split them), then resets. Call it at the end of every invocation.
 func (e *EMF) Flush() error {
 	e.mu.Lock()
 	sets := e.sets
@@ -150,32 +237,77 @@ func (e *EMF) Flush() error {
 	e.mu.Unlock()
 	ts := e.now().UnixMilli()
 	for _, id := range slices.Sorted(maps.Keys(sets)) {
-		s := sets[id]
-		doc := map[string]any{}
-		var names []string
-		for _, d := range s.dims {
-			doc[d.Name] = d.Value
-			names = append(names, d.Name)
-		}
-		dir := emfDirective{Namespace: Namespace, Dimensions: [][]string{names}}
-		for _, m := range slices.Sorted(maps.Keys(s.counts)) {
-			dir.Metrics = append(dir.Metrics, emfMetric{m, "Count"})
-			doc[m] = s.counts[m]
-		}
-		for _, m := range slices.Sorted(maps.Keys(s.samples)) {
-			dir.Metrics = append(dir.Metrics, emfMetric{m, "Milliseconds"})
-			doc[m] = s.samples[m]
-		}
-		doc["_aws"] = emfMeta{Timestamp: ts, CloudWatchMetrics: []emfDirective{dir}}
-		b, err := json.Marshal(doc)
-		if err != nil {
-			return err
-		}
-		if _, err := e.w.Write(append(b, '\n')); err != nil {
-			return err
+		for _, doc := range documents(sets[id], ts) {
+			b, err := json.Marshal(doc)
+			if err != nil {
+				return err
+			}
+			if _, err := e.w.Write(append(b, '\n')); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
+}
+
+// documents lays one dimension set's metrics out in documents within the
+// limits: counters first, then latencies, by name; at most MaxMetrics
+// metrics per document; a latency's samples in chunks of MaxValues, chunk
+// i of every latency in the i-th round of documents.
+func documents(s *dimSet, ts int64) []map[string]any {
+	type value struct {
+		name, unit string
+		v          any
+	}
+	var rounds [][]value
+	add := func(round int, v value) {
+		for len(rounds) <= round {
+			rounds = append(rounds, nil)
+		}
+		rounds[round] = append(rounds[round], v)
+	}
+	for _, m := range slices.Sorted(maps.Keys(s.counts)) {
+		add(0, value{m, "Count", s.counts[m]})
+	}
+	for _, m := range slices.Sorted(maps.Keys(s.samples)) {
+		for i, chunk := range chunks(s.samples[m], MaxValues) {
+			add(i, value{m, "Milliseconds", chunk})
+		}
+	}
+	var names []string
+	for _, d := range s.dims {
+		names = append(names, d.Name)
+	}
+	var docs []map[string]any
+	for _, round := range rounds {
+		for _, part := range chunks(round, MaxMetrics) {
+			doc := make(map[string]any, len(s.dims)+len(part)+1)
+			for _, d := range s.dims {
+				doc[d.Name] = d.Value
+			}
+			dir := emfDirective{Namespace: Namespace, Dimensions: [][]string{names}}
+			for _, v := range part {
+				dir.Metrics = append(dir.Metrics, emfMetric{v.name, v.unit})
+				doc[v.name] = v.v
+			}
+			doc["_aws"] = emfMeta{Timestamp: ts, CloudWatchMetrics: []emfDirective{dir}}
+			docs = append(docs, doc)
+		}
+	}
+	return docs
+}
+
+// chunks splits s into pieces of at most n.
+func chunks[T any](s []T, n int) [][]T {
+	var out [][]T
+	for len(s) > n {
+		out = append(out, s[:n:n])
+		s = s[n:]
+	}
+	if len(s) > 0 {
+		out = append(out, s)
+	}
+	return out
 }
 
 // Tally is an in-memory Recorder that sums counters across dimensions; for

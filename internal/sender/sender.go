@@ -193,6 +193,7 @@ func (s *Sender) Process(ctx context.Context, req notify.Request) Result {
 		Template:    req.Template,
 		RecipientID: req.Recipient.ID,
 		Address:     req.Address(),
+		EventID:     req.EventID,
 	}
 	if configured {
 		entry.Provider = p.Name()

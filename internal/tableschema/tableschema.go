@@ -34,11 +34,19 @@ const (
 	// AttentionSK is the attention index's sort key: when the row is due,
 	// as a fixed-width, lexically ordered UTC timestamp.
 	AttentionSK = "attn_sk"
+	// EventIndex is the KEYS_ONLY GSI that finds every ledger row of one
+	// business event (the support lookup).
+	EventIndex = "event"
+	// EventPK is the event index's partition key: "<tenant>#<event id>",
+	// written once by the claim and never changed, so the index costs one
+	// index write per message and nothing on later transitions. API key
+	// items carry "#apikey#<tenant>" in it (package apikey's List).
+	EventPK = "evt_pk"
 )
 
 // CreateTableInput returns the definition of table name: on-demand billing,
-// the string partition key and the attention index projecting all
-// attributes. TTL is enabled separately (UpdateTimeToLive on TTLAttribute).
+// the string partition key, the attention index projecting all attributes
+// and the event index projecting keys only. TTL is enabled separately (UpdateTimeToLive on TTLAttribute).
 func CreateTableInput(name string) *dynamodb.CreateTableInput {
 	return &dynamodb.CreateTableInput{
 		TableName:   aws.String(name),
@@ -47,6 +55,7 @@ func CreateTableInput(name string) *dynamodb.CreateTableInput {
 			{AttributeName: aws.String(PartitionKey), AttributeType: types.ScalarAttributeTypeS},
 			{AttributeName: aws.String(AttentionPK), AttributeType: types.ScalarAttributeTypeS},
 			{AttributeName: aws.String(AttentionSK), AttributeType: types.ScalarAttributeTypeS},
+			{AttributeName: aws.String(EventPK), AttributeType: types.ScalarAttributeTypeS},
 		},
 		KeySchema: []types.KeySchemaElement{
 			{AttributeName: aws.String(PartitionKey), KeyType: types.KeyTypeHash},
@@ -58,6 +67,12 @@ func CreateTableInput(name string) *dynamodb.CreateTableInput {
 				{AttributeName: aws.String(AttentionSK), KeyType: types.KeyTypeRange},
 			},
 			Projection: &types.Projection{ProjectionType: types.ProjectionTypeAll},
+		}, {
+			IndexName: aws.String(EventIndex),
+			KeySchema: []types.KeySchemaElement{
+				{AttributeName: aws.String(EventPK), KeyType: types.KeyTypeHash},
+			},
+			Projection: &types.Projection{ProjectionType: types.ProjectionTypeKeysOnly},
 		}},
 	}
 }

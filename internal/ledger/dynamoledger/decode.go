@@ -35,6 +35,7 @@ func decode(item map[string]types.AttributeValue) (ledger.Record, error) {
 	r.ProviderMessageID = sAttr(item, attrProviderMsg)
 	r.Reason = sAttr(item, attrReason)
 	r.DeliveryStatus = sAttr(item, attrDlvStatus)
+	decodeAdmin(item, &r) // event id and resolution audit (admin.go)
 	if b, ok := item[attrReleased].(*types.AttributeValueMemberBOOL); ok {
 		r.Released = b.Value
 	}
@@ -63,6 +64,7 @@ func decode(item map[string]types.AttributeValue) (ledger.Record, error) {
 		{attrLeaseUntil, &r.LeaseUntil}, {attrAttemptedAt, &r.AttemptedAt}, {attrCreatedAt, &r.CreatedAt},
 		{attrUpdatedAt, &r.UpdatedAt}, {attrDlvAt, &r.DeliveryAt}, {attrRetryAt, &r.RetryAt},
 		{attrLookupFrom, &r.LookupFrom},
+		{attrResolvedAt, &r.ResolvedAt},
 	} {
 		if _, ok := item[f.name]; !ok {
 			continue

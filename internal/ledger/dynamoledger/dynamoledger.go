@@ -291,6 +291,9 @@ func (l *Ledger) Claim(ctx context.Context, e ledger.Entry, lease time.Duration)
 	if e.TemplateLocale != "" {
 		item[attrTplLocale] = str(e.TemplateLocale)
 	}
+	if e.EventID != "" {
+		item[attrEventPK] = str(eventPK(e.Tenant, e.EventID)) // the event lookup (admin.go)
+	}
 	out, err := l.db.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName:                           l.table,
 		Item:                                item,
@@ -437,11 +440,11 @@ func (l *Ledger) Mark(ctx context.Context, c ledger.Claim, o ledger.Outcome) err
 		values[":pmid"] = str(o.ProviderMessageID)
 	}
 	if o.State.Final() {
-		remove += ", #address, #subject, #body, #attn_pk, #attn_sk"
+		remove += ", #address, #subject, #body"
 		names["#address"], names["#subject"], names["#body"] = attrAddress, attrSubject, attrBody
 		remove += ", #html"
 		names["#html"] = attrHTML
-		names["#attn_pk"], names["#attn_sk"] = attrAttnPK, attrAttnSK
+		set, remove = finalIndex(o.State, c.Key, now, set, remove, names, values) // abandoned rows stay listable (admin.go)
 	} else {
 		set += ", #attn_sk = :due"
 		names["#attn_sk"] = attrAttnSK

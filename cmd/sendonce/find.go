@@ -1,0 +1,116 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/sendonce/sendonce/internal/notify"
+	"github.com/sendonce/sendonce/internal/sendkey"
+)
+
+var findCmd = &command{
+	name:     "find",
+	synopsis: "find --tenant T --event E [--recipient R --channel C --template N] [--table NAME]",
+	summary:  "the support lookup: a message's ledger row from what the producer sent",
+	help: `
+With all five of --tenant, --event, --recipient, --channel and --template, it
+derives the message's idempotency key (as "sendonce key" does) and prints its
+row exactly as "sendonce inspect KEY" would: no hashing by hand. A message
+with no row (never claimed, or past its retention) is an error (exit 1).
+
+With --tenant and --event alone, it prints every row of that business event
+(all recipients, channels and templates), ordered by key: one JSON object
+per line (--output json) or a table. It reads the "event" index (a
+KEYS_ONLY index written once per message when it is claimed) and then each
+row; rows claimed before that index existed are not found this way. An
+event with no rows is an error (exit 1).
+
+Flags:
+  --tenant T      the tenant_id (required)
+  --event E       the event_id (required)
+  --recipient R   the recipient.id
+  --channel C     sms, email or push
+  --template N    the template name
+  --table NAME    the table (default $SENDONCE_TABLE)
+`,
+	run: runFind,
+}
+
+func runFind(ctx context.Context, c *command, e env, args []string) error {
+	fs := newFlags(c)
+	g := commonFlags(fs)
+	table := tableFlag(fs, e)
+	var p sendkey.Parts
+	fs.StringVar(&p.Tenant, "tenant", "", "")
+	fs.StringVar(&p.EventID, "event", "", "")
+	fs.StringVar(&p.RecipientID, "recipient", "", "")
+	fs.StringVar(&p.Channel, "channel", "", "")
+	fs.StringVar(&p.Template, "template", "", "")
+	pos, err := parse(c, fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return &usageError{cmd: c, msg: "unexpected arguments: " + strings.Join(pos, " ")}
+	}
+	if p.Tenant == "" || p.EventID == "" {
+		return &usageError{cmd: c, msg: "find needs --tenant and --event"}
+	}
+	given := 0
+	for _, v := range []string{p.RecipientID, p.Channel, p.Template} {
+		if v != "" {
+			given++
+		}
+	}
+	if given != 0 && given != 3 {
+		return &usageError{cmd: c, msg: "give all of --recipient, --channel and --template, or none of them"}
+	}
+	format, err := g.format(c, e)
+	if err != nil {
+		return err
+	}
+	if err := needTable(c, *table); err != nil {
+		return err
+	}
+	if !tenantRE.MatchString(p.Tenant) {
+		return fmt.Errorf("find: tenant %q is not 1 to 64 of A-Z a-z 0-9 . _ -", truncate(p.Tenant))
+	}
+	if given == 3 && !notify.Channel(p.Channel).Valid() {
+		return fmt.Errorf("find: channel %q: want sms, email or push", truncate(p.Channel))
+	}
+	led, err := openLedger(ctx, e, g, *table)
+	if err != nil {
+		return fmt.Errorf("find: %w", err)
+	}
+	rd, err := redactor(ctx, e, g)
+	if err != nil {
+		return fmt.Errorf("find: %w", err)
+	}
+	if given == 3 {
+		r, err := getRow(ctx, led, sendkey.Derive(p), *table)
+		if err != nil {
+			return fmt.Errorf("find: %w", err)
+		}
+		return writeObject(e.stdout, format, view(r, rd))
+	}
+	recs, err := led.ByEvent(ctx, p.Tenant, p.EventID)
+	if err != nil {
+		return fmt.Errorf("find: %w", err)
+	}
+	if len(recs) == 0 {
+		return fmt.Errorf("find: no ledger rows for event %q of tenant %s in table %s (never claimed, claimed before the event index existed, or past its retention)", truncate(p.EventID), p.Tenant, *table)
+	}
+	views := make([]rowView, len(recs))
+	for i, r := range recs {
+		views[i] = view(r, rd)
+	}
+	return writeList(e.stdout, format, views, []string{"KEY", "STATE", "CHANNEL", "TEMPLATE", "RECIPIENT", "ATTEMPTS", "PROVIDER_ID", "DELIVERY", "REASON"},
+		func(v rowView) []string {
+			return []string{v.Key, string(v.State), v.Channel, v.Template, v.RecipientID, fmt.Sprint(v.Attempts), v.ProviderMessageID, v.DeliveryStatus, v.Reason}
+		})
+}
+
+// tenantRE is the tenant_id rule of a notification request.
+var tenantRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)

@@ -1,0 +1,116 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/sendonce/sendonce/internal/ledger"
+	"github.com/sendonce/sendonce/internal/sendkey"
+)
+
+var resolveCmd = &command{
+	name:     "resolve",
+	synopsis: "resolve KEY --as sent|failed|abandoned --reason TEXT [--provider-id ID] [--force] [--table NAME]",
+	summary:  "settle a row by hand after checking with the provider (fenced, audited)",
+	help: `
+Settles the row of KEY in a final state after an operator has checked with
+the provider: sent (the provider has it), failed (it will never go out) or
+abandoned (nobody can tell). It reads the row, then writes with one
+conditional write fenced on the state and claim id it read: if a sender or
+the reconciler moved the row in between, nothing is written and it fails
+(exit 1); read it again and decide again.
+
+It refuses (exit 1), unless --force is given:
+  - a final row (SENT, FAILED, ABANDONED): it was settled already;
+  - a PENDING row whose lease has not ended: a worker may be calling the
+    provider right now (its outcome would then be fenced out).
+
+The row keeps who settled it (the caller's IAM ARN, from STS
+GetCallerIdentity with the same credentials), when, why (--reason), and
+the state it was in; "sendonce inspect KEY" shows them. --provider-id
+records the provider's message id the operator found. Like every final
+row it drops the address and the rendered message and leaves the attention
+index: the reconciler never touches it again, and a redelivery of the
+message finds it final and sends nothing. It prints the row as written.
+
+Flags:
+  --as STATE          sent, failed or abandoned (required)
+  --reason TEXT       why (required; kept in the row)
+  --provider-id ID    the provider's message id, if known
+  --force             settle a final or in-flight row anyway
+  --table NAME        the table (default $SENDONCE_TABLE)
+`,
+	run: runResolve,
+}
+
+func runResolve(ctx context.Context, c *command, e env, args []string) error {
+	fs := newFlags(c)
+	g := commonFlags(fs)
+	table := tableFlag(fs, e)
+	as := fs.String("as", "", "")
+	reason := fs.String("reason", "", "")
+	providerID := fs.String("provider-id", "", "")
+	force := fs.Bool("force", false, "")
+	pos, err := parse(c, fs, args)
+	if err != nil {
+		return err
+	}
+	key, err := onePositional(c, pos, "KEY")
+	if err != nil {
+		return err
+	}
+	to := ledger.State(strings.ToUpper(*as))
+	if !to.Final() {
+		return &usageError{cmd: c, msg: fmt.Sprintf("--as %q: want sent, failed or abandoned", *as)}
+	}
+	if strings.TrimSpace(*reason) == "" {
+		return &usageError{cmd: c, msg: "resolve needs --reason TEXT"}
+	}
+	format, err := g.format(c, e)
+	if err != nil {
+		return err
+	}
+	if err := needTable(c, *table); err != nil {
+		return err
+	}
+	if !sendkey.Valid(key) {
+		return fmt.Errorf("resolve: %q is not an idempotency key (v1_ and 64 lowercase hex digits)", truncate(key))
+	}
+	led, err := openLedger(ctx, e, g, *table)
+	if err != nil {
+		return fmt.Errorf("resolve: %w", err)
+	}
+	cur, err := getRow(ctx, led, key, *table)
+	if err != nil {
+		return fmt.Errorf("resolve: %w", err)
+	}
+	res := ledger.Resolution{
+		Key: key, FromState: cur.State, FromClaimID: cur.ClaimID, State: to,
+		Reason: strings.TrimSpace(*reason), ProviderMessageID: *providerID, Force: *force,
+	}
+	if err := res.Refused(cur, time.Now()); err != nil {
+		return fmt.Errorf("resolve %s: %w (pass --force to settle it anyway)", key, err)
+	}
+	if res.By, err = callerIdentity(ctx, e, g); err != nil {
+		return fmt.Errorf("resolve: %w", err)
+	}
+	r, err := led.Resolve(ctx, res)
+	if moved, ok := ledger.AsConflict(err); ok {
+		return fmt.Errorf("resolve %s: the row moved since it was read (now %s, attempt %d); nothing written: inspect it and decide again", key, moved.State, moved.Attempts)
+	}
+	if errors.Is(err, ledger.ErrFinal) || errors.Is(err, ledger.ErrInFlight) {
+		return fmt.Errorf("resolve %s: %w (pass --force to settle it anyway)", key, err)
+	}
+	if err != nil {
+		return fmt.Errorf("resolve: %w", err)
+	}
+	fmt.Fprintf(e.stderr, "sendonce: resolved %s as %s (was %s), by %s\n", key, r.State, cur.State, r.ResolvedBy)
+	rd, err := redactor(ctx, e, g)
+	if err != nil {
+		return fmt.Errorf("resolve: %w", err)
+	}
+	return writeObject(e.stdout, format, view(r, rd))
+}

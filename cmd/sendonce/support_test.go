@@ -1,0 +1,119 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sendonce/sendonce/internal/localpipeline"
+	"github.com/sendonce/sendonce/internal/metrics"
+	"github.com/sendonce/sendonce/internal/notify"
+	"github.com/sendonce/sendonce/internal/provider/simulator"
+	"github.com/sendonce/sendonce/internal/testenv"
+)
+
+// TestSupportLookup runs a small workload through the real local pipeline
+// (sender and reconciler under the Lambda RIE, SQS in moto_server, the
+// ledger in DynamoDB Local, the provider simulator), then answers "did this
+// recipient get it?" with find, for every message, and checks the answer
+// against the provider's ground truth. It also runs every EMF line the
+// functions printed through metrics.ValidateLine: CloudWatch would accept
+// them all.
+func TestSupportLookup(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	p, err := localpipeline.Start(ctx, localpipeline.Options{
+		DynamoDBEndpoint: testenv.DynamoDBEndpoint(t),
+		MotoEndpoint:     testenv.MotoEndpoint(t),
+		RIE:              os.Getenv("SENDONCE_TEST_RIE"),
+		SenderInstances:  2,
+		Simulator:        simulator.Options{Seed: 11},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := p.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	w := localpipeline.NewWorkload(localpipeline.DefaultWorkload(16, 11))
+	rep, err := localpipeline.Run(ctx, p, w, localpipeline.RunOptions{Timeout: 120 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.OK() {
+		t.Fatalf("pipeline run failed: %v", rep.Problems())
+	}
+
+	emf, invalid := 0, 0
+	for fn, logs := range p.Logs() {
+		sc := bufio.NewScanner(strings.NewReader(logs))
+		sc.Buffer(make([]byte, 0, 64<<10), 4<<20)
+		for sc.Scan() {
+			line := strings.TrimSpace(sc.Text())
+			if !strings.HasPrefix(line, "{") || !strings.Contains(line, `"_aws"`) {
+				continue
+			}
+			emf++
+			if err := metrics.ValidateLine([]byte(line)); err != nil {
+				invalid++
+				t.Errorf("%s: CloudWatch would reject: %v: %.300s", fn, err, line)
+			}
+		}
+	}
+	if emf == 0 {
+		t.Error("the functions printed no EMF document")
+	}
+	t.Logf("%d EMF documents, %d invalid", emf, invalid)
+
+	ids := map[string]string{} // reference → provider message id
+	for _, m := range p.Simulator().Messages() {
+		ids[m.Reference] = m.ID
+	}
+	vars := localVars(t, p.Table)
+	checked := 0
+	for _, m := range w.Messages {
+		if !m.Valid {
+			continue
+		}
+		req, err := notify.Parse([]byte(m.Body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := runWith(t, vars, "", "find", "--tenant", req.TenantID, "--event", req.EventID, "--recipient", req.Recipient.ID,
+			"--channel", string(req.Channel), "--template", req.Template)
+		if r.code != 0 {
+			t.Errorf("find %s/%s: exit %d %s", req.EventID, req.Recipient.ID, r.code, r.stderr)
+			continue
+		}
+		var row rowView
+		if err := json.Unmarshal([]byte(r.stdout), &row); err != nil {
+			t.Fatal(err)
+		}
+		delivered := p.Simulator().Delivered(m.Key)
+		switch {
+		case row.Key != m.Key:
+			t.Errorf("find answered row %s, want %s", row.Key, m.Key)
+		case m.WantFailed && (row.State != "FAILED" || delivered != 0):
+			t.Errorf("%s: find says %s; the provider delivered it %d times; want FAILED and 0", m.Key, row.State, delivered)
+		case !m.WantFailed && (row.State != "SENT" || delivered != 1 || row.ProviderMessageID != ids[m.Key] || row.ProviderMessageID == ""):
+			t.Errorf("%s: find says %s with provider id %q; the provider delivered it %d times with id %q; want SENT, 1, the same id",
+				m.Key, row.State, row.ProviderMessageID, delivered, ids[m.Key])
+		}
+		if row.EventID != req.EventID || strings.Contains(r.stdout, m.Address) {
+			t.Errorf("%s: event %q (want %q), or a raw address in %s", m.Key, row.EventID, req.EventID, r.stdout)
+		}
+		all := runWith(t, vars, "", "find", "--tenant", req.TenantID, "--event", req.EventID)
+		if rows := lines(t, all.stdout); len(rows) != 1 || rows[0]["key"] != m.Key {
+			t.Errorf("find --event %s = %v, want its one row", req.EventID, keys(rows))
+		}
+		checked++
+	}
+	if checked == 0 {
+		t.Fatal("no valid message to look up")
+	}
+}

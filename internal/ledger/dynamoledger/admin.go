@@ -1,0 +1,350 @@
+package dynamoledger
+
+// The operator's operations (ledger.Admin): none of them is on the send
+// path.
+//
+// Item attributes added for them:
+//
+//	evt_pk           S     "<tenant>#<event id>": the event index's key, written
+//	                       once by Claim (KEYS_ONLY GSI "event")
+//	resolved_by      S     who settled the row by hand (an IAM ARN)
+//	resolved_at      N     ms: when
+//	resolved_reason  S     why
+//	resolved_from    S     the state it was in
+//
+// Abandoned rows need a human, so they keep an entry in the attention GSI
+// under partitions of their own, "abnd#NN" (same shards), sorted by when
+// they were abandoned. The reconciler reads only "attn#NN" partitions, so
+// it never sees them. A row leaves "abnd#NN" when it is resolved to another
+// state.
+//
+// Write cost of the event index: one index write per claim (the item's
+// evt_pk appears); no later transition touches evt_pk or a projected
+// attribute, so Mark, Release and TakeOver add nothing. Measured against
+// DynamoDB Local with ReturnConsumedCapacity (TestEventIndexCost): a claim
+// costs 3 write units instead of 2, a Mark to SENT 2 as before, so a
+// delivered message costs 5 write units instead of 4. Abandoning moves the
+// row's attention entry from "attn#NN" to "abnd#NN" (an index delete and
+// put) where it used to be a delete alone: that Mark costs 3 instead of 2.
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/sendonce/sendonce/internal/ledger"
+	"github.com/sendonce/sendonce/internal/tableschema"
+)
+
+// Attribute names of the admin operations.
+const (
+	attrEventPK        = tableschema.EventPK
+	attrResolvedBy     = "resolved_by"
+	attrResolvedAt     = "resolved_at"
+	attrResolvedReason = "resolved_reason"
+	attrResolvedFrom   = "resolved_from"
+)
+
+var _ ledger.Admin = (*Ledger)(nil)
+
+// ScanAPI is what Failed needs beyond API; *dynamodb.Client has it.
+type ScanAPI interface {
+	Scan(ctx context.Context, in *dynamodb.ScanInput, optFns ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error)
+}
+
+// eventPK is the event index key of tenant's event. A tenant id never
+// holds '#', so the split is unambiguous.
+func eventPK(tenant, eventID string) string { return tenant + "#" + eventID }
+
+func abndPK(shard int) string { return fmt.Sprintf("abnd#%02d", shard) }
+
+// finalIndex adds to a final write's update expression what becomes of
+// the row's attention-index entry: an ABANDONED row moves to its
+// "abnd#NN" partition, due now; any other final row leaves the index.
+func finalIndex(s ledger.State, key string, now time.Time, set, remove string, names map[string]string, values map[string]types.AttributeValue) (string, string) {
+	names["#attn_pk"], names["#attn_sk"] = attrAttnPK, attrAttnSK
+	if s == ledger.StateAbandoned {
+		values[":abnd_pk"] = str(abndPK(ledger.Shard(key)))
+		values[":abnd_sk"] = str(attnSK(now, key))
+		return set + ", #attn_pk = :abnd_pk, #attn_sk = :abnd_sk", remove
+	}
+	return set, remove + ", #attn_pk, #attn_sk"
+}
+
+// decodeAdmin reads the admin attributes of item into r (resolved_at is
+// decoded with the other times).
+func decodeAdmin(item map[string]types.AttributeValue, r *ledger.Record) {
+	if ev := sAttr(item, attrEventPK); ev != "" {
+		if _, id, ok := strings.Cut(ev, "#"); ok {
+			r.EventID = id
+		}
+	}
+	r.ResolvedBy = sAttr(item, attrResolvedBy)
+	r.ResolvedReason = sAttr(item, attrResolvedReason)
+	r.ResolvedFrom = ledger.State(sAttr(item, attrResolvedFrom))
+}
+
+// Resolve implements ledger.Admin with one UpdateItem conditional on the
+// row being live in r.FromState under r.FromClaimID (and, without Force,
+// a PENDING row's lease having passed). It returns an input error for an
+// incomplete resolution, an error matching ledger.ErrFinal for a final
+// FromState without Force, ledger.ErrInFlight for a PENDING row under a
+// live lease without Force, ledger.ErrNotFound when no live row holds the
+// key, a *ledger.ConflictError holding the current row when it moved since
+// it was read, or the DynamoDB error, wrapped with the operation and key.
+func (l *Ledger) Resolve(ctx context.Context, r ledger.Resolution) (ledger.Record, error) {
+	wrap := func(err error) error { return fmt.Errorf("dynamoledger: resolve %s: %w", r.Key, err) }
+	if err := r.Check(); err != nil {
+		return ledger.Record{}, wrap(err)
+	}
+	if r.FromState.Final() && !r.Force {
+		return ledger.Record{}, wrap(fmt.Errorf("%w: row is %s", ledger.ErrFinal, r.FromState))
+	}
+	now := l.clock()
+	cond := "#state = :from AND #claim_id = :claim AND #expires_at >= :now"
+	names := map[string]string{
+		"#state": attrState, "#claim_id": attrClaimID, "#expires_at": attrExpiresAt, "#updated_at": attrUpdatedAt,
+		"#released": attrReleased, "#address": attrAddress, "#subject": attrSubject, "#body": attrBody,
+		"#rby": attrResolvedBy, "#rat": attrResolvedAt, "#rreason": attrResolvedReason, "#rfrom": attrResolvedFrom,
+	}
+	values := map[string]types.AttributeValue{
+		":from":   str(string(r.FromState)),
+		":claim":  str(r.FromClaimID),
+		":now":    numInt(now.Unix()),
+		":now_ms": millis(now),
+		":to":     str(string(r.State)),
+		":ttl":    l.ttl(now),
+		":by":     str(r.By),
+		":reason": str(r.Reason),
+	}
+	if r.FromState == ledger.StatePending && !r.Force {
+		cond += " AND #lease_until <= :now_ms"
+		names["#lease_until"] = attrLeaseUntil
+	}
+	set := "SET #state = :to, #updated_at = :now_ms, #expires_at = :ttl, #rby = :by, #rat = :now_ms, #rreason = :reason, #rfrom = :from"
+	remove := " REMOVE #released, #address, #subject, #body"
+	if r.ProviderMessageID != "" {
+		set += ", #provider_msg_id = :pmid"
+		names["#provider_msg_id"] = attrProviderMsg
+		values[":pmid"] = str(r.ProviderMessageID)
+	}
+	set, remove = finalIndex(r.State, r.Key, now, set, remove, names, values)
+	out, err := l.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                           l.table,
+		Key:                                 keyOf(r.Key),
+		ConditionExpression:                 aws.String(cond),
+		UpdateExpression:                    aws.String(set + remove),
+		ExpressionAttributeNames:            names,
+		ExpressionAttributeValues:           values,
+		ReturnValues:                        types.ReturnValueAllNew,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+		ReturnConsumedCapacity:              l.rcc,
+	})
+	if err != nil {
+		old, failed, derr := conditionFailed(err)
+		switch {
+		case !failed:
+			return ledger.Record{}, wrap(err)
+		case derr != nil:
+			return ledger.Record{}, wrap(derr)
+		case old.Key == "" || old.ExpiresAt.Unix() < now.Unix():
+			return ledger.Record{}, wrap(ledger.ErrNotFound)
+		case old.State == r.State && old.ResolvedBy == r.By && old.ResolvedAt.Equal(now):
+			return old, nil // a retry found its own first try's write
+		case old.State == r.FromState && old.ClaimID == r.FromClaimID:
+			return ledger.Record{}, wrap(r.Refused(old, now)) // only the lease condition failed
+		}
+		return ledger.Record{}, wrap(&ledger.ConflictError{Op: "resolve", Current: old})
+	}
+	l.report("resolve", out.ConsumedCapacity)
+	rec, err := decode(out.Attributes)
+	if err != nil {
+		return ledger.Record{}, wrap(err)
+	}
+	return rec, nil
+}
+
+// ByEvent implements ledger.Admin: a Query of the event index (keys only,
+// every page) and a strongly consistent GetItem per key found. It returns
+// an input error for an empty tenant or event id, or the DynamoDB or
+// decoding error, wrapped with the operation.
+func (l *Ledger) ByEvent(ctx context.Context, tenant, eventID string) ([]ledger.Record, error) {
+	wrap := func(err error) error { return fmt.Errorf("dynamoledger: by event %s/%s: %w", tenant, eventID, err) }
+	if tenant == "" || eventID == "" || strings.Contains(tenant, "#") {
+		return nil, wrap(errors.New("want a tenant (without '#') and an event id"))
+	}
+	in := &dynamodb.QueryInput{
+		TableName:                 l.table,
+		IndexName:                 aws.String(tableschema.EventIndex),
+		KeyConditionExpression:    aws.String("#evt = :evt"),
+		ExpressionAttributeNames:  map[string]string{"#evt": attrEventPK},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":evt": str(eventPK(tenant, eventID))},
+		ReturnConsumedCapacity:    l.rcc,
+	}
+	var keys []string
+	for {
+		out, err := l.db.Query(ctx, in)
+		if err != nil {
+			return nil, wrap(err)
+		}
+		l.report("by event", out.ConsumedCapacity)
+		for _, item := range out.Items {
+			keys = append(keys, sAttr(item, attrPK))
+		}
+		if len(out.LastEvaluatedKey) == 0 {
+			break
+		}
+		in.ExclusiveStartKey = out.LastEvaluatedKey
+	}
+	sort.Strings(keys)
+	recs := make([]ledger.Record, 0, len(keys))
+	for _, k := range keys {
+		r, err := l.Get(ctx, k)
+		if errors.Is(err, ledger.ErrNotFound) {
+			continue // expired, or gone since the index was read
+		}
+		if err != nil {
+			return nil, wrap(err)
+		}
+		recs = append(recs, r)
+	}
+	return recs, nil
+}
+
+// Abandoned implements ledger.Admin with one Query of the attention GSI's
+// "abnd#NN" partition, oldest first, skipping expired rows. Like
+// Attention, a page may hold fewer rows than the limit while its cursor is
+// not empty. It returns an input error for a shard outside [0,
+// ledger.AttentionShards), a negative limit or a foreign cursor, or the
+// DynamoDB or decoding error, wrapped with the operation and shard.
+func (l *Ledger) Abandoned(ctx context.Context, q ledger.AbandonedQuery) (ledger.AttentionPage, error) {
+	wrap := func(err error) error { return fmt.Errorf("dynamoledger: abandoned shard %d: %w", q.Shard, err) }
+	if q.Shard < 0 || q.Shard >= ledger.AttentionShards {
+		return ledger.AttentionPage{}, wrap(fmt.Errorf("shard outside [0, %d)", ledger.AttentionShards))
+	}
+	if q.Limit < 0 {
+		return ledger.AttentionPage{}, wrap(fmt.Errorf("negative limit %d", q.Limit))
+	}
+	shard := abndPK(q.Shard)
+	cond := "#attn_pk = :shard"
+	names := map[string]string{"#attn_pk": attrAttnPK, "#expires_at": attrExpiresAt}
+	values := map[string]types.AttributeValue{":shard": str(shard), ":now": numInt(l.clock().Unix())}
+	if !q.Before.IsZero() {
+		cond += " AND #attn_sk < :due"
+		names["#attn_sk"] = attrAttnSK
+		values[":due"] = str(dueString(q.Before))
+	}
+	in := &dynamodb.QueryInput{
+		TableName:                 l.table,
+		IndexName:                 aws.String(tableschema.AttentionIndex),
+		KeyConditionExpression:    aws.String(cond),
+		FilterExpression:          aws.String(filtLive),
+		ExpressionAttributeNames:  names,
+		ExpressionAttributeValues: values,
+		ScanIndexForward:          aws.Bool(true),
+		Limit:                     aws.Int32(pageLimit(q.Limit)),
+		ReturnConsumedCapacity:    l.rcc,
+	}
+	if q.Cursor != "" {
+		start, err := decodeCursor(q.Cursor, shard)
+		if err != nil {
+			return ledger.AttentionPage{}, wrap(err)
+		}
+		in.ExclusiveStartKey = start
+	}
+	out, err := l.db.Query(ctx, in)
+	if err != nil {
+		return ledger.AttentionPage{}, wrap(err)
+	}
+	l.report("abandoned", out.ConsumedCapacity)
+	p, err := page(out.Items, out.LastEvaluatedKey)
+	if err != nil {
+		return ledger.AttentionPage{}, wrap(err)
+	}
+	return p, nil
+}
+
+// Failed implements ledger.Admin with one Scan page filtered on live
+// FAILED ledger rows. It needs a client with Scan (ScanAPI). It returns an
+// input error for a negative limit or a foreign cursor, or the DynamoDB or
+// decoding error, wrapped with the operation.
+func (l *Ledger) Failed(ctx context.Context, q ledger.ScanQuery) (ledger.AttentionPage, error) {
+	wrap := func(err error) error { return fmt.Errorf("dynamoledger: failed scan: %w", err) }
+	sc, ok := l.db.(ScanAPI)
+	if !ok {
+		return ledger.AttentionPage{}, wrap(fmt.Errorf("client %T cannot Scan", l.db))
+	}
+	if q.Limit < 0 {
+		return ledger.AttentionPage{}, wrap(fmt.Errorf("negative limit %d", q.Limit))
+	}
+	in := &dynamodb.ScanInput{
+		TableName:                l.table,
+		FilterExpression:         aws.String("#state = :failed AND #expires_at >= :now AND begins_with(#pk, :v1)"),
+		ExpressionAttributeNames: map[string]string{"#state": attrState, "#expires_at": attrExpiresAt, "#pk": attrPK},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":failed": str(string(ledger.StateFailed)), ":now": numInt(l.clock().Unix()), ":v1": str("v1_"),
+		},
+		Limit:                  aws.Int32(pageLimit(q.Limit)),
+		ReturnConsumedCapacity: l.rcc,
+	}
+	if q.Cursor != "" {
+		b, err := base64.RawURLEncoding.DecodeString(q.Cursor)
+		if err != nil || !strings.HasPrefix(string(b), "v1_") {
+			return ledger.AttentionPage{}, wrap(errors.New("malformed cursor: not a scan cursor"))
+		}
+		in.ExclusiveStartKey = keyOf(string(b))
+	}
+	out, err := sc.Scan(ctx, in)
+	if err != nil {
+		return ledger.AttentionPage{}, wrap(err)
+	}
+	l.report("failed scan", out.ConsumedCapacity)
+	p := ledger.AttentionPage{Records: make([]ledger.Record, 0, len(out.Items))}
+	for _, item := range out.Items {
+		r, err := decode(item)
+		if err != nil {
+			return ledger.AttentionPage{}, wrap(err)
+		}
+		p.Records = append(p.Records, r)
+	}
+	if k := sAttr(out.LastEvaluatedKey, attrPK); k != "" {
+		p.Cursor = base64.RawURLEncoding.EncodeToString([]byte(k))
+	}
+	return p, nil
+}
+
+func pageLimit(n int) int32 {
+	if n == 0 {
+		return DefaultPageSize
+	}
+	return int32(min(n, 1000))
+}
+
+// page decodes an attention-GSI query's items and cursor.
+func page(items []map[string]types.AttributeValue, last map[string]types.AttributeValue) (ledger.AttentionPage, error) {
+	p := ledger.AttentionPage{Records: make([]ledger.Record, 0, len(items))}
+	for _, item := range items {
+		r, err := decode(item)
+		if err != nil {
+			return ledger.AttentionPage{}, err
+		}
+		p.Records = append(p.Records, r)
+	}
+	if len(last) > 0 {
+		b, err := json.Marshal(cursor{PK: sAttr(last, attrPK), AttnPK: sAttr(last, attrAttnPK), AttnSK: sAttr(last, attrAttnSK)})
+		if err != nil {
+			return ledger.AttentionPage{}, fmt.Errorf("cursor: %w", err)
+		}
+		p.Cursor = base64.RawURLEncoding.EncodeToString(b)
+	}
+	return p, nil
+}
