@@ -113,9 +113,11 @@ services-start: deps rie ## Start local AWS and leave it running (source .local/
 services-stop: ## Stop what services-start started.
 	@scripts/local-aws.sh stop
 
-# SAM builds (template.yaml: Metadata BuildMethod: makefile). sam sets
-# ARTIFACTS_DIR.
-LAMBDA_BUILD = CGO_ENABLED=0 GOOS=linux GOARCH=arm64 go build -tags lambda.norpc -trimpath -ldflags='-s -w' -o $(ARTIFACTS_DIR)/bootstrap
+# SAM builds (template.yaml: Metadata BuildMethod: makefile). sam build
+# sets ARTIFACTS_DIR; without it the recipe would write /bootstrap, so it
+# refuses to run.
+LAMBDA_BUILD = test -n "$(ARTIFACTS_DIR)" || { echo "$@: ARTIFACTS_DIR is not set (sam build sets it; run sam build, or make build for local bootstraps)" >&2; exit 2; }; \
+	CGO_ENABLED=0 GOOS=linux GOARCH=arm64 go build -tags lambda.norpc -trimpath -ldflags='-s -w' -o "$(ARTIFACTS_DIR)/bootstrap"
 
 build-SenderFunction:
 	$(LAMBDA_BUILD) ./functions/sender
