@@ -43,6 +43,9 @@ type Message struct {
 	To      string
 	Subject string
 	Body    string
+	// HTML is the optional HTML part of an email (Body is its text
+	// part); adapters that cannot send HTML ignore it.
+	HTML string
 	// AttemptedAt is when the current claim was taken; lookups that
 	// search by time start there.
 	AttemptedAt time.Time
