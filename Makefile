@@ -10,7 +10,7 @@ SHELL := bash
 .DEFAULT_GOAL := help
 MAKEFLAGS += --no-print-directory
 
-FUNCTIONS := sender reconciler webhook api
+FUNCTIONS := sender reconciler webhook api sesevents
 FUZZTIME ?= 5s
 N ?= 2000
 SEED ?=
@@ -25,6 +25,7 @@ EVENT_sender := events/sqs-batch.json
 EVENT_reconciler := events/schedule.json
 EVENT_webhook := events/webhook-http.json
 EVENT_api := events/api-post.json
+EVENT_sesevents := events/ses-bounce.json
 
 .PHONY: help prereqs deps rie test demo bench chaos build lint services-start services-stop
 # (invoke-<function> targets are not .PHONY: phony targets skip pattern rules.)
@@ -95,7 +96,7 @@ lint: prereqs ## gofmt, go vet and cfn-lint, without starting anything.
 	if [ -f template.yaml ]; then step cfn-lint lint_template; else skip_step cfn-lint "template.yaml does not exist yet"; fi
 	summary "make lint"
 
-## invoke-<function>: Run sender, reconciler, webhook or api under the RIE with its events/ sample.
+## invoke-<function>: Run sender, reconciler, webhook, api or sesevents under the RIE with its events/ sample.
 $(addprefix invoke-,$(FUNCTIONS)): invoke-%: prereqs deps rie
 	@source scripts/steps.sh
 	fn=$*
@@ -130,3 +131,6 @@ build-WebhookFunction:
 
 build-ApiFunction:
 	$(LAMBDA_BUILD) ./functions/api
+
+build-SesEventsFunction:
+	$(LAMBDA_BUILD) ./functions/sesevents
