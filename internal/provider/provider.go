@@ -43,8 +43,8 @@ type Message struct {
 	To      string
 	Subject string
 	Body    string
-	// HTML is the optional HTML part of an email (Body is its text
-	// part); adapters that cannot send HTML ignore it.
+	// HTML is an email's optional HTML part, sent beside Body as
+	// multipart/alternative; adapters without HTML support send Body.
 	HTML string
 	// AttemptedAt is when the current claim was taken; lookups that
 	// search by time start there.
