@@ -161,6 +161,10 @@ func RunNative(ctx context.Context, p *Pipeline, n, copies int, timeout time.Dur
 			got = email[m.address]
 		}
 		switch {
+		case slices.ContainsFunc(rep.NotSent, func(s string) bool { return strings.HasPrefix(s, m.key) }):
+			if got > 0 { // a FAILED message must never have gone out
+				rep.Twice = append(rep.Twice, m.key)
+			}
 		case abandoned[m.key] && got <= 1:
 			rep.Abandoned++
 			rep.AbandonedRecorded += got

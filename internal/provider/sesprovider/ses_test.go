@@ -14,20 +14,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sesv2"
 	"github.com/aws/aws-sdk-go-v2/service/sesv2/types"
 	"github.com/aws/smithy-go"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 
-	"github.com/sendonce/sendonce/internal/ledger"
-	"github.com/sendonce/sendonce/internal/ledger/dynamoledger"
-	"github.com/sendonce/sendonce/internal/notify"
 	"github.com/sendonce/sendonce/internal/provider"
 	"github.com/sendonce/sendonce/internal/provider/sesprovider"
-	"github.com/sendonce/sendonce/internal/render"
-	"github.com/sendonce/sendonce/internal/sender"
 	"github.com/sendonce/sendonce/internal/testenv"
 )
 
@@ -308,108 +302,5 @@ func TestRefusedConnectionIsTransient(t *testing.T) {
 	}
 }
 
-// The real sender over the real ledger (DynamoDB Local) and SES (moto).
-
-type noDeadLetters struct{ t *testing.T }
-
-func (d noDeadLetters) Put(_ context.Context, _ events.SQSMessage, e *notify.InvalidError) error {
-	d.t.Errorf("dead-lettered: %v", e)
-	return nil
-}
-
-func realSender(t *testing.T, p provider.Sender) (*sender.Sender, ledger.Ledger) {
-	t.Helper()
-	db := testenv.DynamoDB(t)
-	l, err := dynamoledger.New(db, testenv.NewTable(t, db))
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := sender.New(sender.Config{
-		Ledger:          l,
-		Providers:       map[string]provider.Sender{"email": p},
-		Renderer:        render.MustNew(),
-		DeadLetters:     noDeadLetters{t},
-		Logger:          quiet,
-		ProviderTimeout: 5 * time.Second,
-		ClaimTimeout:    time.Minute,
-		Settle:          time.Minute,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s, l
-}
-
-func emailRequest(event string) notify.Request {
-	return notify.Request{
-		TenantID: "acme", EventID: event, Channel: notify.ChannelEmail, Template: "order_shipped",
-		Recipient: notify.Recipient{ID: "user-42", Email: "ana@example.com"},
-		Class:     notify.ClassTransactional, Data: map[string]any{"order_id": event},
-	}
-}
-
-// TestOneEmailPerKeyAcrossRedeliveries: the same request delivered again
-// and again, one after another and eight at once, reaches SES once per
-// key; moto's record of what was sent is the ground truth.
-func TestOneEmailPerKeyAcrossRedeliveries(t *testing.T) {
-	t.Parallel()
-	m := setupMoto(t)
-	s, l := realSender(t, m.provider(t, m.from))
-	ctx := context.Background()
-	const keys = 3
-	for i := range keys {
-		req := emailRequest(fmt.Sprintf("A-%d-%s", i, testenv.RandomID()))
-		for range 3 { // redeliveries in sequence
-			if r := s.Process(ctx, req); r.Status != sender.StatusSent && r.Status != sender.StatusDuplicate {
-				t.Fatalf("Process: %v (%s)", r.Status, r.Reason)
-			}
-		}
-		var wg sync.WaitGroup
-		for range 8 { // and at once
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				if r := s.Process(ctx, req); r.Status != sender.StatusDuplicate {
-					t.Errorf("concurrent redelivery: %v, want duplicate", r.Status)
-				}
-			}()
-		}
-		wg.Wait()
-		row, err := l.Get(ctx, req.Key())
-		if err != nil || row.State != ledger.StateSent {
-			t.Fatalf("row %s: %+v, %v; want SENT", req.Key(), row.State, err)
-		}
-	}
-	got := m.sent(t)
-	if len(got) != keys {
-		t.Fatalf("moto recorded %d emails, want %d (one per key): %+v", len(got), keys, got)
-	}
-	seen := map[string]bool{}
-	for _, msg := range got {
-		if !strings.HasPrefix(msg.Subject, "Your order A-") || !strings.Contains(msg.Body, "is on its way") {
-			t.Errorf("recorded %+v, want the rendered order_shipped subject and text", msg)
-		}
-		if seen[msg.Subject] {
-			t.Errorf("subject %q sent twice", msg.Subject)
-		}
-		seen[msg.Subject] = true
-	}
-}
-
-// TestUnverifiedSenderFails: through the real sender an unverified
-// sender identity makes the message FAILED (SES's MessageRejected), with
-// nothing sent and no retry.
-func TestUnverifiedSenderFails(t *testing.T) {
-	t.Parallel()
-	m := setupMoto(t)
-	s, l := realSender(t, m.provider(t, "nobody-"+testenv.RandomID()+"@unverified.example"))
-	req := emailRequest("B-" + testenv.RandomID())
-	r := s.Process(context.Background(), req)
-	if r.Status != sender.StatusFailed {
-		t.Fatalf("Process: %v (%s), want failed", r.Status, r.Reason)
-	}
-	row, err := l.Get(context.Background(), req.Key())
-	if err != nil || row.State != ledger.StateFailed || !strings.Contains(row.Reason, "MessageRejected") {
-		t.Fatalf("row: state %s reason %q (%v), want FAILED with MessageRejected", row.State, row.Reason, err)
-	}
-}
+// The real sender (its bootstrap under the RIE, over DynamoDB Local) with
+// this adapter against moto: internal/localpipeline's TestNativeProviders.
