@@ -10,7 +10,7 @@ SHELL := bash
 .DEFAULT_GOAL := help
 MAKEFLAGS += --no-print-directory
 
-FUNCTIONS := sender reconciler webhook api
+FUNCTIONS := sender reconciler webhook api sesevents
 FUZZTIME ?= 5s
 N ?= 2000
 SEED ?=
@@ -25,6 +25,7 @@ EVENT_sender := events/sqs-batch.json
 EVENT_reconciler := events/schedule.json
 EVENT_webhook := events/webhook-http.json
 EVENT_api := events/api-post.json
+EVENT_sesevents := events/ses-bounce.json
 
 .PHONY: help prereqs deps bench-deps rie test demo bench chaos build lint services-start services-stop
 # (invoke-<function> targets are not .PHONY: phony targets skip pattern rules.)
@@ -101,7 +102,7 @@ lint: prereqs ## gofmt, go vet and cfn-lint, without starting anything.
 	if [ -f template.yaml ]; then step cfn-lint lint_template; else skip_step cfn-lint "template.yaml does not exist yet"; fi
 	summary "make lint"
 
-## invoke-<function>: Run sender, reconciler, webhook or api under the RIE with its events/ sample.
+## invoke-<function>: Run sender, reconciler, webhook, api or sesevents under the RIE with its events/ sample.
 $(addprefix invoke-,$(FUNCTIONS)): invoke-%: prereqs deps rie
 	@source scripts/steps.sh
 	fn=$*
@@ -119,9 +120,11 @@ services-start: deps rie ## Start local AWS and leave it running (source .local/
 services-stop: ## Stop what services-start started.
 	@scripts/local-aws.sh stop
 
-# SAM builds (template.yaml: Metadata BuildMethod: makefile). sam sets
-# ARTIFACTS_DIR.
-LAMBDA_BUILD = CGO_ENABLED=0 GOOS=linux GOARCH=arm64 go build -tags lambda.norpc -trimpath -ldflags='-s -w' -o $(ARTIFACTS_DIR)/bootstrap
+# SAM builds (template.yaml: Metadata BuildMethod: makefile). sam build
+# sets ARTIFACTS_DIR; without it the recipe would write /bootstrap, so it
+# refuses to run.
+LAMBDA_BUILD = test -n "$(ARTIFACTS_DIR)" || { echo "$@: ARTIFACTS_DIR is not set (sam build sets it; run sam build, or make build for local bootstraps)" >&2; exit 2; }; \
+	CGO_ENABLED=0 GOOS=linux GOARCH=arm64 go build -tags lambda.norpc -trimpath -ldflags='-s -w' -o "$(ARTIFACTS_DIR)/bootstrap"
 
 build-SenderFunction:
 	$(LAMBDA_BUILD) ./functions/sender
@@ -134,3 +137,6 @@ build-WebhookFunction:
 
 build-ApiFunction:
 	$(LAMBDA_BUILD) ./functions/api
+
+build-SesEventsFunction:
+	$(LAMBDA_BUILD) ./functions/sesevents

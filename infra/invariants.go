@@ -30,10 +30,14 @@ const (
 	SenderFunction     = "SenderFunction"
 	ReconcilerFunction = "ReconcilerFunction"
 	functionType       = "AWS::Serverless::Function"
-	// ReconcileHorizonParam is the parameter bounding how long after its
-	// message's last redelivery a row may still be reconciled.
-	ReconcileHorizonParam = "ReconcileHorizonSeconds"
 )
+
+// ReconcileHorizon bounds how long after its message's last possible
+// redelivery a ledger row may still be reconciled (the schedule times the
+// attempts, plus outages). No function reads it, so it is a planning
+// bound of the retention invariant rather than a template parameter (an
+// unused parameter is one more question for `sam deploy --guided`).
+const ReconcileHorizon = 24 * time.Hour
 
 // ErrInvariant is matched (errors.Is) by every error an Invariant's Check
 // returns because the template breaks the invariant (rather than because it
@@ -64,6 +68,11 @@ var Invariants = []Invariant{
 	{"FunctionsArm64AL2023", "a function is built or run for the wrong platform", checkFunctions},
 	{"OwnRolePerFunction", "a function holds another function's permissions", checkOwnRoles},
 	{"NoWildcardPolicies", "a role is granted every action, or every table", checkPolicies},
+	{"LeastPrivilegePerFunction", "a function can read or write another function's records, or call what it never calls", checkGrants},
+	{"SNSPublishScoped", "a function can publish to every topic and endpoint of the account", checkSNSPublish},
+	{"PermissionsBoundaryOnEveryRole", "a role escapes the organisation's permissions boundary", checkBoundary},
+	{"ParametersDescribedAndGrouped", "the guided deploy asks a question without saying what it means or accepts anything", checkParameters},
+	{"GradualDeployment", "a bad release takes all traffic at once and is not rolled back", checkGradualDeployment},
 }
 
 func broken(format string, args ...any) error {
@@ -279,12 +288,7 @@ func checkRetention(t *Template, p Values) error {
 	if err != nil {
 		return err
 	}
-	// The horizon is a planning bound no function reads: take the parameter.
-	hs, err := t.evalInt(map[string]any{"Ref": ReconcileHorizonParam}, p)
-	if err != nil {
-		return fmt.Errorf("%s: %w", ReconcileHorizonParam, err)
-	}
-	horizon := time.Duration(hs) * time.Second
+	horizon := ReconcileHorizon
 	need := queue + dlq + horizon
 	for _, name := range sortedKeys(t.Resources) {
 		fn := t.Resources[name]

@@ -42,6 +42,9 @@ type Template struct {
 	Globals    map[string]any
 	Resources  map[string]*Resource
 	Outputs    map[string]any
+	// Metadata is the template's top-level Metadata section
+	// (AWS::CloudFormation::Interface).
+	Metadata map[string]any
 }
 
 // Resource is one entry of the template's Resources section.
@@ -93,6 +96,7 @@ func Parse(data []byte) (*Template, error) {
 		Globals:    mapOf(root["Globals"]),
 		Resources:  map[string]*Resource{},
 		Outputs:    mapOf(root["Outputs"]),
+		Metadata:   mapOf(root["Metadata"]),
 	}
 	for name, p := range mapOf(root["Parameters"]) {
 		m, ok := p.(map[string]any)

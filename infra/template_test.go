@@ -237,15 +237,10 @@ func TestRealTemplateHoldsInvariants(t *testing.T) {
 // invariant's check reports it, so no check passes vacuously.
 func TestInvariantsCatchBreakage(t *testing.T) {
 	t.Parallel()
-	type breakFunc func(t *testing.T, tpl *Template, p Values) Values
 	param := func(name, value string) breakFunc {
 		return func(_ *testing.T, _ *Template, p Values) Values { return p.With(name, value) }
 	}
-	tests := []struct {
-		invariant string
-		name      string
-		breakIt   breakFunc
-	}{
+	tests := []breakage{
 		{"VisibilityCoversSender", "VisibilityBelow6xTimeout", param("QueueVisibilityTimeoutSeconds", "179")},
 		{"VisibilityCoversSender", "SenderTimeoutRaised", param("SenderTimeoutSeconds", "60")},
 		{"VisibilityCoversSender", "BatchingWindowAddsUp", param("MaximumBatchingWindowInSeconds", "1")},
@@ -256,7 +251,6 @@ func TestInvariantsCatchBreakage(t *testing.T) {
 			return p.With("MaxReceiveCount", "1").With("ClaimTimeoutSeconds", "120")
 		}},
 		{"LedgerOutlivesMessages", "ShortRetention", param("RetentionHours", "455")},
-		{"LedgerOutlivesMessages", "LongHorizon", param("ReconcileHorizonSeconds", "3000000")},
 		{"LedgerOutlivesMessages", "LongQueueRetention", func(_ *testing.T, _ *Template, p Values) Values {
 			return p.With("QueueRetentionSeconds", "1209600").With("RetentionHours", "690")
 		}},
@@ -309,6 +303,7 @@ func TestInvariantsCatchBreakage(t *testing.T) {
 		{"NoWildcardPolicies", "DynamoOnEveryTable", addStatement(map[string]any{"Effect": "Allow", "Action": []any{"dynamodb:GetItem"}, "Resource": "*"})},
 		{"NoWildcardPolicies", "InsideIfBranch", addStatement(map[string]any{"Fn::If": []any{"Tracing", map[string]any{"Ref": "AWS::NoValue"}, map[string]any{"Effect": "Allow", "Action": "dynamodb:Query", "Resource": []any{"*"}}}})},
 	}
+	tests = append(tests, grantBreakages()...)
 	for _, tc := range tests {
 		t.Run(tc.invariant+"/"+tc.name, func(t *testing.T) {
 			t.Parallel()

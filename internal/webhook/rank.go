@@ -31,6 +31,9 @@ const (
 	// StatusBounced: the recipient's mail system returned the message,
 	// possibly after first accepting it.
 	StatusBounced Status = "bounced"
+	// StatusComplained: the recipient reported the email as spam (an
+	// SES complaint event); email only.
+	StatusComplained Status = "complained"
 )
 
 // Channel names as in the notification request (docs/request.md).
@@ -56,7 +59,10 @@ const (
 // message, and a bounce can follow it (an asynchronous bounce), so for
 // email every failure ranks above delivered and a bounce above them all:
 //
-//	sent 4 < delivered 5 < read 6 < failures 7 < bounced 8
+//	sent 4 < delivered 5 < read 6 < failures 7 < bounced 8 < complained 9
+//
+// A complaint (email only) ranks above everything: the recipient got the
+// message and marked it as spam, the one status an operator must act on.
 //
 // Failures share one rank on purpose: the first failure reported is kept,
 // and a second, different failure is a late callback, not a change.
@@ -84,6 +90,7 @@ var (
 		StatusRejected:    7,
 		StatusCanceled:    7,
 		StatusBounced:     8,
+		StatusComplained:  9,
 	}
 )
 

@@ -22,6 +22,8 @@ func TestRank(t *testing.T) {
 		{"EmailDelivered", "email", StatusDelivered, 5, true},
 		{"EmailFailed", "email", StatusFailed, 7, true},
 		{"EmailBounced", "email", StatusBounced, 8, true},
+		{"EmailComplained", "email", StatusComplained, 9, true},
+		{"SMSComplained", "sms", StatusComplained, 0, false},
 		{"Unknown", "sms", Status("receiving"), 0, false},
 		{"Empty", "email", Status(""), 0, false},
 	}

@@ -2,7 +2,7 @@
 // reconciler) from the environment (README.md, Configuration, and docs/providers.md).
 //
 // SENDONCE_SMS_PROVIDER, SENDONCE_EMAIL_PROVIDER and SENDONCE_PUSH_PROVIDER
-// name the provider of each channel: http, sns, twilio or smtp. A channel
+// name the provider of each channel: http, sns, twilio, smtp or ses. A channel
 // left unset is absent from the map (a request for it then fails
 // permanently in the sender). A channel set to an unknown provider, to a
 // provider that cannot serve it, or a provider missing a required setting
@@ -30,12 +30,14 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sesv2"
 	"github.com/aws/aws-sdk-go-v2/service/sns"
 
 	"github.com/sendonce/sendonce/internal/decide"
 	"github.com/sendonce/sendonce/internal/lambdaenv"
 	"github.com/sendonce/sendonce/internal/provider"
 	"github.com/sendonce/sendonce/internal/provider/httpprovider"
+	"github.com/sendonce/sendonce/internal/provider/sesprovider"
 	"github.com/sendonce/sendonce/internal/provider/smtpprovider"
 	"github.com/sendonce/sendonce/internal/provider/snsprovider"
 	"github.com/sendonce/sendonce/internal/provider/twilio"
@@ -74,6 +76,9 @@ const (
 	EnvSMTPTLS             = "SENDONCE_SMTP_TLS"
 	EnvSMTPMessageIDDomain = "SENDONCE_SMTP_MESSAGE_ID_DOMAIN"
 
+	EnvSESFrom             = "SENDONCE_SES_FROM"
+	EnvSESConfigurationSet = "SENDONCE_SES_CONFIGURATION_SET"
+
 	EnvSNSSenderID          = "SENDONCE_SNS_SENDER_ID"
 	EnvSNSOriginationNumber = "SENDONCE_SNS_ORIGINATION_NUMBER"
 	EnvSNSSMSTopicARN       = "SENDONCE_SNS_SMS_TOPIC_ARN"
@@ -95,7 +100,7 @@ var channelEnv = []struct{ channel, env string }{
 // serves lists the providers that can serve each channel.
 var serves = map[string][]string{
 	"sms":   {"http", "sns", "twilio"},
-	"email": {"http", "smtp", "sns"},
+	"email": {"http", "ses", "smtp", "sns"},
 	"push":  {"http", "sns"},
 }
 
@@ -105,6 +110,8 @@ type Options struct {
 	Secrets *secrets.Resolver
 	// SNS publishes for the sns provider. Required when it is used.
 	SNS snsprovider.Publisher
+	// SES sends for the ses provider. Required when it is used.
+	SES sesprovider.Sender
 	// Logger is given to every adapter; nil means slog.Default().
 	Logger *slog.Logger
 }
@@ -120,6 +127,7 @@ func FromEnv(ctx context.Context, getenv func(string) string, awsCfg aws.Config)
 	return FromEnvWith(ctx, getenv, Options{
 		Secrets: secrets.NewFromConfig(awsCfg),
 		SNS:     sns.NewFromConfig(awsCfg),
+		SES:     sesv2.NewFromConfig(awsCfg),
 	})
 }
 
@@ -140,7 +148,7 @@ func FromEnvWith(ctx context.Context, getenv func(string) string, opts Options) 
 		if name == "" {
 			continue
 		}
-		if !slices.Contains([]string{"http", "sns", "twilio", "smtp"}, name) {
+		if !slices.Contains([]string{"http", "sns", "twilio", "smtp", "ses"}, name) {
 			return nil, fmt.Errorf("registry: %s: unknown provider %q (want one of %s)", c.env, name, strings.Join(serves[c.channel], ", "))
 		}
 		if !slices.Contains(serves[c.channel], name) {
@@ -196,6 +204,8 @@ func (b *builder) provider(name string) (provider.Sender, error) {
 		s, err = b.smtp()
 	case "sns":
 		s, err = b.sns()
+	case "ses":
+		s, err = b.ses()
 	}
 	if err != nil {
 		return nil, err
@@ -369,6 +379,25 @@ func (b *builder) sns() (provider.Sender, error) {
 	})
 	if err != nil {
 		return nil, fmt.Errorf("registry: sns provider: %w", err)
+	}
+	return p, nil
+}
+
+func (b *builder) ses() (provider.Sender, error) {
+	if b.opts.SES == nil {
+		return nil, errors.New("registry: ses provider: no SES client")
+	}
+	from, err := b.required(EnvSESFrom, "ses")
+	if err != nil {
+		return nil, err
+	}
+	p, err := sesprovider.New(sesprovider.Config{
+		Client: b.opts.SES, From: from,
+		ConfigurationSet: strings.TrimSpace(b.getenv(EnvSESConfigurationSet)),
+		Timeout:          b.timeoutVal, Logger: b.opts.Logger,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("registry: ses provider (%s): %w", EnvSESFrom, err)
 	}
 	return p, nil
 }

@@ -1,0 +1,231 @@
+package localpipeline
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sesv2"
+
+	"github.com/sendonce/sendonce/internal/ledger"
+	"github.com/sendonce/sendonce/internal/notify"
+	"github.com/sendonce/sendonce/internal/testenv"
+)
+
+// NativeEnv returns the Options.Env of a pipeline whose functions send SMS
+// through Amazon SNS and email through Amazon SES, both on moto_server at
+// moto, as a deployment with SmsProvider sns and EmailProvider ses does.
+// It verifies from as an SES identity first (moto refuses a send from an
+// unverified one, as SES does).
+func NativeEnv(ctx context.Context, moto, from string) (map[string]string, error) {
+	c := sesv2.NewFromConfig(testenv.Config(), func(o *sesv2.Options) { o.BaseEndpoint = aws.String(moto) })
+	if _, err := c.CreateEmailIdentity(ctx, &sesv2.CreateEmailIdentityInput{EmailIdentity: aws.String(from)}); err != nil {
+		return nil, fmt.Errorf("localpipeline: verify SES identity: %w", err)
+	}
+	return map[string]string{
+		"SENDONCE_SMS_PROVIDER":   "sns",
+		"SENDONCE_EMAIL_PROVIDER": "ses",
+		"SENDONCE_SES_FROM":       from,
+		"AWS_ENDPOINT_URL_SESV2":  moto,
+	}, nil
+}
+
+// NativeReport is what RunNative found in moto_server's record of the SMS
+// and email sent: its ground truth.
+type NativeReport struct {
+	Elapsed time.Duration
+	// SMS and Email count the logical messages of each channel; Copies
+	// the SQS messages sent for them.
+	SMS, Email, Copies int
+	// SMSSent and EmailSent count the messages moto recorded once.
+	SMSSent, EmailSent int
+	// Twice lists the keys recorded more than once; Lost those SENT (or
+	// never final) but never recorded; NotSent those whose row is final
+	// but not SENT, with state and reason.
+	Twice, Lost, NotSent []string
+	// Abandoned counts rows the reconciler gave up on by class policy: an
+	// ambiguous send (no answer in time after the request was written)
+	// through providers that can neither drop a repeat nor be asked.
+	// AbandonedRecorded counts those moto did record: the policy's cost.
+	Abandoned, AbandonedRecorded int
+	// Leaks counts log lines of any function holding a raw address.
+	Leaks int
+}
+
+// OK reports whether no message was sent twice, every message is SENT
+// and recorded once or abandoned by policy after an ambiguous send, and
+// no address reached a log.
+func (r NativeReport) OK() bool {
+	return len(r.Twice) == 0 && len(r.Lost) == 0 && len(r.NotSent) == 0 && r.Leaks == 0
+}
+
+// WriteSummary prints r.
+func (r NativeReport) WriteSummary(w io.Writer) {
+	fmt.Fprintf(w, "AWS-native providers (moto_server ground truth) in %s:\n", r.Elapsed.Round(10*time.Millisecond))
+	fmt.Fprintf(w, "  SMS through SNS:   %d messages, %d recorded once\n", r.SMS, r.SMSSent)
+	fmt.Fprintf(w, "  email through SES: %d messages, %d recorded once\n", r.Email, r.EmailSent)
+	fmt.Fprintf(w, "  SQS copies sent: %d; delivered twice: %d; lost: %d; other final states: %d; address leaks in logs: %d\n",
+		r.Copies, len(r.Twice), len(r.Lost), len(r.NotSent), r.Leaks)
+	fmt.Fprintf(w, "  ambiguous sends abandoned by class policy: %d (moto had accepted %d of them: neither provider can be asked)\n",
+		r.Abandoned, r.AbandonedRecorded)
+	for _, k := range r.NotSent {
+		fmt.Fprintf(w, "  not SENT: %s\n", k)
+	}
+}
+
+// nativeMessage is one message of RunNative and where moto shows it.
+type nativeMessage struct {
+	key, channel, address string
+}
+
+// RunNative sends n messages (half SMS, half email), each enqueued copies
+// times, through p (started with NativeEnv), waits until every row is
+// final or timeout passes, and compares moto_server's record with what
+// was asked: each message exactly once.
+func RunNative(ctx context.Context, p *Pipeline, n, copies int, timeout time.Duration) (NativeReport, error) {
+	start := time.Now()
+	run := testenv.RandomID()[:8]
+	var (
+		msgs   []nativeMessage
+		bodies []string
+		rep    NativeReport
+	)
+	for i := range n {
+		req := notify.Request{
+			TenantID: "native", EventID: fmt.Sprintf("evt_%s_%d", run, i), Template: "order_shipped",
+			Recipient: notify.Recipient{ID: fmt.Sprintf("user-%d", i)}, Class: notify.ClassTransactional,
+			Data: map[string]any{"order_id": fmt.Sprintf("N-%s-%d", run, i)},
+		}
+		m := nativeMessage{channel: "sms", address: fmt.Sprintf("+1555%07d", (i*7919+int(start.UnixNano()/1000))%10000000)}
+		req.Channel, req.Recipient.Phone = notify.ChannelSMS, m.address
+		if i%2 == 1 {
+			m = nativeMessage{channel: "email", address: fmt.Sprintf("user%d-%s@example.com", i, run)}
+			req.Channel, req.Recipient.Phone, req.Recipient.Email = notify.ChannelEmail, "", m.address
+			rep.Email++
+		} else {
+			rep.SMS++
+		}
+		m.key = req.Key()
+		body, err := json.Marshal(req)
+		if err != nil {
+			return rep, fmt.Errorf("localpipeline: native request: %w", err)
+		}
+		msgs = append(msgs, m)
+		for range copies {
+			bodies = append(bodies, string(body))
+		}
+	}
+	rep.Copies = len(bodies)
+	if err := p.Enqueue(ctx, bodies...); err != nil {
+		return rep, err
+	}
+	deadline := time.Now().Add(timeout)
+	abandoned := map[string]bool{}
+	for _, m := range msgs {
+		for {
+			r, err := p.Ledger().Get(ctx, m.key)
+			if err == nil && r.State == ledger.StateAbandoned {
+				abandoned[m.key] = true
+				break
+			}
+			if err == nil && r.State.Final() {
+				if r.State != ledger.StateSent {
+					rep.NotSent = append(rep.NotSent, fmt.Sprintf("%s (%s %s: %s)", m.key, m.channel, r.State, r.Reason))
+				}
+				break
+			}
+			if time.Now().After(deadline) {
+				rep.NotSent = append(rep.NotSent, m.key)
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return rep, ctx.Err()
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}
+	sms, email, err := motoRecords(ctx, p.opts.MotoEndpoint)
+	if err != nil {
+		return rep, err
+	}
+	for _, m := range msgs {
+		got := sms[m.address]
+		if m.channel == "email" {
+			got = email[m.address]
+		}
+		switch {
+		case slices.ContainsFunc(rep.NotSent, func(s string) bool { return strings.HasPrefix(s, m.key) }):
+			if got > 0 { // a FAILED message must never have gone out
+				rep.Twice = append(rep.Twice, m.key)
+			}
+		case abandoned[m.key] && got <= 1:
+			rep.Abandoned++
+			rep.AbandonedRecorded += got
+		case got == 0:
+			rep.Lost = append(rep.Lost, m.key)
+		case got > 1:
+			rep.Twice = append(rep.Twice, m.key)
+		case m.channel == "sms":
+			rep.SMSSent++
+		default:
+			rep.EmailSent++
+		}
+	}
+	for _, logs := range p.Logs() {
+		for _, line := range strings.Split(logs, "\n") {
+			if slices.ContainsFunc(msgs, func(m nativeMessage) bool { return strings.Contains(line, m.address) }) {
+				rep.Leaks++
+			}
+		}
+	}
+	rep.Elapsed = time.Since(start)
+	return rep, nil
+}
+
+// motoRecords counts the SMS (by phone number) and emails (by recipient)
+// moto_server recorded.
+func motoRecords(ctx context.Context, moto string) (sms, email map[string]int, err error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, moto+"/moto-api/data.json", nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, nil, fmt.Errorf("localpipeline: read moto records: %w", err)
+	}
+	defer resp.Body.Close()
+	var data struct {
+		SNS struct {
+			SMS []struct {
+				PhoneNumber string `json:"phone_number"`
+			} `json:"SMS"`
+		} `json:"sns"`
+		SES struct {
+			Message []struct {
+				Destinations struct {
+					ToAddresses []string `json:"ToAddresses"`
+				} `json:"destinations"`
+			} `json:"Message"`
+		} `json:"ses"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&data); err != nil {
+		return nil, nil, fmt.Errorf("localpipeline: decode moto records: %w", err)
+	}
+	sms, email = map[string]int{}, map[string]int{}
+	for _, s := range data.SNS.SMS {
+		sms[s.PhoneNumber]++
+	}
+	for _, m := range data.SES.Message {
+		for _, to := range m.Destinations.ToAddresses {
+			email[to]++
+		}
+	}
+	return sms, email, nil
+}

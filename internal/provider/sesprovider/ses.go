@@ -1,0 +1,271 @@
+// Package sesprovider sends email through Amazon SES (the SESv2 SendEmail
+// API), and translates every SES failure into a *provider.Error.
+//
+// Each message goes out as Simple content: the subject, the text part and,
+// when the message has one, the HTML part. The idempotency key rides along
+// twice, so SES events can be tied back to the ledger row: as the email
+// tag TagKey (SES copies tags into every event it publishes for the
+// configuration set) and as the header HeaderKey (in the message itself,
+// and in the event's mail.headers).
+//
+// SES takes no client idempotency key and cannot be asked whether it sent
+// a message, so the adapter promises neither (Capabilities is all false):
+// an ambiguous outcome becomes UNCERTAIN and the message's class decides
+// what follows. For the same reason the AWS SDK's own retries are switched
+// off for SendEmail: a retry of a call that timed out after it was written
+// could send twice. The sender retries what is safe (Transient).
+package sesprovider
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sesv2"
+	"github.com/aws/aws-sdk-go-v2/service/sesv2/types"
+	"github.com/aws/smithy-go"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
+
+	"github.com/sendonce/sendonce/internal/provider"
+	"github.com/sendonce/sendonce/internal/redact"
+)
+
+// Name is the adapter's configuration name.
+const Name = "ses"
+
+// Where the idempotency key travels with each email.
+const (
+	// TagKey is the email tag (SendEmail EmailTags) holding the key.
+	TagKey = "sendonce-key"
+	// HeaderKey is the message header holding the key.
+	HeaderKey = "X-Sendonce-Key"
+)
+
+// charset of every part.
+const charset = "UTF-8"
+
+// Sender is the part of *sesv2.Client the adapter uses, so tests can wrap
+// or replace it.
+type Sender interface {
+	SendEmail(ctx context.Context, in *sesv2.SendEmailInput, optFns ...func(*sesv2.Options)) (*sesv2.SendEmailOutput, error)
+}
+
+// Config configures a Provider.
+type Config struct {
+	// Client sends; usually sesv2.NewFromConfig(cfg). Required.
+	Client Sender
+	// From is the sender address, a verified SES identity (the address
+	// itself or its domain). Required.
+	From string
+	// ConfigurationSet is the optional SES configuration set every email
+	// is sent with; its event destination publishes bounces, complaints
+	// and deliveries.
+	ConfigurationSet string
+	// Timeout bounds one SendEmail call; zero means the caller's ctx only.
+	Timeout time.Duration
+	// Logger receives one line per failed send (addresses redacted); nil
+	// means slog.Default().
+	Logger *slog.Logger
+}
+
+// Provider is the SES adapter. It implements provider.Sender.
+type Provider struct {
+	cfg Config
+	log *slog.Logger
+}
+
+// New returns an SES adapter. It returns an error when cfg.Client is nil
+// or cfg.From is not an email address.
+func New(cfg Config) (*Provider, error) {
+	if cfg.Client == nil {
+		return nil, errors.New("sesprovider: new: no SES client")
+	}
+	if at := strings.LastIndexByte(cfg.From, '@'); at <= 0 || at == len(cfg.From)-1 || strings.ContainsAny(cfg.From, " \t\r\n<>") {
+		return nil, fmt.Errorf("sesprovider: new: From %q is not an email address", cfg.From)
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Provider{cfg: cfg, log: log}, nil
+}
+
+// Name returns "ses".
+func (p *Provider) Name() string { return Name }
+
+// Capabilities returns no idempotent sends and no lookup: SES has neither.
+func (p *Provider) Capabilities() provider.Capabilities { return provider.Capabilities{} }
+
+// noRetry turns the SDK's retries off for one call (see the package doc).
+func noRetry(o *sesv2.Options) { o.RetryMaxAttempts = 1 }
+
+// Send sends m as one email to m.To. It returns SES's message id, or a
+// *provider.Error classified by Classify. A message that is not email or
+// has no address is a Permanent error, and nothing is sent.
+func (p *Provider) Send(ctx context.Context, m provider.Message) (provider.Receipt, error) {
+	in, err := p.Input(m)
+	if err != nil {
+		return provider.Receipt{}, err
+	}
+	if p.cfg.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, p.cfg.Timeout)
+		defer cancel()
+	}
+	out, err := p.cfg.Client.SendEmail(ctx, in, noRetry)
+	if err != nil {
+		perr := Classify(err, m.To)
+		p.log.WarnContext(ctx, "ses send failed",
+			"provider", Name, "key", m.Key, "channel", m.Channel,
+			"to", redact.Address(m.To), "kind", perr.Kind.String(), "code", perr.Code, "reason", perr.Reason)
+		return provider.Receipt{}, perr
+	}
+	return provider.Receipt{MessageID: aws.ToString(out.MessageId)}, nil
+}
+
+// Input builds the SendEmail call for m: Simple content with a text part,
+// an HTML part when m.HTML is set, the key as tag and header, and the
+// configuration set when one is configured.
+func (p *Provider) Input(m provider.Message) (*sesv2.SendEmailInput, error) {
+	if m.Channel != "email" {
+		return nil, permanent("", fmt.Sprintf("channel %q is not served by ses", m.Channel))
+	}
+	if m.To == "" {
+		return nil, permanent("", "no email address")
+	}
+	body := &types.Body{Text: &types.Content{Data: aws.String(m.Body), Charset: aws.String(charset)}}
+	if m.HTML != "" {
+		body.Html = &types.Content{Data: aws.String(m.HTML), Charset: aws.String(charset)}
+	}
+	in := &sesv2.SendEmailInput{
+		FromEmailAddress: aws.String(p.cfg.From),
+		Destination:      &types.Destination{ToAddresses: []string{m.To}},
+		Content: &types.EmailContent{Simple: &types.Message{
+			Subject: &types.Content{Data: aws.String(m.Subject), Charset: aws.String(charset)},
+			Body:    body,
+			Headers: []types.MessageHeader{{Name: aws.String(HeaderKey), Value: aws.String(m.Key)}},
+		}},
+		EmailTags: []types.MessageTag{{Name: aws.String(TagKey), Value: aws.String(m.Key)}},
+	}
+	if p.cfg.ConfigurationSet != "" {
+		in.ConfigurationSetName = aws.String(p.cfg.ConfigurationSet)
+	}
+	return in, nil
+}
+
+func permanent(code, reason string) *provider.Error {
+	return &provider.Error{Kind: provider.Permanent, Provider: Name, Op: "send", Code: code, Reason: reason}
+}
+
+// codeKinds classifies SES's error codes: the SendEmail errors of the
+// SESv2 API reference (service/sesv2/types/errors.go) and AWS's common
+// error codes.
+var codeKinds = map[string]struct {
+	kind   provider.Kind
+	reason string
+}{
+	// The message is at fault, or its sender is not a verified identity:
+	// SES refused it and sent nothing. FAILED.
+	"MessageRejected":                    {provider.Permanent, "rejected by SES"},
+	"MailFromDomainNotVerifiedException": {provider.Permanent, "sending domain is not verified"},
+	"BadRequestException":                {provider.Permanent, "invalid request"},
+	"ValidationException":                {provider.Permanent, "validation failed"},
+	"InvalidParameterValue":              {provider.Permanent, "invalid parameter value"},
+	// Throttling (sending rate or daily quota): SES took nothing; retry
+	// later (AWS: wait up to 10 minutes).
+	"TooManyRequestsException": {provider.Transient, "throttled"},
+	"ThrottlingException":      {provider.Transient, "throttled"},
+	"Throttling":               {provider.Transient, "throttled"},
+	"LimitExceededException":   {provider.Transient, "sending limit exceeded"},
+	"ServiceUnavailable":       {provider.Transient, "SES unavailable"},
+	// The deployment is at fault: retried, alarmed, never FAILED.
+	"AccountSuspendedException":   {provider.Config, "SES account suspended"},
+	"SendingPausedException":      {provider.Config, "SES sending paused for the account or configuration set"},
+	"NotFoundException":           {provider.Config, "configuration set not found"},
+	"AccessDeniedException":       {provider.Config, "access denied"},
+	"AccessDenied":                {provider.Config, "access denied"},
+	"UnrecognizedClientException": {provider.Config, "invalid AWS credentials"},
+	"InvalidClientTokenId":        {provider.Config, "invalid AWS credentials"},
+	"SignatureDoesNotMatch":       {provider.Config, "AWS request signature does not match"},
+	"ExpiredToken":                {provider.Config, "AWS credentials expired"},
+	"ExpiredTokenException":       {provider.Config, "AWS credentials expired"},
+}
+
+// Classify translates an error from SendEmail into a *provider.Error. to
+// is the message's raw address; it is redacted out of any text kept.
+//
+//   - a known SES error code: the kind of codeKinds (Permanent for a
+//     rejected message or an unverified sender, Transient for throttling,
+//     Config for account, permission and credential problems);
+//   - an unknown code: by HTTP status (429 Transient, 401/403 Config,
+//     other 4xx Permanent; a 5xx is Ambiguous: SES does not say whether
+//     it accepted the message, and it cannot drop a repeat);
+//   - no answer: Transient when the connection was never made (dial or
+//     DNS failure: nothing was sent), otherwise Ambiguous (a timeout or
+//     reset after the request may have been written).
+func Classify(err error, to string) *provider.Error {
+	pe := &provider.Error{Kind: provider.Ambiguous, Provider: Name, Op: "send", Err: redact.Error(err, to)}
+	var ae smithy.APIError
+	if errors.As(err, &ae) {
+		pe.Code = ae.ErrorCode()
+		if k, ok := codeKinds[pe.Code]; ok {
+			pe.Kind, pe.Reason = k.kind, k.reason
+		} else {
+			switch status := httpStatus(err); {
+			case status >= 500:
+				pe.Kind, pe.Reason = provider.Ambiguous, fmt.Sprintf("SES answered HTTP %d: the email may have been accepted", status)
+			case status == 429:
+				pe.Kind, pe.Reason = provider.Transient, "throttled"
+			case status == 401 || status == 403:
+				pe.Kind, pe.Reason = provider.Config, fmt.Sprintf("SES answered HTTP %d", status)
+			case status >= 400:
+				pe.Kind, pe.Reason = provider.Permanent, "rejected by SES"
+			default:
+				pe.Kind, pe.Reason = provider.Ambiguous, "unrecognised SES error"
+			}
+		}
+		if msg := redact.Text(ae.ErrorMessage(), to); msg != "" && pe.Kind == provider.Permanent {
+			pe.Reason += ": " + msg
+		}
+		return pe
+	}
+	if notSent(err) {
+		pe.Kind, pe.Reason = provider.Transient, "could not connect to SES: nothing was sent"
+		return pe
+	}
+	if errors.Is(err, context.DeadlineExceeded) || isTimeout(err) {
+		pe.Reason = "timed out waiting for SES: the email may have been accepted"
+	} else {
+		pe.Reason = "connection to SES failed mid-request: the email may have been accepted"
+	}
+	return pe
+}
+
+func httpStatus(err error) int {
+	var re *smithyhttp.ResponseError
+	if errors.As(err, &re) && re.Response != nil {
+		return re.HTTPStatusCode()
+	}
+	return 0
+}
+
+// notSent reports whether err proves the request never left: the TCP
+// connection was never established or the name did not resolve.
+func notSent(err error) bool {
+	var dns *net.DNSError
+	if errors.As(err, &dns) {
+		return true
+	}
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
