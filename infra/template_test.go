@@ -513,7 +513,7 @@ func TestDefaultMaxAgeDerivation(t *testing.T) {
 	if got, want := decide.DefaultMaxAge, queue+dlq; got != want {
 		t.Errorf("decide.DefaultMaxAge = %s, want queue retention %s + DLQ retention %s = %s", got, queue, dlq, want)
 	}
-	retention, horizon := seconds("RetentionHours", time.Hour), seconds(ReconcileHorizonParam, time.Second)
+	retention, horizon := seconds("RetentionHours", time.Hour), ReconcileHorizon
 	if decide.DefaultMaxAge+horizon > retention {
 		t.Errorf("decide.DefaultMaxAge %s + horizon %s > ledger retention %s", decide.DefaultMaxAge, horizon, retention)
 	}

@@ -10,6 +10,7 @@
 //	SENDONCE_TABLE                the one table (required)
 //	SENDONCE_CALLBACK_DEDUP_TTL   event dedup record lifetime (default 168h)
 //	SENDONCE_RETENTION            ledger row retention (default 720h)
+//	SENDONCE_REDACT_KEY_PARAM     the address-token key (see the README)
 package main
 
 import (
@@ -24,6 +25,7 @@ import (
 	"github.com/sendonce/sendonce/internal/lambdaenv"
 	"github.com/sendonce/sendonce/internal/ledger/dynamoledger"
 	"github.com/sendonce/sendonce/internal/metrics"
+	"github.com/sendonce/sendonce/internal/secrets"
 	"github.com/sendonce/sendonce/internal/sesevents"
 	"github.com/sendonce/sendonce/internal/webhook"
 )
@@ -42,6 +44,9 @@ func main() {
 
 	awsCfg, err := config.LoadDefaultConfig(ctx)
 	if err != nil {
+		lambdaenv.Fatal(log, err)
+	}
+	if err := lambdaenv.SetRedaction(ctx, log, os.Getenv, secrets.NewFromConfig(awsCfg)); err != nil {
 		lambdaenv.Fatal(log, err)
 	}
 	db := lambdaenv.DynamoDB(awsCfg, os.Getenv)
