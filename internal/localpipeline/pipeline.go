@@ -35,6 +35,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -121,6 +122,11 @@ type Options struct {
 	ReconcileEvery time.Duration
 	// Env adds to (and overrides) every function's environment.
 	Env map[string]string
+	// InstanceEnv, if set, is called with each instance's name
+	// ("sender-1", "webhook", "reconciler") and adds to (and overrides)
+	// that instance's environment after Env: a chaos run gives each
+	// instance its own DynamoDB endpoint to tell their requests apart.
+	InstanceEnv func(instance string) map[string]string
 
 	// Simulator configures the provider simulator. Token, CallbackSecret
 	// and Logger are set by Start.
@@ -468,6 +474,10 @@ func (p *Pipeline) functionEnv() map[string]string {
 }
 
 func (p *Pipeline) launch(ctx context.Context, name, bootstrap string, timeout time.Duration, env map[string]string) (*rie.Instance, error) {
+	if p.opts.InstanceEnv != nil {
+		env = maps.Clone(env)
+		maps.Copy(env, p.opts.InstanceEnv(name))
+	}
 	inst, err := rie.Launch(ctx, rie.Config{RIE: p.opts.RIE, Bootstrap: bootstrap, FunctionName: "sendonce-" + name, Timeout: timeout, Env: env})
 	if err != nil {
 		return nil, fmt.Errorf("localpipeline: start %s: %w", name, err)

@@ -1,6 +1,7 @@
 package localpipeline
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -26,6 +27,9 @@ type RunOptions struct {
 	LateAfter time.Duration
 	// ProgressEvery is the interval of progress lines. Default 2s.
 	ProgressEvery time.Duration
+	// MaxDepth bounds the queue's depth while the workload is fed
+	// (Feeder); zero means DefaultMaxDepth.
+	MaxDepth int
 	// Progress receives the progress lines; nil discards.
 	Progress io.Writer
 }
@@ -80,9 +84,9 @@ type Report struct {
 	// lists valid messages with no final state that were not delivered,
 	// and SENT rows the provider never accepted.
 	DeliveredTwice, Lost []string
-	// Leaks lists "instance: address" for every raw address found in a
-	// function's log output.
-	Leaks []string
+	// Leaks are the addresses found in a function's log output, raw or as
+	// a reversible (unkeyed) token (ScanLogs).
+	Leaks []Leak
 
 	Poller PollerStats
 }
@@ -113,8 +117,8 @@ func (r Report) Problems() []string {
 	if n := len(r.WrongOutcome); n > 0 {
 		out = append(out, fmt.Sprintf("%d messages ended in the wrong state: %s", n, head(r.WrongOutcome)))
 	}
-	for _, l := range r.Leaks {
-		out = append(out, "raw address in the logs: "+l)
+	for _, l := range Summarize(r.Leaks) {
+		out = append(out, "address in the logs: "+l)
 	}
 	for _, l := range r.Metrics.Invalid {
 		out = append(out, "invalid EMF document: "+l)
@@ -155,11 +159,13 @@ func Run(ctx context.Context, p *Pipeline, w Workload, o RunOptions) (Report, er
 	start := time.Now()
 	runCtx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
-	if err := p.Enqueue(runCtx, w.First...); err != nil {
+	feed := p.NewFeeder(o.MaxDepth)
+	feed.Add(w.First...)
+	if _, _, err := feed.Step(runCtx); err != nil {
 		return Report{}, err
 	}
-	fmt.Fprintf(o.Progress, "[%5.1fs] enqueued %d SQS messages (%d logical, %d late copies to follow)\n",
-		time.Since(start).Seconds(), len(w.First), len(w.Messages), len(w.Late))
+	fmt.Fprintf(o.Progress, "[%5.1fs] feeding %d SQS messages (%d logical, %d late copies to follow), at most %d on the queue\n",
+		time.Since(start).Seconds(), len(w.First), len(w.Messages), len(w.Late), cmp.Or(o.MaxDepth, DefaultMaxDepth))
 
 	lateSent := len(w.Late) == 0
 	drained := false
@@ -175,12 +181,16 @@ func Run(ctx context.Context, p *Pipeline, w Workload, o RunOptions) (Report, er
 		if runCtx.Err() != nil {
 			break
 		}
-		if !lateSent && time.Since(start) >= o.LateAfter {
-			if err := p.Enqueue(runCtx, w.Late...); err != nil {
-				return Report{}, err
-			}
+		if !lateSent && time.Since(start) >= o.LateAfter && feed.Backlog() == 0 {
+			feed.Add(w.Late...)
 			lateSent = true
-			fmt.Fprintf(o.Progress, "[%5.1fs] enqueued %d late copies of messages already sent\n", time.Since(start).Seconds(), len(w.Late))
+			fmt.Fprintf(o.Progress, "[%5.1fs] feeding %d late copies of messages already sent\n", time.Since(start).Seconds(), len(w.Late))
+		}
+		if _, _, err := feed.Step(runCtx); err != nil {
+			if runCtx.Err() != nil {
+				break
+			}
+			return Report{}, err
 		}
 		st, err := p.snapshot(runCtx)
 		if err != nil {
@@ -193,7 +203,7 @@ func Run(ctx context.Context, p *Pipeline, w Workload, o RunOptions) (Report, er
 			lastProgress = time.Now()
 			fmt.Fprintf(o.Progress, "[%5.1fs] %s\n", time.Since(start).Seconds(), st)
 		}
-		if lateSent && st.empty() {
+		if lateSent && feed.Backlog() == 0 && st.empty() {
 			quiet++ // twice in a row: SQS's counts are approximate
 		} else {
 			quiet = 0
@@ -355,12 +365,8 @@ func buildReport(ctx context.Context, p *Pipeline, w Workload) (Report, error) {
 	all := make([]string, 0, len(logs))
 	for _, name := range slices.Sorted(maps.Keys(logs)) {
 		all = append(all, logs[name])
-		for _, a := range w.Addresses() {
-			if strings.Contains(logs[name], a) {
-				rep.Leaks = append(rep.Leaks, name+": "+a)
-			}
-		}
 	}
+	rep.Leaks = ScanLogs(logs, w.Addresses())
 	rep.Metrics = ParseEMF(all...)
 	return rep, errors.Join(errs...)
 }
@@ -400,7 +406,7 @@ func (r Report) WriteSummary(out io.Writer) {
 		r.Poller.Records, r.Poller.Deleted, r.Poller.Reported, r.Poller.FunctionErrors))
 	row("DELIVERED TWICE", len(r.DeliveredTwice), "")
 	row("LOST", len(r.Lost), "valid messages with no final state and never delivered, or SENT but never accepted")
-	row("addresses in logs", len(r.Leaks), "raw phone numbers / emails found in the functions' output")
+	row("addresses in logs", len(r.Leaks), "phone numbers / emails found in the functions' output, raw or as an unkeyed (reversible) hash")
 	row("elapsed", r.Elapsed.Round(100*time.Millisecond), "")
 	_ = tw.Flush()
 	if r.OK() {
@@ -431,3 +437,4 @@ func sumMap(m map[string]int) int {
 	}
 	return n
 }
+
