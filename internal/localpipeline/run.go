@@ -437,4 +437,3 @@ func sumMap(m map[string]int) int {
 	}
 	return n
 }
-
