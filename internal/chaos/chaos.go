@@ -364,15 +364,15 @@ func Run(ctx context.Context, o Options) (rep Report, err error) {
 	faultStart := time.Now()
 	outageDone := func() bool { return o.Outage <= 0 || time.Since(faultStart) > o.OutageAt+o.Outage+2*time.Second }
 	crashCtx, stopCrash := context.WithCancel(runCtx)
-	var bg sync.WaitGroup
-	bg.Add(1)
-	go func() { defer bg.Done(); crasher.Run(crashCtx) }()
+	var bg, faultWG sync.WaitGroup
+	faultWG.Add(1)
+	go func() { defer faultWG.Done(); crasher.Run(crashCtx) }()
 	defer stopCrash()
 	var outageRan atomic.Bool
 	if o.Outage > 0 {
-		bg.Add(1)
+		faultWG.Add(1)
 		go func() {
-			defer bg.Done()
+			defer faultWG.Done()
 			sleepCtx(crashCtx, o.OutageAt)
 			if crashCtx.Err() != nil {
 				return
@@ -389,10 +389,24 @@ func Run(ctx context.Context, o Options) (rep Report, err error) {
 			logf("outage over")
 		}()
 	}
-	progress := func(phase string) {
-		logf("%s | %s | faults: %s", phase, laneProgress(runCtx, lanes), faultsSoFar(lanes, proxy, crasher))
-	}
-	lastProgress := time.Now()
+	var phase atomic.Value
+	phase.Store("faults on")
+	progCtx, stopProgress := context.WithCancel(runCtx)
+	defer stopProgress()
+	bg.Add(1)
+	go func() { // a progress line every ProgressEvery, whatever the phase
+		defer bg.Done()
+		t := time.NewTicker(o.ProgressEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-progCtx.Done():
+				return
+			case <-t.C:
+				logf("%s | %s | faults: %s", phase.Load(), laneProgress(progCtx, lanes), faultsSoFar(lanes, proxy, crasher))
+			}
+		}
+	}()
 	quiet := 0
 	for runCtx.Err() == nil {
 		sleepCtx(runCtx, 250*time.Millisecond)
@@ -416,15 +430,12 @@ func Run(ctx context.Context, o Options) (rep Report, err error) {
 		if quiet >= 2 && outageDone() || time.Since(faultStart) >= o.FaultWindow && (!outageRan.Load() || outageDone()) {
 			break
 		}
-		if time.Since(lastProgress) >= o.ProgressEvery {
-			lastProgress = time.Now()
-			progress("faults on")
-		}
 	}
 
 	// Calm phase: no more faults; the rest of the backlog is fed.
 	stopCrash()
-	bg.Wait()
+	faultWG.Wait()
+	phase.Store("calm")
 	crasher.Observe()
 	twinOn.Store(false)
 	proxy.Enable(false)
@@ -442,18 +453,9 @@ func Run(ctx context.Context, o Options) (rep Report, err error) {
 			l.drained = l.calm(runCtx)
 		}()
 	}
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
-	for waiting := true; waiting; {
-		t := time.NewTimer(o.ProgressEvery)
-		select {
-		case <-done:
-			waiting = false
-		case <-t.C:
-			progress("calm")
-		}
-		t.Stop()
-	}
+	wg.Wait()
+	stopProgress()
+	bg.Wait()
 	crasher.Observe()
 	for _, l := range lanes {
 		l.cp.Quiesce(runCtx)

@@ -105,14 +105,10 @@ func (l *lane) check(ctx context.Context, lostKeys map[string][]string) (LaneRep
 		}
 		cc.Messages++
 		n := delivered[m.Key]
-		rec, err := l.p.Ledger().Get(ctx, m.Key)
-		if err != nil && !errors.Is(err, ledger.ErrNotFound) {
+		rec, state, err := l.p.Row(ctx, m.Key)
+		if err != nil {
 			errs = append(errs, err)
 			continue
-		}
-		state := rec.State
-		if err != nil {
-			state = "NO ROW"
 		}
 		lr.States[state]++
 		if n > 1 {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log"
 	"net"
 	"strconv"
 	"sync"
@@ -43,6 +44,7 @@ func newSMTPLane(_ context.Context, o Options, seed uint64) (Counterpart, error)
 	srv.ReadTimeout = 30 * time.Second
 	srv.WriteTimeout = 30 * time.Second
 	srv.MaxRecipients = 1
+	srv.ErrorLog = log.New(io.Discard, "", 0) // stalls and killed clients are the point
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, fmt.Errorf("chaos: smtp: listen: %w", err)

@@ -1,7 +1,6 @@
 package chaos
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -123,23 +122,8 @@ func waitReq(r *http.Request, d time.Duration) bool {
 func (l *snsLane) forward(r *http.Request, body []byte) (int, http.Header, []byte, bool) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 30*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, r.Method, l.moto+r.URL.RequestURI(), bytes.NewReader(body))
-	if err != nil {
-		return 0, nil, nil, false
-	}
-	req.Header = r.Header.Clone()
-	req.Host = r.Host
-	req.GetBody = nil
-	resp, err := l.client.Do(req)
-	if err != nil {
-		return 0, nil, nil, false
-	}
-	defer resp.Body.Close()
-	out, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return 0, nil, nil, false
-	}
-	return resp.StatusCode, resp.Header.Clone(), out, true
+	status, hdr, out, err := forwardOnce(ctx, l.client, r, l.moto+r.URL.RequestURI(), body)
+	return status, hdr, out, err == nil
 }
 
 func (l *snsLane) Attach(*localpipeline.Pipeline) error { return nil }

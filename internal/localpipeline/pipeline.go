@@ -518,6 +518,23 @@ func (p *Pipeline) ReconcilerInstance() *rie.Instance { return p.reconciler }
 // Ledger returns a ledger client on the pipeline's table.
 func (p *Pipeline) Ledger() ledger.Ledger { return p.ledger }
 
+// NoRow is the state Row reports for a key the ledger holds no live row
+// of.
+const NoRow ledger.State = "NO ROW"
+
+// Row reads key's ledger row for a verdict: its record and state, NoRow
+// when there is none; the error is any other failure to read it.
+func (p *Pipeline) Row(ctx context.Context, key string) (ledger.Record, ledger.State, error) {
+	rec, err := p.ledger.Get(ctx, key)
+	switch {
+	case errors.Is(err, ledger.ErrNotFound):
+		return rec, NoRow, nil
+	case err != nil:
+		return rec, "", err
+	}
+	return rec, rec.State, nil
+}
+
 // SQS returns the SQS client on moto_server.
 func (p *Pipeline) SQS() *sqs.Client { return p.sqs }
 

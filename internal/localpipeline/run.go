@@ -295,14 +295,10 @@ func buildReport(ctx context.Context, p *Pipeline, w Workload) (Report, error) {
 		if n > 1 {
 			rep.DeliveredTwice = append(rep.DeliveredTwice, fmt.Sprintf("%s (%d times)", m.Key, n))
 		}
-		rec, err := p.ledger.Get(ctx, m.Key)
-		if err != nil && !errors.Is(err, ledger.ErrNotFound) {
+		rec, state, err := p.Row(ctx, m.Key)
+		if err != nil {
 			errs = append(errs, err)
 			continue
-		}
-		state := rec.State
-		if err != nil {
-			state = "NO ROW"
 		}
 		rep.States[state]++
 		switch {
