@@ -195,12 +195,13 @@ type lane struct {
 	feed  *localpipeline.Feeder
 	first map[string]int // body → index in the feeder
 
-	copies    []copyAt // sorted by delay
-	copyNext  []int    // per copy: 0 pending, 1 added
-	nCopies   int
-	slow      int
-	drained   bool
-	reconcile atomic.Int64
+	copies   []copyAt // sorted by delay
+	copyNext []int    // per copy: 0 pending, 1 added (the feeding loop's)
+	nCopies  atomic.Int64
+	slow     int
+	drained  bool
+	// busy: the feeding loop still has work, or the queue is not empty.
+	busy atomic.Bool
 }
 
 type copyAt struct {
@@ -243,11 +244,24 @@ func Run(ctx context.Context, o Options) (rep Report, err error) {
 	}
 	defer os.RemoveAll(dir)
 	boot := map[string]string{}
+	var buildMu sync.Mutex
+	var buildWG sync.WaitGroup
+	var buildErrs []error
+	logf("building ./functions/sender, webhook, reconciler")
 	for _, fn := range []string{"sender", "webhook", "reconciler"} {
-		logf("building ./functions/%s", fn)
-		if boot[fn], err = localpipeline.Build(ctx, fn, dir); err != nil {
-			return Report{}, err
-		}
+		buildWG.Add(1)
+		go func() {
+			defer buildWG.Done()
+			path, err := localpipeline.Build(ctx, fn, dir)
+			buildMu.Lock()
+			defer buildMu.Unlock()
+			boot[fn] = path
+			buildErrs = append(buildErrs, err)
+		}()
+	}
+	buildWG.Wait()
+	if err := errors.Join(buildErrs...); err != nil {
+		return Report{}, err
 	}
 
 	proxy := NewProxy(o.DynamoDBEndpoint, o.Storm, proxySeed)
@@ -407,20 +421,22 @@ func Run(ctx context.Context, o Options) (rep Report, err error) {
 			}
 		}
 	}()
+	// Each lane is fed by its own loop: a slow SendMessageBatch on one
+	// queue does not hold the others back.
+	feedCtx, stopFeed := context.WithCancel(runCtx)
+	defer stopFeed()
+	var feedWG sync.WaitGroup
+	for _, l := range lanes {
+		l.busy.Store(true)
+		feedWG.Add(1)
+		go func() { defer feedWG.Done(); l.feedLoop(feedCtx) }()
+	}
 	quiet := 0
 	for runCtx.Err() == nil {
-		sleepCtx(runCtx, 250*time.Millisecond)
+		sleepCtx(runCtx, time.Second)
 		busy := false
 		for _, l := range lanes {
-			l.addDueCopies()
-			depth, _, err := l.feed.Step(runCtx)
-			if err != nil {
-				busy = true
-				continue
-			}
-			if depth > 0 || l.feed.Backlog() > 0 || l.nCopies < len(l.copies) {
-				busy = true
-			}
+			busy = busy || l.busy.Load()
 		}
 		if busy {
 			quiet = 0
@@ -433,6 +449,8 @@ func Run(ctx context.Context, o Options) (rep Report, err error) {
 	}
 
 	// Calm phase: no more faults; the rest of the backlog is fed.
+	stopFeed()
+	feedWG.Wait()
 	stopCrash()
 	faultWG.Wait()
 	phase.Store("calm")
@@ -588,11 +606,22 @@ func (l *lane) addDueCopies() {
 			continue
 		}
 		l.copyNext[i] = 1
-		l.nCopies++
+		l.nCopies.Add(1)
 		due = append(due, c.body)
 	}
 	if len(due) > 0 {
 		l.feed.AddFront(due...)
+	}
+}
+
+// feedLoop keeps the lane's queue fed (due copies first) until ctx ends,
+// keeping busy up to date.
+func (l *lane) feedLoop(ctx context.Context) {
+	for ctx.Err() == nil {
+		l.addDueCopies()
+		depth, _, err := l.feed.Step(ctx)
+		l.busy.Store(err != nil || depth > 0 || l.feed.Backlog() > 0 || int(l.nCopies.Load()) < len(l.copies))
+		sleepCtx(ctx, 500*time.Millisecond)
 	}
 }
 
@@ -605,7 +634,7 @@ func (l *lane) calm(ctx context.Context) bool {
 		for i := range l.copies { // copies not yet due are sent now
 			if l.copyNext[i] == 0 {
 				l.copyNext[i] = 1
-				l.nCopies++
+				l.nCopies.Add(1)
 				l.feed.AddFront(l.copies[i].body)
 			}
 		}
@@ -628,7 +657,6 @@ func (l *lane) calm(ctx context.Context) bool {
 			}
 		}
 		if due {
-			l.reconcile.Add(1)
 			_, _ = l.p.Reconcile(ctx)
 		}
 		if depth == 0 && l.feed.Backlog() == 0 && len(rows) == 0 {
@@ -666,7 +694,7 @@ func laneProgress(ctx context.Context, lanes []*lane) string {
 		}
 		vis, inflight, _ := l.p.QueueDepth(ctx)
 		parts = append(parts, fmt.Sprintf("%s: sent %s/%d, pending %d, uncertain %d, queue %d+%d, backlog %d",
-			l.def.Name, sent, l.valid(), pending, uncertain, vis, inflight, l.feed.Backlog()+len(l.copies)-l.nCopies))
+			l.def.Name, sent, l.valid(), pending, uncertain, vis, inflight, l.feed.Backlog()+len(l.copies)-int(l.nCopies.Load())))
 	}
 	return strings.Join(parts, " | ")
 }

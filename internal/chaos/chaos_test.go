@@ -152,13 +152,13 @@ func TestChaosSmall(t *testing.T) {
 	if bin == "" {
 		t.Fatal(rie.ErrNoBinary)
 	}
-	o := Defaults(120, 7)
+	o := Defaults(100, 7)
 	o.DynamoDBEndpoint, o.MotoEndpoint, o.RIE = ddb, moto, bin
 	o.LongClaims = false // production-shaped claims take minutes to settle
 	o.CrashEvery = 2 * time.Second
-	o.Outage, o.OutageAt = 12*time.Second, 3*time.Second
-	o.FaultWindow = 18 * time.Second
-	o.Timeout = 75 * time.Second
+	o.Outage, o.OutageAt = 10*time.Second, 2*time.Second
+	o.FaultWindow = 15 * time.Second
+	o.Timeout = 80 * time.Second
 	var progress syncWriter
 	o.Progress = &progress
 	ctx, cancel := context.WithTimeout(context.Background(), 88*time.Second)
