@@ -202,6 +202,8 @@ type lane struct {
 	drained  bool
 	// busy: the feeding loop still has work, or the queue is not empty.
 	busy atomic.Bool
+	// flush makes every copy due at once (the calm phase).
+	flush atomic.Bool
 }
 
 type copyAt struct {
@@ -448,9 +450,11 @@ func Run(ctx context.Context, o Options) (rep Report, err error) {
 		}
 	}
 
-	// Calm phase: no more faults; the rest of the backlog is fed.
-	stopFeed()
-	feedWG.Wait()
+	// Calm phase: no more faults; the feeding loops go on with the rest
+	// of the backlog, every copy now due.
+	for _, l := range lanes {
+		l.flush.Store(true)
+	}
 	stopCrash()
 	faultWG.Wait()
 	phase.Store("calm")
@@ -472,6 +476,8 @@ func Run(ctx context.Context, o Options) (rep Report, err error) {
 		}()
 	}
 	wg.Wait()
+	stopFeed()
+	feedWG.Wait()
 	stopProgress()
 	bg.Wait()
 	crasher.Observe()
@@ -602,7 +608,7 @@ func (l *lane) addDueCopies() {
 			continue
 		}
 		at := l.feed.EnqueuedAt(c.orig)
-		if at.IsZero() || now.Before(at.Add(c.delay)) {
+		if !l.flush.Load() && (at.IsZero() || now.Before(at.Add(c.delay))) {
 			continue
 		}
 		l.copyNext[i] = 1
@@ -619,30 +625,18 @@ func (l *lane) addDueCopies() {
 func (l *lane) feedLoop(ctx context.Context) {
 	for ctx.Err() == nil {
 		l.addDueCopies()
-		depth, _, err := l.feed.Step(ctx)
-		l.busy.Store(err != nil || depth > 0 || l.feed.Backlog() > 0 || int(l.nCopies.Load()) < len(l.copies))
+		depth, n, err := l.feed.Step(ctx)
+		l.busy.Store(err != nil || depth > 0 || n > 0 || l.feed.Backlog() > 0 || int(l.nCopies.Load()) < len(l.copies))
 		sleepCtx(ctx, 500*time.Millisecond)
 	}
 }
 
-// calm feeds what is left, reconciles until no row needs attention and
-// the queue is empty (twice in a row), and reports whether that happened
-// before ctx ended.
+// calm reconciles until no row needs attention and the feeding loop has
+// nothing left with the queue empty (twice in a row), and reports
+// whether that happened before ctx ended.
 func (l *lane) calm(ctx context.Context) bool {
 	quiet := 0
 	for ctx.Err() == nil {
-		for i := range l.copies { // copies not yet due are sent now
-			if l.copyNext[i] == 0 {
-				l.copyNext[i] = 1
-				l.nCopies.Add(1)
-				l.feed.AddFront(l.copies[i].body)
-			}
-		}
-		depth, _, err := l.feed.Step(ctx)
-		if err != nil {
-			sleepCtx(ctx, time.Second)
-			continue
-		}
 		rows, err := l.p.Attention(ctx)
 		if err != nil {
 			sleepCtx(ctx, time.Second)
@@ -659,7 +653,7 @@ func (l *lane) calm(ctx context.Context) bool {
 		if due {
 			_, _ = l.p.Reconcile(ctx)
 		}
-		if depth == 0 && l.feed.Backlog() == 0 && len(rows) == 0 {
+		if !l.busy.Load() && len(rows) == 0 {
 			quiet++
 		} else {
 			quiet = 0

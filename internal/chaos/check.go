@@ -25,8 +25,10 @@ type ClassCount struct {
 type LaneReport struct {
 	Name       string
 	Capability Capability
-	// N counts the lane's valid messages, Invalid its invalid bodies.
-	N, Invalid int
+	// N counts the lane's valid messages, Invalid its invalid bodies;
+	// NotFed the valid messages never enqueued because the run timed out
+	// first (they get no verdict; the lane is "not drained").
+	N, Invalid, NotFed int
 	// DeliveredOnce counts messages the provider accepted once and the
 	// ledger holds SENT; DeliveredTwice those it accepted more than once.
 	DeliveredOnce, DeliveredTwice int
@@ -39,6 +41,9 @@ type LaneReport struct {
 	// given up at the maximum age, and AbandonedNeverAccepted the rest: a
 	// message given up although no provider ever took it.
 	Abandoned, AbandonedDelivered, AbandonedByPolicy, AbandonedMaxAge, AbandonedNeverAccepted int
+	// NeverAcceptedCauses breaks AbandonedNeverAccepted down by cause
+	// (neverAcceptedCause).
+	NeverAcceptedCauses map[string]int
 	// Failed counts FAILED rows by reason; States every final state.
 	Failed map[string]int
 	States map[ledger.State]int
@@ -71,7 +76,7 @@ const maxEvents = 8
 // (or an unapplied Release) whose worker lived on was not ambiguous: the
 // worker knew it had sent nothing and could have released.
 func (l *lane) check(ctx context.Context, lostKeys map[string][]string) (LaneReport, []Violation, error) {
-	lr := LaneReport{Name: l.def.Name, Failed: map[string]int{}, States: map[ledger.State]int{}, Classes: map[string]*ClassCount{},
+	lr := LaneReport{Name: l.def.Name, Failed: map[string]int{}, NeverAcceptedCauses: map[string]int{}, States: map[ledger.State]int{}, Classes: map[string]*ClassCount{},
 		Poller: l.p.Stats(), Faults: l.cp.Faulted(), slow: l.slow, copies: len(l.copies)}
 	var errs []error
 	delivered, status, err := l.cp.Delivered(ctx, l.w)
@@ -96,6 +101,10 @@ func (l *lane) check(ctx context.Context, lostKeys map[string][]string) (LaneRep
 		}
 		lr.N++
 		valid[m.Key] = true
+		if l.feed.EnqueuedAt(l.first[m.Body]).IsZero() {
+			lr.NotFed++ // the run ended before it was enqueued: no verdict
+			continue
+		}
 		capability := l.cp.Capability(m.Channel)
 		caps[capability] = true
 		cc := lr.Classes[m.Class]
@@ -159,6 +168,7 @@ func (l *lane) check(ctx context.Context, lostKeys map[string][]string) (LaneRep
 				cc.Misses++
 			default:
 				lr.AbandonedNeverAccepted++
+				lr.NeverAcceptedCauses[neverAcceptedCause(rec.Reason, lostKeys[m.Key])]++
 				detail := fmt.Sprintf("%s %s ABANDONED after %d attempts (%s); the provider never accepted it", m.Channel, m.Class, rec.Attempts, rec.Reason)
 				if ops := lostKeys[m.Key]; len(ops) > 0 {
 					detail += "; DynamoDB answers lost for good: " + strings.Join(ops, ", ")
@@ -233,6 +243,25 @@ func (l *lane) check(ctx context.Context, lostKeys map[string][]string) (LaneRep
 	}
 	_, lr.ReconcileRuns, lr.ReconcileErrors = l.p.ReconcileTotals()
 	return lr, vs, errors.Join(errs...)
+}
+
+// neverAcceptedCause names why a message no provider accepted was
+// abandoned: the reconciler's attempt budget, or a class policy applied
+// to a row whose worker lost a DynamoDB answer and lived on.
+func neverAcceptedCause(reason string, lost []string) string {
+	var cause string
+	switch {
+	case strings.Contains(reason, "gave up after"):
+		cause = "attempt budget spent"
+	case strings.Contains(reason, "policy"):
+		cause = "class policy"
+	default:
+		cause = "other (" + reason + ")"
+	}
+	if len(lost) > 0 {
+		cause += " after lost " + strings.Join(lost, ", ")
+	}
+	return cause
 }
 
 // survivedLoss reports whether one of ops (Proxy.LostKeys) is a lost

@@ -150,7 +150,10 @@ func (r Report) WriteTable(out io.Writer) {
 
 	fmt.Fprintln(tw, "ADAPTER\tDETAIL")
 	for _, l := range r.Lanes {
-		fmt.Fprintf(tw, "%s\tstates: %s; failed: %s\n", l.Name, states(l.States), reasons(l.Failed))
+		fmt.Fprintf(tw, "%s\tstates: %s; failed: %s; never enqueued (run timed out): %d\n", l.Name, states(l.States), reasons(l.Failed), l.NotFed)
+		if len(l.NeverAcceptedCauses) > 0 {
+			fmt.Fprintf(tw, "%s\tabandoned, never accepted, by cause: %s\n", l.Name, counts(l.NeverAcceptedCauses))
+		}
 		fmt.Fprintf(tw, "%s\tcounterpart faults: %s; slow first answers planned %d; redelivered copies %d\n", l.Name, counts(l.Faults), l.slow, l.copies)
 		fmt.Fprintf(tw, "%s\tsender invocations %d (%d records, %d deleted, %d reported in batchItemFailures, %d whole-batch failures, %d twins); reconciler runs %d (%d failed); redriven to the DLQ %d (%d resolved)\n",
 			l.Name, l.Poller.Invocations, l.Poller.Records, l.Poller.Deleted, l.Poller.Reported, l.Poller.FunctionErrors, l.Poller.Twins, l.ReconcileRuns, l.ReconcileErrors, l.Redriven, l.RedrivenResolved)

@@ -639,25 +639,34 @@ func (p *Pipeline) DrainDLQ(ctx context.Context) ([]DeadLetter, error) {
 }
 
 // Attention returns the rows that still need attention (PENDING and
-// UNCERTAIN) across every shard of the attention index.
+// UNCERTAIN) across every shard of the attention index, the shards read
+// in parallel.
 func (p *Pipeline) Attention(ctx context.Context) ([]ledger.Record, error) {
-	var out []ledger.Record
 	due := time.Now().Add(24 * time.Hour)
+	pages := make([][]ledger.Record, ledger.AttentionShards)
+	errs := make([]error, ledger.AttentionShards)
+	var wg sync.WaitGroup
 	for shard := range ledger.AttentionShards {
-		q := ledger.AttentionQuery{Shard: shard, DueBefore: due, Limit: 100}
-		for {
-			page, err := p.ledger.Attention(ctx, q)
-			if err != nil {
-				return out, fmt.Errorf("localpipeline: attention shard %d: %w", shard, err)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			q := ledger.AttentionQuery{Shard: shard, DueBefore: due, Limit: 100}
+			for {
+				page, err := p.ledger.Attention(ctx, q)
+				if err != nil {
+					errs[shard] = fmt.Errorf("localpipeline: attention shard %d: %w", shard, err)
+					return
+				}
+				pages[shard] = append(pages[shard], page.Records...)
+				if page.Cursor == "" {
+					return
+				}
+				q.Cursor = page.Cursor
 			}
-			out = append(out, page.Records...)
-			if page.Cursor == "" {
-				break
-			}
-			q.Cursor = page.Cursor
-		}
+		}()
 	}
-	return out, nil
+	wg.Wait()
+	return slices.Concat(pages...), errors.Join(errs...)
 }
 
 // Reconcile invokes the reconciler once with an EventBridge scheduled
