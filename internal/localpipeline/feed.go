@@ -2,6 +2,7 @@ package localpipeline
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 )
@@ -16,8 +17,9 @@ const DefaultMaxDepth = 200
 // bound. Enqueuing 10,000 messages at once into moto_server takes minutes
 // and slows every receive; fed this way the queue stays small.
 type Feeder struct {
-	p   *Pipeline
-	max int
+	p        *Pipeline
+	max      int
+	parallel int
 
 	mu      sync.Mutex
 	backlog []string
@@ -33,7 +35,16 @@ func (p *Pipeline) NewFeeder(maxDepth int) *Feeder {
 	if maxDepth <= 0 {
 		maxDepth = DefaultMaxDepth
 	}
-	return &Feeder{p: p, max: maxDepth}
+	return &Feeder{p: p, max: maxDepth, parallel: 1}
+}
+
+// SetParallel lets Step send up to n SendMessageBatch calls at once (a
+// loaded moto_server answers each slowly). Bodies sent in parallel may
+// reach the queue out of order; 1 (the default) keeps the order.
+func (f *Feeder) SetParallel(n int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.parallel = max(1, n)
 }
 
 // Add appends bodies to the backlog; they are enqueued in order. It
@@ -102,7 +113,7 @@ func (f *Feeder) Step(ctx context.Context) (depth, enqueued int, err error) {
 	if len(batch) == 0 {
 		return depth, 0, nil
 	}
-	if err := f.p.Enqueue(ctx, batch...); err != nil {
+	if err := f.enqueue(ctx, batch); err != nil {
 		return depth, 0, err
 	}
 	now := time.Now()
@@ -115,4 +126,39 @@ func (f *Feeder) Step(ctx context.Context) (depth, enqueued int, err error) {
 	f.sent += len(batch)
 	f.mu.Unlock()
 	return depth, len(batch), nil
+}
+
+// enqueue sends batch, in chunks of ten, over up to f.parallel calls at
+// once. On an error nothing is counted as sent: a retry may send some
+// bodies twice, which the pipeline must absorb anyway.
+func (f *Feeder) enqueue(ctx context.Context, batch []string) error {
+	f.mu.Lock()
+	par := f.parallel
+	f.mu.Unlock()
+	if par <= 1 || len(batch) <= 10 {
+		return f.p.Enqueue(ctx, batch...)
+	}
+	chunks := make(chan []string, (len(batch)+9)/10)
+	for len(batch) > 0 {
+		n := min(10, len(batch))
+		chunks <- batch[:n]
+		batch = batch[n:]
+	}
+	close(chunks)
+	errs := make([]error, par)
+	var wg sync.WaitGroup
+	for i := range par {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for c := range chunks {
+				if err := f.p.Enqueue(ctx, c...); err != nil {
+					errs[i] = err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
