@@ -667,30 +667,40 @@ func (l *lane) calm(ctx context.Context) bool {
 	return false
 }
 
-// laneProgress is one progress line's figures per lane: sent (accepted by
-// the counterpart, distinct messages), pending and uncertain rows, queue
-// depth and backlog.
+// laneProgress is one progress line's figures per lane: sent (distinct
+// messages the counterpart accepted), pending and uncertain rows, queue
+// depth and backlog. Lanes are read at once, each bounded by a few
+// seconds (a figure not read in time shows "?"), so that a line comes
+// every ProgressEvery even when the emulators answer slowly.
 func laneProgress(ctx context.Context, lanes []*lane) string {
-	var parts []string
-	for _, l := range lanes {
-		sent := "?"
-		if c, _, err := l.cp.Delivered(ctx, l.w); err == nil {
-			sent = fmt.Sprint(len(c))
-		}
-		pending, uncertain := 0, 0
-		if rows, err := l.p.Attention(ctx); err == nil {
-			for _, r := range rows {
-				if r.State == ledger.StateUncertain {
-					uncertain++
-				} else {
-					pending++
+	parts := make([]string, len(lanes))
+	var wg sync.WaitGroup
+	for i, l := range lanes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(ctx, 7*time.Second)
+			defer cancel()
+			pending, uncertain, depth := "?", "?", "?"
+			if rows, err := l.p.Attention(ctx); err == nil {
+				p, u := 0, 0
+				for _, r := range rows {
+					if r.State == ledger.StateUncertain {
+						u++
+					} else {
+						p++
+					}
 				}
+				pending, uncertain = fmt.Sprint(p), fmt.Sprint(u)
 			}
-		}
-		vis, inflight, _ := l.p.QueueDepth(ctx)
-		parts = append(parts, fmt.Sprintf("%s: sent %s/%d, pending %d, uncertain %d, queue %d+%d, backlog %d",
-			l.def.Name, sent, l.valid(), pending, uncertain, vis, inflight, l.feed.Backlog()+len(l.copies)-int(l.nCopies.Load())))
+			if vis, inflight, err := l.p.QueueDepth(ctx); err == nil {
+				depth = fmt.Sprintf("%d+%d", vis, inflight)
+			}
+			parts[i] = fmt.Sprintf("%s: sent %d/%d, pending %s, uncertain %s, queue %s, backlog %d",
+				l.def.Name, l.cp.Sent(), l.valid(), pending, uncertain, depth, l.feed.Backlog()+len(l.copies)-int(l.nCopies.Load()))
+		}()
 	}
+	wg.Wait()
 	return strings.Join(parts, " | ")
 }
 

@@ -124,6 +124,14 @@ func (l *httpLane) Delivered(_ context.Context, _ localpipeline.Workload) (map[s
 	return count, status, nil
 }
 
+func (l *httpLane) Sent() int {
+	n := 0
+	for _, s := range l.distinct {
+		n += len(s.DeliveredAll())
+	}
+	return n
+}
+
 func (l *httpLane) Capability(string) Capability { return CanAvoid }
 
 func (l *httpLane) Faulted() map[string]int {

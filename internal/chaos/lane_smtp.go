@@ -144,6 +144,12 @@ func (l *smtpLane) Delivered(_ context.Context, w localpipeline.Workload) (map[s
 	return byAddress(w, count), nil, nil
 }
 
+func (l *smtpLane) Sent() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.got)
+}
+
 func (l *smtpLane) Capability(string) Capability { return Neither }
 func (l *smtpLane) Faulted() map[string]int      { return namedCounts(l.draw.Counts()) }
 func (l *smtpLane) InFlight() int64              { return l.inFlight.Load() }

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -26,10 +27,13 @@ type snsLane struct {
 	url      string
 	stop     func()
 	inFlight atomic.Int64
+
+	mu       sync.Mutex
+	accepted map[string]bool // phone numbers moto answered a Publish to with 200
 }
 
 func newSNSLane(_ context.Context, o Options, seed uint64) (Counterpart, error) {
-	l := &snsLane{moto: strings.TrimRight(o.MotoEndpoint, "/"), draw: newDrawer(o.SendFaults, seed),
+	l := &snsLane{moto: strings.TrimRight(o.MotoEndpoint, "/"), draw: newDrawer(o.SendFaults, seed), accepted: map[string]bool{},
 		client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 32}}}
 	url, stop, err := serve(http.HandlerFunc(l.serve))
 	if err != nil {
@@ -85,6 +89,11 @@ func (l *snsLane) serve(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		hangUp(w)
 		return
+	}
+	if form.Get("Action") == "Publish" && status == http.StatusOK {
+		l.mu.Lock()
+		l.accepted[form.Get("PhoneNumber")] = true
+		l.mu.Unlock()
 	}
 	switch k {
 	case fkAfter:
@@ -162,6 +171,14 @@ func (l *snsLane) Delivered(ctx context.Context, w localpipeline.Workload) (map[
 		count[s.PhoneNumber]++
 	}
 	return byAddress(w, count), nil, nil
+}
+
+// Sent counts the numbers moto accepted a Publish to, as the front saw
+// it (moto's own record, read by Delivered, is the ground truth).
+func (l *snsLane) Sent() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.accepted)
 }
 
 func (l *snsLane) Capability(string) Capability { return Neither }

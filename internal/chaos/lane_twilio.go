@@ -112,6 +112,14 @@ func byAddress(w localpipeline.Workload, perAddr map[string]int) map[string]int 
 	return out
 }
 
+func (l *twilioLane) Sent() int {
+	to := map[string]bool{}
+	for _, m := range l.fake.Messages() {
+		to[m.To] = true
+	}
+	return len(to)
+}
+
 func (l *twilioLane) Capability(string) Capability { return CanAvoid }
 
 func (l *twilioLane) Faulted() map[string]int { return namedCounts(l.draw.Counts()) }

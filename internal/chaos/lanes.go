@@ -43,6 +43,9 @@ type Counterpart interface {
 	// accepted the message, and the delivery status it reports where it
 	// has one ("failed" for an undeliverable message).
 	Delivered(ctx context.Context, w localpipeline.Workload) (count map[string]int, status map[string]string, err error)
+	// Sent is a cheap count of the distinct messages accepted so far,
+	// for progress lines (Delivered is the ground truth).
+	Sent() int
 	// Capability is the adapter's, for channel.
 	Capability(channel string) Capability
 	// Faulted returns the faults injected so far, by name.
