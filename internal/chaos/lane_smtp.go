@@ -141,7 +141,7 @@ func (l *smtpLane) Delivered(_ context.Context, w localpipeline.Workload) (map[s
 		count[k] = v
 	}
 	l.mu.Unlock()
-	return byAddress(w, count), nil, nil
+	return byAddress(w, count, true), nil, nil
 }
 
 func (l *smtpLane) Sent() int {
