@@ -1,10 +1,13 @@
-// Command chaos runs the real local pipeline under redeliveries, crashes,
-// provider faults, callback trouble and a DynamoDB error storm (package
-// chaos), then checks every message against the provider simulators'
-// ground truth. `make chaos` runs it after starting DynamoDB Local and
-// moto_server.
+// Command chaos runs the real local pipeline through every provider
+// adapter (http, twilio, sns, smtp), each against its counterpart, under
+// redeliveries, crashes, provider faults and an outage, callback trouble,
+// a DynamoDB error storm and lost DynamoDB answers (package chaos), then
+// checks every message against each counterpart's ground truth and prints
+// the verdict per adapter. `make chaos` runs it after starting DynamoDB
+// Local and moto_server.
 //
-//	go run ./cmd/chaos [-n 2000] [-seed S] [-instances 4] [-lookup-only email|sms|""] [-timeout D]
+//	go run ./cmd/chaos [-n 2000] [-seed S] [-lanes http,twilio,sns,smtp] [-lookup-only email|sms|""]
+//	                   [-long-claims=true] [-crash-every D] [-outage D] [-max-depth K] [-timeout D]
 //
 // It reads the emulators' endpoints from SENDONCE_TEST_DYNAMODB_ENDPOINT
 // and SENDONCE_TEST_MOTO_ENDPOINT and the emulator binary from
@@ -22,6 +25,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -41,7 +45,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	var (
 		n          = fs.Int("n", 2000, "number of valid logical messages")
 		seed       = fs.Uint64("seed", 0, "seed of every fault (0: draw one and print it)")
-		instances  = fs.Int("instances", 4, "concurrent sender Lambda instances")
+		lanes      = fs.String("lanes", strings.Join(chaos.LaneNames(), ","), "adapters to drive, comma-separated")
+		longClaims = fs.Bool("long-claims", true, "production-shaped claim timeouts where a lane declares them (twilio: a takeover more than a minute after the send)")
+		outage     = fs.Duration("outage", -1, "how long every send is refused (-1: the default mix's)")
+		maxDepth   = fs.Int("max-depth", 0, "bound on each lane's queue depth while it is fed (0: default)")
 		lookupOnly = fs.String("lookup-only", "email", `channel served by a provider that ignores Idempotency-Key ("" for none)`)
 		crashEvery = fs.Duration("crash-every", 0, "mean interval between SIGKILLs (0: the default mix's)")
 		timeout    = fs.Duration("timeout", 0, "bound on the run (0: scaled to -n)")
@@ -49,9 +56,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	if fs.NArg() != 0 || *n <= 0 || *instances <= 0 || *timeout < 0 || *crashEvery < 0 ||
+	if fs.NArg() != 0 || *n <= 0 || *maxDepth < 0 || *timeout < 0 || *crashEvery < 0 ||
 		(*lookupOnly != "" && *lookupOnly != "sms" && *lookupOnly != "email") {
-		fmt.Fprintln(stderr, `usage: chaos [-n N>0] [-seed S] [-instances K>0] [-lookup-only email|sms|""] [-crash-every D] [-timeout D]`)
+		fmt.Fprintln(stderr, `usage: chaos [-n N>0] [-seed S] [-lanes a,b] [-lookup-only email|sms|""] [-long-claims] [-crash-every D] [-outage D] [-max-depth K] [-timeout D]`)
 		return 2
 	}
 	if *seed == 0 {
@@ -59,14 +66,17 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	o := chaos.Defaults(*n, *seed)
 	o.DynamoDBEndpoint, o.MotoEndpoint = getenv(testenv.DynamoDBEndpointEnv), getenv(testenv.MotoEndpointEnv)
-	o.Instances, o.LookupOnly, o.Progress = *instances, *lookupOnly, stdout
+	o.Lanes, o.LongClaims, o.LookupOnly, o.MaxDepth, o.Progress = strings.Split(*lanes, ","), *longClaims, *lookupOnly, *maxDepth, stdout
+	if *outage >= 0 {
+		o.Outage = *outage
+	}
 	if *crashEvery > 0 {
 		o.CrashEvery = *crashEvery
 	}
 	if *timeout > 0 {
 		o.Timeout = *timeout
 	}
-	fmt.Fprintf(stdout, "chaos: seed %d (repeat with -seed=%d), %d messages\n", *seed, *seed, *n)
+	fmt.Fprintf(stdout, "chaos: seed %d (repeat with -seed=%d), %d messages through %s\n", *seed, *seed, *n, *lanes)
 	start := time.Now()
 	rep, err := chaos.Run(ctx, o)
 	fmt.Fprintln(stdout)

@@ -1,35 +1,48 @@
 // Package chaos runs the real local pipeline (package localpipeline: the
 // function bootstraps under the Lambda Runtime Interface Emulator,
-// DynamoDB Local, SQS on moto_server, the provider simulator) under what
-// an at-least-once world does to it, then checks every logical message
-// against the simulators' ground truth.
+// DynamoDB Local, SQS on moto_server) through every provider adapter,
+// each against its real or faithful counterpart (the adapter table,
+// Lanes), under what an at-least-once world does to it, then checks every
+// logical message against each counterpart's record of what it accepted.
 //
-// Faults, each at a configurable rate, all planned from one seeded RNG
-// (the plan is reproducible from the seed; the interleaving of real
-// processes is not):
+// Each lane is one adapter with its own pipeline (table, queues,
+// functions):
 //
-//   - redelivery: 1-3 extra SendMessage copies of a message's body, spread
-//     over the run;
+//   - http: the generic HTTP adapter against the provider simulator, sms
+//     through a simulator that honours Idempotency-Key, email
+//     (Options.LookupOnly) through one that ignores it;
+//   - twilio: the Twilio adapter against twiliotest (a list by recipient
+//     filtered by send date, matched by body);
+//   - sns: the SNS adapter (SMS) against moto_server, read back from
+//     /moto-api/data.json;
+//   - smtp: the SMTP adapter against a real SMTP server (emersion/go-smtp)
+//     that sometimes stalls after DATA.
+//
+// Faults, all planned from one seeded RNG (the plan is reproducible from
+// the seed; the interleaving of real processes is not):
+//
+//   - redelivery: 1-3 extra SendMessage copies of a message's body, a few
+//     seconds after it was first enqueued;
 //   - concurrent delivery: records of a batch handed at the same moment to
 //     a second sender instance (localpipeline.Options.Twin);
-//   - crashes: SIGKILL of a sender's or the reconciler's bootstrap at
-//     random moments (the emulator restarts it at its next invoke, and the
-//     killed invoke fails its batch, whose records reappear after the
-//     visibility timeout); simulator latency widens the window in which a
-//     provider call is in flight;
-//   - provider faults: 5xx/429, timeouts before and after accepting,
-//     connection resets, slow answers near the provider timeout, planned
-//     permanent rejections (400) and undeliverable messages;
-//   - callbacks: duplicated, delayed and reordered;
-//   - a DynamoDB error storm (Proxy): throttling errors in bursts, and
-//     responses lost after the write happened;
-//   - a provider that ignores Idempotency-Key serving one channel (email
-//     by default, SENDONCE_HTTP_PROVIDER_IDEMPOTENT=false), so its
-//     ambiguous sends go UNCERTAIN and are resolved by lookup.
+//   - crashes: SIGKILL of a sender's or a reconciler's bootstrap at random
+//     moments (the emulator restarts it at its next invoke, and the
+//     killed invoke fails its batch);
+//   - provider faults per counterpart: refusals (429/5xx/451), no answer
+//     before or after accepting, an error answer after accepting, slow
+//     answers near the provider timeout, planned permanent rejections;
+//   - an outage: every send of every lane refused (429/5xx) for longer
+//     than the reconciler's old give-up budget (5 attempts);
+//   - callbacks (http): duplicated, delayed and reordered;
+//   - DynamoDB (Proxy): throttling in bursts, answers lost after the
+//     write happened, answers of Claim, TakeOver and Release lost for good
+//     (the SDK's retries dropped too), and the worker killed right after
+//     such a lost answer, before it could release.
 //
-// Then faults stop, the reconciler runs until no row needs attention, the
-// queue drains, the dead-letter queue is read, and each valid message must
-// be delivered exactly once, FAILED with a reason, or ABANDONED by policy.
+// The queue is fed as the pollers drain it (localpipeline.Feeder), its
+// depth bounded. Then faults stop, every lane's reconciler runs until no
+// row needs attention and its queue is drained, the dead-letter queues are
+// read, and the verdict is drawn per lane (Report.Lanes).
 package chaos
 
 import (
@@ -41,6 +54,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -51,9 +65,8 @@ import (
 
 	"github.com/sendonce/sendonce/internal/ledger"
 	"github.com/sendonce/sendonce/internal/localpipeline"
-	"github.com/sendonce/sendonce/internal/provider/registry"
 	"github.com/sendonce/sendonce/internal/provider/simulator"
-	"github.com/sendonce/sendonce/internal/sender"
+	"github.com/sendonce/sendonce/internal/rie"
 )
 
 // Options configures a chaos run. Zero rates turn a fault off; Defaults
@@ -63,81 +76,100 @@ type Options struct {
 	// localpipeline.Options).
 	DynamoDBEndpoint, MotoEndpoint, RIE string
 
-	// N is the number of valid logical messages; Invalid the number of
-	// invalid bodies added (they must reach the dead-letter queue).
+	// N is the number of valid logical messages over every lane; Invalid
+	// the number of invalid bodies added to the http lane (they must
+	// reach the dead-letter queue).
 	N, Invalid int
 	// Seed plans every fault.
 	Seed uint64
-	// Instances is the number of sender instances.
-	Instances int
+	// Lanes names the lanes to run (LaneNames); empty means all.
+	Lanes []string
+	// LongClaims gives the lanes that declare them production-shaped
+	// claim and queue timings (Lane.LongClaim): slower, but a takeover
+	// then comes more than a minute after the dead worker's send.
+	LongClaims bool
 
-	// Redeliver is the fraction of messages sent 1-3 extra times, the
-	// copies spread over RedeliverSpread.
+	// Redeliver is the fraction of messages sent 1-3 extra times, each
+	// copy up to RedeliverSpread after the message was first enqueued.
 	Redeliver       float64
 	RedeliverSpread time.Duration
 	// Concurrent is the probability that a batch also goes, in part, to a
 	// second instance at the same moment.
 	Concurrent float64
 	// CrashEvery is the mean interval between two SIGKILLs; ReconcilerShare
-	// the fraction of them aimed at the reconciler.
+	// the fraction of them aimed at a reconciler.
 	CrashEvery      time.Duration
 	ReconcilerShare float64
 
-	// ProviderFaults are drawn per send by both simulators.
+	// ProviderFaults are drawn per send by the HTTP simulators;
+	// SendFaults by the other counterparts.
 	ProviderFaults simulator.RandomFaults
+	SendFaults     SendFaults
 	// Slow is the fraction of messages whose first send is answered after
 	// 0.7-1.3 times the provider timeout.
 	Slow float64
 	// Permanent and Undeliverable are the fractions of messages whose
-	// first send is rejected (400) or accepted but never delivered.
+	// first send is rejected or (http only) accepted but never delivered.
 	Permanent, Undeliverable float64
-	// Latency and Jitter delay every provider request.
+	// Latency and Jitter delay every HTTP simulator request.
 	Latency, Jitter time.Duration
-	// Callbacks configures the simulators' callbacks (duplicates, delay,
-	// reorder).
+	// Callbacks configures the HTTP simulators' callbacks.
 	Callbacks simulator.CallbackOptions
 	// Storm is the DynamoDB error storm.
 	Storm StormOptions
-	// LookupOnly names the channel served by a provider that ignores
-	// Idempotency-Key ("" for none: both channels then go to a provider
-	// that honours it and the adapter relies on it).
+	// Outage is how long every send of every lane is refused, starting
+	// OutageAt after the faults start (zero: no outage).
+	Outage, OutageAt time.Duration
+	// LookupOnly names the http lane's channel served by a provider that
+	// ignores Idempotency-Key ("" for none).
 	LookupOnly string
 
 	// ProviderTimeout, Settle, VisibilityTimeout and ClaimTimeout are the
-	// pipeline's (localpipeline defaults when zero).
+	// pipelines' (localpipeline defaults when zero; a lane's LongClaim
+	// overrides the claim and visibility timeouts).
 	ProviderTimeout, Settle, VisibilityTimeout, ClaimTimeout time.Duration
+	// MaxDepth bounds each lane's queue depth while it is fed.
+	MaxDepth int
 	// FaultWindow bounds the fault phase; Timeout the whole run.
 	FaultWindow, Timeout time.Duration
 
-	// Progress receives progress lines; nil discards.
-	Progress io.Writer
+	// Progress receives progress lines (one at least every ProgressEvery,
+	// default 10s); nil discards.
+	Progress      io.Writer
+	ProgressEvery time.Duration
 }
 
 // Defaults returns the standard mix for n messages and seed.
 func Defaults(n int, seed uint64) Options {
 	return Options{
-		N: n, Seed: seed, Invalid: max(3, n/200), Instances: 4,
-		Redeliver: 0.15, RedeliverSpread: max(5*time.Second, time.Duration(n)*8*time.Millisecond),
+		N: n, Seed: seed, Invalid: max(3, n/400),
+		Redeliver: 0.15, RedeliverSpread: 8 * time.Second,
 		Concurrent: 0.10, CrashEvery: 3 * time.Second, ReconcilerShare: 0.15,
 		ProviderFaults: simulator.RandomFaults{
 			StatusRate: 0.04, Statuses: []int{500, 502, 503, 429},
 			TimeoutBeforeRate: 0.01, TimeoutAfterRate: 0.015, ResetBeforeRate: 0.005, ResetAfterRate: 0.01,
 		},
-		Slow: 0.02, Permanent: 0.015, Undeliverable: 0.01,
+		SendFaults: SendFaults{Transient: 0.04, Before: 0.01, After: 0.015, AfterError: 0.005},
+		Slow:       0.02, Permanent: 0.015, Undeliverable: 0.01,
 		Latency: 10 * time.Millisecond, Jitter: 60 * time.Millisecond,
-		Callbacks:   simulator.CallbackOptions{Duplicates: 1, Reorder: true, Delay: 5 * time.Millisecond, Workers: 8, Queue: 8 * n},
-		Storm:       StormOptions{BurstRate: 0.15, BurstFailure: 0.5, DropRate: 0.01},
+		Callbacks: simulator.CallbackOptions{Duplicates: 1, Reorder: true, Delay: 5 * time.Millisecond, Workers: 8, Queue: 8 * n},
+		Storm: StormOptions{BurstRate: 0.15, BurstFailure: 0.5, DropRate: 0.01,
+			Lost: map[string]float64{"claim": 0.01, "takeover": 0.05, "release": 0.05}, LostKill: 0.3},
+		Outage: 30 * time.Second, OutageAt: 10 * time.Second,
 		LookupOnly:  "email",
-		FaultWindow: max(30*time.Second, time.Duration(n)*100*time.Millisecond),
-		Timeout:     max(3*time.Minute, time.Duration(n)*250*time.Millisecond),
+		LongClaims:  true,
+		FaultWindow: max(40*time.Second, time.Duration(n)*60*time.Millisecond),
+		Timeout:     max(5*time.Minute, time.Duration(n)*90*time.Millisecond),
 	}
 }
 
 // Violation is one broken guarantee.
 type Violation struct {
-	// Kind is "delivered twice", "lost", "contradiction", "unresolved",
-	// "invalid not dead-lettered", "not drained", "address in logs" or
-	// "invalid EMF".
+	// Lane is the adapter's lane ("" for the run as a whole).
+	Lane string
+	// Kind is "delivered twice", "lost", "abandoned, never accepted",
+	// "contradiction", "unresolved", "invalid not dead-lettered", "not
+	// drained", "address in logs" or "invalid EMF".
 	Kind string
 	// Key is the message's idempotency key, if the violation has one.
 	Key string
@@ -154,294 +186,549 @@ type FaultCount struct {
 	How string
 }
 
-// Report is what a chaos run came to.
-type Report struct {
-	Seed               uint64
-	N, Invalid, Copies int
-	Elapsed, FaultTime time.Duration
-	Drained            bool
+// lane is one running lane.
+type lane struct {
+	def   Lane
+	cp    Counterpart
+	p     *localpipeline.Pipeline
+	w     localpipeline.Workload
+	feed  *localpipeline.Feeder
+	first map[string]int // body → index in the feeder
 
-	// Faults lists each fault injected and what the pipeline observed.
-	Faults []FaultCount
-	// DeliveredOnce counts valid messages the providers delivered once and
-	// the ledger holds SENT; Failed counts FAILED by reason; Abandoned
-	// counts ABANDONED rows, AbandonedDelivered those the provider had
-	// nonetheless accepted once.
-	DeliveredOnce      int
-	Failed             map[string]int
-	Abandoned          int
-	AbandonedDelivered int
-	// States counts every valid message's final ledger state.
-	States map[ledger.State]int
-	// DeadLettered counts invalid bodies on the dead-letter queue;
-	// Redriven valid messages moved there by maxReceiveCount (each must
-	// still have been resolved from its ledger row).
-	DeadLettered, Redriven, RedrivenResolved int
-
-	Metrics                        localpipeline.MetricTotals
-	Poller                         localpipeline.PollerStats
-	ReconcileRuns, ReconcileErrors int
-
-	Violations []Violation
-
-	deliveryFailed, throttleLogged int
+	copies   []copyAt // sorted by delay
+	copyNext []int    // per copy: 0 pending, 1 added (the feeding loop's)
+	nCopies  atomic.Int64
+	slow     int
+	drained  bool
+	// busy: the feeding loop still has work, or the queue is not empty.
+	busy atomic.Bool
+	// flush makes every copy due at once (the calm phase).
+	flush atomic.Bool
 }
 
-// OK reports whether no guarantee was broken.
-func (r Report) OK() bool { return len(r.Violations) == 0 }
+type copyAt struct {
+	orig  int
+	delay time.Duration
+	body  string
+}
 
-// Run starts a pipeline under o, runs the workload through it with faults,
-// reconciles, checks, and stops the pipeline. It returns an error only
-// when the run could not be carried out; broken guarantees are in the
-// report.
-func Run(ctx context.Context, o Options) (Report, error) {
-	o.Instances = cmp.Or(o.Instances, localpipeline.DefaultSenderInstances)
+// Run starts one pipeline per lane under o, runs each lane's workload
+// through it with faults, reconciles, checks, and stops the pipelines. It
+// returns an error only when the run could not be carried out; broken
+// guarantees are in the report.
+func Run(ctx context.Context, o Options) (rep Report, err error) {
 	o.Timeout = cmp.Or(o.Timeout, 5*time.Minute)
 	o.FaultWindow = cmp.Or(o.FaultWindow, o.Timeout/2)
 	o.ProviderTimeout = cmp.Or(o.ProviderTimeout, localpipeline.DefaultProviderTimeout)
+	o.ProgressEvery = cmp.Or(o.ProgressEvery, 10*time.Second)
 	if o.Progress == nil {
 		o.Progress = io.Discard
 	}
 	if o.N <= 0 {
 		return Report{}, errors.New("chaos: N must be positive")
 	}
+	defs, err := selectLanes(o.Lanes)
+	if err != nil {
+		return Report{}, err
+	}
 	master := rand.New(rand.NewPCG(o.Seed, o.Seed^0xc4a05))
 	seeds := func() uint64 { return master.Uint64() }
-	proxySeed, crashSeed, twinSeed, simSeed, sim2Seed, workSeed, planSeed := seeds(), seeds(), seeds(), seeds(), seeds(), seeds(), seeds()
+	proxySeed, crashSeed, twinSeed, planSeed := seeds(), seeds(), seeds(), seeds()
+	start := time.Now()
+	logf := func(format string, args ...any) {
+		fmt.Fprintf(o.Progress, "[%6.1fs] "+format+"\n", append([]any{time.Since(start).Seconds()}, args...)...)
+	}
 
-	// The DynamoDB proxy and the provider router listen first: their URLs
-	// go into the functions' environment.
+	// Bootstraps are built once for every lane.
+	dir, err := os.MkdirTemp("", "sendonce-chaos-")
+	if err != nil {
+		return Report{}, fmt.Errorf("chaos: %w", err)
+	}
+	defer os.RemoveAll(dir)
+	boot := map[string]string{}
+	var buildMu sync.Mutex
+	var buildWG sync.WaitGroup
+	var buildErrs []error
+	logf("building ./functions/sender, webhook, reconciler")
+	for _, fn := range []string{"sender", "webhook", "reconciler"} {
+		buildWG.Add(1)
+		go func() {
+			defer buildWG.Done()
+			path, err := localpipeline.Build(ctx, fn, dir)
+			buildMu.Lock()
+			defer buildMu.Unlock()
+			boot[fn] = path
+			buildErrs = append(buildErrs, err)
+		}()
+	}
+	buildWG.Wait()
+	if err := errors.Join(buildErrs...); err != nil {
+		return Report{}, err
+	}
+
 	proxy := NewProxy(o.DynamoDBEndpoint, o.Storm, proxySeed)
-	proxyURL, stopProxy, err := serve(proxy)
-	if err != nil {
-		return Report{}, err
-	}
-	defer stopProxy()
-	router := NewRouter()
-	routerURL, stopRouter, err := serve(router)
-	if err != nil {
-		return Report{}, err
-	}
-	defer stopRouter()
-
+	defer proxy.Close()
+	var instMu sync.Mutex
+	instances := map[string]*rie.Instance{} // proxy tag → instance
 	var twinOn atomic.Bool
 	var twinMu sync.Mutex
 	twinRNG := rand.New(rand.NewPCG(twinSeed, twinSeed^0x7a1))
-	env := map[string]string{
-		"AWS_ENDPOINT_URL_DYNAMODB": proxyURL,
-		registry.EnvHTTPURL:         routerURL,
+	twin := func(batch []types.Message) []types.Message {
+		if !twinOn.Load() {
+			return nil
+		}
+		twinMu.Lock()
+		defer twinMu.Unlock()
+		if twinRNG.Float64() >= o.Concurrent {
+			return nil
+		}
+		k := 1 + twinRNG.IntN(len(batch))
+		out := make([]types.Message, 0, k)
+		for _, i := range twinRNG.Perm(len(batch))[:k] {
+			out = append(out, batch[i])
+		}
+		return out
 	}
-	if o.LookupOnly != "" {
-		env[registry.EnvHTTPIdempotent] = "false"
-	}
-	p, err := localpipeline.Start(ctx, localpipeline.Options{
-		DynamoDBEndpoint: o.DynamoDBEndpoint, MotoEndpoint: o.MotoEndpoint, RIE: o.RIE,
-		SenderInstances: o.Instances, VisibilityTimeout: o.VisibilityTimeout, ClaimTimeout: o.ClaimTimeout,
-		ProviderTimeout: o.ProviderTimeout, Settle: o.Settle,
-		Env: env,
-		Simulator: simulator.Options{
-			Seed: simSeed, Latency: o.Latency, Jitter: o.Jitter, Callbacks: o.Callbacks,
-		},
-		Twin: func(batch []types.Message) []types.Message {
-			if !twinOn.Load() {
-				return nil
-			}
-			twinMu.Lock()
-			defer twinMu.Unlock()
-			if twinRNG.Float64() >= o.Concurrent {
-				return nil
-			}
-			k := 1 + twinRNG.IntN(len(batch))
-			idx := twinRNG.Perm(len(batch))[:k]
-			out := make([]types.Message, 0, k)
-			for _, i := range idx {
-				out = append(out, batch[i])
-			}
-			return out
-		},
-		Progress: o.Progress,
-	})
-	if err != nil {
-		return Report{}, err
-	}
-	defer func() { _ = p.Close() }()
 
-	sims := map[string]*simulator.Simulator{"sms": p.Simulator(), "email": p.Simulator()}
-	router.Route("sms", p.SimulatorURL())
-	router.Route("email", p.SimulatorURL())
-	if o.LookupOnly != "" {
-		sim2, url2 := p.NewSimulator(simulator.Options{
-			Seed: sim2Seed, Latency: o.Latency, Jitter: o.Jitter, Callbacks: o.Callbacks, IdempotencyDisabled: true,
+	// One pipeline per lane.
+	var lanes []*lane
+	defer func() {
+		for _, l := range lanes {
+			if l.p != nil {
+				_ = l.p.Close()
+			}
+			l.cp.Close()
+		}
+	}()
+	share := 0.0
+	for _, d := range defs {
+		share += d.Share
+	}
+	left := o.N
+	for i, d := range defs {
+		n := int(float64(o.N)*d.Share/share + 0.5)
+		if i == len(defs)-1 {
+			n = left
+		}
+		n = max(1, min(n, left))
+		left -= n
+		l, err := startLane(ctx, o, d, n, i, seeds(), boot, proxy, twin, func(tag string, inst *rie.Instance) {
+			instMu.Lock()
+			instances[tag] = inst
+			instMu.Unlock()
 		})
-		sims[o.LookupOnly] = sim2
-		router.Route(o.LookupOnly, url2)
-	}
-	distinct := distinctSims(sims)
-
-	// The workload and its plan.
-	w := localpipeline.NewWorkload(localpipeline.WorkloadOptions{
-		N: o.N, Seed: workSeed, Tenant: "chaos", Permanent: o.Permanent, Undeliverable: o.Undeliverable, Invalid: o.Invalid,
-	})
-	plan := rand.New(rand.NewPCG(planSeed, planSeed^0x91a))
-	slow := 0
-	for _, m := range w.Messages {
-		if m.Fault.Kind != "" {
-			if err := sims[m.Channel].AddFault(m.Fault); err != nil {
-				return Report{}, err
-			}
-			continue
+		if l != nil {
+			lanes = append(lanes, l)
 		}
-		if m.Valid && plan.Float64() < o.Slow {
-			d := time.Duration((0.7 + 0.6*plan.Float64()) * float64(o.ProviderTimeout))
-			if err := sims[m.Channel].AddFault(simulator.Fault{Kind: simulator.FaultLatency, Delay: d, Reference: m.Key, Count: 1}); err != nil {
-				return Report{}, err
-			}
-			slow++
-		}
-	}
-	type copyAt struct {
-		at   time.Duration
-		body string
-	}
-	var copies []copyAt
-	for _, m := range w.Messages {
-		if m.Valid && plan.Float64() < o.Redeliver {
-			for range 1 + plan.IntN(3) {
-				copies = append(copies, copyAt{time.Duration(plan.Float64() * float64(o.RedeliverSpread)), m.Body})
-			}
-		}
-	}
-	slices.SortFunc(copies, func(a, b copyAt) int { return cmp.Compare(a.at, b.at) })
-	for _, s := range distinct {
-		if err := s.SetRandom(o.ProviderFaults); err != nil {
+		if err != nil {
 			return Report{}, err
 		}
+		logf("lane %s: %d messages (%s), %d sender instances, table %s", d.Name, n, channelsOf(d), d.Instances, l.p.Table)
+	}
+
+	// The plan: slow first answers, planned rejections, redelivered copies.
+	plan := rand.New(rand.NewPCG(planSeed, planSeed^0x91a))
+	for _, l := range lanes {
+		for _, m := range l.w.Messages {
+			var slow time.Duration
+			if m.Valid && m.Fault.Kind == "" && plan.Float64() < o.Slow {
+				slow = time.Duration((0.7 + 0.6*plan.Float64()) * float64(o.ProviderTimeout))
+				l.slow++
+			}
+			if m.Valid || m.Fault.Kind != "" {
+				if err := l.cp.Plan(m, slow); err != nil {
+					return Report{}, err
+				}
+			}
+		}
+		for _, m := range l.w.Messages {
+			if m.Valid && plan.Float64() < o.Redeliver {
+				for range 1 + plan.IntN(3) {
+					l.copies = append(l.copies, copyAt{orig: l.first[m.Body], delay: time.Duration(plan.Float64() * float64(o.RedeliverSpread)), body: m.Body})
+				}
+			}
+		}
+		slices.SortStableFunc(l.copies, func(a, b copyAt) int { return cmp.Compare(a.delay, b.delay) })
+		l.copyNext = make([]int, len(l.copies))
 	}
 
 	// Fault phase.
-	start := time.Now()
 	runCtx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
+	var senders, reconcilers []*rie.Instance
+	for _, l := range lanes {
+		senders = append(senders, l.p.Senders()...)
+		reconcilers = append(reconcilers, l.p.ReconcilerInstance())
+		l.cp.Faults(true)
+	}
+	inFlight := func() int64 {
+		var n int64
+		for _, l := range lanes {
+			n += l.cp.InFlight()
+		}
+		return n
+	}
+	crasher := NewCrasher(senders, reconcilers, o.CrashEvery, o.ReconcilerShare, inFlight, crashSeed)
+	proxy.Kill = func(tag string) bool {
+		instMu.Lock()
+		inst := instances[tag]
+		instMu.Unlock()
+		return inst != nil && crasher.Kill(inst)
+	}
 	proxy.Enable(true)
 	twinOn.Store(true)
-	crasher := NewCrasher(p.Senders(), p.ReconcilerInstance(), o.CrashEvery, o.ReconcilerShare, router.InFlight, crashSeed)
+	faultStart := time.Now()
+	outageDone := func() bool { return o.Outage <= 0 || time.Since(faultStart) > o.OutageAt+o.Outage+2*time.Second }
 	crashCtx, stopCrash := context.WithCancel(runCtx)
-	var crashWG sync.WaitGroup
-	crashWG.Add(1)
-	go func() { defer crashWG.Done(); crasher.Run(crashCtx) }()
+	var bg, faultWG sync.WaitGroup
+	faultWG.Add(1)
+	go func() { defer faultWG.Done(); crasher.Run(crashCtx) }()
 	defer stopCrash()
-
-	if err := p.Enqueue(runCtx, w.First...); err != nil {
-		return Report{}, err
+	var outageRan atomic.Bool
+	if o.Outage > 0 {
+		faultWG.Add(1)
+		go func() {
+			defer faultWG.Done()
+			sleepCtx(crashCtx, o.OutageAt)
+			if crashCtx.Err() != nil {
+				return
+			}
+			outageRan.Store(true)
+			logf("outage: every send of every lane refused for %s", o.Outage)
+			for _, l := range lanes {
+				l.cp.Outage(true)
+			}
+			sleepCtx(crashCtx, o.Outage)
+			for _, l := range lanes {
+				l.cp.Outage(false)
+			}
+			logf("outage over")
+		}()
 	}
-	fmt.Fprintf(o.Progress, "[%5.1fs] enqueued %d messages (%d valid, %d invalid); %d redelivered copies over %s; faults on\n",
-		time.Since(start).Seconds(), len(w.First), o.N, o.Invalid, len(copies), o.RedeliverSpread)
-	// Copies are timed from the end of the first wave (moto takes a while
-	// to accept thousands of messages while the pollers drain them).
-	wave := time.Now()
-	lastProgress := wave
-	sent := 0
-	quiet := 0
-	for runCtx.Err() == nil {
-		sleepCtx(runCtx, 250*time.Millisecond)
-		var batch []string
-		for sent < len(copies) && copies[sent].at <= time.Since(wave) {
-			batch = append(batch, copies[sent].body)
-			sent++
-		}
-		if len(batch) > 0 {
-			if err := p.Enqueue(runCtx, batch...); err != nil && runCtx.Err() == nil {
-				return Report{}, err
+	var phase atomic.Value
+	phase.Store("faults on")
+	progCtx, stopProgress := context.WithCancel(runCtx)
+	defer stopProgress()
+	bg.Add(1)
+	go func() { // a progress line every ProgressEvery, whatever the phase
+		defer bg.Done()
+		t := time.NewTicker(o.ProgressEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-progCtx.Done():
+				return
+			case <-t.C:
+				logf("%s | %s | faults: %s", phase.Load(), laneProgress(progCtx, lanes), faultsSoFar(lanes, proxy, crasher))
 			}
 		}
-		vis, inflight, err := p.QueueDepth(runCtx)
-		if err != nil {
-			continue
-		}
-		if sent == len(copies) && vis+inflight == 0 {
-			quiet++
-		} else {
-			quiet = 0
-		}
-		if quiet >= 2 || time.Since(start) >= o.FaultWindow {
-			break
-		}
-		if time.Since(lastProgress) >= 5*time.Second {
-			lastProgress = time.Now()
-			fmt.Fprintf(o.Progress, "[%5.1fs] faults on: queue %d visible, %d in flight; crashes %+v\n", time.Since(start).Seconds(), vis, inflight, crasher.Stats())
-		}
+	}()
+	// Each lane is fed by its own loop: a slow SendMessageBatch on one
+	// queue does not hold the others back.
+	feedCtx, stopFeed := context.WithCancel(runCtx)
+	defer stopFeed()
+	var feedWG sync.WaitGroup
+	for _, l := range lanes {
+		l.busy.Store(true)
+		feedWG.Add(1)
+		go func() { defer feedWG.Done(); l.feedLoop(feedCtx) }()
 	}
-	for sent < len(copies) { // a fault window shorter than the spread
-		if err := p.Enqueue(runCtx, copies[sent].body); err != nil {
+	quiet := 0
+	for runCtx.Err() == nil {
+		sleepCtx(runCtx, time.Second)
+		busy := false
+		for _, l := range lanes {
+			busy = busy || l.busy.Load()
+		}
+		if busy {
+			quiet = 0
+		} else {
+			quiet++
+		}
+		if quiet >= 2 && outageDone() || time.Since(faultStart) >= o.FaultWindow && (!outageRan.Load() || outageDone()) {
 			break
 		}
-		sent++
 	}
 
-	// Calm phase: no more faults.
+	// Calm phase: no more faults; the feeding loops go on with the rest
+	// of the backlog, every copy now due.
+	for _, l := range lanes {
+		l.flush.Store(true)
+	}
 	stopCrash()
-	crashWG.Wait()
+	faultWG.Wait()
+	phase.Store("calm")
 	crasher.Observe()
 	twinOn.Store(false)
 	proxy.Enable(false)
-	for _, s := range distinct {
-		s.ClearFaults()
-		s.SetLatency(0, 0)
+	for _, l := range lanes {
+		l.cp.Outage(false)
+		l.cp.Faults(false)
 	}
-	faultTime := time.Since(start)
-	fmt.Fprintf(o.Progress, "[%5.1fs] faults off: reconciling and draining\n", faultTime.Seconds())
-	drained := false
-	quiet = 0
-	for runCtx.Err() == nil {
-		vis, inflight, err := p.QueueDepth(runCtx)
-		if err != nil {
+	faultTime := time.Since(faultStart)
+	logf("faults off: reconciling and draining")
+	var wg sync.WaitGroup
+	for _, l := range lanes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			l.drained = l.calm(runCtx)
+		}()
+	}
+	wg.Wait()
+	stopFeed()
+	feedWG.Wait()
+	stopProgress()
+	bg.Wait()
+	crasher.Observe()
+	for _, l := range lanes {
+		l.cp.Quiesce(runCtx)
+	}
+	drained := true
+	for _, l := range lanes {
+		drained = drained && l.drained
+	}
+	logf("%s", map[bool]string{true: "drained", false: "TIMED OUT"}[drained])
+
+	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 3*time.Minute)
+	defer rcancel()
+	rep = Report{Seed: o.Seed, N: o.N, Elapsed: time.Since(start), FaultTime: faultTime, Drained: drained, Outage: o.Outage}
+	var errs []error
+	lostKeys := proxy.LostKeys()
+	for _, l := range lanes {
+		lr, vs, err := l.check(rctx, lostKeys)
+		errs = append(errs, err)
+		rep.Lanes = append(rep.Lanes, lr)
+		rep.Violations = append(rep.Violations, vs...)
+		rep.Invalid += lr.Invalid
+		rep.Copies += len(l.w.First) + len(l.copies)
+		if !l.drained {
+			rep.Violations = append(rep.Violations, Violation{Lane: l.def.Name, Kind: "not drained", Detail: "the queue or the attention index was not empty before the timeout"})
+		}
+	}
+	rep.Faults = faultTable(rep, lanes, crasher.Stats(), proxy.Stats())
+	slices.SortStableFunc(rep.Violations, func(a, b Violation) int { return cmp.Compare(a.Lane+a.Kind+a.Key, b.Lane+b.Kind+b.Key) })
+	return rep, errors.Join(errs...)
+}
+
+func selectLanes(names []string) ([]Lane, error) {
+	if len(names) == 0 {
+		return Lanes, nil
+	}
+	var out []Lane
+	for _, n := range names {
+		i := slices.IndexFunc(Lanes, func(l Lane) bool { return l.Name == n })
+		if i < 0 {
+			return nil, fmt.Errorf("chaos: unknown lane %q (want one of %s)", n, strings.Join(LaneNames(), ", "))
+		}
+		out = append(out, Lanes[i])
+	}
+	return out, nil
+}
+
+func channelsOf(d Lane) string {
+	var s []string
+	for _, c := range d.Channels {
+		s = append(s, string(c))
+	}
+	return strings.Join(s, "+")
+}
+
+// startLane starts lane d's counterpart and pipeline and builds its
+// workload of n messages. A lane returned with an error must still be
+// closed.
+func startLane(ctx context.Context, o Options, d Lane, n, idx int, seed uint64, boot map[string]string, proxy *Proxy,
+	twin func([]types.Message) []types.Message, register func(string, *rie.Instance)) (*lane, error) {
+	cp, err := d.New(ctx, o, seed)
+	if err != nil {
+		return nil, fmt.Errorf("chaos: lane %s: %w", d.Name, err)
+	}
+	l := &lane{def: d, cp: cp, first: map[string]int{}}
+	var endpointErr error
+	po := localpipeline.Options{
+		DynamoDBEndpoint: o.DynamoDBEndpoint, MotoEndpoint: o.MotoEndpoint, RIE: o.RIE,
+		SenderBootstrap: boot["sender"], WebhookBootstrap: boot["webhook"], ReconcilerBootstrap: boot["reconciler"],
+		SenderInstances: d.Instances, VisibilityTimeout: o.VisibilityTimeout, ClaimTimeout: o.ClaimTimeout,
+		ProviderTimeout: o.ProviderTimeout, Settle: o.Settle,
+		Env: cp.Env(),
+		InstanceEnv: func(inst string) map[string]string {
+			u, err := proxy.Listen(d.Name + "/" + inst)
+			if err != nil {
+				endpointErr = err
+			}
+			return map[string]string{"AWS_ENDPOINT_URL_DYNAMODB": u}
+		},
+		Simulator: simulator.Options{Seed: seed ^ 0x51, Latency: o.Latency, Jitter: o.Jitter, Callbacks: o.Callbacks},
+		Twin:      twin,
+	}
+	if o.LongClaims && d.LongClaim != nil {
+		po.ClaimTimeout, po.VisibilityTimeout, po.ReconcileEvery = d.LongClaim.Claim, d.LongClaim.Visibility, d.LongClaim.ReconcileEvery
+		po.SenderTimeout = min(localpipeline.DefaultSenderTimeout, d.LongClaim.Visibility)
+	}
+	p, err := localpipeline.Start(ctx, po)
+	if err != nil {
+		return l, fmt.Errorf("chaos: lane %s: %w", d.Name, err)
+	}
+	l.p = p
+	if endpointErr != nil {
+		return l, endpointErr
+	}
+	for i, inst := range p.Senders() {
+		register(fmt.Sprintf("%s/sender-%d", d.Name, i+1), inst)
+	}
+	register(d.Name+"/reconciler", p.ReconcilerInstance())
+	if err := cp.Attach(p); err != nil {
+		return l, fmt.Errorf("chaos: lane %s: %w", d.Name, err)
+	}
+	invalid, undeliverable := 0, 0.0
+	if d.Name == "http" {
+		invalid, undeliverable = o.Invalid, o.Undeliverable
+	}
+	arng := rand.New(rand.NewPCG(seed, 0xadd))
+	l.w = localpipeline.NewWorkload(localpipeline.WorkloadOptions{
+		N: n, Seed: seed, Tenant: "chaos-" + d.Name, Permanent: o.Permanent, Undeliverable: undeliverable, Invalid: invalid,
+		Channels: d.Channels, AddressBase: idx*1000000 + arng.IntN(900000),
+	})
+	l.feed = p.NewFeeder(o.MaxDepth)
+	l.feed.SetParallel(4)
+	base := l.feed.Add(l.w.First...)
+	for i, b := range l.w.First {
+		if _, ok := l.first[b]; !ok {
+			l.first[b] = base + i
+		}
+	}
+	return l, nil
+}
+
+// addDueCopies queues the redelivered copies whose time has come.
+func (l *lane) addDueCopies() {
+	now := time.Now()
+	var due []string
+	for i, c := range l.copies {
+		if l.copyNext[i] != 0 {
 			continue
 		}
-		rows, err := p.Attention(runCtx)
-		if err != nil {
+		at := l.feed.EnqueuedAt(c.orig)
+		if !l.flush.Load() && (at.IsZero() || now.Before(at.Add(c.delay))) {
 			continue
 		}
-		if len(rows) > 0 {
-			_, _ = p.Reconcile(runCtx)
+		l.copyNext[i] = 1
+		l.nCopies.Add(1)
+		due = append(due, c.body)
+	}
+	if len(due) > 0 {
+		l.feed.AddFront(due...)
+	}
+}
+
+// feedLoop keeps the lane's queue fed (due copies first) until ctx ends,
+// keeping busy up to date.
+func (l *lane) feedLoop(ctx context.Context) {
+	for ctx.Err() == nil {
+		l.addDueCopies()
+		depth, n, err := l.feed.Step(ctx)
+		l.busy.Store(err != nil || depth > 0 || n > 0 || l.feed.Backlog() > 0 || int(l.nCopies.Load()) < len(l.copies))
+		sleepCtx(ctx, 500*time.Millisecond)
+	}
+}
+
+// calm reconciles until no row needs attention and the feeding loop has
+// nothing left with the queue empty (twice in a row), and reports
+// whether that happened before ctx ended.
+func (l *lane) calm(ctx context.Context) bool {
+	quiet := 0
+	for ctx.Err() == nil {
+		rows, err := l.p.Attention(ctx)
+		if err != nil {
+			sleepCtx(ctx, time.Second)
+			continue
 		}
-		if vis+inflight == 0 && len(rows) == 0 {
+		due := false
+		now := time.Now()
+		for _, r := range rows {
+			if r.State == ledger.StateUncertain || r.Released || !now.Before(r.LeaseUntil) {
+				due = true
+				break
+			}
+		}
+		if due {
+			_, _ = l.p.Reconcile(ctx)
+		}
+		if !l.busy.Load() && len(rows) == 0 {
 			quiet++
 		} else {
 			quiet = 0
-			fmt.Fprintf(o.Progress, "[%5.1fs] queue %d visible, %d in flight; %d rows need attention\n", time.Since(start).Seconds(), vis, inflight, len(rows))
 		}
 		if quiet >= 2 {
-			drained = true
-			break
+			return true
 		}
-		sleepCtx(runCtx, time.Second)
+		sleepCtx(ctx, time.Second)
 	}
-	crasher.Observe()
-	for _, s := range distinct {
-		waitCallbacks(runCtx, s, o.Callbacks.Duplicates)
-	}
-	fmt.Fprintf(o.Progress, "[%5.1fs] %s\n", time.Since(start).Seconds(), map[bool]string{true: "drained", false: "TIMED OUT"}[drained])
-
-	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
-	defer rcancel()
-	rep, err := check(rctx, p, w, sims, distinct)
-	rep.Seed, rep.N, rep.Invalid, rep.Copies = o.Seed, o.N, o.Invalid, len(w.First)+len(copies)
-	rep.Elapsed, rep.FaultTime, rep.Drained = time.Since(start), faultTime, drained
-	if !drained {
-		rep.Violations = append([]Violation{{Kind: "not drained", Detail: "the queue or the attention index was not empty before the timeout"}}, rep.Violations...)
-	}
-	rep.Faults = faultTable(rep, len(copies), slow, crasher.Stats(), proxy.Stats(), router, distinct, o)
-	return rep, err
+	return false
 }
 
-func distinctSims(m map[string]*simulator.Simulator) []*simulator.Simulator {
-	var out []*simulator.Simulator
-	for _, ch := range []string{"sms", "email"} {
-		if s := m[ch]; s != nil && !slices.Contains(out, s) {
-			out = append(out, s)
+// laneProgress is one progress line's figures per lane: sent (distinct
+// messages the counterpart accepted), pending and uncertain rows, queue
+// depth and backlog. Lanes are read at once, each bounded by a few
+// seconds (a figure not read in time shows "?"), so that a line comes
+// every ProgressEvery even when the emulators answer slowly.
+func laneProgress(ctx context.Context, lanes []*lane) string {
+	parts := make([]string, len(lanes))
+	var wg sync.WaitGroup
+	for i, l := range lanes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(ctx, 7*time.Second)
+			defer cancel()
+			pending, uncertain, depth := "?", "?", "?"
+			if rows, err := l.p.Attention(ctx); err == nil {
+				p, u := 0, 0
+				for _, r := range rows {
+					if r.State == ledger.StateUncertain {
+						u++
+					} else {
+						p++
+					}
+				}
+				pending, uncertain = fmt.Sprint(p), fmt.Sprint(u)
+			}
+			if vis, inflight, err := l.p.QueueDepth(ctx); err == nil {
+				depth = fmt.Sprintf("%d+%d", vis, inflight)
+			}
+			parts[i] = fmt.Sprintf("%s: sent %d/%d, pending %s, uncertain %s, queue %s, backlog %d",
+				l.def.Name, l.cp.Sent(), l.valid(), pending, uncertain, depth, l.feed.Backlog()+len(l.copies)-int(l.nCopies.Load()))
+		}()
+	}
+	wg.Wait()
+	return strings.Join(parts, " | ")
+}
+
+func (l *lane) valid() int {
+	n := 0
+	for _, m := range l.w.Messages {
+		if m.Valid {
+			n++
 		}
 	}
-	return out
+	return n
+}
+
+// faultsSoFar sums the faults injected so far.
+func faultsSoFar(lanes []*lane, proxy *Proxy, c *Crasher) string {
+	provider := 0
+	for _, l := range lanes {
+		for _, v := range l.cp.Faulted() {
+			provider += v
+		}
+	}
+	ps, cs := proxy.Stats(), c.Stats()
+	lost := int64(0)
+	for _, v := range ps.Lost {
+		lost += v
+	}
+	return fmt.Sprintf("provider %d, kills %d (+%d after a lost answer), DynamoDB throttled %d, answers lost %d (for good %d)",
+		provider, cs.SenderKills+cs.ReconcilerKills, cs.AfterLostAnswer, ps.Throttled, ps.Dropped, lost)
 }
 
 // serve serves h on a loopback port.
@@ -476,140 +763,4 @@ func waitCallbacks(ctx context.Context, s *simulator.Simulator, dups int) {
 		}
 		sleepCtx(ctx, 100*time.Millisecond)
 	}
-}
-
-// check compares every logical message with the ground truth.
-func check(ctx context.Context, p *localpipeline.Pipeline, w localpipeline.Workload, sims map[string]*simulator.Simulator, distinct []*simulator.Simulator) (Report, error) {
-	rep := Report{Failed: map[string]int{}, States: map[ledger.State]int{}, Poller: p.Stats()}
-	delivered := map[string]int{}
-	status := map[string]string{}
-	for _, s := range distinct {
-		for _, m := range s.Messages() {
-			delivered[m.Reference]++
-			status[m.Reference] = string(m.Status)
-		}
-	}
-	logs := p.Logs()
-	var all []string
-	for _, l := range logs {
-		all = append(all, l)
-	}
-	events := func(key string) []string {
-		var out []string
-		for name, l := range logs {
-			for _, line := range strings.Split(l, "\n") {
-				if strings.Contains(line, key) && !strings.Contains(line, `"_aws"`) {
-					out = append(out, name+": "+line)
-				}
-			}
-		}
-		return out
-	}
-	var errs []error
-	valid := map[string]bool{}
-	for _, m := range w.Messages {
-		if !m.Valid {
-			continue
-		}
-		valid[m.Key] = true
-		n := delivered[m.Key]
-		rec, err := p.Ledger().Get(ctx, m.Key)
-		if err != nil && !errors.Is(err, ledger.ErrNotFound) {
-			errs = append(errs, err)
-			continue
-		}
-		state := rec.State
-		if err != nil {
-			state = "NO ROW"
-		}
-		rep.States[state]++
-		v := Violation{Key: m.Key}
-		switch {
-		case n > 1:
-			v.Kind, v.Detail = "delivered twice", fmt.Sprintf("%s delivered %d times (ledger %s)", m.Channel, n, state)
-		case !state.Final() && n == 0:
-			v.Kind, v.Detail = "lost", fmt.Sprintf("%s, never delivered", state)
-		case !state.Final():
-			v.Kind, v.Detail = "unresolved", fmt.Sprintf("%s, but delivered", state)
-		case state == ledger.StateSent && n == 0:
-			v.Kind, v.Detail = "lost", "SENT in the ledger, but no provider accepted it"
-		case state == ledger.StateFailed && n == 1 && status[m.Key] != "failed":
-			v.Kind, v.Detail = "contradiction", fmt.Sprintf("FAILED (%s), but the provider accepted it (status %s)", rec.Reason, status[m.Key])
-		case state == ledger.StateFailed && rec.Reason == "":
-			v.Kind, v.Detail = "contradiction", "FAILED without a reason"
-		}
-		if v.Kind != "" {
-			v.Events = events(m.Key)
-			rep.Violations = append(rep.Violations, v)
-		}
-		if rec.DeliveryStatus == "failed" || rec.DeliveryStatus == "undelivered" {
-			rep.deliveryFailed++
-		}
-		switch state {
-		case ledger.StateSent:
-			if n == 1 {
-				rep.DeliveredOnce++
-			}
-		case ledger.StateFailed:
-			rep.Failed[rec.Reason]++
-		case ledger.StateAbandoned:
-			rep.Abandoned++
-			if n == 1 {
-				rep.AbandonedDelivered++
-			}
-		}
-	}
-	for ref, n := range delivered {
-		if !valid[ref] {
-			rep.Violations = append(rep.Violations, Violation{Kind: "delivered twice", Key: ref, Detail: fmt.Sprintf("delivered %d times, not a workload message", n)})
-		}
-	}
-
-	dls, err := p.DrainDLQ(ctx)
-	if err != nil {
-		errs = append(errs, err)
-	}
-	got := map[string]int{}
-	for _, d := range dls {
-		if _, ok := d.Attributes[sender.AttrErrorReason]; ok {
-			got[d.Body]++
-			continue
-		}
-		rep.Redriven++
-		for _, m := range w.Messages {
-			if m.Body == d.Body && m.Valid {
-				if rec, err := p.Ledger().Get(ctx, m.Key); err == nil && rec.State.Final() {
-					rep.RedrivenResolved++
-				}
-				break
-			}
-		}
-	}
-	for _, m := range w.Messages {
-		if m.Valid {
-			continue
-		}
-		if got[m.Body] > 0 {
-			rep.DeadLettered++
-			continue
-		}
-		rep.Violations = append(rep.Violations, Violation{Kind: "invalid not dead-lettered", Detail: m.Body})
-	}
-	for name, l := range logs {
-		for _, a := range w.Addresses() {
-			if strings.Contains(l, a) {
-				rep.Violations = append(rep.Violations, Violation{Kind: "address in logs", Detail: name + ": " + a})
-			}
-		}
-	}
-	for _, l := range all {
-		rep.throttleLogged += strings.Count(l, "ProvisionedThroughputExceeded") + strings.Count(l, "ThrottlingException")
-	}
-	rep.Metrics = localpipeline.ParseEMF(all...)
-	for _, l := range rep.Metrics.Invalid {
-		rep.Violations = append(rep.Violations, Violation{Kind: "invalid EMF", Detail: l})
-	}
-	_, rep.ReconcileRuns, rep.ReconcileErrors = p.ReconcileTotals()
-	slices.SortStableFunc(rep.Violations, func(a, b Violation) int { return cmp.Compare(a.Kind+a.Key, b.Kind+b.Key) })
-	return rep, errors.Join(errs...)
 }

@@ -139,9 +139,12 @@ func TestDefaults(t *testing.T) {
 	}
 }
 
-// TestChaosSmall runs a small chaos run through the real pipeline: the
-// sender, webhook and reconciler bootstraps under the emulator, DynamoDB
-// Local behind the storm proxy, SQS on moto_server, two simulators.
+// TestChaosSmall runs a small chaos run through every adapter's lane:
+// each lane's sender, webhook and reconciler bootstraps under the
+// emulator, DynamoDB Local behind the storm proxy, SQS on moto_server,
+// each adapter against its counterpart (the HTTP simulators, twiliotest,
+// moto_server's SNS, an SMTP server), with an outage and lost DynamoDB
+// answers.
 func TestChaosSmall(t *testing.T) {
 	t.Parallel()
 	ddb, moto := testenv.DynamoDBEndpoint(t), testenv.MotoEndpoint(t)
@@ -149,26 +152,31 @@ func TestChaosSmall(t *testing.T) {
 	if bin == "" {
 		t.Fatal(rie.ErrNoBinary)
 	}
-	o := Defaults(150, 7)
+	o := Defaults(100, 7)
 	o.DynamoDBEndpoint, o.MotoEndpoint, o.RIE = ddb, moto, bin
+	o.LongClaims = false // production-shaped claims take minutes to settle
 	o.CrashEvery = 2 * time.Second
-	o.FaultWindow = 25 * time.Second
-	o.Timeout = 80 * time.Second
-	var progress strings.Builder
-	o.Progress = &syncWriter{b: &progress}
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	o.Outage, o.OutageAt = 10*time.Second, 2*time.Second
+	o.FaultWindow = 15 * time.Second
+	o.Timeout = 100 * time.Second // alone it drains in about a minute; a loaded machine needs slack
+	var progress syncWriter
+	o.Progress = &progress
+	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
 	defer cancel()
 	rep, err := Run(ctx, o)
 	var out strings.Builder
 	rep.WriteTable(&out)
 	if err != nil {
-		t.Fatalf("run: %v\n%s", err, out.String())
+		t.Fatalf("run: %v\n%s\nprogress:\n%s", err, out.String(), progress.String())
+	}
+	for _, name := range LaneNames() {
+		l, ok := rep.Lane(name)
+		if !ok || l.N == 0 || l.DeliveredOnce == 0 || l.Poller.Invocations == 0 {
+			t.Errorf("lane %s did not deliver: %+v", name, l)
+		}
 	}
 	if !rep.OK() {
-		t.Fatalf("violations:\n%s\nprogress:\n%s", out.String(), o.Progress.(*syncWriter).String())
-	}
-	if rep.DeliveredOnce+len(rep.Failed) == 0 || rep.Poller.Invocations == 0 {
-		t.Errorf("nothing was delivered:\n%s", out.String())
+		t.Fatalf("violations:\n%s\nprogress:\n%s", out.String(), progress.String())
 	}
 	kills := 0
 	for _, f := range rep.Faults {
@@ -184,7 +192,7 @@ func TestChaosSmall(t *testing.T) {
 
 type syncWriter struct {
 	mu sync.Mutex
-	b  *strings.Builder
+	b  strings.Builder
 }
 
 func (w *syncWriter) Write(p []byte) (int, error) {

@@ -24,13 +24,16 @@ type CrashStats struct {
 	// one of their instance's bootstraps was killed: the emulator
 	// restarted the function at its next invoke.
 	Restarts int
+	// AfterLostAnswer counts the workers killed on purpose right after a
+	// lost DynamoDB answer (Kill).
+	AfterLostAnswer int
 }
 
 // Crasher kills function bootstraps with SIGKILL at random moments, as a
 // Lambda sandbox can die at any instruction.
 type Crasher struct {
 	senders        []*rie.Instance
-	reconciler     *rie.Instance
+	reconcilers    []*rie.Instance
 	mean           time.Duration
 	reconcileShare float64
 	inFlight       func() int64
@@ -43,11 +46,12 @@ type Crasher struct {
 }
 
 // NewCrasher returns a Crasher that kills, on average every mean, the
-// bootstrap of a random sender, or of the reconciler with probability
-// reconcileShare. inFlight reports provider calls in flight (may be nil).
-func NewCrasher(senders []*rie.Instance, reconciler *rie.Instance, mean time.Duration, reconcileShare float64, inFlight func() int64, seed uint64) *Crasher {
+// bootstrap of a random sender, or of a random reconciler with
+// probability reconcileShare. inFlight reports provider calls in flight
+// (may be nil).
+func NewCrasher(senders, reconcilers []*rie.Instance, mean time.Duration, reconcileShare float64, inFlight func() int64, seed uint64) *Crasher {
 	return &Crasher{
-		senders: senders, reconciler: reconciler, mean: mean, reconcileShare: reconcileShare, inFlight: inFlight,
+		senders: senders, reconcilers: reconcilers, mean: mean, reconcileShare: reconcileShare, inFlight: inFlight,
 		rng: rand.New(rand.NewPCG(seed, seed^0xc4a5)), killed: map[int]bool{}, last: map[*rie.Instance]int{},
 	}
 }
@@ -76,20 +80,17 @@ func (c *Crasher) Run(ctx context.Context) {
 func (c *Crasher) killOne() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	inst, reconciler := c.reconciler, true
-	if c.reconciler == nil || c.rng.Float64() >= c.reconcileShare {
-		inst, reconciler = c.senders[c.rng.IntN(len(c.senders))], false
-	}
-	pids := children(inst.PID())
-	if len(pids) == 0 {
-		c.stats.Misses++
-		return
+	var inst *rie.Instance
+	reconciler := len(c.reconcilers) > 0 && c.rng.Float64() < c.reconcileShare
+	if reconciler {
+		inst = c.reconcilers[c.rng.IntN(len(c.reconcilers))]
+	} else {
+		inst = c.senders[c.rng.IntN(len(c.senders))]
 	}
 	inFlight := c.inFlight != nil && c.inFlight() > 0
-	for _, pid := range pids {
-		if syscall.Kill(pid, syscall.SIGKILL) == nil {
-			c.killed[pid] = true
-		}
+	if !c.kill(inst) {
+		c.stats.Misses++
+		return
 	}
 	if reconciler {
 		c.stats.ReconcilerKills++
@@ -101,11 +102,34 @@ func (c *Crasher) killOne() {
 	}
 }
 
+// kill SIGKILLs inst's running bootstrap; callers hold c.mu.
+func (c *Crasher) kill(inst *rie.Instance) bool {
+	pids := children(inst.PID())
+	for _, pid := range pids {
+		if syscall.Kill(pid, syscall.SIGKILL) == nil {
+			c.killed[pid] = true
+		}
+	}
+	return len(pids) > 0
+}
+
+// Kill SIGKILLs inst's bootstrap now (a worker dying right after a lost
+// DynamoDB answer) and reports whether one was running.
+func (c *Crasher) Kill(inst *rie.Instance) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.kill(inst) {
+		return false
+	}
+	c.stats.AfterLostAnswer++
+	return true
+}
+
 // Observe samples every instance's bootstrap and counts restarts.
 func (c *Crasher) Observe() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for _, inst := range append(append([]*rie.Instance{}, c.senders...), c.reconciler) {
+	for _, inst := range append(append([]*rie.Instance{}, c.senders...), c.reconcilers...) {
 		if inst == nil {
 			continue
 		}

@@ -2,10 +2,15 @@ package chaos
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/json"
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net"
 	"net/http"
+	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -25,6 +30,17 @@ type StormOptions struct {
 	DropRate float64
 	// Window is the length of one burst window; zero means one second.
 	Window time.Duration
+	// Lost is, per ledger operation ("claim", "takeover", "release"; see
+	// Operation), the probability that its answer is lost for good: the
+	// write happens (a release's does not: it never reaches DynamoDB), the
+	// connection is closed without an answer, and the SDK's retries of the
+	// same request are dropped too, so the function sees an error it
+	// cannot tell from a write that never happened.
+	Lost map[string]float64
+	// LostKill is the fraction of those lost answers after which the
+	// worker that sent the request is killed (Proxy.Kill) before it can
+	// react: it never releases what it may have claimed.
+	LostKill float64
 }
 
 // ProxyStats are a Proxy's totals.
@@ -33,6 +49,11 @@ type ProxyStats struct {
 	// throttling error; Dropped those forwarded whose answer was lost;
 	// Bursts the burst windows that saw at least one request.
 	Requests, Throttled, Dropped, Bursts int64
+	// Lost counts answers lost for good, by operation; Retried the SDK
+	// retries of those that were dropped unforwarded; Killed the workers
+	// killed right after a lost answer.
+	Lost            map[string]int64
+	Retried, Killed int64
 }
 
 // The throttling errors a Proxy answers with, in turn, as DynamoDB sends
@@ -60,6 +81,23 @@ type Proxy struct {
 	burst, seen bool
 
 	requests, throttled, dropped, bursts atomic.Int64
+	retried, killed                      atomic.Int64
+
+	// Kill, if set, kills the worker behind tag (see Listen) and reports
+	// whether it did.
+	Kill func(tag string) bool
+
+	lostMu   sync.Mutex
+	lost     map[string]int64
+	lostKeys map[string][]string // message key → "claim", "takeover+kill", ...
+	holes    map[[sha256.Size]byte]*hole
+	srvs     []*http.Server
+}
+
+// hole drops the retries of a request whose answer was lost.
+type hole struct {
+	left  int
+	until time.Time
 }
 
 // NewProxy returns a Proxy forwarding to target (DynamoDB Local's URL),
@@ -69,11 +107,146 @@ func NewProxy(target string, opts StormOptions, seed uint64) *Proxy {
 		opts.Window = time.Second
 	}
 	return &Proxy{
-		target: strings.TrimRight(target, "/"),
-		opts:   opts,
-		client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}},
-		rng:    rand.New(rand.NewPCG(seed, seed^0xd1a0)),
+		target:   strings.TrimRight(target, "/"),
+		opts:     opts,
+		client:   &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}},
+		rng:      rand.New(rand.NewPCG(seed, seed^0xd1a0)),
+		lost:     map[string]int64{},
+		lostKeys: map[string][]string{},
+		holes:    map[[sha256.Size]byte]*hole{},
 	}
+}
+
+// keyRE finds a message's idempotency key in a request.
+var keyRE = regexp.MustCompile(`v1_[0-9a-f]{64}`)
+
+// LostKeys returns, per message key, the operations whose answers were
+// lost for good, in order; "+kill" marks one after which the worker was
+// killed.
+func (p *Proxy) LostKeys() map[string][]string {
+	p.lostMu.Lock()
+	defer p.lostMu.Unlock()
+	out := make(map[string][]string, len(p.lostKeys))
+	for k, v := range p.lostKeys {
+		out[k] = slices.Clone(v)
+	}
+	return out
+}
+
+// Listen serves the proxy on a new loopback port for the requests of one
+// worker, named tag, and returns its URL: a worker configured with it
+// can be told apart (and killed after a lost answer). Close stops every
+// listener.
+func (p *Proxy) Listen(tag string) (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", fmt.Errorf("chaos: proxy listen: %w", err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { p.serve(w, r, tag) }), ReadHeaderTimeout: 10 * time.Second}
+	p.lostMu.Lock()
+	p.srvs = append(p.srvs, srv)
+	p.lostMu.Unlock()
+	go func() { _ = srv.Serve(ln) }()
+	return "http://" + ln.Addr().String(), nil
+}
+
+// Close stops the listeners Listen started.
+func (p *Proxy) Close() {
+	p.lostMu.Lock()
+	defer p.lostMu.Unlock()
+	for _, s := range p.srvs {
+		_ = s.Close()
+	}
+	p.srvs = nil
+}
+
+// Operation names the ledger operation a DynamoDB request carries, from
+// its X-Amz-Target and the shape of its body: "claim" (a conditional
+// PutItem), "takeover" (an UpdateItem that counts an attempt and removes
+// the released mark), "release" (an UpdateItem that sets it), "mark" (one
+// that sets a state), "update" (any other UpdateItem), or the target's
+// operation in lower case ("getitem", "query", ...).
+func Operation(target string, body []byte) string {
+	_, op, _ := strings.Cut(target, ".")
+	op = strings.ToLower(op)
+	switch op {
+	case "putitem":
+		return "claim"
+	case "updateitem":
+	default:
+		return op
+	}
+	var req struct {
+		UpdateExpression string `json:"UpdateExpression"`
+	}
+	_ = json.Unmarshal(body, &req)
+	u := req.UpdateExpression
+	switch {
+	case strings.Contains(u, "#attempts + ") || strings.Contains(u, "#attempts = #attempts"):
+		return "takeover"
+	case strings.HasPrefix(strings.TrimSpace(u), "SET #released"):
+		return "release"
+	case strings.Contains(u, "#state = "):
+		return "mark"
+	}
+	return "update"
+}
+
+// lose decides whether this request's answer is lost for good, and
+// whether a hole is already swallowing its retries.
+func (p *Proxy) lose(op string, body []byte) (lose, retry bool) {
+	sum := sha256.Sum256(body)
+	p.lostMu.Lock()
+	defer p.lostMu.Unlock()
+	if h, ok := p.holes[sum]; ok {
+		if h.left > 0 && time.Now().Before(h.until) {
+			h.left--
+			return false, true
+		}
+		delete(p.holes, sum)
+	}
+	rate := p.opts.Lost[op]
+	if rate <= 0 || !p.enabled.Load() {
+		return false, false
+	}
+	p.mu.Lock()
+	hit := p.rng.Float64() < rate
+	p.mu.Unlock()
+	if !hit {
+		return false, false
+	}
+	p.lost[op]++
+	if k := keyRE.Find(body); k != nil {
+		p.lostKeys[string(k)] = append(p.lostKeys[string(k)], op)
+	}
+	p.holes[sum] = &hole{left: 10, until: time.Now().Add(30 * time.Second)}
+	return true, false
+}
+
+// afterLoss kills, as drawn, the worker whose answer was just lost,
+// before the answer could have reached it.
+func (p *Proxy) afterLoss(tag string, body []byte) {
+	if tag == "" || !p.killAfterLoss() || !p.Kill(tag) {
+		return
+	}
+	p.killed.Add(1)
+	if k := keyRE.Find(body); k != nil {
+		p.lostMu.Lock()
+		if ops := p.lostKeys[string(k)]; len(ops) > 0 {
+			ops[len(ops)-1] += "+kill"
+		}
+		p.lostMu.Unlock()
+	}
+}
+
+func (p *Proxy) killAfterLoss() bool {
+	if p.opts.LostKill <= 0 || p.Kill == nil {
+		return false
+	}
+	p.mu.Lock()
+	hit := p.rng.Float64() < p.opts.LostKill
+	p.mu.Unlock()
+	return hit
 }
 
 // Enable turns fault injection on or off.
@@ -81,7 +254,14 @@ func (p *Proxy) Enable(on bool) { p.enabled.Store(on) }
 
 // Stats returns the totals so far.
 func (p *Proxy) Stats() ProxyStats {
-	return ProxyStats{Requests: p.requests.Load(), Throttled: p.throttled.Load(), Dropped: p.dropped.Load(), Bursts: p.bursts.Load()}
+	p.lostMu.Lock()
+	lost := make(map[string]int64, len(p.lost))
+	for k, v := range p.lost {
+		lost[k] = v
+	}
+	p.lostMu.Unlock()
+	return ProxyStats{Requests: p.requests.Load(), Throttled: p.throttled.Load(), Dropped: p.dropped.Load(), Bursts: p.bursts.Load(),
+		Lost: lost, Retried: p.retried.Load(), Killed: p.killed.Load()}
 }
 
 // decide draws the fate of one request: throttle, drop or neither.
@@ -107,13 +287,33 @@ func (p *Proxy) decide(now time.Time) (throttle, drop bool, typ string) {
 }
 
 // ServeHTTP forwards r to DynamoDB Local, or fails it as decided.
-func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) { p.serve(w, r, "") }
+
+func (p *Proxy) serve(w http.ResponseWriter, r *http.Request, tag string) {
 	p.requests.Add(1)
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
 		return
 	}
+	op := Operation(r.Header.Get("X-Amz-Target"), body)
+	lost, retry := p.lose(op, body)
+	if retry {
+		p.retried.Add(1)
+		hangUp(w) // a retry of a request whose answer was lost: lost too
+		return
+	}
 	throttle, drop, typ := p.decide(time.Now())
+	if lost {
+		throttle, drop = false, true
+		if op == "release" {
+			// A release that never reaches DynamoDB: the claim stays held
+			// unless the worker tries again.
+			p.dropped.Add(1)
+			p.afterLoss(tag, body)
+			hangUp(w)
+			return
+		}
+	}
 	if throttle {
 		p.throttled.Add(1)
 		w.Header().Set("Content-Type", "application/x-amz-json-1.0")
@@ -140,6 +340,9 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err != nil || drop {
 		if drop {
 			p.dropped.Add(1)
+		}
+		if lost {
+			p.afterLoss(tag, body)
 		}
 		hangUp(w) // the write happened; its answer is lost
 		return

@@ -11,59 +11,99 @@ import (
 
 	"github.com/sendonce/sendonce/internal/ledger"
 	"github.com/sendonce/sendonce/internal/metrics"
-	"github.com/sendonce/sendonce/internal/provider/simulator"
 )
 
-// faultTable builds the injected/observed rows.
-func faultTable(r Report, copies, slow int, cs CrashStats, ps ProxyStats, rt *Router, sims []*simulator.Simulator, o Options) []FaultCount {
-	var st simulator.Stats
-	st.Faults = map[simulator.FaultKind]int{}
-	for _, s := range sims {
-		x := s.Stats()
-		st.Sends += x.Sends
-		st.Accepted += x.Accepted
-		st.DuplicatesSuppressed += x.DuplicatesSuppressed
-		st.CallbacksSent += x.CallbacksSent
-		for k, v := range x.Faults {
-			st.Faults[k] += v
+// Report is what a chaos run came to.
+type Report struct {
+	Seed               uint64
+	N, Invalid, Copies int
+	Elapsed, FaultTime time.Duration
+	Outage             time.Duration
+	Drained            bool
+
+	// Faults lists each fault injected across lanes and what the
+	// pipelines observed.
+	Faults []FaultCount
+	// Lanes is the verdict per adapter, in the order of Lanes.
+	Lanes []LaneReport
+
+	Violations []Violation
+}
+
+// OK reports whether no guarantee was broken.
+func (r Report) OK() bool { return len(r.Violations) == 0 }
+
+// Lane returns the report of the lane named name.
+func (r Report) Lane(name string) (LaneReport, bool) {
+	for _, l := range r.Lanes {
+		if l.Name == name {
+			return l, true
 		}
 	}
-	m := r.Metrics
-	permanent := int(float64(r.N)*o.Permanent + 0.5)
-	transient := st.Faults[simulator.FaultStatus] - min(permanent, st.Faults[simulator.FaultStatus])
-	ambiguous := st.Faults[simulator.FaultTimeoutBeforeAccept] + st.Faults[simulator.FaultTimeoutAfterAccept] +
-		st.Faults[simulator.FaultResetBeforeAccept] + st.Faults[simulator.FaultResetAfterAccept]
-	perCallback := 1 + max(o.Callbacks.Duplicates, 0)
+	return LaneReport{}, false
+}
+
+// faultTable builds the injected/observed rows over every lane.
+func faultTable(r Report, lanes []*lane, cs CrashStats, ps ProxyStats) []FaultCount {
+	var m sumMetrics
+	var twins, functionErrors, reconcileErrors, copies, throttleLogged int
+	for _, l := range r.Lanes {
+		m.add(l)
+		twins += int(l.Poller.Twins)
+		functionErrors += int(l.Poller.FunctionErrors)
+		reconcileErrors += l.ReconcileErrors
+		copies += l.copies
+		throttleLogged += l.throttleLogged
+	}
+	inFlightGone := 0
+	for _, l := range lanes {
+		if h, ok := l.cp.(*httpLane); ok {
+			inFlightGone += int(h.router.ClientGone())
+		}
+	}
+	lost := func(op string) int { return int(ps.Lost[op]) }
 	return []FaultCount{
-		{"SQS redelivery (extra copies)", copies, m.Get(metrics.DuplicatesPrevented), "injected: SendMessage copies; observed: EMF DuplicatesPrevented (copies of a final or uncertain message acknowledged without a send)"},
-		{"concurrent delivery to two instances", int(r.Poller.Twins), m.Get(metrics.InFlightConflicts), "injected: twin invocations; observed: EMF InFlightConflicts (claim held by the other instance)"},
-		{"SIGKILL sender bootstrap", cs.SenderKills, int(r.Poller.FunctionErrors), "observed: invocations failed as a whole (records reappear after the visibility timeout)"},
-		{"SIGKILL reconciler bootstrap", cs.ReconcilerKills, r.ReconcileErrors, "observed: reconciler runs that failed"},
-		{"kill with a provider call in flight", cs.InFlightKills, int(rt.ClientGone()), "observed: provider requests whose caller vanished (incl. provider timeouts)"},
-		{"bootstrap restarted by the emulator", cs.SenderKills + cs.ReconcilerKills, cs.Restarts, "observed: new bootstrap pids after a kill (sampled)"},
-		{"provider 5xx/429", transient, m.Dim(metrics.ProviderErrors, "kind", "transient"), "observed: EMF ProviderErrors kind=transient"},
-		{"provider timeout/reset before or after accept", ambiguous, m.Dim(metrics.ProviderErrors, "kind", "ambiguous"), "observed: EMF ProviderErrors kind=ambiguous (also slow answers past the timeout)"},
-		{"provider slow answer (0.7-1.3x timeout)", slow, st.Faults[simulator.FaultLatency], "observed: slow answers the simulator served"},
-		{"provider permanent rejection (400)", permanent, m.Dim(metrics.ProviderErrors, "kind", "permanent"), "observed: EMF ProviderErrors kind=permanent"},
-		{"undeliverable (accepted, then failed)", st.Faults[simulator.FaultUndeliverable], r.deliveryFailed, "observed: rows whose delivery status is failed"},
-		{"duplicate callbacks", st.CallbacksSent - st.CallbacksSent/perCallback, m.Get(metrics.DuplicateCallbacks), "observed: EMF DuplicateCallbacks"},
-		{"reordered callbacks (final before sent)", boolInt(o.Callbacks.Reorder) * st.Accepted, m.Get(metrics.OutOfOrderCallbacks), "observed: EMF OutOfOrderCallbacks"},
-		{"DynamoDB throttling (in bursts)", int(ps.Throttled), r.throttleLogged, fmt.Sprintf("injected: throttled requests in %d bursts; observed: throttling errors that outlived the SDK's retries (log lines); the message was retried", ps.Bursts)},
-		{"DynamoDB response lost after the write", int(ps.Dropped), 0, "recognised silently by the ledger (a retry finding its own write)"},
-		{"ambiguous send on the lookup-only provider", m.Get(metrics.UncertainAttempts), m.Get(metrics.ReconciledSent) + m.Get(metrics.ReconciledFailed) + m.Get(metrics.Resent), "injected: EMF UncertainAttempts; observed: reconciled by lookup (sent/failed) or resent after settle"},
-		{"provider repeats dropped (Idempotency-Key)", st.DuplicatesSuppressed, st.DuplicatesSuppressed, "sends the idempotent simulator answered with the original"},
+		{"SQS redelivery (extra copies)", copies, m.get(metrics.DuplicatesPrevented), "injected: SendMessage copies; observed: EMF DuplicatesPrevented (copies of a final or uncertain message acknowledged without a send)"},
+		{"concurrent delivery to two instances", twins, m.get(metrics.InFlightConflicts), "injected: twin invocations; observed: EMF InFlightConflicts (claim held by the other instance)"},
+		{"SIGKILL sender bootstrap", cs.SenderKills, functionErrors, "observed: invocations failed as a whole (records reappear after the visibility timeout)"},
+		{"SIGKILL reconciler bootstrap", cs.ReconcilerKills, reconcileErrors, "observed: reconciler runs that failed"},
+		{"kill with a provider call in flight", cs.InFlightKills, inFlightGone, "observed: http provider requests whose caller vanished (incl. provider timeouts)"},
+		{"bootstrap restarted by the emulator", cs.SenderKills + cs.ReconcilerKills + cs.AfterLostAnswer, cs.Restarts, "observed: new bootstrap pids after a kill (sampled)"},
+		{"provider outage (every send refused)", int(r.Outage / time.Second), m.dim(metrics.ProviderErrors, "kind", "transient"), "injected: seconds of outage; observed: EMF ProviderErrors kind=transient (all transient refusals)"},
+		{"provider ambiguous (no answer, or an error after accepting)", 0, m.dim(metrics.ProviderErrors, "kind", "ambiguous"), "injected: per lane below; observed: EMF ProviderErrors kind=ambiguous"},
+		{"provider permanent rejection", 0, m.dim(metrics.ProviderErrors, "kind", "permanent"), "injected: per lane below; observed: EMF ProviderErrors kind=permanent"},
+		{"DynamoDB throttling (in bursts)", int(ps.Throttled), throttleLogged, fmt.Sprintf("injected: throttled requests in %d bursts; observed: throttling errors that outlived the SDK's retries (log lines)", ps.Bursts)},
+		{"DynamoDB answer lost, SDK retry answered", int(ps.Dropped) - lost("claim") - lost("takeover") - lost("release"), 0, "recognised silently by the ledger (a retry finding its own write)"},
+		{"DynamoDB Claim answer lost for good", lost("claim"), 0, "the write happened; the function saw only errors (its SDK retries were dropped too)"},
+		{"DynamoDB TakeOver answer lost for good", lost("takeover"), 0, "as above"},
+		{"DynamoDB Release answer lost for good", lost("release"), 0, "as above"},
+		{"worker killed right after a lost answer", int(ps.Killed), cs.AfterLostAnswer, "injected: kills the proxy asked for; observed: bootstraps killed"},
+		{"ambiguous attempts recorded UNCERTAIN", m.get(metrics.UncertainAttempts), m.get(metrics.ReconciledSent) + m.get(metrics.ReconciledFailed) + m.get(metrics.Resent) + m.get(metrics.Abandoned),
+			"injected: EMF UncertainAttempts; observed: reconciled (sent/failed by lookup, resent, abandoned)"},
 	}
 }
 
-func boolInt(b bool) int {
-	if b {
-		return 1
+type sumMetrics struct{ counts, dims map[string]int }
+
+func (s *sumMetrics) add(l LaneReport) {
+	if s.counts == nil {
+		s.counts, s.dims = map[string]int{}, map[string]int{}
 	}
-	return 0
+	for k, v := range l.Metrics.Counts {
+		s.counts[k] += int(v)
+	}
+	for k, v := range l.Metrics.ByDim {
+		s.dims[k] += int(v)
+	}
 }
 
-// WriteTable prints the report: faults, outcomes, metrics, violations,
-// and the verdict.
+func (s *sumMetrics) get(name string) int { return s.counts[name] }
+func (s *sumMetrics) dim(name, dim, value string) int {
+	return s.dims[name+"/"+dim+"="+value]
+}
+
+// WriteTable prints the report: faults, the verdict per adapter, the
+// counterparts' faults, the metrics, the violations and the result.
 func (r Report) WriteTable(out io.Writer) {
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "sendonce chaos: seed %d, %d valid + %d invalid messages as %d SQS messages, %s (faults on for %s)\n\n",
@@ -74,54 +114,106 @@ func (r Report) WriteTable(out io.Writer) {
 	}
 	_ = tw.Flush()
 	fmt.Fprintln(out)
-	fmt.Fprintln(tw, "OUTCOME\tCOUNT\tDETAIL")
-	fmt.Fprintf(tw, "delivered exactly once (SENT)\t%d\t\n", r.DeliveredOnce)
-	fmt.Fprintf(tw, "FAILED with a reason\t%d\t%s\n", r.States[ledger.StateFailed], reasons(r.Failed))
-	fmt.Fprintf(tw, "ABANDONED by policy\t%d\t%d of them had reached the provider once\n", r.Abandoned, r.AbandonedDelivered)
-	fmt.Fprintf(tw, "ledger states\t%d\t%s\n", r.N, states(r.States))
-	fmt.Fprintf(tw, "invalid → DLQ with reason\t%d\tof %d\n", r.DeadLettered, r.Invalid)
-	fmt.Fprintf(tw, "valid redriven to the DLQ\t%d\t%d resolved from their ledger row\n", r.Redriven, r.RedrivenResolved)
-	fmt.Fprintf(tw, "sender invocations\t%d\t%d records, %d deleted, %d reported in batchItemFailures, %d whole-batch failures, %d twins (%d skipped: no free instance)\n",
-		r.Poller.Invocations, r.Poller.Records, r.Poller.Deleted, r.Poller.Reported, r.Poller.FunctionErrors, r.Poller.Twins, r.Poller.TwinSkipped)
-	fmt.Fprintf(tw, "reconciler runs\t%d\t%d failed\n", r.ReconcileRuns, r.ReconcileErrors)
+
+	fmt.Fprintln(tw, "ADAPTER\tCAN\tN\tONCE\tTWICE\tLOST\tABANDONED NEVER ACCEPTED\tABANDONED BY POLICY\tABANDONED (DELIVERED)\tFAILED\tDLQ\tLEAKS\tVERDICT")
+	for _, l := range r.Lanes {
+		bad := 0
+		for _, v := range r.Violations {
+			if v.Lane == l.Name {
+				bad++
+			}
+		}
+		verdict := "ok"
+		if bad > 0 {
+			verdict = fmt.Sprintf("%d violations", bad)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d/%d\t%d\t%s\n", l.Name, l.Capability, l.N, l.DeliveredOnce, l.DeliveredTwice, l.Lost,
+			l.AbandonedNeverAccepted, l.AbandonedByPolicy, l.AbandonedDelivered, l.States[ledger.StateFailed], l.DeadLettered, l.Invalid, len(l.Leaks), verdict)
+	}
 	_ = tw.Flush()
+	fmt.Fprintln(out, "  (TWICE must be 0 and ABANDONED NEVER ACCEPTED 0 where CAN is \"drops repeats or can be asked\"; LOST must be 0 everywhere)")
 	fmt.Fprintln(out)
-	fmt.Fprintln(tw, "METRIC (EMF)\tSUM")
-	for _, k := range slices.Sorted(maps.Keys(r.Metrics.Counts)) {
-		fmt.Fprintf(tw, "%s\t%d\n", k, int(r.Metrics.Counts[k]))
+
+	fmt.Fprintln(tw, "ADAPTER\tCLASS\tMESSAGES\tDUPLICATES\tMISSES")
+	for _, l := range r.Lanes {
+		if l.Capability != Neither {
+			continue
+		}
+		for _, c := range slices.Sorted(maps.Keys(l.Classes)) {
+			cc := l.Classes[c]
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\n", l.Name, c, cc.Messages, cc.Duplicates, cc.Misses)
+		}
+	}
+	_ = tw.Flush()
+	fmt.Fprintln(out, "  (adapters that can neither drop repeats nor be asked: the class policy trades a duplicate (resend) against a miss (abandon))")
+	fmt.Fprintln(out)
+
+	fmt.Fprintln(tw, "ADAPTER\tDETAIL")
+	for _, l := range r.Lanes {
+		fmt.Fprintf(tw, "%s\tstates: %s; failed: %s; never enqueued (run timed out): %d\n", l.Name, states(l.States), reasons(l.Failed), l.NotFed)
+		if len(l.NeverAcceptedCauses) > 0 {
+			fmt.Fprintf(tw, "%s\tabandoned, never accepted, by cause: %s\n", l.Name, counts(l.NeverAcceptedCauses))
+		}
+		fmt.Fprintf(tw, "%s\tcounterpart faults: %s; slow first answers planned %d; redelivered copies %d\n", l.Name, counts(l.Faults), l.slow, l.copies)
+		fmt.Fprintf(tw, "%s\tsender invocations %d (%d records, %d deleted, %d reported in batchItemFailures, %d whole-batch failures, %d twins); reconciler runs %d (%d failed); redriven to the DLQ %d (%d resolved)\n",
+			l.Name, l.Poller.Invocations, l.Poller.Records, l.Poller.Deleted, l.Poller.Reported, l.Poller.FunctionErrors, l.Poller.Twins, l.ReconcileRuns, l.ReconcileErrors, l.Redriven, l.RedrivenResolved)
+		fmt.Fprintf(tw, "%s\tEMF: %s\n", l.Name, emf(l))
 	}
 	_ = tw.Flush()
 	fmt.Fprintln(out)
+
 	kinds := map[string]int{}
 	for _, v := range r.Violations {
 		kinds[v.Kind]++
 	}
-	fmt.Fprintf(out, "VIOLATIONS: %d (delivered twice %d, lost %d)\n", len(r.Violations), kinds["delivered twice"], kinds["lost"])
+	fmt.Fprintf(out, "VIOLATIONS: %d (%s)\n", len(r.Violations), counts(kinds))
 	for i, v := range r.Violations {
 		if i == 50 {
 			fmt.Fprintf(out, "  … %d more\n", len(r.Violations)-50)
 			break
 		}
-		fmt.Fprintf(out, "  - %s %s: %s\n", v.Kind, v.Key, v.Detail)
+		fmt.Fprintf(out, "  - [%s] %s %s: %s\n", v.Lane, v.Kind, v.Key, v.Detail)
 		for j, e := range v.Events {
-			if j == 30 {
-				fmt.Fprintf(out, "      … %d more log lines\n", len(v.Events)-30)
+			if j == 12 {
+				fmt.Fprintf(out, "      … %d more log lines\n", len(v.Events)-12)
 				break
 			}
 			fmt.Fprintf(out, "      %s\n", e)
 		}
 	}
 	if r.OK() {
-		fmt.Fprintln(out, "RESULT: OK: every valid message delivered at most once, none lost")
+		fmt.Fprintln(out, "RESULT: OK: through every adapter, no message lost, none delivered twice where the provider can prevent it")
 	} else {
 		fmt.Fprintln(out, "RESULT: FAILED")
 	}
+}
+
+func emf(l LaneReport) string {
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(l.Metrics.Counts)) {
+		parts = append(parts, fmt.Sprintf("%s %d", k, int(l.Metrics.Counts[k])))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func counts(m map[string]int) string {
+	if len(m) == 0 {
+		return "none"
+	}
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		parts = append(parts, fmt.Sprintf("%s %d", k, m[k]))
+	}
+	return strings.Join(parts, ", ")
 }
 
 func reasons(m map[string]int) string {
 	var parts []string
 	for _, k := range slices.Sorted(maps.Keys(m)) {
 		parts = append(parts, fmt.Sprintf("%s: %d", k, m[k]))
+	}
+	if len(parts) == 0 {
+		return "none"
 	}
 	return strings.Join(parts, "; ")
 }

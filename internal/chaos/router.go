@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -124,23 +125,32 @@ func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // forward sends r (with body) to base; ok is false when the simulator
 // gave no answer (dropped connection) or the client went away.
 func (rt *Router) forward(r *http.Request, base string, body []byte) (int, http.Header, []byte, bool) {
-	req, err := http.NewRequestWithContext(r.Context(), r.Method, base+r.URL.RequestURI(), bytes.NewReader(body))
+	status, hdr, out, err := forwardOnce(r.Context(), rt.client, r, base+r.URL.RequestURI(), body)
+	if err != nil && r.Context().Err() != nil {
+		rt.clientGone.Add(1)
+	}
+	return status, hdr, out, err == nil
+}
+
+// forwardOnce sends r's method, headers and body to url under ctx, once:
+// the transport never replays it (an adapter must see a reset as a
+// reset). It returns the answer, or the error when there was none.
+func forwardOnce(ctx context.Context, client *http.Client, r *http.Request, url string, body []byte) (int, http.Header, []byte, error) {
+	req, err := http.NewRequestWithContext(ctx, r.Method, url, bytes.NewReader(body))
 	if err != nil {
-		return 0, nil, nil, false
+		return 0, nil, nil, err
 	}
 	req.Header = r.Header.Clone()
-	req.GetBody = nil // never replay a send: the functions' adapter must see a reset as a reset
-	resp, err := rt.client.Do(req)
+	req.Host = r.Host
+	req.GetBody = nil
+	resp, err := client.Do(req)
 	if err != nil {
-		if r.Context().Err() != nil {
-			rt.clientGone.Add(1)
-		}
-		return 0, nil, nil, false
+		return 0, nil, nil, err
 	}
 	defer resp.Body.Close()
 	out, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return 0, nil, nil, false
+		return 0, nil, nil, err
 	}
-	return resp.StatusCode, resp.Header.Clone(), out, true
+	return resp.StatusCode, resp.Header.Clone(), out, nil
 }

@@ -200,3 +200,40 @@ func TestRun(t *testing.T) {
 		t.Errorf("summary lacks the verdict:\n%s", sb.String())
 	}
 }
+
+func TestScanLogs(t *testing.T) {
+	t.Parallel()
+	phone, email, odd := "+15552000001", "demo.user0001@example.com", "555-0100-77"
+	keyed := "phone:0123456789ab" // a token made with a key: not the plain hash
+	tests := []struct {
+		name string
+		log  string
+		want []string
+	}{
+		{name: "Clean", log: `{"msg":"sent","to":"` + keyed + `"}`},
+		{name: "RawPhone", log: `{"msg":"sent","to":"` + phone + `"}`, want: []string{"raw " + phone}},
+		{name: "RawEmail", log: `{"msg":"failed: <` + email + `>"}`, want: []string{"raw " + email}},
+		{name: "RawInvalid", log: `{"error":"bad phone ` + odd + `"}`, want: []string{"raw " + odd}},
+		{name: "UnkeyedToken", log: `{"to":"` + UnkeyedToken(phone) + `"}`, want: []string{"unkeyed token " + phone}},
+		{name: "UnkeyedEmailToken", log: `{"to":"` + UnkeyedToken(email) + `"}`, want: []string{"unkeyed token " + email}},
+		{name: "OtherNumber", log: `{"to":"+15559999999"}`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var got []string
+			for _, l := range ScanLogs(map[string]string{"sender-1": tc.log}, []string{phone, email, odd}) {
+				if l.Instance != "sender-1" {
+					t.Errorf("instance %q", l.Instance)
+				}
+				got = append(got, l.Form+" "+l.Address)
+			}
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("ScanLogs = %q, want %q", got, tc.want)
+			}
+		})
+	}
+	if got := UnkeyedToken(phone); !strings.HasPrefix(got, "phone:") || len(got) != len("phone:")+12 {
+		t.Errorf("UnkeyedToken(%s) = %q", phone, got)
+	}
+}

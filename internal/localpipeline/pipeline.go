@@ -35,6 +35,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -128,6 +129,11 @@ type Options struct {
 	// (templates.Examples) Start stores in the table. Default: "demo" and
 	// "chaos", the tenants of the demo and chaos workloads.
 	TemplateTenants []string
+	// InstanceEnv, if set, is called with each instance's name
+	// ("sender-1", "webhook", "reconciler") and adds to (and overrides)
+	// that instance's environment after Env: a chaos run gives each
+	// instance its own DynamoDB endpoint to tell their requests apart.
+	InstanceEnv func(instance string) map[string]string
 
 	// Simulator configures the provider simulator. Token, CallbackSecret
 	// and Logger are set by Start.
@@ -494,6 +500,10 @@ func (p *Pipeline) functionEnv() map[string]string {
 }
 
 func (p *Pipeline) launch(ctx context.Context, name, bootstrap string, timeout time.Duration, env map[string]string) (*rie.Instance, error) {
+	if p.opts.InstanceEnv != nil {
+		env = maps.Clone(env)
+		maps.Copy(env, p.opts.InstanceEnv(name))
+	}
 	inst, err := rie.Launch(ctx, rie.Config{RIE: p.opts.RIE, Bootstrap: bootstrap, FunctionName: "sendonce-" + name, Timeout: timeout, Env: env})
 	if err != nil {
 		return nil, fmt.Errorf("localpipeline: start %s: %w", name, err)
@@ -533,6 +543,23 @@ func (p *Pipeline) ReconcilerInstance() *rie.Instance { return p.reconciler }
 
 // Ledger returns a ledger client on the pipeline's table.
 func (p *Pipeline) Ledger() ledger.Ledger { return p.ledger }
+
+// NoRow is the state Row reports for a key the ledger holds no live row
+// of.
+const NoRow ledger.State = "NO ROW"
+
+// Row reads key's ledger row for a verdict: its record and state, NoRow
+// when there is none; the error is any other failure to read it.
+func (p *Pipeline) Row(ctx context.Context, key string) (ledger.Record, ledger.State, error) {
+	rec, err := p.ledger.Get(ctx, key)
+	switch {
+	case errors.Is(err, ledger.ErrNotFound):
+		return rec, NoRow, nil
+	case err != nil:
+		return rec, "", err
+	}
+	return rec, rec.State, nil
+}
 
 // SQS returns the SQS client on moto_server.
 func (p *Pipeline) SQS() *sqs.Client { return p.sqs }
@@ -638,25 +665,34 @@ func (p *Pipeline) DrainDLQ(ctx context.Context) ([]DeadLetter, error) {
 }
 
 // Attention returns the rows that still need attention (PENDING and
-// UNCERTAIN) across every shard of the attention index.
+// UNCERTAIN) across every shard of the attention index, the shards read
+// in parallel.
 func (p *Pipeline) Attention(ctx context.Context) ([]ledger.Record, error) {
-	var out []ledger.Record
 	due := time.Now().Add(24 * time.Hour)
+	pages := make([][]ledger.Record, ledger.AttentionShards)
+	errs := make([]error, ledger.AttentionShards)
+	var wg sync.WaitGroup
 	for shard := range ledger.AttentionShards {
-		q := ledger.AttentionQuery{Shard: shard, DueBefore: due, Limit: 100}
-		for {
-			page, err := p.ledger.Attention(ctx, q)
-			if err != nil {
-				return out, fmt.Errorf("localpipeline: attention shard %d: %w", shard, err)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			q := ledger.AttentionQuery{Shard: shard, DueBefore: due, Limit: 100}
+			for {
+				page, err := p.ledger.Attention(ctx, q)
+				if err != nil {
+					errs[shard] = fmt.Errorf("localpipeline: attention shard %d: %w", shard, err)
+					return
+				}
+				pages[shard] = append(pages[shard], page.Records...)
+				if page.Cursor == "" {
+					return
+				}
+				q.Cursor = page.Cursor
 			}
-			out = append(out, page.Records...)
-			if page.Cursor == "" {
-				break
-			}
-			q.Cursor = page.Cursor
-		}
+		}()
 	}
-	return out, nil
+	wg.Wait()
+	return slices.Concat(pages...), errors.Join(errs...)
 }
 
 // Reconcile invokes the reconciler once with an EventBridge scheduled

@@ -1,6 +1,7 @@
 package localpipeline
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -26,6 +27,9 @@ type RunOptions struct {
 	LateAfter time.Duration
 	// ProgressEvery is the interval of progress lines. Default 2s.
 	ProgressEvery time.Duration
+	// MaxDepth bounds the queue's depth while the workload is fed
+	// (Feeder); zero means DefaultMaxDepth.
+	MaxDepth int
 	// Progress receives the progress lines; nil discards.
 	Progress io.Writer
 }
@@ -156,11 +160,13 @@ func Run(ctx context.Context, p *Pipeline, w Workload, o RunOptions) (Report, er
 	start := time.Now()
 	runCtx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
-	if err := p.Enqueue(runCtx, w.First...); err != nil {
+	feed := p.NewFeeder(o.MaxDepth)
+	feed.Add(w.First...)
+	if _, _, err := feed.Step(runCtx); err != nil {
 		return Report{}, err
 	}
-	fmt.Fprintf(o.Progress, "[%5.1fs] enqueued %d SQS messages (%d logical, %d late copies to follow)\n",
-		time.Since(start).Seconds(), len(w.First), len(w.Messages), len(w.Late))
+	fmt.Fprintf(o.Progress, "[%5.1fs] feeding %d SQS messages (%d logical, %d late copies to follow), at most %d on the queue\n",
+		time.Since(start).Seconds(), len(w.First), len(w.Messages), len(w.Late), cmp.Or(o.MaxDepth, DefaultMaxDepth))
 
 	lateSent := len(w.Late) == 0
 	drained := false
@@ -176,12 +182,16 @@ func Run(ctx context.Context, p *Pipeline, w Workload, o RunOptions) (Report, er
 		if runCtx.Err() != nil {
 			break
 		}
-		if !lateSent && time.Since(start) >= o.LateAfter {
-			if err := p.Enqueue(runCtx, w.Late...); err != nil {
-				return Report{}, err
-			}
+		if !lateSent && time.Since(start) >= o.LateAfter && feed.Backlog() == 0 {
+			feed.Add(w.Late...)
 			lateSent = true
-			fmt.Fprintf(o.Progress, "[%5.1fs] enqueued %d late copies of messages already sent\n", time.Since(start).Seconds(), len(w.Late))
+			fmt.Fprintf(o.Progress, "[%5.1fs] feeding %d late copies of messages already sent\n", time.Since(start).Seconds(), len(w.Late))
+		}
+		if _, _, err := feed.Step(runCtx); err != nil {
+			if runCtx.Err() != nil {
+				break
+			}
+			return Report{}, err
 		}
 		st, err := p.snapshot(runCtx)
 		if err != nil {
@@ -194,7 +204,7 @@ func Run(ctx context.Context, p *Pipeline, w Workload, o RunOptions) (Report, er
 			lastProgress = time.Now()
 			fmt.Fprintf(o.Progress, "[%5.1fs] %s\n", time.Since(start).Seconds(), st)
 		}
-		if lateSent && st.empty() {
+		if lateSent && feed.Backlog() == 0 && st.empty() {
 			quiet++ // twice in a row: SQS's counts are approximate
 		} else {
 			quiet = 0
@@ -286,14 +296,10 @@ func buildReport(ctx context.Context, p *Pipeline, w Workload) (Report, error) {
 		if n > 1 {
 			rep.DeliveredTwice = append(rep.DeliveredTwice, fmt.Sprintf("%s (%d times)", m.Key, n))
 		}
-		rec, err := p.ledger.Get(ctx, m.Key)
-		if err != nil && !errors.Is(err, ledger.ErrNotFound) {
+		rec, state, err := p.Row(ctx, m.Key)
+		if err != nil {
 			errs = append(errs, err)
 			continue
-		}
-		state := rec.State
-		if err != nil {
-			state = "NO ROW"
 		}
 		rep.States[state]++
 		switch {

@@ -35,6 +35,15 @@ type WorkloadOptions struct {
 	// Invalid is the number of invalid bodies added (they must reach the
 	// dead-letter queue with their reason).
 	Invalid int
+	// Channels are the channels drawn from (each message picks one at
+	// random); empty means sms and email. An adapter that serves one
+	// channel gets a workload of that channel only.
+	Channels []notify.Channel
+	// AddressBase offsets every recipient's number (phone +1555 followed
+	// by 7 digits from AddressBase + i; email user number likewise), so
+	// that runs sharing one provider counterpart (moto_server's SMS
+	// record) do not share recipients.
+	AddressBase int
 }
 
 // DefaultWorkload returns the demo's mix for n messages and seed.
@@ -112,11 +121,18 @@ func NewWorkload(o WorkloadOptions) Workload {
 	rng := rand.New(rand.NewPCG(o.Seed, o.Seed^0x5eed))
 	var w Workload
 	classes := []notify.Class{notify.ClassOTP, notify.ClassTransactional, notify.ClassMarketing}
+	channels := o.Channels
+	if len(channels) == 0 {
+		channels = []notify.Channel{notify.ChannelSMS, notify.ChannelEmail}
+	}
 	for i := range o.N {
 		ch := notify.ChannelSMS
-		if rng.IntN(2) == 1 {
-			ch = notify.ChannelEmail
+		if len(channels) == 1 {
+			ch = channels[0]
+		} else if c := channels[rng.IntN(len(channels))]; c != notify.ChannelSMS {
+			ch = c
 		}
+		addr := (o.AddressBase + 2000000 + i) % 10000000
 		class := classes[rng.IntN(len(classes))]
 		req := notify.Request{
 			TenantID: o.Tenant,
@@ -129,9 +145,9 @@ func NewWorkload(o WorkloadOptions) Workload {
 		}
 		switch ch {
 		case notify.ChannelSMS:
-			req.Recipient.Phone = fmt.Sprintf("+1555%07d", 2000000+i)
+			req.Recipient.Phone = fmt.Sprintf("+1555%07d", addr)
 		default:
-			req.Recipient.Email = fmt.Sprintf("demo.user%04d@example.com", i)
+			req.Recipient.Email = fmt.Sprintf("demo.user%04d@example.com", o.AddressBase+i)
 		}
 		switch {
 		case class == notify.ClassOTP:

@@ -62,6 +62,14 @@ type Fault struct {
 	AcceptThenHang bool
 	// HangBeforeAccept never answers and records nothing.
 	HangBeforeAccept bool
+	// Delay, when positive, holds the answer (or, with a Status, the
+	// rejection) that long; the message is recorded first. A client that
+	// gives up meanwhile has an accepted message and no answer.
+	Delay time.Duration
+	// AcceptThenStatus, when non-zero, accepts and records the message,
+	// then answers this status (with Code and Message) instead of 201, as
+	// an API that fails after it took the message does.
+	AcceptThenStatus int
 }
 
 // Server is the fake. Its zero value is not usable: call New.
@@ -77,6 +85,7 @@ type Server struct {
 	now     func() time.Time
 	msgs    []*Message
 	faults  []Fault
+	decide  func(to string) Fault
 	optOut  map[string]bool
 	creates int
 	lists   int
@@ -86,6 +95,14 @@ type Server struct {
 // token, and stops it when t ends.
 func New(t testing.TB) *Server {
 	t.Helper()
+	s := NewServer()
+	t.Cleanup(s.Close)
+	return s
+}
+
+// NewServer starts a fake as New does, outside a test (a local pipeline,
+// a chaos run); the caller must Close it.
+func NewServer() *Server {
 	s := &Server{
 		AccountSID: "AC" + randomHex(16),
 		AuthToken:  randomHex(16),
@@ -94,11 +111,22 @@ func New(t testing.TB) *Server {
 	}
 	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
 	s.URL = s.srv.URL
-	t.Cleanup(func() {
-		s.srv.CloseClientConnections()
-		s.srv.Close()
-	})
 	return s
+}
+
+// Close stops the fake, dropping every open connection.
+func (s *Server) Close() {
+	s.srv.CloseClientConnections()
+	s.srv.Close()
+}
+
+// SetDecide installs a source of faults consulted for every create
+// request when no queued fault (Fail) is left: it gets the request's To
+// and returns the fault to apply (the zero Fault for none). Nil removes it.
+func (s *Server) SetDecide(decide func(to string) Fault) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.decide = decide
 }
 
 // SetNow replaces the fake's clock (used for date_created and date_sent).
@@ -203,16 +231,23 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	s.creates++
 	var f Fault
+	decide := s.decide
 	if len(s.faults) > 0 {
-		f, s.faults = s.faults[0], s.faults[1:]
+		f, s.faults, decide = s.faults[0], s.faults[1:], nil
 	}
 	s.mu.Unlock()
+	if decide != nil {
+		f = decide(r.PostForm.Get("To"))
+	}
 
 	switch {
 	case f.HangBeforeAccept:
 		<-r.Context().Done()
 		return
 	case f.Status != 0:
+		if !wait(r, f.Delay) {
+			return
+		}
 		writeError(w, f.Status, f.Code, f.Message)
 		return
 	}
@@ -249,6 +284,13 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 
 	if f.AcceptThenHang {
 		<-r.Context().Done()
+		return
+	}
+	if !wait(r, f.Delay) {
+		return
+	}
+	if f.AcceptThenStatus != 0 {
+		writeError(w, f.AcceptThenStatus, f.Code, f.Message)
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
@@ -357,6 +399,21 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 		"messages": items, "page": page, "page_size": pageSize,
 		"uri": r.URL.RequestURI(), "next_page_uri": next,
 	})
+}
+
+// wait holds r for d; it reports false when the client went away first.
+func wait(r *http.Request, d time.Duration) bool {
+	if d <= 0 {
+		return true
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-r.Context().Done():
+		return false
+	}
 }
 
 func writeError(w http.ResponseWriter, status, code int, msg string) {

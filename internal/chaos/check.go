@@ -1,0 +1,289 @@
+package chaos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/sendonce/sendonce/internal/ledger"
+	"github.com/sendonce/sendonce/internal/localpipeline"
+	"github.com/sendonce/sendonce/internal/reconcile"
+	"github.com/sendonce/sendonce/internal/sender"
+)
+
+// ClassCount is what happened to one message class through an adapter
+// that can neither drop repeats nor be asked: the class policy trades a
+// duplicate (resend) against a miss (abandon).
+type ClassCount struct {
+	Messages, Duplicates, Misses int
+}
+
+// LaneReport is the verdict for one adapter.
+type LaneReport struct {
+	Name       string
+	Capability Capability
+	// N counts the lane's valid messages, Invalid its invalid bodies;
+	// NotFed the valid messages never enqueued because the run timed out
+	// first (they get no verdict; the lane is "not drained").
+	N, Invalid, NotFed int
+	// DeliveredOnce counts messages the provider accepted once and the
+	// ledger holds SENT; DeliveredTwice those it accepted more than once.
+	DeliveredOnce, DeliveredTwice int
+	// Lost counts messages never delivered without a final state, or SENT
+	// without the provider having accepted them.
+	Lost int
+	// Abandoned counts ABANDONED rows: AbandonedDelivered those the
+	// provider had accepted once, AbandonedByPolicy those the class policy
+	// gave up on after an ambiguous attempt (a miss), AbandonedMaxAge those
+	// given up at the maximum age, and AbandonedNeverAccepted the rest: a
+	// message given up although no provider ever took it.
+	Abandoned, AbandonedDelivered, AbandonedByPolicy, AbandonedMaxAge, AbandonedNeverAccepted int
+	// NeverAcceptedCauses breaks AbandonedNeverAccepted down by cause
+	// (neverAcceptedCause).
+	NeverAcceptedCauses map[string]int
+	// Failed counts FAILED rows by reason; States every final state.
+	Failed map[string]int
+	States map[ledger.State]int
+	// Classes counts duplicates and misses per class (adapters that can
+	// neither drop repeats nor be asked).
+	Classes map[string]*ClassCount
+	// Faults are the counterpart's injected faults, by name.
+	Faults map[string]int
+	// DeadLettered counts invalid bodies on the dead-letter queue;
+	// Redriven valid messages moved there by maxReceiveCount, of which
+	// RedrivenResolved still had a final ledger row.
+	DeadLettered, Redriven, RedrivenResolved int
+	// Leaks are addresses found in the lane's function logs.
+	Leaks []localpipeline.Leak
+
+	Metrics                        localpipeline.MetricTotals
+	Poller                         localpipeline.PollerStats
+	ReconcileRuns, ReconcileErrors int
+
+	deliveryFailed, throttleLogged, slow, copies int
+}
+
+// maxEvents bounds the violations of one lane that get their log lines.
+const maxEvents = 8
+
+// check compares every logical message of the lane with its
+// counterpart's ground truth.
+// lostKeys are the proxy's lost answers per key (Proxy.LostKeys): a
+// message given up by class policy after a lost Claim or TakeOver answer
+// (or an unapplied Release) whose worker lived on was not ambiguous: the
+// worker knew it had sent nothing and could have released.
+func (l *lane) check(ctx context.Context, lostKeys map[string][]string) (LaneReport, []Violation, error) {
+	lr := LaneReport{Name: l.def.Name, Failed: map[string]int{}, NeverAcceptedCauses: map[string]int{}, States: map[ledger.State]int{}, Classes: map[string]*ClassCount{},
+		Poller: l.p.Stats(), Faults: l.cp.Faulted(), slow: l.slow, copies: len(l.copies)}
+	var errs []error
+	delivered, status, err := l.cp.Delivered(ctx, l.w)
+	if err != nil {
+		return lr, nil, err
+	}
+	logs := l.p.Logs()
+	var vs []Violation
+	add := func(v Violation) {
+		v.Lane = l.def.Name
+		if v.Key != "" && len(vs) < maxEvents {
+			v.Events = events(logs, v.Key)
+		}
+		vs = append(vs, v)
+	}
+	caps := map[Capability]bool{}
+	valid := map[string]bool{}
+	for _, m := range l.w.Messages {
+		if !m.Valid {
+			lr.Invalid++
+			continue
+		}
+		lr.N++
+		valid[m.Key] = true
+		if l.feed.EnqueuedAt(l.first[m.Body]).IsZero() {
+			lr.NotFed++ // the run ended before it was enqueued: no verdict
+			continue
+		}
+		capability := l.cp.Capability(m.Channel)
+		caps[capability] = true
+		cc := lr.Classes[m.Class]
+		if cc == nil {
+			cc = &ClassCount{}
+			lr.Classes[m.Class] = cc
+		}
+		cc.Messages++
+		n := delivered[m.Key]
+		rec, state, err := l.p.Row(ctx, m.Key)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		lr.States[state]++
+		if n > 1 {
+			lr.DeliveredTwice++
+			if capability == CanAvoid {
+				add(Violation{Kind: "delivered twice", Key: m.Key, Detail: fmt.Sprintf("%s %s delivered %d times (ledger %s)", m.Channel, m.Class, n, state)})
+			} else {
+				cc.Duplicates++
+				if reconcile.DefaultPolicies[m.Class] != reconcile.Resend {
+					// The class never resends an ambiguous attempt: the
+					// repeat came from a send believed safe to repeat.
+					add(Violation{Kind: "delivered twice against its class policy", Key: m.Key,
+						Detail: fmt.Sprintf("%s %s delivered %d times (ledger %s); class policy %s", m.Channel, m.Class, n, state, reconcile.DefaultPolicies[m.Class])})
+				}
+			}
+		}
+		switch {
+		case !state.Final() && n == 0:
+			add(Violation{Kind: "lost", Key: m.Key, Detail: fmt.Sprintf("%s, never delivered", state)})
+		case !state.Final():
+			add(Violation{Kind: "unresolved", Key: m.Key, Detail: fmt.Sprintf("%s, but delivered", state)})
+		case state == ledger.StateSent && n == 0:
+			add(Violation{Kind: "lost", Key: m.Key, Detail: "SENT in the ledger, but the provider never accepted it"})
+		case state == ledger.StateFailed && n >= 1 && status[m.Key] != "failed":
+			add(Violation{Kind: "contradiction", Key: m.Key, Detail: fmt.Sprintf("FAILED (%s), but the provider accepted it (status %q)", rec.Reason, status[m.Key])})
+		case state == ledger.StateFailed && rec.Reason == "":
+			add(Violation{Kind: "contradiction", Key: m.Key, Detail: "FAILED without a reason"})
+		}
+		if rec.DeliveryStatus == "failed" || rec.DeliveryStatus == "undelivered" {
+			lr.deliveryFailed++
+		}
+		switch state {
+		case ledger.StateSent:
+			if n == 1 {
+				lr.DeliveredOnce++
+			}
+		case ledger.StateFailed:
+			lr.Failed[rec.Reason]++
+		case ledger.StateAbandoned:
+			lr.Abandoned++
+			switch {
+			case n >= 1:
+				lr.AbandonedDelivered++
+			case strings.Contains(rec.Reason, "maximum age") || strings.Contains(rec.Reason, "max age"):
+				lr.AbandonedMaxAge++
+			case capability == Neither && strings.Contains(rec.Reason, "policy") && !survivedLoss(lostKeys[m.Key]):
+				lr.AbandonedByPolicy++
+				cc.Misses++
+			default:
+				lr.AbandonedNeverAccepted++
+				lr.NeverAcceptedCauses[neverAcceptedCause(rec.Reason, lostKeys[m.Key])]++
+				detail := fmt.Sprintf("%s %s ABANDONED after %d attempts (%s); the provider never accepted it", m.Channel, m.Class, rec.Attempts, rec.Reason)
+				if ops := lostKeys[m.Key]; len(ops) > 0 {
+					detail += "; DynamoDB answers lost for good: " + strings.Join(ops, ", ")
+				}
+				add(Violation{Kind: "abandoned, never accepted", Key: m.Key, Detail: detail})
+			}
+		}
+	}
+	if caps[Neither] {
+		lr.Capability = Neither
+	}
+	if caps[CanAvoid] {
+		lr.Capability = CanAvoid
+	}
+	for ref, n := range delivered {
+		if !valid[ref] {
+			add(Violation{Kind: "delivered twice", Detail: fmt.Sprintf("%s: accepted %d times, not a workload message", ref, n)})
+		}
+	}
+
+	dls, err := l.p.DrainDLQ(ctx)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	got := map[string]int{}
+	byBody := map[string]string{}
+	for _, m := range l.w.Messages {
+		if m.Valid {
+			byBody[m.Body] = m.Key
+		}
+	}
+	for _, d := range dls {
+		if _, ok := d.Attributes[sender.AttrErrorReason]; ok {
+			got[d.Body]++
+			continue
+		}
+		lr.Redriven++
+		if key, ok := byBody[d.Body]; ok {
+			if rec, err := l.p.Ledger().Get(ctx, key); err == nil && rec.State.Final() {
+				lr.RedrivenResolved++
+			}
+		}
+	}
+	for _, m := range l.w.Messages {
+		if m.Valid {
+			continue
+		}
+		if got[m.Body] > 0 {
+			lr.DeadLettered++
+			continue
+		}
+		add(Violation{Kind: "invalid not dead-lettered", Detail: m.Body})
+	}
+
+	lr.Leaks = localpipeline.ScanLogs(logs, l.w.Addresses())
+	forms := map[string][]localpipeline.Leak{}
+	for _, lk := range lr.Leaks {
+		forms[lk.Form] = append(forms[lk.Form], lk)
+	}
+	for _, f := range slices.Sorted(maps.Keys(forms)) {
+		ls := forms[f]
+		add(Violation{Kind: "address in logs", Detail: fmt.Sprintf("%d addresses as %s, e.g. in %s", len(ls), f, ls[0].Instance)})
+	}
+	var all []string
+	for _, name := range slices.Sorted(maps.Keys(logs)) {
+		all = append(all, logs[name])
+		lr.throttleLogged += strings.Count(logs[name], "ProvisionedThroughputExceeded") + strings.Count(logs[name], "ThrottlingException")
+	}
+	lr.Metrics = localpipeline.ParseEMF(all...)
+	for _, bad := range lr.Metrics.Invalid {
+		add(Violation{Kind: "invalid EMF", Detail: bad})
+	}
+	_, lr.ReconcileRuns, lr.ReconcileErrors = l.p.ReconcileTotals()
+	return lr, vs, errors.Join(errs...)
+}
+
+// neverAcceptedCause names why a message no provider accepted was
+// abandoned: the reconciler's attempt budget, or a class policy applied
+// to a row whose worker lost a DynamoDB answer and lived on.
+func neverAcceptedCause(reason string, lost []string) string {
+	var cause string
+	switch {
+	case strings.Contains(reason, "gave up after"):
+		cause = "attempt budget spent"
+	case strings.Contains(reason, "policy"):
+		cause = "class policy"
+	default:
+		cause = "other (" + reason + ")"
+	}
+	if len(lost) > 0 {
+		cause += " after lost " + strings.Join(lost, ", ")
+	}
+	return cause
+}
+
+// survivedLoss reports whether one of ops (Proxy.LostKeys) is a lost
+// answer whose worker was not killed afterwards.
+func survivedLoss(ops []string) bool {
+	for _, op := range ops {
+		if !strings.HasSuffix(op, "+kill") {
+			return true
+		}
+	}
+	return false
+}
+
+// events returns every log line (no EMF document) that names key.
+func events(logs map[string]string, key string) []string {
+	var out []string
+	for _, name := range slices.Sorted(maps.Keys(logs)) {
+		for _, line := range strings.Split(logs[name], "\n") {
+			if strings.Contains(line, key) && !strings.Contains(line, `"_aws"`) {
+				out = append(out, name+": "+line)
+			}
+		}
+	}
+	return out
+}
