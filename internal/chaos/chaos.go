@@ -547,6 +547,7 @@ func startLane(ctx context.Context, o Options, d Lane, n, idx int, seed uint64, 
 	var endpointErr error
 	po := localpipeline.Options{
 		DynamoDBEndpoint: o.DynamoDBEndpoint, MotoEndpoint: o.MotoEndpoint, RIE: o.RIE,
+		TemplateTenants: []string{"chaos-" + d.Name}, // the lane's workload tenant (below)
 		SenderBootstrap: boot["sender"], WebhookBootstrap: boot["webhook"], ReconcilerBootstrap: boot["reconciler"],
 		SenderInstances: d.Instances, VisibilityTimeout: o.VisibilityTimeout, ClaimTimeout: o.ClaimTimeout,
 		ProviderTimeout: o.ProviderTimeout, Settle: o.Settle,

@@ -126,8 +126,9 @@ type Options struct {
 	// Env adds to (and overrides) every function's environment.
 	Env map[string]string
 	// TemplateTenants are the tenants whose example templates
-	// (templates.Examples) Start stores in the table. Default: "demo" and
-	// "chaos", the tenants of the demo and chaos workloads.
+	// (templates.Examples) Start stores in the table. Default: "demo",
+	// "chaos" and "native", the tenants of the demo, chaos and native
+	// (SNS/SES) workloads.
 	TemplateTenants []string
 	// InstanceEnv, if set, is called with each instance's name
 	// ("sender-1", "webhook", "reconciler") and adds to (and overrides)
@@ -306,7 +307,7 @@ func Start(ctx context.Context, opts Options) (p *Pipeline, err error) {
 	}
 	tenants := opts.TemplateTenants
 	if len(tenants) == 0 {
-		tenants = []string{"demo", "chaos"}
+		tenants = []string{"demo", "chaos", "native"}
 	}
 	for _, tenant := range tenants {
 		if _, err := templates.ImportExamples(ctx, dynamotemplates.New(p.ddb, p.Table), tenant); err != nil {
