@@ -198,10 +198,11 @@ func RunSMTP(ctx context.Context, p *Pipeline, srv *SMTPServer, n, copies int, t
 			TenantID: nativeTenant, EventID: fmt.Sprintf("evt_smtp_%s_%d", run, i), Channel: notify.ChannelEmail,
 			Recipient: notify.Recipient{ID: fmt.Sprintf("user-%d", i), Email: fmt.Sprintf("user%d-%s@example.com", i, run)},
 			Class:     notify.ClassTransactional, Template: "order_shipped",
-			// A name outside ASCII: the subject travels RFC 2047-encoded.
 			Data: map[string]any{"order_id": fmt.Sprintf("S-%s-%d", run, i), "name": "José"},
 		}
 		if i%2 == 1 {
+			// A name outside ASCII in welcome's subject: it travels
+			// RFC 2047-encoded.
 			req.Template, req.Data = "welcome", map[string]any{"name": "Zoë", "product": "sendonce"}
 		}
 		m, err := rend.RenderRequest(ctx, req)
