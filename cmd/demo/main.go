@@ -3,12 +3,16 @@
 // truth. `make demo` runs it after starting DynamoDB Local and
 // moto_server.
 //
-//	go run ./cmd/demo [-n 300] [-instances 4] [-seed 1] [-timeout 100s] [-native 40]
+//	go run ./cmd/demo [-n 300] [-instances 4] [-seed 1] [-timeout 100s] [-native 40] [-smtp 20]
 //
 // After the main run (every channel through the generic HTTP provider
 // simulator, with faults), a second pipeline sends -native messages
 // through Amazon SNS (SMS) and Amazon SES (email) on moto_server, each
-// enqueued twice, and checks moto's record of what was sent.
+// enqueued twice, and checks moto's record of what was sent; a third
+// sends -smtp emails through the SMTP adapter to a real SMTP server the
+// demo runs, each enqueued twice, and checks what the server received:
+// each message once, with the right subject and parts. The three
+// pipelines share one build of the function bootstraps.
 //
 // It reads the emulators' endpoints from SENDONCE_TEST_DYNAMODB_ENDPOINT and
 // SENDONCE_TEST_MOTO_ENDPOINT and the emulator binary from
@@ -24,6 +28,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"sync"
 	"syscall"
 	"time"
 
@@ -47,19 +52,28 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		seed      = fs.Uint64("seed", 1, "seed of the workload and the simulator")
 		timeout   = fs.Duration("timeout", 100*time.Second, "bound on the run, from the first message to the drained pipeline")
 		native    = fs.Int("native", 40, "messages sent afterwards through SNS (SMS) and SES (email) on moto_server; 0 skips")
+		smtpN     = fs.Int("smtp", 20, "emails sent afterwards through the SMTP adapter to a local SMTP server; 0 skips")
 	)
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	if fs.NArg() != 0 || *n <= 0 || *instances <= 0 || *timeout <= 0 || *native < 0 {
-		fmt.Fprintln(stderr, "usage: demo [-n N>0] [-instances K>0] [-seed S] [-timeout D>0] [-native M>=0]")
+	if fs.NArg() != 0 || *n <= 0 || *instances <= 0 || *timeout <= 0 || *native < 0 || *smtpN < 0 {
+		fmt.Fprintln(stderr, "usage: demo [-n N>0] [-instances K>0] [-seed S] [-timeout D>0] [-native M>=0] [-smtp E>=0]")
 		return 2
 	}
+
+	boot, err := buildBootstraps(ctx)
+	if err != nil {
+		fmt.Fprintf(stderr, "demo: %v\n", err)
+		return 1
+	}
+	defer os.RemoveAll(boot.dir)
 
 	p, err := localpipeline.Start(ctx, localpipeline.Options{
 		DynamoDBEndpoint: getenv(testenv.DynamoDBEndpointEnv),
 		MotoEndpoint:     getenv(testenv.MotoEndpointEnv),
-		SenderInstances:  *instances,
+		SenderBootstrap:  boot.sender, WebhookBootstrap: boot.webhook, ReconcilerBootstrap: boot.reconciler,
+		SenderInstances: *instances,
 		Simulator: simulator.Options{
 			// The generic HTTP provider honours Idempotency-Key
 			// (docs/http-provider.md), and the sender relies on it: an ambiguous send is
@@ -76,11 +90,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		fmt.Fprintf(stderr, "demo: %v\n", err)
 		return 1
 	}
-	defer func() {
+	stopMain := sync.OnceFunc(func() {
 		if err := p.Close(); err != nil {
 			fmt.Fprintf(stderr, "demo: stop: %v\n", err)
 		}
-	}()
+	})
+	defer stopMain()
 
 	w := localpipeline.NewWorkload(localpipeline.DefaultWorkload(*n, *seed))
 	rep, err := localpipeline.Run(ctx, p, w, localpipeline.RunOptions{Timeout: *timeout, Progress: stdout})
@@ -93,53 +108,134 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if !rep.OK() {
 		return 1
 	}
-	if *native > 0 {
-		return runNative(ctx, getenv, *native, *timeout, stdout, stderr)
+	stopMain() // before the next phases: the machine is small
+	if *native == 0 && *smtpN == 0 {
+		return 0
 	}
+	ph := phases{getenv: getenv, boot: boot, timeout: *timeout, stdout: stdout, stderr: stderr}
+	var summaries []func(io.Writer)
+	ok := true
+	if *native > 0 {
+		rep, err := ph.native(ctx, *native)
+		summaries = append(summaries, rep.WriteSummary)
+		ok = ok && err == nil && rep.OK()
+	}
+	if *smtpN > 0 {
+		rep, err := ph.smtp(ctx, *smtpN)
+		summaries = append(summaries, rep.WriteSummary)
+		ok = ok && err == nil && rep.OK()
+	}
+	// The native figures side by side, after both phases' progress.
+	fmt.Fprintln(stdout)
+	for _, write := range summaries {
+		write(stdout)
+	}
+	if !ok {
+		fmt.Fprintln(stdout, "RESULT: FAILED: a message of the SNS/SES or SMTP phase was delivered twice, lost, not SENT or wrong, or an address reached a log")
+		return 1
+	}
+	fmt.Fprintln(stdout, "RESULT: OK: every message of the SNS/SES and SMTP phases delivered exactly once")
 	return 0
 }
 
-// runNative runs a second pipeline whose functions send SMS through
-// Amazon SNS and email through Amazon SES (moto_server), each message
-// enqueued twice, and checks moto's record: each exactly once.
-func runNative(ctx context.Context, getenv func(string) string, n int, timeout time.Duration, stdout, stderr io.Writer) int {
-	moto := getenv(testenv.MotoEndpointEnv)
-	env, err := localpipeline.NativeEnv(ctx, moto, "notify@sendonce.example")
+// bootstraps are the function bootstraps every pipeline of the demo runs.
+type bootstraps struct{ dir, sender, webhook, reconciler string }
+
+func buildBootstraps(ctx context.Context) (bootstraps, error) {
+	dir, err := os.MkdirTemp("", "sendonce-demo-")
 	if err != nil {
-		fmt.Fprintf(stderr, "demo: %v\n", err)
-		return 1
+		return bootstraps{}, fmt.Errorf("bootstraps: %w", err)
 	}
-	fmt.Fprintln(stdout, "\n==> SMS through SNS and email through SES (moto_server)")
-	p, err := localpipeline.Start(ctx, localpipeline.Options{
-		DynamoDBEndpoint: getenv(testenv.DynamoDBEndpointEnv),
-		MotoEndpoint:     moto,
-		SenderInstances:  2,
-		// moto_server answers slowly on a busy machine: a longer provider
-		// timeout keeps ambiguous sends (and their policy) the exception.
+	b := bootstraps{dir: dir}
+	for name, path := range map[string]*string{"sender": &b.sender, "webhook": &b.webhook, "reconciler": &b.reconciler} {
+		if *path, err = localpipeline.Build(ctx, name, dir); err != nil {
+			_ = os.RemoveAll(dir)
+			return bootstraps{}, err
+		}
+	}
+	return b, nil
+}
+
+// phases runs the demo's phases after the main run: each its own
+// pipeline, each message enqueued twice.
+type phases struct {
+	getenv         func(string) string
+	boot           bootstraps
+	timeout        time.Duration
+	stdout, stderr io.Writer
+}
+
+// start starts a pipeline with env for a phase. moto_server and the
+// SMTP server answer slowly on a busy machine: a longer provider timeout
+// keeps ambiguous sends (and their policy) the exception.
+func (ph phases) start(ctx context.Context, env map[string]string) (*localpipeline.Pipeline, error) {
+	return localpipeline.Start(ctx, localpipeline.Options{
+		DynamoDBEndpoint: ph.getenv(testenv.DynamoDBEndpointEnv),
+		MotoEndpoint:     ph.getenv(testenv.MotoEndpointEnv),
+		SenderBootstrap:  ph.boot.sender, WebhookBootstrap: ph.boot.webhook, ReconcilerBootstrap: ph.boot.reconciler,
+		SenderInstances:   2,
 		ProviderTimeout:   5 * time.Second,
 		ClaimTimeout:      15 * time.Second,
 		SenderTimeout:     15 * time.Second,
 		VisibilityTimeout: 20 * time.Second,
 		Env:               env,
-		Progress:          stdout,
+		Progress:          ph.stdout,
 	})
+}
+
+// stop closes p, reporting a failure to stop.
+func (ph phases) stop(p *localpipeline.Pipeline) {
+	if err := p.Close(); err != nil {
+		fmt.Fprintf(ph.stderr, "demo: stop: %v\n", err)
+	}
+}
+
+// native sends n messages with SMS through Amazon SNS and email through
+// Amazon SES (moto_server) and checks moto's record: each exactly once.
+func (ph phases) native(ctx context.Context, n int) (localpipeline.NativeReport, error) {
+	env, err := localpipeline.NativeEnv(ctx, ph.getenv(testenv.MotoEndpointEnv), "notify@sendonce.example")
 	if err != nil {
-		fmt.Fprintf(stderr, "demo: %v\n", err)
-		return 1
+		fmt.Fprintf(ph.stderr, "demo: %v\n", err)
+		return localpipeline.NativeReport{}, err
+	}
+	fmt.Fprintln(ph.stdout, "\n==> SMS through SNS and email through SES (moto_server)")
+	p, err := ph.start(ctx, env)
+	if err != nil {
+		fmt.Fprintf(ph.stderr, "demo: %v\n", err)
+		return localpipeline.NativeReport{}, err
+	}
+	defer ph.stop(p)
+	rep, err := localpipeline.RunNative(ctx, p, n, 2, ph.timeout)
+	if err != nil {
+		fmt.Fprintf(ph.stderr, "demo: %v\n", err)
+	}
+	return rep, err
+}
+
+// smtp sends n emails through the SMTP adapter to a real SMTP server
+// (emersion/go-smtp) and checks what it received: each message exactly
+// once, with the right subject and parts.
+func (ph phases) smtp(ctx context.Context, n int) (localpipeline.SMTPReport, error) {
+	srv, err := localpipeline.StartSMTPServer()
+	if err != nil {
+		fmt.Fprintf(ph.stderr, "demo: %v\n", err)
+		return localpipeline.SMTPReport{}, err
 	}
 	defer func() {
-		if err := p.Close(); err != nil {
-			fmt.Fprintf(stderr, "demo: stop: %v\n", err)
+		if err := srv.Close(); err != nil {
+			fmt.Fprintf(ph.stderr, "demo: %v\n", err)
 		}
 	}()
-	rep, err := localpipeline.RunNative(ctx, p, n, 2, timeout)
-	rep.WriteSummary(stdout)
+	fmt.Fprintln(ph.stdout, "\n==> email through SMTP (a local go-smtp server)")
+	p, err := ph.start(ctx, srv.Env("notify@sendonce.example"))
 	if err != nil {
-		fmt.Fprintf(stderr, "demo: %v\n", err)
-		return 1
+		fmt.Fprintf(ph.stderr, "demo: %v\n", err)
+		return localpipeline.SMTPReport{}, err
 	}
-	if !rep.OK() {
-		return 1
+	defer ph.stop(p)
+	rep, err := localpipeline.RunSMTP(ctx, p, srv, n, 2, ph.timeout)
+	if err != nil {
+		fmt.Fprintf(ph.stderr, "demo: %v\n", err)
 	}
-	return 0
+	return rep, err
 }

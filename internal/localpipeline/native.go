@@ -79,10 +79,15 @@ func (r NativeReport) WriteSummary(w io.Writer) {
 	}
 }
 
-// nativeMessage is one message of RunNative and where moto shows it.
+// nativeMessage is one message of a phase (RunNative, RunSMTP) and where
+// its ground truth shows it.
 type nativeMessage struct {
 	key, channel, address string
 }
+
+// nativeTenant is the tenant of the messages RunNative and RunSMTP send: one
+// whose example templates Start stores by default.
+const nativeTenant = "demo"
 
 // RunNative sends n messages (half SMS, half email), each enqueued copies
 // times, through p (started with NativeEnv), waits until every row is
@@ -92,13 +97,13 @@ func RunNative(ctx context.Context, p *Pipeline, n, copies int, timeout time.Dur
 	start := time.Now()
 	run := testenv.RandomID()[:8]
 	var (
-		msgs   []nativeMessage
-		bodies []string
-		rep    NativeReport
+		msgs []nativeMessage
+		reqs []notify.Request
+		rep  NativeReport
 	)
 	for i := range n {
 		req := notify.Request{
-			TenantID: "native", EventID: fmt.Sprintf("evt_%s_%d", run, i), Template: "order_shipped",
+			TenantID: nativeTenant, EventID: fmt.Sprintf("evt_native_%s_%d", run, i), Template: "order_shipped",
 			Recipient: notify.Recipient{ID: fmt.Sprintf("user-%d", i)}, Class: notify.ClassTransactional,
 			Data: map[string]any{"order_id": fmt.Sprintf("N-%s-%d", run, i)},
 		}
@@ -112,44 +117,12 @@ func RunNative(ctx context.Context, p *Pipeline, n, copies int, timeout time.Dur
 			rep.SMS++
 		}
 		m.key = req.Key()
-		body, err := json.Marshal(req)
-		if err != nil {
-			return rep, fmt.Errorf("localpipeline: native request: %w", err)
-		}
-		msgs = append(msgs, m)
-		for range copies {
-			bodies = append(bodies, string(body))
-		}
+		msgs, reqs = append(msgs, m), append(reqs, req)
 	}
-	rep.Copies = len(bodies)
-	if err := p.Enqueue(ctx, bodies...); err != nil {
+	st, err := settle(ctx, p, msgs, reqs, copies, timeout)
+	rep.Copies, rep.NotSent = st.copies, st.notSentList
+	if err != nil {
 		return rep, err
-	}
-	deadline := time.Now().Add(timeout)
-	abandoned := map[string]bool{}
-	for _, m := range msgs {
-		for {
-			r, err := p.Ledger().Get(ctx, m.key)
-			if err == nil && r.State == ledger.StateAbandoned {
-				abandoned[m.key] = true
-				break
-			}
-			if err == nil && r.State.Final() {
-				if r.State != ledger.StateSent {
-					rep.NotSent = append(rep.NotSent, fmt.Sprintf("%s (%s %s: %s)", m.key, m.channel, r.State, r.Reason))
-				}
-				break
-			}
-			if time.Now().After(deadline) {
-				rep.NotSent = append(rep.NotSent, m.key)
-				break
-			}
-			select {
-			case <-ctx.Done():
-				return rep, ctx.Err()
-			case <-time.After(100 * time.Millisecond):
-			}
-		}
 	}
 	sms, email, err := motoRecords(ctx, p.opts.MotoEndpoint)
 	if err != nil {
@@ -160,33 +133,126 @@ func RunNative(ctx context.Context, p *Pipeline, n, copies int, timeout time.Dur
 		if m.channel == "email" {
 			got = email[m.address]
 		}
-		switch {
-		case slices.ContainsFunc(rep.NotSent, func(s string) bool { return strings.HasPrefix(s, m.key) }):
-			if got > 0 { // a FAILED message must never have gone out
-				rep.Twice = append(rep.Twice, m.key)
-			}
-		case abandoned[m.key] && got <= 1:
+		switch st.judge(m.key, got) {
+		case verdictTwice:
+			rep.Twice = append(rep.Twice, m.key)
+		case verdictLost:
+			rep.Lost = append(rep.Lost, m.key)
+		case verdictAbandoned:
 			rep.Abandoned++
 			rep.AbandonedRecorded += got
-		case got == 0:
-			rep.Lost = append(rep.Lost, m.key)
-		case got > 1:
-			rep.Twice = append(rep.Twice, m.key)
-		case m.channel == "sms":
-			rep.SMSSent++
-		default:
-			rep.EmailSent++
+		case verdictOnce:
+			if m.channel == "sms" {
+				rep.SMSSent++
+			} else {
+				rep.EmailSent++
+			}
 		}
 	}
+	rep.Leaks = addressLeaks(p, msgs)
+	rep.Elapsed = time.Since(start)
+	return rep, nil
+}
+
+// settled is what the ledger said of a phase's messages once settle
+// returned.
+type settled struct {
+	copies int
+	// notSent holds the keys whose row is final but not SENT (or never
+	// final); notSentList describes them, with state and reason.
+	notSent     map[string]bool
+	notSentList []string
+	abandoned   map[string]bool
+}
+
+// settle enqueues each of reqs copies times and waits until the row of
+// every message is final or timeout passes.
+func settle(ctx context.Context, p *Pipeline, msgs []nativeMessage, reqs []notify.Request, copies int, timeout time.Duration) (settled, error) {
+	st := settled{notSent: map[string]bool{}, abandoned: map[string]bool{}}
+	var bodies []string
+	for _, req := range reqs {
+		body, err := json.Marshal(req)
+		if err != nil {
+			return st, fmt.Errorf("localpipeline: encode request: %w", err)
+		}
+		for range copies {
+			bodies = append(bodies, string(body))
+		}
+	}
+	st.copies = len(bodies)
+	if err := p.Enqueue(ctx, bodies...); err != nil {
+		return st, err
+	}
+	deadline := time.Now().Add(timeout)
+	for _, m := range msgs {
+		for {
+			r, err := p.Ledger().Get(ctx, m.key)
+			if err == nil && r.State == ledger.StateAbandoned {
+				st.abandoned[m.key] = true
+				break
+			}
+			if err == nil && r.State.Final() {
+				if r.State != ledger.StateSent {
+					st.notSent[m.key] = true
+					st.notSentList = append(st.notSentList, fmt.Sprintf("%s (%s %s: %s)", m.key, m.channel, r.State, r.Reason))
+				}
+				break
+			}
+			if time.Now().After(deadline) {
+				st.notSent[m.key] = true
+				st.notSentList = append(st.notSentList, m.key+" (never final)")
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return st, ctx.Err()
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}
+	return st, nil
+}
+
+// verdict is what a message's row and its ground truth say together.
+type verdict int
+
+const (
+	verdictOnce      verdict = iota // SENT and delivered once
+	verdictTwice                    // delivered more than once, or delivered though not SENT
+	verdictLost                     // SENT but never delivered
+	verdictNotSent                  // final but not SENT, and never delivered
+	verdictAbandoned                // abandoned by class policy, delivered at most once
+)
+
+// judge tells the verdict on key, delivered got times.
+func (st settled) judge(key string, got int) verdict {
+	switch {
+	case st.notSent[key] && got > 0: // a FAILED message must never have gone out
+		return verdictTwice
+	case st.notSent[key]:
+		return verdictNotSent
+	case st.abandoned[key] && got <= 1:
+		return verdictAbandoned
+	case got == 0:
+		return verdictLost
+	case got > 1:
+		return verdictTwice
+	}
+	return verdictOnce
+}
+
+// addressLeaks counts the log lines of p's functions holding the address
+// of one of msgs.
+func addressLeaks(p *Pipeline, msgs []nativeMessage) int {
+	n := 0
 	for _, logs := range p.Logs() {
 		for _, line := range strings.Split(logs, "\n") {
 			if slices.ContainsFunc(msgs, func(m nativeMessage) bool { return strings.Contains(line, m.address) }) {
-				rep.Leaks++
+				n++
 			}
 		}
 	}
-	rep.Elapsed = time.Since(start)
-	return rep, nil
+	return n
 }
 
 // motoRecords counts the SMS (by phone number) and emails (by recipient)
