@@ -241,7 +241,7 @@ func measurePaths(ctx context.Context, endpoint string, rep *benchreport.Report)
 	}
 	time.Sleep(20 * time.Millisecond)
 	r, err := reconcile.New(reconcile.Config{
-		Ledger: l, Providers: map[string]provider.Sender{"sms": prov},
+		Ledger: l, Providers: map[string]provider.Sender{"sms": prov}, Renderer: benchRenderer,
 		ProviderTimeout: decide.DefaultProviderTimeout, ClaimTimeout: sender.DefaultClaimTimeout,
 		Settle: time.Millisecond, PageSize: 100,
 	})
