@@ -154,7 +154,7 @@ func TestRowHoldsRenderInputs(t *testing.T) {
 		return provider.Receipt{MessageID: "m1"}, nil
 	}
 	req := notify.Request{TenantID: "acme", EventID: "e1", Channel: notify.ChannelEmail, Template: "greeting", Class: notify.ClassTransactional,
-		Recipient: notify.Recipient{ID: "u1", Email: "ana@example.com"}, Data: map[string]any{"name": "Ana", "n": json.Number("1.50")}}
+		Recipient: notify.Recipient{ID: "u1", Email: "ana@example.com"}, Data: map[string]any{"name": "<Ana>", "n": json.Number("1.50")}}
 	if res := s.Process(ctx, req); res.Status != StatusRetry {
 		t.Fatalf("first = %+v, want retry after a transient error", res)
 	}
@@ -162,7 +162,7 @@ func TestRowHoldsRenderInputs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if row.Subject != "" || row.Body != "" || row.HTML != "" || row.TemplateVersion != 1 || row.Data != `{"n":1.50,"name":"Ana"}` {
+	if row.Subject != "" || row.Body != "" || row.HTML != "" || row.TemplateVersion != 1 || row.Data != `{"n":1.50,"name":"<Ana>"}` {
 		t.Errorf("row holds %q / %q / %q, v%d, data %s; want no text, v1 and the data", row.Subject, row.Body, row.HTML, row.TemplateVersion, row.Data)
 	}
 	put("Changed {{.name}}", "<p>Changed</p>") // version 2: not this message's
@@ -173,7 +173,7 @@ func TestRowHoldsRenderInputs(t *testing.T) {
 	if len(sent) != 2 || sent[1].Subject != sent[0].Subject || sent[1].Body != sent[0].Body || sent[1].HTML != sent[0].HTML {
 		t.Fatalf("sent %+v, want the resend to carry the first attempt's bytes", sent)
 	}
-	if sent[0].Body != "Hello Ana, 1.50" || sent[0].HTML != "<p>Hello <b>Ana</b>, 1.50</p>" {
+	if sent[0].Body != "Hello <Ana>, 1.50" || sent[0].HTML != "<p>Hello <b>&lt;Ana&gt;</b>, 1.50</p>" {
 		t.Errorf("first attempt sent %q / %q", sent[0].Body, sent[0].HTML)
 	}
 	if row, _ := l.Get(ctx, req.Key()); row.State != ledger.StateSent || row.Data != "" {
