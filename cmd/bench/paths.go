@@ -24,8 +24,9 @@ import (
 	"github.com/sendonce/sendonce/internal/provider/simulator"
 	"github.com/sendonce/sendonce/internal/reconcile"
 	"github.com/sendonce/sendonce/internal/render"
-	"github.com/sendonce/sendonce/internal/render/rendertest"
 	"github.com/sendonce/sendonce/internal/sender"
+	"github.com/sendonce/sendonce/internal/templates"
+	"github.com/sendonce/sendonce/internal/templates/memtemplates"
 	"github.com/sendonce/sendonce/internal/testenv"
 	"github.com/sendonce/sendonce/internal/webhook"
 )
@@ -51,15 +52,25 @@ func startSim(latency time.Duration) (*simulator.Simulator, *httpprovider.Provid
 	return sim, p, srv.URL, stop, nil
 }
 
-// benchRenderer renders the example templates of tenant "bench" from
-// memory, as a warm sender container renders from its cache.
+// benchRenderer renders the example templates of tenant "bench", and
+// the 20 KB HTML email of the peer section (largeTemplate), from memory,
+// as a warm sender container renders from its cache.
 var benchRenderer = func() *render.Renderer {
-	r, err := rendertest.New("bench")
-	if err != nil {
+	s := memtemplates.New()
+	ctx := context.Background()
+	if _, err := templates.ImportExamples(ctx, s, "bench"); err != nil {
 		panic(err) // the examples are valid (tested in package templates)
 	}
-	return r
+	html := "<p>Hello {{.name}}, order {{.order_id}}</p>" + strings.Repeat("<p>bench newsletter paragraph</p>\n", 20*1024/34)
+	if _, err := s.Put(ctx, templates.Template{ID: templates.ID{Tenant: "bench", Name: largeTemplate, Channel: "email"},
+		Subject: "News for {{.name}}", Text: "Hello {{.name}}, order {{.order_id}}", HTML: html}); err != nil {
+		panic(err)
+	}
+	return render.New(s, render.WithCacheTTL(0))
 }()
+
+// largeTemplate is the stored email template whose HTML part is 20 KB.
+const largeTemplate = "newsletter"
 
 // noDeadLetters rejects every put: the benchmark sends only valid requests.
 type noDeadLetters struct{}
@@ -241,7 +252,7 @@ func measurePaths(ctx context.Context, endpoint string, rep *benchreport.Report)
 	}
 	time.Sleep(20 * time.Millisecond)
 	r, err := reconcile.New(reconcile.Config{
-		Ledger: l, Providers: map[string]provider.Sender{"sms": prov},
+		Ledger: l, Providers: map[string]provider.Sender{"sms": prov}, Renderer: benchRenderer,
 		ProviderTimeout: decide.DefaultProviderTimeout, ClaimTimeout: sender.DefaultClaimTimeout,
 		Settle: time.Millisecond, PageSize: 100,
 	})

@@ -14,8 +14,10 @@ import (
 	"github.com/sendonce/sendonce/internal/lambdaenv"
 	"github.com/sendonce/sendonce/internal/metrics"
 	"github.com/sendonce/sendonce/internal/reconcile"
+	"github.com/sendonce/sendonce/internal/render"
 	"github.com/sendonce/sendonce/internal/secrets"
 	"github.com/sendonce/sendonce/internal/sendpath"
+	"github.com/sendonce/sendonce/internal/templates/dynamotemplates"
 )
 
 func main() {
@@ -42,8 +44,12 @@ func main() {
 		lambdaenv.Fatal(log, err)
 	}
 	emf := metrics.NewEMF(os.Stdout, "reconciler")
+	// A resend renders a stored template's version again (versions are
+	// immutable: no cache TTL applies to them).
+	renderer := render.New(dynamotemplates.New(lambdaenv.DynamoDB(deps.AWS, os.Getenv), shared.Table))
 	r, err := reconcile.New(reconcile.Config{
 		Ledger:          deps.Ledger,
+		Renderer:        renderer,
 		Providers:       deps.Providers,
 		Metrics:         emf,
 		Logger:          log,

@@ -114,6 +114,7 @@ func (b *bundle) reconciler(t *testing.T, channel string, p provider.Sender) *re
 	t.Helper()
 	r, err := reconcile.New(reconcile.Config{
 		Ledger:          b.ledger,
+		Renderer:        rendertest.Examples(t, "acme"),
 		Providers:       map[string]provider.Sender{channel: p},
 		Logger:          quiet,
 		ProviderTimeout: providerTimeout,
@@ -291,7 +292,8 @@ func TestLookupByReference(t *testing.T) {
 			fake.Fail(tt.fault)
 
 			process(t, s, r, sender.StatusUncertain)
-			body := b.wantState(t, key, ledger.StateUncertain).Body
+			b.wantState(t, key, ledger.StateUncertain)
+			body := renderSMS(t, r) // the row holds the render inputs
 			if got := fake.Count(phone, body); got != tt.accepted {
 				t.Fatalf("after the send twilio holds %d copies, want %d", got, tt.accepted)
 			}
@@ -571,7 +573,8 @@ func TestNeitherSNS(t *testing.T) {
 		s := b.sender(t, "sms", p)
 
 		process(t, s, r, sender.StatusUncertain)
-		body := b.wantState(t, key, ledger.StateUncertain).Body
+		b.wantState(t, key, ledger.StateUncertain)
+		body := renderSMS(t, r) // the row holds the render inputs
 		if got := recordedSMS(t, moto, body); len(got) != 1 || got[0].PhoneNumber != phone {
 			t.Fatalf("moto recorded %v, want exactly 1 SMS to %s", got, phone)
 		}

@@ -36,9 +36,11 @@ package dispatch
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/sendonce/sendonce/internal/decide"
@@ -46,6 +48,7 @@ import (
 	"github.com/sendonce/sendonce/internal/metrics"
 	"github.com/sendonce/sendonce/internal/provider"
 	"github.com/sendonce/sendonce/internal/redact"
+	"github.com/sendonce/sendonce/internal/render"
 )
 
 // Outcome is what an attempt ended in.
@@ -134,6 +137,38 @@ type Dispatcher struct {
 	Now func() time.Time
 	// Service names the caller in metrics and logs ("sender", "reconciler").
 	Service string
+	// Renderer renders a stored template's row again for a resend (the
+	// row holds the render inputs, not the text: Render). Nil only where
+	// no row holds a stored template's inputs.
+	Renderer *render.Renderer
+}
+
+// Render returns e with its message's text: e itself when it carries the
+// text (ledger.Entry.Rendered), else e's stored template version rendered
+// again on its data, to the same bytes as the first attempt. The error is
+// a *render.Error (ErrUnavailable: retry later; otherwise the message
+// cannot be rendered any more).
+func (d *Dispatcher) Render(ctx context.Context, e ledger.Entry) (ledger.Entry, error) {
+	if e.Rendered() {
+		return e, nil
+	}
+	if d.Renderer == nil {
+		return e, &render.Error{Template: e.Template, Channel: e.Channel, Kind: render.ErrUnavailable, Err: errors.New("no renderer is configured")}
+	}
+	var data map[string]any
+	if e.Data != "" {
+		dec := json.NewDecoder(strings.NewReader(e.Data))
+		dec.UseNumber() // as the request was parsed (package notify)
+		if err := dec.Decode(&data); err != nil {
+			return e, &render.Error{Template: e.Template, Channel: e.Channel, Kind: render.ErrMissingParam, Detail: "stored data: " + err.Error()}
+		}
+	}
+	msg, err := d.Renderer.RenderVersion(ctx, e.Tenant, e.Template, e.Channel, e.TemplateVersion, e.TemplateLocale, data)
+	if err != nil {
+		return e, err
+	}
+	e.Subject, e.Body, e.HTML = msg.Subject, msg.Body, msg.HTML
+	return e, nil
 }
 
 func (d *Dispatcher) now() time.Time {
@@ -307,8 +342,14 @@ func (d *Dispatcher) Send(ctx context.Context, c ledger.Claim, e ledger.Entry, p
 // result (LookupFailed and the error when the provider could not be
 // asked).
 func (d *Dispatcher) Lookup(ctx context.Context, rec ledger.Record, p provider.Sender, l provider.Looker) (decide.Lookup, provider.LookupResult, error) {
+	// A lookup may match on the text: render the row's inputs first.
+	e, err := d.Render(ctx, rec.Entry)
+	if err != nil {
+		d.Logger.Warn("lookup: render", "key", rec.Key, "provider", p.Name(), "error", err)
+		return decide.LookupFailed, provider.LookupResult{}, err
+	}
 	callCtx, cancel := context.WithTimeout(ctx, d.ProviderTimeout)
-	res, err := l.Lookup(callCtx, Message(rec.Entry, rec.LookupStart()))
+	res, err := l.Lookup(callCtx, Message(e, rec.LookupStart()))
 	cancel()
 	if err != nil {
 		d.Logger.Warn("lookup failed", "key", rec.Key, "provider", p.Name(), "reason", provider.ReasonOf(err))
@@ -397,7 +438,19 @@ func (d *Dispatcher) Resolve(ctx context.Context, rec ledger.Record, dec decide.
 	switch dec.Action {
 	case decide.Send:
 		d.Logger.Info("took the row over: sending with the same key", "key", rec.Key, "attempt", c.Attempt, "why", dec.Reason)
-		r = d.Send(ctx, c, rec.Entry, p)
+		e, err := d.Render(ctx, rec.Entry)
+		switch {
+		case errors.Is(err, render.ErrUnavailable):
+			d.Logger.Error("render", "key", rec.Key, "error", err)
+			r = Result{Outcome: Retry, Reason: "template store unavailable", Err: err}
+			if rerr := d.Release(ctx, c, "render: "+err.Error(), d.retryAt(c)); rerr != nil {
+				r = Result{Outcome: LedgerError, Reason: r.Reason, Err: rerr}
+			}
+		case err != nil:
+			r = d.Mark(ctx, c, rec.Entry, name, ledger.Outcome{State: ledger.StateFailed, Reason: err.Error()})
+		default:
+			r = d.Send(ctx, c, e, p)
+		}
 	case decide.MarkSent:
 		r = d.Mark(ctx, c, rec.Entry, name, ledger.Outcome{State: ledger.StateSent, ProviderMessageID: found.MessageID})
 	case decide.MarkFailed:

@@ -25,10 +25,86 @@
 //	      (fenced on the          its worker died mid-send)
 //	       old ClaimID)
 //
-// PENDING and UNCERTAIN rows "need attention": only they carry the sparse,
-// sharded attention index that the reconciler reads. Final rows keep the
-// outcome, the provider's message id, the reason, timestamps and the attempt
-// count, but neither the rendered message nor the raw address.
+// Final rows keep the outcome, the provider's message id, the reason,
+// timestamps and the attempt count, but neither the message's content or
+// render inputs nor the raw address.
+//
+// # What a row holds
+//
+// A row holds the render inputs, never a rendered copy: for a stored
+// template its version, locale and data (Entry.TemplateVersion,
+// TemplateLocale, Data; versions are immutable, so a resend renders them
+// again to the same bytes), for a pre-rendered request the content
+// itself. The first attempt sends what the sender rendered from the
+// request. So a typical row, and a stored-template email with a 20 KB HTML
+// part, stays under 1 KB: one write unit per write.
+//
+// # Attention index
+//
+// The reconciler reads a sparse, sharded attention index (Attention). It
+// holds only the rows that need the reconciler (Record.Indexed):
+//
+//   - UNCERTAIN rows (Mark);
+//   - released claims (Release), due at their RetryAt;
+//   - rows taken over (TakeOver: after a stale lease, a release or an
+//     uncertain mark), due when the new lease passes;
+//   - abandoned rows, for the operator's list, under partition values of
+//     their own (not in the reconciler's shards).
+//
+// A first claim is not indexed, and a final SENT or FAILED mark removes
+// the row from the index. A first send therefore costs two writes (the
+// claim's put and the mark's update, each one unit for a row under 1 KB)
+// and no index write.
+//
+// # Why no message is stranded
+//
+// A message is stranded if its row is PENDING, nobody holds its claim,
+// the reconciler cannot see it and no delivery of its SQS message is left.
+// Case by case (tests in package ledgertest unless named):
+//
+//   - The worker dies (crash, timeout, lost network) after a first claim,
+//     before its mark. The row is PENDING, unindexed. Its SQS message was
+//     not deleted, so it becomes visible again after the visibility
+//     timeout and is received again. The template guarantees that a
+//     receive comes after the lease has passed before the receives run
+//     out (infra invariant RedeliveryOutlivesClaim: maxReceiveCount ×
+//     visibility ≥ 2 × claim timeout, with maxReceiveCount ≥ 2). That
+//     redelivery finds the stale row and takes it over, which indexes it
+//     (Attention/Indexing/TakeOverAfterStaleLease; in package sender,
+//     TestStaleClaimTakenOverByRedelivery; in package reconcile,
+//     TestStaleAndReleasedPending checks the reconciler leaves a stale
+//     first claim to the redelivery).
+//   - The worker dies after a takeover. The takeover indexed the row, due
+//     when its lease passes: the reconciler takes it over
+//     (Attention/Indexing/TakeOverAfterStaleLease, then
+//     reconcile TestStaleAndReleasedPending).
+//   - The provider call fails without sending (transient, configuration):
+//     the claim is released, which indexes it, due at its backoff; the SQS
+//     record is retried too (Attention/Indexing/Release).
+//   - The provider call ends ambiguously: Mark UNCERTAIN indexes the row,
+//     due at once (Attention/Indexing/Uncertain,
+//     Attention/Indexing/FirstClaimMarkedUncertain).
+//   - The ledger's answer to a Claim or TakeOver is lost: the worker
+//     releases the claim it tried to take (indexing it if it applied) and
+//     the SQS record is retried. If the release is lost too, the row is a
+//     first claim whose worker is gone: the first case.
+//   - The mark after a send is lost or fails: the SQS record is retried and
+//     its redelivery finds a stale row: the first case (it takes the row
+//     over and asks the provider, or marks it uncertain, before sending).
+//   - The receives run out while the row is still an unindexed first
+//     claim (every redelivery came while the lease was live, or found the
+//     ledger unavailable): the message moves to the dead-letter queue,
+//     whose depth raises an alarm (docs/operations.md), and `sendonce dlq
+//     redrive` puts it back on the queue; its next delivery is the first
+//     case. The dead-letter queue keeps the message at least as long as the
+//     queue (invariant DLQOutlivesQueue) and the row outlives both
+//     (LedgerOutlivesMessages).
+//   - A deploy changes the indexing: rows claimed by an earlier release
+//     were indexed at the claim and stay so until their mark; the
+//     reconciler handles them as before.
+//
+// A final mark removes the row from the index whatever led there
+// (Attention/Indexing/*: "then SENT", "then FAILED"; LeavesOnFinalMark).
 //
 // # Fencing
 //
@@ -99,7 +175,9 @@ func (s State) Final() bool {
 	return s == StateSent || s == StateFailed || s == StateAbandoned
 }
 
-// NeedsAttention reports whether rows in state s are in the attention index.
+// NeedsAttention reports whether rows in state s may need attention: a
+// PENDING or UNCERTAIN row. Whether a row is in the attention index is
+// Record.Indexed.
 func (s State) NeedsAttention() bool {
 	return s == StatePending || s == StateUncertain
 }
@@ -117,22 +195,36 @@ type Entry struct {
 	// Address is the raw phone number, email address or push target. It is
 	// kept only while the row is not final.
 	Address string
-	// Subject and Body are the rendered message. Kept only while the row is
-	// not final.
+	// Subject, Body and HTML (an email's optional HTML part) are a
+	// pre-rendered request's content, kept only while the row is not
+	// final. A row holds the render inputs, never a rendered copy: for a
+	// stored template they are empty and the row holds TemplateVersion,
+	// TemplateLocale and Data instead (rows written before that kept the
+	// rendered copy, which is then sent as stored).
 	Subject string
 	Body    string
-	// HTML is the rendered email's optional HTML part. Kept only while the
-	// row is not final.
-	HTML string
+	HTML    string
 	// TemplateVersion is the stored template version that rendered the
 	// message (package templates), TemplateLocale that version's locale
-	// ("" its default). Zero for pre-rendered content. Kept for the row's
-	// whole life, so a sent message can be traced to the text it used.
+	// ("" its default). Zero for pre-rendered content. Versions are
+	// immutable, so a resend renders them again to the same bytes
+	// (Rendered). Kept for the row's whole life, so a sent message can be
+	// traced to the text it used.
 	TemplateVersion int
 	TemplateLocale  string
 	// EventID is the producer's id of the business event; Claim writes it
 	// once, for the event lookup (Admin.ByEvent).
 	EventID string
+	// Data is the request's template data as JSON, the stored template's
+	// render input. Kept only while the row is not final.
+	Data string
+}
+
+// Rendered reports whether e carries its message's text (a pre-rendered
+// request's content, or a row written before rows held render inputs)
+// rather than the inputs to render it again from TemplateVersion.
+func (e Entry) Rendered() bool {
+	return e.TemplateVersion == 0 || e.Subject != "" || e.Body != "" || e.HTML != ""
 }
 
 // Record is one ledger row as stored.
@@ -189,6 +281,20 @@ func (r Record) LookupStart() time.Time {
 		return r.AttemptedAt
 	}
 	return r.LookupFrom
+}
+
+// Indexed reports whether r is in the attention index (see the package
+// doc, Attention index): an UNCERTAIN row, or a PENDING row that was
+// released or taken over. A first claim is not indexed, and final rows
+// leave the index.
+func (r Record) Indexed() bool {
+	switch r.State {
+	case StateUncertain:
+		return true
+	case StatePending:
+		return r.Released || r.Attempts > 1
+	}
+	return false
 }
 
 // Stale reports whether r is PENDING and its lease has passed at now.
@@ -314,8 +420,8 @@ type Ledger interface {
 	// Mark records the outcome of claim c. It is conditional on the row
 	// being PENDING under c.ClaimID; otherwise it returns an error matching
 	// ErrFencingLost and changes nothing. A final outcome drops the
-	// rendered message and raw address from the row and leaves the
-	// attention index; UNCERTAIN keeps both for the reconciler.
+	// content or render inputs and the raw address from the row and
+	// leaves the attention index; UNCERTAIN keeps both and indexes the row.
 	Mark(ctx context.Context, c Claim, o Outcome) error
 
 	// Release gives claim c up because nothing was sent (a transient
@@ -334,8 +440,9 @@ type Ledger interface {
 	// ErrNotFound (also for an expired row).
 	Get(ctx context.Context, key string) (Record, error)
 
-	// Attention returns one page of rows that need attention (PENDING and
-	// UNCERTAIN), oldest due first, from one shard of the attention index.
+	// Attention returns one page of the rows in one shard of the attention
+	// index (Record.Indexed: uncertain, released and taken-over rows; not
+	// first claims), oldest due first.
 	Attention(ctx context.Context, q AttentionQuery) (AttentionPage, error)
 
 	// ApplyDelivery records a delivery status on key's row if d.Rank is

@@ -57,6 +57,7 @@ import (
 	"github.com/sendonce/sendonce/internal/ledger"
 	"github.com/sendonce/sendonce/internal/metrics"
 	"github.com/sendonce/sendonce/internal/provider"
+	"github.com/sendonce/sendonce/internal/render"
 )
 
 // Policy is what happens to an ambiguous attempt whose provider can
@@ -112,6 +113,11 @@ func ParsePolicies(s string) (map[string]Policy, error) {
 // Config is what a Reconciler is built from. New validates it.
 type Config struct {
 	Ledger ledger.Ledger
+	// Renderer renders a stored template's row again for a resend (rows
+	// hold render inputs, not text). Required when rows may hold a stored
+	// template's inputs; without it such a resend waits (template store
+	// unavailable).
+	Renderer *render.Renderer
 	// Providers maps a channel to its provider.
 	Providers map[string]provider.Sender
 	Metrics   metrics.Recorder
@@ -194,6 +200,7 @@ func New(cfg Config) (*Reconciler, error) {
 		ProviderTimeout: cfg.ProviderTimeout,
 		Now:             cfg.Now,
 		Service:         "reconciler",
+		Renderer:        cfg.Renderer,
 	}}, nil
 }
 

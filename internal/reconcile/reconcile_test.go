@@ -227,8 +227,23 @@ func TestStaleAndReleasedPending(t *testing.T) {
 	if err := b.ledger.Release(ctx, c, "transient: 503", time.Time{}); err != nil {
 		t.Fatal(err)
 	}
-	// stale: its worker died mid-send; otp policy resends.
-	if _, err := b.ledger.Claim(ctx, entry("v1_stale"), time.Minute); err != nil {
+	// stale: taken over by a redelivery whose worker died mid-send too;
+	// otp policy resends.
+	c, err = b.ledger.Claim(ctx, entry("v1_stale"), time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// first: a first claim whose worker died: not indexed, left to the
+	// message's SQS redelivery (ledger package doc, Stranding).
+	if _, err := b.ledger.Claim(ctx, entry("v1_first"), time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	b.clock.Advance(2 * time.Minute)
+	cur, err := b.ledger.Get(ctx, "v1_stale")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.ledger.TakeOver(ctx, cur, time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	b.clock.Advance(2 * time.Minute)
@@ -241,6 +256,9 @@ func TestStaleAndReleasedPending(t *testing.T) {
 	}
 	if got := b.state(t, "v1_live").State; got != ledger.StatePending {
 		t.Errorf("live claim state = %s, want untouched PENDING", got)
+	}
+	if got := b.state(t, "v1_first"); got.State != ledger.StatePending || got.Attempts != 1 {
+		t.Errorf("stale first claim = %s attempt %d, want untouched PENDING attempt 1 (the redelivery's)", got.State, got.Attempts)
 	}
 	for _, k := range []string{"v1_released", "v1_stale"} {
 		if got := b.state(t, k).State; got != ledger.StateSent {

@@ -106,11 +106,17 @@ type Renderer struct {
 	ttl   time.Duration
 	now   func() time.Time
 
-	mu    sync.Mutex
-	cache map[cacheKey]cached
+	mu       sync.Mutex
+	cache    map[cacheKey]cached
+	versions map[versionKey]*templates.Compiled
 }
 
 type cacheKey struct{ tenant, name, channel, locale string }
+
+type versionKey struct {
+	id      templates.ID
+	version int
+}
 
 type cached struct {
 	c     *templates.Compiled
@@ -129,7 +135,7 @@ func WithNow(now func() time.Time) Option { return func(r *Renderer) { r.now = n
 
 // New returns a Renderer over store.
 func New(store templates.Store, opts ...Option) *Renderer {
-	r := &Renderer{store: store, ttl: DefaultCacheTTL, now: time.Now, cache: map[cacheKey]cached{}}
+	r := &Renderer{store: store, ttl: DefaultCacheTTL, now: time.Now, cache: map[cacheKey]cached{}, versions: map[versionKey]*templates.Compiled{}}
 	for _, o := range opts {
 		o(r)
 	}
@@ -154,6 +160,47 @@ func (r *Renderer) Render(ctx context.Context, in Input) (Message, error) {
 	subject, text, html, err := c.Execute(in.Data)
 	if err != nil {
 		return Message{}, &Error{Template: in.Template, Channel: in.Channel, Kind: ErrMissingParam, Detail: err.Error()}
+	}
+	return Message{Subject: subject, Body: text, HTML: html, TemplateVersion: c.Version, TemplateLocale: c.Locale}, nil
+}
+
+// RenderVersion renders version version of tenant's name/channel template
+// in locale ("" its default) on data: a resend's render of the inputs a
+// ledger row holds. Versions are immutable, so it renders the same bytes
+// as the first attempt, and a compiled version is cached for the
+// process's life (bounded like the template cache). Its error is an
+// *Error: ErrUnknownTemplate when the version is gone, ErrMissingParam,
+// or ErrUnavailable.
+func (r *Renderer) RenderVersion(ctx context.Context, tenant, name, channel string, version int, locale string, data map[string]any) (Message, error) {
+	if version < 1 {
+		return Message{}, &Error{Template: name, Channel: channel, Kind: ErrUnknownTemplate, Detail: fmt.Sprintf("version %d", version)}
+	}
+	id := templates.ID{Tenant: tenant, Name: name, Channel: channel, Locale: locale}
+	k := versionKey{id, version}
+	r.mu.Lock()
+	c, ok := r.versions[k]
+	r.mu.Unlock()
+	if !ok {
+		t, err := r.store.Get(ctx, id, version)
+		switch {
+		case errors.Is(err, templates.ErrNotFound):
+			return Message{}, &Error{Template: name, Channel: channel, Kind: ErrUnknownTemplate, Detail: fmt.Sprintf("version %d of locale %q is gone", version, locale)}
+		case err != nil:
+			return Message{}, &Error{Template: name, Channel: channel, Kind: ErrUnavailable, Err: err}
+		}
+		if c, err = templates.Compile(t); err != nil {
+			return Message{}, &Error{Template: name, Channel: channel, Kind: ErrUnknownTemplate, Detail: fmt.Sprintf("stored version %d is invalid: %v", t.Version, err)}
+		}
+		r.mu.Lock()
+		if len(r.versions) >= maxCached {
+			clear(r.versions)
+		}
+		r.versions[k] = c
+		r.mu.Unlock()
+	}
+	subject, text, html, err := c.Execute(data)
+	if err != nil {
+		return Message{}, &Error{Template: name, Channel: channel, Kind: ErrMissingParam, Detail: err.Error()}
 	}
 	return Message{Subject: subject, Body: text, HTML: html, TemplateVersion: c.Version, TemplateLocale: c.Locale}, nil
 }

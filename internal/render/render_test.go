@@ -190,3 +190,42 @@ func TestParseCacheTTL(t *testing.T) {
 		}
 	}
 }
+
+// TestRenderVersion: a resend renders the version its row names, not the
+// latest, in that version's locale; a version that is gone is an unknown
+// template, another tenant's version is not visible.
+func TestRenderVersion(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	store := memtemplates.New()
+	for _, text := range []string{"v1 {{.name}}", "v2 {{.name}}"} {
+		if _, err := store.Put(ctx, templates.Template{ID: templates.ID{Tenant: "acme", Name: "hi", Channel: "sms", Locale: "pt"}, Text: text}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := render.New(store)
+	data := map[string]any{"name": "Ana"}
+	for range 2 { // the second render comes from the cache
+		m, err := r.RenderVersion(ctx, "acme", "hi", "sms", 1, "pt", data)
+		if err != nil || m.Body != "v1 Ana" || m.TemplateVersion != 1 || m.TemplateLocale != "pt" {
+			t.Fatalf("RenderVersion(1) = %+v, %v; want v1 Ana", m, err)
+		}
+	}
+	for _, tc := range []struct {
+		name, tenant, locale string
+		version              int
+		want                 error
+	}{
+		{"Gone", "acme", "pt", 3, render.ErrUnknownTemplate},
+		{"OtherLocale", "acme", "", 1, render.ErrUnknownTemplate},
+		{"OtherTenant", "other", "pt", 1, render.ErrUnknownTemplate},
+		{"NoVersion", "acme", "pt", 0, render.ErrUnknownTemplate},
+	} {
+		if _, err := r.RenderVersion(ctx, tc.tenant, "hi", "sms", tc.version, tc.locale, data); !errors.Is(err, tc.want) {
+			t.Errorf("%s: err = %v, want %v", tc.name, err, tc.want)
+		}
+	}
+	if _, err := r.RenderVersion(ctx, "acme", "hi", "sms", 2, "pt", nil); !errors.Is(err, render.ErrMissingParam) {
+		t.Errorf("missing data: err = %v, want %v", err, render.ErrMissingParam)
+	}
+}

@@ -2,6 +2,7 @@ package sender
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -125,5 +126,57 @@ func TestPreRenderedContentAsGiven(t *testing.T) {
 	}
 	if row, _ := l.Get(t.Context(), res.Key); row.TemplateVersion != 0 || row.Template != "receipt" {
 		t.Errorf("row = v%d %q, want version 0 and the purpose receipt", row.TemplateVersion, row.Template)
+	}
+}
+
+// TestRowHoldsRenderInputs: a stored template's row holds its version,
+// locale and data, never the rendered text, and a resend renders that
+// version again, to the same bytes, even after a newer version was put.
+func TestRowHoldsRenderInputs(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	store := memtemplates.New()
+	put := func(text, html string) {
+		t.Helper()
+		if _, err := store.Put(ctx, templates.Template{ID: templates.ID{Tenant: "acme", Name: "greeting", Channel: "email"},
+			Subject: "Hi {{.name}}", Text: text, HTML: html}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put("Hello {{.name}}, {{.n}}", "<p>Hello <b>{{.name}}</b>, {{.n}}</p>")
+	s, l, p := contentSender(t, store)
+	fail := true
+	p.SendFunc = func(context.Context, provider.Message) (provider.Receipt, error) {
+		if fail {
+			fail = false
+			return provider.Receipt{}, providertest.Error(provider.Transient, "503")
+		}
+		return provider.Receipt{MessageID: "m1"}, nil
+	}
+	req := notify.Request{TenantID: "acme", EventID: "e1", Channel: notify.ChannelEmail, Template: "greeting", Class: notify.ClassTransactional,
+		Recipient: notify.Recipient{ID: "u1", Email: "ana@example.com"}, Data: map[string]any{"name": "<Ana>", "n": json.Number("1.50")}}
+	if res := s.Process(ctx, req); res.Status != StatusRetry {
+		t.Fatalf("first = %+v, want retry after a transient error", res)
+	}
+	row, err := l.Get(ctx, req.Key())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if row.Subject != "" || row.Body != "" || row.HTML != "" || row.TemplateVersion != 1 || row.Data != `{"n":1.50,"name":"<Ana>"}` {
+		t.Errorf("row holds %q / %q / %q, v%d, data %s; want no text, v1 and the data", row.Subject, row.Body, row.HTML, row.TemplateVersion, row.Data)
+	}
+	put("Changed {{.name}}", "<p>Changed</p>") // version 2: not this message's
+	if res := s.Process(ctx, req); res.Status != StatusSent {
+		t.Fatalf("redelivery = %+v, want sent", res)
+	}
+	sent := p.Sent()
+	if len(sent) != 2 || sent[1].Subject != sent[0].Subject || sent[1].Body != sent[0].Body || sent[1].HTML != sent[0].HTML {
+		t.Fatalf("sent %+v, want the resend to carry the first attempt's bytes", sent)
+	}
+	if sent[0].Body != "Hello <Ana>, 1.50" || sent[0].HTML != "<p>Hello <b>&lt;Ana&gt;</b>, 1.50</p>" {
+		t.Errorf("first attempt sent %q / %q", sent[0].Body, sent[0].HTML)
+	}
+	if row, _ := l.Get(ctx, req.Key()); row.State != ledger.StateSent || row.Data != "" {
+		t.Errorf("final row = %s, data %q; want SENT without data", row.State, row.Data)
 	}
 }

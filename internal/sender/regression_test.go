@@ -201,6 +201,7 @@ func TestOutageNeverAbandonsANeverSentMessage(t *testing.T) {
 	b := regSetup(t, p)
 	rec, err := reconcile.New(reconcile.Config{
 		Ledger: b.lossy, Providers: map[string]provider.Sender{"sms": p}, Logger: quiet, Metrics: b.tally,
+		Renderer:        rendertest.Examples(t, "acme"),
 		ProviderTimeout: 2 * time.Second, ClaimTimeout: time.Minute, Settle: 2 * time.Minute, Now: b.clock.Now,
 	})
 	if err != nil {

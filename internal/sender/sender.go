@@ -42,9 +42,11 @@ package sender
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/sendonce/sendonce/internal/decide"
@@ -130,6 +132,7 @@ func New(cfg Config) (*Sender, error) {
 		ProviderTimeout: cfg.ProviderTimeout,
 		Now:             cfg.Now,
 		Service:         "sender",
+		Renderer:        cfg.Renderer,
 	}}, nil
 }
 
@@ -208,8 +211,26 @@ func (s *Sender) Process(ctx context.Context, req notify.Request) Result {
 	} else if err != nil {
 		unservable = err.Error()
 	}
-	entry.Subject, entry.Body = msg.Subject, msg.Body
-	entry.HTML, entry.TemplateVersion, entry.TemplateLocale = msg.HTML, msg.TemplateVersion, msg.TemplateLocale
+	// The row holds the render inputs, never a rendered copy: a
+	// pre-rendered request's content, or the stored template's version,
+	// locale and data (a resend renders them again: dispatch.Render). The
+	// first attempt sends what was rendered here.
+	entry.TemplateVersion, entry.TemplateLocale = msg.TemplateVersion, msg.TemplateLocale
+	rendered := entry
+	rendered.Subject, rendered.Body, rendered.HTML = msg.Subject, msg.Body, msg.HTML
+	switch {
+	case req.Content != nil || msg.TemplateVersion == 0:
+		entry = rendered
+	case len(req.Data) > 0:
+		var data strings.Builder
+		enc := json.NewEncoder(&data)
+		enc.SetEscapeHTML(false) // "<" stays 1 byte, not 6: the row is billed by size
+		if err := enc.Encode(req.Data); err != nil {
+			// Parsed from JSON: it marshals back.
+			return Result{Key: key, Status: StatusInvalid, Reason: "data: " + err.Error()}
+		}
+		entry.Data = strings.TrimSuffix(data.String(), "\n")
+	}
 
 	if deadline, ok := ctx.Deadline(); ok && unservable == "" && configured {
 		// Deadlines are wall-clock time, whatever clock the ledger uses.
@@ -237,7 +258,7 @@ func (s *Sender) Process(ctx context.Context, req notify.Request) Result {
 		return s.unconfigured(ctx, log, c, entry)
 	}
 	log.Debug("claimed", "to", redact.Address(entry.Address))
-	return s.result(key, s.dispatch.Send(ctx, c, entry, p))
+	return s.result(key, s.dispatch.Send(ctx, c, rendered, p))
 }
 
 // unconfigured gives up the claim of a message whose channel has no

@@ -168,8 +168,8 @@ func TestProcess(t *testing.T) {
 			b.clock.Advance(time.Second)
 		}
 		r := b.state(t, req.Key())
-		if r.State != ledger.StatePending || !r.Released || r.Body == "" || r.Address == "" {
-			t.Fatalf("row = %s released=%v body=%q, want PENDING, released, keeping the rendered message", r.State, r.Released, r.Body)
+		if r.State != ledger.StatePending || !r.Released || r.TemplateVersion == 0 || r.Data == "" || r.Address == "" {
+			t.Fatalf("row = %s released=%v v%d data=%q, want PENDING, released, keeping the render inputs", r.State, r.Released, r.TemplateVersion, r.Data)
 		}
 		if got := b.metrics.Get(metrics.ConfigErrors); got != 2 {
 			t.Errorf("ConfigErrors = %d, want 2", got)
@@ -273,8 +273,8 @@ func TestProcess(t *testing.T) {
 			t.Fatalf("status = %v, want uncertain", res.Status)
 		}
 		r := b.state(t, res.Key)
-		if r.State != ledger.StateUncertain || r.Address == "" || r.Body == "" {
-			t.Errorf("row = %+v, want UNCERTAIN keeping address and body for a resend", r)
+		if r.State != ledger.StateUncertain || r.Address == "" || r.TemplateVersion == 0 || r.Data == "" {
+			t.Errorf("row = %+v, want UNCERTAIN keeping address and render inputs for a resend", r)
 		}
 		if got := b.metrics.Get(metrics.UncertainAttempts); got != 1 {
 			t.Errorf("UncertainAttempts = %d, want 1", got)
@@ -430,6 +430,34 @@ func TestStaleClaimTakeover(t *testing.T) {
 			t.Error("blind resend after a crash with a provider that cannot dedupe")
 		}
 	})
+}
+
+// TestStaleClaimTakenOverByRedelivery: a first claim whose worker died is
+// not in the attention index; the message's SQS redelivery takes the stale
+// row over, and from then on the reconciler sees it (ledger package doc,
+// "Why no message is stranded", first case).
+func TestStaleClaimTakenOverByRedelivery(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	req := request("e1")
+	listed := func() bool {
+		t.Helper()
+		p, err := b.ledger.Attention(t.Context(), ledger.AttentionQuery{Shard: ledger.Shard(req.Key()), DueBefore: b.clock.Now().Add(time.Hour)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(p.Records) == 1
+	}
+	crashAfterClaim(t, b, req)
+	if listed() {
+		t.Fatal("a dead worker's first claim is indexed")
+	}
+	if res := b.sender.Process(t.Context(), req); res.Status != StatusUncertain {
+		t.Fatalf("redelivery = %v (%s), want uncertain", res.Status, res.Reason)
+	}
+	if !listed() {
+		t.Error("the redelivery's takeover left the row out of the attention index")
+	}
 }
 
 // TestNewValidatesClaimTimeout: the claim must cover a takeover's worst

@@ -29,6 +29,7 @@ func decode(item map[string]types.AttributeValue) (ledger.Record, error) {
 	r.Subject = sAttr(item, attrSubject)
 	r.Body = sAttr(item, attrBody)
 	r.HTML = sAttr(item, attrHTML)
+	r.Data = sAttr(item, attrData)
 	r.TemplateLocale = sAttr(item, attrTplLocale)
 	r.State = ledger.State(sAttr(item, attrState))
 	r.ClaimID = sAttr(item, attrClaimID)

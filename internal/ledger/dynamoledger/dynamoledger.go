@@ -2,8 +2,8 @@
 // sendonce DynamoDB table (package tableschema).
 //
 // Every transition is one conditional write; nothing on the hot path reads.
-// A first delivery costs two writes (Claim's PutItem, Mark's UpdateItem)
-// and no read; a duplicate delivery costs one failed conditional PutItem
+// A first delivery costs two writes (Claim's PutItem, Mark's UpdateItem),
+// no index write and no read; a duplicate delivery costs one failed conditional PutItem
 // whose ReturnValuesOnConditionCheckFailure=ALL_OLD brings the row it
 // collided with back inside the error, so the caller learns the row's
 // state without a GetItem.
@@ -31,19 +31,38 @@
 //	tenant, channel, class, provider, template, recipient_id
 //	                 S     what identifies the message (ledger.Entry)
 //	address          S     raw address; removed when the row becomes final
-//	subject, body    S     rendered message; removed when the row becomes final
+//	subject, body, html
+//	                 S     a pre-rendered request's content (or, on rows
+//	                       written before rows held render inputs, the
+//	                       rendered message); removed when the row becomes final
+//	tpl_version      N     the stored template version (0/absent: pre-rendered)
+//	tpl_locale       S     that version's locale ("": its default)
+//	data             S     the request's template data as JSON: with
+//	                       tpl_version, the render inputs; removed when final
 //	provider_msg_id  S     the provider's message id
 //	reason           S     why FAILED, UNCERTAIN, ABANDONED, or the latest release
 //	dlv_status       S     latest applied delivery status (callbacks)
 //	dlv_rank         N     its rank; only a higher rank replaces it
 //	dlv_at           N     ms: when the provider saw it
-//	attn_pk          S     attention shard "attn#NN"; only while PENDING/UNCERTAIN
+//	attn_pk          S     attention shard "attn#NN"; only while indexed
 //	attn_sk          S     due time "2006-01-02T15:04:05.000Z" + "#" + key;
-//	                       only while PENDING/UNCERTAIN
+//	                       only while indexed
 //
 // Empty strings are not stored. The attention index (attn_pk, attn_sk) is
-// sparse: only rows that need attention carry its keys, so final rows
-// leave it. A PENDING row is due when its lease ends, a released one at
+// sparse: only rows that need the reconciler carry its keys
+// (ledger.Record.Indexed). Claim's put writes none (a first send writes
+// no index entry); TakeOver, Release and an UNCERTAIN Mark set both; a
+// final Mark removes them. Rows claimed by an earlier release carry the
+// keys from their claim; they are listed and resolved as before.
+//
+// Attribute names are kept as they are: a typical row is about 500 bytes
+// (one write unit) and a stored-template email holds its data, not its
+// HTML, so shorter names would buy no unit on a typical message while
+// every in-flight row of an earlier release would need both spellings. The
+// index projects all attributes (tableschema): CloudFormation cannot change
+// a deployed index's projection, and a first send no longer writes it.
+//
+// A PENDING row is due when its lease ends, a released one at
 // its retry_at (the reconciler's backoff; a release ends the lease at
 // once, so a sender may take it over at once); an UNCERTAIN row is due
 // from when it was marked. The shard is
@@ -113,6 +132,7 @@ const (
 	attrHTML        = "html"
 	attrTplVersion  = "tpl_version"
 	attrTplLocale   = "tpl_locale"
+	attrData        = "data"
 	attrProviderMsg = "provider_msg_id"
 	attrReason      = "reason"
 	attrDlvStatus   = "dlv_status"
@@ -271,12 +291,12 @@ func (l *Ledger) Claim(ctx context.Context, e ledger.Entry, lease time.Duration)
 	item[attrCreatedAt] = nowMS
 	item[attrUpdatedAt] = nowMS
 	item[attrExpiresAt] = l.ttl(now)
-	item[attrAttnPK] = str(attnPK(ledger.Shard(e.Key)))
-	item[attrAttnSK] = str(attnSK(c.LeaseUntil, e.Key))
+	// A first claim is not indexed (ledger package doc, Stranding).
 	for _, f := range [...]struct{ name, v string }{
 		{attrTenant, e.Tenant}, {attrChannel, e.Channel}, {attrClass, e.Class},
 		{attrProvider, e.Provider}, {attrTemplate, e.Template}, {attrRecipientID, e.RecipientID},
 		{attrAddress, e.Address}, {attrSubject, e.Subject}, {attrBody, e.Body},
+		{attrData, e.Data},
 	} {
 		if f.v != "" {
 			item[f.name] = str(f.v)
@@ -442,13 +462,13 @@ func (l *Ledger) Mark(ctx context.Context, c ledger.Claim, o ledger.Outcome) err
 	if o.State.Final() {
 		remove += ", #address, #subject, #body"
 		names["#address"], names["#subject"], names["#body"] = attrAddress, attrSubject, attrBody
-		remove += ", #html"
-		names["#html"] = attrHTML
+		remove += ", #html, #data"
+		names["#html"], names["#data"] = attrHTML, attrData
 		set, remove = finalIndex(o.State, c.Key, now, set, remove, names, values) // abandoned rows stay listable (admin.go)
 	} else {
-		set += ", #attn_sk = :due"
-		names["#attn_sk"] = attrAttnSK
-		values[":due"] = str(attnSK(now, c.Key))
+		set += ", #attn_pk = :shard, #attn_sk = :due"
+		names["#attn_pk"], names["#attn_sk"] = attrAttnPK, attrAttnSK
+		values[":shard"], values[":due"] = str(attnPK(ledger.Shard(c.Key))), str(attnSK(now, c.Key))
 	}
 	out, err := l.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                           l.table,
@@ -493,7 +513,7 @@ func (l *Ledger) Release(ctx context.Context, c ledger.Claim, reason string, ret
 	names := map[string]string{
 		"#state": attrState, "#claim_id": attrClaimID, "#expires_at": attrExpiresAt,
 		"#released": attrReleased, "#lease_until": attrLeaseUntil, "#updated_at": attrUpdatedAt,
-		"#attn_sk": attrAttnSK, "#reason": attrReason, "#releases": attrReleases, "#retry_at": attrRetryAt,
+		"#attn_pk": attrAttnPK, "#attn_sk": attrAttnSK, "#reason": attrReason, "#releases": attrReleases, "#retry_at": attrRetryAt,
 	}
 	nowMS := millis(now)
 	values := map[string]types.AttributeValue{
@@ -504,12 +524,13 @@ func (l *Ledger) Release(ctx context.Context, c ledger.Claim, reason string, ret
 		":now_ms":  nowMS,
 		":retry":   millis(retryAt),
 		":ttl":     l.ttl(now),
+		":shard":   str(attnPK(ledger.Shard(c.Key))),
 		":due":     str(attnSK(retryAt, c.Key)),
 		":zero":    numInt(0),
 		":one":     numInt(1),
 	}
 	update := "SET #released = :true, #lease_until = :now_ms, #retry_at = :retry, #updated_at = :now_ms, #expires_at = :ttl, " +
-		"#attn_sk = :due, #releases = if_not_exists(#releases, :zero) + :one"
+		"#attn_pk = :shard, #attn_sk = :due, #releases = if_not_exists(#releases, :zero) + :one"
 	if reason != "" {
 		update += ", #reason = :reason"
 		values[":reason"] = str(reason)

@@ -104,6 +104,7 @@ func NewEntry(key string) ledger.Entry {
 		Body:        "Your order A-1001 shipped",
 	}
 	e.HTML, e.TemplateVersion, e.TemplateLocale = "<p>Your order A-1001 shipped</p>", 3, "pt-BR"
+	e.Data = `{"order":"A-1001","n":1.50}`
 	return e
 }
 
@@ -206,7 +207,7 @@ func wantPending(t *testing.T, e ledger.Entry, c ledger.Claim, now time.Time, go
 // final drops what a final row no longer keeps.
 func final(e ledger.Entry) ledger.Entry {
 	e.Address, e.Subject, e.Body = "", "", ""
-	e.HTML = ""
+	e.HTML, e.Data = "", ""
 	return e
 }
 
@@ -1053,8 +1054,16 @@ func runAttention(t *testing.T, setup setupFunc) {
 			if err != nil {
 				t.Fatalf("Claim: %v", err)
 			}
-			switch i % 6 {
+			switch i % 7 {
 			case 0:
+				// A first claim is not indexed.
+			case 6:
+				// A claim whose lease passed, taken over (a redelivery's
+				// takeover).
+				b.clock.Advance(lease)
+				if _, err := b.l.TakeOver(b.ctx, b.get(t, e.Key), lease); err != nil {
+					t.Fatalf("TakeOver: %v", err)
+				}
 				need[e.Key] = true
 			case 1:
 				b.mark(t, c, ledger.Outcome{State: ledger.StateUncertain, Reason: "timeout"})
@@ -1095,8 +1104,8 @@ func runAttention(t *testing.T, setup setupFunc) {
 			}
 		}
 		for k, r := range byKey {
-			if !r.State.NeedsAttention() {
-				t.Errorf("row %s in state %s is listed", k, r.State)
+			if !r.Indexed() {
+				t.Errorf("row %s in state %s (attempts %d, released %t) is listed", k, r.State, r.Attempts, r.Released)
 			}
 			sameRecord(t, "listed row "+k, r, b.get(t, k))
 		}
@@ -1109,6 +1118,109 @@ func runAttention(t *testing.T, setup setupFunc) {
 		if used < 2 {
 			t.Errorf("rows spread over %d shards, want several", used)
 		}
+	})
+
+	// The indexing rules (ledger package doc, Attention index): each
+	// transition that leaves a row needing attention lists it, a first
+	// claim does not, a final mark removes it.
+	t.Run("Indexing", func(t *testing.T) {
+		t.Parallel()
+		listed := func(t *testing.T, b *bundle, key string) bool {
+			t.Helper()
+			byKey, _ := b.attentionAll(t, b.clock.Now().Add(48*time.Hour), 0)
+			_, ok := byKey[key]
+			return ok
+		}
+		// to brings a fresh first claim into the transition's row.
+		for _, tc := range []struct {
+			name string
+			to   func(t *testing.T, b *bundle, e ledger.Entry, c ledger.Claim) ledger.Claim
+		}{
+			{"TakeOverAfterStaleLease", func(t *testing.T, b *bundle, e ledger.Entry, c ledger.Claim) ledger.Claim {
+				b.clock.Advance(lease)
+				c2, err := b.l.TakeOver(b.ctx, b.get(t, e.Key), lease)
+				if err != nil {
+					t.Fatalf("TakeOver: %v", err)
+				}
+				return c2
+			}},
+			{"Release", func(t *testing.T, b *bundle, e ledger.Entry, c ledger.Claim) ledger.Claim {
+				if err := b.l.Release(b.ctx, c, "provider 503", b.clock.Now().Add(time.Minute)); err != nil {
+					t.Fatalf("Release: %v", err)
+				}
+				return c
+			}},
+			{"ReleaseThenTakeOver", func(t *testing.T, b *bundle, e ledger.Entry, c ledger.Claim) ledger.Claim {
+				if err := b.l.Release(b.ctx, c, "provider 503", time.Time{}); err != nil {
+					t.Fatalf("Release: %v", err)
+				}
+				c2, err := b.l.TakeOver(b.ctx, b.get(t, e.Key), lease)
+				if err != nil {
+					t.Fatalf("TakeOver: %v", err)
+				}
+				return c2
+			}},
+			{"Uncertain", func(t *testing.T, b *bundle, e ledger.Entry, c ledger.Claim) ledger.Claim {
+				b.mark(t, c, ledger.Outcome{State: ledger.StateUncertain, Reason: "timeout"})
+				c2, err := b.l.TakeOver(b.ctx, b.get(t, e.Key), lease)
+				if err != nil {
+					t.Fatalf("TakeOver: %v", err)
+				}
+				return c2
+			}},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				for _, st := range []ledger.State{ledger.StateSent, ledger.StateFailed} {
+					b := setup(t)
+					e, c := b.claim(t)
+					if listed(t, b, e.Key) {
+						t.Fatalf("a first claim is listed")
+					}
+					if r := b.get(t, e.Key); r.Indexed() {
+						t.Errorf("a first claim: Indexed() = true")
+					}
+					c = tc.to(t, b, e, c)
+					if !listed(t, b, e.Key) {
+						t.Fatalf("%s: row is not listed", tc.name)
+					}
+					if r := b.get(t, e.Key); !r.Indexed() {
+						t.Errorf("%s: Indexed() = false", tc.name)
+					}
+					if tc.name == "Release" {
+						// A released claim is taken over before anything
+						// is marked.
+						c2, err := b.l.TakeOver(b.ctx, b.get(t, e.Key), lease)
+						if err != nil {
+							t.Fatalf("TakeOver: %v", err)
+						}
+						c = c2
+					}
+					b.mark(t, c, ledger.Outcome{State: st, ProviderMessageID: "msg", Reason: "r"})
+					if listed(t, b, e.Key) {
+						t.Errorf("%s then %s: row is still listed", tc.name, st)
+					}
+					if r := b.get(t, e.Key); r.Indexed() {
+						t.Errorf("%s then %s: Indexed() = true", tc.name, st)
+					}
+				}
+			})
+		}
+		t.Run("FirstClaimMarkedFinal", func(t *testing.T) {
+			b := setup(t)
+			e, c := b.claim(t)
+			b.mark(t, c, ledger.Outcome{State: ledger.StateSent, ProviderMessageID: "msg"})
+			if listed(t, b, e.Key) {
+				t.Errorf("a sent first claim is listed")
+			}
+		})
+		t.Run("FirstClaimMarkedUncertain", func(t *testing.T) {
+			b := setup(t)
+			e, c := b.claim(t)
+			b.mark(t, c, ledger.Outcome{State: ledger.StateUncertain, Reason: "timeout"})
+			if !listed(t, b, e.Key) {
+				t.Errorf("an uncertain row is not listed")
+			}
+		})
 	})
 
 	t.Run("LeavesOnFinalMark", func(t *testing.T) {
@@ -1133,8 +1245,14 @@ func runAttention(t *testing.T, setup setupFunc) {
 	t.Run("DueBefore", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
+		// A taken-over PENDING row, due t0+lease (a first claim is not
+		// listed at all).
+		pending, _ := b.claim(t)
+		b.clock.Advance(lease)
+		if _, err := b.l.TakeOver(b.ctx, b.get(t, pending.Key), lease); err != nil {
+			t.Fatalf("TakeOver: %v", err)
+		}
 		t0 := b.clock.Now()
-		pending, _ := b.claim(t) // due t0+lease
 		b.clock.Advance(10 * time.Second)
 		uncertain, c := b.claim(t) // due t0+10s
 		b.mark(t, c, ledger.Outcome{State: ledger.StateUncertain, Reason: "timeout"})
@@ -1208,9 +1326,11 @@ func runAttention(t *testing.T, setup setupFunc) {
 			if ledger.Shard(k) != shard {
 				continue
 			}
-			if _, err := b.l.Claim(b.ctx, NewEntry(k), lease); err != nil {
+			c, err := b.l.Claim(b.ctx, NewEntry(k), lease)
+			if err != nil {
 				t.Fatalf("Claim: %v", err)
 			}
+			b.mark(t, c, ledger.Outcome{State: ledger.StateUncertain, Reason: "timeout"})
 			old = append(old, k)
 		}
 		oldRow := b.get(t, old[0])
@@ -1241,7 +1361,8 @@ func runAttention(t *testing.T, setup setupFunc) {
 	t.Run("SkipsExpiredRows", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		old, _ := b.claim(t)
+		old, oc := b.claim(t)
+		b.mark(t, oc, ledger.Outcome{State: ledger.StateUncertain, Reason: "timeout"})
 		oldRow := b.get(t, old.Key)
 		b.clock.Advance(100 * time.Hour)
 		young, c := b.claim(t)

@@ -208,7 +208,7 @@ func (l *Ledger) Mark(ctx context.Context, c ledger.Claim, o ledger.Outcome) err
 	r.ExpiresAt = l.expiry(now)
 	if o.State.Final() {
 		r.Address, r.Subject, r.Body = "", "", ""
-		r.HTML = ""
+		r.HTML, r.Data = "", ""
 	}
 	l.rows[r.Key] = r
 	return nil
@@ -320,7 +320,7 @@ func (l *Ledger) Attention(ctx context.Context, q ledger.AttentionQuery) (ledger
 	var rows []row
 	l.mu.Lock()
 	for k, r := range l.rows {
-		if !r.State.NeedsAttention() || ledger.Shard(k) != q.Shard {
+		if !r.Indexed() || ledger.Shard(k) != q.Shard {
 			continue
 		}
 		if sk := sortKey(r); sk < bound && sk > after {
