@@ -44,8 +44,9 @@ func (w *World) checkStep() {
 		}
 	}
 	for _, svc := range []string{"sender", "reconciler", "webhook"} {
+		counts := w.tally[svc].Snapshot()
 		for _, name := range checkedMetrics {
-			if got, want := w.tally[svc].Get(name), w.exp[svc][name]; got != want {
+			if got, want := counts[name], w.exp[svc][name]; got != want {
 				w.violate(InvMetrics, "", fmt.Sprintf("%s %s = %d, but %d happened", svc, name, got, want))
 			}
 		}

@@ -341,9 +341,12 @@ func (l *simLedger) Attention(ctx context.Context, q ledger.AttentionQuery) (led
 	}
 	bound := dueString(q.DueBefore)
 	now := w.ledgerNow()
-	for _, k := range w.indexed {
+	for i, k := range w.indexed {
+		if !dynamoPaging || w.indexedShard[i] != q.Shard || seen[k] {
+			continue
+		}
 		r := w.shadow[k]
-		if !dynamoPaging || seen[k] || !r.State.NeedsAttention() || ledger.Shard(k) != q.Shard || r.ExpiresAt.Unix() >= now.Unix() {
+		if !r.State.NeedsAttention() || r.ExpiresAt.Unix() >= now.Unix() {
 			continue
 		}
 		if sk := sortKey(r); sk < bound {
@@ -401,6 +404,7 @@ func (w *World) snapshot(key string) {
 	}
 	if _, ok := w.shadow[key]; !ok {
 		w.indexed = append(w.indexed, key)
+		w.indexedShard = append(w.indexedShard, ledger.Shard(key))
 	}
 	w.shadow[key] = r
 }

@@ -22,6 +22,8 @@ type worker struct {
 	batch   []*sqsMsg
 	// calm workers meet no faults (the drain phase).
 	calm bool
+	// deadline is the invocation's deadline.
+	deadline time.Time
 }
 
 type workerKey struct{}
@@ -159,6 +161,7 @@ func (w *World) kill(wk *worker) {
 // start runs body as a new worker's invocation and waits until it parks
 // or ends.
 func (w *World) start(wk *worker, deadline time.Duration, body func(ctx context.Context), after func()) {
+	wk.deadline = time.Now().Add(deadline)
 	ctx, cancel := context.WithTimeout(withWorker(context.Background(), wk), deadline)
 	go func() {
 		defer cancel()

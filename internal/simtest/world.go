@@ -30,10 +30,13 @@ const (
 	settleTime        = 2 * time.Minute
 	visibilityTimeout = 180 * time.Second
 	maxReceiveCount   = 5
-	senderDeadline    = 30 * time.Second
-	reconcileDeadline = 60 * time.Second
-	reconcileEvery    = 5 * time.Minute
-	retention         = memledger.DefaultRetention
+	// The sender's function timeout: the default, or a long one (the
+	// template allows a function timeout above the claim timeout).
+	senderDeadline     = 30 * time.Second
+	longSenderDeadline = 300 * time.Second
+	reconcileDeadline  = 60 * time.Second
+	reconcileEvery     = 5 * time.Minute
+	retention          = memledger.DefaultRetention
 	// maxSkew bounds every component's clock error.
 	maxSkew = time.Second
 	// maxAge is the age after which giving a message up is allowed even
@@ -60,6 +63,8 @@ type scenario struct {
 	redrive     bool
 	invalid     bool
 	duplicate   bool
+	// senderDeadline is the sender's function timeout.
+	senderDeadline time.Duration
 }
 
 // message is one notification request of the workload.
@@ -199,15 +204,17 @@ type World struct {
 	tally  map[string]*metrics.Tally
 	exp    map[string]map[string]int
 
-	msgs      []*message
-	keys      map[string]*keyTruth
-	attempts  map[string]*attempt
-	held      map[heldKey]string
-	shadow    map[string]ledger.Record
-	indexed   []string
-	callbacks []*callback
-	nextRecon time.Time
-	claimN    int
+	msgs     []*message
+	keys     map[string]*keyTruth
+	attempts map[string]*attempt
+	held     map[heldKey]string
+	shadow   map[string]ledger.Record
+	indexed  []string
+	// indexedShard is the attention shard of each indexed key.
+	indexedShard []int
+	callbacks    []*callback
+	nextRecon    time.Time
+	claimN       int
 
 	steps      int
 	faults     map[string]int
@@ -365,6 +372,10 @@ func (w *World) draw() {
 	if r.IntN(100) < 15 {
 		sc.backlog = 1 + r.IntN(sc.pageSize+3)
 		sc.redrive = r.IntN(2) == 0
+	}
+	sc.senderDeadline = senderDeadline
+	if r.IntN(3) == 0 {
+		sc.senderDeadline = longSenderDeadline
 	}
 	sc.invalid = r.IntN(10) == 0
 	sc.duplicate = !sc.fifo && r.IntN(5) == 0
@@ -535,7 +546,7 @@ func (w *World) startSender(batch []*sqsMsg) {
 	}
 	ev := w.event(batch)
 	var resp events.SQSEventResponse
-	w.start(wk, senderDeadline, func(ctx context.Context) {
+	w.start(wk, w.sc.senderDeadline, func(ctx context.Context) {
 		resp, _ = s.HandleSQS(ctx, ev)
 	}, func() { w.finishBatch(wk, batch, resp) })
 	_ = ids
@@ -647,6 +658,9 @@ func (w *World) step() bool {
 				w.kill(t.w)
 				return
 			}
+			if w.stall(t) {
+				return
+			}
 			w.resume(t)
 		}})
 	}
@@ -717,6 +731,31 @@ func (w *World) step() bool {
 		x -= o.weight
 	}
 	opts[len(opts)-1].do()
+	return true
+}
+
+// stall sometimes pauses a worker just before it records an outcome, for
+// longer than its lease but within its invocation's deadline (a process
+// pause): another worker may take the claim over meanwhile, and the late
+// write must then be fenced out. Pauses before a provider call are not
+// modelled: a claim that outlives no provider call breaks the lease's
+// premise (the claim timeout exceeds the provider timeout plus margin).
+func (w *World) stall(t *task) bool {
+	if w.calm || t.w.calm || t.w.service != "sender" || (t.op != "mark" && t.op != "release") || !t.wake.IsZero() {
+		return false
+	}
+	if w.rng.Float64() >= 0.02*w.sc.intensity {
+		return false
+	}
+	d := claimTimeout + time.Duration(w.rng.Int64N(int64(3*time.Minute)))
+	if !w.now().Add(d).Before(t.w.deadline.Add(-time.Second)) {
+		return false
+	}
+	w.faults["worker_stall"]++
+	w.tracef(t.key, "%s stalls %s before %s %s", t.w.name, d.Round(time.Millisecond), t.op, w.short(t.key))
+	w.runnable = slices.DeleteFunc(w.runnable, func(x *task) bool { return x == t })
+	t.wake = w.now().Add(d)
+	w.timers = append(w.timers, t)
 	return true
 }
 
