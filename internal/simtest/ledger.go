@@ -144,8 +144,12 @@ func (l *simLedger) TakeOver(ctx context.Context, cur ledger.Record, lease time.
 		w.tracef(cur.Key, "%s takeover %s: %s", wk.name, w.short(cur.Key), f)
 		return ledger.Claim{Key: cur.Key, ClaimID: w.newClaimID(), Attempt: cur.Attempts + 1, LeaseUntil: now.Add(lease), AttemptedAt: now}, fmt.Errorf("simledger: takeover: %w", w.faultErr(f))
 	}
+	latest := kt.claimID
 	c, err := l.inner.TakeOver(ctx, cur, lease)
 	if err == nil {
+		if latest != "" && cur.ClaimID != latest {
+			w.violate(InvStaleClaim, cur.Key, fmt.Sprintf("TakeOver applied over claim %s, but the row's latest claim is %s", cur.ClaimID, latest))
+		}
 		kt.claimID = c.ClaimID
 		a := &attempt{claimID: c.ClaimID, worker: wk, key: cur.Key}
 		prev := cur

@@ -176,8 +176,10 @@ func (p *simProvider) Send(ctx context.Context, m provider.Message) (provider.Re
 		rcpt.MessageID = accept()
 	case provHangAfter:
 		accept()
+		w.tracef(m.Key, "%s send %s via %s(%s): accepted, then no answer", wk.name, w.short(m.Key), p.name, p.class)
 		err = p.perr(provider.Ambiguous, "send", "", "no answer after the request was written: timeout", p.hang(ctx, m.Key))
 	case provHangBefore:
+		w.tracef(m.Key, "%s send %s via %s(%s): no answer, not accepted", wk.name, w.short(m.Key), p.name, p.class)
 		err = p.perr(provider.Ambiguous, "send", "", "no answer after the request was written: timeout", p.hang(ctx, m.Key))
 	case provLost:
 		accept()

@@ -91,6 +91,8 @@ type attempt struct {
 	released     bool
 	ended        bool
 	policyResend bool
+	// overran: its worker stalled past the lease while holding it.
+	overran bool
 }
 
 type heldKey struct {
@@ -115,13 +117,14 @@ func (k *keyTruth) delivered() int { return len(k.deliveries) }
 
 // maybeDelivered reports whether some provider call could have delivered
 // the key's message, as far as the system can know: one did, or answered
-// ambiguously, or a worker died holding a claim on it.
+// ambiguously, or a worker died (or stalled past its lease) holding a
+// claim on it.
 func (k *keyTruth) maybeDelivered(w *World) bool {
 	if len(k.deliveries) > 0 || k.ambiguous {
 		return true
 	}
 	for _, a := range w.attempts {
-		if a.key == k.msgKey() && a.worker.dead && !a.ended {
+		if a.key == k.msgKey() && (a.worker.dead || a.overran) && !a.ended {
 			return true
 		}
 	}
@@ -391,6 +394,9 @@ func (w *World) request(idx int, event string) (notify.Request, string) {
 		Recipient: notify.Recipient{ID: fmt.Sprintf("user-%d", idx%3)},
 		Class:     classes[w.rng.IntN(3)],
 		Data:      map[string]any{"order_id": fmt.Sprintf("A-%d-%s", idx, event)},
+	}
+	if w.rng.IntN(25) == 0 {
+		req.Template = "no_such_template" // valid, but cannot be served: FAILED
 	}
 	switch ch {
 	case "sms":
@@ -750,6 +756,11 @@ func (w *World) stall(t *task) bool {
 	d := claimTimeout + time.Duration(w.rng.Int64N(int64(3*time.Minute)))
 	if !w.now().Add(d).Before(t.w.deadline.Add(-time.Second)) {
 		return false
+	}
+	for _, a := range w.attempts {
+		if a.worker == t.w && !a.ended {
+			a.overran = true // its lease passes while it is held
+		}
 	}
 	w.faults["worker_stall"]++
 	w.tracef(t.key, "%s stalls %s before %s %s", t.w.name, d.Round(time.Millisecond), t.op, w.short(t.key))
