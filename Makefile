@@ -83,7 +83,7 @@ MUTATION_SEEDS ?= 20000
 
 sim: ## Run the deterministic simulation over SEEDS seeds (1000000) on every core: progress line, final table.
 	@go test -count=1 -timeout=0 -run 'TestSim$$' ./internal/simtest -seeds=$(SEEDS) -progress=10s -v \
-		| grep -v -E '^(=== (RUN|PAUSE|CONT)|    --- PASS: TestSim/seeds/|--- PASS: TestSim/seeds)'
+		| grep --line-buffered -v -E '^(=== (RUN|PAUSE|CONT)|    --- PASS: TestSim/seeds/|--- PASS: TestSim/seeds)'
 
 sim-mutations: ## Apply each internal/simtest/testdata/mutations/*.patch to a scratch copy; the simulator must catch it within MUTATION_SEEDS seeds.
 	@root=$$PWD; failed=0

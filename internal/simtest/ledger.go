@@ -112,7 +112,7 @@ func (l *simLedger) Claim(ctx context.Context, e ledger.Entry, lease time.Durati
 	c, err := l.inner.Claim(ctx, e, lease)
 	if err == nil {
 		kt.claimID = c.ClaimID
-		w.attempts[c.ClaimID] = &attempt{claimID: c.ClaimID, worker: wk, key: e.Key, prev: nil}
+		w.attempts[c.ClaimID] = &attempt{claimID: c.ClaimID, worker: wk, key: e.Key}
 		w.snapshot(e.Key)
 	}
 	if f == faultLost && err == nil {
@@ -152,8 +152,6 @@ func (l *simLedger) TakeOver(ctx context.Context, cur ledger.Record, lease time.
 		}
 		kt.claimID = c.ClaimID
 		a := &attempt{claimID: c.ClaimID, worker: wk, key: cur.Key}
-		prev := cur
-		a.prev = &prev
 		// A resend the class policy allows: the reconciler takes over a row
 		// whose last attempt may have delivered, through a provider that
 		// can neither drop a repeat nor be asked.

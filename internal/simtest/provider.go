@@ -141,9 +141,7 @@ func (p *simProvider) Send(ctx context.Context, m provider.Message) (provider.Re
 	defer w.mu.Unlock()
 	kt := w.truth(m.Key)
 	a := w.attempts[w.held[heldKey{wk.id, m.Key}]]
-	if a != nil && a.key == m.Key {
-		a.sends++
-	} else {
+	if a != nil && a.key != m.Key {
 		a = nil
 	}
 	b := p.pick(wk)
