@@ -419,14 +419,14 @@ func (w *World) setup() {
 			from := w.t0.Add(time.Duration(w.rng.Int64N(int64(10 * time.Minute))))
 			length := time.Duration(float64(10*time.Second) * float64(uint(1)<<w.rng.IntN(8)) * (1 + w.rng.Float64()))
 			p.storms = append(p.storms, [2]time.Time{from, from.Add(length)})
-			w.faults[provStorm+"s"]++
+			w.faults["provider_429_storm_windows"]++
 		}
 		w.provs[ch] = p
 	}
 	if w.rng.IntN(5) == 0 {
 		w.storeStormFrom = w.t0.Add(time.Duration(w.rng.Int64N(int64(10 * time.Minute))))
 		w.storeStormUntil = w.storeStormFrom.Add(time.Duration(10+w.rng.IntN(300)) * time.Second)
-		w.faults["store_throttle_storms"]++
+		w.faults["store_throttle_storm_windows"]++
 	}
 	w.q = &queue{fifo: w.sc.fifo, visibility: visibilityTimeout, maxReceive: maxReceiveCount, invalidDLQ: map[string]bool{}}
 	enqueue := func(m *message, body string) {
