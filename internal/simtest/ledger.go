@@ -175,7 +175,7 @@ func (l *simLedger) TakeOver(ctx context.Context, cur ledger.Record, lease time.
 		w.held[heldKey{wk.id, cur.Key}] = c.ClaimID
 		w.attempts[c.ClaimID].acked = true
 		if wk.service == "sender" {
-			w.expect("sender", metrics.Reclaims)
+			w.attempts[c.ClaimID].reclaim = reclaimPending
 		}
 		w.tracef(cur.Key, "%s takeover %s from %s: ok (attempt %d)", wk.name, w.short(cur.Key), cur.State, c.Attempt)
 	} else {
@@ -184,7 +184,7 @@ func (l *simLedger) TakeOver(ctx context.Context, cur ledger.Record, lease time.
 	return c, err
 }
 
-func (l *simLedger) Mark(ctx context.Context, c ledger.Claim, o ledger.Outcome) error {
+func (l *simLedger) Mark(ctx context.Context, c ledger.Claim, o ledger.Outcome) (err error) {
 	if o.State == ledger.StateUncertain {
 		// The caller counted it before the call, whatever becomes of it.
 		l.w.mu.Lock()
@@ -194,6 +194,21 @@ func (l *simLedger) Mark(ctx context.Context, c ledger.Claim, o ledger.Outcome) 
 	wk := l.begin(ctx, "mark", c.Key)
 	defer l.end()
 	w := l.w
+	if o.State == ledger.StateFailed {
+		// Nothing was delivered: the dispatcher retries a failed FAILED
+		// mark as it retries a Release.
+		a := w.attempts[c.ClaimID]
+		defer func() {
+			switch {
+			case err == nil || errors.Is(err, ledger.ErrFencingLost):
+				w.reclaimDone(a)
+			default:
+				w.recordFailed(a)
+			}
+		}()
+	} else {
+		defer w.reclaimDone(w.attempts[c.ClaimID])
+	}
 	f := w.writeFault(wk)
 	if f == faultFail || f == faultThrottle {
 		w.tracef(c.Key, "%s mark %s %s: %s", wk.name, w.short(c.Key), o.State, f)
@@ -202,7 +217,7 @@ func (l *simLedger) Mark(ctx context.Context, c ledger.Claim, o ledger.Outcome) 
 	kt := w.truth(c.Key)
 	latest := kt.claimID
 	before, _ := l.inner.Get(ctx, c.Key)
-	err := l.inner.Mark(ctx, c, o)
+	err = l.inner.Mark(ctx, c, o)
 	a := w.attempts[c.ClaimID]
 	if err == nil {
 		if c.ClaimID != latest {
@@ -242,26 +257,28 @@ func (l *simLedger) Mark(ctx context.Context, c ledger.Claim, o ledger.Outcome) 
 	return err
 }
 
-func (l *simLedger) Release(ctx context.Context, c ledger.Claim, reason string) error {
+func (l *simLedger) Release(ctx context.Context, c ledger.Claim, reason string, retryAt time.Time) error {
 	wk := l.begin(ctx, "release", c.Key)
 	defer l.end()
 	w := l.w
 	kt := w.truth(c.Key)
 	f := w.writeFault(wk)
+	a := w.attempts[c.ClaimID]
 	if f == faultFail || f == faultThrottle {
 		kt.releaseFailed = true
+		w.recordFailed(a)
 		w.tracef(c.Key, "%s release %s: %s", wk.name, w.short(c.Key), f)
 		return fmt.Errorf("simledger: release: %w", w.faultErr(f))
 	}
 	latest := kt.claimID
 	before, _ := l.inner.Get(ctx, c.Key)
-	err := l.inner.Release(ctx, c, reason)
+	err := l.inner.Release(ctx, c, reason, retryAt)
 	if err == nil {
 		if c.ClaimID != latest {
 			w.violate(InvStaleClaim, c.Key, fmt.Sprintf("Release applied under claim %s, but the row's latest claim is %s", c.ClaimID, latest))
 		}
 		w.checkTransition(before, c.Key)
-		if a := w.attempts[c.ClaimID]; a != nil {
+		if a != nil {
 			a.released = true
 			a.ended = true
 		}
@@ -270,12 +287,19 @@ func (l *simLedger) Release(ctx context.Context, c ledger.Claim, reason string) 
 	}
 	if f == faultLost && err == nil {
 		w.tracef(c.Key, "%s release %s: applied, answer lost", wk.name, w.short(c.Key))
+		w.recordFailed(a) // the dispatcher retries: fenced, or a no-op
 		return fmt.Errorf("simledger: release: %w", w.faultErr(f))
 	}
-	if err == nil {
+	switch {
+	case err == nil:
 		w.expect(wk.service, metrics.Released)
+		w.reclaimDone(a)
 		w.tracef(c.Key, "%s release %s: ok (%s)", wk.name, w.short(c.Key), reason)
-	} else {
+	case errors.Is(err, ledger.ErrFencingLost):
+		w.reclaimDone(a)
+		w.tracef(c.Key, "%s release %s: %v", wk.name, w.short(c.Key), short(err))
+	default:
+		w.recordFailed(a)
 		w.tracef(c.Key, "%s release %s: %v", wk.name, w.short(c.Key), short(err))
 	}
 	return err

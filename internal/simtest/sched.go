@@ -84,6 +84,7 @@ func (w *World) park(ctx context.Context, op, key string, wake time.Time) (*work
 	t := &task{w: wk, op: op, key: key, resume: make(chan bool), wake: wake}
 	w.mu.Lock()
 	w.arrived = append(w.arrived, t)
+	w.signal()
 	w.mu.Unlock()
 	return wk, <-t.resume
 }
@@ -138,6 +139,7 @@ func (w *World) resume(t *task) {
 // kill makes wk die: its parked calls never run.
 func (w *World) kill(wk *worker) {
 	wk.dead = true
+	w.workerEnded(wk)
 	keep := w.runnable[:0]
 	for _, t := range w.runnable {
 		if t.w == wk {
@@ -169,22 +171,57 @@ func (w *World) start(wk *worker, deadline time.Duration, body func(ctx context.
 		w.mu.Lock()
 		w.finished = append(w.finished, func() {
 			wk.done = true
+			w.workerEnded(wk)
 			if !wk.dead && after != nil {
 				after()
 			}
 		})
+		w.signal()
 		w.mu.Unlock()
 	}()
 	w.settle()
 }
 
-// advance moves the virtual clock by d (all goroutines are parked).
+// advance moves the virtual clock by up to d (all goroutines are parked
+// or asleep). It stops early when a goroutine that slept on a timer of its
+// own (a retry pause) wakes and parks or ends: that worker is live, and
+// its call must run within maxCallDelay of when it made it, not after the
+// whole jump.
 func (w *World) advance(d time.Duration) {
 	if d <= 0 {
 		return
 	}
-	time.Sleep(d)
+	select {
+	case <-w.woke: // from parks already settled
+	default:
+	}
+	t := time.NewTimer(d)
+	select {
+	case <-t.C:
+	case <-w.woke:
+		t.Stop()
+	}
 	w.settle()
+}
+
+// advanceTo moves the clock to target, running the calls that become
+// runnable meanwhile (the drain, where nothing else is scheduled).
+func (w *World) advanceTo(target time.Time) {
+	for w.now().Before(target) {
+		w.advance(target.Sub(w.now()))
+		for len(w.runnable) > 0 {
+			w.resume(w.runnable[0])
+		}
+	}
+}
+
+// signal tells an advancing scheduler that a goroutine parked or ended.
+// w.mu is held.
+func (w *World) signal() {
+	select {
+	case w.woke <- struct{}{}:
+	default:
+	}
 }
 
 // shutdown makes every parked goroutine exit so that the bubble ends.

@@ -29,11 +29,7 @@ var (
 // breaks, with the defect that breaks them. Their violations are reported
 // and counted but do not fail the test. Empty it once the fixes of issue
 // 10 are merged; every seed below then must pass.
-var knownDefects = map[string]string{
-	InvDuplicate: "issue 10 defect 1 (a lookup searches from a takeover's time, not the sending attempt's)",
-	InvAbandoned: "issue 10 defects 2/3 (released attempts counted toward giving up; lost store answers)",
-	InvStuck:     "issue 10 defect 4 (attention page empty after the expiry filter ends the shard)",
-}
+var knownDefects = map[string]string{}
 
 // regressions are seeds that broke an invariant on the code of their
 // time, named for the defect they found. While the invariant is a known

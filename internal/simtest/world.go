@@ -12,6 +12,8 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/sendonce/sendonce/internal/decide"
+	"github.com/sendonce/sendonce/internal/dispatch"
 	"github.com/sendonce/sendonce/internal/ledger"
 	"github.com/sendonce/sendonce/internal/ledger/memledger"
 	"github.com/sendonce/sendonce/internal/metrics"
@@ -19,6 +21,7 @@ import (
 	"github.com/sendonce/sendonce/internal/provider"
 	"github.com/sendonce/sendonce/internal/reconcile"
 	"github.com/sendonce/sendonce/internal/render"
+	"github.com/sendonce/sendonce/internal/render/rendertest"
 	"github.com/sendonce/sendonce/internal/sender"
 	"github.com/sendonce/sendonce/internal/webhook"
 )
@@ -39,11 +42,10 @@ const (
 	retention          = memledger.DefaultRetention
 	// maxSkew bounds every component's clock error.
 	maxSkew = time.Second
-	// maxAge is the age after which giving a message up is allowed even
-	// though nothing could have delivered it (none today: the reconciler
-	// gives up by attempts). Set it to the reconciler's maximum age once
-	// it has one.
-	maxAge = 24 * time.Hour
+	// maxAge is the reconciler's maximum age (the template's default):
+	// after it, giving a message up is allowed even though nothing could
+	// have delivered it.
+	maxAge = decide.DefaultMaxAge
 
 	maxSteps    = 6000
 	maxSenders  = 3
@@ -91,7 +93,33 @@ type attempt struct {
 	policyResend bool
 	// overran: its worker stalled past the lease while holding it.
 	overran bool
+	// reclaim is the sender's Reclaims count of this takeover, which the
+	// sender makes once the takeover's attempt has returned.
+	reclaim reclaimState
+	// recordFailures counts the failed writes that were to record that
+	// nothing was delivered under it (a Release, a FAILED mark). The
+	// dispatcher retries them; after dispatch.ReleaseAttempts failures it
+	// gives up and the row looks like a dead worker's.
+	recordFailures int
 }
+
+// gaveUp reports whether a's worker gave up recording that nothing was
+// delivered: the store refused every try.
+func (a *attempt) gaveUp() bool { return a.recordFailures >= dispatch.ReleaseAttempts }
+
+// reclaimState tracks a sender takeover's Reclaims count: the sender
+// counts it after the attempt it took over returns (after its last ledger
+// call), so it is expected only then.
+type reclaimState int
+
+const (
+	reclaimNone reclaimState = iota
+	// reclaimPending: the attempt has not returned yet.
+	reclaimPending
+	// reclaimMaybe: its worker died after a failed Release, which may
+	// have been the dispatcher's last try (counted) or not.
+	reclaimMaybe
+)
 
 type heldKey struct {
 	worker int
@@ -116,13 +144,14 @@ func (k *keyTruth) delivered() int { return len(k.deliveries) }
 // maybeDelivered reports whether some provider call could have delivered
 // the key's message, as far as the system can know: one did, or answered
 // ambiguously, or a worker died (or stalled past its lease) holding a
-// claim on it.
+// claim on it, or gave up recording that nothing was delivered after the
+// store refused every try (its row then looks like a dead worker's).
 func (k *keyTruth) maybeDelivered(w *World) bool {
 	if len(k.deliveries) > 0 || k.ambiguous {
 		return true
 	}
 	for _, a := range w.attempts {
-		if a.key == k.msgKey() && (a.worker.dead || a.overran) && !a.ended {
+		if a.key == k.msgKey() && (a.worker.dead || a.overran || a.gaveUp()) && !a.ended {
 			return true
 		}
 	}
@@ -179,8 +208,10 @@ type World struct {
 	sc   scenario
 	t0   time.Time
 
-	mu       sync.Mutex
-	arrived  []*task
+	mu      sync.Mutex
+	arrived []*task
+	// woke is signalled when a goroutine parks or ends (see advance).
+	woke     chan struct{}
 	finished []func()
 
 	runnable []*task
@@ -233,7 +264,15 @@ type Result struct {
 	Trace      []string
 }
 
-var renderer = render.MustNew()
+// renderer serves the example templates of the workload's tenant (from
+// memory, uncached: the renderer reads no clock).
+var renderer = func() *render.Renderer {
+	r, err := rendertest.New("acme")
+	if err != nil {
+		panic(err)
+	}
+	return r
+}()
 
 func newWorld(seed uint64) *World {
 	w := &World{
@@ -245,6 +284,7 @@ func newWorld(seed uint64) *World {
 		attempts: map[string]*attempt{},
 		held:     map[heldKey]string{},
 		shadow:   map[string]ledger.Record{},
+		woke:     make(chan struct{}, 1),
 		faults:   map[string]int{},
 		violated: map[string]bool{},
 		tally:    map[string]*metrics.Tally{"sender": metrics.NewTally(), "reconciler": metrics.NewTally(), "webhook": metrics.NewTally()},
@@ -317,6 +357,60 @@ func (w *World) expectMark(wk *worker, a *attempt, st ledger.State) {
 	case ledger.StateAbandoned:
 		w.expect(wk.service, metrics.Abandoned)
 	}
+}
+
+// reclaimDone expects the Reclaims count of a's takeover once its
+// attempt has returned. w.mu is held.
+func (w *World) reclaimDone(a *attempt) {
+	if a != nil && a.reclaim == reclaimPending {
+		a.reclaim = reclaimNone
+		w.expect("sender", metrics.Reclaims)
+	}
+}
+
+// workerEnded settles the pending Reclaims counts of wk's takeovers: a
+// worker that finished returned from every attempt; one that died counted
+// none that had not returned, except perhaps one whose Release failed.
+func (w *World) workerEnded(wk *worker) {
+	for _, a := range w.attempts {
+		if a.worker != wk || a.reclaim != reclaimPending {
+			continue
+		}
+		switch {
+		case !wk.dead:
+			w.reclaimDone(a)
+		case a.recordFailures > 0:
+			a.reclaim = reclaimMaybe
+		default:
+			a.reclaim = reclaimNone
+		}
+	}
+}
+
+// recordFailed notes a failed write of a that was to record that nothing
+// was delivered. Once the dispatcher gives up, the attempt has returned.
+// w.mu is held.
+func (w *World) recordFailed(a *attempt) {
+	if a == nil {
+		return
+	}
+	a.recordFailures++
+	if a.gaveUp() {
+		w.reclaimDone(a)
+	}
+}
+
+// reclaimSlack is how many Reclaims the sender may have counted beyond
+// those expected: takeovers whose attempt has not returned yet, and dead
+// workers' takeovers whose count is unknown.
+func (w *World) reclaimSlack() int {
+	n := 0
+	for _, a := range w.attempts {
+		if a.reclaim != reclaimNone {
+			n++
+		}
+	}
+	return n
 }
 
 func (w *World) observeConflict(wk *worker, cur ledger.Record) {
@@ -559,7 +653,7 @@ func (w *World) startReconciler(calm bool) *worker {
 	clock := func() time.Time { return time.Now().Add(wk.skew) }
 	r, err := reconcile.New(reconcile.Config{
 		Ledger: w.led, Providers: w.providers(), Metrics: w.tally["reconciler"], ProviderTimeout: providerTimeout,
-		ClaimTimeout: claimTimeout, Settle: settleTime, PageSize: w.sc.pageSize, Concurrency: w.sc.concurrency, Now: clock,
+		ClaimTimeout: claimTimeout, Settle: settleTime, MaxAge: maxAge, PageSize: w.sc.pageSize, Concurrency: w.sc.concurrency, Now: clock,
 	})
 	if err != nil {
 		panic(err)
@@ -821,7 +915,7 @@ func (w *World) drain() {
 		if d := due.Sub(now); d > wait {
 			wait = d + time.Millisecond
 		}
-		w.advance(wait)
+		w.advanceTo(now.Add(wait))
 		wk := w.startReconciler(true)
 		for n := 0; !wk.done && n < 2000; n++ {
 			w.steps++
