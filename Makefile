@@ -85,16 +85,17 @@ chaos: prereqs deps rie ## Run ./cmd/chaos with N messages (N=2000) and SEED (ra
 # Deterministic simulation (internal/simtest, docs/simulation.md).
 SEEDS ?= 1000000
 MUTATION_SEEDS ?= 20000
+MUTATIONS ?= internal/simtest/testdata/mutations/*.patch
 .PHONY: sim sim-mutations
 
 sim: ## Run the deterministic simulation over SEEDS seeds (1000000) on every core: progress line, final table.
 	@go test -count=1 -timeout=0 -run 'TestSim$$' ./internal/simtest -seeds=$(SEEDS) -progress=10s -v \
 		| grep --line-buffered -v -E '^(=== (RUN|PAUSE|CONT)|    --- PASS: TestSim/seeds/|--- PASS: TestSim/seeds)'
 
-sim-mutations: ## Apply each internal/simtest/testdata/mutations/*.patch to a scratch copy; the simulator must catch it within MUTATION_SEEDS seeds.
+sim-mutations: ## Apply each internal/simtest/testdata/mutations/*.patch (or MUTATIONS) to a scratch copy; the simulator must catch it within MUTATION_SEEDS seeds.
 	@root=$$PWD; failed=0
 	printf '| mutation | caught | seeds needed | invariant |\n|---|---|---:|---|\n'
-	for p in internal/simtest/testdata/mutations/*.patch; do
+	for p in $(MUTATIONS); do
 		name=$$(basename "$$p" .patch)
 		tmp=$$(mktemp -d)
 		tar --exclude=./.git --exclude=./node_modules --exclude=./bin --exclude=./.local --exclude=./.build -cf - . | tar -xf - -C "$$tmp"
