@@ -421,3 +421,27 @@ func TestFailedMarkFailedIsRetried(t *testing.T) {
 		})
 	}
 }
+
+// TestReleasedUnrenderableRequestIsNotSent (simulation seed 56697): a
+// request whose template cannot be rendered had its claim's answer lost,
+// so the claim was released; the redelivery took the released row over
+// and sent the stored entry, which has no text. It must record FAILED.
+func TestReleasedUnrenderableRequestIsNotSent(t *testing.T) {
+	t.Parallel()
+	p := &providertest.Fake{}
+	b := regSetup(t, p)
+	r := req("released-unrenderable")
+	r.Template = "no_such_template"
+	b.lossy.LoseNext(ledgertest.OpClaim, 1)
+	b.process(t, r, sender.StatusRetry)
+	if row := b.row(t, r.Key()); !row.Released {
+		t.Fatalf("after the lost claim answer the row is not released")
+	}
+	b.process(t, r, sender.StatusFailed)
+	if p.Calls() != 0 {
+		t.Errorf("provider called %d times for a request that cannot be rendered", p.Calls())
+	}
+	if row := b.row(t, r.Key()); row.State != ledger.StateFailed {
+		t.Errorf("row is %s, want FAILED", row.State)
+	}
+}

@@ -70,6 +70,14 @@ var regressions = []struct {
 	// dispatch (a FAILED mark is retried like a Release), regression test
 	// sender.TestFailedMarkFailedIsRetried.
 	{"FailedMarkAfterRefusal", 3109, InvAbandoned},
+	// A request whose template cannot be rendered had its claim's answer
+	// lost and was released; the redelivery sent the released row's
+	// stored entry, which has no text, and a lookup of another such
+	// request to the same recipient found it. Found on the current code
+	// by an 80000-seed run; fixed in sender (a takeover that would send an
+	// unrenderable request records FAILED), regression test
+	// sender.TestReleasedUnrenderableRequestIsNotSent.
+	{"ReleasedUnrenderableSent", 56697, InvSentUndelivered},
 	// Expired UNCERTAIN rows at the head of a shard fill the page that the
 	// expiry filter then empties: the reconciler never reaches the live
 	// rows behind them.
