@@ -83,6 +83,38 @@ chaos: prereqs deps rie ## Run ./cmd/chaos with N messages (N=2000) and SEED (ra
 	services_up
 	go run ./cmd/chaos -n=$(N) $(if $(SEED),-seed=$(SEED))
 
+# Deterministic simulation (internal/simtest, docs/simulation.md).
+SEEDS ?= 1000000
+MUTATION_SEEDS ?= 20000
+MUTATIONS ?= internal/simtest/testdata/mutations/*.patch
+.PHONY: sim sim-mutations
+
+sim: ## Run the deterministic simulation over SEEDS seeds (1000000) on every core: progress line, final table.
+	@go test -count=1 -timeout=0 -run 'TestSim$$' ./internal/simtest -seeds=$(SEEDS) -progress=10s -v \
+		| grep --line-buffered -v -E '^(=== (RUN|PAUSE|CONT)|    --- PASS: TestSim/seeds/|--- PASS: TestSim/seeds)'
+
+sim-mutations: ## Apply each internal/simtest/testdata/mutations/*.patch (or MUTATIONS) to a scratch copy; the simulator must catch it within MUTATION_SEEDS seeds.
+	@root=$$PWD; failed=0
+	printf '| mutation | caught | seeds needed | invariant |\n|---|---|---:|---|\n'
+	for p in $(MUTATIONS); do
+		name=$$(basename "$$p" .patch)
+		tmp=$$(mktemp -d)
+		tar --exclude=./.git --exclude=./node_modules --exclude=./bin --exclude=./.local --exclude=./.build -cf - . | tar -xf - -C "$$tmp"
+		if ! (cd "$$tmp" && git apply "$$root/$$p"); then echo "| $$name | patch does not apply | - | - |"; failed=1; rm -rf "$$tmp"; continue; fi
+		out=$$(cd "$$tmp" && go test -count=1 -timeout=0 -run 'TestSim$$' ./internal/simtest -until-violation -seeds=$(MUTATION_SEEDS) -v 2>&1 || true)
+		rm -rf "$$tmp"
+		line=$$(grep -m1 '^CAUGHT after' <<<"$$out" || true)
+		if [ -n "$$line" ]; then
+			n=$$(sed -E 's/^CAUGHT after ([0-9]+) seeds.*/\1/' <<<"$$line")
+			inv=$$(sed -E 's/.*\): seed [0-9]+: ([a-z-]+) .*/\1/' <<<"$$line")
+			echo "| $$name | yes | $$n | $$inv |"
+		else
+			echo "| $$name | NO (within $(MUTATION_SEEDS) seeds) | - | - |"; failed=1
+			tail -5 <<<"$$out" >&2
+		fi
+	done
+	exit $$failed
+
 build: ## Build each functions/*/ as a linux bootstrap in .build/<name>/bootstrap.
 	@source scripts/steps.sh
 	shopt -s nullglob

@@ -24,10 +24,11 @@
 // worker that died mid-send, and a message that was never sent becomes
 // UNCERTAIN. A lost TakeOver of a row whose previous attempt may have sent
 // (not released) is not released, because that would claim nothing was
-// sent. Every Release is retried (ReleaseAttempts tries within
-// ReleaseTimeout) under a context that survives the invocation's
-// cancellation (context.WithoutCancel), so a cancelled invocation still
-// gives its claim back.
+// sent. Every Release, and every FAILED mark (nothing was delivered
+// either), is retried (ReleaseAttempts tries within ReleaseTimeout) under
+// a context that survives the invocation's cancellation
+// (context.WithoutCancel), so a cancelled invocation still gives its claim
+// back.
 //
 // A release makes the row due for the reconciler after decide.RetryAfter
 // of the attempt (its backoff); a sender's redelivery may take it over at
@@ -264,6 +265,22 @@ func (d *Dispatcher) retryAt(c ledger.Claim) time.Time {
 // c no longer holds the row (also when its write never applied), or the
 // last error.
 func (d *Dispatcher) Release(ctx context.Context, c ledger.Claim, reason string, retryAt time.Time) error {
+	err := d.retry(ctx, "release claim", c.Key, func(ctx context.Context) error {
+		return d.Ledger.Release(ctx, c, reason, retryAt)
+	})
+	if err != nil && !errors.Is(err, ledger.ErrFencingLost) {
+		d.Logger.Error("release claim failed: the row stays PENDING until its lease passes", "key", c.Key, "error", err)
+	}
+	return err
+}
+
+// retry runs a write that records that nothing was delivered (a Release, a
+// FAILED mark) up to ReleaseAttempts times within ReleaseTimeout, under a
+// context that survives ctx's cancellation, until it succeeds or finds the
+// claim fenced out. Unrecorded, the claim stays PENDING until its lease
+// passes, and a takeover must then treat the attempt as one that may have
+// sent.
+func (d *Dispatcher) retry(ctx context.Context, op, key string, write func(context.Context) error) error {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ReleaseTimeout)
 	defer cancel()
 	var err error
@@ -275,12 +292,11 @@ func (d *Dispatcher) Release(ctx context.Context, c ledger.Claim, reason string,
 			case <-time.After(releasePause << (i - 1)):
 			}
 		}
-		if err = d.Ledger.Release(rctx, c, reason, retryAt); err == nil || errors.Is(err, ledger.ErrFencingLost) {
+		if err = write(rctx); err == nil || errors.Is(err, ledger.ErrFencingLost) {
 			return err
 		}
-		d.Logger.Warn("release claim failed: retrying", "key", c.Key, "try", i+1, "error", err)
+		d.Logger.Warn(op+" failed: retrying", "key", key, "try", i+1, "error", err)
 	}
-	d.Logger.Error("release claim failed: the row stays PENDING until its lease passes", "key", c.Key, "error", err)
 	return err
 }
 
@@ -379,7 +395,14 @@ func (d *Dispatcher) mark(ctx context.Context, log *slog.Logger, c ledger.Claim,
 	case ledger.StateAbandoned:
 		res.Outcome = Abandoned
 	}
-	err := d.Ledger.Mark(ctx, c, o)
+	var err error
+	if o.State == ledger.StateFailed {
+		// Nothing was delivered: retried like a Release, or a takeover
+		// would later take the attempt for one that may have sent.
+		err = d.retry(ctx, "record FAILED", c.Key, func(ctx context.Context) error { return d.Ledger.Mark(ctx, c, o) })
+	} else {
+		err = d.Ledger.Mark(ctx, c, o)
+	}
 	switch {
 	case err == nil:
 		if o.State == ledger.StateSent && sent {

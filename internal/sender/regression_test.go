@@ -375,3 +375,74 @@ func TestLookupBudget(t *testing.T) {
 		t.Fatalf("first attempt with 8s left: %s (%s), want sent", res.Status, res.Reason)
 	}
 }
+
+// TestFailedMarkFailedIsRetried (simulation seed 3109): the provider
+// refused a message for good, or its template cannot be rendered, and the
+// write that records FAILED failed. Only logged, it left the claim PENDING;
+// once the lease passed a redelivery took the attempt for one that may
+// have sent (UNCERTAIN), and the reconciler abandoned, under the class
+// policy, a message that was never sent. Nothing was delivered, so the
+// FAILED mark is retried like a Release.
+func TestFailedMarkFailedIsRetried(t *testing.T) {
+	t.Parallel()
+	refuse := func() *providertest.Fake {
+		p := &providertest.Fake{}
+		p.SendFunc = func(context.Context, provider.Message) (provider.Receipt, error) {
+			return provider.Receipt{}, providertest.Error(provider.Permanent, "400")
+		}
+		return p
+	}
+	for _, tc := range []struct {
+		name     string
+		template string
+		fails    int
+	}{
+		{"PermanentRefusal", "", 1},
+		{"UnknownTemplate", "no_such_template", 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			p := refuse()
+			b := regSetup(t, p)
+			r := req("failed-mark-" + tc.name)
+			if tc.template != "" {
+				r.Template = tc.template
+			}
+			b.lossy.FailNext(ledgertest.OpMark, tc.fails)
+			b.process(t, r, sender.StatusFailed)
+			if got := b.lossy.Calls(ledgertest.OpMark); got != tc.fails+1 {
+				t.Errorf("Mark called %d times, want %d (%d failures, then success)", got, tc.fails+1, tc.fails)
+			}
+			if row := b.row(t, r.Key()); row.State != ledger.StateFailed {
+				t.Fatalf("row is %s, want FAILED", row.State)
+			}
+			if n := b.tally.Get(metrics.Failed); n != 1 {
+				t.Errorf("Failed = %d, want 1", n)
+			}
+		})
+	}
+}
+
+// TestReleasedUnrenderableRequestIsNotSent (simulation seed 56697): a
+// request whose template cannot be rendered had its claim's answer lost,
+// so the claim was released; the redelivery took the released row over
+// and sent the stored entry, which has no text. It must record FAILED.
+func TestReleasedUnrenderableRequestIsNotSent(t *testing.T) {
+	t.Parallel()
+	p := &providertest.Fake{}
+	b := regSetup(t, p)
+	r := req("released-unrenderable")
+	r.Template = "no_such_template"
+	b.lossy.LoseNext(ledgertest.OpClaim, 1)
+	b.process(t, r, sender.StatusRetry)
+	if row := b.row(t, r.Key()); !row.Released {
+		t.Fatalf("after the lost claim answer the row is not released")
+	}
+	b.process(t, r, sender.StatusFailed)
+	if p.Calls() != 0 {
+		t.Errorf("provider called %d times for a request that cannot be rendered", p.Calls())
+	}
+	if row := b.row(t, r.Key()); row.State != ledger.StateFailed {
+		t.Errorf("row is %s, want FAILED", row.State)
+	}
+}

@@ -248,7 +248,7 @@ func (s *Sender) Process(ctx context.Context, req notify.Request) Result {
 			log.Error("claim", "error", err)
 			return Result{Key: key, Status: StatusRetry, Reason: "ledger unavailable"}
 		}
-		return s.redelivered(ctx, log, cur, p)
+		return s.redelivered(ctx, log, cur, p, unservable)
 	}
 	switch {
 	case unservable != "":
@@ -279,7 +279,9 @@ func (s *Sender) unconfigured(ctx context.Context, log *slog.Logger, c ledger.Cl
 
 // redelivered handles a request whose key already has a live row: one
 // decision (package decide), then its action (dispatch.Resolve).
-func (s *Sender) redelivered(ctx context.Context, log *slog.Logger, cur ledger.Record, p provider.Sender) Result {
+// unservable is why the request cannot be rendered ("" if it can): such a
+// request was never sent, so a takeover that would send records FAILED.
+func (s *Sender) redelivered(ctx context.Context, log *slog.Logger, cur ledger.Record, p provider.Sender, unservable string) Result {
 	key := cur.Key
 	dims := metrics.Dim{Name: "channel", Value: cur.Channel}
 	in := decide.Input{Caller: decide.Sender, Row: cur, Now: s.cfg.Now(), Configured: p != nil, Settle: s.cfg.Settle}
@@ -321,6 +323,12 @@ func (s *Sender) redelivered(ctx context.Context, log *slog.Logger, cur ledger.R
 			log.Info("redelivery left for later", "reason", d.Reason)
 		}
 		return Result{Key: key, Status: StatusRetry, Reason: d.Reason}
+	}
+	if d.Action == decide.Send && unservable != "" {
+		// The stored entry has no text to send (simulation seed 56697: a
+		// released row of an unrenderable request was sent empty).
+		d = decide.Decision{Action: decide.MarkFailed, Reason: unservable}
+		found = provider.LookupResult{Reason: unservable}
 	}
 	r := s.dispatch.Resolve(ctx, cur, d, p, found, s.cfg.ClaimTimeout)
 	if r.Attempt > 0 {

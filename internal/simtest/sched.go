@@ -1,0 +1,246 @@
+package simtest
+
+import (
+	"cmp"
+	"context"
+	"runtime"
+	"slices"
+	"testing/synctest"
+	"time"
+)
+
+// worker is one simulated Lambda invocation (a sender batch, a reconciler
+// run, a webhook callback). Its goroutines share its context; it dies as a
+// whole.
+type worker struct {
+	id      int
+	name    string // "s3", "r1", "w2"
+	service string // "sender", "reconciler", "webhook"
+	skew    time.Duration
+	dead    bool
+	done    bool
+	batch   []*sqsMsg
+	// calm workers meet no faults (the drain phase).
+	calm bool
+	// deadline is the invocation's deadline.
+	deadline time.Time
+}
+
+type workerKey struct{}
+
+func withWorker(ctx context.Context, w *worker) context.Context {
+	return context.WithValue(ctx, workerKey{}, w)
+}
+
+func workerOf(ctx context.Context) *worker {
+	w, _ := ctx.Value(workerKey{}).(*worker)
+	return w
+}
+
+// task is a goroutine parked at a yield point.
+type task struct {
+	w      *worker
+	op     string
+	key    string
+	resume chan bool // true: exit (cleanup)
+	// readyAt is when the call was made; a live worker's call runs within
+	// maxCallDelay of it (processing is fast; only hangs take long).
+	readyAt time.Time
+	// wake, when set, parks the task until the clock reaches it (a
+	// provider hang).
+	wake time.Time
+	seq  int
+}
+
+// maxCallDelay bounds how long a live worker's pending call may wait
+// before it runs: a healthy Lambda is never paused for long between its
+// own calls.
+const maxCallDelay = 50 * time.Millisecond
+
+// yield parks the calling goroutine until the scheduler picks it. It
+// returns the worker of ctx. A goroutine told to exit (cleanup after the
+// run) exits here without running further.
+func (w *World) yield(ctx context.Context, op, key string) *worker {
+	wk, exit := w.park(ctx, op, key, time.Time{})
+	if exit {
+		runtime.Goexit()
+	}
+	return wk
+}
+
+// sleepUntil parks the caller until the virtual clock reaches wake (a
+// provider call that hangs until its deadline).
+func (w *World) sleepUntil(ctx context.Context, op, key string, wake time.Time) {
+	w.mu.Unlock() // ops run under w.mu; a timed park releases it
+	_, exit := w.park(ctx, op, key, wake)
+	w.mu.Lock()
+	if exit {
+		runtime.Goexit() // the caller's deferred Unlock runs
+	}
+}
+
+func (w *World) park(ctx context.Context, op, key string, wake time.Time) (*worker, bool) {
+	wk := workerOf(ctx)
+	t := &task{w: wk, op: op, key: key, resume: make(chan bool), wake: wake}
+	w.mu.Lock()
+	w.arrived = append(w.arrived, t)
+	w.signal()
+	w.mu.Unlock()
+	return wk, <-t.resume
+}
+
+// settle waits until every goroutine of the bubble is blocked, then files
+// the tasks that parked since the last settle, in a deterministic order.
+func (w *World) settle() {
+	synctest.Wait()
+	w.mu.Lock()
+	arr := w.arrived
+	w.arrived = nil
+	fin := w.finished
+	w.finished = nil
+	w.mu.Unlock()
+	slices.SortFunc(arr, func(a, b *task) int {
+		return cmp.Or(cmp.Compare(a.w.id, b.w.id), cmp.Compare(a.op, b.op), cmp.Compare(a.key, b.key))
+	})
+	now := time.Now()
+	for _, t := range arr {
+		w.seq++
+		t.seq = w.seq
+		t.readyAt = now
+		switch {
+		case w.cleanup:
+			w.exit(t)
+		case t.w.dead:
+			w.frozen = append(w.frozen, t)
+		case !t.wake.IsZero():
+			w.timers = append(w.timers, t)
+		default:
+			w.runnable = append(w.runnable, t)
+		}
+	}
+	for _, f := range fin {
+		f()
+	}
+}
+
+// exit tells a parked task to exit and lets it run its deferred calls.
+func (w *World) exit(t *task) {
+	go func() { t.resume <- true }()
+}
+
+// resume runs t's call and waits until the bubble is quiet again.
+func (w *World) resume(t *task) {
+	w.runnable = slices.DeleteFunc(w.runnable, func(x *task) bool { return x == t })
+	w.timers = slices.DeleteFunc(w.timers, func(x *task) bool { return x == t })
+	t.resume <- false
+	w.settle()
+}
+
+// kill makes wk die: its parked calls never run.
+func (w *World) kill(wk *worker) {
+	wk.dead = true
+	w.workerEnded(wk)
+	keep := w.runnable[:0]
+	for _, t := range w.runnable {
+		if t.w == wk {
+			w.frozen = append(w.frozen, t)
+		} else {
+			keep = append(keep, t)
+		}
+	}
+	w.runnable = keep
+	keepT := w.timers[:0]
+	for _, t := range w.timers {
+		if t.w == wk {
+			w.frozen = append(w.frozen, t)
+		} else {
+			keepT = append(keepT, t)
+		}
+	}
+	w.timers = keepT
+}
+
+// start runs body as a new worker's invocation and waits until it parks
+// or ends.
+func (w *World) start(wk *worker, deadline time.Duration, body func(ctx context.Context), after func()) {
+	wk.deadline = time.Now().Add(deadline)
+	ctx, cancel := context.WithTimeout(withWorker(context.Background(), wk), deadline)
+	go func() {
+		defer cancel()
+		body(ctx)
+		w.mu.Lock()
+		w.finished = append(w.finished, func() {
+			wk.done = true
+			w.workerEnded(wk)
+			if !wk.dead && after != nil {
+				after()
+			}
+		})
+		w.signal()
+		w.mu.Unlock()
+	}()
+	w.settle()
+}
+
+// advance moves the virtual clock by up to d (all goroutines are parked
+// or asleep). It stops early when a goroutine that slept on a timer of its
+// own (a retry pause) wakes and parks or ends: that worker is live, and
+// its call must run within maxCallDelay of when it made it, not after the
+// whole jump.
+func (w *World) advance(d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	select {
+	case <-w.woke: // from parks already settled
+	default:
+	}
+	t := time.NewTimer(d)
+	select {
+	case <-t.C:
+	case <-w.woke:
+		t.Stop()
+	}
+	w.settle()
+}
+
+// advanceTo moves the clock to target, running the calls that become
+// runnable meanwhile (the drain, where nothing else is scheduled).
+func (w *World) advanceTo(target time.Time) {
+	for w.now().Before(target) {
+		w.advance(target.Sub(w.now()))
+		for len(w.runnable) > 0 {
+			w.resume(w.runnable[0])
+		}
+	}
+}
+
+// signal tells an advancing scheduler that a goroutine parked or ended.
+// w.mu is held.
+func (w *World) signal() {
+	select {
+	case w.woke <- struct{}{}:
+	default:
+	}
+}
+
+// shutdown makes every parked goroutine exit so that the bubble ends.
+func (w *World) shutdown() {
+	w.cleanup = true
+	for _, list := range [][]*task{w.runnable, w.timers, w.frozen} {
+		for _, t := range list {
+			w.exit(t)
+		}
+	}
+	w.runnable, w.timers, w.frozen = nil, nil, nil
+	for range 1000 {
+		synctest.Wait()
+		w.mu.Lock()
+		n := len(w.arrived)
+		w.mu.Unlock()
+		if n == 0 {
+			return
+		}
+		w.settle()
+	}
+}

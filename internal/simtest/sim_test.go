@@ -1,0 +1,322 @@
+package simtest
+
+import (
+	"flag"
+	"fmt"
+	"hash/fnv"
+	"maps"
+	"os"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+var (
+	flagSeed     = flag.Int64("seed", -1, "replay this one seed and print its whole trace")
+	flagSeeds    = flag.Int("seeds", 0, "number of seeds TestSim explores (0: 3000, or 500 under the race detector)")
+	flagFirst    = flag.Uint64("first", 1, "first seed TestSim explores")
+	flagUntil    = flag.Bool("until-violation", false, "run seeds in order and stop at the first violation that is not a known defect (mutation runs); fail if none is found")
+	flagProgress = flag.Duration("progress", 0, "print a progress line this often (0: never)")
+	flagStrict   = flag.Bool("strict", false, "tolerate no known defect")
+	flagShow     = flag.Int("show", 8, "how many tolerated violations TestSim prints with their traces")
+)
+
+// knownDefects are the invariants that the code on this branch still
+// breaks, with the defect that breaks them. Their violations are reported
+// and counted but do not fail the test. It is empty: every seed must pass.
+// (While issue 10's defects were open it listed duplicate-delivery,
+// abandoned-never-sent and stuck-after-drain.)
+var knownDefects = map[string]string{}
+
+// regressions are seeds that broke an invariant on the code of their
+// time, named for the defect they found. While the invariant is a known
+// defect the seed must still break it (the replay still reproduces the
+// defect); once knownDefects no longer lists it, the seed must pass.
+// After a fix the code takes other paths, so a seed replays a different
+// schedule: it stays as a schedule that once found the defect.
+var regressions = []struct {
+	name      string
+	seed      uint64
+	invariant string
+}{
+	// A worker sends through a provider that can be asked and dies; the
+	// redelivery takes the claim over and looks the message up from the
+	// takeover's own time, finds nothing, and sends again.
+	{"Defect1LookupWithTakeoverTime", 30, InvDuplicate},
+	// The reconciler finds the message by lookup and takes the row over;
+	// the takeover's answer is lost. The next run looks up from that
+	// takeover's time (the row's AttemptedAt moved, though the takeover
+	// sent nothing), finds nothing, and sends again.
+	{"LookupWindowMovedByTakeover", 2248, InvDuplicate},
+	// A 429 storm outlasts five attempts: released attempts, none of them
+	// accepted, count toward giving up.
+	{"Defect2OutageAbandons", 1191, InvAbandoned},
+	// A claim applied but its answer was lost; the claim id was dropped,
+	// the row stayed PENDING, and the reconciler abandoned it by class
+	// policy as possibly sent.
+	{"Defect3LostClaimAnswer", 76, InvAbandoned},
+	// A takeover of a released row applied, its answer lost: PENDING with
+	// released removed, though nobody sent.
+	{"Defect3LostTakeOverAnswer", 1896, InvAbandoned},
+	// A release after a 429 failed and was only logged.
+	{"Defect3FailedRelease", 884, InvAbandoned},
+	// The provider refused for good (4xx) and the Mark FAILED failed and
+	// was only logged: the row was abandoned as possibly sent. Still
+	// found by the same seed on the code with issue 10's fixes; fixed in
+	// dispatch (a FAILED mark is retried like a Release), regression test
+	// sender.TestFailedMarkFailedIsRetried.
+	{"FailedMarkAfterRefusal", 3109, InvAbandoned},
+	// A request whose template cannot be rendered had its claim's answer
+	// lost and was released; the redelivery sent the released row's
+	// stored entry, which has no text, and a lookup of another such
+	// request to the same recipient found it. Found on the current code
+	// by an 80000-seed run; fixed in sender (a takeover that would send an
+	// unrenderable request records FAILED), regression test
+	// sender.TestReleasedUnrenderableRequestIsNotSent.
+	{"ReleasedUnrenderableSent", 56697, InvSentUndelivered},
+	// Expired UNCERTAIN rows at the head of a shard fill the page that the
+	// expiry filter then empties: the reconciler never reaches the live
+	// rows behind them.
+	{"Defect4ExpiredHeadHidesShard", 697, InvStuck},
+}
+
+func tolerated(inv string) bool {
+	if *flagStrict {
+		return false
+	}
+	_, ok := knownDefects[inv]
+	return ok
+}
+
+// runSeed runs one seed in its own synctest bubble.
+func runSeed(t *testing.T, seed uint64) Result {
+	var res Result
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(seed)
+		w.run()
+		res = Result{Seed: seed, Steps: w.steps, Faults: w.faults, Violations: w.violations}
+		for _, l := range w.trace {
+			res.Trace = append(res.Trace, l.text)
+		}
+	})
+	return res
+}
+
+func describe(res Result, v Violation) string {
+	var b strings.Builder
+	mark := ""
+	if d, ok := knownDefects[v.Invariant]; ok && tolerated(v.Invariant) {
+		mark = " [KNOWN: " + d + "]"
+	}
+	fmt.Fprintf(&b, "seed %d: %s on %s at step %d (+%.3fs)%s: %s\n", res.Seed, v.Invariant, v.Key, v.Step, v.At.Seconds(), mark, v.Detail)
+	for _, l := range v.Trace {
+		fmt.Fprintf(&b, "    %s\n", l)
+	}
+	fmt.Fprintf(&b, "  replay: go test ./internal/simtest -run 'TestSim$' -seed=%d -v\n", res.Seed)
+	return b.String()
+}
+
+// stats aggregates runs.
+type stats struct {
+	mu         sync.Mutex
+	seeds      int
+	steps      int
+	faults     map[string]int
+	violations map[string]int
+	firstSeed  map[string]uint64
+}
+
+func (s *stats) add(r Result) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.seeds++
+	s.steps += r.Steps
+	for k, n := range r.Faults {
+		s.faults[k] += n
+	}
+	for _, v := range r.Violations {
+		s.violations[v.Invariant]++
+		if _, ok := s.firstSeed[v.Invariant]; !ok || r.Seed < s.firstSeed[v.Invariant] {
+			s.firstSeed[v.Invariant] = r.Seed
+		}
+	}
+}
+
+func (s *stats) table(wall time.Duration) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var b strings.Builder
+	fmt.Fprintf(&b, "| schedules | steps | wall time | seeds/s |\n|---:|---:|---:|---:|\n| %d | %d | %s | %.0f |\n\n",
+		s.seeds, s.steps, wall.Round(time.Millisecond), float64(s.seeds)/wall.Seconds())
+	fmt.Fprintf(&b, "| fault | injected |\n|---|---:|\n")
+	for _, k := range slices.Sorted(maps.Keys(s.faults)) {
+		fmt.Fprintf(&b, "| %s | %d |\n", k, s.faults[k])
+	}
+	fmt.Fprintf(&b, "\n| invariant | violating seeds | first seed | status |\n|---|---:|---:|---|\n")
+	for _, inv := range []string{InvDuplicate, InvUnpermitted, InvStaleClaim, InvFinalChanged, InvSentUndelivered, InvQuiescence, InvStuck, InvAbandoned, InvMetrics} {
+		status := "ok"
+		if s.violations[inv] > 0 {
+			status = "VIOLATED"
+			if tolerated(inv) {
+				status = "known: " + knownDefects[inv]
+			}
+		}
+		first := "-"
+		if n, ok := s.firstSeed[inv]; ok {
+			first = fmt.Sprint(n)
+		}
+		fmt.Fprintf(&b, "| %s | %d | %s | %s |\n", inv, s.violations[inv], first, status)
+	}
+	return b.String()
+}
+
+// TestSim explores -seeds schedules from -first (or replays -seed). A
+// violation of an invariant not in knownDefects fails it; known ones are
+// reported.
+func TestSim(t *testing.T) {
+	if *flagSeeds == 0 {
+		*flagSeeds = 3000
+		if raceEnabled {
+			*flagSeeds = 500
+		}
+	}
+	if *flagSeed >= 0 {
+		res := runSeed(t, uint64(*flagSeed))
+		t.Logf("seed %d: %d steps, faults %v", res.Seed, res.Steps, res.Faults)
+		t.Logf("trace:\n    %s", strings.Join(res.Trace, "\n    "))
+		for _, v := range res.Violations {
+			if tolerated(v.Invariant) {
+				t.Log(describe(res, v))
+			} else {
+				t.Error(describe(res, v))
+			}
+		}
+		return
+	}
+	if *flagUntil {
+		start := time.Now()
+		for i := range *flagSeeds {
+			seed := *flagFirst + uint64(i)
+			res := runSeed(t, seed)
+			for _, v := range res.Violations {
+				if !tolerated(v.Invariant) {
+					fmt.Printf("CAUGHT after %d seeds (%s): %s", i+1, time.Since(start).Round(time.Millisecond), describe(res, v))
+					return
+				}
+			}
+		}
+		t.Fatalf("no violation in %d seeds", *flagSeeds)
+	}
+
+	st := &stats{faults: map[string]int{}, violations: map[string]int{}, firstSeed: map[string]uint64{}}
+	start := time.Now()
+	stop := make(chan struct{})
+	if *flagProgress > 0 {
+		go func() {
+			tick := time.NewTicker(*flagProgress)
+			defer tick.Stop()
+			for {
+				select {
+				case <-stop:
+					return
+				case <-tick.C:
+					st.mu.Lock()
+					nv := 0
+					for _, n := range st.violations {
+						nv += n
+					}
+					nf := 0
+					for _, n := range st.faults {
+						nf += n
+					}
+					fmt.Fprintf(os.Stderr, "sim: %d/%d seeds, %d steps, %d faults, %d violations, %.0f seeds/s\n",
+						st.seeds, *flagSeeds, st.steps, nf, nv, float64(st.seeds)/time.Since(start).Seconds())
+					st.mu.Unlock()
+				}
+			}
+		}()
+	}
+	shards := runtime.GOMAXPROCS(0)
+	var mu sync.Mutex
+	var found []string
+	t.Run("seeds", func(t *testing.T) {
+		for sh := range shards {
+			t.Run(fmt.Sprintf("shard%d", sh), func(t *testing.T) {
+				t.Parallel()
+				for i := sh; i < *flagSeeds; i += shards {
+					res := runSeed(t, *flagFirst+uint64(i))
+					st.add(res)
+					for _, v := range res.Violations {
+						d := describe(res, v)
+						if tolerated(v.Invariant) {
+							mu.Lock()
+							if len(found) < *flagShow {
+								found = append(found, d)
+							}
+							mu.Unlock()
+							continue
+						}
+						t.Error(d)
+					}
+				}
+			})
+		}
+	})
+	close(stop)
+	wall := time.Since(start)
+	t.Logf("simulation of %d seeds from %d:\n%s", *flagSeeds, *flagFirst, st.table(wall))
+	if len(found) > 0 {
+		t.Logf("known defects found (tolerated until the fixes land):\n%s", strings.Join(found, "\n"))
+	}
+	if *flagProgress > 0 {
+		fmt.Fprintf(os.Stderr, "%s", st.table(wall))
+	}
+}
+
+// TestRegressions replays the seeds that found defects.
+func TestRegressions(t *testing.T) {
+	t.Parallel()
+	for _, r := range regressions {
+		t.Run(r.name, func(t *testing.T) {
+			res := runSeed(t, r.seed)
+			hit := false
+			for _, v := range res.Violations {
+				hit = hit || v.Invariant == r.invariant
+				if !tolerated(v.Invariant) {
+					t.Error(describe(res, v))
+				}
+			}
+			if tolerated(r.invariant) && !hit {
+				t.Errorf("seed %d no longer breaks %s, a known defect: if its fix has landed, remove it from knownDefects", r.seed, r.invariant)
+			}
+		})
+	}
+}
+
+// TestReplayIsExact runs seeds twice: a run is a pure function of its
+// seed.
+func TestReplayIsExact(t *testing.T) {
+	t.Parallel()
+	for seed := uint64(1); seed <= 30; seed++ {
+		a, b := runSeed(t, seed), runSeed(t, seed)
+		if ha, hb := digest(a), digest(b); ha != hb || a.Steps != b.Steps {
+			t.Fatalf("seed %d: two runs differ (%d vs %d steps)", seed, a.Steps, b.Steps)
+		}
+	}
+}
+
+func digest(r Result) uint64 {
+	h := fnv.New64a()
+	for _, l := range r.Trace {
+		h.Write([]byte(l))
+		h.Write([]byte{'\n'})
+	}
+	for _, v := range r.Violations {
+		fmt.Fprintf(h, "%s %s %d\n", v.Invariant, v.Key, v.Step)
+	}
+	return h.Sum64()
+}

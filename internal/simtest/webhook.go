@@ -1,0 +1,77 @@
+package simtest
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/sendonce/sendonce/internal/webhook"
+)
+
+// callback is a delivery callback a provider will post.
+type callback struct {
+	cb    webhook.Callback
+	due   time.Time
+	tries int
+}
+
+// scheduleCallbacks queues the status callbacks of an accepted message:
+// "sent" then "delivered", sometimes duplicated, in any order. Only
+// providers that call back (the lookup and dedup models) do. w.mu is held.
+func (w *World) scheduleCallbacks(p *simProvider, d delivery) {
+	if p.class == classPlain {
+		return
+	}
+	prov := webhook.ProviderHTTP
+	if p.class == classLookup {
+		prov = webhook.ProviderTwilio
+	}
+	now := w.now()
+	for i, st := range []webhook.Status{webhook.StatusSent, webhook.StatusDelivered} {
+		n := 1
+		if w.rng.IntN(4) == 0 {
+			n = 2 // the provider posts it again
+		}
+		for range n {
+			w.callbacks = append(w.callbacks, &callback{
+				cb: webhook.Callback{
+					Provider: prov, EventID: fmt.Sprintf("%s-%d", d.id, i), Key: d.key, Status: st,
+					At: now.Add(time.Duration(i+1) * time.Second), ProviderMessageID: d.id,
+				},
+				due: now.Add(time.Duration(1+w.rng.IntN(90)) * time.Second),
+			})
+		}
+	}
+}
+
+// simDedup is the webhook's dedup store, with the store's faults.
+type simDedup struct {
+	w    *World
+	seen map[string]bool
+}
+
+func (d *simDedup) Seen(ctx context.Context, id string) (bool, error) {
+	wk := d.w.yield(ctx, "dedup-seen", id)
+	d.w.mu.Lock()
+	defer d.w.mu.Unlock()
+	if f := d.w.readFault(wk); f != faultNone {
+		return false, fmt.Errorf("simdedup: seen: %w", d.w.faultErr(f))
+	}
+	return d.seen[id], nil
+}
+
+func (d *simDedup) Record(ctx context.Context, cb webhook.Callback) (bool, error) {
+	wk := d.w.yield(ctx, "dedup-record", cb.DedupID())
+	d.w.mu.Lock()
+	defer d.w.mu.Unlock()
+	f := d.w.writeFault(wk)
+	if f == faultFail || f == faultThrottle {
+		return false, fmt.Errorf("simdedup: record: %w", d.w.faultErr(f))
+	}
+	created := !d.seen[cb.DedupID()]
+	d.seen[cb.DedupID()] = true
+	if f == faultLost {
+		return false, fmt.Errorf("simdedup: record: %w", d.w.faultErr(f))
+	}
+	return created, nil
+}

@@ -1,0 +1,961 @@
+package simtest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/sendonce/sendonce/internal/decide"
+	"github.com/sendonce/sendonce/internal/dispatch"
+	"github.com/sendonce/sendonce/internal/ledger"
+	"github.com/sendonce/sendonce/internal/ledger/memledger"
+	"github.com/sendonce/sendonce/internal/metrics"
+	"github.com/sendonce/sendonce/internal/notify"
+	"github.com/sendonce/sendonce/internal/provider"
+	"github.com/sendonce/sendonce/internal/reconcile"
+	"github.com/sendonce/sendonce/internal/render"
+	"github.com/sendonce/sendonce/internal/render/rendertest"
+	"github.com/sendonce/sendonce/internal/sender"
+	"github.com/sendonce/sendonce/internal/webhook"
+)
+
+// The deployment the simulation runs: the template's defaults.
+const (
+	providerTimeout   = 5 * time.Second
+	claimTimeout      = 60 * time.Second
+	settleTime        = 2 * time.Minute
+	visibilityTimeout = 180 * time.Second
+	maxReceiveCount   = 5
+	// The sender's function timeout: the default, or a long one (the
+	// template allows a function timeout above the claim timeout).
+	senderDeadline     = 30 * time.Second
+	longSenderDeadline = 300 * time.Second
+	reconcileDeadline  = 60 * time.Second
+	reconcileEvery     = 5 * time.Minute
+	retention          = memledger.DefaultRetention
+	// maxSkew bounds every component's clock error.
+	maxSkew = time.Second
+	// maxAge is the reconciler's maximum age (the template's default):
+	// after it, giving a message up is allowed even though nothing could
+	// have delivered it.
+	maxAge = decide.DefaultMaxAge
+
+	maxSteps    = 6000
+	maxSenders  = 3
+	drainRounds = 40
+)
+
+// scenario is what a seed draws before the run.
+type scenario struct {
+	messages  int
+	fifo      bool
+	intensity float64
+	// classes maps a channel to its provider's capability class.
+	classes     map[string]provClass
+	pageSize    int
+	concurrency int
+	backlog     int
+	redrive     bool
+	invalid     bool
+	duplicate   bool
+	// senderDeadline is the sender's function timeout.
+	senderDeadline time.Duration
+}
+
+// message is one notification request of the workload.
+type message struct {
+	idx     int
+	key     string
+	req     notify.Request
+	channel string
+	class   string
+	acked   bool
+	sqs     []*sqsMsg
+}
+
+// attempt is one claim on a key.
+type attempt struct {
+	claimID string
+	worker  *worker
+	key     string
+	acked   bool
+	// receipt: a send under this claim returned a receipt.
+	receipt      bool
+	released     bool
+	ended        bool
+	policyResend bool
+	// overran: its worker stalled past the lease while holding it.
+	overran bool
+	// reclaim is the sender's Reclaims count of this takeover, which the
+	// sender makes once the takeover's attempt has returned.
+	reclaim reclaimState
+	// recordFailures counts the failed writes that were to record that
+	// nothing was delivered under it (a Release, a FAILED mark). The
+	// dispatcher retries them; after dispatch.ReleaseAttempts failures it
+	// gives up and the row looks like a dead worker's.
+	recordFailures int
+}
+
+// gaveUp reports whether a's worker gave up recording that nothing was
+// delivered: the store refused every try.
+func (a *attempt) gaveUp() bool { return a.recordFailures >= dispatch.ReleaseAttempts }
+
+// reclaimState tracks a sender takeover's Reclaims count: the sender
+// counts it after the attempt it took over returns (after its last ledger
+// call), so it is expected only then.
+type reclaimState int
+
+const (
+	reclaimNone reclaimState = iota
+	// reclaimPending: the attempt has not returned yet.
+	reclaimPending
+	// reclaimMaybe: its worker died after a failed Release, which may
+	// have been the dispatcher's last try (counted) or not.
+	reclaimMaybe
+)
+
+type heldKey struct {
+	worker int
+	key    string
+}
+
+// keyTruth is the ground truth about one key.
+type keyTruth struct {
+	name          string
+	msg           *message
+	claimID       string
+	deliveries    []delivery
+	policyResends int
+	ambiguous     bool
+	lostClaim     bool
+	lostTakeOver  bool
+	releaseFailed bool
+}
+
+func (k *keyTruth) delivered() int { return len(k.deliveries) }
+
+// maybeDelivered reports whether some provider call could have delivered
+// the key's message, as far as the system can know: one did, or answered
+// ambiguously, or a worker died (or stalled past its lease) holding a
+// claim on it, or gave up recording that nothing was delivered after the
+// store refused every try (its row then looks like a dead worker's).
+func (k *keyTruth) maybeDelivered(w *World) bool {
+	if len(k.deliveries) > 0 || k.ambiguous {
+		return true
+	}
+	for _, a := range w.attempts {
+		if a.key == k.msgKey() && (a.worker.dead || a.overran || a.gaveUp()) && !a.ended {
+			return true
+		}
+	}
+	return false
+}
+
+// cause names what led to a wrong give-up, as far as the history tells.
+func (k *keyTruth) cause(reason string) string {
+	var c []string
+	if strings.HasPrefix(reason, "gave up after") {
+		c = append(c, "attempts that sent nothing counted toward giving up")
+	}
+	if k.lostClaim {
+		c = append(c, "a claim's answer was lost")
+	}
+	if k.lostTakeOver {
+		c = append(c, "a takeover's answer was lost")
+	}
+	if k.releaseFailed {
+		c = append(c, "a release failed")
+	}
+	if len(c) == 0 {
+		return ""
+	}
+	return " (" + strings.Join(c, "; ") + ")"
+}
+
+func (k *keyTruth) msgKey() string {
+	if k.msg != nil {
+		return k.msg.key
+	}
+	return ""
+}
+
+// Violation is a broken invariant.
+type Violation struct {
+	Invariant string
+	Key       string
+	Detail    string
+	Step      int
+	At        time.Duration
+	Trace     []string
+}
+
+type traceLine struct {
+	key  string
+	text string
+}
+
+// World is one simulated run.
+type World struct {
+	seed uint64
+	rng  *rand.Rand
+	sc   scenario
+	t0   time.Time
+
+	mu      sync.Mutex
+	arrived []*task
+	// woke is signalled when a goroutine parks or ends (see advance).
+	woke     chan struct{}
+	finished []func()
+
+	runnable []*task
+	timers   []*task
+	frozen   []*task
+	cleanup  bool
+	seq      int
+	workers  []*worker
+	cur      *worker
+	calm     bool
+
+	ledgerOffset    time.Duration
+	storeStormFrom  time.Time
+	storeStormUntil time.Time
+
+	mem    *memledger.Ledger
+	led    *simLedger
+	provs  map[string]*simProvider
+	q      *queue
+	dedup  *simDedup
+	render *render.Renderer
+	tally  map[string]*metrics.Tally
+	exp    map[string]map[string]int
+
+	msgs     []*message
+	keys     map[string]*keyTruth
+	attempts map[string]*attempt
+	held     map[heldKey]string
+	shadow   map[string]ledger.Record
+	indexed  []string
+	// indexedShard is the attention shard of each indexed key.
+	indexedShard []int
+	callbacks    []*callback
+	nextRecon    time.Time
+	claimN       int
+
+	steps      int
+	faults     map[string]int
+	trace      []traceLine
+	violations []Violation
+	violated   map[string]bool
+}
+
+// Result is what one seed's run came to.
+type Result struct {
+	Seed       uint64
+	Steps      int
+	Faults     map[string]int
+	Violations []Violation
+	Trace      []string
+}
+
+// renderer serves the example templates of the workload's tenant (from
+// memory, uncached: the renderer reads no clock).
+var renderer = func() *render.Renderer {
+	r, err := rendertest.New("acme")
+	if err != nil {
+		panic(err)
+	}
+	return r
+}()
+
+func newWorld(seed uint64) *World {
+	w := &World{
+		seed:     seed,
+		rng:      rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
+		t0:       time.Now(),
+		render:   renderer,
+		keys:     map[string]*keyTruth{},
+		attempts: map[string]*attempt{},
+		held:     map[heldKey]string{},
+		shadow:   map[string]ledger.Record{},
+		woke:     make(chan struct{}, 1),
+		faults:   map[string]int{},
+		violated: map[string]bool{},
+		tally:    map[string]*metrics.Tally{"sender": metrics.NewTally(), "reconciler": metrics.NewTally(), "webhook": metrics.NewTally()},
+		exp:      map[string]map[string]int{"sender": {}, "reconciler": {}, "webhook": {}},
+	}
+	w.mem = memledger.New(memledger.WithNow(w.ledgerNow), memledger.WithClaimID(w.newClaimID), memledger.WithRetention(retention))
+	w.led = &simLedger{w: w, inner: w.mem}
+	w.dedup = &simDedup{w: w, seen: map[string]bool{}}
+	return w
+}
+
+func (w *World) now() time.Time { return time.Now() }
+
+// ledgerNow is the clock of the client making the current call.
+func (w *World) ledgerNow() time.Time {
+	t := time.Now().Add(w.ledgerOffset)
+	if w.cur != nil {
+		t = t.Add(w.cur.skew)
+	}
+	return t
+}
+
+func (w *World) newClaimID() string {
+	w.claimN++
+	return fmt.Sprintf("c%03d", w.claimN)
+}
+
+func (w *World) at(t time.Time) string {
+	return fmt.Sprintf("+%.3fs", t.Sub(w.t0).Seconds())
+}
+
+func (w *World) truth(key string) *keyTruth {
+	kt, ok := w.keys[key]
+	if !ok {
+		kt = &keyTruth{name: fmt.Sprintf("x%d", len(w.keys))}
+		w.keys[key] = kt
+	}
+	return kt
+}
+
+func (w *World) short(key string) string {
+	if kt, ok := w.keys[key]; ok {
+		return kt.name
+	}
+	return key
+}
+
+func (w *World) tracef(key, format string, args ...any) {
+	w.trace = append(w.trace, traceLine{key: key, text: fmt.Sprintf("#%d %s ", w.steps, w.at(w.now())) + fmt.Sprintf(format, args...)})
+}
+
+func (w *World) expect(service, metric string) { w.exp[service][metric]++ }
+
+func (w *World) expectMark(wk *worker, a *attempt, st ledger.State) {
+	switch st {
+	case ledger.StateSent:
+		if a != nil && a.receipt {
+			w.expect(wk.service, metrics.Sent)
+			if wk.service == "reconciler" {
+				w.expect(wk.service, metrics.Resent)
+			}
+		} else if wk.service == "reconciler" {
+			w.expect(wk.service, metrics.ReconciledSent)
+		}
+	case ledger.StateFailed:
+		w.expect(wk.service, metrics.Failed)
+		if wk.service == "reconciler" {
+			w.expect(wk.service, metrics.ReconciledFailed)
+		}
+	case ledger.StateAbandoned:
+		w.expect(wk.service, metrics.Abandoned)
+	}
+}
+
+// reclaimDone expects the Reclaims count of a's takeover once its
+// attempt has returned. w.mu is held.
+func (w *World) reclaimDone(a *attempt) {
+	if a != nil && a.reclaim == reclaimPending {
+		a.reclaim = reclaimNone
+		w.expect("sender", metrics.Reclaims)
+	}
+}
+
+// workerEnded settles the pending Reclaims counts of wk's takeovers: a
+// worker that finished returned from every attempt; one that died counted
+// none that had not returned, except perhaps one whose Release failed.
+func (w *World) workerEnded(wk *worker) {
+	for _, a := range w.attempts {
+		if a.worker != wk || a.reclaim != reclaimPending {
+			continue
+		}
+		switch {
+		case !wk.dead:
+			w.reclaimDone(a)
+		case a.recordFailures > 0:
+			a.reclaim = reclaimMaybe
+		default:
+			a.reclaim = reclaimNone
+		}
+	}
+}
+
+// recordFailed notes a failed write of a that was to record that nothing
+// was delivered. Once the dispatcher gives up, the attempt has returned.
+// w.mu is held.
+func (w *World) recordFailed(a *attempt) {
+	if a == nil {
+		return
+	}
+	a.recordFailures++
+	if a.gaveUp() {
+		w.reclaimDone(a)
+	}
+}
+
+// reclaimSlack is how many Reclaims the sender may have counted beyond
+// those expected: takeovers whose attempt has not returned yet, and dead
+// workers' takeovers whose count is unknown.
+func (w *World) reclaimSlack() int {
+	n := 0
+	for _, a := range w.attempts {
+		if a.reclaim != reclaimNone {
+			n++
+		}
+	}
+	return n
+}
+
+func (w *World) observeConflict(wk *worker, cur ledger.Record) {
+	if wk.service == "sender" && (cur.State.Final() || cur.State == ledger.StateUncertain) {
+		w.expect("sender", metrics.DuplicatesPrevented)
+	}
+}
+
+// policyResends reports whether the class policy resends an ambiguous
+// attempt of cur through a provider that can neither drop repeats nor be
+// asked.
+func (w *World) policyResends(cur ledger.Record) bool {
+	p := w.provs[cur.Channel]
+	return p != nil && p.class == classPlain && reconcile.DefaultPolicies[cur.Class] == reconcile.Resend
+}
+
+func (w *World) violate(inv, key, detail string) {
+	if w.violated[inv] {
+		return
+	}
+	w.violated[inv] = true
+	w.violations = append(w.violations, Violation{Invariant: inv, Key: w.short(key), Detail: detail, Step: w.steps, At: w.now().Sub(w.t0), Trace: w.traceOf(key)})
+}
+
+// traceOf returns the trace lines about key (a worker's death is traced
+// under the key of the call it died at), the latest 40.
+func (w *World) traceOf(key string) []string {
+	var out []string
+	for _, l := range w.trace {
+		if l.key == key {
+			out = append(out, l.text)
+		}
+	}
+	if len(out) > 40 {
+		out = append([]string{fmt.Sprintf("... %d earlier lines", len(out)-40)}, out[len(out)-40:]...)
+	}
+	return out
+}
+
+// draw picks the scenario.
+func (w *World) draw() {
+	r := w.rng
+	sc := scenario{
+		messages:    2 + r.IntN(6),
+		fifo:        r.IntN(10) < 3,
+		intensity:   0.3 + 1.7*r.Float64(),
+		pageSize:    2 + r.IntN(5),
+		concurrency: 1 + r.IntN(3),
+		classes:     map[string]provClass{},
+	}
+	perm := r.Perm(3)
+	for i, ch := range []string{"sms", "email", "push"} {
+		sc.classes[ch] = provClass(perm[i])
+	}
+	if r.IntN(100) < 15 {
+		sc.backlog = 1 + r.IntN(sc.pageSize+3)
+		sc.redrive = r.IntN(2) == 0
+	}
+	sc.senderDeadline = senderDeadline
+	if r.IntN(3) == 0 {
+		sc.senderDeadline = longSenderDeadline
+	}
+	sc.invalid = r.IntN(10) == 0
+	sc.duplicate = !sc.fifo && r.IntN(5) == 0
+	w.sc = sc
+}
+
+func (w *World) request(idx int, event string) (notify.Request, string) {
+	channels := []string{"sms", "email", "push"}
+	ch := channels[w.rng.IntN(3)]
+	classes := []notify.Class{notify.ClassOTP, notify.ClassTransactional, notify.ClassMarketing}
+	req := notify.Request{
+		TenantID: "acme", EventID: event, Channel: notify.Channel(ch), Template: "order_shipped",
+		Recipient: notify.Recipient{ID: fmt.Sprintf("user-%d", idx%3)},
+		Class:     classes[w.rng.IntN(3)],
+		Data:      map[string]any{"order_id": fmt.Sprintf("A-%d-%s", idx, event)},
+	}
+	if w.rng.IntN(25) == 0 {
+		req.Template = "no_such_template" // valid, but cannot be served: FAILED
+	}
+	switch ch {
+	case "sms":
+		req.Recipient.Phone = fmt.Sprintf("+1555000%04d", idx%3)
+	case "email":
+		req.Recipient.Email = fmt.Sprintf("user%d@example.com", idx%3)
+	case "push":
+		req.Recipient.PushTarget = fmt.Sprintf("arn:aws:sns:us-east-1:123456789012:endpoint/APNS/app/%d", idx%3)
+	}
+	b, _ := json.Marshal(req)
+	return req, string(b)
+}
+
+func (w *World) setup() {
+	w.draw()
+	w.provs = map[string]*simProvider{}
+	for _, ch := range []string{"sms", "email", "push"} {
+		p := &simProvider{w: w, name: ch + "-" + w.sc.classes[ch].String(), channel: ch, class: w.sc.classes[ch], timeout: providerTimeout,
+			skew: time.Duration(w.rng.Int64N(int64(2*maxSkew))) - maxSkew, byKey: map[string]string{}}
+		if w.rng.IntN(10) < 3 {
+			from := w.t0.Add(time.Duration(w.rng.Int64N(int64(10 * time.Minute))))
+			length := time.Duration(float64(10*time.Second) * float64(uint(1)<<w.rng.IntN(8)) * (1 + w.rng.Float64()))
+			p.storms = append(p.storms, [2]time.Time{from, from.Add(length)})
+			w.faults["provider_429_storm_windows"]++
+		}
+		w.provs[ch] = p
+	}
+	if w.rng.IntN(5) == 0 {
+		w.storeStormFrom = w.t0.Add(time.Duration(w.rng.Int64N(int64(10 * time.Minute))))
+		w.storeStormUntil = w.storeStormFrom.Add(time.Duration(10+w.rng.IntN(300)) * time.Second)
+		w.faults["store_throttle_storm_windows"]++
+	}
+	w.q = &queue{fifo: w.sc.fifo, visibility: visibilityTimeout, maxReceive: maxReceiveCount, invalidDLQ: map[string]bool{}}
+	enqueue := func(m *message, body string) {
+		sm := &sqsMsg{id: fmt.Sprintf("m%d", len(w.q.msgs)+1), body: body, msg: m, seq: len(w.q.msgs),
+			arrive: w.t0.Add(time.Duration(w.rng.Int64N(int64(2 * time.Minute))))}
+		if m != nil {
+			sm.group = m.req.Recipient.ID
+			m.sqs = append(m.sqs, sm)
+		} else {
+			sm.group = "invalid"
+		}
+		w.q.msgs = append(w.q.msgs, sm)
+	}
+	for i := range w.sc.messages {
+		req, body := w.request(i, fmt.Sprintf("e%d", i))
+		m := &message{idx: i, key: req.Key(), req: req, channel: string(req.Channel), class: string(req.Class)}
+		kt := w.truth(m.key)
+		kt.name, kt.msg = fmt.Sprintf("k%d", i), m
+		w.msgs = append(w.msgs, m)
+		enqueue(m, body)
+		if w.sc.duplicate && i == 0 {
+			enqueue(m, body) // the producer sent it twice
+		}
+	}
+	if w.sc.invalid {
+		enqueue(nil, `{"tenant_id":"acme","event_id":"bad","channel":"fax"}`)
+	}
+	if w.sc.backlog > 0 {
+		w.makeBacklog()
+	}
+	slices.SortStableFunc(w.q.msgs, func(a, b *sqsMsg) int { return a.arrive.Compare(b.arrive) })
+	w.nextRecon = w.t0.Add(time.Duration(w.rng.Int64N(int64(reconcileEvery))))
+}
+
+// makeBacklog writes, long ago, UNCERTAIN rows that were never resolved
+// and have expired since (a multi-Region table keeps them: TTL is off),
+// in the attention shards of the workload's keys, ahead of them in due
+// order. With sc.redrive one of them is requested again now (a redrive
+// from the DLQ): its expired row must not stand in the way.
+func (w *World) makeBacklog() {
+	shards := map[int]bool{}
+	for _, m := range w.msgs {
+		shards[ledger.Shard(m.key)] = true
+	}
+	w.ledgerOffset = -(retention + 24*time.Hour)
+	ctx := context.Background()
+	n := 0
+	var first *message
+	for i := 0; n < w.sc.backlog*len(shards) && i < 10000; i++ {
+		req, _ := w.request(1000+i, fmt.Sprintf("old%d", i))
+		key := req.Key()
+		if !shards[ledger.Shard(key)] {
+			continue
+		}
+		e := ledger.Entry{Key: key, Tenant: req.TenantID, Channel: string(req.Channel), Class: string(req.Class), Template: req.Template, RecipientID: req.Recipient.ID, Address: req.Address(), Body: "old"}
+		c, err := w.mem.Claim(ctx, e, claimTimeout)
+		if err != nil {
+			continue
+		}
+		_ = w.mem.Mark(ctx, c, ledger.Outcome{State: ledger.StateUncertain, Reason: "old"})
+		kt := w.truth(key)
+		kt.name = fmt.Sprintf("old%d", n)
+		w.snapshot(key)
+		if first == nil {
+			first = &message{idx: 1000 + i, key: key, req: req, channel: string(req.Channel), class: string(req.Class)}
+		}
+		n++
+	}
+	w.ledgerOffset = 0
+	w.faults["expired_backlog_rows"] += n
+	if w.sc.redrive && first != nil {
+		kt := w.truth(first.key)
+		kt.msg = first
+		kt.name = "k" + kt.name
+		first.idx = len(w.msgs)
+		w.msgs = append(w.msgs, first)
+		b, _ := json.Marshal(first.req)
+		sm := &sqsMsg{id: fmt.Sprintf("m%d", len(w.q.msgs)+1), body: string(b), msg: first, group: first.req.Recipient.ID,
+			arrive: w.t0.Add(time.Duration(w.rng.Int64N(int64(2 * time.Minute))))}
+		first.sqs = append(first.sqs, sm)
+		w.q.msgs = append(w.q.msgs, sm)
+	}
+}
+
+func (w *World) newWorker(service string, calm bool) *worker {
+	wk := &worker{id: len(w.workers) + 1, service: service, calm: calm || w.calm,
+		skew: time.Duration(w.rng.Int64N(int64(2*maxSkew))) - maxSkew}
+	wk.name = fmt.Sprintf("%c%d", service[0], wk.id)
+	w.workers = append(w.workers, wk)
+	return wk
+}
+
+func (w *World) providers() map[string]provider.Sender {
+	out := map[string]provider.Sender{}
+	for ch, p := range w.provs {
+		if p.class == classLookup {
+			out[ch] = lookupProvider{p}
+		} else {
+			out[ch] = p
+		}
+	}
+	return out
+}
+
+func (w *World) startSender(batch []*sqsMsg) {
+	wk := w.newWorker("sender", false)
+	wk.batch = batch
+	for _, m := range batch {
+		if m.msg != nil {
+			w.tracef(m.msg.key, "%s receives %s (%s, receive %d)", wk.name, m.id, w.short(m.msg.key), m.receives)
+		}
+	}
+	clock := func() time.Time { return time.Now().Add(wk.skew) }
+	s, err := sender.New(sender.Config{
+		Ledger: w.led, Providers: w.providers(), Renderer: w.render, DeadLetters: simDLQ{w},
+		Metrics: w.tally["sender"], ProviderTimeout: providerTimeout, ClaimTimeout: claimTimeout, Settle: settleTime, Now: clock,
+	})
+	if err != nil {
+		panic(err)
+	}
+	ev := w.event(batch)
+	var resp events.SQSEventResponse
+	w.start(wk, w.sc.senderDeadline, func(ctx context.Context) {
+		resp, _ = s.HandleSQS(ctx, ev)
+	}, func() { w.finishBatch(wk, batch, resp) })
+}
+
+func (w *World) startReconciler(calm bool) *worker {
+	wk := w.newWorker("reconciler", calm)
+	clock := func() time.Time { return time.Now().Add(wk.skew) }
+	r, err := reconcile.New(reconcile.Config{
+		Ledger: w.led, Providers: w.providers(), Metrics: w.tally["reconciler"], ProviderTimeout: providerTimeout,
+		ClaimTimeout: claimTimeout, Settle: settleTime, MaxAge: maxAge, PageSize: w.sc.pageSize, Concurrency: w.sc.concurrency, Now: clock,
+	})
+	if err != nil {
+		panic(err)
+	}
+	w.tracef("", "%s reconciler run starts", wk.name)
+	w.start(wk, reconcileDeadline, func(ctx context.Context) { _, _ = r.Run(ctx) }, nil)
+	return wk
+}
+
+func (w *World) startCallback(c *callback) {
+	wk := w.newWorker("webhook", false)
+	h, err := webhook.New(webhook.Config{Ledger: w.led, Dedup: w.dedup, Metrics: w.tally["webhook"], Now: func() time.Time { return time.Now().Add(wk.skew) }})
+	if err != nil {
+		panic(err)
+	}
+	var failed bool
+	w.start(wk, 10*time.Second, func(ctx context.Context) {
+		_, err := h.Apply(ctx, c.cb)
+		failed = err != nil
+	}, func() {
+		if failed && c.tries < 5 {
+			c.tries++
+			c.due = w.now().Add(30 * time.Second)
+			w.callbacks = append(w.callbacks, c)
+		}
+	})
+}
+
+func (w *World) liveWorkers(service string) int {
+	n := 0
+	for _, wk := range w.workers {
+		if wk.service == service && !wk.done && !wk.dead {
+			n++
+		}
+	}
+	return n
+}
+
+// wakeTimers makes the hangs that are over runnable.
+func (w *World) wakeTimers() {
+	now := w.now()
+	keep := w.timers[:0]
+	for _, t := range w.timers {
+		if !now.Before(t.wake) {
+			t.readyAt = now
+			w.runnable = append(w.runnable, t)
+		} else {
+			keep = append(keep, t)
+		}
+	}
+	w.timers = keep
+	slices.SortFunc(w.runnable, func(a, b *task) int { return a.seq - b.seq })
+}
+
+// nextEvent is the earliest future time at which something can happen.
+func (w *World) nextEvent() (time.Time, bool) {
+	var best time.Time
+	consider := func(t time.Time) {
+		if best.IsZero() || t.Before(best) {
+			best = t
+		}
+	}
+	for _, t := range w.timers {
+		consider(t.wake)
+	}
+	if t, ok := w.q.nextVisible(w.now()); ok {
+		consider(t)
+	}
+	if !w.q.settled() || w.liveWorkers("sender") > 0 || len(w.callbacks) > 0 {
+		consider(w.nextRecon)
+	}
+	for _, c := range w.callbacks {
+		consider(c.due)
+	}
+	return best, !best.IsZero()
+}
+
+type option struct {
+	weight float64
+	do     func()
+}
+
+// step takes one scheduling decision.
+func (w *World) step() bool {
+	w.wakeTimers()
+	now := w.now()
+	var opts []option
+	bound := time.Time{}
+	for _, t := range w.runnable {
+		t := t
+		if b := t.readyAt.Add(maxCallDelay); bound.IsZero() || b.Before(bound) {
+			bound = b
+		}
+		opts = append(opts, option{10, func() {
+			if !w.calm && !t.w.calm && w.rng.Float64() < 0.012*w.sc.intensity {
+				w.faults["worker_death"]++
+				w.tracef(t.key, "%s dies before %s %s", t.w.name, t.op, w.short(t.key))
+				w.kill(t.w)
+				return
+			}
+			if w.stall(t) {
+				return
+			}
+			w.resume(t)
+		}})
+	}
+	if w.liveWorkers("sender") < maxSenders {
+		if len(w.q.candidates(now)) > 0 {
+			opts = append(opts, option{5, func() {
+				if b := w.receive(); len(b) > 0 {
+					w.startSender(b)
+				}
+			}})
+		}
+	}
+	if !now.Before(w.nextRecon) {
+		opts = append(opts, option{5, func() {
+			w.nextRecon = w.nextRecon.Add(reconcileEvery)
+			w.startReconciler(false)
+		}})
+	}
+	if w.liveWorkers("reconciler") > 0 && !w.calm {
+		opts = append(opts, option{0.05, func() {
+			w.faults["reconciler_twin_run"]++
+			w.startReconciler(false)
+		}})
+	}
+	for i, c := range w.callbacks {
+		if !now.Before(c.due) {
+			i, c := i, c
+			opts = append(opts, option{3, func() {
+				w.callbacks = slices.Delete(w.callbacks, i, i+1)
+				w.startCallback(c)
+			}})
+			break
+		}
+	}
+	if !w.calm && len(w.workers) > 0 {
+		opts = append(opts, option{0.2, func() {
+			wk := w.workers[w.rng.IntN(len(w.workers))]
+			wk.skew = time.Duration(w.rng.Int64N(int64(2*maxSkew))) - maxSkew
+			w.faults["clock_jump"]++
+		}})
+	}
+	next, ok := w.nextEvent()
+	switch {
+	case !bound.IsZero() && bound.After(now):
+		limit := bound
+		if ok && next.Before(limit) {
+			limit = next
+		}
+		if limit.After(now) {
+			opts = append(opts, option{1, func() { w.advance(time.Duration(w.rng.Int64N(int64(limit.Sub(now)))) + 1) }})
+		}
+	case bound.IsZero() && ok && next.After(now):
+		opts = append(opts, option{2, func() { w.advance(next.Sub(now)) }})
+	}
+	if len(opts) == 0 {
+		return false
+	}
+	total := 0.0
+	for _, o := range opts {
+		total += o.weight
+	}
+	x := w.rng.Float64() * total
+	for _, o := range opts {
+		if x < o.weight {
+			o.do()
+			return true
+		}
+		x -= o.weight
+	}
+	opts[len(opts)-1].do()
+	return true
+}
+
+// stall sometimes pauses a worker just before it records an outcome, for
+// longer than its lease but within its invocation's deadline (a process
+// pause): another worker may take the claim over meanwhile, and the late
+// write must then be fenced out. Pauses before a provider call are not
+// modelled: a claim that outlives no provider call breaks the lease's
+// premise (the claim timeout exceeds the provider timeout plus margin).
+func (w *World) stall(t *task) bool {
+	if w.calm || t.w.calm || t.w.service != "sender" || (t.op != "mark" && t.op != "release") || !t.wake.IsZero() {
+		return false
+	}
+	if w.rng.Float64() >= 0.02*w.sc.intensity {
+		return false
+	}
+	d := claimTimeout + time.Duration(w.rng.Int64N(int64(3*time.Minute)))
+	if !w.now().Add(d).Before(t.w.deadline.Add(-time.Second)) {
+		return false
+	}
+	for _, a := range w.attempts {
+		if a.worker == t.w && !a.ended {
+			a.overran = true // its lease passes while it is held
+		}
+	}
+	w.faults["worker_stall"]++
+	w.tracef(t.key, "%s stalls %s before %s %s", t.w.name, d.Round(time.Millisecond), t.op, w.short(t.key))
+	w.runnable = slices.DeleteFunc(w.runnable, func(x *task) bool { return x == t })
+	t.wake = w.now().Add(d)
+	w.timers = append(w.timers, t)
+	return true
+}
+
+// quiet reports whether the workload is done: every message deleted or
+// dead-lettered, no live worker, no callback pending.
+func (w *World) quiet() bool {
+	if !w.q.settled() || len(w.callbacks) > 0 || len(w.runnable) > 0 || len(w.timers) > 0 {
+		return false
+	}
+	for _, wk := range w.workers {
+		if !wk.done && !wk.dead {
+			return false
+		}
+	}
+	return true
+}
+
+// run runs the whole simulation: the workload under faults, the
+// quiescence checks, a calm drain of reconciler runs, the final checks.
+func (w *World) run() {
+	w.setup()
+	for ; w.steps < maxSteps; w.steps++ {
+		w.checkStep()
+		if w.quiet() {
+			break
+		}
+		if !w.step() {
+			break
+		}
+	}
+	if w.steps >= maxSteps {
+		// Not a violation: the run was cut short, so quiescence is not
+		// judged (its rows still go through the drain).
+		w.faults["step_budget_exhausted"]++
+	} else {
+		w.checkQuiescence()
+	}
+	w.checkStep()
+	w.drain()
+	w.checkStep()
+	w.checkDrained()
+	w.shutdown()
+}
+
+// drain runs the reconciler without faults until every workload row is
+// final, as its schedule would over the following hours.
+func (w *World) drain() {
+	w.calm = true
+	for range drainRounds {
+		due, ok := w.earliestDue()
+		if !ok {
+			return
+		}
+		now := w.now()
+		wait := time.Minute
+		if d := due.Sub(now); d > wait {
+			wait = d + time.Millisecond
+		}
+		w.advanceTo(now.Add(wait))
+		wk := w.startReconciler(true)
+		for n := 0; !wk.done && n < 2000; n++ {
+			w.steps++
+			w.wakeTimers()
+			if len(w.runnable) > 0 {
+				w.resume(w.runnable[0])
+				continue
+			}
+			if next, ok := w.nextEvent(); ok && next.After(w.now()) {
+				w.advance(next.Sub(w.now()))
+				continue
+			}
+			w.advance(time.Second)
+		}
+		for len(w.callbacks) > 0 {
+			c := w.callbacks[0]
+			w.callbacks = w.callbacks[1:]
+			w.startCallback(c)
+			for len(w.runnable) > 0 {
+				w.resume(w.runnable[0])
+			}
+		}
+	}
+}
+
+// earliestDue is when the first non-final workload row becomes due.
+func (w *World) earliestDue() (time.Time, bool) {
+	var best time.Time
+	for _, m := range w.msgs {
+		r, err := w.mem.Get(context.Background(), m.key)
+		if err != nil || r.State.Final() {
+			continue
+		}
+		d := r.LeaseUntil
+		if r.State == ledger.StateUncertain {
+			d = r.UpdatedAt
+		}
+		if best.IsZero() || d.Before(best) {
+			best = d
+		}
+	}
+	return best, !best.IsZero()
+}
