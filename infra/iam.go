@@ -51,8 +51,9 @@ var FunctionGrants = map[string]Grant{
 	},
 	ReconcilerFunction: {
 		// No PutItem: the reconciler takes over and marks rows, never
-		// creates one; no templates: it resends the message the row holds.
-		Dynamo: map[string][]string{LedgerRows: {"GetItem", "UpdateItem"}, AttentionShards: {"Query"}},
+		// creates one. Templates: a resend renders the row's stored
+		// template version again (rows hold render inputs, not text).
+		Dynamo: map[string][]string{LedgerRows: {"GetItem", "UpdateItem"}, AttentionShards: {"Query"}, Templates: {"BatchGetItem"}},
 		Other:  slices.Concat(baseActions, sendActions),
 	},
 	"WebhookFunction": {
