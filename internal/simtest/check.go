@@ -89,6 +89,14 @@ func (w *World) checkDrained() {
 		if err != nil || r.State.Final() {
 			continue
 		}
+		// A first claim is not in the attention index (package ledger,
+		// "Why no message is stranded"): if its worker died and every
+		// receive of the message ran out, the message waits in the DLQ
+		// (alarmed) for `sendonce dlq redrive`, whose redelivery takes the
+		// row over. That is the designed resting state, not a stranding.
+		if !r.Indexed() && slices.ContainsFunc(m.sqs, func(s *sqsMsg) bool { return s.dlq }) {
+			continue
+		}
 		w.violate(InvStuck, m.key, fmt.Sprintf("row still %s (attempt %d) after %d calm reconciler runs; %d expired rows in the index", r.State, r.Attempts, drainRounds, w.faults["expired_backlog_rows"]))
 	}
 }

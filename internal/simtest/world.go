@@ -652,7 +652,7 @@ func (w *World) startReconciler(calm bool) *worker {
 	wk := w.newWorker("reconciler", calm)
 	clock := func() time.Time { return time.Now().Add(wk.skew) }
 	r, err := reconcile.New(reconcile.Config{
-		Ledger: w.led, Providers: w.providers(), Metrics: w.tally["reconciler"], ProviderTimeout: providerTimeout,
+		Ledger: w.led, Providers: w.providers(), Renderer: w.render, Metrics: w.tally["reconciler"], ProviderTimeout: providerTimeout,
 		ClaimTimeout: claimTimeout, Settle: settleTime, MaxAge: maxAge, PageSize: w.sc.pageSize, Concurrency: w.sc.concurrency, Now: clock,
 	})
 	if err != nil {
