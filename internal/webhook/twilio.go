@@ -79,7 +79,7 @@ func VerifyTwilio(authToken, rawURL string, params url.Values, signature string)
 	if authToken == "" {
 		return fmt.Errorf("%w: no Twilio auth token configured", ErrUnauthorized)
 	}
-	got, err := base64.StdEncoding.DecodeString(signature)
+	got, err := base64.StdEncoding.Strict().DecodeString(signature)
 	if err != nil || len(got) != sha1.Size {
 		return fmt.Errorf("%w: signature is not a base64 HMAC-SHA1", ErrUnauthorized)
 	}
