@@ -57,6 +57,7 @@ func main() {
 		ClaimTimeout:    shared.ClaimTimeout,
 		Settle:          shared.Settle,
 		MaxAge:          shared.MaxAge,
+		RetryBase:       shared.RetryBase,
 		MaxAttempts:     maxAttempts,
 		MaxRows:         maxRows,
 		Policies:        policies,

@@ -56,6 +56,7 @@ func main() {
 		ProviderTimeout: shared.ProviderTimeout,
 		ClaimTimeout:    shared.ClaimTimeout,
 		Settle:          shared.Settle,
+		RetryBase:       shared.RetryBase,
 		Concurrency:     concurrency,
 	})
 	if err != nil {

@@ -121,8 +121,12 @@ func CheckClaimTimeout(claim, providerTimeout time.Duration) error {
 
 // RetryAfter is how long the reconciler waits before it retries a row
 // whose attempt number attempt was released: exponential, capped.
-func RetryAfter(attempt int) time.Duration {
-	d := RetryBase
+func RetryAfter(attempt int) time.Duration { return Backoff(RetryBase, attempt) }
+
+// Backoff is RetryAfter with base in place of RetryBase
+// (SENDONCE_RECONCILE_RETRY_BASE): base × 2^(attempt−1), at most RetryCap.
+func Backoff(base time.Duration, attempt int) time.Duration {
+	d := base
 	for i := 1; i < attempt && d < RetryCap; i++ {
 		d *= 2
 	}

@@ -278,3 +278,24 @@ func TestRetryAfter(t *testing.T) {
 		t.Errorf("RetryAfter(0) = %s, want %s", got, RetryBase)
 	}
 }
+
+// TestBackoff: released rows back off from the configured base, doubling
+// per attempt, capped; RetryAfter is Backoff from RetryBase.
+func TestBackoff(t *testing.T) {
+	for _, tc := range []struct {
+		base    time.Duration
+		attempt int
+		want    time.Duration
+	}{
+		{time.Second, 1, time.Second},
+		{time.Second, 3, 4 * time.Second},
+		{time.Minute, 10, RetryCap},
+	} {
+		if got := Backoff(tc.base, tc.attempt); got != tc.want {
+			t.Errorf("Backoff(%s, %d) = %s, want %s", tc.base, tc.attempt, got, tc.want)
+		}
+	}
+	if got, want := RetryAfter(2), Backoff(RetryBase, 2); got != want {
+		t.Errorf("RetryAfter(2) = %s, want %s", got, want)
+	}
+}

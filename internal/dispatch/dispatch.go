@@ -36,6 +36,7 @@
 package dispatch
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -142,6 +143,9 @@ type Dispatcher struct {
 	// row holds the render inputs, not the text: Render). Nil only where
 	// no row holds a stored template's inputs.
 	Renderer *render.Renderer
+	// RetryBase is the base of the reconciler's backoff of released rows
+	// (decide.Backoff); decide.RetryBase when zero.
+	RetryBase time.Duration
 }
 
 // Render returns e with its message's text: e itself when it carries the
@@ -248,14 +252,15 @@ func (d *Dispatcher) TakeOver(ctx context.Context, cur ledger.Record, lease time
 
 func (d *Dispatcher) releaseLost(ctx context.Context, c ledger.Claim, channel, op string) {
 	reason := "ledger: the " + op + "'s answer was lost before the provider call: nothing was sent"
-	if err := d.Release(ctx, c, reason, d.retryAt(c)); err == nil {
+	if err := d.Release(ctx, c, reason, d.RetryAt(c)); err == nil {
 		d.Metrics.Count(metrics.Released, 1, metrics.Dim{Name: "channel", Value: channel})
 	}
 }
 
-// retryAt is when the reconciler retries a row whose claim c is released.
-func (d *Dispatcher) retryAt(c ledger.Claim) time.Time {
-	return d.now().Add(decide.RetryAfter(c.Attempt))
+// RetryAt is when the reconciler retries a row whose claim c is released:
+// after decide.Backoff with d.RetryBase.
+func (d *Dispatcher) RetryAt(c ledger.Claim) time.Time {
+	return d.now().Add(decide.Backoff(cmp.Or(d.RetryBase, decide.RetryBase), c.Attempt))
 }
 
 // Release gives claim c up with reason, due for the reconciler at
@@ -331,7 +336,7 @@ func (d *Dispatcher) Send(ctx context.Context, c ledger.Claim, e ledger.Entry, p
 		} else {
 			log.Warn("provider call failed: will retry with the same key", "kind", kind.String(), "reason", reason)
 		}
-		if rerr := d.Release(ctx, c, kind.String()+": "+reason, d.retryAt(c)); rerr != nil {
+		if rerr := d.Release(ctx, c, kind.String()+": "+reason, d.RetryAt(c)); rerr != nil {
 			if errors.Is(rerr, ledger.ErrFencingLost) {
 				// Nothing was sent: not a possible duplicate, so not counted
 				// as FencingLost.
@@ -466,7 +471,7 @@ func (d *Dispatcher) Resolve(ctx context.Context, rec ledger.Record, dec decide.
 		case errors.Is(err, render.ErrUnavailable):
 			d.Logger.Error("render", "key", rec.Key, "error", err)
 			r = Result{Outcome: Retry, Reason: "template store unavailable", Err: err}
-			if rerr := d.Release(ctx, c, "render: "+err.Error(), d.retryAt(c)); rerr != nil {
+			if rerr := d.Release(ctx, c, "render: "+err.Error(), d.RetryAt(c)); rerr != nil {
 				r = Result{Outcome: LedgerError, Reason: r.Reason, Err: rerr}
 			}
 		case err != nil:
@@ -485,7 +490,7 @@ func (d *Dispatcher) Resolve(ctx context.Context, rec ledger.Record, dec decide.
 		r = d.Mark(ctx, c, rec.Entry, name, ledger.Outcome{State: ledger.StateAbandoned, Reason: dec.Reason})
 	case decide.Postpone:
 		r = Result{Outcome: Postponed, Reason: dec.Reason}
-		if err := d.Release(ctx, c, dec.Reason, d.retryAt(c)); err != nil {
+		if err := d.Release(ctx, c, dec.Reason, d.RetryAt(c)); err != nil {
 			r = Result{Outcome: LedgerError, Reason: dec.Reason, Err: err}
 		}
 	}

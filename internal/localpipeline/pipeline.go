@@ -491,8 +491,11 @@ func (p *Pipeline) functionEnv() map[string]string {
 		"SENDONCE_PROVIDER_TIMEOUT":              o.ProviderTimeout.String(),
 		"SENDONCE_CLAIM_TIMEOUT":                 o.ClaimTimeout.String(),
 		"SENDONCE_RECONCILE_SETTLE":              o.Settle.String(),
-		"SENDONCE_CONCURRENCY":                   strconv.Itoa(o.Concurrency),
-		"SENDONCE_REDACT_KEY_PARAM":              p.redactKeyARN,
+		// Released rows are retried after seconds, not minutes, so a
+		// local run drains within its timeouts.
+		"SENDONCE_RECONCILE_RETRY_BASE": "1s",
+		"SENDONCE_CONCURRENCY":          strconv.Itoa(o.Concurrency),
+		"SENDONCE_REDACT_KEY_PARAM":     p.redactKeyARN,
 	}
 	for k, v := range o.Env {
 		env[k] = v

@@ -134,6 +134,9 @@ type Config struct {
 	// (ABANDONED) if still unresolved (SENDONCE_MAX_AGE). Default
 	// decide.DefaultMaxAge.
 	MaxAge time.Duration
+	// RetryBase is the base of the backoff of released rows
+	// (SENDONCE_RECONCILE_RETRY_BASE); decide.RetryBase when zero.
+	RetryBase time.Duration
 	// MaxAttempts bounds the attempts that may have reached the provider
 	// (released attempts do not count) before a resend the provider cannot
 	// drop is abandoned instead. Default decide.DefaultMaxAttempts.
@@ -201,6 +204,7 @@ func New(cfg Config) (*Reconciler, error) {
 		Now:             cfg.Now,
 		Service:         "reconciler",
 		Renderer:        cfg.Renderer,
+		RetryBase:       cfg.RetryBase,
 	}}, nil
 }
 

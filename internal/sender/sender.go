@@ -71,6 +71,10 @@ type Config struct {
 	// request for a channel not in the map is a configuration error: its
 	// claim is released and it is retried, never FAILED.
 	Providers map[string]provider.Sender
+	// RetryBase is the base of the reconciler's backoff of the rows this
+	// sender releases (SENDONCE_RECONCILE_RETRY_BASE); decide.RetryBase
+	// when zero. A redelivery may take a released row over at once.
+	RetryBase time.Duration
 	Renderer  *render.Renderer
 	// DeadLetters receives invalid requests with their reason. Required.
 	DeadLetters DeadLetters
@@ -133,6 +137,7 @@ func New(cfg Config) (*Sender, error) {
 		Now:             cfg.Now,
 		Service:         "sender",
 		Renderer:        cfg.Renderer,
+		RetryBase:       cfg.RetryBase,
 	}}, nil
 }
 
@@ -271,7 +276,7 @@ func (s *Sender) unconfigured(ctx context.Context, log *slog.Logger, c ledger.Cl
 	reason := "config: no provider is configured for channel " + entry.Channel
 	s.cfg.Metrics.Count(metrics.ConfigErrors, 1, metrics.Dim{Name: "channel", Value: entry.Channel})
 	log.Error("no provider is configured for the channel: the message will be retried", "reason", reason)
-	if err := s.dispatch.Release(ctx, c, reason, s.cfg.Now().Add(decide.RetryAfter(c.Attempt))); err == nil {
+	if err := s.dispatch.Release(ctx, c, reason, s.dispatch.RetryAt(c)); err == nil {
 		s.cfg.Metrics.Count(metrics.Released, 1, metrics.Dim{Name: "channel", Value: entry.Channel})
 	}
 	return Result{Key: entry.Key, Status: StatusRetry, Reason: reason}

@@ -31,6 +31,9 @@ type Settings struct {
 	// MaxAge is how long after its first claim the reconciler gives a row
 	// up (decide.DefaultMaxAge documents its derivation).
 	MaxAge time.Duration
+	// RetryBase is the base of the reconciler's backoff of released rows
+	// (decide.Backoff).
+	RetryBase time.Duration
 }
 
 // Read reads the shared variables into env's collected errors: call
@@ -43,6 +46,7 @@ func Read(env *lambdaenv.Env) Settings {
 		Retention:       env.Duration("SENDONCE_RETENTION", dynamoledger.DefaultRetention),
 		Settle:          env.Duration("SENDONCE_RECONCILE_SETTLE", decide.DefaultSettle),
 		MaxAge:          env.Duration("SENDONCE_MAX_AGE", decide.DefaultMaxAge),
+		RetryBase:       env.Duration("SENDONCE_RECONCILE_RETRY_BASE", decide.RetryBase),
 	}
 }
 
