@@ -52,6 +52,7 @@ test: prereqs deps bench-deps rie ## Run everything CI runs (gofmt, vet, race te
 	step gofmt check_gofmt
 	step "go vet" go vet ./...
 	step "go test" go test -race -count=1 ./...
+	step "simulation (3000 seeds)" go test -count=1 -run 'TestSim$$' ./internal/simtest -seeds=3000
 	step fuzz env FUZZTIME=$(FUZZTIME) scripts/fuzz.sh
 	if [ -f template.yaml ]; then step cfn-lint lint_template; else skip_step cfn-lint "template.yaml does not exist yet"; fi
 	services_down
