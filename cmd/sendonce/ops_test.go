@@ -58,18 +58,27 @@ func (s *seeder) row(e ledger.Entry, at time.Time, lease time.Duration, state le
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	if state == ledger.StatePending {
-		// A first claim is not in the attention index (package ledger,
-		// "Why no message is stranded"): the PENDING rows list shows are
-		// released (or taken-over) claims.
-		if err := s.led.Release(s.t.Context(), c, "transient: test", at.Add(lease)); err != nil {
-			s.t.Fatal(err)
-		}
-	}
 	if state != ledger.StatePending {
 		if err := s.led.Mark(s.t.Context(), c, ledger.Outcome{State: state, Reason: reason, ProviderMessageID: map[bool]string{true: "msg_" + e.RecipientID}[state == ledger.StateSent]}); err != nil {
 			s.t.Fatal(err)
 		}
+	}
+	return e
+}
+
+// released claims e at at and releases the claim (due for the
+// reconciler at at+lease). A first claim is not in the attention index
+// (package ledger, "Why no message is stranded"): the PENDING rows that
+// list shows are released or taken-over claims.
+func (s *seeder) released(e ledger.Entry, at time.Time, lease time.Duration) ledger.Entry {
+	s.t.Helper()
+	s.clk.set(at)
+	c, err := s.led.Claim(s.t.Context(), e, lease)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	if err := s.led.Release(s.t.Context(), c, "transient: test", at.Add(lease)); err != nil {
+		s.t.Fatal(err)
 	}
 	return e
 }
@@ -190,8 +199,8 @@ func TestList(t *testing.T) {
 	u1 := s.row(entry("acme", "u1", "r", "sms"), base, time.Minute, ledger.StateUncertain, "timeout")
 	u2 := s.row(entry("globex", "u2", "r", "sms"), base.Add(time.Hour), time.Minute, ledger.StateUncertain, "reset")
 	u3 := s.row(entry("acme", "u3", "r", "email"), now.Add(-time.Minute), time.Minute, ledger.StateUncertain, "timeout")
-	p1 := s.row(entry("acme", "p1", "r", "sms"), base, time.Minute, ledger.StatePending, "")
-	p2 := s.row(entry("acme", "p2", "r", "sms"), now, time.Hour, ledger.StatePending, "")
+	p1 := s.released(entry("acme", "p1", "r", "sms"), base, time.Minute)
+	p2 := s.released(entry("acme", "p2", "r", "sms"), now, time.Hour)
 	a1 := s.row(entry("acme", "a1", "r", "sms"), base.Add(30*time.Minute), time.Minute, ledger.StateAbandoned, "policy: marketing")
 	a2 := s.row(entry("acme", "a2", "r", "sms"), base.Add(45*time.Minute), time.Minute, ledger.StateAbandoned, "attempt limit")
 	f1 := s.row(entry("acme", "f1", "r", "sms"), base, time.Minute, ledger.StateFailed, "rejected")
