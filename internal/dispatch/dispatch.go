@@ -40,7 +40,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"log/slog"
 	"strings"
 	"time"
@@ -86,32 +85,6 @@ const (
 	Skipped
 )
 
-func (o Outcome) String() string {
-	switch o {
-	case Sent:
-		return "sent"
-	case Failed:
-		return "failed"
-	case Uncertain:
-		return "uncertain"
-	case Retry:
-		return "retry"
-	case FencingLost:
-		return "fencing_lost"
-	case LedgerError:
-		return "ledger_error"
-	case Conflict:
-		return "conflict"
-	case Abandoned:
-		return "abandoned"
-	case Postponed:
-		return "postponed"
-	case Skipped:
-		return "skipped"
-	}
-	return fmt.Sprintf("Outcome(%d)", int(o))
-}
-
 // Result is an attempt's outcome with its detail.
 type Result struct {
 	Outcome Outcome
@@ -137,8 +110,6 @@ type Dispatcher struct {
 	ProviderTimeout time.Duration
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
-	// Service names the caller in metrics and logs ("sender", "reconciler").
-	Service string
 	// Renderer renders a stored template's row again for a resend (the
 	// row holds the render inputs, not the text: Render). Nil only where
 	// no row holds a stored template's inputs.
@@ -379,9 +350,11 @@ func (d *Dispatcher) Lookup(ctx context.Context, rec ledger.Record, p provider.S
 	return decide.FromLookup(res.Status), res, nil
 }
 
-// Mark records o under c and reports the matching Result. sent says the
-// provider accepted during this attempt, which makes a lost fence a
-// possible duplicate.
+// Mark records o under c and reports the matching Result, for an outcome
+// reached without a provider call in this attempt (a lookup's answer, a
+// reconciler's policy, a request that cannot be served): a lost fence is
+// then counted as FencingLost only for an UNCERTAIN outcome. e and
+// providerName label the logs and metrics.
 func (d *Dispatcher) Mark(ctx context.Context, c ledger.Claim, e ledger.Entry, providerName string, o ledger.Outcome) Result {
 	dims := []metrics.Dim{{Name: "channel", Value: e.Channel}, {Name: "provider", Value: providerName}}
 	log := d.Logger.With("key", e.Key, "channel", e.Channel, "provider", providerName, "attempt", c.Attempt)

@@ -310,8 +310,9 @@ func chunks[T any](s []T, n int) [][]T {
 	return out
 }
 
-// Tally is an in-memory Recorder that sums counters across dimensions; for
-// tests and for the local demo's summary. It is safe for concurrent use.
+// Tally is an in-memory Recorder that sums counters across dimensions, for
+// tests and the deterministic simulator (package simtest). It is safe for
+// concurrent use.
 type Tally struct {
 	mu     sync.Mutex
 	counts map[string]int

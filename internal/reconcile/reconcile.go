@@ -202,7 +202,6 @@ func New(cfg Config) (*Reconciler, error) {
 		Logger:          cfg.Logger,
 		ProviderTimeout: cfg.ProviderTimeout,
 		Now:             cfg.Now,
-		Service:         "reconciler",
 		Renderer:        cfg.Renderer,
 		RetryBase:       cfg.RetryBase,
 	}}, nil

@@ -135,7 +135,6 @@ func New(cfg Config) (*Sender, error) {
 		Logger:          cfg.Logger,
 		ProviderTimeout: cfg.ProviderTimeout,
 		Now:             cfg.Now,
-		Service:         "sender",
 		Renderer:        cfg.Renderer,
 		RetryBase:       cfg.RetryBase,
 	}}, nil

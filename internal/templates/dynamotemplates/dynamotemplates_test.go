@@ -5,6 +5,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -30,9 +31,9 @@ func dynamo(t testing.TB) *dynamodb.Client {
 
 func TestConformance(t *testing.T) {
 	t.Parallel()
-	templatestest.Run(t, func(t *testing.T) templates.Store {
+	templatestest.Run(t, func(t *testing.T, now func() time.Time) templates.Store {
 		c := dynamo(t)
-		return dynamotemplates.New(c, testenv.NewTable(t, c))
+		return dynamotemplates.New(c, testenv.NewTable(t, c), dynamotemplates.WithNow(now))
 	})
 }
 

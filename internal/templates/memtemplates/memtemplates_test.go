@@ -2,6 +2,7 @@ package memtemplates_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/sendonce/sendonce/internal/templates"
 	"github.com/sendonce/sendonce/internal/templates/memtemplates"
@@ -10,5 +11,7 @@ import (
 
 func TestConformance(t *testing.T) {
 	t.Parallel()
-	templatestest.Run(t, func(t *testing.T) templates.Store { return memtemplates.New() })
+	templatestest.Run(t, func(t *testing.T, now func() time.Time) templates.Store {
+		return memtemplates.New(memtemplates.WithNow(now))
+	})
 }

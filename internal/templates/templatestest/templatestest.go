@@ -4,7 +4,9 @@
 // drift from the real one.
 //
 //	func TestConformance(t *testing.T) {
-//		templatestest.Run(t, func(t *testing.T) templates.Store { return memtemplates.New() })
+//		templatestest.Run(t, func(t *testing.T, now func() time.Time) templates.Store {
+//			return memtemplates.New(memtemplates.WithNow(now))
+//		})
 //	}
 package templatestest
 
@@ -13,13 +15,16 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/sendonce/sendonce/internal/templates"
 )
 
-// NewStoreFunc builds a fresh, empty store.
-type NewStoreFunc func(t *testing.T) templates.Store
+// NewStoreFunc builds a fresh, empty store whose clock is now (the time a
+// put records as CreatedAt).
+type NewStoreFunc func(t *testing.T, now func() time.Time) templates.Store
 
 func sms(tenant, name, locale, text string) templates.Template {
 	return templates.Template{ID: templates.ID{Tenant: tenant, Name: name, Channel: "sms", Locale: locale}, Text: text}
@@ -30,15 +35,25 @@ func sms(tenant, name, locale, text string) templates.Template {
 func Run(t *testing.T, newStore NewStoreFunc) {
 	t.Run("PutCreatesVersions", func(t *testing.T) {
 		t.Parallel()
-		s, ctx := newStore(t), t.Context()
+		// The store's clock, with a sub-millisecond part and not in UTC:
+		// CreatedAt is the put's time in UTC, to the millisecond.
+		start := time.Date(2026, 3, 1, 9, 30, 0, 123_456_789, time.FixedZone("BRT", -3*3600))
+		var at atomic.Pointer[time.Time]
+		at.Store(&start)
+		s, ctx := newStore(t, func() time.Time { return *at.Load() }), t.Context()
+		created := map[int]time.Time{}
 		for v := 1; v <= 3; v++ {
+			now := start.Add(time.Duration(v) * 1500 * time.Microsecond)
+			at.Store(&now)
 			got, err := s.Put(ctx, sms("acme", "hello", "", fmt.Sprintf("v%d {{.name}}", v)))
 			if err != nil {
 				t.Fatalf("Put %d: %v", v, err)
 			}
-			if got.Version != v || got.CreatedAt.IsZero() {
-				t.Fatalf("Put %d = version %d created %v, want version %d and a time", v, got.Version, got.CreatedAt, v)
+			want := now.UTC().Truncate(time.Millisecond)
+			if got.Version != v || !got.CreatedAt.Equal(want) || got.CreatedAt.Location() != time.UTC {
+				t.Fatalf("Put %d = version %d created %v, want version %d created %v", v, got.Version, got.CreatedAt, v, want)
 			}
+			created[v] = want
 		}
 		id := templates.ID{Tenant: "acme", Name: "hello", Channel: "sms"}
 		latest, err := s.Get(ctx, id, 0)
@@ -48,8 +63,8 @@ func Run(t *testing.T, newStore NewStoreFunc) {
 		// Earlier versions stay as they were.
 		for v := 1; v <= 3; v++ {
 			got, err := s.Get(ctx, id, v)
-			if err != nil || got.Version != v || got.Text != fmt.Sprintf("v%d {{.name}}", v) || got.ID != id {
-				t.Errorf("Get v%d = %+v, %v", v, got, err)
+			if err != nil || got.Version != v || got.Text != fmt.Sprintf("v%d {{.name}}", v) || got.ID != id || !got.CreatedAt.Equal(created[v]) {
+				t.Errorf("Get v%d = %+v, %v; want created %v", v, got, err, created[v])
 			}
 		}
 		if _, err := s.Get(ctx, id, 4); !errors.Is(err, templates.ErrNotFound) {
@@ -59,7 +74,7 @@ func Run(t *testing.T, newStore NewStoreFunc) {
 
 	t.Run("EmailPartsRoundTrip", func(t *testing.T) {
 		t.Parallel()
-		s, ctx := newStore(t), t.Context()
+		s, ctx := newStore(t, time.Now), t.Context()
 		in := templates.Template{
 			ID:      templates.ID{Tenant: "acme", Name: "receipt", Channel: "email", Locale: "pt-BR"},
 			Subject: "Recibo {{.id}}", Text: "Olá {{.name}}\n\nlinha 2 ✓", HTML: "<p>Olá {{.name}}</p>",
@@ -79,7 +94,7 @@ func Run(t *testing.T, newStore NewStoreFunc) {
 
 	t.Run("InvalidRefusedAndNotStored", func(t *testing.T) {
 		t.Parallel()
-		s, ctx := newStore(t), t.Context()
+		s, ctx := newStore(t, time.Now), t.Context()
 		bad := []templates.Template{
 			sms("acme", "x", "", "{{.a"),
 			sms("acme", "x", "", "   "),
@@ -106,7 +121,7 @@ func Run(t *testing.T, newStore NewStoreFunc) {
 
 	t.Run("ResolveFallsBack", func(t *testing.T) {
 		t.Parallel()
-		s, ctx := newStore(t), t.Context()
+		s, ctx := newStore(t, time.Now), t.Context()
 		for _, tpl := range []templates.Template{sms("acme", "n", "", "default"), sms("acme", "n", "pt", "pt"), sms("acme", "n", "pt-BR", "pt-BR")} {
 			if _, err := s.Put(ctx, tpl); err != nil {
 				t.Fatal(err)
@@ -139,7 +154,7 @@ func Run(t *testing.T, newStore NewStoreFunc) {
 
 	t.Run("TenantIsolation", func(t *testing.T) {
 		t.Parallel()
-		s, ctx := newStore(t), t.Context()
+		s, ctx := newStore(t, time.Now), t.Context()
 		if _, err := s.Put(ctx, sms("tenant-a", "secret", "", "A's text")); err != nil {
 			t.Fatal(err)
 		}
@@ -167,7 +182,7 @@ func Run(t *testing.T, newStore NewStoreFunc) {
 
 	t.Run("ListLatestSorted", func(t *testing.T) {
 		t.Parallel()
-		s, ctx := newStore(t), t.Context()
+		s, ctx := newStore(t, time.Now), t.Context()
 		for _, tpl := range []templates.Template{
 			sms("acme", "b", "", "b1"), sms("acme", "a", "es", "a-es"), sms("acme", "a", "", "a1"), sms("acme", "b", "", "b2"),
 			{ID: templates.ID{Tenant: "acme", Name: "a", Channel: "email"}, Subject: "s", Text: "e"},
@@ -193,7 +208,7 @@ func Run(t *testing.T, newStore NewStoreFunc) {
 
 	t.Run("ConcurrentPutsGetDistinctVersions", func(t *testing.T) {
 		t.Parallel()
-		s, ctx := newStore(t), t.Context()
+		s, ctx := newStore(t, time.Now), t.Context()
 		const n = 6
 		var (
 			wg       sync.WaitGroup
@@ -226,7 +241,7 @@ func Run(t *testing.T, newStore NewStoreFunc) {
 
 	t.Run("ImportExamples", func(t *testing.T) {
 		t.Parallel()
-		s, ctx := newStore(t), t.Context()
+		s, ctx := newStore(t, time.Now), t.Context()
 		got, err := templates.ImportExamples(ctx, s, "acme")
 		if err != nil {
 			t.Fatal(err)
