@@ -1,6 +1,10 @@
 // Command sender is the SQS-triggered sender Lambda (package sender). It
 // only wires: configuration from the environment (README.md, Configuration), SDK
 // clients built once per container, and lambda.Start.
+//
+// Lambda's SQS event source hands each batch to sender.HandleSQS, where
+// the path of one record starts (its body) and ends (the batch response);
+// docs/architecture.md follows it through the packages in between.
 package main
 
 import (

@@ -4,6 +4,13 @@
 // reconciler (resends and lookups) share it, so an attempt means the same
 // thing wherever it starts.
 //
+// In the path of one SQS record (docs/architecture.md) an attempt spans
+// three steps: Claim takes the key (package sendkey, the step before) in
+// the ledger (package ledger), Send calls the channel's adapter (package
+// provider) with it, and the outcome is marked in the ledger under the
+// claim. The sender turns the Result into the record's place in the batch
+// response (package sender, the step after).
+//
 // Provider outcomes map to ledger transitions as follows:
 //
 //	accepted                      → Mark SENT (with the provider's id)

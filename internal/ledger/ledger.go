@@ -8,6 +8,13 @@
 // failed conditional write and no read: the failed write returns the row it
 // collided with.
 //
+// In the path of one SQS record (docs/architecture.md) the ledger holds two
+// steps, the claim and the mark. Package dispatch claims the key (package
+// sendkey, the step before the claim) before the provider call (package
+// provider, the step after it), then marks the provider's outcome under
+// that claim; the sender acknowledges the record or lists it for retry in
+// the batch response (package sender, the step after the mark).
+//
 // # States
 //
 //	Claim (no live row)

@@ -5,6 +5,11 @@
 // or breaks a required field, yields a *InvalidError that names the field
 // and says what is wrong. Such a request is a permanent failure of that one
 // message; the sender moves it to the dead-letter queue with the reason.
+//
+// In the path of one SQS record (docs/architecture.md) the request is the
+// second step: package sender hands Parse the record's body (the first
+// step), and the Request's Key is the next one, the idempotency key of
+// package sendkey, which the sender then claims in the ledger.
 package notify
 
 import (

@@ -12,6 +12,12 @@
 //     before it resends.
 //   - neither: an ambiguous outcome becomes UNCERTAIN and the message's
 //     class decides what follows.
+//
+// In the path of one SQS record (docs/architecture.md) the provider call is
+// the step between the claim and the mark: package dispatch calls Send only
+// while it holds the ledger claim on Message.Key (package ledger, the step
+// before), and records the Receipt, or the Kind of the error, as the
+// ledger mark (the step after).
 package provider
 
 import (

@@ -22,6 +22,11 @@
 //
 // The first two are permanent failures of the message, stored in the
 // ledger as its reason.
+//
+// In the path of one SQS record (docs/architecture.md) package sender
+// renders the request (package notify) after deriving its key and before
+// claiming it, so the claimed row holds the render inputs; a resend
+// renders those inputs again (dispatch.Dispatcher.Render).
 package render
 
 import (

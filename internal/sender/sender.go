@@ -3,10 +3,29 @@
 // sends through the channel's provider with the key, and records the
 // outcome (package dispatch).
 //
+// # The path of one record
+//
+// Each step of one SQS record's path is owned by one package
+// (docs/architecture.md draws the same path):
+//
+//	body            HandleSQS takes the events.SQSEvent: each record's Body
+//	request         notify.Parse validates the body into a notify.Request
+//	key             Request.Key derives the idempotency key (package sendkey)
+//	claim           package dispatch claims the key in the ledger (package ledger)
+//	provider        dispatch sends through the channel's adapter (package provider)
+//	mark            dispatch records the outcome under the claim (package ledger)
+//	batch response  HandleSQS lists the records to retry in an events.SQSEventResponse
+//
+// Between the key and the claim the request is rendered (package render),
+// so the claimed row holds what a later attempt sends. A body that does not
+// parse leaves the path at the request: it goes to the dead-letter queue.
+// A claim that collides with a live row leaves it at the claim, and the
+// row decides what follows (package decide, below).
+//
 // What a delivery finds in the ledger is decided by package decide, the
 // one decision the reconciler makes too; for the sender it comes to:
 //
-//	no live row                     claim, render, send, mark
+//	no live row                     render, claim, send, mark
 //	SENT, FAILED, ABANDONED         acknowledge; count DuplicatesPrevented
 //	UNCERTAIN                       acknowledge: the reconciler owns it
 //	PENDING, lease live             report the record failed (SQS retries

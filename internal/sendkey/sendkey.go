@@ -12,6 +12,12 @@
 //
 // Length-prefixing keeps the encoding unambiguous: ("a|b", "c") and
 // ("a", "b|c") never share a key.
+//
+// In the path of one SQS record (docs/architecture.md) the key is the third
+// step: notify.Request.Key derives it from the parsed request (package
+// notify, the step before), and the sender claims it in the ledger (package
+// ledger, the step after). The provider receives it with the message as its
+// client key or reference.
 package sendkey
 
 import (
