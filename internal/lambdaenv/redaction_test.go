@@ -118,3 +118,26 @@ func TestSetRedaction(t *testing.T) {
 		t.Error("a short key was accepted")
 	}
 }
+
+// TestEnvSecretFromSSM reads a secret stored as an SSM SecureString on
+// moto_server; a name that is not stored is a problem naming X_PARAM.
+func TestEnvSecretFromSSM(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ep := testenv.MotoEndpoint(t)
+	cfg := testenv.Config()
+	ssmc := ssm.NewFromConfig(cfg, func(o *ssm.Options) { o.BaseEndpoint = aws.String(ep) })
+	smc := secretsmanager.NewFromConfig(cfg, func(o *secretsmanager.Options) { o.BaseEndpoint = aws.String(ep) })
+	param := "/sendonce/test/secret-" + testenv.RandomID()
+	if _, err := ssmc.PutParameter(ctx, &ssm.PutParameterInput{Name: aws.String(param), Value: aws.String("stored"), Type: ssmtypes.ParameterTypeSecureString}); err != nil {
+		t.Fatalf("PutParameter: %v", err)
+	}
+	e := New(getenv(map[string]string{"S_PARAM": param, "GONE_PARAM": param + "-absent"}))
+	e.Secrets = secrets.New(ssmc, smc)
+	if got := e.Secret(ctx, "S"); got != "stored" || e.Err() != nil {
+		t.Fatalf("Secret = %q, %v; want the stored value", got, e.Err())
+	}
+	if got := e.Secret(ctx, "GONE"); got != "" || e.Err() == nil || !strings.Contains(e.Err().Error(), "GONE_PARAM") {
+		t.Errorf("absent parameter: %q, %v; want an error naming GONE_PARAM", got, e.Err())
+	}
+}
