@@ -53,7 +53,7 @@ func New(getenv func(string) string) *Env {
 func (e *Env) Required(name string) string {
 	v := strings.TrimSpace(e.Getenv(name))
 	if v == "" {
-		e.errs = append(e.errs, fmt.Errorf("%s is required", name))
+		e.record(fmt.Errorf("%s is required", name))
 	}
 	return v
 }
@@ -75,7 +75,7 @@ func (e *Env) Duration(name string, def time.Duration) time.Duration {
 	}
 	d, err := time.ParseDuration(v)
 	if err != nil || d <= 0 {
-		e.errs = append(e.errs, fmt.Errorf("%s=%q is not a positive Go duration such as 5s or 720h", name, v))
+		e.record(fmt.Errorf("%s=%q is not a positive Go duration such as 5s or 720h", name, v))
 		return def
 	}
 	return d
@@ -89,7 +89,7 @@ func (e *Env) Int(name string, def int) int {
 	}
 	n, err := strconv.Atoi(v)
 	if err != nil || n <= 0 {
-		e.errs = append(e.errs, fmt.Errorf("%s=%q is not a positive integer", name, v))
+		e.record(fmt.Errorf("%s=%q is not a positive integer", name, v))
 		return def
 	}
 	return n
@@ -104,7 +104,7 @@ func (e *Env) Bool(name string, def bool) bool {
 	}
 	b, err := strconv.ParseBool(v)
 	if err != nil {
-		e.errs = append(e.errs, fmt.Errorf("%s=%q is not true or false", name, v))
+		e.record(fmt.Errorf("%s=%q is not true or false", name, v))
 		return def
 	}
 	return b
@@ -119,7 +119,7 @@ func Value[T any](e *Env, name string, def T, parse func(string) (T, error)) T {
 	}
 	x, err := parse(v)
 	if err != nil {
-		e.errs = append(e.errs, fmt.Errorf("%s: %w", name, err))
+		e.record(fmt.Errorf("%s: %w", name, err))
 		return def
 	}
 	return x
@@ -143,17 +143,17 @@ func (e *Env) Secret(ctx context.Context, name string) string {
 	plain, ref := strings.TrimSpace(e.Getenv(name)), strings.TrimSpace(e.Getenv(param))
 	switch {
 	case plain != "" && ref != "":
-		e.errs = append(e.errs, fmt.Errorf("%s and %s are both set: set one", name, param))
+		e.record(fmt.Errorf("%s and %s are both set: set one", name, param))
 		return ""
 	case ref == "":
 		return plain
 	case e.Secrets == nil:
-		e.errs = append(e.errs, fmt.Errorf("%s: no secrets resolver", param))
+		e.record(fmt.Errorf("%s: no secrets resolver", param))
 		return ""
 	}
 	v, err := e.Secrets.Resolve(ctx, "", ref)
 	if err != nil {
-		e.errs = append(e.errs, fmt.Errorf("%s: %w", param, err))
+		e.record(fmt.Errorf("%s: %w", param, err))
 		return ""
 	}
 	return v
@@ -162,8 +162,19 @@ func (e *Env) Secret(ctx context.Context, name string) string {
 // Fail records a problem found by the caller; a nil err is ignored.
 func (e *Env) Fail(err error) {
 	if err != nil {
-		e.errs = append(e.errs, err)
+		e.record(err)
 	}
+}
+
+// record records err unless the same problem is recorded already (a
+// variable read twice is reported once).
+func (e *Env) record(err error) {
+	for _, r := range e.errs {
+		if r.Error() == err.Error() {
+			return
+		}
+	}
+	e.errs = append(e.errs, err)
 }
 
 // Problems returns how many problems are recorded so far, so that a

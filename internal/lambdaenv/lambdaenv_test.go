@@ -58,13 +58,15 @@ func TestFlushAfterFlushesOnError(t *testing.T) {
 }
 
 // TestEnvReportsEveryProblemOnce: two bad variables give one error that
-// names both, so an operator fixes them in one deployment.
+// names both, so an operator fixes them in one deployment; a variable
+// read twice is reported once.
 func TestEnvReportsEveryProblemOnce(t *testing.T) {
 	t.Parallel()
 	vars := map[string]string{"A_TIMEOUT": "soon", "B_ENABLED": "maybe"}
 	e := New(func(k string) string { return vars[k] })
 	e.Duration("A_TIMEOUT", time.Second)
 	e.Bool("B_ENABLED", true)
+	e.Duration("A_TIMEOUT", time.Second) // read twice, reported once
 	if n := e.Problems(); n != 2 {
 		t.Fatalf("Problems = %d, want 2", n)
 	}
