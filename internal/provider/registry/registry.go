@@ -1,5 +1,7 @@
 // Package registry builds the channel → provider map of the sender (and
-// reconciler) from the environment (README.md, Configuration, and docs/providers.md).
+// reconciler) from the environment (docs/configuration.md and
+// docs/providers.md), read through a lambdaenv.Env: every problem is
+// recorded there, so start-up names all of them at once.
 //
 // SENDONCE_SMS_PROVIDER, SENDONCE_EMAIL_PROVIDER and SENDONCE_PUSH_PROVIDER
 // name the provider of each channel: http, sns, twilio, smtp or ses. A channel
@@ -10,7 +12,7 @@
 //
 // Secrets (tokens, passwords) are given either plainly (SENDONCE_X, local
 // use) or as the name of an SSM SecureString or a Secrets Manager secret
-// (SENDONCE_X_PARAM, production; see package secrets); setting both is an
+// (SENDONCE_X_PARAM, production; lambdaenv.Env.Secret); setting both is an
 // error. They are read once, when the map is built.
 //
 // Provider, lookup and callback URLs (SENDONCE_HTTP_PROVIDER_URL,
