@@ -191,12 +191,23 @@ func (e *Env) Err() error {
 
 // Logger returns the JSON logger every function uses. Level from
 // SENDONCE_LOG_LEVEL (debug, info, warn, error; default info).
+// A level that does not parse is info here; Start records it as a
+// problem.
 func Logger(w io.Writer, getenv func(string) string) *slog.Logger {
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(getenv("SENDONCE_LOG_LEVEL"))); err != nil {
+	level, err := parseLevel(getenv(EnvLogLevel))
+	if err != nil {
 		level = slog.LevelInfo
 	}
 	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level}))
+}
+
+// EnvLogLevel is the variable of the log level (Logger).
+const EnvLogLevel = "SENDONCE_LOG_LEVEL"
+
+func parseLevel(v string) (slog.Level, error) {
+	var level slog.Level
+	err := level.UnmarshalText([]byte(strings.TrimSpace(v)))
+	return level, err
 }
 
 // WithRequest returns log annotated with the Lambda request id of ctx,

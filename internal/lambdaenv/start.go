@@ -65,6 +65,7 @@ func Start(ctx context.Context, service string) *Function {
 func StartWith(ctx context.Context, service string, getenv func(string) string, out io.Writer) *Function {
 	f := &Function{Log: Logger(out, getenv), Env: New(getenv), Metrics: metrics.NewEMF(out, service)}
 	slog.SetDefault(f.Log) // libraries that log through slog.Default write JSON too
+	Value(f.Env, EnvLogLevel, slog.LevelInfo, parseLevel)
 	f.Table = f.Env.Required(EnvTable)
 	cfg, err := config.LoadDefaultConfig(ctx)
 	if err != nil {

@@ -304,7 +304,7 @@ func (b *builder) smtp(n int) (provider.Sender, error) {
 	host := b.required(EnvSMTPHost, "smtp")
 	from := b.required(EnvSMTPFrom, "smtp")
 	port := lambdaenv.Value(b.env, EnvSMTPPort, 0, parsePort)
-	pol, err := smtpprovider.ParseTLSPolicy(b.env.Getenv(EnvSMTPTLS))
+	pol, err := smtpprovider.ParseTLSPolicy(b.env.String(EnvSMTPTLS, ""))
 	if err != nil {
 		b.env.Fail(fmt.Errorf("%s: %w", EnvSMTPTLS, err))
 	}
