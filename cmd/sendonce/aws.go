@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
@@ -54,71 +53,65 @@ func (g *common) format(c *command, e env) (string, error) {
 }
 
 // awsConfig loads the AWS configuration the SDK's standard way
-// (config.LoadDefaultConfig), with --region, --profile and --endpoint-url
-// first and then the standard variables read through e.getenv rather than
-// os.Getenv where they are set there: AWS_REGION (or AWS_DEFAULT_REGION),
-// AWS_PROFILE, AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY /
-// AWS_SESSION_TOKEN, AWS_ENDPOINT_URL_<SERVICE> and AWS_ENDPOINT_URL. In
-// the real CLI getenv is os.Getenv, so these options only restate what the
-// SDK reads itself; in tests they point it at the local emulators without
-// touching the process environment. service is the endpoint variable's
-// suffix ("DYNAMODB", "SQS", "STS"). local reports whether an endpoint
-// was set (an emulator, most likely).
-func awsConfig(ctx context.Context, e env, g *common, service string) (cfg aws.Config, local bool, err error) {
-	get := func(name string) string { return strings.TrimSpace(e.getenv(name)) }
+// (config.LoadDefaultConfig: AWS_REGION, AWS_PROFILE, the credential
+// variables, AWS_ENDPOINT_URL_<SERVICE> and AWS_ENDPOINT_URL, the shared
+// files), with --region and --profile as its options, and --endpoint-url,
+// as in the AWS CLI, before any configured endpoint of every service.
+func awsConfig(ctx context.Context, e env, g *common) (aws.Config, error) {
 	var opts []func(*config.LoadOptions) error
-	if r := firstOf(g.region, get("AWS_REGION"), get("AWS_DEFAULT_REGION")); r != "" {
-		opts = append(opts, config.WithRegion(r))
+	if g.region != "" {
+		opts = append(opts, config.WithRegion(g.region))
 	}
-	if p := firstOf(g.profile, get("AWS_PROFILE")); p != "" {
-		opts = append(opts, config.WithSharedConfigProfile(p))
+	if g.profile != "" {
+		opts = append(opts, config.WithSharedConfigProfile(g.profile))
 	}
-	if id, secret := get("AWS_ACCESS_KEY_ID"), get("AWS_SECRET_ACCESS_KEY"); id != "" && secret != "" && g.profile == "" {
-		creds := aws.Credentials{AccessKeyID: id, SecretAccessKey: secret, SessionToken: get("AWS_SESSION_TOKEN"), Source: "environment"}
-		opts = append(opts, config.WithCredentialsProvider(aws.CredentialsProviderFunc(
-			func(context.Context) (aws.Credentials, error) { return creds, nil })))
+	load := e.loadAWS
+	if load == nil {
+		load = config.LoadDefaultConfig
 	}
-	ep := firstOf(g.endpoint, get("AWS_ENDPOINT_URL_"+service), get("AWS_ENDPOINT_URL"))
-	if ep != "" {
-		opts = append(opts, config.WithBaseEndpoint(ep))
-	}
-	cfg, err = config.LoadDefaultConfig(ctx, opts...)
+	cfg, err := load(ctx, opts...)
 	if err != nil {
-		return aws.Config{}, false, fmt.Errorf("load AWS configuration: %w", err)
+		return aws.Config{}, fmt.Errorf("load AWS configuration: %w", err)
 	}
 	if cfg.Region == "" {
-		return aws.Config{}, false, errors.New("no AWS region: pass --region or set AWS_REGION (or a region in your AWS profile)")
+		return aws.Config{}, errors.New("no AWS region: pass --region or set AWS_REGION (or a region in your AWS profile)")
 	}
-	return cfg, ep != "", nil
+	if g.endpoint != "" {
+		// A service's configured endpoint (AWS_ENDPOINT_URL_DYNAMODB, a
+		// profile's services section) outranks cfg.BaseEndpoint in the
+		// SDK; the flag is offered first as every service's endpoint.
+		cfg.BaseEndpoint = aws.String(g.endpoint)
+		cfg.ConfigSources = append([]any{serviceEndpoints(func(string) string { return g.endpoint })}, cfg.ConfigSources...)
+	}
+	return cfg, nil
 }
 
-func firstOf(vals ...string) string {
-	for _, v := range vals {
-		if v != "" {
-			return v
-		}
-	}
-	return ""
+// serviceEndpoints is a configuration source of the SDK that gives the
+// endpoint of a service by its SDK id ("DynamoDB", "Secrets Manager").
+type serviceEndpoints func(sdkID string) string
+
+// GetServiceBaseEndpoint implements the SDK's service endpoint source.
+func (f serviceEndpoints) GetServiceBaseEndpoint(_ context.Context, sdkID string) (string, bool, error) {
+	ep := f(sdkID)
+	return ep, ep != "", nil
 }
 
 // dynamoClient returns a DynamoDB client (see awsConfig). When an endpoint
-// is set, response checksum validation is off: DynamoDB Local's error
-// responses carry a wrong CRC32.
+// is set, from any source, response checksum validation is off: DynamoDB
+// Local's error responses carry a wrong CRC32.
 func dynamoClient(ctx context.Context, e env, g *common) (*dynamodb.Client, error) {
-	cfg, local, err := awsConfig(ctx, e, g, "DYNAMODB")
+	cfg, err := awsConfig(ctx, e, g)
 	if err != nil {
 		return nil, err
 	}
 	return dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) {
-		if local {
-			o.DisableValidateResponseChecksum = true
-		}
+		o.DisableValidateResponseChecksum = o.BaseEndpoint != nil
 	}), nil
 }
 
 // sqsClient returns an SQS client (see awsConfig).
 func sqsClient(ctx context.Context, e env, g *common) (*sqs.Client, error) {
-	cfg, _, err := awsConfig(ctx, e, g, "SQS")
+	cfg, err := awsConfig(ctx, e, g)
 	if err != nil {
 		return nil, err
 	}
@@ -128,7 +121,7 @@ func sqsClient(ctx context.Context, e env, g *common) (*sqs.Client, error) {
 // callerIdentity returns the caller's ARN as STS GetCallerIdentity reports
 // it for the configured credentials: the "who" of a resolve.
 func callerIdentity(ctx context.Context, e env, g *common) (string, error) {
-	cfg, _, err := awsConfig(ctx, e, g, "STS")
+	cfg, err := awsConfig(ctx, e, g)
 	if err != nil {
 		return "", err
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -50,6 +51,8 @@ func TestBinary(t *testing.T) {
 		{"InspectUnknownFromEnvironment", []string{"inspect", sampleKey}, append(local, "SENDONCE_TABLE="+table), "", 1, "", "no ledger row"},
 		{"InspectWithFlags", []string{"inspect", sampleKey, "--region", testenv.Region, "--endpoint-url", testenv.DynamoDBEndpoint(t), "--table", table},
 			[]string{"AWS_ACCESS_KEY_ID=test", "AWS_SECRET_ACCESS_KEY=test", "AWS_CONFIG_FILE=/dev/null", "AWS_SHARED_CREDENTIALS_FILE=/dev/null"}, "", 1, "", "no ledger row"},
+		{"EndpointFlagOverEnvironment", []string{"inspect", sampleKey, "--endpoint-url", testenv.DynamoDBEndpoint(t), "--table", table},
+			append(slices.Clone(local), "AWS_ENDPOINT_URL_DYNAMODB=http://127.0.0.1:1"), "", 1, "", "no ledger row"},
 		{"BadOutput", []string{"inspect", sampleKey, "--output", "yaml"}, nil, "", 2, "", `--output "yaml": want json or table`},
 	}
 	for _, tt := range tests { // in order: create-tables precedes inspect

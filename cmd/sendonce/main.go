@@ -39,6 +39,9 @@ import (
 	"runtime/debug"
 	"strings"
 	"syscall"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
 )
 
 func main() {
@@ -63,6 +66,9 @@ type env struct {
 	// terminal is true when stdout is a terminal: --output defaults to
 	// table there.
 	terminal bool
+	// loadAWS loads the AWS configuration with the flags' options; nil
+	// is config.LoadDefaultConfig. Tests load it from their own variables.
+	loadAWS func(context.Context, ...func(*config.LoadOptions) error) (aws.Config, error)
 }
 
 // command is one (sub)command: its name as typed, a one-line summary, its
@@ -139,13 +145,17 @@ func lookup(args []string) (*command, []string, error) {
 }
 
 // run runs the command args name (args excludes the program name) and
-// returns the exit status. getenv stands for os.Getenv, so tests can point
-// the AWS SDK at local emulators without touching the process environment.
+// returns the exit status. getenv stands for os.Getenv.
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) int {
 	if getenv == nil {
 		getenv = os.Getenv
 	}
-	e := env{stdin: stdin, stdout: stdout, stderr: stderr, getenv: getenv, terminal: isTerminal(stdout)}
+	return runEnv(ctx, env{stdin: stdin, stdout: stdout, stderr: stderr, getenv: getenv, terminal: isTerminal(stdout)}, args)
+}
+
+// runEnv is run with e.
+func runEnv(ctx context.Context, e env, args []string) int {
+	stdout, stderr := e.stdout, e.stderr
 	err := dispatch(ctx, e, args)
 	var (
 		ue *usageError

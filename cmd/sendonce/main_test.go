@@ -32,11 +32,12 @@ type result struct {
 }
 
 // runWith calls run with stdin and the environment vars (nothing else is
-// visible to it).
+// visible to it, the AWS SDK included: loadFromVars).
 func runWith(t testing.TB, vars map[string]string, stdin string, args ...string) result {
 	t.Helper()
 	var stdout, stderr bytes.Buffer
-	code := run(context.Background(), args, strings.NewReader(stdin), &stdout, &stderr, func(k string) string { return vars[k] })
+	e := env{stdin: strings.NewReader(stdin), stdout: &stdout, stderr: &stderr, getenv: func(k string) string { return vars[k] }, loadAWS: loadFromVars(vars)}
+	code := runEnv(context.Background(), e, args)
 	return result{code, stdout.String(), stderr.String()}
 }
 

@@ -24,7 +24,7 @@ func redactor(ctx context.Context, e env, g *common) (*redact.Redactor, error) {
 	if get(lambdaenv.EnvRedactKeyParam) != "" {
 		// The key is in Secrets Manager or SSM: the SDK's standard
 		// configuration, with --region, --profile and --endpoint-url.
-		cfg, _, err := awsConfig(ctx, e, g, "SECRETS_MANAGER")
+		cfg, err := awsConfig(ctx, e, g)
 		if err != nil {
 			return nil, err
 		}

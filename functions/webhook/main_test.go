@@ -10,17 +10,58 @@ import (
 	"github.com/sendonce/sendonce/internal/testenv"
 )
 
-// TestPlainHTTPCallbackBaseRefused: the real bootstrap, under the RIE,
-// refuses to start with a plain-http SENDONCE_CALLBACK_BASE_URL to a host
-// that is not loopback, and says which variable is wrong.
-func TestPlainHTTPCallbackBaseRefused(t *testing.T) {
+// TestStartUpRefused: the real bootstraps, under the RIE, refuse to start
+// on bad configuration with one "start-up failed" line that names every
+// wrong variable. The sesevents function shares the webhook's start-up
+// (lambdaenv.Start, Function.Ledger, the dedup TTL), so its case is here.
+func TestStartUpRefused(t *testing.T) {
 	t.Parallel()
-	fn := rie.Start(t, rie.Build(t, "webhook"), map[string]string{
-		"SENDONCE_TABLE":             "unused",
-		"AWS_ENDPOINT_URL_DYNAMODB":  testenv.DynamoDBEndpoint(t),
-		"SENDONCE_CALLBACK_BASE_URL": "http://hooks.example.com",
-		"SENDONCE_REDACT_KEY":        strings.Repeat("k", 32),
-	})
+	const secret = "SENDONCE_HTTP_PROVIDER_CALLBACK_SECRET"
+	tests := []struct {
+		name, function string
+		env            map[string]string
+		want           []string // in the one start-up failure line (JSON-escaped)
+	}{
+		{"PlainHTTPCallbackBase", "webhook", map[string]string{"SENDONCE_CALLBACK_BASE_URL": "http://hooks.example.com"},
+			[]string{`SENDONCE_CALLBACK_BASE_URL=\"http://hooks.example.com\" is plain http`}},
+		// Before the webhook read its secrets through lambdaenv.Env, the
+		// _PARAM won silently here.
+		{"SecretAndParam", "webhook", map[string]string{secret: "local-secret", secret + "_PARAM": "/sendonce/callback-secret"},
+			[]string{secret + " and " + secret + "_PARAM are both set"}},
+		{"TwoProblems", "webhook", map[string]string{"SENDONCE_TABLE": "", "SENDONCE_CALLBACK_DEDUP_TTL": "soon"},
+			[]string{"SENDONCE_TABLE is required", `SENDONCE_CALLBACK_DEDUP_TTL=\"soon\"`}},
+		{"SESEventsTwoProblems", "sesevents", map[string]string{"SENDONCE_TABLE": "", "SENDONCE_RETENTION": "-1h"},
+			[]string{"SENDONCE_TABLE is required", `SENDONCE_RETENTION=\"-1h\"`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			env := map[string]string{
+				"SENDONCE_TABLE":            "unused",
+				"AWS_ENDPOINT_URL_DYNAMODB": testenv.DynamoDBEndpoint(t),
+				"SENDONCE_REDACT_KEY":       strings.Repeat("k", 32),
+			}
+			for k, v := range tt.env {
+				env[k] = v
+			}
+			line := startUpFailure(t, rie.Build(t, tt.function), env)
+			for _, want := range tt.want {
+				if !strings.Contains(line, want) {
+					t.Errorf("start-up failure %s\ndoes not say %s", line, want)
+				}
+			}
+			if strings.Contains(line, "local-secret") {
+				t.Errorf("start-up failure %s shows the secret", line)
+			}
+		})
+	}
+}
+
+// startUpFailure starts bootstrap under the RIE with env, checks that the
+// first invocation fails and returns the one "start-up failed" log line.
+func startUpFailure(t *testing.T, bootstrap string, env map[string]string) string {
+	t.Helper()
+	fn := rie.Start(t, bootstrap, env)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	out, err := fn.Invoke(ctx, []byte(`{}`))
@@ -31,7 +72,14 @@ func TestPlainHTTPCallbackBaseRefused(t *testing.T) {
 	for !strings.Contains(fn.Logs(), "start-up failed") && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
 	}
-	if logs := fn.Logs(); !strings.Contains(logs, "start-up failed") || !strings.Contains(logs, `SENDONCE_CALLBACK_BASE_URL=\"http://hooks.example.com\" is plain http`) {
-		t.Errorf("logs do not say start-up failed on the callback base URL:\n%s", logs)
+	var lines []string
+	for l := range strings.Lines(fn.Logs()) {
+		if strings.Contains(l, "start-up failed") {
+			lines = append(lines, l)
+		}
 	}
+	if len(lines) != 1 {
+		t.Fatalf("%d start-up failure lines, want 1:\n%s", len(lines), fn.Logs())
+	}
+	return lines[0]
 }

@@ -2,12 +2,15 @@ package api
 
 import (
 	"fmt"
+	"strings"
 	"time"
+
+	"github.com/sendonce/sendonce/internal/lambdaenv"
 )
 
-// Environment variables of the api function (see also README.md, Configuration).
+// Environment variables of the api function (docs/configuration.md).
 const (
-	EnvTable         = "SENDONCE_TABLE"
+	EnvTable         = lambdaenv.EnvTable
 	EnvQueueURL      = "SENDONCE_QUEUE_URL"
 	EnvRetention     = "SENDONCE_API_RETENTION"
 	EnvTenantRate    = "SENDONCE_API_TENANT_RATE"
@@ -23,47 +26,35 @@ type Env struct {
 	RecipientRate Rate
 }
 
-// LoadEnv reads the configuration through getenv (os.Getenv):
+// LoadEnv reads the configuration through getenv (os.Getenv) with
+// ReadEnv. Its error names every wrong variable and what is wrong with it.
+func LoadEnv(getenv func(string) string) (Env, error) {
+	env := lambdaenv.New(getenv)
+	e := ReadEnv(env)
+	if err := env.Err(); err != nil {
+		return Env{}, err
+	}
+	return e, nil
+}
+
+// ReadEnv reads the configuration through env, recording every problem
+// there (call env.Err, or lambdaenv.Function.Ready, after):
 //
 //	SENDONCE_TABLE               required
 //	SENDONCE_QUEUE_URL           required
-//	SENDONCE_API_RETENTION       Go duration, default 24h, more than the 30s lease
-//	SENDONCE_API_TENANT_RATE     LIMIT/WINDOW, default 100/1m
-//	SENDONCE_API_RECIPIENT_RATE  LIMIT/WINDOW, default 5/1m
-//
-// It returns an error naming the variable and what is wrong with it.
-func LoadEnv(getenv func(string) string) (Env, error) {
+//	SENDONCE_API_RETENTION       Go duration, default DefaultRetention, more than DefaultLease
+//	SENDONCE_API_TENANT_RATE     LIMIT/WINDOW, default DefaultTenantRate
+//	SENDONCE_API_RECIPIENT_RATE  LIMIT/WINDOW, default DefaultRecipientRate
+func ReadEnv(env *lambdaenv.Env) Env {
 	e := Env{
-		Table:         getenv(EnvTable),
-		QueueURL:      getenv(EnvQueueURL),
-		Retention:     DefaultRetention,
-		TenantRate:    DefaultTenantRate,
-		RecipientRate: DefaultRecipientRate,
+		Table:         env.Required(EnvTable),
+		QueueURL:      env.Required(EnvQueueURL),
+		Retention:     env.Duration(EnvRetention, DefaultRetention),
+		TenantRate:    lambdaenv.Value(env, EnvTenantRate, DefaultTenantRate, ParseRate),
+		RecipientRate: lambdaenv.Value(env, EnvRecipientRate, DefaultRecipientRate, ParseRate),
 	}
-	if e.Table == "" {
-		return Env{}, fmt.Errorf("%s is required: the sendonce table", EnvTable)
+	if e.Retention <= DefaultLease {
+		env.Fail(fmt.Errorf("%s=%q: want a Go duration longer than %s, e.g. 24h", EnvRetention, strings.TrimSpace(env.Getenv(EnvRetention)), DefaultLease))
 	}
-	if e.QueueURL == "" {
-		return Env{}, fmt.Errorf("%s is required: the notification queue's URL", EnvQueueURL)
-	}
-	if v := getenv(EnvRetention); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil || d <= DefaultLease {
-			return Env{}, fmt.Errorf("%s=%q: want a Go duration longer than %s, e.g. 24h", EnvRetention, v, DefaultLease)
-		}
-		e.Retention = d
-	}
-	for _, r := range []struct {
-		name string
-		dst  *Rate
-	}{{EnvTenantRate, &e.TenantRate}, {EnvRecipientRate, &e.RecipientRate}} {
-		if v := getenv(r.name); v != "" {
-			rate, err := ParseRate(v)
-			if err != nil {
-				return Env{}, fmt.Errorf("%s: %w", r.name, err)
-			}
-			*r.dst = rate
-		}
-	}
-	return e, nil
+	return e
 }

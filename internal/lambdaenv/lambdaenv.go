@@ -2,6 +2,10 @@
 // else: reading and validating configuration from the environment, the
 // JSON logger, the EMF recorder flushed per invocation, and AWS clients
 // built from the SDK's standard variables.
+//
+// Every SENDONCE_* variable is read through an Env, which collects every
+// problem so that start-up fails once, naming all of them. The variables
+// are a public contract, listed in docs/configuration.md.
 package lambdaenv
 
 import (
@@ -18,14 +22,24 @@ import (
 	"github.com/aws/aws-lambda-go/lambdacontext"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/sendonce/sendonce/internal/secrets"
 )
 
 // Env reads configuration variables and collects every problem, so that
 // start-up reports all of them at once.
 type Env struct {
+	// Getenv reads one variable (os.Getenv).
 	Getenv func(string) string
-	errs   []error
+	// Secrets reads the stored secrets *_PARAM variables name (Secret).
+	// Nil: a set *_PARAM variable is a recorded problem.
+	Secrets *secrets.Resolver
+	errs    []error
 }
+
+// ParamSuffix turns a secret's variable into the one naming where it is
+// stored: SENDONCE_TWILIO_AUTH_TOKEN → SENDONCE_TWILIO_AUTH_TOKEN_PARAM.
+const ParamSuffix = "_PARAM"
 
 // New returns an Env over getenv (os.Getenv when nil).
 func New(getenv func(string) string) *Env {
@@ -39,7 +53,7 @@ func New(getenv func(string) string) *Env {
 func (e *Env) Required(name string) string {
 	v := strings.TrimSpace(e.Getenv(name))
 	if v == "" {
-		e.errs = append(e.errs, fmt.Errorf("%s is required", name))
+		e.record(fmt.Errorf("%s is required", name))
 	}
 	return v
 }
@@ -61,7 +75,7 @@ func (e *Env) Duration(name string, def time.Duration) time.Duration {
 	}
 	d, err := time.ParseDuration(v)
 	if err != nil || d <= 0 {
-		e.errs = append(e.errs, fmt.Errorf("%s=%q is not a positive Go duration such as 5s or 720h", name, v))
+		e.record(fmt.Errorf("%s=%q is not a positive Go duration such as 5s or 720h", name, v))
 		return def
 	}
 	return d
@@ -75,14 +89,97 @@ func (e *Env) Int(name string, def int) int {
 	}
 	n, err := strconv.Atoi(v)
 	if err != nil || n <= 0 {
-		e.errs = append(e.errs, fmt.Errorf("%s=%q is not a positive integer", name, v))
+		e.record(fmt.Errorf("%s=%q is not a positive integer", name, v))
 		return def
 	}
 	return n
 }
 
-// Fail records a problem found by the caller.
-func (e *Env) Fail(err error) { e.errs = append(e.errs, err) }
+// Bool parses "true" or "false" (and the other forms strconv.ParseBool
+// accepts), def when unset.
+func (e *Env) Bool(name string, def bool) bool {
+	v := strings.TrimSpace(e.Getenv(name))
+	if v == "" {
+		return def
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		e.record(fmt.Errorf("%s=%q is not true or false", name, v))
+		return def
+	}
+	return b
+}
+
+// Value parses the variable with parse, def when unset. parse's error is
+// recorded after the variable's name.
+func Value[T any](e *Env, name string, def T, parse func(string) (T, error)) T {
+	v := strings.TrimSpace(e.Getenv(name))
+	if v == "" {
+		return def
+	}
+	x, err := parse(v)
+	if err != nil {
+		e.record(fmt.Errorf("%s: %w", name, err))
+		return def
+	}
+	return x
+}
+
+// SecretSet reports whether the secret name is given, plainly (name) or
+// stored (name+ParamSuffix).
+func (e *Env) SecretSet(name string) bool {
+	return strings.TrimSpace(e.Getenv(name)) != "" || strings.TrimSpace(e.Getenv(name+ParamSuffix)) != ""
+}
+
+// Secret returns the secret name gives: the variable's own value (local
+// use), or the value stored where name+ParamSuffix points (an SSM
+// SecureString or a Secrets Manager secret, see package secrets; the
+// production form), read once through e.Secrets. It returns "" when
+// neither is set. Setting both ("X and X_PARAM are both set"), a stored
+// secret that cannot be read, or a *_PARAM variable without e.Secrets is
+// recorded as a problem naming the variable, never showing the value.
+func (e *Env) Secret(ctx context.Context, name string) string {
+	param := name + ParamSuffix
+	plain, ref := strings.TrimSpace(e.Getenv(name)), strings.TrimSpace(e.Getenv(param))
+	switch {
+	case plain != "" && ref != "":
+		e.record(fmt.Errorf("%s and %s are both set: set one", name, param))
+		return ""
+	case ref == "":
+		return plain
+	case e.Secrets == nil:
+		e.record(fmt.Errorf("%s: no secrets resolver", param))
+		return ""
+	}
+	v, err := e.Secrets.Resolve(ctx, "", ref)
+	if err != nil {
+		e.record(fmt.Errorf("%s: %w", param, err))
+		return ""
+	}
+	return v
+}
+
+// Fail records a problem found by the caller; a nil err is ignored.
+func (e *Env) Fail(err error) {
+	if err != nil {
+		e.record(err)
+	}
+}
+
+// record records err unless the same problem is recorded already (a
+// variable read twice is reported once).
+func (e *Env) record(err error) {
+	for _, r := range e.errs {
+		if r.Error() == err.Error() {
+			return
+		}
+	}
+	e.errs = append(e.errs, err)
+}
+
+// Problems returns how many problems are recorded so far, so that a
+// reader can skip work that depends on a value found wrong.
+func (e *Env) Problems() int { return len(e.errs) }
 
 // Err returns every recorded problem joined, or nil.
 func (e *Env) Err() error {
@@ -94,12 +191,23 @@ func (e *Env) Err() error {
 
 // Logger returns the JSON logger every function uses. Level from
 // SENDONCE_LOG_LEVEL (debug, info, warn, error; default info).
+// A level that does not parse is info here; Start records it as a
+// problem.
 func Logger(w io.Writer, getenv func(string) string) *slog.Logger {
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(getenv("SENDONCE_LOG_LEVEL"))); err != nil {
+	level, err := parseLevel(getenv(EnvLogLevel))
+	if err != nil {
 		level = slog.LevelInfo
 	}
 	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level}))
+}
+
+// EnvLogLevel is the variable of the log level (Logger).
+const EnvLogLevel = "SENDONCE_LOG_LEVEL"
+
+func parseLevel(v string) (slog.Level, error) {
+	var level slog.Level
+	err := level.UnmarshalText([]byte(strings.TrimSpace(v)))
+	return level, err
 }
 
 // WithRequest returns log annotated with the Lambda request id of ctx,

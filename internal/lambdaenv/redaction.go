@@ -2,6 +2,7 @@ package lambdaenv
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -28,47 +29,60 @@ const (
 // or a secret that cannot be read is an error naming the variable, never
 // showing the key.
 func Redaction(ctx context.Context, getenv func(string) string, res *secrets.Resolver) (*redact.Redactor, error) {
-	plain, param := strings.TrimSpace(getenv(EnvRedactKey)), strings.TrimSpace(getenv(EnvRedactKeyParam))
-	switch {
-	case plain != "" && param != "":
-		return nil, fmt.Errorf("%s and %s are both set: set one", EnvRedactKey, EnvRedactKeyParam)
-	case plain == "" && param == "":
-		return redact.NewRandom(), nil
-	case param != "" && res == nil:
-		return nil, fmt.Errorf("%s: no secrets resolver", EnvRedactKeyParam)
-	}
-	name := EnvRedactKey
-	if param != "" {
-		name = EnvRedactKeyParam
-		v, err := res.Resolve(ctx, "", param)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", EnvRedactKeyParam, err)
-		}
-		plain = v
-	}
-	r, err := redact.New([]byte(plain))
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", name, err)
+	e := New(getenv)
+	e.Secrets = res
+	r := e.Redactor(ctx)
+	if len(e.errs) > 0 {
+		return nil, errors.Join(e.errs...)
 	}
 	return r, nil
 }
 
+// Redactor is Redaction reading through e: a problem is recorded in e
+// (Secret) and the result is then nil.
+func (e *Env) Redactor(ctx context.Context) *redact.Redactor {
+	n := e.Problems()
+	key := e.Secret(ctx, EnvRedactKey)
+	switch {
+	case e.Problems() > n:
+		return nil
+	case key == "":
+		return redact.NewRandom()
+	}
+	name := EnvRedactKey
+	if strings.TrimSpace(e.Getenv(EnvRedactKeyParam)) != "" {
+		name = EnvRedactKeyParam
+	}
+	r, err := redact.New([]byte(key))
+	if err != nil {
+		e.Fail(fmt.Errorf("%s: %w", name, err))
+		return nil
+	}
+	return r
+}
+
 // SetRedaction makes the environment's Redactor (Redaction) the default of
 // package redact, for every log line, FAILED reason and error text of this
-// process, and logs which key is in use: its redact.KeyID, the same in
-// every function of a deployment, or a warning when the key is random.
-// Call it once at start-up, before handling work.
+// process, and logs which key is in use (install). Call it once at
+// start-up, before handling work.
 func SetRedaction(ctx context.Context, log *slog.Logger, getenv func(string) string, res *secrets.Resolver) error {
 	r, err := Redaction(ctx, getenv, res)
 	if err != nil {
 		return err
 	}
+	install(log, r)
+	return nil
+}
+
+// install makes r the default of package redact and logs which key is in
+// use: its redact.KeyID, the same in every function of a deployment, or a
+// warning when the key is random.
+func install(log *slog.Logger, r *redact.Redactor) {
 	redact.SetDefault(r)
 	if r.Random() {
 		log.Warn("address tokens use a random key of this container: they correlate within it only, not across containers or with `sendonce inspect`; set "+EnvRedactKeyParam,
 			"redact_key_id", r.KeyID())
-		return nil
+		return
 	}
 	log.Info("address tokens keyed", "redact_key_id", r.KeyID())
-	return nil
 }

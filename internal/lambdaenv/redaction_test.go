@@ -59,10 +59,7 @@ func TestRedactionFromEnv(t *testing.T) {
 func TestRedactionFromStores(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	ep := testenv.MotoEndpoint(t)
-	cfg := testenv.Config()
-	smc := secretsmanager.NewFromConfig(cfg, func(o *secretsmanager.Options) { o.BaseEndpoint = aws.String(ep) })
-	ssmc := ssm.NewFromConfig(cfg, func(o *ssm.Options) { o.BaseEndpoint = aws.String(ep) })
+	ssmc, smc := motoStores(t)
 	res := secrets.New(ssmc, smc)
 	name := "sendonce-redact-" + testenv.RandomID()
 	sec, err := smc.CreateSecret(ctx, &secretsmanager.CreateSecretInput{Name: aws.String(name), SecretString: aws.String(testKey)})
@@ -117,4 +114,33 @@ func TestSetRedaction(t *testing.T) {
 	if err := SetRedaction(ctx, log, getenv(map[string]string{EnvRedactKey: "short"}), nil); err == nil {
 		t.Error("a short key was accepted")
 	}
+}
+
+// TestEnvSecretFromSSM reads a secret stored as an SSM SecureString on
+// moto_server; a name that is not stored is a problem naming X_PARAM.
+func TestEnvSecretFromSSM(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ssmc, smc := motoStores(t)
+	param := "/sendonce/test/secret-" + testenv.RandomID()
+	if _, err := ssmc.PutParameter(ctx, &ssm.PutParameterInput{Name: aws.String(param), Value: aws.String("stored"), Type: ssmtypes.ParameterTypeSecureString}); err != nil {
+		t.Fatalf("PutParameter: %v", err)
+	}
+	e := New(getenv(map[string]string{"S_PARAM": param, "GONE_PARAM": param + "-absent"}))
+	e.Secrets = secrets.New(ssmc, smc)
+	if got := e.Secret(ctx, "S"); got != "stored" || e.Err() != nil {
+		t.Fatalf("Secret = %q, %v; want the stored value", got, e.Err())
+	}
+	if got := e.Secret(ctx, "GONE"); got != "" || e.Err() == nil || !strings.Contains(e.Err().Error(), "GONE_PARAM") {
+		t.Errorf("absent parameter: %q, %v; want an error naming GONE_PARAM", got, e.Err())
+	}
+}
+
+// motoStores returns SSM and Secrets Manager clients of moto_server.
+func motoStores(t *testing.T) (*ssm.Client, *secretsmanager.Client) {
+	t.Helper()
+	ep := testenv.MotoEndpoint(t)
+	cfg := testenv.Config()
+	return ssm.NewFromConfig(cfg, func(o *ssm.Options) { o.BaseEndpoint = aws.String(ep) }),
+		secretsmanager.NewFromConfig(cfg, func(o *secretsmanager.Options) { o.BaseEndpoint = aws.String(ep) })
 }

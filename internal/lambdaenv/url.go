@@ -53,7 +53,7 @@ func (e *Env) URL(name string) string {
 		return ""
 	}
 	if err := CheckURL(name, v); err != nil {
-		e.errs = append(e.errs, err)
+		e.record(err)
 	}
 	return v
 }

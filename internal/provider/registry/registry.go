@@ -1,5 +1,7 @@
 // Package registry builds the channel → provider map of the sender (and
-// reconciler) from the environment (README.md, Configuration, and docs/providers.md).
+// reconciler) from the environment (docs/configuration.md and
+// docs/providers.md), read through a lambdaenv.Env: every problem is
+// recorded there, so start-up names all of them at once.
 //
 // SENDONCE_SMS_PROVIDER, SENDONCE_EMAIL_PROVIDER and SENDONCE_PUSH_PROVIDER
 // name the provider of each channel: http, sns, twilio, smtp or ses. A channel
@@ -10,7 +12,7 @@
 //
 // Secrets (tokens, passwords) are given either plainly (SENDONCE_X, local
 // use) or as the name of an SSM SecureString or a Secrets Manager secret
-// (SENDONCE_X_PARAM, production; see package secrets); setting both is an
+// (SENDONCE_X_PARAM, production; lambdaenv.Env.Secret); setting both is an
 // error. They are read once, when the map is built.
 //
 // Provider, lookup and callback URLs (SENDONCE_HTTP_PROVIDER_URL,
@@ -43,10 +45,6 @@ import (
 	"github.com/sendonce/sendonce/internal/provider/twilio"
 	"github.com/sendonce/sendonce/internal/secrets"
 )
-
-// DefaultTimeout is one provider call's timeout when
-// SENDONCE_PROVIDER_TIMEOUT is unset.
-const DefaultTimeout = decide.DefaultProviderTimeout
 
 // The environment variables the registry reads.
 const (
@@ -86,10 +84,6 @@ const (
 	EnvSNSPushTopicARN      = "SENDONCE_SNS_PUSH_TOPIC_ARN"
 )
 
-// ParamSuffix turns a secret's variable into the one naming where it is
-// stored: SENDONCE_TWILIO_AUTH_TOKEN → SENDONCE_TWILIO_AUTH_TOKEN_PARAM.
-const ParamSuffix = "_PARAM"
-
 // channelEnv maps each channel to its variable, in a stable order.
 var channelEnv = []struct{ channel, env string }{
 	{"sms", EnvSMSProvider},
@@ -104,9 +98,10 @@ var serves = map[string][]string{
 	"push":  {"http", "sns"},
 }
 
-// Options are the dependencies of FromEnvWith.
+// Options are the dependencies of Read and FromEnvWith.
 type Options struct {
-	// Secrets resolves *_PARAM variables. Required when one is set.
+	// Secrets resolves *_PARAM variables for FromEnvWith (Read uses its
+	// Env's). Required when one is set.
 	Secrets *secrets.Resolver
 	// SNS publishes for the sns provider. Required when it is used.
 	SNS snsprovider.Publisher
@@ -114,15 +109,19 @@ type Options struct {
 	SES sesprovider.Sender
 	// Logger is given to every adapter; nil means slog.Default().
 	Logger *slog.Logger
+	// Timeout bounds one provider call. Zero: SENDONCE_PROVIDER_TIMEOUT
+	// is read (default decide.DefaultProviderTimeout); a caller that
+	// reads it already (package sendpath) passes its value.
+	Timeout time.Duration
 }
 
 // FromEnv builds the channel → Sender map from getenv (usually
-// os.Getenv), with AWS clients (SNS, SSM, Secrets Manager) made from
+// os.Getenv), with AWS clients (SNS, SES, SSM, Secrets Manager) made from
 // awsCfg. Call it once per process (at a Lambda's cold start): it reads
 // each secret then.
 //
 // The map is keyed by channel ("sms", "email", "push"); an unset channel
-// is absent. The error names the offending variable.
+// is absent. The error names every offending variable.
 func FromEnv(ctx context.Context, getenv func(string) string, awsCfg aws.Config) (map[string]provider.Sender, error) {
 	return FromEnvWith(ctx, getenv, Options{
 		Secrets: secrets.NewFromConfig(awsCfg),
@@ -133,271 +132,249 @@ func FromEnv(ctx context.Context, getenv func(string) string, awsCfg aws.Config)
 
 // FromEnvWith is FromEnv with explicit dependencies.
 func FromEnvWith(ctx context.Context, getenv func(string) string, opts Options) (map[string]provider.Sender, error) {
-	b := &builder{ctx: ctx, getenv: getenv, opts: opts, made: map[string]provider.Sender{}}
-	timeout, err := b.timeout()
-	if err != nil {
+	env := lambdaenv.New(getenv)
+	env.Secrets = opts.Secrets
+	out := Read(ctx, env, opts)
+	if err := env.Err(); err != nil {
 		return nil, err
-	}
-	b.timeoutVal = timeout
-	if err := b.checkURL(EnvCallbackBase); err != nil {
-		return nil, err
-	}
-	out := map[string]provider.Sender{}
-	for _, c := range channelEnv {
-		name := strings.ToLower(strings.TrimSpace(getenv(c.env)))
-		if name == "" {
-			continue
-		}
-		if !slices.Contains([]string{"http", "sns", "twilio", "smtp", "ses"}, name) {
-			return nil, fmt.Errorf("registry: %s: unknown provider %q (want one of %s)", c.env, name, strings.Join(serves[c.channel], ", "))
-		}
-		if !slices.Contains(serves[c.channel], name) {
-			return nil, fmt.Errorf("registry: %s: provider %q cannot send %s (want one of %s)", c.env, name, c.channel, strings.Join(serves[c.channel], ", "))
-		}
-		if name == "sns" && c.channel == "email" && getenv(EnvSNSEmailTopicARN) == "" {
-			return nil, fmt.Errorf("registry: %s: sns sends email only through a topic: set %s", c.env, EnvSNSEmailTopicARN)
-		}
-		s, err := b.provider(name)
-		if err != nil {
-			return nil, err
-		}
-		out[c.channel] = s
 	}
 	return out, nil
 }
 
+// Clients returns the Options of the AWS-backed providers (SNS, SES) built
+// from awsCfg.
+func Clients(awsCfg aws.Config) Options {
+	return Options{SNS: sns.NewFromConfig(awsCfg), SES: sesv2.NewFromConfig(awsCfg)}
+}
+
+// Read builds the channel → Sender map from env, reading secrets through
+// env.Secret. Every problem is recorded in env, naming its variable (call
+// env.Err after); a channel whose provider has one is left out of the map.
+func Read(ctx context.Context, env *lambdaenv.Env, opts Options) map[string]provider.Sender {
+	b := &builder{ctx: ctx, env: env, opts: opts, made: map[string]provider.Sender{}}
+	if b.opts.Timeout == 0 {
+		b.opts.Timeout = env.Duration(EnvTimeout, decide.DefaultProviderTimeout)
+	}
+	env.URL(EnvCallbackBase)
+	out := map[string]provider.Sender{}
+	for _, c := range channelEnv {
+		name := strings.ToLower(env.String(c.env, ""))
+		switch {
+		case name == "":
+			continue
+		case !slices.Contains([]string{"http", "sns", "twilio", "smtp", "ses"}, name):
+			env.Fail(fmt.Errorf("%s: unknown provider %q (want one of %s)", c.env, name, strings.Join(serves[c.channel], ", ")))
+			continue
+		case !slices.Contains(serves[c.channel], name):
+			env.Fail(fmt.Errorf("%s: provider %q cannot send %s (want one of %s)", c.env, name, c.channel, strings.Join(serves[c.channel], ", ")))
+			continue
+		case name == "sns" && c.channel == "email" && env.String(EnvSNSEmailTopicARN, "") == "":
+			env.Fail(fmt.Errorf("%s: sns sends email only through a topic: set %s", c.env, EnvSNSEmailTopicARN))
+			continue
+		}
+		if s := b.provider(name); s != nil {
+			out[c.channel] = s
+		}
+	}
+	return out
+}
+
 type builder struct {
-	ctx        context.Context
-	getenv     func(string) string
-	opts       Options
-	timeoutVal time.Duration
-	made       map[string]provider.Sender
+	ctx  context.Context
+	env  *lambdaenv.Env
+	opts Options
+	made map[string]provider.Sender
+	// tried holds the providers already read, built or not, so that each
+	// one's problems are recorded once.
+	tried map[string]bool
 }
 
-func (b *builder) timeout() (time.Duration, error) {
-	v := strings.TrimSpace(b.getenv(EnvTimeout))
-	if v == "" {
-		return DefaultTimeout, nil
+// provider returns the one adapter of that name, built on first use; nil
+// when its settings have a problem (recorded in b.env).
+func (b *builder) provider(name string) provider.Sender {
+	if s, ok := b.made[name]; ok || b.tried[name] {
+		return s
 	}
-	d, err := time.ParseDuration(v)
-	if err != nil || d <= 0 {
-		return 0, fmt.Errorf("registry: %s: %q is not a positive Go duration such as 5s", EnvTimeout, v)
+	if b.tried == nil {
+		b.tried = map[string]bool{}
 	}
-	return d, nil
-}
-
-// provider returns the one adapter of that name, built on first use.
-func (b *builder) provider(name string) (provider.Sender, error) {
-	if s, ok := b.made[name]; ok {
-		return s, nil
-	}
+	b.tried[name] = true
+	n := b.env.Problems()
 	var (
 		s   provider.Sender
 		err error
 	)
 	switch name {
 	case "http":
-		s, err = b.http()
+		s, err = b.http(n)
 	case "twilio":
-		s, err = b.twilio()
+		s, err = b.twilio(n)
 	case "smtp":
-		s, err = b.smtp()
+		s, err = b.smtp(n)
 	case "sns":
-		s, err = b.sns()
+		s, err = b.sns(n)
 	case "ses":
-		s, err = b.ses()
+		s, err = b.ses(n)
 	}
-	if err != nil {
-		return nil, err
+	if err != nil || s == nil {
+		b.env.Fail(err)
+		return nil
 	}
 	b.made[name] = s
-	return s, nil
+	return s
 }
 
-func (b *builder) required(env, name string) (string, error) {
-	v := strings.TrimSpace(b.getenv(env))
+// required returns env's value, recording a problem when it is unset.
+func (b *builder) required(env, name string) string {
+	v := b.env.String(env, "")
 	if v == "" {
-		return "", fmt.Errorf("registry: %s is required when a channel uses %s", env, name)
+		b.env.Fail(fmt.Errorf("%s is required when a channel uses %s", env, name))
 	}
-	return v, nil
+	return v
 }
 
-// secret resolves env or env_PARAM; required says one must be set.
-func (b *builder) secret(env, name string, required bool) (string, error) {
-	plain, param := b.getenv(env), strings.TrimSpace(b.getenv(env+ParamSuffix))
-	switch {
-	case plain != "" && param != "":
-		return "", fmt.Errorf("registry: %s and %s are both set: set one", env, env+ParamSuffix)
-	case plain == "" && param == "":
-		if required {
-			return "", fmt.Errorf("registry: %s or %s is required when a channel uses %s", env, env+ParamSuffix, name)
-		}
-		return "", nil
-	case param == "":
-		return plain, nil
+// secret returns the secret env gives (lambdaenv.Env.Secret: env or
+// env_PARAM, not both); required says one of them must be set.
+func (b *builder) secret(env, name string, required bool) string {
+	if required && !b.env.SecretSet(env) {
+		b.env.Fail(fmt.Errorf("%s or %s is required when a channel uses %s", env, env+lambdaenv.ParamSuffix, name))
+		return ""
 	}
-	if b.opts.Secrets == nil {
-		return "", fmt.Errorf("registry: %s: no secrets resolver", env+ParamSuffix)
-	}
-	v, err := b.opts.Secrets.Resolve(b.ctx, "", param)
-	if err != nil {
-		return "", fmt.Errorf("registry: %s: %w", env+ParamSuffix, err)
-	}
-	return v, nil
+	return b.env.Secret(b.ctx, env)
 }
 
-// checkURL refuses a set URL variable that is not https://, unless its
-// host is loopback (lambdaenv.CheckURL): provider, lookup and callback
-// URLs carry tokens, addresses and message bodies.
-func (b *builder) checkURL(env string) error {
-	if v := strings.TrimSpace(b.getenv(env)); v != "" {
-		if err := lambdaenv.CheckURL(env, v); err != nil {
-			return fmt.Errorf("registry: %w", err)
-		}
-	}
-	return nil
-}
+// failed reports whether a problem was recorded since there were n.
+func (b *builder) failed(n int) bool { return b.env.Problems() > n }
 
 func (b *builder) callback(path string) string {
-	base := strings.TrimRight(strings.TrimSpace(b.getenv(EnvCallbackBase)), "/")
+	base := strings.TrimRight(b.env.String(EnvCallbackBase, ""), "/")
 	if base == "" {
 		return ""
 	}
 	return base + path
 }
 
-func (b *builder) http() (provider.Sender, error) {
-	base, err := b.required(EnvHTTPURL, "http")
-	if err != nil {
-		return nil, err
-	}
-	if err := b.checkURL(EnvHTTPURL); err != nil {
-		return nil, err
-	}
-	token, err := b.secret(EnvHTTPToken, "http", true)
-	if err != nil {
-		return nil, err
-	}
-	idempotent := true
-	if v := strings.TrimSpace(b.getenv(EnvHTTPIdempotent)); v != "" {
-		idempotent, err = strconv.ParseBool(v)
-		if err != nil {
-			return nil, fmt.Errorf("registry: %s: %q is not true or false", EnvHTTPIdempotent, v)
-		}
+// The adapters' constructors below read their variables (provider, lookup
+// and callback URLs through lambdaenv.Env.URL: https://, or plain http://
+// to a loopback host, as they carry tokens, addresses and bodies), and
+// build nothing when one of them had a problem (n: the problems before).
+
+func (b *builder) http(n int) (provider.Sender, error) {
+	base := b.required(EnvHTTPURL, "http")
+	b.env.URL(EnvHTTPURL)
+	token := b.secret(EnvHTTPToken, "http", true)
+	idempotent := b.env.Bool(EnvHTTPIdempotent, true)
+	if b.failed(n) {
+		return nil, nil
 	}
 	p, err := httpprovider.New(httpprovider.Config{
-		BaseURL: base, Token: token, Timeout: b.timeoutVal,
+		BaseURL: base, Token: token, Timeout: b.opts.Timeout,
 		CallbackURL: b.callback("/callbacks/http"), Logger: b.opts.Logger,
 		DisableIdempotency: !idempotent,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("registry: http provider (%s, %s): %w", EnvHTTPURL, EnvCallbackBase, err)
+		return nil, fmt.Errorf("http provider (%s, %s): %w", EnvHTTPURL, EnvCallbackBase, err)
 	}
 	return p, nil
 }
 
-func (b *builder) twilio() (provider.Sender, error) {
-	sid, err := b.required(EnvTwilioAccountSID, "twilio")
-	if err != nil {
-		return nil, err
-	}
-	if err := b.checkURL(EnvTwilioBaseURL); err != nil {
-		return nil, err
-	}
-	token, err := b.secret(EnvTwilioAuthToken, "twilio", true)
-	if err != nil {
-		return nil, err
-	}
-	from, svc := strings.TrimSpace(b.getenv(EnvTwilioFrom)), strings.TrimSpace(b.getenv(EnvTwilioService))
+func (b *builder) twilio(n int) (provider.Sender, error) {
+	sid := b.required(EnvTwilioAccountSID, "twilio")
+	baseURL := b.env.URL(EnvTwilioBaseURL)
+	token := b.secret(EnvTwilioAuthToken, "twilio", true)
+	from, svc := b.env.String(EnvTwilioFrom, ""), b.env.String(EnvTwilioService, "")
 	if from == "" && svc == "" {
-		return nil, fmt.Errorf("registry: %s or %s is required when a channel uses twilio", EnvTwilioFrom, EnvTwilioService)
+		b.env.Fail(fmt.Errorf("%s or %s is required when a channel uses twilio", EnvTwilioFrom, EnvTwilioService))
+	}
+	if b.failed(n) {
+		return nil, nil
 	}
 	p, err := twilio.New(twilio.Config{
-		BaseURL: strings.TrimSpace(b.getenv(EnvTwilioBaseURL)), AccountSID: sid, AuthToken: token,
-		From: from, MessagingServiceSID: svc, CallbackBaseURL: strings.TrimSpace(b.getenv(EnvCallbackBase)),
-		Timeout: b.timeoutVal, Logger: b.opts.Logger,
+		BaseURL: baseURL, AccountSID: sid, AuthToken: token,
+		From: from, MessagingServiceSID: svc, CallbackBaseURL: b.env.String(EnvCallbackBase, ""),
+		Timeout: b.opts.Timeout, Logger: b.opts.Logger,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("registry: twilio provider (%s, %s): %w", EnvTwilioBaseURL, EnvCallbackBase, err)
+		return nil, fmt.Errorf("twilio provider (%s, %s): %w", EnvTwilioBaseURL, EnvCallbackBase, err)
 	}
 	return p, nil
 }
 
-func (b *builder) smtp() (provider.Sender, error) {
-	host, err := b.required(EnvSMTPHost, "smtp")
+func (b *builder) smtp(n int) (provider.Sender, error) {
+	host := b.required(EnvSMTPHost, "smtp")
+	from := b.required(EnvSMTPFrom, "smtp")
+	port := lambdaenv.Value(b.env, EnvSMTPPort, 0, parsePort)
+	pol, err := smtpprovider.ParseTLSPolicy(b.env.String(EnvSMTPTLS, ""))
 	if err != nil {
-		return nil, err
+		b.env.Fail(fmt.Errorf("%s: %w", EnvSMTPTLS, err))
 	}
-	from, err := b.required(EnvSMTPFrom, "smtp")
-	if err != nil {
-		return nil, err
-	}
-	port := 0
-	if v := strings.TrimSpace(b.getenv(EnvSMTPPort)); v != "" {
-		port, err = strconv.Atoi(v)
-		if err != nil || port < 1 || port > 65535 {
-			return nil, fmt.Errorf("registry: %s: %q is not a port number", EnvSMTPPort, v)
-		}
-	}
-	pol, err := smtpprovider.ParseTLSPolicy(b.getenv(EnvSMTPTLS))
-	if err != nil {
-		return nil, fmt.Errorf("registry: %s: %w", EnvSMTPTLS, err)
-	}
-	user := strings.TrimSpace(b.getenv(EnvSMTPUsername))
-	pass, err := b.secret(EnvSMTPPassword, "smtp", user != "")
-	if err != nil {
-		return nil, err
+	user := b.env.String(EnvSMTPUsername, "")
+	pass := b.secret(EnvSMTPPassword, "smtp", user != "")
+	if b.failed(n) {
+		return nil, nil
 	}
 	p, err := smtpprovider.New(smtpprovider.Config{
 		Host: host, Port: port, Username: user, Password: pass, TLS: pol, From: from,
-		MessageIDDomain: strings.TrimSpace(b.getenv(EnvSMTPMessageIDDomain)),
-		Timeout:         b.timeoutVal, Logger: b.opts.Logger,
+		MessageIDDomain: b.env.String(EnvSMTPMessageIDDomain, ""),
+		Timeout:         b.opts.Timeout, Logger: b.opts.Logger,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("registry: smtp provider (%s): %w", EnvSMTPFrom, err)
+		return nil, fmt.Errorf("smtp provider (%s): %w", EnvSMTPFrom, err)
 	}
 	return p, nil
 }
 
-func (b *builder) sns() (provider.Sender, error) {
+// parsePort parses a TCP port number, 1 to 65535.
+func parsePort(v string) (int, error) {
+	port, err := strconv.Atoi(v)
+	if err != nil || port < 1 || port > 65535 {
+		return 0, fmt.Errorf("%q is not a port number", v)
+	}
+	return port, nil
+}
+
+func (b *builder) sns(n int) (provider.Sender, error) {
 	if b.opts.SNS == nil {
-		return nil, errors.New("registry: sns provider: no SNS client")
+		return nil, errors.New("sns provider: no SNS client")
 	}
 	topics := map[string]string{}
-	for ch, env := range map[string]string{"sms": EnvSNSSMSTopicARN, "email": EnvSNSEmailTopicARN, "push": EnvSNSPushTopicARN} {
-		if v := strings.TrimSpace(b.getenv(env)); v != "" {
+	for _, t := range []struct{ channel, env string }{{"sms", EnvSNSSMSTopicARN}, {"email", EnvSNSEmailTopicARN}, {"push", EnvSNSPushTopicARN}} {
+		if v := b.env.String(t.env, ""); v != "" {
 			if !strings.HasPrefix(v, "arn:") {
-				return nil, fmt.Errorf("registry: %s: %q is not a topic ARN", env, v)
+				b.env.Fail(fmt.Errorf("%s: %q is not a topic ARN", t.env, v))
 			}
-			topics[ch] = v
+			topics[t.channel] = v
 		}
 	}
+	if b.failed(n) {
+		return nil, nil
+	}
 	p, err := snsprovider.New(snsprovider.Config{
-		Client: b.opts.SNS, SenderID: strings.TrimSpace(b.getenv(EnvSNSSenderID)),
-		OriginationNumber: strings.TrimSpace(b.getenv(EnvSNSOriginationNumber)),
-		TopicARNs:         topics, Timeout: b.timeoutVal, Logger: b.opts.Logger,
+		Client: b.opts.SNS, SenderID: b.env.String(EnvSNSSenderID, ""),
+		OriginationNumber: b.env.String(EnvSNSOriginationNumber, ""),
+		TopicARNs:         topics, Timeout: b.opts.Timeout, Logger: b.opts.Logger,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("registry: sns provider: %w", err)
+		return nil, fmt.Errorf("sns provider: %w", err)
 	}
 	return p, nil
 }
 
-func (b *builder) ses() (provider.Sender, error) {
+func (b *builder) ses(n int) (provider.Sender, error) {
 	if b.opts.SES == nil {
-		return nil, errors.New("registry: ses provider: no SES client")
+		return nil, errors.New("ses provider: no SES client")
 	}
-	from, err := b.required(EnvSESFrom, "ses")
-	if err != nil {
-		return nil, err
+	from := b.required(EnvSESFrom, "ses")
+	if b.failed(n) {
+		return nil, nil
 	}
 	p, err := sesprovider.New(sesprovider.Config{
 		Client: b.opts.SES, From: from,
-		ConfigurationSet: strings.TrimSpace(b.getenv(EnvSESConfigurationSet)),
-		Timeout:          b.timeoutVal, Logger: b.opts.Logger,
+		ConfigurationSet: b.env.String(EnvSESConfigurationSet, ""),
+		Timeout:          b.opts.Timeout, Logger: b.opts.Logger,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("registry: ses provider (%s): %w", EnvSESFrom, err)
+		return nil, fmt.Errorf("ses provider (%s): %w", EnvSESFrom, err)
 	}
 	return p, nil
 }

@@ -216,3 +216,34 @@ func TestTwilioTokenFromSSM(t *testing.T) {
 		t.Errorf("StatusCallback = %q", cb)
 	}
 }
+
+// TestFromEnvReportsEveryProblem: problems of several providers (and of
+// the shared timeout) are reported together, in one error, not one per
+// deployment.
+func TestFromEnvReportsEveryProblem(t *testing.T) {
+	t.Parallel()
+	m := base()
+	delete(m, registry.EnvHTTPURL)
+	m[registry.EnvSMSProvider], m[registry.EnvEmailProvider], m[registry.EnvPushProvider] = "http", "smtp", "pigeon"
+	m[registry.EnvSMTPPort] = "99999"
+	m[registry.EnvTimeout] = "five"
+	m[registry.EnvHTTPToken+"_PARAM"] = "/sendonce/token"
+	_, err := registry.FromEnv(context.Background(), env(m), awsConfig(t))
+	if err == nil {
+		t.Fatal("FromEnv accepted five bad settings")
+	}
+	for _, want := range []string{
+		registry.EnvHTTPURL + " is required",
+		registry.EnvHTTPToken + " and " + registry.EnvHTTPToken + "_PARAM are both set",
+		registry.EnvSMTPPort + `: "99999" is not a port number`,
+		registry.EnvPushProvider + `: unknown provider "pigeon"`,
+		registry.EnvTimeout + `="five"`,
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("err = %q\nwant it to say %s", err, want)
+		}
+	}
+	if strings.Contains(err.Error(), "http-token") {
+		t.Errorf("err %q holds a secret", err)
+	}
+}

@@ -1,0 +1,112 @@
+package lambdaenv
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+
+	"github.com/aws/aws-lambda-go/lambda"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/sendonce/sendonce/internal/ledger/dynamoledger"
+	"github.com/sendonce/sendonce/internal/metrics"
+	"github.com/sendonce/sendonce/internal/secrets"
+)
+
+// Function is what every function's main starts from, built once per
+// container by Start: the logger, the environment reader, the AWS
+// configuration and the clients every function uses.
+type Function struct {
+	// Log is the JSON logger (Logger), also slog's default.
+	Log *slog.Logger
+	// Env reads the function's variables and collects their problems
+	// until Ready.
+	Env *Env
+	// AWS is the SDK's configuration from its standard variables
+	// (AWS_REGION, AWS_ENDPOINT_URL_<SERVICE>, ...).
+	AWS aws.Config
+	// DB is the DynamoDB client (DynamoDB) every function's table uses.
+	DB *dynamodb.Client
+	// Metrics is the EMF recorder, flushed after every invocation (Serve).
+	Metrics *metrics.EMF
+	// Table is the one table every record lives in (EnvTable).
+	Table string
+}
+
+// The variables every function reads.
+const (
+	// EnvTable names the one table of ledger rows, callback and API
+	// records, API keys and templates. Required.
+	EnvTable = "SENDONCE_TABLE"
+	// EnvRetention is how long ledger rows are kept (their TTL), default
+	// dynamoledger.DefaultRetention.
+	EnvRetention = "SENDONCE_RETENTION"
+)
+
+// Start begins a function's start-up over the process environment and
+// stdout: see StartWith.
+func Start(ctx context.Context, service string) *Function {
+	return StartWith(ctx, service, os.Getenv, os.Stdout)
+}
+
+// StartWith builds the logger (level SENDONCE_LOG_LEVEL) writing to out
+// and makes it slog's default, loads the AWS configuration the SDK's
+// standard way, reads the address-redaction key (Redactor: plain, or
+// stored where SENDONCE_REDACT_KEY_PARAM points) and makes it redact's
+// default, and builds the DynamoDB client, the secrets resolver of
+// f.Env.Secret and the EMF recorder named service. It reads EnvTable.
+//
+// A problem is recorded in f.Env, not reported: read the function's own
+// variables through f.Env, then call Ready.
+func StartWith(ctx context.Context, service string, getenv func(string) string, out io.Writer) *Function {
+	f := &Function{Log: Logger(out, getenv), Env: New(getenv), Metrics: metrics.NewEMF(out, service)}
+	slog.SetDefault(f.Log) // libraries that log through slog.Default write JSON too
+	Value(f.Env, EnvLogLevel, slog.LevelInfo, parseLevel)
+	f.Table = f.Env.Required(EnvTable)
+	cfg, err := config.LoadDefaultConfig(ctx)
+	if err != nil {
+		f.Env.Fail(fmt.Errorf("load AWS configuration: %w", err))
+		return f
+	}
+	f.AWS = cfg
+	f.Env.Secrets = secrets.NewFromConfig(cfg)
+	f.DB = DynamoDB(cfg, getenv)
+	if r := f.Env.Redactor(ctx); r != nil {
+		install(f.Log, r)
+	}
+	return f
+}
+
+// Ledger returns the ledger on f.DB in f.Table, keeping rows for
+// EnvRetention. A problem is recorded in f.Env and the ledger is then nil
+// (Ready exits before it is used).
+func (f *Function) Ledger() *dynamoledger.Ledger {
+	retention := f.Env.Duration(EnvRetention, dynamoledger.DefaultRetention)
+	if f.DB == nil || f.Table == "" { // recorded already
+		return nil
+	}
+	l, err := dynamoledger.New(f.DB, f.Table, dynamoledger.WithRetention(retention))
+	f.Env.Fail(err)
+	return l
+}
+
+// Ready ends reading the configuration: when any problem was recorded,
+// it logs all of them as one start-up failure and exits (Fatal).
+func (f *Function) Ready() { f.Must(f.Env.Err()) }
+
+// Must exits as Fatal does when err, a step of start-up, is not nil.
+func (f *Function) Must(err error) {
+	if err != nil {
+		Fatal(f.Log, err)
+	}
+}
+
+// Serve hands h to the Lambda runtime (lambda.Start) with f.Metrics
+// flushed after every invocation (FlushAfter). It does not return.
+func Serve[In, Out any](f *Function, h func(context.Context, In) (Out, error)) {
+	lambda.Start(FlushAfter(f.Metrics, f.Log, h))
+}
