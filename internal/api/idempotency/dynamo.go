@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -70,7 +71,7 @@ func decode(av map[string]types.AttributeValue) (Record, error) {
 		return Record{}, fmt.Errorf("decode: %w", err)
 	}
 	r := Record{
-		ID: it.PK[min(len(PKPrefix), len(it.PK)):], Fingerprint: Fingerprint{Sum: it.Fingerprint, Fields: it.Fields},
+		ID: strings.TrimPrefix(it.PK, PKPrefix), Fingerprint: Fingerprint{Sum: it.Fingerprint, Fields: it.Fields},
 		Token: it.Token, LedgerKey: it.LedgerKey, ExpiresAt: time.Unix(it.ExpiresAt, 0).UTC(),
 		Completed: it.State == stateCompleted, Status: it.Status, Body: it.Body,
 	}
