@@ -18,6 +18,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/sendonce/sendonce/internal/api"
 	"github.com/sendonce/sendonce/internal/api/idempotency/idempotencytest"
@@ -92,8 +93,7 @@ func (s *syncBuffer) Write(p []byte) (int, error) {
 func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
 type setupOpts struct {
-	fifo bool
-	cfg  func(*api.Config)
+	cfg func(*api.Config)
 }
 
 // setup builds a handler on the in-memory stores, each held to its
@@ -119,12 +119,8 @@ func setup(t *testing.T, o setupOpts) *bundle {
 	if _, b.keyB, err = b.keys.Create(ctx, "globex"); err != nil {
 		t.Fatal(err)
 	}
-	queueURL := "https://sqs.us-east-1.amazonaws.com/123456789012/notifications"
-	if o.fifo {
-		queueURL += ".fifo"
-	}
 	cfg := api.Config{
-		Keys: b.keys, Ledger: b.led, Queue: b.queue, QueueURL: queueURL,
+		Keys: b.keys, Ledger: b.led, Queue: b.queue, QueueURL: "https://sqs.us-east-1.amazonaws.com/123456789012/notifications",
 		Idempotency: b.idem, RateWindows: ratelimittest.NewMem(),
 		Metrics: b.tally, Now: clock.Now,
 		Logger: slog.New(slog.NewJSONHandler(b.logs, nil)),
@@ -515,18 +511,33 @@ func TestRateLimits(t *testing.T) {
 	}
 }
 
+// TestFIFOQueue enqueues to a real FIFO queue (moto_server): SQS accepts
+// the group and deduplication ids the API sets.
 func TestFIFOQueue(t *testing.T) {
 	t.Parallel()
-	b := setup(t, setupOpts{fifo: true})
-	a := decodeAccepted(t, b.post(t, b.keyA, "k1", body1))
-	msgs := b.messages(t)
-	if len(msgs) != 1 {
-		t.Fatalf("got %d messages, want 1", len(msgs))
+	ctx := context.Background()
+	sq := sqs.NewFromConfig(testenv.Config(), func(o *sqs.Options) { o.BaseEndpoint = aws.String(testenv.MotoEndpoint(t)) })
+	out, err := sq.CreateQueue(ctx, &sqs.CreateQueueInput{
+		QueueName: aws.String("api-test-" + testenv.RandomID() + ".fifo"), Attributes: map[string]string{"FifoQueue": "true"},
+	})
+	if err != nil {
+		t.Fatalf("create queue: %v", err)
 	}
-	if got := aws.ToString(msgs[0].MessageDeduplicationId); got != a.ID {
+	t.Cleanup(func() { _, _ = sq.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: out.QueueUrl}) })
+	b := setup(t, setupOpts{cfg: func(c *api.Config) { c.Queue, c.QueueURL = sq, *out.QueueUrl }})
+	a := decodeAccepted(t, b.post(t, b.keyA, "k1", body1))
+	got, err := sq.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
+		QueueUrl: out.QueueUrl, MaxNumberOfMessages: 10,
+		MessageSystemAttributeNames: []sqstypes.MessageSystemAttributeName{sqstypes.MessageSystemAttributeNameAll},
+	})
+	if err != nil || len(got.Messages) != 1 {
+		t.Fatalf("receive = %v, %v; want 1 message", got, err)
+	}
+	attrs := got.Messages[0].Attributes
+	if got := attrs[string(sqstypes.MessageSystemAttributeNameMessageDeduplicationId)]; got != a.ID {
 		t.Errorf("MessageDeduplicationId = %q, want the ledger key %s", got, a.ID)
 	}
-	if got := aws.ToString(msgs[0].MessageGroupId); !strings.HasPrefix(got, "acme.") || len(got) > 128 {
+	if got := attrs[string(sqstypes.MessageSystemAttributeNameMessageGroupId)]; !strings.HasPrefix(got, "acme.") || len(got) > 128 {
 		t.Errorf("MessageGroupId = %q, want acme.<hash>, at most 128 characters", got)
 	}
 }
