@@ -251,7 +251,7 @@ func (h *Handler) Handle(ctx context.Context, req events.APIGatewayV2HTTPRequest
 		resp = p.response()
 	}
 	h.cfg.Metrics.Count(metrics.APIRequests, 1, metrics.Dim{Name: "route", Value: route}, metrics.Dim{Name: "status", Value: fmt.Sprintf("%dxx", resp.StatusCode/100)})
-	log.Info("request", "route", route, "status", resp.StatusCode)
+	log.Info("request served", "route", route, "status", resp.StatusCode)
 	return resp, nil
 }
 
@@ -281,14 +281,14 @@ func (h *Handler) authenticate(ctx context.Context, log *slog.Logger, headers ma
 	}
 	tenant, err := h.cfg.Keys.Authenticate(ctx, tok)
 	if errors.Is(err, apikey.ErrUnauthorized) {
-		log.Info("rejected API key", "key_id", apikey.ID(tok))
+		log.Info("API key rejected", "key_id", apikey.ID(tok))
 		p := problem{Status: http.StatusUnauthorized, Type: typeUnauthorized, Title: "Unauthorized",
 			Detail: "the API key is not valid", header: map[string]string{"WWW-Authenticate": `Bearer realm="sendonce", error="invalid_token"`}}
 		r := p.response()
 		return "", &r
 	}
 	if err != nil {
-		log.Error("authenticate", "error", err)
+		log.Error("authentication failed", "error", err)
 		r := problemUnavailable.response()
 		return "", &r
 	}
@@ -315,7 +315,7 @@ func (h *Handler) submit(ctx context.Context, log *slog.Logger, req events.APIGa
 	sub, p := parseSubmission(tenant, req.Headers, req.Body, req.IsBase64Encoded)
 	if p != nil {
 		h.cfg.Metrics.Count(metrics.InvalidRequests, 1)
-		log.Info("invalid request", "status", p.Status, "detail", p.Detail)
+		log.Info("request invalid", "status", p.Status, "detail", p.Detail)
 		return p.response()
 	}
 	r := sub.req
@@ -324,7 +324,7 @@ func (h *Handler) submit(ctx context.Context, log *slog.Logger, req events.APIGa
 
 	begun, err := h.idem.Begin(ctx, tenant, sub.key, fingerprint(r, sub.key), key)
 	if err != nil {
-		return h.unavailable(log, "idempotency", err)
+		return h.unavailable(log, "idempotency store failed", err)
 	}
 	switch begun.Verdict {
 	case idempotency.Replay:
@@ -354,7 +354,7 @@ func (h *Handler) submit(ctx context.Context, log *slog.Logger, req events.APIGa
 	// From here the record is ours: complete it or abandon it.
 	abandon := func() {
 		if err := h.idem.Abandon(context.WithoutCancel(ctx), tenant, sub.key, begun.Token); err != nil {
-			log.Error("abandon idempotency record", "error", err)
+			log.Error("abandoning the idempotency record failed", "error", err)
 		}
 	}
 	for _, l := range []struct {
@@ -367,12 +367,12 @@ func (h *Handler) submit(ctx context.Context, log *slog.Logger, req events.APIGa
 		ok, wait, err := h.limiter.Allow(ctx, l.scope, l.subject, l.rate)
 		if err != nil {
 			abandon()
-			return h.unavailable(log, "rate limit", err)
+			return h.unavailable(log, "rate limiter failed", err)
 		}
 		if !ok {
 			abandon()
 			h.cfg.Metrics.Count(metrics.RateLimited, 1, metrics.Dim{Name: "scope", Value: l.scope})
-			log.Info("rate limited", "scope", l.scope)
+			log.Info("request rate limited", "scope", l.scope)
 			p := problem{Status: http.StatusTooManyRequests, Type: typeRateLimited, Title: "Too Many Requests",
 				Detail: fmt.Sprintf("the %s rate limit of %d requests per %s is reached; retry after the window", l.scope, l.rate.Limit, l.rate.Window), retryAfter: wait}
 			return p.response()
@@ -393,16 +393,16 @@ func (h *Handler) submit(ctx context.Context, log *slog.Logger, req events.APIGa
 	}
 	if _, err := h.cfg.Queue.SendMessage(ctx, in); err != nil {
 		abandon()
-		return h.unavailable(log, "enqueue", err)
+		return h.unavailable(log, "enqueue failed", err)
 	}
 
 	body, _ := json.Marshal(accepted{ID: key, Status: "accepted"})
 	if err := h.idem.Complete(context.WithoutCancel(ctx), tenant, sub.key, begun.Token, http.StatusAccepted, string(body)); err != nil {
 		// The request is enqueued; a retry re-enqueues at worst, and the
 		// ledger deduplicates that.
-		log.Warn("store idempotent response", "error", err)
+		log.Warn("storing the idempotent response failed", "error", err)
 	}
-	log.Info("accepted", "channel", r.Channel, "template", r.Template)
+	log.Info("request accepted", "channel", r.Channel, "template", r.Template)
 	resp := jsonResponse(http.StatusAccepted, string(body))
 	resp.Headers["Location"] = itemPrefix + key
 	return resp
@@ -459,7 +459,7 @@ func (h *Handler) get(ctx context.Context, log *slog.Logger, req events.APIGatew
 		return problemNotFound.response()
 	}
 	if err != nil {
-		return h.unavailable(log.With("key", id), "ledger get", err)
+		return h.unavailable(log.With("key", id), "ledger read failed", err)
 	}
 	if rec.Tenant != tenant {
 		log.Info("read of another tenant's notification", "tenant", tenant, "key", id)
