@@ -301,7 +301,7 @@ func measurePaths(ctx context.Context, endpoint string, rep *benchreport.Report)
 			return err
 		}
 	}
-	handle := func(want webhook.Outcome) error {
+	handle := func(want webhook.Effect) error {
 		for _, cb := range callbacks {
 			resp, err := h.Handle(ctx, cb)
 			if err != nil || resp.StatusCode != 200 || !strings.Contains(resp.Body, string(want)) {
@@ -312,11 +312,11 @@ func measurePaths(ctx context.Context, endpoint string, rep *benchreport.Report)
 	}
 	m.take()
 	tally.take()
-	if err := handle(webhook.OutcomeApplied); err != nil {
+	if err := handle(webhook.Applied); err != nil {
 		return err
 	}
 	add("callback (webhook)", "webhook.Handler.Handle of a signed generic-HTTP \"delivered\" callback for a SENT row: dedup read, ledger read, ApplyDelivery, dedup record", m.take())
-	if err := handle(webhook.OutcomeDuplicate); err != nil {
+	if err := handle(webhook.Duplicate); err != nil {
 		return err
 	}
 	add("callback duplicate", "the same callbacks delivered again: stopped by the dedup record", m.take())

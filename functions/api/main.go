@@ -1,7 +1,9 @@
 // Command api is the HTTP API Lambda function (API Gateway HTTP API,
 // payload format 2.0): POST /v1/notifications and GET
-// /v1/notifications/{id}. See package api for the behaviour and
-// api.LoadEnv for its environment.
+// /v1/notifications/{id} (package api). It only wires: configuration from
+// the environment (api.LoadEnv), secrets resolved once per container, SDK
+// clients built once, and lambda.Start with the EMF metrics flushed after
+// every invocation.
 package main
 
 import (
@@ -14,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/sendonce/sendonce/internal/api"
+	"github.com/sendonce/sendonce/internal/api/idempotency"
 	"github.com/sendonce/sendonce/internal/apikey"
 	"github.com/sendonce/sendonce/internal/lambdaenv"
 	"github.com/sendonce/sendonce/internal/ledger/dynamoledger"
@@ -22,44 +25,42 @@ import (
 )
 
 func main() {
-	logger := lambdaenv.Logger(os.Stdout, os.Getenv)
-	slog.SetDefault(logger) // libraries that log through slog.Default write JSON too
-	h, err := setup(context.Background(), logger)
-	if err != nil {
-		logger.Error("api: start-up failed", "err", err)
-		os.Exit(1)
-	}
-	lambda.Start(h.Handle)
-}
-
-func setup(ctx context.Context, logger *slog.Logger) (*api.Handler, error) {
+	ctx := context.Background()
+	log := lambdaenv.Logger(os.Stdout, os.Getenv)
+	slog.SetDefault(log) // libraries that log through slog.Default write JSON too
 	env, err := api.LoadEnv(os.Getenv)
 	if err != nil {
-		return nil, err
+		lambdaenv.Fatal(log, err)
 	}
-	cfg, err := config.LoadDefaultConfig(ctx)
+
+	awsCfg, err := config.LoadDefaultConfig(ctx)
 	if err != nil {
-		return nil, err
+		lambdaenv.Fatal(log, err)
 	}
-	if err := lambdaenv.SetRedaction(ctx, logger, os.Getenv, secrets.NewFromConfig(cfg)); err != nil {
-		return nil, err
+	if err := lambdaenv.SetRedaction(ctx, log, os.Getenv, secrets.NewFromConfig(awsCfg)); err != nil {
+		lambdaenv.Fatal(log, err)
 	}
-	db := lambdaenv.DynamoDB(cfg, os.Getenv)
-	led, err := dynamoledger.New(db, env.Table)
+	db := lambdaenv.DynamoDB(awsCfg, os.Getenv)
+	l, err := dynamoledger.New(db, env.Table)
 	if err != nil {
-		return nil, err
+		lambdaenv.Fatal(log, err)
 	}
-	return api.New(api.Config{
+	emf := metrics.NewEMF(os.Stdout, "api")
+	h, err := api.New(api.Config{
 		Keys:          apikey.New(db, env.Table),
-		Ledger:        led,
-		Queue:         sqs.NewFromConfig(cfg),
+		Ledger:        l,
+		Queue:         sqs.NewFromConfig(awsCfg),
 		QueueURL:      env.QueueURL,
-		DB:            db,
-		Table:         env.Table,
+		Idempotency:   idempotency.NewDynamoRecords(db, env.Table),
+		RateWindows:   api.NewDynamoWindows(db, env.Table),
 		Retention:     env.Retention,
 		TenantRate:    env.TenantRate,
 		RecipientRate: env.RecipientRate,
-		Metrics:       metrics.NewEMF(os.Stdout, "api"),
-		Logger:        logger,
+		Metrics:       emf,
+		Logger:        log,
 	})
+	if err != nil {
+		lambdaenv.Fatal(log, err)
+	}
+	lambda.Start(lambdaenv.FlushAfter(emf, log, h.Handle))
 }

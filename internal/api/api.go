@@ -25,11 +25,12 @@
 // event, recipient, channel and template.
 //
 // The Idempotency-Key (1 to 255 printable ASCII characters) is scoped by
-// tenant. The first request with a key creates an idempotency record in
-// state in_flight with one conditional PutItem (pk
-// "idem#<tenant>#<sha256(key)>"), holding the request's fingerprint
-// (SHA-256 of its canonical JSON) and a lease; it then checks the rate
-// limits, enqueues the request to SQS and stores its response (completed).
+// tenant. The first request with a key creates an idempotency record
+// (package idempotency) in flight, in the one table with one conditional
+// PutItem (pk "idem#<tenant>#<sha256(key)>"), holding the request's
+// fingerprint (SHA-256 of its canonical JSON) and a lease; it then checks
+// the rate limits, enqueues the request to SQS and stores its response
+// (completed).
 // A later request with the same key gets:
 //
 //   - the same request, completed: the stored status and body again, with
@@ -50,10 +51,19 @@
 //
 // Fixed windows per tenant (SENDONCE_API_TENANT_RATE, default 100/1m) and
 // per tenant and recipient id (SENDONCE_API_RECIPIENT_RATE, default 5/1m),
-// counted in the same table (pk "rate#...", TTL). Over a limit: 429 with
-// Retry-After (the end of the window). The tenant window is counted before
-// the recipient window, so a request refused for its recipient still counts
-// against the tenant.
+// counted in the same table (DynamoWindows: pk "rate#...", TTL). Over a
+// limit: 429 with Retry-After (the end of the window). The tenant window
+// is counted before the recipient window, so a request refused for its
+// recipient still counts against the tenant.
+//
+// # Stores
+//
+// The handler's stores are injected (Config): the idempotency records
+// (idempotency.Records) and the rate windows (RateWindows), beside the
+// API keys (Authenticator) and the ledger. Each has its DynamoDB
+// implementation and an in-memory one for unit tests, held together by
+// one conformance suite (packages idempotencytest, ratelimittest,
+// apikeytest).
 //
 // # Reading
 //
@@ -76,9 +86,9 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/sendonce/sendonce/internal/api/idempotency"
 	"github.com/sendonce/sendonce/internal/apikey"
 	"github.com/sendonce/sendonce/internal/ledger"
 	"github.com/sendonce/sendonce/internal/metrics"
@@ -93,10 +103,10 @@ const (
 	itemPrefix     = CollectionPath + "/"
 )
 
-// Defaults of Config.
+// Defaults of Config: those of the idempotency records.
 const (
-	DefaultRetention = 24 * time.Hour
-	DefaultLease     = 30 * time.Second
+	DefaultRetention = idempotency.DefaultRetention
+	DefaultLease     = idempotency.DefaultLease
 )
 
 // Default rate limits.
@@ -123,24 +133,20 @@ type Queue interface {
 	SendMessage(ctx context.Context, in *sqs.SendMessageInput, optFns ...func(*sqs.Options)) (*sqs.SendMessageOutput, error)
 }
 
-// DynamoDB is the part of the DynamoDB client the idempotency store and
-// the rate limiter use.
-type DynamoDB interface {
-	PutItem(ctx context.Context, in *dynamodb.PutItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
-	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
-	DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error)
-}
-
 // Config is what a Handler needs. Zero durations and rates take the
-// defaults; Metrics defaults to metrics.Discard, Logger to slog.Default,
-// Now to time.Now.
+// defaults; Metrics defaults to metrics.Discard, Logger to discard, Now to
+// time.Now.
 type Config struct {
 	Keys     Authenticator
 	Ledger   LedgerReader
 	Queue    Queue
 	QueueURL string
-	DB       DynamoDB
-	Table    string
+	// Idempotency keeps the idempotency records
+	// (idempotency.DynamoRecords; idempotencytest.Mem in unit tests).
+	Idempotency idempotency.Records
+	// RateWindows counts the rate limits (DynamoWindows;
+	// ratelimittest.Mem in unit tests).
+	RateWindows RateWindows
 
 	Retention     time.Duration
 	Lease         time.Duration
@@ -155,7 +161,7 @@ type Config struct {
 // Handler serves the API. It is safe for concurrent use.
 type Handler struct {
 	cfg     Config
-	idem    *IdemStore
+	idem    *idempotency.Store
 	limiter *Limiter
 	log     *slog.Logger
 }
@@ -173,8 +179,8 @@ func New(cfg Config) (*Handler, error) {
 		return nil, fmt.Errorf("%w: Ledger is required", ErrConfig)
 	case cfg.Queue == nil || cfg.QueueURL == "":
 		return nil, fmt.Errorf("%w: Queue and QueueURL are required", ErrConfig)
-	case cfg.DB == nil || cfg.Table == "":
-		return nil, fmt.Errorf("%w: DB and Table are required", ErrConfig)
+	case cfg.Idempotency == nil || cfg.RateWindows == nil:
+		return nil, fmt.Errorf("%w: Idempotency and RateWindows are required", ErrConfig)
 	}
 	if cfg.Retention == 0 {
 		cfg.Retention = DefaultRetention
@@ -200,31 +206,23 @@ func New(cfg Config) (*Handler, error) {
 		cfg.Metrics = metrics.Discard
 	}
 	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
+		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
 	return &Handler{
 		cfg:     cfg,
-		idem:    NewIdemStore(cfg.DB, cfg.Table, cfg.Lease, cfg.Retention, cfg.Now),
-		limiter: NewLimiter(cfg.DB, cfg.Table, cfg.Now),
+		idem:    idempotency.New(cfg.Idempotency, cfg.Lease, cfg.Retention, cfg.Now),
+		limiter: NewLimiter(cfg.RateWindows, cfg.Now),
 		log:     cfg.Logger,
 	}, nil
 }
 
 // Handle serves one API Gateway HTTP API (payload 2.0) request. It never
 // returns an error: every failure is an HTTP response (a 5xx for a failed
-// dependency, logged with its detail). If the metrics recorder can Flush,
-// Handle flushes it before returning (one EMF document per invocation).
+// dependency, logged with its detail).
 func (h *Handler) Handle(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
-	if f, ok := h.cfg.Metrics.(interface{ Flush() error }); ok {
-		defer func() {
-			if err := f.Flush(); err != nil {
-				h.log.Error("api: flush metrics", "err", err)
-			}
-		}()
-	}
 	method := req.RequestContext.HTTP.Method
 	path := stripStage(req.RawPath, req.RequestContext.Stage)
 	log := h.log.With("request_id", req.RequestContext.RequestID, "method", method)
@@ -253,7 +251,7 @@ func (h *Handler) Handle(ctx context.Context, req events.APIGatewayV2HTTPRequest
 		resp = p.response()
 	}
 	h.cfg.Metrics.Count(metrics.APIRequests, 1, metrics.Dim{Name: "route", Value: route}, metrics.Dim{Name: "status", Value: fmt.Sprintf("%dxx", resp.StatusCode/100)})
-	log.Info("api: request", "route", route, "status", resp.StatusCode)
+	log.Info("request served", "route", route, "status", resp.StatusCode)
 	return resp, nil
 }
 
@@ -283,14 +281,14 @@ func (h *Handler) authenticate(ctx context.Context, log *slog.Logger, headers ma
 	}
 	tenant, err := h.cfg.Keys.Authenticate(ctx, tok)
 	if errors.Is(err, apikey.ErrUnauthorized) {
-		log.Info("api: rejected API key", "key_id", apikey.ID(tok))
+		log.Info("API key rejected", "key_id", apikey.ID(tok))
 		p := problem{Status: http.StatusUnauthorized, Type: typeUnauthorized, Title: "Unauthorized",
 			Detail: "the API key is not valid", header: map[string]string{"WWW-Authenticate": `Bearer realm="sendonce", error="invalid_token"`}}
 		r := p.response()
 		return "", &r
 	}
 	if err != nil {
-		log.Error("api: authenticate", "err", err)
+		log.Error("authentication failed", "error", err)
 		r := problemUnavailable.response()
 		return "", &r
 	}
@@ -298,7 +296,7 @@ func (h *Handler) authenticate(ctx context.Context, log *slog.Logger, headers ma
 }
 
 func (h *Handler) unavailable(log *slog.Logger, msg string, err error) events.APIGatewayV2HTTPResponse {
-	log.Error(msg, "err", err)
+	log.Error(msg, "error", err)
 	return problemUnavailable.response()
 }
 
@@ -317,7 +315,7 @@ func (h *Handler) submit(ctx context.Context, log *slog.Logger, req events.APIGa
 	sub, p := parseSubmission(tenant, req.Headers, req.Body, req.IsBase64Encoded)
 	if p != nil {
 		h.cfg.Metrics.Count(metrics.InvalidRequests, 1)
-		log.Info("api: invalid request", "status", p.Status, "detail", p.Detail)
+		log.Info("request invalid", "status", p.Status, "detail", p.Detail)
 		return p.response()
 	}
 	r := sub.req
@@ -326,10 +324,10 @@ func (h *Handler) submit(ctx context.Context, log *slog.Logger, req events.APIGa
 
 	begun, err := h.idem.Begin(ctx, tenant, sub.key, fingerprint(r, sub.key), key)
 	if err != nil {
-		return h.unavailable(log, "api: idempotency", err)
+		return h.unavailable(log, "idempotency store failed", err)
 	}
-	switch begun.Outcome {
-	case Replay:
+	switch begun.Verdict {
+	case idempotency.Replay:
 		h.cfg.Metrics.Count(metrics.APIReplays, 1)
 		resp := jsonResponse(begun.Status, begun.Body)
 		resp.Headers["Idempotent-Replayed"] = "true"
@@ -337,26 +335,26 @@ func (h *Handler) submit(ctx context.Context, log *slog.Logger, req events.APIGa
 			resp.Headers["Location"] = itemPrefix + begun.LedgerKey
 		}
 		return resp
-	case Mismatch:
+	case idempotency.Mismatch:
 		h.cfg.Metrics.Count(metrics.InvalidRequests, 1)
-		log.Info("api: idempotency key reused with another request", "fields", begun.Differ)
+		log.Info("idempotency key reused with another request", "fields", begun.Differ)
 		p := problem{Status: http.StatusUnprocessableEntity, Type: typeKeyMismatch, Title: "Idempotency-Key reused",
 			Detail: "this Idempotency-Key was first used with a different request; these fields differ: " + strings.Join(begun.Differ, ", "),
 			Fields: begun.Differ}
 		return p.response()
-	case InFlight:
+	case idempotency.InFlight:
 		p := problem{Status: http.StatusConflict, Type: typeKeyInFlight, Title: "Request in progress",
 			Detail: "a request with this Idempotency-Key is still being processed; retry later", retryAfter: begun.RetryAfter}
 		return p.response()
 	}
 	if begun.TookOver {
-		log.Warn("api: took over a dead in-flight request")
+		log.Warn("took over a dead in-flight request")
 	}
 
 	// From here the record is ours: complete it or abandon it.
 	abandon := func() {
 		if err := h.idem.Abandon(context.WithoutCancel(ctx), tenant, sub.key, begun.Token); err != nil {
-			log.Error("api: abandon idempotency record", "err", err)
+			log.Error("abandoning the idempotency record failed", "error", err)
 		}
 	}
 	for _, l := range []struct {
@@ -369,12 +367,12 @@ func (h *Handler) submit(ctx context.Context, log *slog.Logger, req events.APIGa
 		ok, wait, err := h.limiter.Allow(ctx, l.scope, l.subject, l.rate)
 		if err != nil {
 			abandon()
-			return h.unavailable(log, "api: rate limit", err)
+			return h.unavailable(log, "rate limiter failed", err)
 		}
 		if !ok {
 			abandon()
 			h.cfg.Metrics.Count(metrics.RateLimited, 1, metrics.Dim{Name: "scope", Value: l.scope})
-			log.Info("api: rate limited", "scope", l.scope)
+			log.Info("request rate limited", "scope", l.scope)
 			p := problem{Status: http.StatusTooManyRequests, Type: typeRateLimited, Title: "Too Many Requests",
 				Detail: fmt.Sprintf("the %s rate limit of %d requests per %s is reached; retry after the window", l.scope, l.rate.Limit, l.rate.Window), retryAfter: wait}
 			return p.response()
@@ -395,16 +393,16 @@ func (h *Handler) submit(ctx context.Context, log *slog.Logger, req events.APIGa
 	}
 	if _, err := h.cfg.Queue.SendMessage(ctx, in); err != nil {
 		abandon()
-		return h.unavailable(log, "api: enqueue", err)
+		return h.unavailable(log, "enqueue failed", err)
 	}
 
 	body, _ := json.Marshal(accepted{ID: key, Status: "accepted"})
 	if err := h.idem.Complete(context.WithoutCancel(ctx), tenant, sub.key, begun.Token, http.StatusAccepted, string(body)); err != nil {
 		// The request is enqueued; a retry re-enqueues at worst, and the
 		// ledger deduplicates that.
-		log.Warn("api: store idempotent response", "err", err)
+		log.Warn("storing the idempotent response failed", "error", err)
 	}
-	log.Info("api: accepted", "channel", r.Channel, "template", r.Template)
+	log.Info("request accepted", "channel", r.Channel, "template", r.Template)
 	resp := jsonResponse(http.StatusAccepted, string(body))
 	resp.Headers["Location"] = itemPrefix + key
 	return resp
@@ -425,8 +423,9 @@ func jsonResponse(status int, body string) events.APIGatewayV2HTTPResponse {
 	}
 }
 
-// Status is the body of GET /v1/notifications/{id}.
-type Status struct {
+// Notification is the body of GET /v1/notifications/{id}: the state of a
+// notification, never its address or message.
+type Notification struct {
 	ID                string     `json:"id"`
 	State             string     `json:"state"`
 	Channel           string     `json:"channel"`
@@ -460,13 +459,13 @@ func (h *Handler) get(ctx context.Context, log *slog.Logger, req events.APIGatew
 		return problemNotFound.response()
 	}
 	if err != nil {
-		return h.unavailable(log.With("key", id), "api: ledger get", err)
+		return h.unavailable(log.With("key", id), "ledger read failed", err)
 	}
 	if rec.Tenant != tenant {
-		log.Info("api: read of another tenant's notification", "tenant", tenant, "key", id)
+		log.Info("read of another tenant's notification", "tenant", tenant, "key", id)
 		return problemNotFound.response()
 	}
-	st := Status{
+	st := Notification{
 		ID: rec.Key, State: string(rec.State), Channel: rec.Channel, Template: rec.Template, Class: rec.Class,
 		RecipientID: rec.RecipientID, Attempts: rec.Attempts, ProviderMessageID: rec.ProviderMessageID,
 		CreatedAt: rec.CreatedAt.UTC(), UpdatedAt: rec.UpdatedAt.UTC(),

@@ -9,22 +9,25 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/sendonce/sendonce/internal/api"
+	"github.com/sendonce/sendonce/internal/api/idempotency/idempotencytest"
+	"github.com/sendonce/sendonce/internal/api/ratelimittest"
 	"github.com/sendonce/sendonce/internal/apikey"
+	"github.com/sendonce/sendonce/internal/apikey/apikeytest"
 	"github.com/sendonce/sendonce/internal/ledger"
-	"github.com/sendonce/sendonce/internal/ledger/dynamoledger"
+	"github.com/sendonce/sendonce/internal/ledger/ledgertest"
+	"github.com/sendonce/sendonce/internal/ledger/memledger"
 	"github.com/sendonce/sendonce/internal/metrics"
 	"github.com/sendonce/sendonce/internal/notify"
 	"github.com/sendonce/sendonce/internal/sendkey"
@@ -35,28 +38,15 @@ const phone = "+15551234567"
 
 var body1 = `{"channel":"sms","template":"order_shipped","recipient":{"id":"user-42","phone":"` + phone + `"},"data":{"order_id":"A-1001"}}`
 
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *clock) Add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
-// queue counts SendMessage calls and lets a test hold or fail them.
+// queue records the messages the API enqueues and lets a test hold or
+// fail SendMessage.
 type queue struct {
-	sqs   *sqs.Client
-	calls atomic.Int64
-	mu    sync.Mutex
-	hook  func(ctx context.Context) error
+	mu   sync.Mutex
+	sent []*sqs.SendMessageInput
+	hook func(ctx context.Context) error
 }
 
-func (q *queue) SendMessage(ctx context.Context, in *sqs.SendMessageInput, optFns ...func(*sqs.Options)) (*sqs.SendMessageOutput, error) {
-	q.calls.Add(1)
+func (q *queue) SendMessage(ctx context.Context, in *sqs.SendMessageInput, _ ...func(*sqs.Options)) (*sqs.SendMessageOutput, error) {
 	q.mu.Lock()
 	hook := q.hook
 	q.mu.Unlock()
@@ -65,7 +55,10 @@ func (q *queue) SendMessage(ctx context.Context, in *sqs.SendMessageInput, optFn
 			return nil, err
 		}
 	}
-	return q.sqs.SendMessage(ctx, in, optFns...)
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.sent = append(q.sent, in)
+	return &sqs.SendMessageOutput{MessageId: aws.String(fmt.Sprintf("m%d", len(q.sent)))}, nil
 }
 
 func (q *queue) setHook(h func(ctx context.Context) error) {
@@ -75,18 +68,16 @@ func (q *queue) setHook(h func(ctx context.Context) error) {
 }
 
 type bundle struct {
-	h        *api.Handler
-	db       *dynamodb.Client
-	table    string
-	sqs      *sqs.Client
-	queueURL string
-	queue    *queue
-	keys     *apikey.Store
-	clock    *clock
-	tally    *metrics.Tally
-	logs     *syncBuffer
-	keyA     string // API key of tenant "acme"
-	keyB     string // API key of tenant "globex"
+	h     *api.Handler
+	led   *memledger.Ledger
+	queue *queue
+	idem  *idempotencytest.Lossy
+	keys  *apikey.Store
+	clock *ledgertest.Clock
+	tally *metrics.Tally
+	logs  *syncBuffer
+	keyA  string // API key of tenant "acme"
+	keyB  string // API key of tenant "globex"
 }
 
 type syncBuffer struct {
@@ -102,49 +93,36 @@ func (s *syncBuffer) Write(p []byte) (int, error) {
 func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
 type setupOpts struct {
-	fifo bool
-	cfg  func(*api.Config)
+	cfg func(*api.Config)
 }
 
+// setup builds a handler on the in-memory stores, each held to its
+// DynamoDB implementation by a conformance suite (functions/api's
+// TestBootstrapUnderRIE runs the real function on DynamoDB Local and SQS).
 func setup(t *testing.T, o setupOpts) *bundle {
 	t.Helper()
 	ctx := context.Background()
-	db := testenv.DynamoDB(t)
-	table := testenv.NewTable(t, db)
-	sq := sqs.NewFromConfig(testenv.Config(), func(o *sqs.Options) { o.BaseEndpoint = aws.String(testenv.MotoEndpoint(t)) })
-	name := "api-test-" + testenv.RandomID()
-	in := &sqs.CreateQueueInput{QueueName: aws.String(name), Attributes: map[string]string{"VisibilityTimeout": "300"}}
-	if o.fifo {
-		in.QueueName = aws.String(name + ".fifo")
-		in.Attributes["FifoQueue"] = "true"
-	}
-	out, err := sq.CreateQueue(ctx, in)
-	if err != nil {
-		t.Fatalf("create queue: %v", err)
-	}
-	t.Cleanup(func() { _, _ = sq.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: out.QueueUrl}) })
-
+	clock := ledgertest.NewClock(ledgertest.Start.Add(10 * time.Second))
 	b := &bundle{
-		db: db, table: table, sqs: sq, queueURL: *out.QueueUrl,
-		queue: &queue{sqs: sq},
-		clock: &clock{t: time.Date(2026, 11, 29, 12, 0, 10, 0, time.UTC)},
+		led:   memledger.New(memledger.WithNow(clock.Now)),
+		queue: &queue{},
+		idem:  idempotencytest.NewLossy(idempotencytest.NewMem()),
+		keys:  apikey.NewStore(apikeytest.NewMem(), apikey.WithClock(clock.Now)),
+		clock: clock,
 		tally: metrics.NewTally(),
 		logs:  &syncBuffer{},
 	}
-	b.keys = apikey.New(db, table, apikey.WithClock(b.clock.Now))
+	var err error
 	if _, b.keyA, err = b.keys.Create(ctx, "acme"); err != nil {
 		t.Fatal(err)
 	}
 	if _, b.keyB, err = b.keys.Create(ctx, "globex"); err != nil {
 		t.Fatal(err)
 	}
-	led, err := dynamoledger.New(db, table, dynamoledger.WithNow(b.clock.Now))
-	if err != nil {
-		t.Fatal(err)
-	}
 	cfg := api.Config{
-		Keys: b.keys, Ledger: led, Queue: b.queue, QueueURL: b.queueURL, DB: db, Table: table,
-		Metrics: b.tally, Now: b.clock.Now,
+		Keys: b.keys, Ledger: b.led, Queue: b.queue, QueueURL: "https://sqs.us-east-1.amazonaws.com/123456789012/notifications",
+		Idempotency: b.idem, RateWindows: ratelimittest.NewMem(),
+		Metrics: b.tally, Now: clock.Now,
 		Logger: slog.New(slog.NewJSONHandler(b.logs, nil)),
 	}
 	if o.cfg != nil {
@@ -197,23 +175,12 @@ func (b *bundle) get(t *testing.T, apiKey, id string) events.APIGatewayV2HTTPRes
 	return b.do(t, request(http.MethodGet, "/v1/notifications/"+id, apiKey, nil, ""))
 }
 
-// messages drains the queue and returns the bodies of its messages.
-func (b *bundle) messages(t *testing.T) []sqstypes.Message {
+// messages returns what was enqueued.
+func (b *bundle) messages(t *testing.T) []*sqs.SendMessageInput {
 	t.Helper()
-	var all []sqstypes.Message
-	for {
-		out, err := b.sqs.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{
-			QueueUrl: aws.String(b.queueURL), MaxNumberOfMessages: 10,
-			MessageSystemAttributeNames: []sqstypes.MessageSystemAttributeName{sqstypes.MessageSystemAttributeNameAll},
-		})
-		if err != nil {
-			t.Fatalf("receive: %v", err)
-		}
-		if len(out.Messages) == 0 {
-			return all
-		}
-		all = append(all, out.Messages...)
-	}
+	b.queue.mu.Lock()
+	defer b.queue.mu.Unlock()
+	return slices.Clone(b.queue.sent)
 }
 
 func wantKey(tenant, idemKey string) string {
@@ -282,7 +249,7 @@ func TestSubmitAccepted(t *testing.T) {
 	if len(msgs) != 1 {
 		t.Fatalf("got %d messages, want 1", len(msgs))
 	}
-	req, err := notify.Parse([]byte(*msgs[0].Body))
+	req, err := notify.Parse([]byte(*msgs[0].MessageBody))
 	if err != nil {
 		t.Fatalf("enqueued body is not a valid request: %v", err)
 	}
@@ -379,7 +346,7 @@ func TestInFlightAndTakeover(t *testing.T) {
 		t.Errorf("Retry-After = %q, want %q", got, want)
 	}
 	// Past the lease the next retry takes over and enqueues.
-	b.clock.Add(api.DefaultLease + time.Second)
+	b.clock.Advance(api.DefaultLease + time.Second)
 	decodeAccepted(t, b.post(t, b.keyA, "k1", body1))
 
 	// The first request dies now; its clean-up must not delete the record
@@ -417,7 +384,7 @@ func TestExpiredRecordIsAbsent(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOpts{cfg: func(c *api.Config) { c.Retention = time.Hour }})
 	decodeAccepted(t, b.post(t, b.keyA, "k1", body1))
-	b.clock.Add(time.Hour)
+	b.clock.Advance(time.Hour)
 	// Past the retention the key is free: a different request is new, not
 	// a mismatch, and no replay.
 	other := strings.Replace(body1, "A-1001", "A-1002", 1)
@@ -444,7 +411,7 @@ func TestTenantsAreIndependent(t *testing.T) {
 	}
 	tenants := map[string]bool{}
 	for _, m := range b.messages(t) {
-		r, err := notify.Parse([]byte(*m.Body))
+		r, err := notify.Parse([]byte(*m.MessageBody))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -486,9 +453,6 @@ func TestConcurrentIdenticalPosts(t *testing.T) {
 	t.Logf("50 concurrent POSTs: %d accepted, %d replays, %d conflicts", fresh, replays, conflicts)
 	if fresh != 1 {
 		t.Errorf("got %d fresh 202s, want 1", fresh)
-	}
-	if got := b.queue.calls.Load(); got != 1 {
-		t.Errorf("SendMessage called %d times, want 1", got)
 	}
 	if got := len(b.messages(t)); got != 1 {
 		t.Errorf("got %d messages, want 1", got)
@@ -535,7 +499,7 @@ func TestRateLimits(t *testing.T) {
 			decodeAccepted(t, b.post(t, b.keyB, "k2", tt.bodyN(2)))
 			// The refused request stored nothing: it goes through in the
 			// next window with the same key.
-			b.clock.Add(50 * time.Second)
+			b.clock.Advance(50 * time.Second)
 			decodeAccepted(t, b.post(t, b.keyA, "k2", tt.bodyN(2)))
 			if got := b.tally.Get(metrics.RateLimited); got != 1 {
 				t.Errorf("RateLimited = %d, want 1", got)
@@ -547,15 +511,29 @@ func TestRateLimits(t *testing.T) {
 	}
 }
 
+// TestFIFOQueue enqueues to a real FIFO queue (moto_server): SQS accepts
+// the group and deduplication ids the API sets.
 func TestFIFOQueue(t *testing.T) {
 	t.Parallel()
-	b := setup(t, setupOpts{fifo: true})
-	a := decodeAccepted(t, b.post(t, b.keyA, "k1", body1))
-	msgs := b.messages(t)
-	if len(msgs) != 1 {
-		t.Fatalf("got %d messages, want 1", len(msgs))
+	ctx := context.Background()
+	sq := sqs.NewFromConfig(testenv.Config(), func(o *sqs.Options) { o.BaseEndpoint = aws.String(testenv.MotoEndpoint(t)) })
+	out, err := sq.CreateQueue(ctx, &sqs.CreateQueueInput{
+		QueueName: aws.String("api-test-" + testenv.RandomID() + ".fifo"), Attributes: map[string]string{"FifoQueue": "true"},
+	})
+	if err != nil {
+		t.Fatalf("create queue: %v", err)
 	}
-	attrs := msgs[0].Attributes
+	t.Cleanup(func() { _, _ = sq.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: out.QueueUrl}) })
+	b := setup(t, setupOpts{cfg: func(c *api.Config) { c.Queue, c.QueueURL = sq, *out.QueueUrl }})
+	a := decodeAccepted(t, b.post(t, b.keyA, "k1", body1))
+	got, err := sq.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
+		QueueUrl: out.QueueUrl, MaxNumberOfMessages: 10,
+		MessageSystemAttributeNames: []sqstypes.MessageSystemAttributeName{sqstypes.MessageSystemAttributeNameAll},
+	})
+	if err != nil || len(got.Messages) != 1 {
+		t.Fatalf("receive = %v, %v; want 1 message", got, err)
+	}
+	attrs := got.Messages[0].Attributes
 	if got := attrs[string(sqstypes.MessageSystemAttributeNameMessageDeduplicationId)]; got != a.ID {
 		t.Errorf("MessageDeduplicationId = %q, want the ledger key %s", got, a.ID)
 	}
@@ -640,17 +618,14 @@ func TestGet(t *testing.T) {
 	missing := b.get(t, b.keyA, id)
 	decodeProblem(t, missing, http.StatusNotFound)
 
-	// The sender's part, through the real ledger.
-	led, err := dynamoledger.New(b.db, b.table, dynamoledger.WithNow(b.clock.Now))
-	if err != nil {
-		t.Fatal(err)
-	}
+	// The sender's part, through the ledger.
+	led := b.led
 	c, err := led.Claim(ctx, ledger.Entry{Key: id, Tenant: "acme", Channel: "sms", Class: "transactional", Provider: "http",
 		Template: "order_shipped", RecipientID: "user-42", Address: phone, Body: "Your order shipped"}, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b.clock.Add(time.Second)
+	b.clock.Advance(time.Second)
 	if err := led.Mark(ctx, c, ledger.Outcome{State: ledger.StateSent, ProviderMessageID: "msg_1"}); err != nil {
 		t.Fatal(err)
 	}
@@ -662,7 +637,7 @@ func TestGet(t *testing.T) {
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("GET = %d %s, want 200", resp.StatusCode, resp.Body)
 	}
-	var st api.Status
+	var st api.Notification
 	if err := json.Unmarshal([]byte(resp.Body), &st); err != nil {
 		t.Fatal(err)
 	}
@@ -691,7 +666,8 @@ func TestNewRejectsBadConfig(t *testing.T) {
 	t.Parallel()
 	q := &queue{}
 	full := func() api.Config {
-		return api.Config{Keys: apikey.New(nil, "t"), Ledger: noLedger{}, Queue: q, QueueURL: "u", DB: &dynamodb.Client{}, Table: "t"}
+		return api.Config{Keys: apikey.NewStore(apikeytest.NewMem()), Ledger: memledger.New(), Queue: q, QueueURL: "u",
+			Idempotency: idempotencytest.NewMem(), RateWindows: ratelimittest.NewMem()}
 	}
 	tests := []struct {
 		name string
@@ -700,7 +676,8 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		{"NoKeys", func(c *api.Config) { c.Keys = nil }},
 		{"NoLedger", func(c *api.Config) { c.Ledger = nil }},
 		{"NoQueueURL", func(c *api.Config) { c.QueueURL = "" }},
-		{"NoTable", func(c *api.Config) { c.Table = "" }},
+		{"NoIdempotency", func(c *api.Config) { c.Idempotency = nil }},
+		{"NoRateWindows", func(c *api.Config) { c.RateWindows = nil }},
 		{"RetentionBelowLease", func(c *api.Config) { c.Retention = 10 * time.Second }},
 		{"ZeroLimit", func(c *api.Config) { c.TenantRate = api.Rate{Limit: 0, Window: time.Minute} }},
 		{"SubSecondWindow", func(c *api.Config) { c.RecipientRate = api.Rate{Limit: 1, Window: time.Millisecond} }},
@@ -720,8 +697,23 @@ func TestNewRejectsBadConfig(t *testing.T) {
 	}
 }
 
-type noLedger struct{}
-
-func (noLedger) Get(context.Context, string) (ledger.Record, error) {
-	return ledger.Record{}, ledger.ErrNotFound
+// TestLostBeginAnswer: the first request's idempotency write is applied but
+// its answer is lost; the SDK's retry fails the write's condition on the
+// record it created itself. The request must go on (202, one message), not
+// answer 409 to itself.
+func TestLostBeginAnswer(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	b.idem.LoseNext(1)
+	decodeAccepted(t, b.post(t, b.keyA, "k1", body1))
+	if b.idem.Lost() != 1 {
+		t.Fatalf("lost %d answers, want 1: the test did not exercise the lost answer", b.idem.Lost())
+	}
+	if got := len(b.messages(t)); got != 1 {
+		t.Errorf("got %d messages, want 1", got)
+	}
+	again := b.post(t, b.keyA, "k1", body1)
+	if again.StatusCode != http.StatusAccepted || again.Headers["Idempotent-Replayed"] != "true" {
+		t.Errorf("retry: %d replayed=%q, want a 202 replay", again.StatusCode, again.Headers["Idempotent-Replayed"])
+	}
 }

@@ -27,7 +27,7 @@ func TestEventIDFromBody(t *testing.T) {
 	if len(msgs) != 1 {
 		t.Fatalf("%d messages, want 1", len(msgs))
 	}
-	req, err := notify.Parse([]byte(*msgs[0].Body))
+	req, err := notify.Parse([]byte(*msgs[0].MessageBody))
 	if err != nil || req.EventID != "evt_01J9Z3" {
 		t.Errorf("enqueued event_id = %q (%v), want evt_01J9Z3", req.EventID, err)
 	}
@@ -45,7 +45,7 @@ func TestEventIDDerivedWhenAbsent(t *testing.T) {
 		t.Errorf("null: id = %s, want %s", a.ID, wantKey("acme", "idem-3"))
 	}
 	for _, m := range b.messages(t) {
-		req, err := notify.Parse([]byte(*m.Body))
+		req, err := notify.Parse([]byte(*m.MessageBody))
 		if err != nil || (req.EventID != api.EventID("idem-2") && req.EventID != api.EventID("idem-3")) {
 			t.Errorf("enqueued event_id = %q (%v), want one derived from the key", req.EventID, err)
 		}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
@@ -48,51 +49,89 @@ func ParseRate(s string) (Rate, error) {
 	return Rate{Limit: n, Window: w}, nil
 }
 
-// Limiter counts requests in fixed windows stored in the sendonce table:
-// one item per scope, subject and window, pk
-// "rate#<scope>#<subject>#<window start, Unix seconds>", incremented with
-// one conditional UpdateItem (ADD, allowed while the count is below the
-// limit) and expiring (TTL) one window after the window ends.
-type Limiter struct {
-	db    DynamoDB
-	table string
-	now   func() time.Time
+// RateWindows counts requests in fixed windows. Implementations are safe
+// for concurrent use and pass package ratelimittest's suite
+// (DynamoWindows; ratelimittest.Mem in unit tests).
+type RateWindows interface {
+	// Add counts one request in window id if it holds fewer than limit,
+	// and reports whether it did. The window is kept until at least
+	// expires.
+	Add(ctx context.Context, id string, limit int, expires time.Time) (bool, error)
 }
 
-// NewLimiter returns a Limiter on table.
-func NewLimiter(db DynamoDB, table string, now func() time.Time) *Limiter {
-	return &Limiter{db: db, table: table, now: now}
+// Limiter applies fixed-window rate limits: one window per scope, subject
+// and window start, "<scope>#<hash of subject>#<window start, Unix
+// seconds>", counted in RateWindows and kept one window after it ends.
+type Limiter struct {
+	windows RateWindows
+	now     func() time.Time
+}
+
+// NewLimiter returns a Limiter over windows; now nil means time.Now.
+func NewLimiter(windows RateWindows, now func() time.Time) *Limiter {
+	if now == nil {
+		now = time.Now
+	}
+	return &Limiter{windows: windows, now: now}
 }
 
 // Allow counts one request of subject in scope against r. When the window
 // is full it returns false and how long until the window ends (the
-// Retry-After), without counting. subject is hashed into the key, so it
-// may be any string.
+// Retry-After), without counting. subject is hashed into the window's id,
+// so it may be any string.
 func (l *Limiter) Allow(ctx context.Context, scope, subject string, r Rate) (bool, time.Duration, error) {
 	now := l.now()
 	w := int64(r.Window / time.Second)
 	start := now.Unix() / w * w
 	end := time.Unix(start+w, 0)
 	sum := sha256.Sum256([]byte(subject))
-	pk := "rate#" + scope + "#" + hex.EncodeToString(sum[:16]) + "#" + strconv.FormatInt(start, 10)
-	_, err := l.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                aws.String(l.table),
-		Key:                      map[string]types.AttributeValue{tableschema.PartitionKey: &types.AttributeValueMemberS{Value: pk}},
-		UpdateExpression:         aws.String("ADD #c :one SET #exp = :exp"),
-		ConditionExpression:      aws.String("attribute_not_exists(#c) OR #c < :limit"),
-		ExpressionAttributeNames: map[string]string{"#c": "count", "#exp": tableschema.TTLAttribute},
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":one":   numAV(1),
-			":limit": numAV(int64(r.Limit)),
-			":exp":   numAV(end.Add(r.Window).Unix()),
-		},
+	id := scope + "#" + hex.EncodeToString(sum[:16]) + "#" + strconv.FormatInt(start, 10)
+	ok, err := l.windows.Add(ctx, id, r.Limit, end.Add(r.Window))
+	switch {
+	case err != nil:
+		return false, 0, fmt.Errorf("api: rate limit %s: %w", scope, err)
+	case !ok:
+		return false, end.Sub(now), nil
+	}
+	return true, 0, nil
+}
+
+// DynamoDB is the part of the DynamoDB client DynamoWindows uses.
+type DynamoDB interface {
+	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
+}
+
+// DynamoWindows keeps rate windows in the one sendonce table: one item per
+// window, pk "rate#<window id>", incremented with one conditional
+// UpdateItem (ADD, allowed while the count is below the limit), with its
+// TTL at the window's expiry.
+type DynamoWindows struct {
+	db    DynamoDB
+	table string
+}
+
+// NewDynamoWindows returns the RateWindows on table through db.
+func NewDynamoWindows(db DynamoDB, table string) *DynamoWindows {
+	return &DynamoWindows{db: db, table: table}
+}
+
+// Add implements RateWindows.
+func (d *DynamoWindows) Add(ctx context.Context, id string, limit int, expires time.Time) (bool, error) {
+	count := expression.Name("count")
+	expr, err := expression.NewBuilder().
+		WithUpdate(expression.Add(count, expression.Value(1)).Set(expression.Name(tableschema.TTLAttribute), expression.Value(expires.Unix()))).
+		WithCondition(expression.AttributeNotExists(count).Or(count.LessThan(expression.Value(limit)))).Build()
+	if err != nil {
+		return false, err
+	}
+	_, err = d.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: aws.String(d.table), Key: tableschema.Key("rate#" + id),
+		UpdateExpression: expr.Update(), ConditionExpression: expr.Condition(),
+		ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(),
 	})
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) {
-		return false, end.Sub(now), nil
+		return false, nil
 	}
-	if err != nil {
-		return false, 0, fmt.Errorf("api: rate limit %s: %w", scope, err)
-	}
-	return true, 0, nil
+	return err == nil, err
 }

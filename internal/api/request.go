@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/sendonce/sendonce/internal/api/idempotency"
 	"github.com/sendonce/sendonce/internal/notify"
 )
 
@@ -187,7 +188,7 @@ func invalid(field, reason string) *problem {
 // order, sorted map keys) and a short hash of each field salted with the
 // Idempotency-Key, so the stored field hashes are no lookup table of
 // addresses.
-func fingerprint(r notify.Request, salt string) Fingerprint {
+func fingerprint(r notify.Request, salt string) idempotency.Fingerprint {
 	canon, _ := json.Marshal(r)
 	sum := sha256.Sum256(canon)
 	fields := map[string]any{
@@ -203,7 +204,7 @@ func fingerprint(r notify.Request, salt string) Fingerprint {
 		"locale":                r.Locale,
 		"data":                  r.Data,
 	}
-	f := Fingerprint{Sum: hex.EncodeToString(sum[:]), Fields: make(map[string]string, len(fields))}
+	f := idempotency.Fingerprint{Sum: hex.EncodeToString(sum[:]), Fields: make(map[string]string, len(fields))}
 	for k, v := range fields {
 		b, _ := json.Marshal(v)
 		s := sha256.Sum256(append([]byte(salt+"\x00"), b...))

@@ -147,12 +147,3 @@ func TestLoadEnv(t *testing.T) {
 		})
 	}
 }
-
-func TestFingerprintDiffer(t *testing.T) {
-	t.Parallel()
-	a := Fingerprint{Fields: map[string]string{"channel": "1", "template": "2", "data": "3"}}
-	b := Fingerprint{Fields: map[string]string{"channel": "1", "template": "x", "locale": "4"}}
-	if got, want := strings.Join(a.Differ(b), ","), "data,locale,template"; got != want {
-		t.Errorf("Differ = %q, want %q", got, want)
-	}
-}

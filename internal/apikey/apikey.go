@@ -9,7 +9,9 @@
 //
 // # Storage
 //
-// Each key is one item of the one sendonce table (package tableschema),
+// A Store keeps its records in Records: DynamoRecords in the one table
+// (New), or apikeytest.Mem in unit tests; both pass package apikeytest's
+// suite. Each key is one item of the one sendonce table (package tableschema),
 // pk "apikey#<id>", holding the tenant, the lowercase hex SHA-256 of the
 // whole key (never the key itself), a revoked flag and the creation time.
 // Keying by id, not by hash, lets Revoke work from the id alone (what the
@@ -33,6 +35,7 @@
 package apikey
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -41,29 +44,17 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"sync"
 	"time"
-
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-
-	"github.com/sendonce/sendonce/internal/tableschema"
 )
 
 // Prefix starts every API key.
 const Prefix = "so_"
 
-// Key item attributes.
 const (
-	attrTenant    = "tenant"
-	attrHash      = "key_hash"
-	attrRevoked   = "revoked"
-	attrCreatedAt = "created_at"
-	attrRevokedAt = "revoked_at"
-	pkPrefix      = "apikey#"
-	idHexLen      = 16
-	secretHexLen  = 64
+	idHexLen     = 16
+	secretHexLen = 64
 )
 
 // DefaultCacheTTL is how long a successful Authenticate is cached.
@@ -78,13 +69,16 @@ var (
 	// does not match. It never says which, so a caller learns nothing about
 	// which keys or tenants exist.
 	ErrUnauthorized = errors.New("apikey: unauthorized")
-	// ErrNotFound: Revoke was given an id that names no key.
+	// ErrNotFound: Revoke was given an id that names no key (Records
+	// return it for an absent record).
 	ErrNotFound = errors.New("apikey: no such key")
 	// ErrInvalidTenant: Create was given a tenant that is not 1 to 64 of
 	// A-Z a-z 0-9 . _ - (the tenant_id rule of docs/request.md).
 	ErrInvalidTenant = errors.New("apikey: invalid tenant")
 	// ErrInvalidID: Revoke was given a string that is not a key id.
 	ErrInvalidID = errors.New("apikey: invalid key id")
+	// ErrExists: Records.Put found the id taken.
+	ErrExists = errors.New("apikey: key id taken")
 )
 
 var (
@@ -93,18 +87,39 @@ var (
 	idRE     = regexp.MustCompile(`^[0-9a-f]{16}$`)
 )
 
-// DynamoDB is the part of the DynamoDB client the store uses.
-type DynamoDB interface {
-	GetItem(ctx context.Context, in *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
-	PutItem(ctx context.Context, in *dynamodb.PutItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
-	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
+// Record is one API key as stored: never the key itself.
+type Record struct {
+	ID     string
+	Tenant string
+	// Hash is the lowercase hex SHA-256 of the whole key.
+	Hash      string
+	CreatedAt time.Time // whole seconds
+	Revoked   bool
+	// RevokedAt is when the key was first revoked (whole seconds), zero
+	// unless Revoked.
+	RevokedAt time.Time
 }
 
-// Store keeps API keys in the sendonce table. It is safe for concurrent
-// use.
+// Records stores API key records. Implementations are safe for concurrent
+// use and pass package apikeytest's suite.
+type Records interface {
+	// Put stores r under r.ID. It returns an error matching ErrExists when
+	// the id is taken.
+	Put(ctx context.Context, r Record) error
+	// Get returns the record of id (strongly consistent), or an error
+	// matching ErrNotFound.
+	Get(ctx context.Context, id string) (Record, error)
+	// Revoke marks record id revoked; the first revocation's time at is
+	// kept. It returns an error matching ErrNotFound when there is none.
+	Revoke(ctx context.Context, id string, at time.Time) error
+	// List returns the records of tenant, in any order.
+	List(ctx context.Context, tenant string) ([]Record, error)
+}
+
+// Store issues, revokes and authenticates API keys kept in Records. It is
+// safe for concurrent use.
 type Store struct {
-	db       DynamoDB
-	table    string
+	records  Records
 	now      func() time.Time
 	rand     func([]byte) error
 	cacheTTL time.Duration
@@ -132,11 +147,15 @@ func WithCacheTTL(d time.Duration) Option { return func(s *Store) { s.cacheTTL =
 // must fill the whole slice or fail.
 func WithRandom(read func([]byte) error) Option { return func(s *Store) { s.rand = read } }
 
-// New returns a Store on table through db.
+// New returns a Store on table through db (DynamoRecords).
 func New(db DynamoDB, table string, opts ...Option) *Store {
+	return NewStore(NewDynamoRecords(db, table), opts...)
+}
+
+// NewStore returns a Store keeping its keys in records.
+func NewStore(records Records, opts ...Option) *Store {
 	s := &Store{
-		db:       db,
-		table:    table,
+		records:  records,
 		now:      time.Now,
 		rand:     func(b []byte) error { _, err := rand.Read(b); return err },
 		cacheTTL: DefaultCacheTTL,
@@ -163,20 +182,8 @@ func (s *Store) Create(ctx context.Context, tenant string) (id, secret string, e
 	id = hex.EncodeToString(buf[:idHexLen/2])
 	key := Prefix + id + "_" + hex.EncodeToString(buf[idHexLen/2:])
 	sum := sha256.Sum256([]byte(key))
-	_, err = s.db.PutItem(ctx, &dynamodb.PutItemInput{
-		TableName: aws.String(s.table),
-		Item: map[string]types.AttributeValue{
-			tableschema.PartitionKey: &types.AttributeValueMemberS{Value: pkPrefix + id},
-			attrTenant:               &types.AttributeValueMemberS{Value: tenant},
-			attrHash:                 &types.AttributeValueMemberS{Value: hex.EncodeToString(sum[:])},
-			attrRevoked:              &types.AttributeValueMemberBOOL{Value: false},
-			attrCreatedAt:            &types.AttributeValueMemberS{Value: s.now().UTC().Format(time.RFC3339)},
-			tableschema.EventPK:      &types.AttributeValueMemberS{Value: listPK(tenant)}, // for List
-		},
-		ConditionExpression:      aws.String("attribute_not_exists(#pk)"),
-		ExpressionAttributeNames: map[string]string{"#pk": tableschema.PartitionKey},
-	})
-	if err != nil {
+	r := Record{ID: id, Tenant: tenant, Hash: hex.EncodeToString(sum[:]), CreatedAt: s.now().UTC().Truncate(time.Second)}
+	if err := s.records.Put(ctx, r); err != nil {
 		return "", "", fmt.Errorf("apikey: create key %s for tenant %s: %w", id, tenant, err)
 	}
 	return id, key, nil
@@ -190,22 +197,7 @@ func (s *Store) Revoke(ctx context.Context, id string) error {
 	if !idRE.MatchString(id) {
 		return fmt.Errorf("apikey: revoke: %w", ErrInvalidID)
 	}
-	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                aws.String(s.table),
-		Key:                      map[string]types.AttributeValue{tableschema.PartitionKey: &types.AttributeValueMemberS{Value: pkPrefix + id}},
-		UpdateExpression:         aws.String("SET #rev = :t, #revAt = if_not_exists(#revAt, :now)"),
-		ConditionExpression:      aws.String("attribute_exists(#pk)"),
-		ExpressionAttributeNames: map[string]string{"#pk": tableschema.PartitionKey, "#rev": attrRevoked, "#revAt": attrRevokedAt},
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":t":   &types.AttributeValueMemberBOOL{Value: true},
-			":now": &types.AttributeValueMemberS{Value: s.now().UTC().Format(time.RFC3339)},
-		},
-	})
-	var ccf *types.ConditionalCheckFailedException
-	if errors.As(err, &ccf) {
-		return fmt.Errorf("apikey: revoke %s: %w", id, ErrNotFound)
-	}
-	if err != nil {
+	if err := s.records.Revoke(ctx, id, s.now().UTC().Truncate(time.Second)); err != nil {
 		return fmt.Errorf("apikey: revoke %s: %w", id, err)
 	}
 	s.mu.Lock()
@@ -233,48 +225,59 @@ func (s *Store) Authenticate(ctx context.Context, key string) (tenant string, er
 			return c.tenant, nil
 		}
 	}
-	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
-		TableName:      aws.String(s.table),
-		Key:            map[string]types.AttributeValue{tableschema.PartitionKey: &types.AttributeValueMemberS{Value: pkPrefix + m[1]}},
-		ConsistentRead: aws.Bool(true),
-	})
+	r, err := s.records.Get(ctx, m[1])
+	if errors.Is(err, ErrNotFound) || err == nil && !matches(r, sum) {
+		return "", ErrUnauthorized
+	}
 	if err != nil {
 		return "", fmt.Errorf("apikey: authenticate %s: %w", m[1], err)
-	}
-	tenant, ok := match(out.Item, sum)
-	if !ok {
-		return "", ErrUnauthorized
 	}
 	if s.cacheTTL > 0 {
 		s.mu.Lock()
 		if len(s.cache) >= maxCached {
 			clear(s.cache)
 		}
-		s.cache[sum] = cached{tenant: tenant, until: now.Add(s.cacheTTL)}
+		s.cache[sum] = cached{tenant: r.Tenant, until: now.Add(s.cacheTTL)}
 		s.mu.Unlock()
 	}
-	return tenant, nil
+	return r.Tenant, nil
 }
 
-// match reports whether item is a live key whose hash is sum, comparing in
-// constant time, and returns its tenant.
-func match(item map[string]types.AttributeValue, sum [sha256.Size]byte) (string, bool) {
-	if item == nil {
-		return "", false
+// matches reports whether r is a live key whose hash is sum, comparing in
+// constant time.
+func matches(r Record, sum [sha256.Size]byte) bool {
+	stored, err := hex.DecodeString(r.Hash)
+	return err == nil && r.Tenant != "" && !r.Revoked && subtle.ConstantTimeCompare(stored, sum[:]) == 1
+}
+
+// Info is what List tells about a key: never its secret or its hash.
+type Info struct {
+	ID        string
+	Tenant    string
+	CreatedAt time.Time
+	Revoked   bool
+	// RevokedAt is zero unless the key was revoked.
+	RevokedAt time.Time
+}
+
+// List returns tenant's keys, oldest first. It returns ErrInvalidTenant
+// for a malformed tenant, or a wrapped storage error.
+func (s *Store) List(ctx context.Context, tenant string) ([]Info, error) {
+	if !tenantRE.MatchString(tenant) {
+		return nil, fmt.Errorf("apikey: list: %w", ErrInvalidTenant)
 	}
-	h, _ := item[attrHash].(*types.AttributeValueMemberS)
-	t, _ := item[attrTenant].(*types.AttributeValueMemberS)
-	if h == nil || t == nil || t.Value == "" {
-		return "", false
+	rs, err := s.records.List(ctx, tenant)
+	if err != nil {
+		return nil, fmt.Errorf("apikey: list keys of tenant %s: %w", tenant, err)
 	}
-	stored, err := hex.DecodeString(h.Value)
-	if err != nil || subtle.ConstantTimeCompare(stored, sum[:]) != 1 {
-		return "", false
+	infos := make([]Info, 0, len(rs))
+	for _, r := range rs {
+		infos = append(infos, Info{ID: r.ID, Tenant: r.Tenant, CreatedAt: r.CreatedAt, Revoked: r.Revoked, RevokedAt: r.RevokedAt})
 	}
-	if r, ok := item[attrRevoked].(*types.AttributeValueMemberBOOL); !ok || r.Value {
-		return "", false
-	}
-	return t.Value, true
+	slices.SortFunc(infos, func(a, b Info) int {
+		return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), cmp.Compare(a.ID, b.ID))
+	})
+	return infos, nil
 }
 
 // ID returns the id part of a well-formed key, for logs; "" otherwise.

@@ -209,7 +209,7 @@ func limit(s string, n int) string {
 
 // Applier applies one callback; *webhook.Handler implements it.
 type Applier interface {
-	Apply(ctx context.Context, cb webhook.Callback) (webhook.Outcome, error)
+	Apply(ctx context.Context, cb webhook.Callback) (webhook.Effect, error)
 }
 
 // Handler handles the SNS events of the SES event topic.

@@ -302,7 +302,7 @@ func TestHandleSkipsBadRecords(t *testing.T) {
 // failingApplier fails every Apply, as an unreachable table would.
 type failingApplier struct{}
 
-func (failingApplier) Apply(context.Context, webhook.Callback) (webhook.Outcome, error) {
+func (failingApplier) Apply(context.Context, webhook.Callback) (webhook.Effect, error) {
 	return "", errors.New("dynamodb: connection refused")
 }
 

@@ -8,7 +8,7 @@
 //	v1_<64 hex>                 ledger row (package dynamoledger)
 //	cb#<provider>#<event id>    callback dedup record (package webhook)
 //	apikey#<key id>             API key (package apikey)
-//	idem#<tenant>#<key hash>    API idempotency record (package api)
+//	idem#<tenant>#<key hash>    API idempotency record (package idempotency)
 //	rate#...                    API rate-limit window (package api)
 //	tpl#<tenant>[#...]          message templates (package dynamotemplates)
 package tableschema

@@ -1,4 +1,4 @@
-package webhook
+package webhook_test
 
 import (
 	"context"
@@ -18,6 +18,7 @@ import (
 	"github.com/sendonce/sendonce/internal/provider/httpprovider"
 	"github.com/sendonce/sendonce/internal/rie"
 	"github.com/sendonce/sendonce/internal/testenv"
+	"github.com/sendonce/sendonce/internal/webhook"
 )
 
 // The secrets the sample events in events/ are signed with.
@@ -54,7 +55,7 @@ func claimFor(t *testing.T, l ledger.Ledger, key string) {
 
 func eventKey(t *testing.T, req events.LambdaFunctionURLRequest) string {
 	t.Helper()
-	if k := req.QueryStringParameters[KeyParam]; k != "" {
+	if k := req.QueryStringParameters[webhook.KeyParam]; k != "" {
 		return k
 	}
 	var cb httpprovider.Callback
@@ -79,15 +80,15 @@ func TestSampleEvents(t *testing.T) {
 			key := eventKey(t, req)
 			claimFor(t, b.led, key)
 			at := time.UnixMilli(req.RequestContext.TimeEpoch)
-			h, err := New(Config{
+			h, err := webhook.New(webhook.Config{
 				Ledger: b.led, Dedup: b.dedup, HTTPSecret: []byte(eventsHTTPSecret), TwilioAuthToken: eventsTwilioToken,
-				Metrics: b.tally, Logger: b.h.cfg.Logger, Now: func() time.Time { return at },
+				Metrics: b.tally, Logger: b.log, Now: func() time.Time { return at },
 			})
 			if err != nil {
 				t.Fatalf("New: %v", err)
 			}
 			resp, err := h.Handle(context.Background(), req)
-			if err != nil || resp.StatusCode != 200 || !strings.Contains(resp.Body, string(OutcomeApplied)) {
+			if err != nil || resp.StatusCode != 200 || !strings.Contains(resp.Body, string(webhook.Applied)) {
 				t.Fatalf("Handle(%s) = %d %s, %v; want 200 applied", name, resp.StatusCode, resp.Body, err)
 			}
 			if got := b.get(t, key).DeliveryStatus; got != "delivered" {

@@ -4,10 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
@@ -20,7 +21,8 @@ import (
 const DefaultDedupTTL = 7 * 24 * time.Hour
 
 // Dedup remembers which callbacks were handled. Implementations must be
-// safe for concurrent use.
+// safe for concurrent use and pass the suite of package deduptest
+// (DynamoDedup here, deduptest.Mem in unit tests).
 type Dedup interface {
 	// Seen reports whether a live record of id exists (strongly
 	// consistent; an expired record counts as absent).
@@ -48,6 +50,17 @@ type DynamoDedup struct {
 	now    func() time.Time
 }
 
+// dedupItem is a dedup record as stored.
+type dedupItem struct {
+	PK        string `dynamodbav:"pk"`
+	Kind      string `dynamodbav:"kind"`
+	Provider  string `dynamodbav:"provider"`
+	LedgerKey string `dynamodbav:"ledger_key"`
+	Status    string `dynamodbav:"status"`
+	HandledAt string `dynamodbav:"handled_at"`
+	ExpiresAt int64  `dynamodbav:"expires_at"` // Unix seconds (tableschema.TTLAttribute)
+}
+
 // NewDynamoDedup returns a Dedup over table. ttl <= 0 means
 // DefaultDedupTTL; now nil means time.Now. It returns an error if client
 // is nil or table is empty.
@@ -67,13 +80,7 @@ func NewDynamoDedup(client DynamoDBAPI, table string, ttl time.Duration, now fun
 // Seen implements Dedup with a strongly consistent GetItem.
 func (d *DynamoDedup) Seen(ctx context.Context, id string) (bool, error) {
 	out, err := d.client.GetItem(ctx, &dynamodb.GetItemInput{
-		TableName:            aws.String(d.table),
-		Key:                  map[string]types.AttributeValue{tableschema.PartitionKey: &types.AttributeValueMemberS{Value: id}},
-		ConsistentRead:       aws.Bool(true),
-		ProjectionExpression: aws.String("#ttl"),
-		ExpressionAttributeNames: map[string]string{
-			"#ttl": tableschema.TTLAttribute,
-		},
+		TableName: aws.String(d.table), Key: tableschema.Key(id), ConsistentRead: aws.Bool(true),
 	})
 	if err != nil {
 		return false, fmt.Errorf("webhook: read dedup record %s: %w", id, err)
@@ -81,41 +88,31 @@ func (d *DynamoDedup) Seen(ctx context.Context, id string) (bool, error) {
 	if out.Item == nil {
 		return false, nil
 	}
-	exp, ok := out.Item[tableschema.TTLAttribute].(*types.AttributeValueMemberN)
-	if !ok {
-		return true, nil // no expiry: a live record
+	var it dedupItem
+	if err := attributevalue.UnmarshalMap(out.Item, &it); err != nil || it.ExpiresAt == 0 {
+		return true, nil // no readable expiry: a live record
 	}
-	unix, err := strconv.ParseInt(exp.Value, 10, 64)
-	if err != nil {
-		return true, nil
-	}
-	return d.now().Unix() < unix, nil
+	return d.now().Unix() < it.ExpiresAt, nil
 }
 
 // Record implements Dedup with one PutItem conditional on no live record
 // (absent, or past its TTL: DynamoDB deletes expired items late).
 func (d *DynamoDedup) Record(ctx context.Context, cb Callback) (bool, error) {
-	id := cb.DedupID()
-	now := d.now()
-	_, err := d.client.PutItem(ctx, &dynamodb.PutItemInput{
-		TableName: aws.String(d.table),
-		Item: map[string]types.AttributeValue{
-			tableschema.PartitionKey: &types.AttributeValueMemberS{Value: id},
-			"kind":                   &types.AttributeValueMemberS{Value: "callback"},
-			"provider":               &types.AttributeValueMemberS{Value: string(cb.Provider)},
-			"ledger_key":             &types.AttributeValueMemberS{Value: cb.Key},
-			"status":                 &types.AttributeValueMemberS{Value: string(cb.Status)},
-			"handled_at":             &types.AttributeValueMemberS{Value: now.UTC().Format(time.RFC3339Nano)},
-			tableschema.TTLAttribute: &types.AttributeValueMemberN{Value: strconv.FormatInt(now.Add(d.ttl).Unix(), 10)},
-		},
-		ConditionExpression: aws.String("attribute_not_exists(#pk) OR #ttl <= :now"),
-		ExpressionAttributeNames: map[string]string{
-			"#pk":  tableschema.PartitionKey,
-			"#ttl": tableschema.TTLAttribute,
-		},
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":now": &types.AttributeValueMemberN{Value: strconv.FormatInt(now.Unix(), 10)},
-		},
+	id, now := cb.DedupID(), d.now()
+	item, err := attributevalue.MarshalMap(dedupItem{
+		PK: id, Kind: "callback", Provider: string(cb.Provider), LedgerKey: cb.Key, Status: string(cb.Status),
+		HandledAt: now.UTC().Format(time.RFC3339Nano), ExpiresAt: now.Add(d.ttl).Unix(),
+	})
+	if err != nil {
+		return false, fmt.Errorf("webhook: record callback %s: %w", id, err)
+	}
+	cond, err := expression.NewBuilder().WithCondition(tableschema.Vacant(now)).Build()
+	if err != nil {
+		return false, fmt.Errorf("webhook: record callback %s: %w", id, err)
+	}
+	_, err = d.client.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName: aws.String(d.table), Item: item, ConditionExpression: cond.Condition(),
+		ExpressionAttributeNames: cond.Names(), ExpressionAttributeValues: cond.Values(),
 	})
 	var ccf *types.ConditionalCheckFailedException
 	switch {

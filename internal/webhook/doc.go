@@ -28,6 +28,8 @@
 //  3. Deduplication by the provider's event identity, in the one table
 //     under pk "cb#<provider>#<event id>" (7-day TTL): generic event_id;
 //     Twilio's I-Twilio-Idempotency-Token, else MessageSid and status.
+//     The store is injected (Config.Dedup: DynamoDedup in the function,
+//     deduptest.Mem in unit tests; both pass package deduptest's suite).
 //  4. The ledger row, by our key (a strongly consistent read). No provider
 //     message id lookup is needed: both providers carry our key. An
 //     unknown key (no live row: never ours, or past retention) is answered
@@ -61,10 +63,10 @@
 //
 // # Errors and logs
 //
-// Answers carry {"status": outcome} or {"error": generic text}; internal
+// Answers carry {"status": effect} or {"error": generic text}; internal
 // error text never reaches the caller. One slog line per callback carries
-// the provider, key, status and outcome; Twilio's To and From (phone
-// numbers) are never read, so they cannot be logged. Metrics (service
+// the provider, key, status and effect (log key "outcome"); Twilio's To
+// and From (phone numbers) are never read, so they cannot be logged. Metrics (service
 // "webhook"): CallbacksApplied, DuplicateCallbacks, OutOfOrderCallbacks,
 // InvalidCallbacks (dimension reason: body, signature, malformed,
 // ignored_status, unknown_key).

@@ -47,7 +47,7 @@ type Config struct {
 	MaxBody int
 	// Metrics receives the webhook's counters (nil: metrics.Discard).
 	Metrics metrics.Recorder
-	// Logger receives one line per callback (nil: slog.Default()).
+	// Logger receives one line per callback (nil: discard).
 	Logger *slog.Logger
 	// Now is the clock (nil: time.Now).
 	Now func() time.Time
@@ -84,7 +84,7 @@ func New(cfg Config) (*Handler, error) {
 		cfg.Metrics = metrics.Discard
 	}
 	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
+		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -92,22 +92,23 @@ func New(cfg Config) (*Handler, error) {
 	return &Handler{cfg: cfg}, nil
 }
 
-// Outcome is what handling a verified callback came to.
-type Outcome string
+// Effect is what handling a verified callback did to the ledger; it is
+// the "status" of the answer.
+type Effect string
 
-// The outcomes; each is answered 200.
+// The effects; each is answered 200.
 const (
-	// OutcomeApplied: the status was written to the ledger row.
-	OutcomeApplied Outcome = "applied"
-	// OutcomeDuplicate: the callback was handled before.
-	OutcomeDuplicate Outcome = "duplicate"
-	// OutcomeOutOfOrder: the row already had an equal or higher status;
-	// nothing changed.
-	OutcomeOutOfOrder Outcome = "out_of_order"
-	// OutcomeUnknownKey: no live ledger row has the callback's key.
-	OutcomeUnknownKey Outcome = "unknown_key"
-	// OutcomeIgnored: the status is not one the ledger tracks.
-	OutcomeIgnored Outcome = "ignored"
+	// Applied: the status was written to the ledger row.
+	Applied Effect = "applied"
+	// Duplicate: the callback was handled before.
+	Duplicate Effect = "duplicate"
+	// OutOfOrder: the row already had an equal or higher status; nothing
+	// changed.
+	OutOfOrder Effect = "out_of_order"
+	// UnknownKey: no live ledger row has the callback's key.
+	UnknownKey Effect = "unknown_key"
+	// Ignored: the status is not one the ledger tracks.
+	Ignored Effect = "ignored"
 )
 
 // Handle answers one Function URL request. API Gateway HTTP API (payload
@@ -156,7 +157,7 @@ func (h *Handler) Handle(ctx context.Context, req events.LambdaFunctionURLReques
 	case errors.Is(err, ErrIgnoredStatus):
 		h.invalid(prov, "ignored_status")
 		log.InfoContext(ctx, "callback ignored", "error", err)
-		return okResponse(OutcomeIgnored), nil
+		return okResponse(Ignored), nil
 	case err != nil:
 		log.ErrorContext(ctx, "callback failed", "error", err)
 		return errorResponse(http.StatusInternalServerError, "internal error"), nil
@@ -179,7 +180,7 @@ func (h *Handler) Handle(ctx context.Context, req events.LambdaFunctionURLReques
 // package doc for the order of the steps and why a crash between them
 // loses nothing. It returns an error only when the dedup store or the
 // ledger failed; the caller answers 500 and the provider retries.
-func (h *Handler) Apply(ctx context.Context, cb Callback) (Outcome, error) {
+func (h *Handler) Apply(ctx context.Context, cb Callback) (Effect, error) {
 	m, dim := h.cfg.Metrics, metrics.Dim{Name: "provider", Value: string(cb.Provider)}
 	id := cb.DedupID()
 
@@ -189,13 +190,13 @@ func (h *Handler) Apply(ctx context.Context, cb Callback) (Outcome, error) {
 	}
 	if seen {
 		m.Count(metrics.DuplicateCallbacks, 1, dim)
-		return OutcomeDuplicate, nil
+		return Duplicate, nil
 	}
 
 	rec, err := h.cfg.Ledger.Get(ctx, cb.Key)
 	if errors.Is(err, ledger.ErrNotFound) {
 		m.Count(metrics.InvalidCallbacks, 1, dim, metrics.Dim{Name: "reason", Value: "unknown_key"})
-		return OutcomeUnknownKey, nil
+		return UnknownKey, nil
 	}
 	if err != nil {
 		return "", fmt.Errorf("webhook: read ledger row %s: %w", cb.Key, err)
@@ -203,7 +204,7 @@ func (h *Handler) Apply(ctx context.Context, cb Callback) (Outcome, error) {
 	rank, ok := Rank(rec.Channel, cb.Status)
 	if !ok { // parsers only produce known statuses; kept as a guard
 		m.Count(metrics.InvalidCallbacks, 1, dim, metrics.Dim{Name: "reason", Value: "ignored_status"})
-		return OutcomeIgnored, nil
+		return Ignored, nil
 	}
 
 	// Step 1: apply. The ledger only writes over a lower rank, so applying
@@ -218,7 +219,7 @@ func (h *Handler) Apply(ctx context.Context, cb Callback) (Outcome, error) {
 		})
 		if errors.Is(err, ledger.ErrNotFound) {
 			m.Count(metrics.InvalidCallbacks, 1, dim, metrics.Dim{Name: "reason", Value: "unknown_key"})
-			return OutcomeUnknownKey, nil
+			return UnknownKey, nil
 		}
 		if err != nil {
 			return "", fmt.Errorf("webhook: apply %s to %s: %w", cb.Status, cb.Key, err)
@@ -247,13 +248,13 @@ func (h *Handler) Apply(ctx context.Context, cb Callback) (Outcome, error) {
 	}
 	switch {
 	case applied:
-		return OutcomeApplied, nil
+		return Applied, nil
 	case !created || reapplied:
 		m.Count(metrics.DuplicateCallbacks, 1, dim)
-		return OutcomeDuplicate, nil
+		return Duplicate, nil
 	default:
 		m.Count(metrics.OutOfOrderCallbacks, 1, dim)
-		return OutcomeOutOfOrder, nil
+		return OutOfOrder, nil
 	}
 }
 
@@ -374,7 +375,7 @@ func header(hs map[string]string, name string) string {
 	return ""
 }
 
-func okResponse(o Outcome) events.LambdaFunctionURLResponse {
+func okResponse(o Effect) events.LambdaFunctionURLResponse {
 	return jsonResponse(http.StatusOK, map[string]string{"status": string(o)})
 }
 

@@ -1,4 +1,4 @@
-package webhook
+package webhook_test
 
 import (
 	"bytes"
@@ -16,16 +16,16 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/sendonce/sendonce/internal/ledger"
-	"github.com/sendonce/sendonce/internal/ledger/dynamoledger"
 	"github.com/sendonce/sendonce/internal/ledger/ledgertest"
 	"github.com/sendonce/sendonce/internal/ledger/memledger"
 	"github.com/sendonce/sendonce/internal/metrics"
 	"github.com/sendonce/sendonce/internal/provider/httpprovider"
 	"github.com/sendonce/sendonce/internal/sendkey"
 	"github.com/sendonce/sendonce/internal/testenv"
+	"github.com/sendonce/sendonce/internal/webhook"
+	"github.com/sendonce/sendonce/internal/webhook/deduptest"
 )
 
 const (
@@ -66,38 +66,15 @@ func (l *countingLedger) Get(ctx context.Context, key string) (ledger.Record, er
 // faultyDedup fails Record a given number of times: the crash window
 // between applying a status and recording the callback.
 type faultyDedup struct {
-	Dedup
+	webhook.Dedup
 	failRecord atomic.Int32
 }
 
-func (d *faultyDedup) Record(ctx context.Context, cb Callback) (bool, error) {
+func (d *faultyDedup) Record(ctx context.Context, cb webhook.Callback) (bool, error) {
 	if d.failRecord.Add(-1) >= 0 {
 		return false, errors.New("injected: crash between apply and record")
 	}
 	return d.Dedup.Record(ctx, cb)
-}
-
-// memDedup is an in-memory Dedup for the fuzz test, which must not
-// depend on a table per input.
-type memDedup struct {
-	mu   sync.Mutex
-	seen map[string]bool
-}
-
-func (d *memDedup) Seen(_ context.Context, id string) (bool, error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.seen[id], nil
-}
-
-func (d *memDedup) Record(_ context.Context, cb Callback) (bool, error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.seen[cb.DedupID()] {
-		return false, nil
-	}
-	d.seen[cb.DedupID()] = true
-	return true, nil
 }
 
 // syncBuffer is a log sink safe for concurrent handlers.
@@ -119,12 +96,13 @@ func (s *syncBuffer) String() string {
 }
 
 type bundle struct {
-	h      *Handler
+	h      *webhook.Handler
 	led    *countingLedger
 	dedup  *faultyDedup
 	clock  *ledgertest.Clock
 	tally  *metrics.Tally
 	logs   *syncBuffer
+	log    *slog.Logger
 	events atomic.Int64
 }
 
@@ -133,36 +111,32 @@ type setupOpts struct {
 	noHTTP  bool
 }
 
-// setup builds a handler over a fresh DynamoDB Local table holding both
-// the ledger rows and the dedup records.
+// setup builds a handler over the in-memory ledger and dedup store, both
+// held to the DynamoDB implementations by their conformance suites
+// (TestBootstrapUnderRIE runs the function on DynamoDB Local).
 func setup(t *testing.T, opts ...setupOpts) *bundle {
 	t.Helper()
 	var o setupOpts
 	if len(opts) > 0 {
 		o = opts[0]
 	}
-	c := testenv.DynamoDB(t)
-	table := testenv.NewTable(t, c)
 	clock := ledgertest.NewClock(ledgertest.Start)
-	store, err := NewDynamoDedup(c, table, 0, clock.Now)
-	if err != nil {
-		t.Fatalf("NewDynamoDedup: %v", err)
-	}
 	b := &bundle{
-		led:   &countingLedger{Ledger: newLedger(t, c, table, clock)},
-		dedup: &faultyDedup{Dedup: store},
+		led:   &countingLedger{Ledger: memledger.New(memledger.WithNow(clock.Now))},
+		dedup: &faultyDedup{Dedup: deduptest.NewMem(0, clock.Now)},
 		clock: clock,
 		tally: metrics.NewTally(),
 		logs:  &syncBuffer{},
 	}
-	cfg := Config{
+	b.log = slog.New(slog.NewJSONHandler(b.logs, nil))
+	cfg := webhook.Config{
 		Ledger:          b.led,
 		Dedup:           b.dedup,
 		HTTPSecret:      []byte(testSecret),
 		TwilioAuthToken: testToken,
 		PublicBaseURL:   testBaseURL,
 		Metrics:         b.tally,
-		Logger:          slog.New(slog.NewJSONHandler(b.logs, nil)),
+		Logger:          b.log,
 		Now:             clock.Now,
 	}
 	switch o.baseURL {
@@ -175,8 +149,8 @@ func setup(t *testing.T, opts ...setupOpts) *bundle {
 	if o.noHTTP {
 		cfg.HTTPSecret = nil
 	}
-	b.h, err = New(cfg)
-	if err != nil {
+	var err error
+	if b.h, err = webhook.New(cfg); err != nil {
 		t.Fatalf("New: %v", err)
 	}
 	t.Cleanup(func() {
@@ -185,17 +159,6 @@ func setup(t *testing.T, opts ...setupOpts) *bundle {
 		}
 	})
 	return b
-}
-
-// newLedger returns the production ledger on the same table as the dedup
-// records: the one-table layout the function runs with.
-func newLedger(t *testing.T, c *dynamodb.Client, table string, clock *ledgertest.Clock) ledger.Ledger {
-	t.Helper()
-	l, err := dynamoledger.New(c, table, dynamoledger.WithNow(clock.Now))
-	if err != nil {
-		t.Fatalf("dynamoledger.New: %v", err)
-	}
-	return l
 }
 
 // row claims a fresh ledger row on channel and returns its key and claim.
@@ -226,7 +189,7 @@ func (b *bundle) get(t *testing.T, key string) ledger.Record {
 }
 
 // httpEvent returns a signed generic-provider callback request.
-func (b *bundle) httpEvent(key, eventID string, status Status) events.LambdaFunctionURLRequest {
+func (b *bundle) httpEvent(key, eventID string, status webhook.Status) events.LambdaFunctionURLRequest {
 	body, _ := json.Marshal(httpprovider.Callback{
 		EventID: eventID, MessageID: "msg_1", Reference: key,
 		Status: httpprovider.MessageStatus(status), Timestamp: b.clock.Now().Format(time.RFC3339),
@@ -251,10 +214,10 @@ func (b *bundle) twilioEvent(key, sid string, status string, idemToken string) e
 	if status == "undelivered" || status == "failed" {
 		form.Set("ErrorCode", "30003")
 	}
-	query := url.Values{KeyParam: {key}}.Encode()
+	query := url.Values{webhook.KeyParam: {key}}.Encode()
 	req := baseEvent("/callbacks/twilio", query, form.Encode())
 	req.Headers["content-type"] = "application/x-www-form-urlencoded"
-	req.Headers["x-twilio-signature"] = TwilioSignature(testToken, testBaseURL+"/callbacks/twilio?"+query, form)
+	req.Headers["x-twilio-signature"] = webhook.TwilioSignature(testToken, testBaseURL+"/callbacks/twilio?"+query, form)
 	if idemToken != "" {
 		req.Headers["i-twilio-idempotency-token"] = idemToken
 	}
@@ -316,7 +279,7 @@ func wantError(t *testing.T, a answer, code int) {
 	}
 }
 
-func wantOutcome(t *testing.T, a answer, o Outcome) {
+func wantOutcome(t *testing.T, a answer, o webhook.Effect) {
 	t.Helper()
 	if a.code != 200 || a.body["status"] != string(o) {
 		t.Errorf("answer = %d %s, want 200 {\"status\":%q}", a.code, a.raw, o)
@@ -382,7 +345,7 @@ func TestHTTPCallbackSignature(t *testing.T) {
 			a := b.do(t, req)
 			r := b.get(t, key)
 			if tt.wantOK {
-				wantOutcome(t, a, OutcomeApplied)
+				wantOutcome(t, a, webhook.Applied)
 				if r.DeliveryStatus != "delivered" {
 					t.Errorf("delivery status = %q, want delivered", r.DeliveryStatus)
 				}
@@ -418,10 +381,10 @@ func TestTwilioCallbackSignature(t *testing.T) {
 		{"Missing", setupOpts{}, func(r *events.LambdaFunctionURLRequest) { delete(r.Headers, "x-twilio-signature") }, false},
 		{"WrongToken", setupOpts{}, func(r *events.LambdaFunctionURLRequest) {
 			form, _ := url.ParseQuery(r.Body)
-			r.Headers["x-twilio-signature"] = TwilioSignature("other-token", testBaseURL+"/callbacks/twilio?"+r.RawQueryString, form)
+			r.Headers["x-twilio-signature"] = webhook.TwilioSignature("other-token", testBaseURL+"/callbacks/twilio?"+r.RawQueryString, form)
 		}, false},
 		{"KeySwapped", setupOpts{}, func(r *events.LambdaFunctionURLRequest) {
-			r.RawQueryString = url.Values{KeyParam: {testKey}}.Encode()
+			r.RawQueryString = url.Values{webhook.KeyParam: {sendkey.Derive(sendkey.Parts{Tenant: "acme", EventID: "evt_1", RecipientID: "user-42", Channel: "sms", Template: "order_shipped"})}}.Encode()
 		}, false},
 		{"StatusChanged", setupOpts{}, func(r *events.LambdaFunctionURLRequest) {
 			r.Body = strings.ReplaceAll(r.Body, "delivered", "failed")
@@ -441,7 +404,7 @@ func TestTwilioCallbackSignature(t *testing.T) {
 			a := b.do(t, req)
 			r := b.get(t, key)
 			if tt.wantOK {
-				wantOutcome(t, a, OutcomeApplied)
+				wantOutcome(t, a, webhook.Applied)
 				if r.DeliveryStatus != "delivered" || !strings.HasPrefix(r.ProviderMessageID, "SM") {
 					t.Errorf("row = %q / %q, want delivered / SM...", r.DeliveryStatus, r.ProviderMessageID)
 				}
@@ -465,7 +428,7 @@ func TestSameCallbackFiveTimes(t *testing.T) {
 		req  func(b *bundle, key string) events.LambdaFunctionURLRequest
 	}{
 		{"HTTP", func(b *bundle, key string) events.LambdaFunctionURLRequest {
-			return b.httpEvent(key, "evt_1", StatusDelivered)
+			return b.httpEvent(key, "evt_1", webhook.StatusDelivered)
 		}},
 		{"TwilioToken", func(b *bundle, key string) events.LambdaFunctionURLRequest {
 			return b.twilioEvent(key, "SM1", "delivered", "idem-1")
@@ -481,9 +444,9 @@ func TestSameCallbackFiveTimes(t *testing.T) {
 			key, _ := b.row(t, "sms")
 			for i := range 5 {
 				a := b.do(t, tt.req(b, key))
-				want := OutcomeDuplicate
+				want := webhook.Duplicate
 				if i == 0 {
-					want = OutcomeApplied
+					want = webhook.Applied
 				}
 				wantOutcome(t, a, want)
 				b.clock.Advance(time.Second)
@@ -504,7 +467,7 @@ func TestConcurrentDuplicates(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	key, _ := b.row(t, "sms")
-	req := b.httpEvent(key, "evt_c", StatusDelivered)
+	req := b.httpEvent(key, "evt_c", webhook.StatusDelivered)
 	var wg sync.WaitGroup
 	for range 8 {
 		wg.Go(func() {
@@ -523,15 +486,15 @@ func TestConcurrentDuplicates(t *testing.T) {
 	}
 }
 
-func permutations(s []Status) [][]Status {
+func permutations(s []webhook.Status) [][]webhook.Status {
 	if len(s) <= 1 {
-		return [][]Status{append([]Status(nil), s...)}
+		return [][]webhook.Status{append([]webhook.Status(nil), s...)}
 	}
-	var out [][]Status
+	var out [][]webhook.Status
 	for i := range s {
-		rest := append(append([]Status(nil), s[:i]...), s[i+1:]...)
+		rest := append(append([]webhook.Status(nil), s[:i]...), s[i+1:]...)
 		for _, p := range permutations(rest) {
-			out = append(out, append([]Status{s[i]}, p...))
+			out = append(out, append([]webhook.Status{s[i]}, p...))
 		}
 	}
 	return out
@@ -541,13 +504,13 @@ func TestOutOfOrder(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		channel   string
-		statuses  []Status
-		wantFinal Status
+		statuses  []webhook.Status
+		wantFinal webhook.Status
 	}{
-		{"sms", []Status{StatusSent, StatusDelivered, StatusFailed}, StatusDelivered},
-		{"sms", []Status{StatusSent, StatusUndelivered, StatusQueued}, StatusUndelivered},
-		{"email", []Status{StatusSent, StatusDelivered, StatusBounced}, StatusBounced},
-		{"email", []Status{StatusSent, StatusDelivered, StatusFailed}, StatusFailed},
+		{"sms", []webhook.Status{webhook.StatusSent, webhook.StatusDelivered, webhook.StatusFailed}, webhook.StatusDelivered},
+		{"sms", []webhook.Status{webhook.StatusSent, webhook.StatusUndelivered, webhook.StatusQueued}, webhook.StatusUndelivered},
+		{"email", []webhook.Status{webhook.StatusSent, webhook.StatusDelivered, webhook.StatusBounced}, webhook.StatusBounced},
+		{"email", []webhook.Status{webhook.StatusSent, webhook.StatusDelivered, webhook.StatusFailed}, webhook.StatusFailed},
 	}
 	for _, tt := range tests {
 		for _, perm := range permutations(tt.statuses) {
@@ -562,13 +525,13 @@ func TestOutOfOrder(t *testing.T) {
 				maxRank, wantOOO, wantApplied := 0, 0, 0
 				for i, s := range perm {
 					a := b.do(t, b.httpEvent(key, fmt.Sprintf("evt_%d", i), s))
-					r, _ := Rank(tt.channel, s)
+					r, _ := webhook.Rank(tt.channel, s)
 					if r > maxRank {
 						maxRank, wantApplied = r, wantApplied+1
-						wantOutcome(t, a, OutcomeApplied)
+						wantOutcome(t, a, webhook.Applied)
 					} else {
 						wantOOO++
-						wantOutcome(t, a, OutcomeOutOfOrder)
+						wantOutcome(t, a, webhook.OutOfOrder)
 					}
 					b.clock.Advance(time.Second)
 				}
@@ -591,11 +554,11 @@ func TestCallbackBeforeSent(t *testing.T) {
 	ctx := context.Background()
 	b := setup(t)
 	key, claim := b.row(t, "sms") // PENDING: the sender has not recorded SENT yet
-	wantOutcome(t, b.do(t, b.twilioEvent(key, "SM9", "delivered", "")), OutcomeApplied)
+	wantOutcome(t, b.do(t, b.twilioEvent(key, "SM9", "delivered", "")), webhook.Applied)
 	if err := b.led.Mark(ctx, claim, ledger.Outcome{State: ledger.StateSent, ProviderMessageID: "SM9"}); err != nil {
 		t.Fatalf("Mark SENT: %v", err)
 	}
-	wantOutcome(t, b.do(t, b.twilioEvent(key, "SM9", "sent", "")), OutcomeOutOfOrder)
+	wantOutcome(t, b.do(t, b.twilioEvent(key, "SM9", "sent", "")), webhook.OutOfOrder)
 	r := b.get(t, key)
 	if r.State != ledger.StateSent || r.DeliveryStatus != "delivered" {
 		t.Errorf("row = %s / %q, want SENT / delivered", r.State, r.DeliveryStatus)
@@ -609,15 +572,15 @@ func TestCrashWindow(t *testing.T) {
 		b := setup(t)
 		key, _ := b.row(t, "email")
 		b.dedup.failRecord.Store(1)
-		req := b.httpEvent(key, "evt_crash", StatusBounced)
+		req := b.httpEvent(key, "evt_crash", webhook.StatusBounced)
 		wantError(t, b.do(t, req), 500)
 		if got := b.get(t, key).DeliveryStatus; got != "bounced" {
 			t.Fatalf("after the crash: status = %q, want bounced (applied before recording)", got)
 		}
 		// The provider retries: the status is not applied again, and the
 		// retry is recorded so that later ones stop at the dedup record.
-		wantOutcome(t, b.do(t, req), OutcomeDuplicate)
-		wantOutcome(t, b.do(t, req), OutcomeDuplicate)
+		wantOutcome(t, b.do(t, req), webhook.Duplicate)
+		wantOutcome(t, b.do(t, req), webhook.Duplicate)
 		if got := b.led.applied.Load(); got != 1 {
 			t.Errorf("ledger writes = %d, want 1", got)
 		}
@@ -644,7 +607,7 @@ func TestCrashWindow(t *testing.T) {
 		if seen, _ := b.dedup.Seen(context.Background(), "cb#twilio#idem-5"); seen {
 			t.Fatal("dedup record written although the apply failed")
 		}
-		wantOutcome(t, b.do(t, req), OutcomeApplied)
+		wantOutcome(t, b.do(t, req), webhook.Applied)
 		if got := b.get(t, key).DeliveryStatus; got != "delivered" {
 			t.Errorf("status after retry = %q, want delivered", got)
 		}
@@ -655,8 +618,8 @@ func TestHTTPErrors(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	key, _ := b.row(t, "sms")
-	valid := b.httpEvent(key, "evt_e", StatusDelivered)
-	big := strings.Repeat("x", DefaultMaxBody+1)
+	valid := b.httpEvent(key, "evt_e", webhook.StatusDelivered)
+	big := strings.Repeat("x", webhook.DefaultMaxBody+1)
 	tests := []struct {
 		name   string
 		req    events.LambdaFunctionURLRequest
@@ -688,7 +651,7 @@ func TestHTTPErrors(t *testing.T) {
 		{"TwilioNoKey", func() events.LambdaFunctionURLRequest {
 			form := url.Values{"MessageSid": {"SM1"}, "MessageStatus": {"sent"}}
 			r := baseEvent("/callbacks/twilio", "", form.Encode())
-			r.Headers["x-twilio-signature"] = TwilioSignature(testToken, testBaseURL+"/callbacks/twilio", form)
+			r.Headers["x-twilio-signature"] = webhook.TwilioSignature(testToken, testBaseURL+"/callbacks/twilio", form)
 			return r
 		}(), 400, ""},
 	}
@@ -722,7 +685,7 @@ func TestHTTPErrors(t *testing.T) {
 	})
 	t.Run("NotConfiguredProvider", func(t *testing.T) {
 		nb := setup(t, setupOpts{noHTTP: true})
-		wantError(t, nb.do(t, nb.httpEvent(key, "evt_x", StatusSent)), 404)
+		wantError(t, nb.do(t, nb.httpEvent(key, "evt_x", webhook.StatusSent)), 404)
 	})
 }
 
@@ -730,12 +693,12 @@ func TestUnknownKeyAndIgnoredStatus(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	unknown := sendkey.Derive(sendkey.Parts{Tenant: "acme", EventID: "never-sent", RecipientID: "u", Channel: "sms", Template: "t"})
-	wantOutcome(t, b.do(t, b.httpEvent(unknown, "evt_u", StatusDelivered)), OutcomeUnknownKey)
+	wantOutcome(t, b.do(t, b.httpEvent(unknown, "evt_u", webhook.StatusDelivered)), webhook.UnknownKey)
 	if seen, _ := b.dedup.Seen(context.Background(), "cb#http#evt_u"); seen {
 		t.Error("unknown-key callback recorded")
 	}
 	key, _ := b.row(t, "sms")
-	wantOutcome(t, b.do(t, b.twilioEvent(key, "SM1", "receiving", "")), OutcomeIgnored)
+	wantOutcome(t, b.do(t, b.twilioEvent(key, "SM1", "receiving", "")), webhook.Ignored)
 	if got := b.get(t, key).DeliveryRank; got != 0 {
 		t.Errorf("rank = %d after an ignored status, want 0", got)
 	}
@@ -765,32 +728,9 @@ func TestLogsHaveNoPhoneNumbers(t *testing.T) {
 	}
 }
 
-func TestRoute(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		path string
-		want Provider
-		ok   bool
-	}{
-		{"/callbacks/http", ProviderHTTP, true},
-		{"/callbacks/twilio/", ProviderTwilio, true},
-		{"/prod/callbacks/twilio", ProviderTwilio, true}, // API Gateway stage prefix
-		{"/callbacks/", "", false},
-		{"/callbacks/smtp", "", false},
-		{"/callbacks/http/extra", "", false},
-		{"", "", false},
-	}
-	for _, tt := range tests {
-		got, ok := route(tt.path)
-		if got != tt.want || ok != tt.ok {
-			t.Errorf("route(%q) = %q, %v; want %q, %v", tt.path, got, ok, tt.want, tt.ok)
-		}
-	}
-}
-
 func TestNoProviderConfiguredServesNothing(t *testing.T) {
 	t.Parallel()
-	h, err := New(Config{Ledger: memledger.New(), Dedup: &faultyDedup{}})
+	h, err := webhook.New(webhook.Config{Ledger: memledger.New(), Dedup: &faultyDedup{}})
 	if err != nil {
 		t.Fatalf("New without providers: %v", err)
 	}
@@ -811,15 +751,15 @@ func TestNewErrors(t *testing.T) {
 	dd := &faultyDedup{}
 	tests := []struct {
 		name string
-		cfg  Config
+		cfg  webhook.Config
 	}{
-		{"NoLedger", Config{Dedup: dd, HTTPSecret: []byte("s")}},
-		{"NoDedup", Config{Ledger: led, HTTPSecret: []byte("s")}},
-		{"BadBaseURL", Config{Ledger: led, Dedup: dd, TwilioAuthToken: "t", PublicBaseURL: "hooks.example.com"}},
-		{"BaseURLWithQuery", Config{Ledger: led, Dedup: dd, TwilioAuthToken: "t", PublicBaseURL: "https://h/?a=1"}},
+		{"NoLedger", webhook.Config{Dedup: dd, HTTPSecret: []byte("s")}},
+		{"NoDedup", webhook.Config{Ledger: led, HTTPSecret: []byte("s")}},
+		{"BadBaseURL", webhook.Config{Ledger: led, Dedup: dd, TwilioAuthToken: "t", PublicBaseURL: "hooks.example.com"}},
+		{"BaseURLWithQuery", webhook.Config{Ledger: led, Dedup: dd, TwilioAuthToken: "t", PublicBaseURL: "https://h/?a=1"}},
 	}
 	for _, tt := range tests {
-		if _, err := New(tt.cfg); err == nil {
+		if _, err := webhook.New(tt.cfg); err == nil {
 			t.Errorf("%s: New = nil error", tt.name)
 		}
 	}
@@ -833,7 +773,7 @@ func FuzzVerifySignature(f *testing.F) {
 	f.Add("", "", true)
 	f.Add("t=1796040000,v1="+strings.Repeat("ab", 32)+",v1=zz", "{}", false)
 	led := memledger.New(memledger.WithNow(func() time.Time { return ledgertest.Start }))
-	h, err := New(Config{Ledger: led, Dedup: &memDedup{seen: map[string]bool{}}, HTTPSecret: []byte(testSecret),
+	h, err := webhook.New(webhook.Config{Ledger: led, Dedup: deduptest.NewMem(0, nil), HTTPSecret: []byte(testSecret),
 		Now: func() time.Time { return ledgertest.Start }, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		f.Fatalf("New: %v", err)

@@ -1,0 +1,117 @@
+// Package ratelimittest is the conformance suite every api.RateWindows
+// must pass (api.DynamoWindows against DynamoDB Local, Mem in memory),
+// driven through api.Limiter, and Mem, the in-memory RateWindows of unit
+// tests, so the fake cannot drift from the real store.
+//
+//	func TestConformance(t *testing.T) {
+//		ratelimittest.Run(t, func(t *testing.T) api.RateWindows { return ratelimittest.NewMem() })
+//	}
+package ratelimittest
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sendonce/sendonce/internal/api"
+	"github.com/sendonce/sendonce/internal/ledger/ledgertest"
+)
+
+// NewWindowsFunc builds fresh, empty windows.
+type NewWindowsFunc func(t *testing.T) api.RateWindows
+
+// Run runs the suite against the windows newWindows builds. Every subtest
+// builds its own windows and runs in parallel; the clock starts 10s into
+// a one-minute window.
+func Run(t *testing.T, newWindows NewWindowsFunc) {
+	rate := api.Rate{Limit: 3, Window: time.Minute}
+	setup := func(t *testing.T) (context.Context, *ledgertest.Clock, *api.Limiter) {
+		t.Parallel()
+		c := ledgertest.NewClock(ledgertest.Start.Add(10 * time.Second))
+		return t.Context(), c, api.NewLimiter(newWindows(t), c.Now)
+	}
+	allow := func(t *testing.T, ctx context.Context, l *api.Limiter, scope, subject string, want bool, wantWait time.Duration) {
+		t.Helper()
+		ok, wait, err := l.Allow(ctx, scope, subject, rate)
+		if err != nil || ok != want || wait != wantWait {
+			t.Fatalf("Allow(%s, %s) = %v, %v, %v; want %v, %v", scope, subject, ok, wait, err, want, wantWait)
+		}
+	}
+
+	t.Run("LimitThenRefuse", func(t *testing.T) {
+		ctx, _, l := setup(t)
+		for range rate.Limit {
+			allow(t, ctx, l, "tenant", "acme", true, 0)
+		}
+		allow(t, ctx, l, "tenant", "acme", false, 50*time.Second) // until the window ends
+		allow(t, ctx, l, "tenant", "acme", false, 50*time.Second)
+	})
+	t.Run("WindowRollover", func(t *testing.T) {
+		ctx, clock, l := setup(t)
+		for range rate.Limit {
+			allow(t, ctx, l, "tenant", "acme", true, 0)
+		}
+		clock.Advance(49 * time.Second) // the last second of the window
+		allow(t, ctx, l, "tenant", "acme", false, time.Second)
+		clock.Advance(time.Second) // the next window: a fresh count, refusals not counted
+		for range rate.Limit {
+			allow(t, ctx, l, "tenant", "acme", true, 0)
+		}
+		allow(t, ctx, l, "tenant", "acme", false, time.Minute)
+	})
+	t.Run("ScopesAndSubjectsAreIndependent", func(t *testing.T) {
+		ctx, _, l := setup(t)
+		for range rate.Limit {
+			allow(t, ctx, l, "tenant", "acme", true, 0)
+		}
+		allow(t, ctx, l, "tenant", "globex", true, 0)
+		allow(t, ctx, l, "recipient", "acme", true, 0)
+		allow(t, ctx, l, "recipient", "acme\x00user-42", true, 0)
+	})
+	t.Run("ConcurrentRequestsCountExactly", func(t *testing.T) {
+		ctx, _, l := setup(t)
+		var allowed atomic.Int32
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for range 20 {
+			wg.Go(func() {
+				<-start
+				ok, _, err := l.Allow(ctx, "tenant", "acme", rate)
+				if err != nil {
+					t.Errorf("Allow: %v", err)
+				}
+				if ok {
+					allowed.Add(1)
+				}
+			})
+		}
+		close(start)
+		wg.Wait()
+		if got := allowed.Load(); got != int32(rate.Limit) {
+			t.Errorf("20 concurrent requests: %d allowed, want exactly %d", got, rate.Limit)
+		}
+	})
+}
+
+// Mem is in-memory api.RateWindows. It is safe for concurrent use.
+type Mem struct {
+	mu    sync.Mutex
+	count map[string]int
+}
+
+// NewMem returns empty Mem windows.
+func NewMem() *Mem { return &Mem{count: map[string]int{}} }
+
+// Add implements api.RateWindows. Windows are never reused (their id
+// holds their start), so Mem keeps no expiry.
+func (m *Mem) Add(_ context.Context, id string, limit int, _ time.Time) (bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.count[id] >= limit {
+		return false, nil
+	}
+	m.count[id]++
+	return true, nil
+}

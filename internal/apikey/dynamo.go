@@ -1,0 +1,163 @@
+package apikey
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/sendonce/sendonce/internal/tableschema"
+)
+
+// pkPrefix starts the partition key of every key item.
+const pkPrefix = "apikey#"
+
+// DynamoDB is the part of the DynamoDB client DynamoRecords uses.
+type DynamoDB interface {
+	GetItem(ctx context.Context, in *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
+	PutItem(ctx context.Context, in *dynamodb.PutItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
+	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
+	Query(ctx context.Context, in *dynamodb.QueryInput, optFns ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
+}
+
+// DynamoRecords keeps key records in the one sendonce table (see the
+// package doc for the item). It is safe for concurrent use.
+type DynamoRecords struct {
+	db    DynamoDB
+	table string
+}
+
+// NewDynamoRecords returns the Records on table through db.
+func NewDynamoRecords(db DynamoDB, table string) *DynamoRecords {
+	return &DynamoRecords{db: db, table: table}
+}
+
+// keyItem is a key record as stored; times are RFC 3339 in UTC.
+type keyItem struct {
+	PK        string `dynamodbav:"pk"`
+	Tenant    string `dynamodbav:"tenant"`
+	Hash      string `dynamodbav:"key_hash"`
+	Revoked   bool   `dynamodbav:"revoked"`
+	CreatedAt string `dynamodbav:"created_at"`
+	RevokedAt string `dynamodbav:"revoked_at,omitempty"`
+	// ListPK is the event index key "#apikey#<tenant>" List queries.
+	ListPK string `dynamodbav:"evt_pk,omitempty"`
+}
+
+func listPK(tenant string) string { return "#apikey#" + tenant }
+
+// Put implements Records with a PutItem conditional on the id's absence.
+func (d *DynamoRecords) Put(ctx context.Context, r Record) error {
+	item, err := attributevalue.MarshalMap(keyItem{
+		PK: pkPrefix + r.ID, Tenant: r.Tenant, Hash: r.Hash, Revoked: r.Revoked,
+		CreatedAt: r.CreatedAt.UTC().Format(time.RFC3339), ListPK: listPK(r.Tenant),
+	})
+	if err != nil {
+		return err
+	}
+	cond, err := expression.NewBuilder().WithCondition(expression.AttributeNotExists(expression.Name(tableschema.PartitionKey))).Build()
+	if err != nil {
+		return err
+	}
+	_, err = d.db.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName: aws.String(d.table), Item: item,
+		ConditionExpression: cond.Condition(), ExpressionAttributeNames: cond.Names(),
+	})
+	if conditionFailed(err) {
+		return ErrExists
+	}
+	return err
+}
+
+// Get implements Records with a strongly consistent GetItem.
+func (d *DynamoRecords) Get(ctx context.Context, id string) (Record, error) {
+	out, err := d.db.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName: aws.String(d.table), Key: tableschema.Key(pkPrefix + id), ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return Record{}, err
+	}
+	if out.Item == nil {
+		return Record{}, ErrNotFound
+	}
+	var it keyItem
+	if err := attributevalue.UnmarshalMap(out.Item, &it); err != nil {
+		return Record{}, fmt.Errorf("decode %s: %w", pkPrefix+id, err)
+	}
+	r := Record{ID: strings.TrimPrefix(it.PK, pkPrefix), Tenant: it.Tenant, Hash: it.Hash, Revoked: it.Revoked}
+	r.CreatedAt, _ = time.Parse(time.RFC3339, it.CreatedAt)
+	r.RevokedAt, _ = time.Parse(time.RFC3339, it.RevokedAt)
+	return r, nil
+}
+
+// Revoke implements Records with one UpdateItem conditional on the item's
+// existence.
+func (d *DynamoRecords) Revoke(ctx context.Context, id string, at time.Time) error {
+	revokedAt := expression.Name("revoked_at")
+	expr, err := expression.NewBuilder().
+		WithUpdate(expression.Set(expression.Name("revoked"), expression.Value(true)).
+			Set(revokedAt, expression.IfNotExists(revokedAt, expression.Value(at.UTC().Format(time.RFC3339))))).
+		WithCondition(expression.AttributeExists(expression.Name(tableschema.PartitionKey))).Build()
+	if err != nil {
+		return err
+	}
+	_, err = d.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: aws.String(d.table), Key: tableschema.Key(pkPrefix + id),
+		UpdateExpression: expr.Update(), ConditionExpression: expr.Condition(),
+		ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(),
+	})
+	if conditionFailed(err) {
+		return ErrNotFound
+	}
+	return err
+}
+
+// List implements Records: one Query of the KEYS_ONLY event index (every
+// page), then one Get per key. Keys created before List existed carry no
+// index key and are not listed.
+func (d *DynamoRecords) List(ctx context.Context, tenant string) ([]Record, error) {
+	expr, err := expression.NewBuilder().WithKeyCondition(expression.Key(tableschema.EventPK).Equal(expression.Value(listPK(tenant)))).Build()
+	if err != nil {
+		return nil, err
+	}
+	pages := dynamodb.NewQueryPaginator(d.db, &dynamodb.QueryInput{
+		TableName: aws.String(d.table), IndexName: aws.String(tableschema.EventIndex),
+		KeyConditionExpression: expr.KeyCondition(), ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(),
+	})
+	var rs []Record
+	for pages.HasMorePages() {
+		out, err := pages.NextPage(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for _, k := range out.Items {
+			pk, _ := k[tableschema.PartitionKey].(*types.AttributeValueMemberS)
+			if pk == nil || !strings.HasPrefix(pk.Value, pkPrefix) {
+				continue
+			}
+			r, err := d.Get(ctx, strings.TrimPrefix(pk.Value, pkPrefix))
+			if errors.Is(err, ErrNotFound) {
+				continue // deleted since the index was read
+			}
+			if err != nil {
+				return nil, err
+			}
+			if r.Tenant == tenant {
+				rs = append(rs, r)
+			}
+		}
+	}
+	return rs, nil
+}
+
+func conditionFailed(err error) bool {
+	var ccf *types.ConditionalCheckFailedException
+	return errors.As(err, &ccf)
+}
