@@ -104,16 +104,21 @@ func request(run string, i int) notify.Request {
 	}
 }
 
-// entry is what the sender would claim for req.
+// entry is what the sender claims for req: the render inputs (the stored
+// template's version and the data), not the rendered message.
 func entry(req notify.Request) (ledger.Entry, error) {
 	msg, err := benchRenderer.RenderRequest(context.Background(), req)
 	if err != nil {
 		return ledger.Entry{}, err
 	}
+	data, err := json.Marshal(req.Data)
+	if err != nil {
+		return ledger.Entry{}, err
+	}
 	return ledger.Entry{
-		Key: req.Key(), Tenant: req.TenantID, Channel: string(req.Channel), Class: string(req.Class),
+		Key: req.Key(), Tenant: req.TenantID, EventID: req.EventID, Channel: string(req.Channel), Class: string(req.Class),
 		Provider: httpprovider.ProviderName, Template: req.Template, RecipientID: req.Recipient.ID,
-		Address: req.Address(), Subject: msg.Subject, Body: msg.Body,
+		Address: req.Address(), TemplateVersion: msg.TemplateVersion, TemplateLocale: msg.TemplateLocale, Data: string(data),
 	}, nil
 }
 
