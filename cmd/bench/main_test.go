@@ -95,17 +95,6 @@ func TestOwnVmHWM(t *testing.T) {
 	}
 }
 
-func TestParseStat(t *testing.T) {
-	t.Parallel()
-	name, ppid, ok := parseStat([]byte("4242 (sender (x) y) S 4200 4242 4200 0 -1 4194560 0 0"))
-	if !ok || name != "sender (x) y" || ppid != 4200 {
-		t.Errorf("parseStat = %q, %d, %v; want the name with parentheses and ppid 4200", name, ppid, ok)
-	}
-	if _, _, ok := parseStat([]byte("garbage")); ok {
-		t.Errorf("parseStat(garbage) ok, want false")
-	}
-}
-
 func TestParseInitDuration(t *testing.T) {
 	t.Parallel()
 	log := "29 Nov 2026 14:06:47,909 [INFO] (rapid) INIT START(type: on-demand, phase: init)\n" +
