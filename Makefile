@@ -27,7 +27,7 @@ EVENT_webhook := events/webhook-http.json
 EVENT_api := events/api-post.json
 EVENT_sesevents := events/ses-bounce.json
 
-.PHONY: help prereqs deps bench-deps rie test demo bench chaos build lint services-start services-stop
+.PHONY: help prereqs deps bench-deps rie test demo bench bench-peer chaos build lint services-start services-stop
 # (invoke-<function> targets are not .PHONY: phony targets skip pattern rules.)
 
 help: ## List the targets.
@@ -70,13 +70,20 @@ bench-deps: ## Install bench/'s Node package (Powertools idempotency) from its l
 		npm ci --prefix bench --no-audit --no-fund --engine-strict=false --loglevel=error
 	fi
 
-bench: prereqs deps bench-deps rie ## Run ./cmd/bench (if present) and every Go benchmark.
+bench: prereqs deps bench-deps rie ## Run ./cmd/bench and every Go benchmark (benchstat reads both outputs: bench/report.bench.txt, bench/go.bench.txt).
 	@source scripts/steps.sh
 	services_up
-	if has_go_pkg cmd/bench; then step "cmd/bench" go run ./cmd/bench; else skip_step "cmd/bench" "./cmd/bench does not exist yet"; fi
-	step "go benchmarks" go test -run '^$$' -bench . -benchmem ./...
+	step "cmd/bench" go run ./cmd/bench -gobench bench/report.bench.txt -markdown bench/report.md
+	step "go benchmarks" bash -o pipefail -c "go test -run '^$$' -bench . -benchmem ./... | tee bench/go.bench.txt"
 	services_down
 	summary "make bench"
+
+bench-peer: prereqs deps bench-deps rie ## Run only cmd/bench's peer section (about 3 minutes; docs/benchmarks.md) into bench/peer.bench.txt and bench/peer.md.
+	@source scripts/steps.sh
+	services_up
+	step "cmd/bench -only peer" go run ./cmd/bench -only peer -gobench bench/peer.bench.txt -markdown bench/peer.md
+	services_down
+	summary "make bench-peer"
 
 chaos: prereqs deps rie ## Run ./cmd/chaos with N messages (N=2000) and SEED (random if unset).
 	@source scripts/steps.sh

@@ -60,11 +60,9 @@ func (c *cpuWatch) sample() cpuSample {
 			s.procsKnown = false
 			continue
 		}
-		t, err := parsePidStat(b)
-		if err != nil {
-			s.procsKnown = false
-		}
-		s.ours += t
+		st, ok := parsePidStat(b)
+		s.procsKnown = s.procsKnown && ok
+		s.ours += st.ticks
 	}
 	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
 		if f := strings.Fields(string(b)); len(f) > 0 {
@@ -115,24 +113,33 @@ func parseProcStat(b []byte) (busy, all uint64) {
 	return busy, all
 }
 
-// parsePidStat returns utime + stime of a /proc/<pid>/stat line.
-func parsePidStat(b []byte) (uint64, error) {
-	// The command name is in parentheses and may hold spaces.
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return 0, fmt.Errorf("no command name")
+// pidStat is what cmd/bench reads of a /proc/<pid>/stat line.
+type pidStat struct {
+	name  string // the command name
+	ppid  int
+	ticks uint64 // utime + stime
+}
+
+// parsePidStat parses a /proc/<pid>/stat line; ok is false when it is
+// not one.
+func parsePidStat(b []byte) (st pidStat, ok bool) {
+	// The command name is in parentheses and may hold them and spaces.
+	open, end := bytes.IndexByte(b, '('), bytes.LastIndexByte(b, ')')
+	if open < 0 || end < open {
+		return pidStat{}, false
 	}
-	f := strings.Fields(string(b[i+1:]))
-	// f[0] is field 3 (state): utime and stime are fields 14 and 15.
+	f := strings.Fields(string(b[end+1:]))
+	// f[0] is field 3 (state): ppid is field 4, utime and stime 14 and 15.
 	if len(f) < 13 {
-		return 0, fmt.Errorf("short stat line")
+		return pidStat{}, false
 	}
+	ppid, err := strconv.Atoi(f[1])
 	u, err1 := strconv.ParseUint(f[11], 10, 64)
 	s, err2 := strconv.ParseUint(f[12], 10, 64)
-	if err1 != nil || err2 != nil {
-		return 0, fmt.Errorf("bad utime/stime")
+	if err != nil || err1 != nil || err2 != nil {
+		return pidStat{}, false
 	}
-	return u + s, nil
+	return pidStat{name: string(b[open+1 : end]), ppid: ppid, ticks: u + s}, true
 }
 
 // clockTicks is the kernel's USER_HZ, the unit of /proc's CPU times (100
@@ -146,11 +153,8 @@ func ProcCPU(pid int) time.Duration {
 	if err != nil {
 		return 0
 	}
-	t, err := parsePidStat(b)
-	if err != nil {
-		return 0
-	}
-	return time.Duration(t) * time.Second / clockTicks
+	st, _ := parsePidStat(b)
+	return time.Duration(st.ticks) * time.Second / clockTicks
 }
 
 // dynamoLocalPID finds the DynamoDB Local process that listens on port.

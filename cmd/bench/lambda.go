@@ -242,11 +242,11 @@ func bootstrapPIDs(root int) []int {
 		if err != nil {
 			continue
 		}
-		name, ppid, ok := parseStat(b)
+		st, ok := parsePidStat(b)
 		if !ok {
 			continue
 		}
-		parent[pid], comm[pid] = ppid, name
+		parent[pid], comm[pid] = st.ppid, st.name
 	}
 	var out []int
 	for pid := range comm {
@@ -258,24 +258,6 @@ func bootstrapPIDs(root int) []int {
 		}
 	}
 	return out
-}
-
-// parseStat returns the command name and parent pid from the text of
-// /proc/<pid>/stat.
-func parseStat(b []byte) (string, int, bool) {
-	open, end := bytes.IndexByte(b, '('), bytes.LastIndexByte(b, ')')
-	if open < 0 || end < open || end+2 >= len(b) {
-		return "", 0, false
-	}
-	f := strings.Fields(string(b[end+2:]))
-	if len(f) < 2 {
-		return "", 0, false
-	}
-	ppid, err := strconv.Atoi(f[1])
-	if err != nil {
-		return "", 0, false
-	}
-	return string(b[open+1 : end]), ppid, true
 }
 
 // vmHWM returns the peak resident set size of pid in KiB.

@@ -1,23 +1,24 @@
-// Command bench measures sendonce where it matters and reports figures
-// that hold on a small, noisy machine: DynamoDB calls and capacity units
-// per message on each path, the sender's throughput as a fraction of raw
-// conditional writes on the same DynamoDB Local, the peer section (the
-// same workload through sendonce's sender and through Powertools for AWS
-// Lambda (TypeScript) idempotency, bench/peer.mjs, in one run: throughput,
-// latency, calls, real-DynamoDB write units and duplicate sends), a
-// batch's wall time over one provider call's latency, cold and warm
-// invokes of every bootstrap under the Lambda Runtime Interface Emulator
-// with binary sizes and peak RSS, and Go micro-benchmarks.
+// Command bench measures what only a whole run can: the peer section
+// (the same workload through sendonce's sender and through Powertools for
+// AWS Lambda (TypeScript) idempotency, bench/peer.mjs, on one DynamoDB
+// Local: interleaved throughput rounds with busy cores flagged, latency,
+// calls, real-DynamoDB write units and duplicate sends), calls and write
+// units on the paths the peer workload does not run (takeover, reconcile,
+// callbacks), a batch's wall time over one provider call's latency, and
+// cold and warm invokes of every bootstrap under the Lambda Runtime
+// Interface Emulator with binary sizes and peak RSS. Micro-benchmarks are
+// plain Go benchmarks (`go test -bench`), which `make bench` runs after it.
 //
-// It prints a table and writes the report as JSON (bench/report.json by
-// default; docs/benchmarks.md explains every row) and in the Go benchmark
-// format that benchstat reads (bench/report.bench.txt). `make bench`
-// installs bench/'s Node package, starts the emulators and runs it; run
-// alone it needs SENDONCE_TEST_DYNAMODB_ENDPOINT, SENDONCE_TEST_MOTO_ENDPOINT
-// and SENDONCE_TEST_RIE, and `npm ci --prefix bench` for the peer section.
+// It prints its figures in the Go benchmark format that benchstat reads
+// (a row measured over rounds gives one line per round) and writes them to
+// bench/report.bench.txt; -markdown also writes them as the table of
+// docs/benchmarks.md, with how each was measured. `make bench` installs
+// bench/'s Node package, starts the emulators and runs it; run alone it
+// needs SENDONCE_TEST_DYNAMODB_ENDPOINT, SENDONCE_TEST_MOTO_ENDPOINT and
+// SENDONCE_TEST_RIE, and `npm ci --prefix bench` for the peer section.
 //
-//	go run ./cmd/bench [-out bench/report.json] [-gobench bench/report.bench.txt] [-markdown FILE] [-only dynamodb,throughput,peer,batch,lambda,micro]
-//	go run ./cmd/bench -render bench/latest.json   # Markdown table of a saved report
+//	go run ./cmd/bench [-gobench bench/report.bench.txt] [-markdown FILE] [-only dynamodb,peer,batch,lambda]
+//	benchstat bench/report.bench.txt
 package main
 
 import (
@@ -28,9 +29,10 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
-	"testing"
 	"time"
 
 	"github.com/sendonce/sendonce/internal/benchreport"
@@ -44,10 +46,9 @@ type endpoints struct {
 }
 
 // sections, in the order they run.
-var sections = []string{"dynamodb", "throughput", "peer", "batch", "lambda", "micro"}
+var sections = []string{"dynamodb", "peer", "batch", "lambda"}
 
 func main() {
-	testing.Init() // testing.Benchmark reads the test flags' defaults
 	os.Exit(run(os.Args[1:], os.Getenv, os.Stdout, os.Stderr))
 }
 
@@ -72,13 +73,8 @@ func loadEndpoints(getenv func(string) string) (endpoints, error) {
 func run(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	out := fs.String("out", "bench/report.json", "where to write the JSON report")
 	mdOut := fs.String("markdown", "", "also write the Markdown table to this file")
 	only := fs.String("only", "", "comma-separated sections to run (default all: "+strings.Join(sections, ",")+")")
-	workers := fs.Int("workers", 16, "goroutines of the throughput comparison")
-	rounds := fs.Int("rounds", 7, "rounds of the throughput comparison")
-	round := fs.Duration("round", 2*time.Second, "length of one throughput round (each side)")
-	warmup := fs.Duration("warmup", 3*time.Second, "warm-up of each side of the throughput comparison")
 	latency := fs.Duration("latency", 200*time.Millisecond, "provider latency of the batch measurement")
 	warm := fs.Int("warm", 10, "warm invokes per function under the RIE")
 	goBench := fs.String("gobench", "bench/report.bench.txt", "where to write the report in Go benchmark format (for benchstat)")
@@ -86,20 +82,8 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 	peerRounds := fs.Int("peer-rounds", 7, "rounds of the peer section's throughput comparison")
 	peerRound := fs.Duration("peer-round", 2*time.Second, "length of one leg of a peer round")
 	peerWarmup := fs.Duration("peer-warmup", 2*time.Second, "warm-up of each leg of the peer section")
-	render := fs.String("render", "", "print the Markdown table of this JSON report and exit (no emulators needed)")
 	if err := fs.Parse(args); err != nil {
 		return 2
-	}
-	if *render != "" {
-		r, err := benchreport.ReadFile(*render)
-		if err == nil {
-			err = r.WriteMarkdown(stdout)
-		}
-		if err != nil {
-			fmt.Fprintf(stderr, "bench: %v\n", err)
-			return 1
-		}
-		return 0
 	}
 	selected := map[string]bool{}
 	for _, s := range strings.Split(*only, ",") {
@@ -108,7 +92,7 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		}
 	}
 	for s := range selected {
-		if !contains(sections, s) {
+		if !slices.Contains(sections, s) {
 			fmt.Fprintf(stderr, "bench: unknown section %q (want %s)\n", s, strings.Join(sections, ", "))
 			return 2
 		}
@@ -124,9 +108,6 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 	rep := &benchreport.Report{Machine: benchreport.CurrentMachine(), Started: time.Now().UTC()}
 	steps := map[string]func() error{
 		"dynamodb": func() error { return measurePaths(ctx, env.dynamo, rep) },
-		"throughput": func() error {
-			return measureThroughput(ctx, env.dynamo, throughputConfig{Workers: *workers, Warmup: *warmup, Round: *round, Rounds: *rounds}, rep)
-		},
 		"peer": func() error {
 			return measurePeer(ctx, env.dynamo, peerConfig{
 				NodeDir: *nodeDir, InFlight: 16, Fresh: 200, Concurrent: 200, PerKey: 8, Lost: 100, Large: 50,
@@ -135,7 +116,6 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		},
 		"batch":  func() error { return measureBatch(ctx, env.dynamo, *latency, 3, rep) },
 		"lambda": func() error { return measureLambdas(ctx, env, *warm, rep) },
-		"micro":  func() error { return measureMicro(ctx, rep) },
 	}
 	var failed []string
 	for _, name := range sections {
@@ -157,35 +137,19 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 	}
 	rep.Seconds = time.Since(rep.Started).Round(time.Second).Seconds()
 
-	fmt.Fprintln(stdout)
-	_ = rep.WriteText(stdout)
-	for _, n := range rep.Notes {
-		fmt.Fprintf(stdout, "note: %s\n", n)
-	}
-	if err := rep.WriteFile(*out); err != nil {
+	if err := rep.WriteGoBench(stdout); err != nil {
 		fmt.Fprintf(stderr, "bench: %v\n", err)
 		return 1
 	}
-	fmt.Fprintf(stdout, "report written to %s\n", *out)
-	if *goBench != "" {
-		if err := writeGoBench(rep, *goBench); err != nil {
+	for path, write := range map[string]func(io.Writer) error{*goBench: rep.WriteGoBench, *mdOut: rep.WriteMarkdown} {
+		if path == "" {
+			continue
+		}
+		if err := writeFile(path, write); err != nil {
 			fmt.Fprintf(stderr, "bench: %v\n", err)
 			return 1
 		}
-		fmt.Fprintf(stdout, "benchstat input written to %s\n", *goBench)
-	}
-	if *mdOut != "" {
-		f, err := os.Create(*mdOut)
-		if err == nil {
-			err = rep.WriteMarkdown(f)
-			if cerr := f.Close(); err == nil {
-				err = cerr
-			}
-		}
-		if err != nil {
-			fmt.Fprintf(stderr, "bench: write %s: %v\n", *mdOut, err)
-			return 1
-		}
+		fmt.Fprintf(stderr, "bench: wrote %s\n", path)
 	}
 	if len(failed) > 0 {
 		fmt.Fprintf(stderr, "bench: failed sections: %s\n", strings.Join(failed, ", "))
@@ -194,22 +158,16 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 	return 0
 }
 
-func contains(xs []string, x string) bool {
-	for _, s := range xs {
-		if s == x {
-			return true
-		}
+// writeFile writes what write writes to path, creating its directory.
+func writeFile(path string, write func(io.Writer) error) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
 	}
-	return false
-}
-
-// writeGoBench writes rep in Go benchmark format to path.
-func writeGoBench(rep *benchreport.Report, path string) error {
 	f, err := os.Create(path)
 	if err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
-	err = rep.WriteGoBench(f)
+	err = write(f)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}

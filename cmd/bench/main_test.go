@@ -95,17 +95,6 @@ func TestOwnVmHWM(t *testing.T) {
 	}
 }
 
-func TestParseStat(t *testing.T) {
-	t.Parallel()
-	name, ppid, ok := parseStat([]byte("4242 (sender (x) y) S 4200 4242 4200 0 -1 4194560 0 0"))
-	if !ok || name != "sender (x) y" || ppid != 4200 {
-		t.Errorf("parseStat = %q, %d, %v; want the name with parentheses and ppid 4200", name, ppid, ok)
-	}
-	if _, _, ok := parseStat([]byte("garbage")); ok {
-		t.Errorf("parseStat(garbage) ok, want false")
-	}
-}
-
 func TestParseInitDuration(t *testing.T) {
 	t.Parallel()
 	log := "29 Nov 2026 14:06:47,909 [INFO] (rapid) INIT START(type: on-demand, phase: init)\n" +
@@ -121,17 +110,17 @@ func TestParseInitDuration(t *testing.T) {
 func TestDrive(t *testing.T) {
 	t.Parallel()
 	var calls atomic.Int64
-	rate, err := drive(context.Background(), 4, 50*time.Millisecond, func(context.Context, int64) error {
+	l, err := driveLat(context.Background(), 4, 50*time.Millisecond, func(context.Context, int64) error {
 		calls.Add(1)
 		time.Sleep(time.Millisecond)
 		return nil
 	})
-	if err != nil || rate <= 0 || calls.Load() == 0 {
-		t.Errorf("drive = %v, %v after %d calls; want a positive rate", rate, err, calls.Load())
+	if err != nil || l.rate() <= 0 || calls.Load() == 0 || len(l.lat) != l.n {
+		t.Errorf("driveLat = %d calls, %d latencies, rate %v, %v after %d calls; want a positive rate and one latency per call", l.n, len(l.lat), l.rate(), err, calls.Load())
 	}
 	boom := errors.New("boom")
-	if _, err := drive(context.Background(), 4, time.Second, func(context.Context, int64) error { return boom }); !errors.Is(err, boom) {
-		t.Errorf("drive error = %v, want %v", err, boom)
+	if _, err := driveLat(context.Background(), 4, time.Second, func(context.Context, int64) error { return boom }); !errors.Is(err, boom) {
+		t.Errorf("driveLat error = %v, want %v", err, boom)
 	}
 }
 
@@ -159,11 +148,10 @@ func TestSenderMemLedgerPath(t *testing.T) {
 
 func TestCallList(t *testing.T) {
 	t.Parallel()
-	u := usage{Calls: map[string]int{"UpdateItem": 20, "PutItem": 20}}
-	if got, want := callList(u), "PutItem 20, UpdateItem 20"; got != want {
+	if got, want := callList(map[string]int{"UpdateItem": 20, "PutItem": 20}), "PutItem 20, UpdateItem 20"; got != want {
 		t.Errorf("callList = %q, want %q", got, want)
 	}
-	if got := callList(usage{Calls: map[string]int{}}); got != "none" {
+	if got := callList(map[string]int{}); got != "none" {
 		t.Errorf("callList(empty) = %q, want none", got)
 	}
 }
@@ -181,6 +169,10 @@ func TestMeasurePaths(t *testing.T) {
 		want float64
 	}{
 		{"takeover: DynamoDB calls", 3},
+		// The failed claim 1, the takeover 1 + its attention entry 1, the
+		// final mark 1 + the entry's removal 1.
+		{"takeover: write units, real DynamoDB", 5},
+		{"ApplyDelivery alone: write units, real DynamoDB", 1},
 		{"reconcile: calls per row without the queries", 2},
 		{"callback (webhook): DynamoDB calls", 4},
 		{"callback duplicate: DynamoDB calls", 1},

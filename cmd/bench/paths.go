@@ -5,14 +5,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http/httptest"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/sendonce/sendonce/internal/benchreport"
 	"github.com/sendonce/sendonce/internal/decide"
@@ -66,7 +65,7 @@ var benchRenderer = func() *render.Renderer {
 		Subject: "News for {{.name}}", Text: "Hello {{.name}}, order {{.order_id}}", HTML: html}); err != nil {
 		panic(err)
 	}
-	return render.New(s, render.WithCacheTTL(0))
+	return render.New(s)
 }()
 
 // largeTemplate is the stored email template whose HTML part is 20 KB.
@@ -105,16 +104,21 @@ func request(run string, i int) notify.Request {
 	}
 }
 
-// entry is what the sender would claim for req.
+// entry is what the sender claims for req: the render inputs (the stored
+// template's version and the data), not the rendered message.
 func entry(req notify.Request) (ledger.Entry, error) {
 	msg, err := benchRenderer.RenderRequest(context.Background(), req)
 	if err != nil {
 		return ledger.Entry{}, err
 	}
+	data, err := json.Marshal(req.Data)
+	if err != nil {
+		return ledger.Entry{}, err
+	}
 	return ledger.Entry{
-		Key: req.Key(), Tenant: req.TenantID, Channel: string(req.Channel), Class: string(req.Class),
+		Key: req.Key(), Tenant: req.TenantID, EventID: req.EventID, Channel: string(req.Channel), Class: string(req.Class),
 		Provider: httpprovider.ProviderName, Template: req.Template, RecipientID: req.Recipient.ID,
-		Address: req.Address(), Subject: msg.Subject, Body: msg.Body,
+		Address: req.Address(), TemplateVersion: msg.TemplateVersion, TemplateLocale: msg.TemplateLocale, Data: string(data),
 	}, nil
 }
 
@@ -127,42 +131,22 @@ func requestJSON(req notify.Request) (string, error) {
 // pathMessages is how many messages each path is measured over.
 const pathMessages = 20
 
-// capacityTally sums what dynamoledger.WithConsumedCapacity reports.
-type capacityTally struct {
-	mu    sync.Mutex
-	units float64
-	n     int
-}
-
-func (c *capacityTally) add(_ string, cc *types.ConsumedCapacity) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.n++
-	if cc.CapacityUnits != nil {
-		c.units += *cc.CapacityUnits
-	}
-}
-
-func (c *capacityTally) take() (float64, int) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	u, n := c.units, c.n
-	c.units, c.n = 0, 0
-	return u, n
-}
-
-// measurePaths counts DynamoDB calls and consumed capacity per message on
-// each path of a message's life.
+// measurePaths counts DynamoDB calls and write units per message, through
+// the cost proxy, on the paths of a message's life that the peer section
+// does not run: takeover, reconcile, callbacks.
 func measurePaths(ctx context.Context, endpoint string, rep *benchreport.Report) error {
-	m := newMeter()
-	db := dynamoClient(endpoint, m.options)
-	table, drop, err := createTable(ctx, db, "paths")
+	table, drop, err := createTable(ctx, dynamoClient(endpoint), "paths")
 	if err != nil {
 		return err
 	}
 	defer drop()
-	tally := &capacityTally{}
-	l, err := dynamoledger.New(db, table, dynamoledger.WithConsumedCapacity(tally.add))
+	px, err := startCostProxy(endpoint)
+	if err != nil {
+		return err
+	}
+	defer px.Close()
+	db := dynamoClient(px.URL)
+	l, err := dynamoledger.New(db, table)
 	if err != nil {
 		return err
 	}
@@ -209,17 +193,15 @@ func measurePaths(ctx context.Context, endpoint string, rep *benchreport.Report)
 		}
 		return cs, nil
 	}
-	ledgerUnits, meteredUnits := 0.0, 0.0
-	add := func(path, how string, u usage) {
-		addUsage(rep, path, how, u, n)
-		units, _ := tally.take()
-		ledgerUnits += units
-		meteredUnits += u.RCU + u.WCU
+	add := func(path, how string) accounting {
+		a := px.take(table)
+		addCost(rep, "dynamodb", path+": ", fmt.Sprintf("%s; %d messages", how, n), a, n)
+		return a
 	}
 
 	// Rows that are SENT, for the callback paths below. The first send,
-	// duplicate and in-flight paths are the peer section's (with real
-	// write units); sender/integration_test.go asserts their call counts.
+	// duplicate and in-flight paths are the peer section's;
+	// sender/integration_test.go asserts their call counts.
 	first := batch()
 	if err := process(first, sender.StatusSent); err != nil {
 		return err
@@ -231,13 +213,11 @@ func measurePaths(ctx context.Context, endpoint string, rep *benchreport.Report)
 		return err
 	}
 	time.Sleep(20 * time.Millisecond)
-	m.take()
-	tally.take()
+	px.take(table)
 	if err := process(stale, sender.StatusSent); err != nil {
 		return err
 	}
-	add("takeover", "sender.Process of a request whose row is a stale PENDING claim (fenced takeover, send, mark SENT)", m.take())
-	ccf := m.conditionalFailureBody()
+	add("takeover", "sender.Process of a request whose row is a stale PENDING claim (fenced takeover, send, mark SENT)")
 
 	// Reconcile: UNCERTAIN rows resent by the reconciler.
 	uncertain := batch()
@@ -259,8 +239,7 @@ func measurePaths(ctx context.Context, endpoint string, rep *benchreport.Report)
 	if err != nil {
 		return err
 	}
-	m.take()
-	tally.take()
+	px.take(table)
 	rr, err := r.Run(ctx)
 	if err != nil {
 		return err
@@ -268,21 +247,11 @@ func measurePaths(ctx context.Context, endpoint string, rep *benchreport.Report)
 	if got := rr.Actions[reconcile.ActionResent]; got != n {
 		return fmt.Errorf("reconcile: %d rows resent, want %d (actions %v)", got, n, rr.Actions)
 	}
-	u := m.take()
-	queries := u.Calls["Query"]
-	add("reconcile", fmt.Sprintf("one reconcile.Run over %d UNCERTAIN rows: lookup at the simulator (no record), fenced takeover, resend, mark SENT; includes the run's %d attention-index Query calls (one per shard page)", n, queries), u)
+	a := add("reconcile", "one reconcile.Run over UNCERTAIN rows: lookup at the simulator (no record), fenced takeover, resend, mark SENT; includes the run's attention-index Query calls (one per shard page)")
+	queries := a.Calls["Query"]
 	rep.Add("dynamodb", "reconcile: Query calls per run", float64(queries), "calls/run",
 		fmt.Sprintf("attention-index queries of one Run over %d due rows (%d shards, page size 100): a fixed cost per run, whatever the row count", n, ledger.AttentionShards))
-	noQuery := u
-	noQuery.Calls = map[string]int{}
-	for k, v := range u.Calls {
-		if k != "Query" {
-			noQuery.Calls[k] = v
-		}
-	}
-	noQuery.RCU = 0
-	rep.Add("dynamodb", "reconcile: calls per row without the queries", float64(noQuery.total())/n, "calls/msg",
-		fmt.Sprintf("the same run, index reads left out (%s)", callList(noQuery)))
+	rep.Add("dynamodb", "reconcile: calls per row without the queries", float64(a.calls()-queries)/n, "calls/msg", "the same run, index reads left out")
 
 	// Callback: the webhook's full path for a SENT row, then its duplicate.
 	secret := []byte("bench-callback-secret")
@@ -310,62 +279,30 @@ func measurePaths(ctx context.Context, endpoint string, rep *benchreport.Report)
 		}
 		return nil
 	}
-	m.take()
-	tally.take()
+	px.take(table)
 	if err := handle(webhook.Applied); err != nil {
 		return err
 	}
-	add("callback (webhook)", "webhook.Handler.Handle of a signed generic-HTTP \"delivered\" callback for a SENT row: dedup read, ledger read, ApplyDelivery, dedup record", m.take())
+	add("callback (webhook)", "webhook.Handler.Handle of a signed generic-HTTP \"delivered\" callback for a SENT row: dedup read, ledger read, ApplyDelivery, dedup record")
 	if err := handle(webhook.Duplicate); err != nil {
 		return err
 	}
-	add("callback duplicate", "the same callbacks delivered again: stopped by the dedup record", m.take())
+	add("callback duplicate", "the same callbacks delivered again: stopped by the dedup record")
 	for _, req := range stale {
 		applied, err := l.ApplyDelivery(ctx, req.Key(), ledger.Delivery{Status: "delivered", Rank: 3, At: time.Now()})
 		if err != nil || !applied {
 			return fmt.Errorf("ApplyDelivery %s: applied %v, %v", req.Key(), applied, err)
 		}
 	}
-	add("ApplyDelivery alone", "ledger.ApplyDelivery of a higher-ranked status, without the webhook around it", m.take())
-
-	// What DynamoDB Local says about failed conditional writes.
-	switch {
-	case ccf == "":
-		rep.Note("No ConditionalCheckFailedException body was seen, so what DynamoDB Local reports for failed conditional writes is unknown from this run.")
-	case strings.Contains(ccf, "ConsumedCapacity"):
-		rep.Note("DynamoDB Local returned ConsumedCapacity inside a ConditionalCheckFailedException body: %s", truncate(ccf, 300))
-	default:
-		rep.Note("Failed conditional writes: DynamoDB Local's ConditionalCheckFailedException body carries the old item (ALL_OLD) but no ConsumedCapacity (the SDK's error type has no field for it either), so the takeover's failed claim shows no write units here. DynamoDB documents that a failed conditional write still consumes write capacity (1 WCU for a ledger row under 1 KB); the peer section computes real-DynamoDB units that include it. Body seen: %s",
-			truncate(compactJSON(ccf), 160))
-	}
-	rep.Note("Capacity is as DynamoDB Local reports it for ReturnConsumedCapacity=INDEXES (table plus attention index). Cross-check: the ledger's own WithConsumedCapacity hook summed %s units over its successful calls; the middleware summed %s over every call measured (the webhook's dedup reads and writes included).",
-		benchreport.FormatValue(ledgerUnits), benchreport.FormatValue(meteredUnits))
+	add("ApplyDelivery alone", "ledger.ApplyDelivery of a higher-ranked status, without the webhook around it")
 	return nil
 }
 
-// addUsage adds the calls and capacity rows of one path.
-func addUsage(rep *benchreport.Report, path, how string, u usage, n int) {
-	rep.Add("dynamodb", path+": DynamoDB calls", float64(u.total())/float64(n), "calls/msg",
-		fmt.Sprintf("%s; %d messages on DynamoDB Local, calls counted by SDK Initialize middleware: %s; %d failed (conditional), %d HTTP requests", how, n, callList(u), u.Failed, u.HTTP))
-	gsi := ""
-	if u.GSI > 0 {
-		gsi = fmt.Sprintf(", of which %s on the attention index", benchreport.FormatValue(u.GSI/float64(n)))
-	}
-	rep.Add("dynamodb", path+": write units", u.WCU/float64(n), "WCU/msg",
-		fmt.Sprintf("ConsumedCapacity of successful writes (ReturnConsumedCapacity=INDEXES)%s; failed conditional writes report none", gsi))
-	rep.Add("dynamodb", path+": read units", u.RCU/float64(n), "RCU/msg", "ConsumedCapacity of reads (strongly consistent GetItem, Query)")
-}
-
-// callList names the calls of u, e.g. "PutItem 20, UpdateItem 20".
-func callList(u usage) string {
-	var ops []string
-	for op := range u.Calls {
-		ops = append(ops, op)
-	}
-	slices.Sort(ops)
+// callList names the calls, e.g. "PutItem 20, UpdateItem 20".
+func callList(calls map[string]int) string {
 	var parts []string
-	for _, op := range ops {
-		parts = append(parts, fmt.Sprintf("%s %d", op, u.Calls[op]))
+	for _, op := range slices.Sorted(maps.Keys(calls)) {
+		parts = append(parts, fmt.Sprintf("%s %d", op, calls[op]))
 	}
 	if len(parts) == 0 {
 		return "none"

@@ -518,20 +518,19 @@ func measurePeer(ctx context.Context, endpoint string, cfg peerConfig, rep *benc
 	// Report.
 	how := fmt.Sprintf("%d calls in flight per side; %s warm-up per leg, then %d rounds of 4 interleaved %s legs (Go raw PutItem, sendonce, JS raw PutItem, Powertools; order rotated each round) on one DynamoDB Local, first sends of fresh keys; sendonce = sender.Process over dynamoledger with a no-op counting provider; Powertools = makeIdempotent + DynamoDBPersistenceLayer (%s, Node %s)",
 		cfg.InFlight, cfg.Warmup, cfg.Rounds, cfg.Round, vers.Versions["@aws-lambda-powertools/idempotency"], vers.Versions["node"])
-	add := func(name string, v float64, unit, how string, samples []float64) {
-		rep.Add("peer", name, v, unit, how)
-		rep.Rows[len(rep.Rows)-1].Samples = samples
+	add := func(name string, samples []float64, unit, how string) {
+		rep.AddSamples("peer", name, samples, unit, how)
 	}
-	add("sendonce first send (median)", benchreport.Median(rates[1]), "msgs/s", how, rates[1])
-	add("Powertools first send (median)", benchreport.Median(rates[3]), "msgs/s", "the same rounds", rates[3])
-	add("sendonce / Powertools, first send (median of rounds)", benchreport.Median(soPT), "ratio", "per round, sendonce's rate over Powertools' in the same round", soPT)
+	add("sendonce first send (median)", rates[1], "msgs/s", how)
+	add("Powertools first send (median)", rates[3], "msgs/s", "the same rounds")
+	add("sendonce / Powertools, first send (median of rounds)", soPT, "ratio", "per round, sendonce's rate over Powertools' in the same round")
 	if len(quietSoPT) > 0 && len(quietSoPT) < len(soPT) {
-		add("sendonce / Powertools, quiet rounds only (median)", benchreport.Median(quietSoPT), "ratio", fmt.Sprintf("the %d rounds in which no leg was flagged busy", len(quietSoPT)), quietSoPT)
+		add("sendonce / Powertools, quiet rounds only (median)", quietSoPT, "ratio", fmt.Sprintf("the %d rounds in which no leg was flagged busy", len(quietSoPT)))
 	}
-	add("sendonce / Go raw conditional PutItem (median of rounds)", benchreport.Median(soRaw), "ratio", "per round; the raw leg puts a 3-attribute item with attribute_not_exists into a key-only table through the same Go client", soRaw)
-	add("Powertools / JS raw conditional PutItem (median of rounds)", benchreport.Median(ptRaw), "ratio", "per round; the same item, table and condition through the JS SDK v3 client Powertools uses", ptRaw)
-	add("Go raw conditional PutItem (median)", benchreport.Median(rates[0]), "writes/s", "context only: DynamoDB Local's speed here", rates[0])
-	add("JS raw conditional PutItem (median)", benchreport.Median(rates[2]), "writes/s", "context only", rates[2])
+	add("sendonce / Go raw conditional PutItem (median of rounds)", soRaw, "ratio", "per round; the raw leg puts a 3-attribute item with attribute_not_exists into a key-only table through the same Go client")
+	add("Powertools / JS raw conditional PutItem (median of rounds)", ptRaw, "ratio", "per round; the same item, table and condition through the JS SDK v3 client Powertools uses")
+	add("Go raw conditional PutItem (median)", rates[0], "writes/s", "context only: DynamoDB Local's speed here")
+	add("JS raw conditional PutItem (median)", rates[2], "writes/s", "context only")
 	p99 := func(i int) float64 { return float64(percentile(lats[i], 99)) / float64(time.Millisecond) }
 	rep.Add("peer", "sendonce p99 first send / p99 Go raw put", p99(1)/p99(0), "ratio",
 		fmt.Sprintf("p99 over every call of every round: sendonce %.1f ms, Go raw put %.1f ms (p50 %.1f / %.1f ms)", p99(1), p99(0),
@@ -570,29 +569,23 @@ func measurePeer(ctx context.Context, endpoint string, cfg peerConfig, rep *benc
 
 // addAccounting adds one side's rows for one phase.
 func addAccounting(rep *benchreport.Report, side string, ph peerPhase, r phaseResult) {
-	n := float64(ph.keys)
-	a := r.acc
 	prefix := side + ", " + ph.name + ": "
-	ops := slices.Sorted(maps.Keys(a.Calls))
-	var parts []string
-	for _, op := range ops {
-		parts = append(parts, fmt.Sprintf("%s %d", op, a.Calls[op]))
-	}
-	outs := slices.Sorted(maps.Keys(r.outcomes))
-	var oparts []string
-	for _, o := range outs {
-		oparts = append(oparts, fmt.Sprintf("%s %d", o, r.outcomes[o]))
-	}
-	rep.Add("peer", prefix+"DynamoDB calls", float64(a.calls())/n, "calls/msg",
-		fmt.Sprintf("%s; through the cost proxy: %s; %d conditional failures; %s read units reported; outcomes: %s",
-			ph.how, strings.Join(parts, ", "), a.ConditionFailed, benchreport.FormatValue(a.ReportedRCU), strings.Join(oparts, ", ")))
-	rep.Add("peer", prefix+"write units, DynamoDB Local", a.ReportedWCU/n, "WCU/msg",
-		fmt.Sprintf("ReturnConsumedCapacity=INDEXES as DynamoDB Local reports it (index part %s); failed conditional writes report none", benchreport.FormatValue(a.ReportedIndexWCU/n)))
-	rep.Add("peer", prefix+"write units, real DynamoDB", float64(a.TableWCU+a.IndexWCU)/n, "WCU/msg",
-		fmt.Sprintf("from item sizes (package ddbcost): table %s + index %s per msg; %s index entries written or removed per msg%s",
-			benchreport.FormatValue(float64(a.TableWCU)/n), benchreport.FormatValue(float64(a.IndexWCU)/n), benchreport.FormatValue(float64(a.IndexWrites)/n), largest(a.MaxItem)))
+	addCost(rep, "peer", prefix, ph.how+"; outcomes: "+callList(r.outcomes), r.acc, ph.keys)
 	rep.Add("peer", prefix+"duplicate sends", float64(r.duplicates), "sends",
 		fmt.Sprintf("sends to a key that had been sent before, over the phase's %d keys (%d sends in all)", ph.keys, r.sends))
+}
+
+// addCost adds the calls and write units of n messages' accounting.
+func addCost(rep *benchreport.Report, section, prefix, how string, a accounting, n int) {
+	per := func(x float64) float64 { return x / float64(n) }
+	rep.Add(section, prefix+"DynamoDB calls", per(float64(a.calls())), "calls/msg",
+		fmt.Sprintf("%s; through the cost proxy: %s; %d conditional failures; %s read units reported",
+			how, callList(a.Calls), a.ConditionFailed, benchreport.FormatValue(a.ReportedRCU)))
+	rep.Add(section, prefix+"write units, DynamoDB Local", per(a.ReportedWCU), "WCU/msg",
+		fmt.Sprintf("ReturnConsumedCapacity=INDEXES as DynamoDB Local reports it (index part %s); failed conditional writes report none", benchreport.FormatValue(per(a.ReportedIndexWCU))))
+	rep.Add(section, prefix+"write units, real DynamoDB", per(float64(a.TableWCU+a.IndexWCU)), "WCU/msg",
+		fmt.Sprintf("from item sizes (package ddbcost): table %s + index %s per msg; %s index entries written or removed per msg%s",
+			benchreport.FormatValue(per(float64(a.TableWCU))), benchreport.FormatValue(per(float64(a.IndexWCU))), benchreport.FormatValue(per(float64(a.IndexWrites))), largest(a.MaxItem)))
 }
 
 func largest(size int) string {

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"strconv"
 	"strings"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/lambdacontext"
 	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/sendonce/sendonce/internal/secrets"
@@ -222,15 +224,28 @@ func WithRequest(ctx context.Context, log *slog.Logger) *slog.Logger {
 // DynamoDB returns a DynamoDB client for cfg. When AWS_ENDPOINT_URL_DYNAMODB
 // points the SDK at an emulator, response checksum validation is turned
 // off: DynamoDB Local's error responses carry a wrong CRC32, and every
-// conditional-check failure would log a checksum warning.
+// conditional-check failure would log a checksum warning. The client keeps
+// up to DynamoDBIdleConns idle connections (the SDK keeps 10), so that a
+// batch with more calls in flight (SENDONCE_CONCURRENCY) does not close
+// and re-dial connections on every call.
 func DynamoDB(cfg aws.Config, getenv func(string) string) *dynamodb.Client {
 	local := getenv("AWS_ENDPOINT_URL_DYNAMODB") != "" || getenv("AWS_ENDPOINT_URL") != ""
 	return dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) {
 		if local {
 			o.DisableValidateResponseChecksum = true
 		}
+		if c, ok := o.HTTPClient.(*awshttp.BuildableClient); ok || o.HTTPClient == nil {
+			if c == nil {
+				c = awshttp.NewBuildableClient()
+			}
+			o.HTTPClient = c.WithTransportOptions(func(t *http.Transport) { t.MaxIdleConnsPerHost = DynamoDBIdleConns })
+		}
 	})
 }
+
+// DynamoDBIdleConns is the idle connections per host a DynamoDB client
+// keeps: as many as the calls a container may have in flight.
+const DynamoDBIdleConns = 64
 
 // Fatal logs err as the reason start-up failed and exits: the Lambda
 // runtime reports an init error and retries the cold start.

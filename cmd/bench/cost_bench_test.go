@@ -1,0 +1,127 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"net/url"
+	"os"
+	"runtime"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/sendonce/sendonce/internal/ledger"
+	"github.com/sendonce/sendonce/internal/ledger/dynamoledger"
+	"github.com/sendonce/sendonce/internal/tableschema"
+	"github.com/sendonce/sendonce/internal/testenv"
+)
+
+// BenchmarkDynamoDBLocalCPU breaks a first send's cost on DynamoDB Local
+// into steps, from the peer section's raw put to the ledger's claim and
+// mark, 16 calls in flight. Each step reports DynamoDB Local's CPU time
+// per operation (dynamo-ms/op, from /proc/<pid>/stat) beside this
+// process's (client-ms/op): on a shared machine, CPU per operation moves
+// far less with load than operations per second. -count repeats the steps
+// in turn, so benchstat compares interleaved rounds (docs/benchmarks.md,
+// "Where the time goes").
+//
+//	scripts/local-aws.sh run go test -run '^$' -bench BenchmarkDynamoDBLocalCPU -benchtime 2s -count 5 ./cmd/bench | tee cost.txt; benchstat cost.txt
+func BenchmarkDynamoDBLocalCPU(b *testing.B) {
+	ep := testenv.DynamoDBEndpoint(b)
+	u, err := url.Parse(ep)
+	if err != nil {
+		b.Fatal(err)
+	}
+	dyn := dynamoLocalPID(u.Port())
+	if dyn == 0 {
+		b.Fatalf("no DynamoDB Local process listens on port %s", u.Port())
+	}
+	ctx := context.Background()
+	db := dynamoClient(ep)
+	keyOnly, drop, err := createPlainTable(ctx, db, "cost-raw", tableschema.PartitionKey, "")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(drop)
+	prod := testenv.NewTable(b, db)
+	l, err := dynamoledger.New(db, prod)
+	if err != nil {
+		b.Fatal(err)
+	}
+	run := testenv.RandomID()
+	var seq atomic.Int64
+	newEntry := func() ledger.Entry {
+		i := int(seq.Add(1))
+		e, err := entry(request(run, i))
+		if err != nil {
+			b.Fatal(err)
+		}
+		return e
+	}
+	// A real claim's item, read back, for the raw puts of the same size.
+	e := newEntry()
+	if _, err := l.Claim(ctx, e, time.Minute); err != nil {
+		b.Fatal(err)
+	}
+	got, err := db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(prod), Key: map[string]types.AttributeValue{tableschema.PartitionKey: &types.AttributeValueMemberS{Value: e.Key}}})
+	if err != nil || got.Item == nil {
+		b.Fatalf("read the claim's item: %v", err)
+	}
+	claimItem := got.Item
+	delete(claimItem, tableschema.EventPK)
+	put := func(table string, tmpl map[string]types.AttributeValue, event bool) func() error {
+		return func() error {
+			item := maps.Clone(tmpl)
+			n := seq.Add(1)
+			item[tableschema.PartitionKey] = &types.AttributeValueMemberS{Value: fmt.Sprintf("v1_%s%048d", run, n)}
+			if event {
+				item[tableschema.EventPK] = &types.AttributeValueMemberS{Value: fmt.Sprintf("bench#evt-%s-%d", run, n)}
+			}
+			_, err := db.PutItem(ctx, &dynamodb.PutItemInput{
+				TableName: aws.String(table), Item: item,
+				ConditionExpression:      aws.String("attribute_not_exists(#pk)"),
+				ExpressionAttributeNames: map[string]string{"#pk": tableschema.PartitionKey},
+			})
+			return err
+		}
+	}
+	steps := []struct {
+		name string
+		op   func() error
+	}{
+		{"raw_put_3_attributes_key_only_table", put(keyOnly, rawItem(), false)},
+		{"raw_put_claim_item_key_only_table", put(keyOnly, claimItem, false)},
+		{"raw_put_claim_item_ledger_table", put(prod, claimItem, false)},
+		{"raw_put_claim_item_ledger_table_event_key", put(prod, claimItem, true)},
+		{"ledger_claim", func() error { _, err := l.Claim(ctx, newEntry(), time.Minute); return err }},
+		{"ledger_claim_and_mark_sent", func() error {
+			c, err := l.Claim(ctx, newEntry(), time.Minute)
+			if err != nil {
+				return err
+			}
+			return l.Mark(ctx, c, ledger.Outcome{State: ledger.StateSent, ProviderMessageID: "msg-1"})
+		}},
+	}
+	for _, st := range steps {
+		b.Run(st.name, func(b *testing.B) {
+			b.SetParallelism(max(1, 16/runtime.GOMAXPROCS(0)))
+			dyn0, own0 := ProcCPU(dyn), ProcCPU(os.Getpid())
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if err := st.op(); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+			ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) / float64(b.N) }
+			b.ReportMetric(ms(ProcCPU(dyn)-dyn0), "dynamo-ms/op")
+			b.ReportMetric(ms(ProcCPU(os.Getpid())-own0), "client-ms/op")
+		})
+	}
+}

@@ -1,0 +1,36 @@
+package main
+
+import (
+	"context"
+	"testing"
+
+	"github.com/sendonce/sendonce/internal/ledger/memledger"
+	"github.com/sendonce/sendonce/internal/notify"
+	"github.com/sendonce/sendonce/internal/provider/providertest"
+	"github.com/sendonce/sendonce/internal/sender"
+	"github.com/sendonce/sendonce/internal/testenv"
+)
+
+// BenchmarkSenderMemLedger measures the sender's own CPU and allocations
+// per message: sender.Process of a new request with the in-memory ledger
+// and the func-field fake provider, so neither DynamoDB nor HTTP is in it.
+// `make bench` runs it with every other Go benchmark.
+func BenchmarkSenderMemLedger(b *testing.B) {
+	s, err := newSender(memledger.New(), &providertest.Fake{ProviderName: "http"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	run := testenv.RandomID()
+	reqs := make([]notify.Request, b.N)
+	for i := range reqs {
+		reqs[i] = request(run, i)
+	}
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		if res := s.Process(ctx, reqs[i]); res.Status != sender.StatusSent {
+			b.Fatalf("process: status %s (%s), want sent", res.Status, res.Reason)
+		}
+	}
+}
