@@ -18,8 +18,9 @@ import (
 // Fn::Equals, Fn::Not, Fn::And, Fn::Or, Fn::Contains and Condition.
 var ErrUnresolved = errors.New("infra: cannot resolve")
 
-// errNoValue is what a value evaluates to that is {"Ref": "AWS::NoValue"}.
-var errNoValue = errors.New("AWS::NoValue")
+// errNoValue is what a value evaluates to that is {"Ref": "AWS::NoValue"}
+// (num takes it as the property's default; elsewhere it is unresolved).
+var errNoValue = fmt.Errorf("%w: AWS::NoValue", ErrUnresolved)
 
 // eval evaluates template values with parameter values p, recording each
 // parameter it reads.

@@ -74,6 +74,8 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("Parameters: {V: {Type: Number, Default: 3}}\nRules: {R: {Assertions: [{Assert: !Equals [!Ref V, 3]}]}}"))
 	f.Add([]byte("Conditions: {C: !Not [!Condition C]}\nRules: {R: {RuleCondition: !Condition C, Assertions: []}}"))
 	f.Add([]byte("Resources: {SenderFunction: {Type: AWS::Serverless::Function, Properties: {Role: !GetAtt R.Arn, Events: {E: {Type: SQS, Properties: {Queue: !GetAtt Q.Arn}}}}}, Q: {Type: AWS::SQS::Queue}}"))
+	// A property set to AWS::NoValue where a duration is wanted.
+	f.Add([]byte("Resources: {SenderFunction: {Type: AWS::Serverless::Function, Properties: {Environment: {Variables: {SENDONCE_CLAIM_TIMEOUT: !Ref AWS::NoValue, SENDONCE_PROVIDER_TIMEOUT: 5s}}}}}"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		tpl, err := Parse(data)
 		if err != nil {
