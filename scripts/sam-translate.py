@@ -54,18 +54,27 @@ class _Policies:
         return {}
 
 
-def main(path):
+def load(path):
+    """Reads a template, short-form tags in their long form."""
+    with open(path, encoding="utf-8") as f:
+        return yaml.load(f, Loader=Loader)
+
+
+def translate(tpl):
+    """Returns the CloudFormation the SAM template tpl (a dict, changed)
+    becomes."""
     # The translator fills in AWS::Region for ARNs it builds; any Region will do.
     os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
-    with open(path, encoding="utf-8") as f:
-        tpl = yaml.load(f, Loader=Loader)
     glob = tpl.setdefault("Globals", {}).setdefault("Function", {})
     glob["CodeUri"] = "s3://sendonce-artifacts/placeholder.zip"
     for res in tpl.get("Resources", {}).values():
         if res.get("Type") == "AWS::Serverless::Function":
             res.get("Properties", {}).pop("CodeUri", None)
-    out = transform(tpl, {}, _Policies())
-    json.dump(out, sys.stdout, indent=1, sort_keys=True)
+    return transform(tpl, {}, _Policies())
+
+
+def main(path):
+    json.dump(translate(load(path)), sys.stdout, indent=1, sort_keys=True)
     sys.stdout.write("\n")
 
 

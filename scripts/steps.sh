@@ -87,15 +87,17 @@ check_gofmt() {
 	fi
 }
 
-# lint_template runs cfn-lint on template.yaml, then translates it with
-# the SAM translator (the CloudFormation `sam deploy` submits) and lints
+# lint_template [TEMPLATE] runs cfn-lint, with this repository's rules
+# (scripts/cfnlint_rules), on TEMPLATE (template.yaml), then translates it
+# with the SAM translator (the CloudFormation `sam deploy` submits) and lints
 # that too: on a SAM template cfn-lint skips its unknown-IAM-action (W3037)
 # and unused-parameter (W2001) checks.
 lint_template() {
-	local out=.build/template.translated.json
-	cfn-lint template.yaml || return
+	local tpl=${1:-template.yaml} out
+	out=.build/$(basename "$tpl" .yaml).translated.json
+	cfn-lint "$tpl" --append-rules scripts/cfnlint_rules || return
 	mkdir -p .build
-	python3 scripts/sam-translate.py template.yaml >"$out" || { echo "sam-translate: template.yaml does not translate (samtranslator ships with cfn-lint: pip install cfn-lint)"; return 1; }
+	python3 scripts/sam-translate.py "$tpl" >"$out" || { echo "sam-translate: $tpl does not translate (samtranslator ships with cfn-lint: pip install cfn-lint)"; return 1; }
 	cfn-lint "$out"
 }
 
