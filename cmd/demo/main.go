@@ -34,6 +34,7 @@ import (
 
 	"github.com/sendonce/sendonce/internal/localpipeline"
 	"github.com/sendonce/sendonce/internal/provider/simulator"
+	"github.com/sendonce/sendonce/internal/provider/smtpprovider/smtptest"
 	"github.com/sendonce/sendonce/internal/testenv"
 )
 
@@ -216,7 +217,7 @@ func (ph phases) native(ctx context.Context, n int) (localpipeline.NativeReport,
 // (emersion/go-smtp) and checks what it received: each message exactly
 // once, with the right subject and parts.
 func (ph phases) smtp(ctx context.Context, n int) (localpipeline.SMTPReport, error) {
-	srv, err := localpipeline.StartSMTPServer()
+	srv, err := smtptest.Start(smtptest.Options{})
 	if err != nil {
 		fmt.Fprintf(ph.stderr, "demo: %v\n", err)
 		return localpipeline.SMTPReport{}, err
@@ -227,7 +228,7 @@ func (ph phases) smtp(ctx context.Context, n int) (localpipeline.SMTPReport, err
 		}
 	}()
 	fmt.Fprintln(ph.stdout, "\n==> email through SMTP (a local go-smtp server)")
-	p, err := ph.start(ctx, srv.Env("notify@sendonce.example"))
+	p, err := ph.start(ctx, localpipeline.SMTPEnv(srv, "notify@sendonce.example"))
 	if err != nil {
 		fmt.Fprintf(ph.stderr, "demo: %v\n", err)
 		return localpipeline.SMTPReport{}, err

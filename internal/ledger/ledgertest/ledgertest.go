@@ -52,34 +52,18 @@ func Run(t *testing.T, newLedger NewLedgerFunc) {
 		return &bundle{ctx: t.Context(), clock: clock, l: newLedger(t, clock.Now)}
 	}
 
-	t.Run("Claim", func(t *testing.T) {
-		t.Parallel()
-		runClaim(t, setup)
-	})
-	t.Run("Mark", func(t *testing.T) {
-		t.Parallel()
-		runMark(t, setup)
-	})
-	t.Run("Release", func(t *testing.T) {
-		t.Parallel()
-		runRelease(t, setup)
-	})
-	t.Run("TakeOver", func(t *testing.T) {
-		t.Parallel()
-		runTakeOver(t, setup)
-	})
-	t.Run("Get", func(t *testing.T) {
-		t.Parallel()
-		runGet(t, setup)
-	})
-	t.Run("Attention", func(t *testing.T) {
-		t.Parallel()
-		runAttention(t, setup)
-	})
-	t.Run("ApplyDelivery", func(t *testing.T) {
-		t.Parallel()
-		runApplyDelivery(t, setup)
-	})
+	for _, part := range []struct {
+		name string
+		run  func(*testing.T, setupFunc)
+	}{
+		{"Claim", runClaim}, {"Mark", runMark}, {"Release", runRelease}, {"TakeOver", runTakeOver},
+		{"Get", runGet}, {"Attention", runAttention}, {"ApplyDelivery", runApplyDelivery},
+	} {
+		t.Run(part.name, func(t *testing.T) {
+			t.Parallel()
+			part.run(t, setup)
+		})
+	}
 }
 
 type setupFunc func(t *testing.T) *bundle
@@ -204,6 +188,42 @@ func wantPending(t *testing.T, e ledger.Entry, c ledger.Claim, now time.Time, go
 	}
 }
 
+// contend calls take from workers goroutines at once, for key number i,
+// and fails t unless exactly one call won and every other one lost with a
+// conflict. It returns the winner's claim and the rows the losers saw.
+func contend(t *testing.T, i, workers int, take func() (ledger.Claim, error)) (ledger.Claim, []ledger.Record) {
+	t.Helper()
+	var (
+		wg        sync.WaitGroup
+		mu        sync.Mutex
+		winners   []ledger.Claim
+		conflicts []ledger.Record
+		others    []error
+	)
+	for range workers {
+		wg.Go(func() {
+			c, err := take()
+			mu.Lock()
+			defer mu.Unlock()
+			if err == nil {
+				winners = append(winners, c)
+			} else if cur, ok := ledger.AsConflict(err); ok {
+				conflicts = append(conflicts, cur)
+			} else {
+				others = append(others, err)
+			}
+		})
+	}
+	wg.Wait()
+	if len(others) > 0 {
+		t.Fatalf("key %d: unexpected errors: %v", i, others)
+	}
+	if len(winners) != 1 || len(conflicts) != workers-1 {
+		t.Fatalf("key %d: %d winners, %d conflicts; want 1 and %d", i, len(winners), len(conflicts), workers-1)
+	}
+	return winners[0], conflicts
+}
+
 // final drops what a final row no longer keeps.
 func final(e ledger.Entry) ledger.Entry {
 	e.Address, e.Subject, e.Body = "", "", ""
@@ -319,41 +339,14 @@ func runClaim(t *testing.T, setup setupFunc) {
 		const workers = 64
 		for i := range 4 {
 			e := NewEntry(newKey(t))
-			var (
-				wg        sync.WaitGroup
-				mu        sync.Mutex
-				winners   []ledger.Claim
-				conflicts []ledger.Record
-				others    []error
-			)
-			for range workers {
-				wg.Go(func() {
-					c, err := b.l.Claim(b.ctx, e, lease)
-					mu.Lock()
-					defer mu.Unlock()
-					if err == nil {
-						winners = append(winners, c)
-					} else if cur, ok := ledger.AsConflict(err); ok {
-						conflicts = append(conflicts, cur)
-					} else {
-						others = append(others, err)
-					}
-				})
-			}
-			wg.Wait()
-			if len(others) > 0 {
-				t.Fatalf("key %d: unexpected errors: %v", i, others)
-			}
-			if len(winners) != 1 || len(conflicts) != workers-1 {
-				t.Fatalf("key %d: %d winners, %d conflicts; want 1 and %d", i, len(winners), len(conflicts), workers-1)
-			}
+			winner, conflicts := contend(t, i, workers, func() (ledger.Claim, error) { return b.l.Claim(b.ctx, e, lease) })
 			for _, cur := range conflicts {
-				if cur.ClaimID != winners[0].ClaimID {
-					t.Errorf("key %d: conflict shows claim %s, want the winner's %s", i, cur.ClaimID, winners[0].ClaimID)
+				if cur.ClaimID != winner.ClaimID {
+					t.Errorf("key %d: conflict shows claim %s, want the winner's %s", i, cur.ClaimID, winner.ClaimID)
 				}
 			}
-			if got := b.get(t, e.Key); got.ClaimID != winners[0].ClaimID || got.Attempts != 1 {
-				t.Errorf("key %d: row claim %s attempt %d, want %s and 1", i, got.ClaimID, got.Attempts, winners[0].ClaimID)
+			if got := b.get(t, e.Key); got.ClaimID != winner.ClaimID || got.Attempts != 1 {
+				t.Errorf("key %d: row claim %s attempt %d, want %s and 1", i, got.ClaimID, got.Attempts, winner.ClaimID)
 			}
 		}
 	})
@@ -926,37 +919,10 @@ func runTakeOver(t *testing.T, setup setupFunc) {
 				b.clock.Advance(lease)
 			}
 			cur := b.get(t, e.Key)
-			var (
-				wg        sync.WaitGroup
-				mu        sync.Mutex
-				winners   []ledger.Claim
-				conflicts []ledger.Record
-				others    []error
-			)
-			for range workers {
-				wg.Go(func() {
-					c, err := b.l.TakeOver(b.ctx, cur, lease)
-					mu.Lock()
-					defer mu.Unlock()
-					if err == nil {
-						winners = append(winners, c)
-					} else if got, ok := ledger.AsConflict(err); ok {
-						conflicts = append(conflicts, got)
-					} else {
-						others = append(others, err)
-					}
-				})
-			}
-			wg.Wait()
-			if len(others) > 0 {
-				t.Fatalf("key %d: unexpected errors: %v", i, others)
-			}
-			if len(winners) != 1 || len(conflicts) != workers-1 {
-				t.Fatalf("key %d: %d winners, %d conflicts; want 1 and %d", i, len(winners), len(conflicts), workers-1)
-			}
+			winner, conflicts := contend(t, i, workers, func() (ledger.Claim, error) { return b.l.TakeOver(b.ctx, cur, lease) })
 			for _, got := range conflicts {
-				if got.ClaimID != winners[0].ClaimID || got.State != ledger.StatePending || got.Attempts != 2 {
-					t.Errorf("key %d: conflict row %s/%s/%d, want PENDING/%s/2", i, got.State, got.ClaimID, got.Attempts, winners[0].ClaimID)
+				if got.ClaimID != winner.ClaimID || got.State != ledger.StatePending || got.Attempts != 2 {
+					t.Errorf("key %d: conflict row %s/%s/%d, want PENDING/%s/2", i, got.State, got.ClaimID, got.Attempts, winner.ClaimID)
 				}
 			}
 		}
