@@ -565,12 +565,6 @@ func (p *Pipeline) Row(ctx context.Context, key string) (ledger.Record, ledger.S
 	return rec, rec.State, nil
 }
 
-// SQS returns the SQS client on moto_server.
-func (p *Pipeline) SQS() *sqs.Client { return p.sqs }
-
-// WebhookURL returns the base URL of the webhook's Function URL front.
-func (p *Pipeline) WebhookURL() string { return p.frontURL }
-
 // Stats returns the event source mapping's and the front's totals.
 func (p *Pipeline) Stats() PollerStats {
 	s := &p.stats
@@ -606,24 +600,15 @@ func (p *Pipeline) Enqueue(ctx context.Context, bodies ...string) error {
 // QueueDepth returns the notification queue's visible and in-flight
 // message counts (approximate, as SQS reports them).
 func (p *Pipeline) QueueDepth(ctx context.Context) (visible, inFlight int, err error) {
-	return p.depth(ctx, p.QueueURL)
-}
-
-// DLQDepth returns the dead-letter queue's visible and in-flight counts.
-func (p *Pipeline) DLQDepth(ctx context.Context) (visible, inFlight int, err error) {
-	return p.depth(ctx, p.DLQURL)
-}
-
-func (p *Pipeline) depth(ctx context.Context, url string) (int, int, error) {
-	out, err := p.sqs.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(url), AttributeNames: []types.QueueAttributeName{
+	out, err := p.sqs.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(p.QueueURL), AttributeNames: []types.QueueAttributeName{
 		types.QueueAttributeNameApproximateNumberOfMessages, types.QueueAttributeNameApproximateNumberOfMessagesNotVisible,
 	}})
 	if err != nil {
-		return 0, 0, fmt.Errorf("localpipeline: depth of %s: %w", url, err)
+		return 0, 0, fmt.Errorf("localpipeline: queue depth: %w", err)
 	}
-	v, _ := strconv.Atoi(out.Attributes[string(types.QueueAttributeNameApproximateNumberOfMessages)])
-	f, _ := strconv.Atoi(out.Attributes[string(types.QueueAttributeNameApproximateNumberOfMessagesNotVisible)])
-	return v, f, nil
+	visible, _ = strconv.Atoi(out.Attributes[string(types.QueueAttributeNameApproximateNumberOfMessages)])
+	inFlight, _ = strconv.Atoi(out.Attributes[string(types.QueueAttributeNameApproximateNumberOfMessagesNotVisible)])
+	return visible, inFlight, nil
 }
 
 // DeadLetter is a message found on the dead-letter queue.

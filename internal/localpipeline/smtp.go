@@ -53,7 +53,8 @@ type SMTPReport struct {
 	// after an ambiguous send (SMTP can neither drop a repeat nor be
 	// asked); AbandonedRecorded those the server did receive.
 	Abandoned, AbandonedRecorded int
-	// Leaks counts log lines of any function holding a raw address.
+	// Leaks counts the ways the functions' logs could expose an
+	// address of the run (Scan).
 	Leaks int
 }
 
@@ -152,7 +153,7 @@ func RunSMTP(ctx context.Context, p *Pipeline, srv *smtptest.Server, n, copies i
 			}
 		}
 	}
-	rep.Leaks = addressLeaks(p, msgs)
+	rep.Leaks = len(Scan(p.Logs(), p.Redactor, addresses(msgs)))
 	rep.Elapsed = time.Since(start)
 	return rep, nil
 }
