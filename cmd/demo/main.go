@@ -23,30 +23,23 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"sync"
-	"syscall"
 	"time"
 
+	"github.com/sendonce/sendonce/internal/cmdmain"
 	"github.com/sendonce/sendonce/internal/localpipeline"
 	"github.com/sendonce/sendonce/internal/provider/simulator"
 	"github.com/sendonce/sendonce/internal/provider/smtpprovider/smtptest"
 	"github.com/sendonce/sendonce/internal/testenv"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	os.Exit(run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr))
-}
+func main() { cmdmain.Main(run) }
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := cmdmain.FlagSet("demo", stderr)
 	var (
 		n         = fs.Int("n", 300, "number of valid logical messages")
 		instances = fs.Int("instances", localpipeline.DefaultSenderInstances, "concurrent sender Lambda instances")

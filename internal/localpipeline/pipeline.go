@@ -50,7 +50,6 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	dtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
@@ -60,7 +59,6 @@ import (
 	"github.com/sendonce/sendonce/internal/reconcile"
 	"github.com/sendonce/sendonce/internal/redact"
 	"github.com/sendonce/sendonce/internal/rie"
-	"github.com/sendonce/sendonce/internal/tableschema"
 	"github.com/sendonce/sendonce/internal/templates"
 	"github.com/sendonce/sendonce/internal/templates/dynamotemplates"
 	"github.com/sendonce/sendonce/internal/testenv"
@@ -286,12 +284,7 @@ func Start(ctx context.Context, opts Options) (p *Pipeline, err error) {
 		}
 	}()
 	p = pl
-	cfg := testenv.Config()
-	p.ddb = dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) {
-		o.BaseEndpoint = aws.String(opts.DynamoDBEndpoint)
-		o.DisableValidateResponseChecksum = true // DynamoDB Local's error CRCs are wrong
-	})
-	p.sqs = sqs.NewFromConfig(cfg, func(o *sqs.Options) { o.BaseEndpoint = aws.String(opts.MotoEndpoint) })
+	p.ddb, p.sqs = testenv.DynamoDBAt(opts.DynamoDBEndpoint), testenv.SQSAt(opts.MotoEndpoint)
 	if p.redactKeyARN, p.Redactor, err = NewRedactKeySecret(ctx, opts.MotoEndpoint); err != nil {
 		return nil, err
 	}
@@ -422,16 +415,8 @@ func (p *Pipeline) bootstraps(ctx context.Context) error {
 func (p *Pipeline) createResources(ctx context.Context) error {
 	suffix := testenv.RandomID()
 	p.Table = "sendonce-local-" + suffix
-	if _, err := p.ddb.CreateTable(ctx, tableschema.CreateTableInput(p.Table)); err != nil {
-		return fmt.Errorf("localpipeline: create table %s: %w", p.Table, err)
-	}
-	if _, err := p.ddb.UpdateTimeToLive(ctx, &dynamodb.UpdateTimeToLiveInput{
-		TableName: aws.String(p.Table),
-		TimeToLiveSpecification: &dtypes.TimeToLiveSpecification{
-			AttributeName: aws.String(tableschema.TTLAttribute), Enabled: aws.Bool(true),
-		},
-	}); err != nil {
-		return fmt.Errorf("localpipeline: enable TTL on %s: %w", p.Table, err)
+	if err := testenv.CreateTable(ctx, p.ddb, p.Table); err != nil {
+		return fmt.Errorf("localpipeline: %w", err)
 	}
 
 	dlq, err := p.sqs.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("sendonce-dlq-" + suffix)})
