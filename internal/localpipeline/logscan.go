@@ -52,20 +52,12 @@ func (l Leak) String() string {
 	return l.Instance + ": " + l.Form + " of a " + kind + " address"
 }
 
-// UnkeyedToken is the reversible form an address token must not have: a
-// kind hint and the first 12 hex digits of the address's plain SHA-256
-// ("phone:3f2a9c01b7e4"). A token made with a per-deployment key never
-// equals it.
+// UnkeyedToken is the reversible form an address token must not have:
+// redact's kind hint and the first 12 hex digits of the address's plain
+// SHA-256 ("phone:3f2a9c01b7e4"). A token made with a per-deployment key
+// never equals it.
 func UnkeyedToken(addr string) string {
-	kind := "addr"
-	switch {
-	case strings.HasPrefix(addr, "+"):
-		kind = "phone"
-	case strings.Contains(addr, "@"):
-		kind = "email"
-	case strings.HasPrefix(addr, "arn:"):
-		kind = "push"
-	}
+	kind, _, _ := strings.Cut(redact.Address(addr), ":")
 	sum := sha256.Sum256([]byte(addr))
 	return kind + ":" + hex.EncodeToString(sum[:6])
 }
@@ -89,7 +81,8 @@ var (
 //     token that is not rd's token of one of addrs (made under another
 //     key), no start-up line saying the instance's tokens are keyed with
 //     rd's key (its redact_key_id), or a line saying they use a random
-//     key.
+//     key. An instance with no output (never invoked: the emulator starts
+//     a function on its first invocation) has nothing to expose.
 //
 // Well-formed phone numbers and email addresses are matched by pattern
 // (fast for a large workload); any other address (an invalid request's)
@@ -141,8 +134,8 @@ func Scan(logs map[string]string, rd *redact.Redactor, addrs []string) []Leak {
 				add(Leak{Form: LeakOtherKey, Token: tok})
 			}
 		}
-		if rd == nil {
-			continue
+		if rd == nil || l == "" {
+			continue // an instance never started wrote nothing to expose
 		}
 		if !strings.Contains(l, fmt.Sprintf(`"redact_key_id":%q`, rd.KeyID())) {
 			add(Leak{Form: LeakNoKeyLine})

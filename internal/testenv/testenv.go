@@ -85,12 +85,6 @@ func DynamoDBAt(endpoint string, optFns ...func(*dynamodb.Options)) *dynamodb.Cl
 	return dynamodb.NewFromConfig(Config(), opts...)
 }
 
-// SQS returns a client for SQS on moto_server.
-func SQS(t testing.TB) *sqs.Client {
-	t.Helper()
-	return SQSAt(MotoEndpoint(t))
-}
-
 // SQSAt returns a client for SQS on the moto_server at endpoint.
 func SQSAt(endpoint string) *sqs.Client {
 	return sqs.NewFromConfig(Config(), func(o *sqs.Options) { o.BaseEndpoint = aws.String(endpoint) })

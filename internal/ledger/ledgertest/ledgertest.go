@@ -188,6 +188,20 @@ func wantPending(t *testing.T, e ledger.Entry, c ledger.Claim, now time.Time, go
 	}
 }
 
+// onAbsent runs op (named name) on a key that has no row and fails t
+// unless it returns want and leaves the key without a row.
+func onAbsent(t *testing.T, setup setupFunc, name string, want error, op func(b *bundle, key string) error) {
+	t.Parallel()
+	b := setup(t)
+	key := newKey(t)
+	if err := op(b, key); !errors.Is(err, want) {
+		t.Fatalf("%s: err = %v, want %v", name, err, want)
+	}
+	if _, err := b.l.Get(b.ctx, key); !errors.Is(err, ledger.ErrNotFound) {
+		t.Errorf("Get after %s: err = %v, want ErrNotFound (no row created)", name, err)
+	}
+}
+
 // contend calls take from workers goroutines at once, for key number i,
 // and fails t unless exactly one call won and every other one lost with a
 // conflict. It returns the winner's claim and the rows the losers saw.
@@ -516,15 +530,9 @@ func runMark(t *testing.T, setup setupFunc) {
 	}
 
 	t.Run("FencingLost/AbsentKey", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
-		c := ledger.Claim{Key: newKey(t), ClaimID: "c1", Attempt: 1}
-		if err := b.l.Mark(b.ctx, c, ledger.Outcome{State: ledger.StateSent}); !errors.Is(err, ledger.ErrFencingLost) {
-			t.Fatalf("Mark: err = %v, want ErrFencingLost", err)
-		}
-		if _, err := b.l.Get(b.ctx, c.Key); !errors.Is(err, ledger.ErrNotFound) {
-			t.Errorf("Get: err = %v, want ErrNotFound", err)
-		}
+		onAbsent(t, setup, "Mark", ledger.ErrFencingLost, func(b *bundle, key string) error {
+			return b.l.Mark(b.ctx, ledger.Claim{Key: key, ClaimID: "c1", Attempt: 1}, ledger.Outcome{State: ledger.StateSent})
+		})
 	})
 
 	t.Run("FencingLost/ExpiredRow", func(t *testing.T) {
@@ -684,12 +692,9 @@ func runRelease(t *testing.T, setup setupFunc) {
 	}
 
 	t.Run("FencingLost/AbsentKey", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
-		c := ledger.Claim{Key: newKey(t), ClaimID: "c1", Attempt: 1}
-		if err := b.l.Release(b.ctx, c, "x", time.Time{}); !errors.Is(err, ledger.ErrFencingLost) {
-			t.Fatalf("Release: err = %v, want ErrFencingLost", err)
-		}
+		onAbsent(t, setup, "Release", ledger.ErrFencingLost, func(b *bundle, key string) error {
+			return b.l.Release(b.ctx, ledger.Claim{Key: key, ClaimID: "c1", Attempt: 1}, "x", time.Time{})
+		})
 	})
 }
 
@@ -871,15 +876,10 @@ func runTakeOver(t *testing.T, setup setupFunc) {
 	})
 
 	t.Run("NotFound/Absent", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
-		cur := ledger.Record{Entry: NewEntry(newKey(t)), State: ledger.StateUncertain, ClaimID: "c1", Attempts: 1}
-		if _, err := b.l.TakeOver(b.ctx, cur, lease); !errors.Is(err, ledger.ErrNotFound) {
-			t.Fatalf("TakeOver: err = %v, want ErrNotFound", err)
-		}
-		if _, err := b.l.Get(b.ctx, cur.Key); !errors.Is(err, ledger.ErrNotFound) {
-			t.Errorf("Get: err = %v, want ErrNotFound", err)
-		}
+		onAbsent(t, setup, "TakeOver", ledger.ErrNotFound, func(b *bundle, key string) error {
+			_, err := b.l.TakeOver(b.ctx, ledger.Record{Entry: NewEntry(key), State: ledger.StateUncertain, ClaimID: "c1", Attempts: 1}, lease)
+			return err
+		})
 	})
 
 	t.Run("NotFound/Expired", func(t *testing.T) {
@@ -931,11 +931,10 @@ func runTakeOver(t *testing.T, setup setupFunc) {
 
 func runGet(t *testing.T, setup setupFunc) {
 	t.Run("NotFound/Absent", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
-		if _, err := b.l.Get(b.ctx, newKey(t)); !errors.Is(err, ledger.ErrNotFound) {
-			t.Fatalf("Get: err = %v, want ErrNotFound", err)
-		}
+		onAbsent(t, setup, "Get", ledger.ErrNotFound, func(b *bundle, key string) error {
+			_, err := b.l.Get(b.ctx, key)
+			return err
+		})
 	})
 	t.Run("NotFound/Expired", func(t *testing.T) {
 		t.Parallel()
@@ -1449,15 +1448,10 @@ func runApplyDelivery(t *testing.T, setup setupFunc) {
 	})
 
 	t.Run("NotFound/Absent", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
-		key := newKey(t)
-		if _, err := b.l.ApplyDelivery(b.ctx, key, ledger.Delivery{Status: "delivered", Rank: 3, At: b.clock.Now()}); !errors.Is(err, ledger.ErrNotFound) {
-			t.Fatalf("ApplyDelivery: err = %v, want ErrNotFound", err)
-		}
-		if _, err := b.l.Get(b.ctx, key); !errors.Is(err, ledger.ErrNotFound) {
-			t.Errorf("Get: err = %v, want ErrNotFound (no row created)", err)
-		}
+		onAbsent(t, setup, "ApplyDelivery", ledger.ErrNotFound, func(b *bundle, key string) error {
+			_, err := b.l.ApplyDelivery(b.ctx, key, ledger.Delivery{Status: "delivered", Rank: 3, At: b.clock.Now()})
+			return err
+		})
 	})
 
 	t.Run("NotFound/Expired", func(t *testing.T) {
