@@ -1,7 +1,7 @@
 // Package testsupport holds the small fakes many sendonce tests share: a
 // clock that moves only when told to, a log sink safe for concurrent
-// writers, an adapter that claims fewer capabilities than it has, and a
-// provider simulator served over HTTP for the length of a test.
+// writers, and a provider simulator served over HTTP for the length of a
+// test. Fakes of a provider adapter live in internal/provider/providertest.
 //
 // The real components the tests run against (DynamoDB Local, moto_server,
 // the Lambda emulator) are reached through internal/testenv and
@@ -16,7 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sendonce/sendonce/internal/provider"
 	"github.com/sendonce/sendonce/internal/provider/simulator"
 )
 
@@ -84,36 +83,6 @@ func (b *Buffer) String() string {
 // Logger returns a JSON logger at level that writes into b.
 func (b *Buffer) Logger(level slog.Level) *slog.Logger {
 	return slog.New(slog.NewJSONHandler(b, &slog.HandlerOptions{Level: level}))
-}
-
-// Adapter is a provider adapter that can also look messages up, as the
-// HTTP adapter can.
-type Adapter interface {
-	provider.Sender
-	provider.Looker
-}
-
-// Restricted presents an adapter as one with other capabilities than it
-// has (Caps), to drive the paths of a provider that cannot drop repeats
-// or cannot be asked. Everything else goes to the adapter.
-type Restricted struct {
-	Adapter
-	Caps provider.Capabilities
-}
-
-// Capabilities returns r.Caps.
-func (r Restricted) Capabilities() provider.Capabilities { return r.Caps }
-
-// LookupOnly presents a as a provider that can look messages up but does
-// not drop repeats of a key.
-func LookupOnly(a Adapter) Restricted {
-	return Restricted{Adapter: a, Caps: provider.Capabilities{LookupByReference: true}}
-}
-
-// NoCapabilities presents a as a provider that neither drops repeats nor
-// answers lookups.
-func NoCapabilities(a Adapter) Restricted {
-	return Restricted{Adapter: a}
 }
 
 // Simulator starts the provider simulator with opts behind an httptest
