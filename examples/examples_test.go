@@ -32,6 +32,7 @@ import (
 	"github.com/sendonce/sendonce/internal/templates"
 	"github.com/sendonce/sendonce/internal/templates/dynamotemplates"
 	"github.com/sendonce/sendonce/internal/testenv"
+	"github.com/sendonce/sendonce/internal/testsupport"
 )
 
 const simToken = "examples-token"
@@ -49,19 +50,18 @@ func setup(t *testing.T) *stack {
 	t.Helper()
 	db := testenv.DynamoDB(t)
 	s := &stack{table: testenv.NewTable(t, db), moto: testenv.MotoEndpoint(t)}
-	s.sqs = sqs.NewFromConfig(testenv.Config(), func(o *sqs.Options) { o.BaseEndpoint = aws.String(s.moto) })
+	s.sqs = testenv.SQSAt(s.moto)
 	if _, err := templates.ImportExamples(t.Context(), dynamotemplates.New(db, s.table), "acme"); err != nil {
 		t.Fatal(err)
 	}
-	s.sim = simulator.New(simulator.Options{Token: simToken})
-	srv := httptest.NewServer(s.sim.Handler())
-	t.Cleanup(func() { srv.Close(); s.sim.Close() })
+	var simURL string
+	s.sim, simURL = testsupport.Simulator(t, simulator.Options{Token: simToken})
 	s.sender = rie.Start(t, rie.Build(t, "sender"), map[string]string{
 		"AWS_LAMBDA_FUNCTION_TIMEOUT":  "30",
 		"SENDONCE_TABLE":               s.table,
 		"SENDONCE_DLQ_URL":             s.queue(t, "examples-dlq-"+testenv.RandomID()),
 		"SENDONCE_SMS_PROVIDER":        "http",
-		"SENDONCE_HTTP_PROVIDER_URL":   srv.URL,
+		"SENDONCE_HTTP_PROVIDER_URL":   simURL,
 		"SENDONCE_HTTP_PROVIDER_TOKEN": simToken,
 		"AWS_ENDPOINT_URL_DYNAMODB":    testenv.DynamoDBEndpoint(t),
 		"AWS_ENDPOINT_URL_SQS":         s.moto,

@@ -19,29 +19,21 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/sendonce/sendonce/internal/chaos"
+	"github.com/sendonce/sendonce/internal/cmdmain"
 	"github.com/sendonce/sendonce/internal/testenv"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	os.Exit(run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr))
-}
+func main() { cmdmain.Main(run) }
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("chaos", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := cmdmain.FlagSet("chaos", stderr)
 	var (
 		n          = fs.Int("n", 2000, "number of valid logical messages")
 		seed       = fs.Uint64("seed", 0, "seed of every fault (0: draw one and print it)")

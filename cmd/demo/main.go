@@ -23,29 +23,23 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"sync"
-	"syscall"
 	"time"
 
+	"github.com/sendonce/sendonce/internal/cmdmain"
 	"github.com/sendonce/sendonce/internal/localpipeline"
 	"github.com/sendonce/sendonce/internal/provider/simulator"
+	"github.com/sendonce/sendonce/internal/provider/smtpprovider/smtptest"
 	"github.com/sendonce/sendonce/internal/testenv"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	os.Exit(run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr))
-}
+func main() { cmdmain.Main(run) }
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := cmdmain.FlagSet("demo", stderr)
 	var (
 		n         = fs.Int("n", 300, "number of valid logical messages")
 		instances = fs.Int("instances", localpipeline.DefaultSenderInstances, "concurrent sender Lambda instances")
@@ -216,7 +210,7 @@ func (ph phases) native(ctx context.Context, n int) (localpipeline.NativeReport,
 // (emersion/go-smtp) and checks what it received: each message exactly
 // once, with the right subject and parts.
 func (ph phases) smtp(ctx context.Context, n int) (localpipeline.SMTPReport, error) {
-	srv, err := localpipeline.StartSMTPServer()
+	srv, err := smtptest.Start(smtptest.Options{})
 	if err != nil {
 		fmt.Fprintf(ph.stderr, "demo: %v\n", err)
 		return localpipeline.SMTPReport{}, err
@@ -227,7 +221,7 @@ func (ph phases) smtp(ctx context.Context, n int) (localpipeline.SMTPReport, err
 		}
 	}()
 	fmt.Fprintln(ph.stdout, "\n==> email through SMTP (a local go-smtp server)")
-	p, err := ph.start(ctx, srv.Env("notify@sendonce.example"))
+	p, err := ph.start(ctx, localpipeline.SMTPEnv(srv, "notify@sendonce.example"))
 	if err != nil {
 		fmt.Fprintf(ph.stderr, "demo: %v\n", err)
 		return localpipeline.SMTPReport{}, err

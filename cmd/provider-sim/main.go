@@ -15,32 +15,24 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
-	"os/signal"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
+	"github.com/sendonce/sendonce/internal/cmdmain"
 	"github.com/sendonce/sendonce/internal/provider/simulator"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	os.Exit(run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr))
-}
+func main() { cmdmain.Main(run) }
 
 // run parses args, serves until ctx ends, and returns the exit status.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("provider-sim", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := cmdmain.FlagSet("provider-sim", stderr)
 	var (
 		addr        = fs.String("addr", "127.0.0.1:8089", "listen address (host:port); port 0 picks a free one")
 		token       = fs.String("token", getenv("PROVIDER_SIM_TOKEN"), "bearer token clients must send (default $PROVIDER_SIM_TOKEN)")

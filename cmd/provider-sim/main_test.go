@@ -6,34 +6,22 @@ import (
 	"io"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/sendonce/sendonce/internal/provider"
 	"github.com/sendonce/sendonce/internal/provider/httpprovider"
+	"github.com/sendonce/sendonce/internal/testsupport"
 )
 
 func noenv(string) string { return "" }
-
-// lockedWriter is a stderr sink safe for the server's goroutines.
-type lockedWriter struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (w *lockedWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.Write(p)
-}
 
 func TestRunServes(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	outR, outW := io.Pipe()
-	stderr := &lockedWriter{}
+	stderr := &testsupport.Buffer{}
 	done := make(chan int, 1)
 	go func() {
 		done <- run(ctx, []string{"-addr", "127.0.0.1:0", "-seed", "3"}, func(k string) string {
@@ -46,7 +34,7 @@ func TestRunServes(t *testing.T) {
 	}()
 	line, err := bufio.NewReader(outR).ReadString('\n')
 	if err != nil {
-		t.Fatalf("reading the address: %v (stderr %s)", err, stderr.b.String())
+		t.Fatalf("reading the address: %v (stderr %s)", err, stderr.String())
 	}
 	base := strings.TrimSpace(line)
 	if !strings.HasPrefix(base, "http://127.0.0.1:") {
@@ -95,12 +83,12 @@ func TestRunUsage(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			var stderr lockedWriter
+			var stderr testsupport.Buffer
 			got := run(context.Background(), tt.args, noenv, io.Discard, &stderr)
 			if got != tt.want {
-				t.Errorf("run(%v) = %d, want %d (stderr %s)", tt.args, got, tt.want, stderr.b.String())
+				t.Errorf("run(%v) = %d, want %d (stderr %s)", tt.args, got, tt.want, stderr.String())
 			}
-			if stderr.b.Len() == 0 {
+			if stderr.String() == "" {
 				t.Errorf("stderr is empty, want an explanation")
 			}
 		})

@@ -40,7 +40,7 @@ type queues struct {
 func newQueues(t *testing.T) queues {
 	t.Helper()
 	ep := testenv.MotoEndpoint(t)
-	c := sqs.NewFromConfig(testenv.Config(), func(o *sqs.Options) { o.BaseEndpoint = aws.String(ep) })
+	c := testenv.SQSAt(ep)
 	ctx := t.Context()
 	id := testenv.RandomID()
 	dlq, err := c.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("dlq-" + id)})

@@ -2,9 +2,7 @@ package main
 
 import (
 	"encoding/json"
-	"net/http/httptest"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,26 +15,21 @@ import (
 	"github.com/sendonce/sendonce/internal/reconcile"
 	"github.com/sendonce/sendonce/internal/sendkey"
 	"github.com/sendonce/sendonce/internal/testenv"
+	"github.com/sendonce/sendonce/internal/testsupport"
 )
 
-// clock is a settable clock for seeding rows at chosen times.
-type clock struct{ t atomic.Pointer[time.Time] }
-
-func (c *clock) now() time.Time       { return *c.t.Load() }
-func (c *clock) set(t time.Time)      { c.t.Store(&t) }
-func newClock(t time.Time) *clock     { c := &clock{}; c.set(t); return c }
 func (b bundle) withSTS(t *testing.T) { b.vars["AWS_ENDPOINT_URL_STS"] = testenv.MotoEndpoint(t) }
 
 // seeder writes ledger rows into the bundle's table at the clock's time.
 type seeder struct {
 	t   *testing.T
 	led *dynamoledger.Ledger
-	clk *clock
+	clk *testsupport.Clock // set to seed rows at chosen times
 }
 
 func (b bundle) seeder(t *testing.T) *seeder {
-	clk := newClock(time.Now())
-	led, err := dynamoledger.New(b.db, b.table, dynamoledger.WithNow(clk.now))
+	clk := testsupport.NewClock(time.Now())
+	led, err := dynamoledger.New(b.db, b.table, dynamoledger.WithNow(clk.Now))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +46,7 @@ func entry(tenant, event, recipient, channel string) ledger.Entry {
 // row claims e at at with lease and, unless state is PENDING, marks it.
 func (s *seeder) row(e ledger.Entry, at time.Time, lease time.Duration, state ledger.State, reason string) ledger.Entry {
 	s.t.Helper()
-	s.clk.set(at)
+	s.clk.Set(at)
 	c, err := s.led.Claim(s.t.Context(), e, lease)
 	if err != nil {
 		s.t.Fatal(err)
@@ -72,7 +65,7 @@ func (s *seeder) row(e ledger.Entry, at time.Time, lease time.Duration, state le
 // list shows are released or taken-over claims.
 func (s *seeder) released(e ledger.Entry, at time.Time, lease time.Duration) ledger.Entry {
 	s.t.Helper()
-	s.clk.set(at)
+	s.clk.Set(at)
 	c, err := s.led.Claim(s.t.Context(), e, lease)
 	if err != nil {
 		s.t.Fatal(err)
@@ -290,10 +283,8 @@ func TestResolve(t *testing.T) {
 	}
 
 	// The next reconciler run.
-	sim := simulator.New(simulator.Options{Token: "tok"})
-	srv := httptest.NewServer(sim.Handler())
-	t.Cleanup(func() { srv.Close(); sim.Close() })
-	prov, err := httpprovider.New(httpprovider.Config{BaseURL: srv.URL, Token: "tok", Timeout: 2 * time.Second})
+	sim, simURL := testsupport.Simulator(t, simulator.Options{Token: "tok"})
+	prov, err := httpprovider.New(httpprovider.Config{BaseURL: simURL, Token: "tok", Timeout: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

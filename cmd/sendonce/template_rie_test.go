@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +15,7 @@ import (
 	"github.com/sendonce/sendonce/internal/provider/simulator"
 	"github.com/sendonce/sendonce/internal/rie"
 	"github.com/sendonce/sendonce/internal/testenv"
+	"github.com/sendonce/sendonce/internal/testsupport"
 )
 
 // TestStoredTemplatesEndToEnd runs the templates path through the real
@@ -28,16 +28,14 @@ func TestStoredTemplatesEndToEnd(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	ctx := context.Background()
-	sim := simulator.New(simulator.Options{Token: "e2e-token"})
-	srv := httptest.NewServer(sim.Handler())
-	t.Cleanup(func() { srv.Close(); sim.Close() })
+	sim, simURL := testsupport.Simulator(t, simulator.Options{Token: "e2e-token"})
 	fn := rie.Start(t, rie.Build(t, "sender"), map[string]string{
 		"AWS_LAMBDA_FUNCTION_TIMEOUT":  "30",
 		"SENDONCE_TABLE":               b.table,
 		"SENDONCE_DLQ_URL":             "http://unused.invalid/dlq", // every request here is valid
 		"SENDONCE_SMS_PROVIDER":        "http",
 		"SENDONCE_EMAIL_PROVIDER":      "http",
-		"SENDONCE_HTTP_PROVIDER_URL":   srv.URL,
+		"SENDONCE_HTTP_PROVIDER_URL":   simURL,
 		"SENDONCE_HTTP_PROVIDER_TOKEN": "e2e-token",
 		"SENDONCE_TEMPLATE_CACHE":      "0", // a new version is used by the very next message
 		"AWS_ENDPOINT_URL_DYNAMODB":    testenv.DynamoDBEndpoint(t),

@@ -9,14 +9,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"io"
 	"log/slog"
-	"net"
 	"net/http"
-	"net/http/httptest"
 	"net/mail"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -24,7 +19,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sns"
 	"github.com/aws/smithy-go"
-	"github.com/emersion/go-smtp"
 
 	"github.com/sendonce/sendonce/internal/ledger"
 	"github.com/sendonce/sendonce/internal/ledger/dynamoledger"
@@ -33,6 +27,7 @@ import (
 	"github.com/sendonce/sendonce/internal/provider/httpprovider"
 	"github.com/sendonce/sendonce/internal/provider/simulator"
 	"github.com/sendonce/sendonce/internal/provider/smtpprovider"
+	"github.com/sendonce/sendonce/internal/provider/smtpprovider/smtptest"
 	"github.com/sendonce/sendonce/internal/provider/snsprovider"
 	"github.com/sendonce/sendonce/internal/provider/twilio"
 	"github.com/sendonce/sendonce/internal/provider/twilio/twiliotest"
@@ -40,6 +35,7 @@ import (
 	"github.com/sendonce/sendonce/internal/render/rendertest"
 	"github.com/sendonce/sendonce/internal/sender"
 	"github.com/sendonce/sendonce/internal/testenv"
+	"github.com/sendonce/sendonce/internal/testsupport"
 )
 
 const (
@@ -61,27 +57,18 @@ var quiet = slog.New(slog.DiscardHandler)
 // clock the ledger, sender and reconciler share.
 type bundle struct {
 	ledger *dynamoledger.Ledger
-	now    atomic.Pointer[time.Time]
+	clock  *testsupport.Clock
 }
 
 func setup(t *testing.T) *bundle {
 	t.Helper()
-	b := &bundle{}
-	start := time.Now().UTC()
-	b.now.Store(&start)
+	b := &bundle{clock: testsupport.NewClock(time.Now().UTC())}
 	db := testenv.DynamoDB(t)
 	var err error
-	if b.ledger, err = dynamoledger.New(db, testenv.NewTable(t, db), dynamoledger.WithNow(b.clock)); err != nil {
+	if b.ledger, err = dynamoledger.New(db, testenv.NewTable(t, db), dynamoledger.WithNow(b.clock.Now)); err != nil {
 		t.Fatal(err)
 	}
 	return b
-}
-
-func (b *bundle) clock() time.Time { return *b.now.Load() }
-
-func (b *bundle) advance(d time.Duration) {
-	t := b.clock().Add(d)
-	b.now.Store(&t)
 }
 
 func (b *bundle) sender(t *testing.T, channel string, p provider.Sender) *sender.Sender {
@@ -102,7 +89,7 @@ func (b *bundle) senderWithTimeout(t *testing.T, channel string, p provider.Send
 		ProviderTimeout: timeout,
 		ClaimTimeout:    time.Minute,
 		Settle:          settle,
-		Now:             b.clock,
+		Now:             b.clock.Now,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -120,7 +107,7 @@ func (b *bundle) reconciler(t *testing.T, channel string, p provider.Sender) *re
 		ProviderTimeout: providerTimeout,
 		ClaimTimeout:    time.Minute,
 		Settle:          settle,
-		Now:             b.clock,
+		Now:             b.clock.Now,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -190,10 +177,8 @@ func process(t *testing.T, s *sender.Sender, r notify.Request, want sender.Statu
 func TestIdempotentSends(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	sim := simulator.New(simulator.Options{Token: "tok"})
-	srv := httptest.NewServer(sim.Handler())
-	t.Cleanup(func() { sim.Close(); srv.Close() })
-	p, err := httpprovider.New(httpprovider.Config{BaseURL: srv.URL, Token: "tok", Timeout: adapterTimeout, Logger: quiet})
+	sim, url := testsupport.Simulator(t, simulator.Options{Token: "tok"})
+	p, err := httpprovider.New(httpprovider.Config{BaseURL: url, Token: "tok", Timeout: adapterTimeout, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -277,7 +262,7 @@ func TestLookupByReference(t *testing.T) {
 			t.Parallel()
 			b := setup(t)
 			fake := twiliotest.New(t)
-			fake.SetNow(b.clock)
+			fake.SetNow(b.clock.Now)
 			p, err := twilio.New(twilio.Config{BaseURL: fake.URL, AccountSID: fake.AccountSID, AuthToken: fake.AuthToken,
 				From: "+15550001111", Timeout: adapterTimeout, Logger: quiet})
 			if err != nil {
@@ -301,7 +286,7 @@ func TestLookupByReference(t *testing.T) {
 
 			rec := b.reconciler(t, "sms", p)
 			for i, rn := range tt.runs {
-				b.advance(rn.advance)
+				b.clock.Advance(rn.advance)
 				b.run(t, rec, rn.want)
 				row := b.wantState(t, key, rn.state)
 				if got := fake.Count(phone, body); got != rn.count {
@@ -321,74 +306,12 @@ func TestLookupByReference(t *testing.T) {
 	}
 }
 
-// smtpBackend is a real SMTP server's backend that records every message
-// whose DATA it read, and leaves the first stall of them without a
-// final reply: the client cannot know whether the message was taken.
-type smtpBackend struct {
-	mu       sync.Mutex
-	received [][]byte
-	stall    int
-	release  chan struct{}
-}
-
-func (b *smtpBackend) NewSession(*smtp.Conn) (smtp.Session, error) { return smtpSession{b}, nil }
-
-type smtpSession struct{ b *smtpBackend }
-
-func (smtpSession) Reset()                               {}
-func (smtpSession) Logout() error                        { return nil }
-func (smtpSession) Mail(string, *smtp.MailOptions) error { return nil }
-func (smtpSession) Rcpt(string, *smtp.RcptOptions) error { return nil }
-func (s smtpSession) Data(r io.Reader) error {
-	raw, err := io.ReadAll(r)
-	if err != nil {
-		return err
-	}
-	s.b.mu.Lock()
-	s.b.received = append(s.b.received, raw)
-	stall := s.b.stall > 0
-	if stall {
-		s.b.stall--
-	}
-	s.b.mu.Unlock()
-	if stall {
-		<-s.b.release // the whole message is in; the final 250 never comes
-	}
-	return nil
-}
-
-func (b *smtpBackend) messages() [][]byte {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return append([][]byte(nil), b.received...)
-}
-
-// startSMTP serves be on a loopback port until t ends.
-func startSMTP(t *testing.T, be *smtpBackend) int {
-	t.Helper()
-	be.release = make(chan struct{})
-	srv := smtp.NewServer(be)
-	srv.Domain = "localhost"
-	srv.ReadTimeout = 10 * time.Second
-	srv.WriteTimeout = 10 * time.Second
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = srv.Serve(ln) }()
-	t.Cleanup(func() {
-		close(be.release)
-		_ = srv.Close()
-	})
-	return ln.Addr().(*net.TCPAddr).Port
-}
-
 // wantHeaders checks that every received message carries the key's
 // Message-ID and key header.
-func wantHeaders(t *testing.T, msgs [][]byte, key string) {
+func wantHeaders(t *testing.T, msgs []smtptest.Message, key string) {
 	t.Helper()
-	for i, raw := range msgs {
-		m, err := mail.ReadMessage(bytes.NewReader(raw))
+	for i, msg := range msgs {
+		m, err := mail.ReadMessage(bytes.NewReader(msg.Data))
 		if err != nil {
 			t.Fatalf("message %d: %v", i+1, err)
 		}
@@ -423,10 +346,9 @@ func TestNeitherSMTP(t *testing.T) {
 		t.Run(string(tt.class), func(t *testing.T) {
 			t.Parallel()
 			b := setup(t)
-			be := &smtpBackend{stall: 1}
-			port := startSMTP(t, be)
-			p, err := smtpprovider.New(smtpprovider.Config{Host: "127.0.0.1", Port: port, TLS: smtpprovider.TLSNone,
-				From: smtpFrom, Timeout: adapterTimeout, Now: b.clock, Logger: quiet})
+			relay := smtptest.New(t, smtptest.Options{Stall: 1})
+			p, err := smtpprovider.New(smtpprovider.Config{Host: "127.0.0.1", Port: relay.Port, TLS: smtpprovider.TLSNone,
+				From: smtpFrom, Timeout: adapterTimeout, Now: b.clock.Now, Logger: quiet})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -442,18 +364,18 @@ func TestNeitherSMTP(t *testing.T) {
 
 			process(t, s, r, sender.StatusUncertain)
 			b.wantState(t, key, ledger.StateUncertain)
-			if got := len(be.messages()); got != 1 {
+			if got := len(relay.Messages()); got != 1 {
 				t.Fatalf("after the send the relay holds %d messages, want 1", got)
 			}
 			process(t, s, r, sender.StatusOwnedByReconciler)
-			if got := len(be.messages()); got != 1 {
+			if got := len(relay.Messages()); got != 1 {
 				t.Fatalf("after the redelivery the relay holds %d messages, want 1", got)
 			}
 
-			b.advance(time.Second)
+			b.clock.Advance(time.Second)
 			b.run(t, b.reconciler(t, "email", p), tt.want)
 			row := b.wantState(t, key, tt.state)
-			msgs := be.messages()
+			msgs := relay.Messages()
 			if len(msgs) != tt.received {
 				t.Fatalf("in the end the relay holds %d messages, want %d", len(msgs), tt.received)
 			}
@@ -462,7 +384,7 @@ func TestNeitherSMTP(t *testing.T) {
 				t.Errorf("row provider id = %q, want the Message-ID %s@%s", row.ProviderMessageID, key, smtpDomain)
 			}
 			// Nothing is left for a later run.
-			b.advance(time.Second)
+			b.clock.Advance(time.Second)
 			if rep, err := b.reconciler(t, "email", p).Run(context.Background()); err != nil || rep.Examined != 0 {
 				t.Errorf("second reconcile examined %d rows (%v), want 0", rep.Examined, err)
 			}
@@ -580,7 +502,7 @@ func TestNeitherSNS(t *testing.T) {
 		}
 		process(t, s, r, sender.StatusOwnedByReconciler)
 		// transactional through a provider that drops no repeats: abandon.
-		b.advance(time.Second)
+		b.clock.Advance(time.Second)
 		b.run(t, b.reconciler(t, "sms", p), reconcile.ActionAbandoned)
 		b.wantState(t, key, ledger.StateAbandoned)
 		if got := recordedSMS(t, moto, body); len(got) != 1 {

@@ -8,80 +8,96 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/sendonce/sendonce/internal/redact"
 )
 
-// Leak is an address found in a function's log output.
+// Forms of a Leak.
+const (
+	// LeakRaw: the address itself.
+	LeakRaw = "raw"
+	// LeakUnkeyed: the address's unkeyed token (UnkeyedToken), which
+	// anyone can recompute by trying every number of an area code.
+	LeakUnkeyed = "unkeyed token"
+	// LeakOtherKey: an address token that is not the deployment key's
+	// token of any workload address.
+	LeakOtherKey = "token not made under the deployment's key"
+	// LeakNoKeyLine: the instance never logged that its tokens are keyed
+	// with the deployment's key (its redact_key_id).
+	LeakNoKeyLine = "no start-up line with the deployment's redact_key_id"
+	// LeakRandomKey: the instance logged that its tokens use a random key.
+	LeakRandomKey = "address tokens use a random key"
+)
+
+// Leak is one way an instance's log output could expose an address.
 type Leak struct {
 	// Instance is the instance whose output held it ("sender-1", ...).
 	Instance string
-	// Address is the workload's address that leaked.
-	Address string
-	// Form is "raw" (the address itself) or "unkeyed token" (the
-	// unsalted SHA-256 prefix of the address, which anyone can recompute
-	// by trying every number of an area code).
+	// Form is one of the Leak* constants.
 	Form string
+	// Address is the workload's address concerned, when one is (raw and
+	// unkeyed forms).
+	Address string
+	// Token is the token found (unkeyed and other-key forms).
+	Token string
 }
 
 // String names the instance, the form and the address's kind, never the
 // address (a report is output too).
 func (l Leak) String() string {
+	if l.Address == "" {
+		return l.Instance + ": " + l.Form
+	}
 	kind, _, _ := strings.Cut(UnkeyedToken(l.Address), ":")
 	return l.Instance + ": " + l.Form + " of a " + kind + " address"
 }
 
-// Summarize counts leaks per instance and form, one line each, for a
-// report ("sender-1: 3 addresses as unkeyed token").
-func Summarize(leaks []Leak) []string {
-	n := map[string]int{}
-	for _, l := range leaks {
-		n[l.Instance+"\x00"+l.Form]++
-	}
-	var out []string
-	for _, k := range slices.Sorted(maps.Keys(n)) {
-		inst, form, _ := strings.Cut(k, "\x00")
-		out = append(out, fmt.Sprintf("%s: %d addresses as %s", inst, n[k], form))
-	}
-	return out
-}
-
-// UnkeyedToken is the reversible form an address token must not have: a
-// kind hint and the first 12 hex digits of the address's plain SHA-256
-// ("phone:3f2a9c01b7e4"). A token made with a per-deployment key never
-// equals it.
+// UnkeyedToken is the reversible form an address token must not have:
+// redact's kind hint and the first 12 hex digits of the address's plain
+// SHA-256 ("phone:3f2a9c01b7e4"). A token made with a per-deployment key
+// never equals it.
 func UnkeyedToken(addr string) string {
-	kind := "addr"
-	switch {
-	case strings.HasPrefix(addr, "+"):
-		kind = "phone"
-	case strings.Contains(addr, "@"):
-		kind = "email"
-	case strings.HasPrefix(addr, "arn:"):
-		kind = "push"
-	}
+	kind, _, _ := strings.Cut(redact.Address(addr), ":")
 	sum := sha256.Sum256([]byte(addr))
 	return kind + ":" + hex.EncodeToString(sum[:6])
 }
 
 var (
-	tokenRE    = regexp.MustCompile(`\b(?:phone|email|push|addr):[0-9a-f]{12}\b`)
+	// tokenRE matches anything shaped like an address token of any
+	// length, so an unkeyed token of the old 12-digit form is caught too.
+	tokenRE    = regexp.MustCompile(`\b(?:phone|email|push|addr):[0-9a-f]{6,64}\b`)
 	rawPhoneRE = regexp.MustCompile(`\+[0-9]{7,15}`)
 	rawEmailRE = regexp.MustCompile(`[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+`)
 	wellFormed = regexp.MustCompile(`^(?:\+[0-9]{7,15}|[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+)$`)
 )
 
-// ScanLogs looks for every address of addresses in every instance's log
-// output (instance → output), raw or as its unkeyed token, and returns
-// what it found, sorted by instance. Well-formed phone numbers and email
-// addresses are matched by pattern (fast for a large workload); any other
-// address (an invalid request's) is searched for as it is.
-func ScanLogs(logs map[string]string, addresses []string) []Leak {
-	raw, tokens := map[string]string{}, map[string]string{}
+// Scan looks in every instance's log output (instance → output) for the
+// ways it could expose an address of addrs, and returns them sorted by
+// instance:
+//
+//   - the raw address;
+//   - its unkeyed token (UnkeyedToken);
+//   - with rd, the Redactor of the deployment's key: any other address
+//     token that is not rd's token of one of addrs (made under another
+//     key), no start-up line saying the instance's tokens are keyed with
+//     rd's key (its redact_key_id), or a line saying they use a random
+//     key. An instance with no output (never invoked: the emulator starts
+//     a function on its first invocation) has nothing to expose.
+//
+// Well-formed phone numbers and email addresses are matched by pattern
+// (fast for a large workload); any other address (an invalid request's)
+// is searched for as it is.
+func Scan(logs map[string]string, rd *redact.Redactor, addrs []string) []Leak {
+	raw, unkeyed, keyed := map[string]string{}, map[string]string{}, map[string]bool{}
 	var odd []string
-	for _, a := range addresses {
+	for _, a := range addrs {
 		if a == "" {
 			continue
 		}
-		tokens[UnkeyedToken(a)] = a
+		unkeyed[UnkeyedToken(a)] = a
+		if rd != nil {
+			keyed[rd.Address(a)] = true
+		}
 		if wellFormed.MatchString(a) {
 			raw[a] = a
 		} else {
@@ -92,8 +108,8 @@ func ScanLogs(logs map[string]string, addresses []string) []Leak {
 	for _, name := range slices.Sorted(maps.Keys(logs)) {
 		l := logs[name]
 		seen := map[Leak]bool{}
-		add := func(addr, form string) {
-			k := Leak{Instance: name, Address: addr, Form: form}
+		add := func(k Leak) {
+			k.Instance = name
 			if !seen[k] {
 				seen[k] = true
 				out = append(out, k)
@@ -102,20 +118,58 @@ func ScanLogs(logs map[string]string, addresses []string) []Leak {
 		for _, re := range []*regexp.Regexp{rawPhoneRE, rawEmailRE} {
 			for _, m := range re.FindAllString(l, -1) {
 				if a, ok := raw[m]; ok {
-					add(a, "raw")
+					add(Leak{Form: LeakRaw, Address: a})
 				}
 			}
 		}
 		for _, a := range odd {
 			if strings.Contains(l, a) {
-				add(a, "raw")
+				add(Leak{Form: LeakRaw, Address: a})
 			}
 		}
-		for _, m := range tokenRE.FindAllString(l, -1) {
-			if a, ok := tokens[m]; ok {
-				add(a, "unkeyed token")
+		for _, tok := range tokenRE.FindAllString(l, -1) {
+			if a, ok := unkeyed[tok]; ok {
+				add(Leak{Form: LeakUnkeyed, Address: a, Token: tok})
+			} else if rd != nil && !keyed[tok] {
+				add(Leak{Form: LeakOtherKey, Token: tok})
 			}
+		}
+		if rd == nil || l == "" {
+			continue // an instance never started wrote nothing to expose
+		}
+		if !strings.Contains(l, fmt.Sprintf(`"redact_key_id":%q`, rd.KeyID())) {
+			add(Leak{Form: LeakNoKeyLine})
+		}
+		if strings.Contains(l, "address tokens use a random key") {
+			add(Leak{Form: LeakRandomKey})
 		}
 	}
 	return out
+}
+
+// LogLeaks returns Scan's findings in the logs of one instance, name, one
+// line each (the address or token named, for a test's failure message).
+func LogLeaks(name, logs string, rd *redact.Redactor, addrs []string) []string {
+	var out []string
+	for _, l := range Scan(map[string]string{name: logs}, rd, addrs) {
+		switch l.Form {
+		case LeakRaw:
+			out = append(out, name+": raw address "+l.Address)
+		case LeakUnkeyed, LeakOtherKey:
+			out = append(out, name+": address token "+l.Token+" not made under the deployment's key")
+		case LeakNoKeyLine:
+			out = append(out, name+": "+l.Form+" "+rd.KeyID())
+		default:
+			out = append(out, name+": "+l.Form)
+		}
+	}
+	return out
+}
+
+// ScanLogs is Scan without the deployment's key: raw addresses and
+// unkeyed tokens only.
+//
+// Deprecated: use Scan with the pipeline's Redactor.
+func ScanLogs(logs map[string]string, addresses []string) []Leak {
+	return Scan(logs, nil, addresses)
 }

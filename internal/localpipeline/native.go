@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -54,7 +52,8 @@ type NativeReport struct {
 	// through providers that can neither drop a repeat nor be asked.
 	// AbandonedRecorded counts those moto did record: the policy's cost.
 	Abandoned, AbandonedRecorded int
-	// Leaks counts log lines of any function holding a raw address.
+	// Leaks counts the ways the functions' logs could expose an
+	// address of the run (Scan).
 	Leaks int
 }
 
@@ -149,7 +148,7 @@ func RunNative(ctx context.Context, p *Pipeline, n, copies int, timeout time.Dur
 			}
 		}
 	}
-	rep.Leaks = addressLeaks(p, msgs)
+	rep.Leaks = len(Scan(p.Logs(), p.Redactor, addresses(msgs)))
 	rep.Elapsed = time.Since(start)
 	return rep, nil
 }
@@ -241,18 +240,13 @@ func (st settled) judge(key string, got int) verdict {
 	return verdictOnce
 }
 
-// addressLeaks counts the log lines of p's functions holding the address
-// of one of msgs.
-func addressLeaks(p *Pipeline, msgs []nativeMessage) int {
-	n := 0
-	for _, logs := range p.Logs() {
-		for _, line := range strings.Split(logs, "\n") {
-			if slices.ContainsFunc(msgs, func(m nativeMessage) bool { return strings.Contains(line, m.address) }) {
-				n++
-			}
-		}
+// addresses returns the addresses of msgs.
+func addresses(msgs []nativeMessage) []string {
+	out := make([]string, len(msgs))
+	for i, m := range msgs {
+		out[i] = m.address
 	}
-	return n
+	return out
 }
 
 // motoRecords counts the SMS (by phone number) and emails (by recipient)

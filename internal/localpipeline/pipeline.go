@@ -50,7 +50,6 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	dtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
@@ -60,7 +59,6 @@ import (
 	"github.com/sendonce/sendonce/internal/reconcile"
 	"github.com/sendonce/sendonce/internal/redact"
 	"github.com/sendonce/sendonce/internal/rie"
-	"github.com/sendonce/sendonce/internal/tableschema"
 	"github.com/sendonce/sendonce/internal/templates"
 	"github.com/sendonce/sendonce/internal/templates/dynamotemplates"
 	"github.com/sendonce/sendonce/internal/testenv"
@@ -286,12 +284,7 @@ func Start(ctx context.Context, opts Options) (p *Pipeline, err error) {
 		}
 	}()
 	p = pl
-	cfg := testenv.Config()
-	p.ddb = dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) {
-		o.BaseEndpoint = aws.String(opts.DynamoDBEndpoint)
-		o.DisableValidateResponseChecksum = true // DynamoDB Local's error CRCs are wrong
-	})
-	p.sqs = sqs.NewFromConfig(cfg, func(o *sqs.Options) { o.BaseEndpoint = aws.String(opts.MotoEndpoint) })
+	p.ddb, p.sqs = testenv.DynamoDBAt(opts.DynamoDBEndpoint), testenv.SQSAt(opts.MotoEndpoint)
 	if p.redactKeyARN, p.Redactor, err = NewRedactKeySecret(ctx, opts.MotoEndpoint); err != nil {
 		return nil, err
 	}
@@ -422,16 +415,8 @@ func (p *Pipeline) bootstraps(ctx context.Context) error {
 func (p *Pipeline) createResources(ctx context.Context) error {
 	suffix := testenv.RandomID()
 	p.Table = "sendonce-local-" + suffix
-	if _, err := p.ddb.CreateTable(ctx, tableschema.CreateTableInput(p.Table)); err != nil {
-		return fmt.Errorf("localpipeline: create table %s: %w", p.Table, err)
-	}
-	if _, err := p.ddb.UpdateTimeToLive(ctx, &dynamodb.UpdateTimeToLiveInput{
-		TableName: aws.String(p.Table),
-		TimeToLiveSpecification: &dtypes.TimeToLiveSpecification{
-			AttributeName: aws.String(tableschema.TTLAttribute), Enabled: aws.Bool(true),
-		},
-	}); err != nil {
-		return fmt.Errorf("localpipeline: enable TTL on %s: %w", p.Table, err)
+	if err := testenv.CreateTable(ctx, p.ddb, p.Table); err != nil {
+		return fmt.Errorf("localpipeline: %w", err)
 	}
 
 	dlq, err := p.sqs.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("sendonce-dlq-" + suffix)})
@@ -565,12 +550,6 @@ func (p *Pipeline) Row(ctx context.Context, key string) (ledger.Record, ledger.S
 	return rec, rec.State, nil
 }
 
-// SQS returns the SQS client on moto_server.
-func (p *Pipeline) SQS() *sqs.Client { return p.sqs }
-
-// WebhookURL returns the base URL of the webhook's Function URL front.
-func (p *Pipeline) WebhookURL() string { return p.frontURL }
-
 // Stats returns the event source mapping's and the front's totals.
 func (p *Pipeline) Stats() PollerStats {
 	s := &p.stats
@@ -606,24 +585,15 @@ func (p *Pipeline) Enqueue(ctx context.Context, bodies ...string) error {
 // QueueDepth returns the notification queue's visible and in-flight
 // message counts (approximate, as SQS reports them).
 func (p *Pipeline) QueueDepth(ctx context.Context) (visible, inFlight int, err error) {
-	return p.depth(ctx, p.QueueURL)
-}
-
-// DLQDepth returns the dead-letter queue's visible and in-flight counts.
-func (p *Pipeline) DLQDepth(ctx context.Context) (visible, inFlight int, err error) {
-	return p.depth(ctx, p.DLQURL)
-}
-
-func (p *Pipeline) depth(ctx context.Context, url string) (int, int, error) {
-	out, err := p.sqs.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(url), AttributeNames: []types.QueueAttributeName{
+	out, err := p.sqs.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(p.QueueURL), AttributeNames: []types.QueueAttributeName{
 		types.QueueAttributeNameApproximateNumberOfMessages, types.QueueAttributeNameApproximateNumberOfMessagesNotVisible,
 	}})
 	if err != nil {
-		return 0, 0, fmt.Errorf("localpipeline: depth of %s: %w", url, err)
+		return 0, 0, fmt.Errorf("localpipeline: queue depth: %w", err)
 	}
-	v, _ := strconv.Atoi(out.Attributes[string(types.QueueAttributeNameApproximateNumberOfMessages)])
-	f, _ := strconv.Atoi(out.Attributes[string(types.QueueAttributeNameApproximateNumberOfMessagesNotVisible)])
-	return v, f, nil
+	visible, _ = strconv.Atoi(out.Attributes[string(types.QueueAttributeNameApproximateNumberOfMessages)])
+	inFlight, _ = strconv.Atoi(out.Attributes[string(types.QueueAttributeNameApproximateNumberOfMessagesNotVisible)])
+	return visible, inFlight, nil
 }
 
 // DeadLetter is a message found on the dead-letter queue.

@@ -6,129 +6,33 @@ import (
 	"encoding/base64"
 	"fmt"
 	"io"
-	"log"
 	"mime"
 	"mime/multipart"
 	"mime/quotedprintable"
-	"net"
 	"net/mail"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
-
-	"github.com/emersion/go-smtp"
 
 	"github.com/sendonce/sendonce/internal/notify"
 	"github.com/sendonce/sendonce/internal/provider/registry"
 	"github.com/sendonce/sendonce/internal/provider/smtpprovider"
+	"github.com/sendonce/sendonce/internal/provider/smtpprovider/smtptest"
 	"github.com/sendonce/sendonce/internal/render"
 	"github.com/sendonce/sendonce/internal/templates/dynamotemplates"
 	"github.com/sendonce/sendonce/internal/testenv"
 )
 
-// SMTPServer is a real SMTP server (emersion/go-smtp) on loopback that
-// accepts every message and keeps it: the ground truth of the email sent
-// through the SMTP adapter (SENDONCE_EMAIL_PROVIDER=smtp). A message
-// counts as received once the whole of it is in, before the reply to the
-// final ".", as for a relay.
-type SMTPServer struct {
-	srv  *smtp.Server
-	port int
-
-	mu   sync.Mutex
-	msgs []SMTPMessage
-}
-
-// SMTPMessage is one message an SMTPServer received.
-type SMTPMessage struct {
-	// From and To are the envelope's sender and recipients.
-	From string
-	To   []string
-	// Data is the message as sent (RFC 5322 headers and body).
-	Data []byte
-}
-
-// StartSMTPServer starts an SMTPServer on a free loopback port. Close
-// stops it.
-func StartSMTPServer() (*SMTPServer, error) {
-	s := &SMTPServer{}
-	srv := smtp.NewServer(smtpBackend{s})
-	srv.Domain = "localpipeline.localhost"
-	srv.ReadTimeout = 30 * time.Second
-	srv.WriteTimeout = 30 * time.Second
-	srv.MaxMessageBytes = 1 << 20
-	srv.ErrorLog = log.New(io.Discard, "", 0) // a client the sender's deadline cut off is not news
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, fmt.Errorf("localpipeline: smtp server: listen: %w", err)
-	}
-	s.srv, s.port = srv, ln.Addr().(*net.TCPAddr).Port
-	go func() { _ = srv.Serve(ln) }()
-	return s, nil
-}
-
-// Env returns the Options.Env of a pipeline whose functions send email
-// through the SMTP adapter to s, from the address from, without TLS (a
-// loopback server only), and no SMS.
-func (s *SMTPServer) Env(from string) map[string]string {
+// SMTPEnv returns the Options.Env of a pipeline whose functions send
+// email through the SMTP adapter to srv, from the address from, without
+// TLS (a loopback server only), and no SMS.
+func SMTPEnv(srv *smtptest.Server, from string) map[string]string {
 	return map[string]string{
 		registry.EnvEmailProvider: "smtp", registry.EnvSMSProvider: "",
-		registry.EnvSMTPHost: "127.0.0.1", registry.EnvSMTPPort: strconv.Itoa(s.port),
+		registry.EnvSMTPHost: "127.0.0.1", registry.EnvSMTPPort: strconv.Itoa(srv.Port),
 		registry.EnvSMTPFrom: from, registry.EnvSMTPTLS: "none",
 	}
 }
-
-// Messages returns the messages received so far, in order.
-func (s *SMTPServer) Messages() []SMTPMessage {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]SMTPMessage(nil), s.msgs...)
-}
-
-// Close stops the server and closes its connections.
-func (s *SMTPServer) Close() error {
-	if err := s.srv.Close(); err != nil {
-		return fmt.Errorf("localpipeline: smtp server: close: %w", err)
-	}
-	return nil
-}
-
-type smtpBackend struct{ s *SMTPServer }
-
-func (b smtpBackend) NewSession(*smtp.Conn) (smtp.Session, error) {
-	return &smtpSession{s: b.s}, nil
-}
-
-type smtpSession struct {
-	s    *SMTPServer
-	from string
-	to   []string
-}
-
-func (ss *smtpSession) Mail(from string, _ *smtp.MailOptions) error {
-	ss.from = from
-	return nil
-}
-
-func (ss *smtpSession) Rcpt(to string, _ *smtp.RcptOptions) error {
-	ss.to = append(ss.to, to)
-	return nil
-}
-
-func (ss *smtpSession) Data(r io.Reader) error {
-	data, err := io.ReadAll(r)
-	if err != nil {
-		return err
-	}
-	ss.s.mu.Lock()
-	ss.s.msgs = append(ss.s.msgs, SMTPMessage{From: ss.from, To: ss.to, Data: data})
-	ss.s.mu.Unlock()
-	return nil
-}
-
-func (ss *smtpSession) Reset()        { ss.from, ss.to = "", nil }
-func (ss *smtpSession) Logout() error { return nil }
 
 // SMTPReport is what RunSMTP found in the SMTP server's received
 // messages: its ground truth.
@@ -149,7 +53,8 @@ type SMTPReport struct {
 	// after an ambiguous send (SMTP can neither drop a repeat nor be
 	// asked); AbandonedRecorded those the server did receive.
 	Abandoned, AbandonedRecorded int
-	// Leaks counts log lines of any function holding a raw address.
+	// Leaks counts the ways the functions' logs could expose an
+	// address of the run (Scan).
 	Leaks int
 }
 
@@ -177,13 +82,13 @@ func (r SMTPReport) WriteSummary(w io.Writer) {
 	}
 }
 
-// RunSMTP sends n emails through p (started with srv.Env), each enqueued
+// RunSMTP sends n emails through p (started with SMTPEnv(srv, ...)), each enqueued
 // copies times: even ones from the order_shipped template (a text and an
 // HTML part), odd ones from welcome (text only). It waits until every row
 // is final or timeout passes, and checks srv's received messages: each
 // message exactly once, with its key header, the subject and the parts
 // the stored template renders (multipart/alternative when there is HTML).
-func RunSMTP(ctx context.Context, p *Pipeline, srv *SMTPServer, n, copies int, timeout time.Duration) (SMTPReport, error) {
+func RunSMTP(ctx context.Context, p *Pipeline, srv *smtptest.Server, n, copies int, timeout time.Duration) (SMTPReport, error) {
 	start := time.Now()
 	run := testenv.RandomID()[:8]
 	rend := render.New(dynamotemplates.New(p.ddb, p.Table), render.WithCacheTTL(0))
@@ -224,7 +129,7 @@ func RunSMTP(ctx context.Context, p *Pipeline, srv *SMTPServer, n, copies int, t
 	}
 	received := srv.Messages()
 	rep.Received = len(received)
-	byRcpt := map[string][]SMTPMessage{}
+	byRcpt := map[string][]smtptest.Message{}
 	for _, r := range received {
 		for _, to := range r.To {
 			byRcpt[to] = append(byRcpt[to], r)
@@ -248,7 +153,7 @@ func RunSMTP(ctx context.Context, p *Pipeline, srv *SMTPServer, n, copies int, t
 			}
 		}
 	}
-	rep.Leaks = addressLeaks(p, msgs)
+	rep.Leaks = len(Scan(p.Logs(), p.Redactor, addresses(msgs)))
 	rep.Elapsed = time.Since(start)
 	return rep, nil
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sendonce/sendonce/internal/provider/smtpprovider/smtptest"
 	"github.com/sendonce/sendonce/internal/render"
 	"github.com/sendonce/sendonce/internal/testenv"
 )
@@ -18,20 +19,12 @@ import (
 func TestSMTPPhase(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	srv, err := StartSMTPServer()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := srv.Close(); err != nil {
-			t.Error(err)
-		}
-	})
+	srv := smtptest.New(t, smtptest.Options{})
 	p, err := Start(ctx, Options{
 		DynamoDBEndpoint: testenv.DynamoDBEndpoint(t), MotoEndpoint: testenv.MotoEndpoint(t),
 		SenderInstances: 2, ProviderTimeout: 5 * time.Second, ClaimTimeout: 15 * time.Second,
 		SenderTimeout: 15 * time.Second, VisibilityTimeout: 20 * time.Second,
-		Env: srv.Env("notify@sendonce.example"),
+		Env: SMTPEnv(srv, "notify@sendonce.example"),
 	})
 	if err != nil {
 		t.Fatalf("Start: %v", err)

@@ -42,6 +42,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/sendonce/sendonce/internal/testsupport"
 )
 
 // BinaryEnv names the environment variable holding the path of the
@@ -91,8 +93,8 @@ type Instance struct {
 	cmd    *exec.Cmd
 	url    string
 	client *http.Client
-	stdout *syncBuffer
-	stderr *syncBuffer
+	stdout *testsupport.Buffer
+	stderr *testsupport.Buffer
 	waited chan struct{}
 
 	invokeMu sync.Mutex
@@ -174,8 +176,8 @@ func launchOnce(ctx context.Context, cfg Config) (*Instance, error) {
 		cmd:    cmd,
 		url:    "http://" + addr + InvocationsPath,
 		client: &http.Client{},
-		stdout: &syncBuffer{},
-		stderr: &syncBuffer{},
+		stdout: &testsupport.Buffer{},
+		stderr: &testsupport.Buffer{},
 		waited: make(chan struct{}),
 		seen:   map[procID]struct{}{},
 	}
@@ -409,22 +411,4 @@ func (i *Instance) observe() []procID {
 	}
 	i.mu.Unlock()
 	return kids
-}
-
-// syncBuffer is a bytes.Buffer safe for concurrent writes and reads.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

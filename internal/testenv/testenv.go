@@ -11,6 +11,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"os"
 	"testing"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/sendonce/sendonce/internal/tableschema"
 )
@@ -68,13 +70,24 @@ func endpoint(t testing.TB, env, what string) string {
 // the local settings (e.g. to add counting middleware).
 func DynamoDB(t testing.TB, optFns ...func(*dynamodb.Options)) *dynamodb.Client {
 	t.Helper()
-	ep := DynamoDBEndpoint(t)
+	return DynamoDBAt(DynamoDBEndpoint(t), optFns...)
+}
+
+// DynamoDBAt returns a client for the DynamoDB Local at endpoint, for
+// tools that run outside a test. optFns are applied after the local
+// settings.
+func DynamoDBAt(endpoint string, optFns ...func(*dynamodb.Options)) *dynamodb.Client {
 	opts := append([]func(*dynamodb.Options){func(o *dynamodb.Options) {
-		o.BaseEndpoint = aws.String(ep)
+		o.BaseEndpoint = aws.String(endpoint)
 		// DynamoDB Local's error responses carry a wrong CRC32.
 		o.DisableValidateResponseChecksum = true
 	}}, optFns...)
 	return dynamodb.NewFromConfig(Config(), opts...)
+}
+
+// SQSAt returns a client for SQS on the moto_server at endpoint.
+func SQSAt(endpoint string) *sqs.Client {
+	return sqs.NewFromConfig(Config(), func(o *sqs.Options) { o.BaseEndpoint = aws.String(endpoint) })
 }
 
 // NewTable creates a fresh table with the production schema (attention
@@ -84,8 +97,22 @@ func NewTable(t testing.TB, c *dynamodb.Client) string {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	name := "sendonce-test-" + RandomID()
+	if err := CreateTable(ctx, c, name); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_, _ = c.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: aws.String(name)})
+	})
+	return name
+}
+
+// CreateTable creates table name with the production schema and turns on
+// its TTL, as template.yaml declares it.
+func CreateTable(ctx context.Context, c *dynamodb.Client, name string) error {
 	if _, err := c.CreateTable(ctx, tableschema.CreateTableInput(name)); err != nil {
-		t.Fatalf("create table %s: %v", name, err)
+		return fmt.Errorf("create table %s: %w", name, err)
 	}
 	if _, err := c.UpdateTimeToLive(ctx, &dynamodb.UpdateTimeToLiveInput{
 		TableName: aws.String(name),
@@ -94,14 +121,9 @@ func NewTable(t testing.TB, c *dynamodb.Client) string {
 			Enabled:       aws.Bool(true),
 		},
 	}); err != nil {
-		t.Fatalf("enable TTL on %s: %v", name, err)
+		return fmt.Errorf("enable TTL on %s: %w", name, err)
 	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_, _ = c.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: aws.String(name)})
-	})
-	return name
+	return nil
 }
 
 // RandomID returns 16 random hex digits.

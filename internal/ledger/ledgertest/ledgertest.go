@@ -52,34 +52,18 @@ func Run(t *testing.T, newLedger NewLedgerFunc) {
 		return &bundle{ctx: t.Context(), clock: clock, l: newLedger(t, clock.Now)}
 	}
 
-	t.Run("Claim", func(t *testing.T) {
-		t.Parallel()
-		runClaim(t, setup)
-	})
-	t.Run("Mark", func(t *testing.T) {
-		t.Parallel()
-		runMark(t, setup)
-	})
-	t.Run("Release", func(t *testing.T) {
-		t.Parallel()
-		runRelease(t, setup)
-	})
-	t.Run("TakeOver", func(t *testing.T) {
-		t.Parallel()
-		runTakeOver(t, setup)
-	})
-	t.Run("Get", func(t *testing.T) {
-		t.Parallel()
-		runGet(t, setup)
-	})
-	t.Run("Attention", func(t *testing.T) {
-		t.Parallel()
-		runAttention(t, setup)
-	})
-	t.Run("ApplyDelivery", func(t *testing.T) {
-		t.Parallel()
-		runApplyDelivery(t, setup)
-	})
+	for _, part := range []struct {
+		name string
+		run  func(*testing.T, setupFunc)
+	}{
+		{"Claim", runClaim}, {"Mark", runMark}, {"Release", runRelease}, {"TakeOver", runTakeOver},
+		{"Get", runGet}, {"Attention", runAttention}, {"ApplyDelivery", runApplyDelivery},
+	} {
+		t.Run(part.name, func(t *testing.T) {
+			t.Parallel()
+			part.run(t, setup)
+		})
+	}
 }
 
 type setupFunc func(t *testing.T) *bundle
@@ -204,6 +188,56 @@ func wantPending(t *testing.T, e ledger.Entry, c ledger.Claim, now time.Time, go
 	}
 }
 
+// onAbsent runs op (named name) on a key that has no row and fails t
+// unless it returns want and leaves the key without a row.
+func onAbsent(t *testing.T, setup setupFunc, name string, want error, op func(b *bundle, key string) error) {
+	t.Parallel()
+	b := setup(t)
+	key := newKey(t)
+	if err := op(b, key); !errors.Is(err, want) {
+		t.Fatalf("%s: err = %v, want %v", name, err, want)
+	}
+	if _, err := b.l.Get(b.ctx, key); !errors.Is(err, ledger.ErrNotFound) {
+		t.Errorf("Get after %s: err = %v, want ErrNotFound (no row created)", name, err)
+	}
+}
+
+// contend calls take from workers goroutines at once, for key number i,
+// and fails t unless exactly one call won and every other one lost with a
+// conflict. It returns the winner's claim and the rows the losers saw.
+func contend(t *testing.T, i, workers int, take func() (ledger.Claim, error)) (ledger.Claim, []ledger.Record) {
+	t.Helper()
+	var (
+		wg        sync.WaitGroup
+		mu        sync.Mutex
+		winners   []ledger.Claim
+		conflicts []ledger.Record
+		others    []error
+	)
+	for range workers {
+		wg.Go(func() {
+			c, err := take()
+			mu.Lock()
+			defer mu.Unlock()
+			if err == nil {
+				winners = append(winners, c)
+			} else if cur, ok := ledger.AsConflict(err); ok {
+				conflicts = append(conflicts, cur)
+			} else {
+				others = append(others, err)
+			}
+		})
+	}
+	wg.Wait()
+	if len(others) > 0 {
+		t.Fatalf("key %d: unexpected errors: %v", i, others)
+	}
+	if len(winners) != 1 || len(conflicts) != workers-1 {
+		t.Fatalf("key %d: %d winners, %d conflicts; want 1 and %d", i, len(winners), len(conflicts), workers-1)
+	}
+	return winners[0], conflicts
+}
+
 // final drops what a final row no longer keeps.
 func final(e ledger.Entry) ledger.Entry {
 	e.Address, e.Subject, e.Body = "", "", ""
@@ -319,41 +353,14 @@ func runClaim(t *testing.T, setup setupFunc) {
 		const workers = 64
 		for i := range 4 {
 			e := NewEntry(newKey(t))
-			var (
-				wg        sync.WaitGroup
-				mu        sync.Mutex
-				winners   []ledger.Claim
-				conflicts []ledger.Record
-				others    []error
-			)
-			for range workers {
-				wg.Go(func() {
-					c, err := b.l.Claim(b.ctx, e, lease)
-					mu.Lock()
-					defer mu.Unlock()
-					if err == nil {
-						winners = append(winners, c)
-					} else if cur, ok := ledger.AsConflict(err); ok {
-						conflicts = append(conflicts, cur)
-					} else {
-						others = append(others, err)
-					}
-				})
-			}
-			wg.Wait()
-			if len(others) > 0 {
-				t.Fatalf("key %d: unexpected errors: %v", i, others)
-			}
-			if len(winners) != 1 || len(conflicts) != workers-1 {
-				t.Fatalf("key %d: %d winners, %d conflicts; want 1 and %d", i, len(winners), len(conflicts), workers-1)
-			}
+			winner, conflicts := contend(t, i, workers, func() (ledger.Claim, error) { return b.l.Claim(b.ctx, e, lease) })
 			for _, cur := range conflicts {
-				if cur.ClaimID != winners[0].ClaimID {
-					t.Errorf("key %d: conflict shows claim %s, want the winner's %s", i, cur.ClaimID, winners[0].ClaimID)
+				if cur.ClaimID != winner.ClaimID {
+					t.Errorf("key %d: conflict shows claim %s, want the winner's %s", i, cur.ClaimID, winner.ClaimID)
 				}
 			}
-			if got := b.get(t, e.Key); got.ClaimID != winners[0].ClaimID || got.Attempts != 1 {
-				t.Errorf("key %d: row claim %s attempt %d, want %s and 1", i, got.ClaimID, got.Attempts, winners[0].ClaimID)
+			if got := b.get(t, e.Key); got.ClaimID != winner.ClaimID || got.Attempts != 1 {
+				t.Errorf("key %d: row claim %s attempt %d, want %s and 1", i, got.ClaimID, got.Attempts, winner.ClaimID)
 			}
 		}
 	})
@@ -523,15 +530,9 @@ func runMark(t *testing.T, setup setupFunc) {
 	}
 
 	t.Run("FencingLost/AbsentKey", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
-		c := ledger.Claim{Key: newKey(t), ClaimID: "c1", Attempt: 1}
-		if err := b.l.Mark(b.ctx, c, ledger.Outcome{State: ledger.StateSent}); !errors.Is(err, ledger.ErrFencingLost) {
-			t.Fatalf("Mark: err = %v, want ErrFencingLost", err)
-		}
-		if _, err := b.l.Get(b.ctx, c.Key); !errors.Is(err, ledger.ErrNotFound) {
-			t.Errorf("Get: err = %v, want ErrNotFound", err)
-		}
+		onAbsent(t, setup, "Mark", ledger.ErrFencingLost, func(b *bundle, key string) error {
+			return b.l.Mark(b.ctx, ledger.Claim{Key: key, ClaimID: "c1", Attempt: 1}, ledger.Outcome{State: ledger.StateSent})
+		})
 	})
 
 	t.Run("FencingLost/ExpiredRow", func(t *testing.T) {
@@ -691,12 +692,9 @@ func runRelease(t *testing.T, setup setupFunc) {
 	}
 
 	t.Run("FencingLost/AbsentKey", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
-		c := ledger.Claim{Key: newKey(t), ClaimID: "c1", Attempt: 1}
-		if err := b.l.Release(b.ctx, c, "x", time.Time{}); !errors.Is(err, ledger.ErrFencingLost) {
-			t.Fatalf("Release: err = %v, want ErrFencingLost", err)
-		}
+		onAbsent(t, setup, "Release", ledger.ErrFencingLost, func(b *bundle, key string) error {
+			return b.l.Release(b.ctx, ledger.Claim{Key: key, ClaimID: "c1", Attempt: 1}, "x", time.Time{})
+		})
 	})
 }
 
@@ -878,15 +876,10 @@ func runTakeOver(t *testing.T, setup setupFunc) {
 	})
 
 	t.Run("NotFound/Absent", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
-		cur := ledger.Record{Entry: NewEntry(newKey(t)), State: ledger.StateUncertain, ClaimID: "c1", Attempts: 1}
-		if _, err := b.l.TakeOver(b.ctx, cur, lease); !errors.Is(err, ledger.ErrNotFound) {
-			t.Fatalf("TakeOver: err = %v, want ErrNotFound", err)
-		}
-		if _, err := b.l.Get(b.ctx, cur.Key); !errors.Is(err, ledger.ErrNotFound) {
-			t.Errorf("Get: err = %v, want ErrNotFound", err)
-		}
+		onAbsent(t, setup, "TakeOver", ledger.ErrNotFound, func(b *bundle, key string) error {
+			_, err := b.l.TakeOver(b.ctx, ledger.Record{Entry: NewEntry(key), State: ledger.StateUncertain, ClaimID: "c1", Attempts: 1}, lease)
+			return err
+		})
 	})
 
 	t.Run("NotFound/Expired", func(t *testing.T) {
@@ -926,37 +919,10 @@ func runTakeOver(t *testing.T, setup setupFunc) {
 				b.clock.Advance(lease)
 			}
 			cur := b.get(t, e.Key)
-			var (
-				wg        sync.WaitGroup
-				mu        sync.Mutex
-				winners   []ledger.Claim
-				conflicts []ledger.Record
-				others    []error
-			)
-			for range workers {
-				wg.Go(func() {
-					c, err := b.l.TakeOver(b.ctx, cur, lease)
-					mu.Lock()
-					defer mu.Unlock()
-					if err == nil {
-						winners = append(winners, c)
-					} else if got, ok := ledger.AsConflict(err); ok {
-						conflicts = append(conflicts, got)
-					} else {
-						others = append(others, err)
-					}
-				})
-			}
-			wg.Wait()
-			if len(others) > 0 {
-				t.Fatalf("key %d: unexpected errors: %v", i, others)
-			}
-			if len(winners) != 1 || len(conflicts) != workers-1 {
-				t.Fatalf("key %d: %d winners, %d conflicts; want 1 and %d", i, len(winners), len(conflicts), workers-1)
-			}
+			winner, conflicts := contend(t, i, workers, func() (ledger.Claim, error) { return b.l.TakeOver(b.ctx, cur, lease) })
 			for _, got := range conflicts {
-				if got.ClaimID != winners[0].ClaimID || got.State != ledger.StatePending || got.Attempts != 2 {
-					t.Errorf("key %d: conflict row %s/%s/%d, want PENDING/%s/2", i, got.State, got.ClaimID, got.Attempts, winners[0].ClaimID)
+				if got.ClaimID != winner.ClaimID || got.State != ledger.StatePending || got.Attempts != 2 {
+					t.Errorf("key %d: conflict row %s/%s/%d, want PENDING/%s/2", i, got.State, got.ClaimID, got.Attempts, winner.ClaimID)
 				}
 			}
 		}
@@ -965,11 +931,10 @@ func runTakeOver(t *testing.T, setup setupFunc) {
 
 func runGet(t *testing.T, setup setupFunc) {
 	t.Run("NotFound/Absent", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
-		if _, err := b.l.Get(b.ctx, newKey(t)); !errors.Is(err, ledger.ErrNotFound) {
-			t.Fatalf("Get: err = %v, want ErrNotFound", err)
-		}
+		onAbsent(t, setup, "Get", ledger.ErrNotFound, func(b *bundle, key string) error {
+			_, err := b.l.Get(b.ctx, key)
+			return err
+		})
 	})
 	t.Run("NotFound/Expired", func(t *testing.T) {
 		t.Parallel()
@@ -1483,15 +1448,10 @@ func runApplyDelivery(t *testing.T, setup setupFunc) {
 	})
 
 	t.Run("NotFound/Absent", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
-		key := newKey(t)
-		if _, err := b.l.ApplyDelivery(b.ctx, key, ledger.Delivery{Status: "delivered", Rank: 3, At: b.clock.Now()}); !errors.Is(err, ledger.ErrNotFound) {
-			t.Fatalf("ApplyDelivery: err = %v, want ErrNotFound", err)
-		}
-		if _, err := b.l.Get(b.ctx, key); !errors.Is(err, ledger.ErrNotFound) {
-			t.Errorf("Get: err = %v, want ErrNotFound (no row created)", err)
-		}
+		onAbsent(t, setup, "ApplyDelivery", ledger.ErrNotFound, func(b *bundle, key string) error {
+			_, err := b.l.ApplyDelivery(b.ctx, key, ledger.Delivery{Status: "delivered", Rank: 3, At: b.clock.Now()})
+			return err
+		})
 	})
 
 	t.Run("NotFound/Expired", func(t *testing.T) {

@@ -1,7 +1,6 @@
 package httpprovider_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/sendonce/sendonce/internal/provider"
 	"github.com/sendonce/sendonce/internal/provider/httpprovider"
+	"github.com/sendonce/sendonce/internal/testsupport"
 )
 
 const (
@@ -27,39 +27,21 @@ const (
 	testKey   = "v1_a5ce46682abd7dc1fbbc58b114c4d26e0c9886586f14d590ea4ef4f1f6ee0b71"
 )
 
-// syncBuffer is a log sink safe for the transport's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 type bundle struct {
 	p   *httpprovider.Provider
-	log *syncBuffer
+	log *testsupport.Buffer
 }
 
 // setup returns a provider for baseURL that logs at Debug into a buffer.
 func setup(t *testing.T, baseURL string, timeout time.Duration) bundle {
 	t.Helper()
-	buf := &syncBuffer{}
+	buf := &testsupport.Buffer{}
 	p, err := httpprovider.New(httpprovider.Config{
 		BaseURL:     baseURL,
 		Token:       testToken,
 		Timeout:     timeout,
 		CallbackURL: "http://127.0.0.1:1/callbacks/http",
-		Logger:      slog.New(slog.NewJSONHandler(buf, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Logger:      buf.Logger(slog.LevelDebug),
 	})
 	if err != nil {
 		t.Fatalf("New: %v", err)

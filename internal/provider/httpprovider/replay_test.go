@@ -2,13 +2,13 @@ package httpprovider_test
 
 import (
 	"context"
-	"net/http/httptest"
 	"testing"
 	"time"
 
 	"github.com/sendonce/sendonce/internal/provider"
 	"github.com/sendonce/sendonce/internal/provider/httpprovider"
 	"github.com/sendonce/sendonce/internal/provider/simulator"
+	"github.com/sendonce/sendonce/internal/testsupport"
 )
 
 // TestNoTransparentReplay reproduces the duplicates `make chaos -seed 1`
@@ -19,11 +19,8 @@ import (
 // clean success instead of the ambiguous outcome docs/http-provider.md prescribes.
 func TestNoTransparentReplay(t *testing.T) {
 	t.Parallel()
-	sim := simulator.New(simulator.Options{Token: "tok", IdempotencyDisabled: true})
-	t.Cleanup(sim.Close)
-	srv := httptest.NewServer(sim.Handler())
-	t.Cleanup(srv.Close)
-	p, err := httpprovider.New(httpprovider.Config{BaseURL: srv.URL, Token: "tok", Timeout: 2 * time.Second, DisableIdempotency: true})
+	sim, url := testsupport.Simulator(t, simulator.Options{Token: "tok", IdempotencyDisabled: true})
+	p, err := httpprovider.New(httpprovider.Config{BaseURL: url, Token: "tok", Timeout: 2 * time.Second, DisableIdempotency: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,8 @@
 // Package providertest provides a func-field fake provider for unit tests
-// of the code that drives providers (sender, reconciler). Tests that are
-// about a provider's real behaviour use that provider's adapter against a
-// real or simulated server instead.
+// of the code that drives providers (sender, reconciler), and Restricted,
+// which presents a real adapter as one with fewer capabilities. Tests
+// that are about a provider's real behaviour use that provider's adapter
+// against a real or simulated server instead.
 package providertest
 
 import (
@@ -70,6 +71,36 @@ type Looking struct {
 // Lookup implements provider.Looker.
 func (l Looking) Lookup(ctx context.Context, m provider.Message) (provider.LookupResult, error) {
 	return l.LookupFunc(ctx, m)
+}
+
+// Adapter is a provider adapter that can also look messages up, as the
+// HTTP adapter can.
+type Adapter interface {
+	provider.Sender
+	provider.Looker
+}
+
+// Restricted presents an adapter as one with other capabilities than it
+// has (Caps), to drive the paths of a provider that cannot drop repeats
+// or cannot be asked. Everything else goes to the adapter.
+type Restricted struct {
+	Adapter
+	Caps provider.Capabilities
+}
+
+// Capabilities returns r.Caps.
+func (r Restricted) Capabilities() provider.Capabilities { return r.Caps }
+
+// LookupOnly presents a as a provider that can look messages up but does
+// not drop repeats of a key.
+func LookupOnly(a Adapter) Restricted {
+	return Restricted{Adapter: a, Caps: provider.Capabilities{LookupByReference: true}}
+}
+
+// NoCapabilities presents a as a provider that neither drops repeats nor
+// answers lookups.
+func NoCapabilities(a Adapter) Restricted {
+	return Restricted{Adapter: a}
 }
 
 // Error returns a provider error of kind k for tests.

@@ -397,13 +397,23 @@ func (s *Simulator) pickFault(op FaultOp, reference, key, to string) (Fault, boo
 	return f, ok
 }
 
-func (s *Simulator) handleSend(w http.ResponseWriter, r *http.Request) {
+// admit counts a request, and in count its kind, then applies the
+// configured latency. It reports false when the request was cut off
+// during it (the connection is then abandoned).
+func (s *Simulator) admit(w http.ResponseWriter, r *http.Request, count *int) bool {
 	s.mu.Lock()
 	s.stats.Requests++
-	s.stats.Sends++
+	*count++
 	s.mu.Unlock()
 	if !s.delay(r) {
 		s.abandon(w)
+		return false
+	}
+	return true
+}
+
+func (s *Simulator) handleSend(w http.ResponseWriter, r *http.Request) {
+	if !s.admit(w, r, &s.stats.Sends) {
 		return
 	}
 	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.maxBody))
@@ -537,12 +547,7 @@ func validate(req httpprovider.SendRequest) string {
 }
 
 func (s *Simulator) handleLookup(w http.ResponseWriter, r *http.Request) {
-	s.mu.Lock()
-	s.stats.Requests++
-	s.stats.Lookups++
-	s.mu.Unlock()
-	if !s.delay(r) {
-		s.abandon(w)
+	if !s.admit(w, r, &s.stats.Lookups) {
 		return
 	}
 	if s.opts.LookupDisabled {

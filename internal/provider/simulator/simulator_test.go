@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -17,6 +16,7 @@ import (
 	"github.com/sendonce/sendonce/internal/provider"
 	"github.com/sendonce/sendonce/internal/provider/httpprovider"
 	"github.com/sendonce/sendonce/internal/provider/simulator"
+	"github.com/sendonce/sendonce/internal/testsupport"
 )
 
 const (
@@ -39,17 +39,23 @@ func setup(t *testing.T, opts simulator.Options, callbackURL string) bundle {
 	if opts.Token == "" {
 		opts.Token = token
 	}
-	sim := simulator.New(opts)
-	srv := httptest.NewServer(sim.Handler())
-	t.Cleanup(func() {
-		sim.Close()
-		srv.Close()
-	})
-	p, err := httpprovider.New(httpprovider.Config{BaseURL: srv.URL, Token: token, Timeout: 300 * time.Millisecond, CallbackURL: callbackURL, Logger: quiet})
+	sim, url := testsupport.Simulator(t, opts)
+	p, err := httpprovider.New(httpprovider.Config{BaseURL: url, Token: token, Timeout: 300 * time.Millisecond, CallbackURL: callbackURL, Logger: quiet})
 	if err != nil {
 		t.Fatalf("httpprovider.New: %v", err)
 	}
-	return bundle{sim: sim, url: srv.URL, p: p}
+	return bundle{sim: sim, url: url, p: p}
+}
+
+// patient returns another adapter on b's simulator, with a 10s timeout:
+// for a test whose point is not the deadline.
+func (b bundle) patient(t *testing.T) *httpprovider.Provider {
+	t.Helper()
+	p, err := httpprovider.New(httpprovider.Config{BaseURL: b.url, Token: token, Timeout: 10 * time.Second, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
 
 func msg(key string) provider.Message {
@@ -376,9 +382,12 @@ func TestRandomFaultsSeeded(t *testing.T) {
 		if err := b.sim.SetRandom(simulator.RandomFaults{StatusRate: 0.3, ResetAfterRate: 0.2, TimeoutBeforeRate: 0.1, Hang: 20 * time.Millisecond}); err != nil {
 			t.Fatal(err)
 		}
+		// The outcome must come from the seed alone, never from a send
+		// that outlasts setup's 300ms on a loaded machine.
+		p := b.patient(t)
 		var out []string
 		for i := range 40 {
-			_, err := b.p.Send(context.Background(), msg(fmt.Sprint("k", i)))
+			_, err := p.Send(context.Background(), msg(fmt.Sprint("k", i)))
 			out = append(out, provider.KindOf(err).String()+fmt.Sprint(err == nil))
 		}
 		st := b.sim.Stats()
@@ -423,12 +432,15 @@ func TestLatency(t *testing.T) {
 func TestConcurrentSameKey(t *testing.T) {
 	t.Parallel()
 	b := setup(t, simulator.Options{Latency: time.Millisecond, Jitter: 2 * time.Millisecond}, "")
+	// 64 sends at once on a loaded machine outlast setup's 300ms timeout;
+	// the point here is one delivery, not the deadline.
+	p := b.patient(t)
 	const n = 64
 	ids := make([]string, n)
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {
-			rc, err := b.p.Send(context.Background(), msg("same"))
+			rc, err := p.Send(context.Background(), msg("same"))
 			if err != nil {
 				t.Errorf("Send %d: %v", i, err)
 			}
@@ -451,13 +463,11 @@ func TestConcurrentSameKey(t *testing.T) {
 
 func TestCloseReleasesHungRequests(t *testing.T) {
 	t.Parallel()
-	sim := simulator.New(simulator.Options{Token: token})
-	srv := httptest.NewServer(sim.Handler())
-	t.Cleanup(srv.Close)
+	sim, url := testsupport.Simulator(t, simulator.Options{Token: token})
 	if err := sim.AddFault(simulator.Fault{Kind: simulator.FaultTimeoutAfterAccept}); err != nil {
 		t.Fatal(err)
 	}
-	p, err := httpprovider.New(httpprovider.Config{BaseURL: srv.URL, Token: token, Timeout: time.Minute, Logger: quiet})
+	p, err := httpprovider.New(httpprovider.Config{BaseURL: url, Token: token, Timeout: time.Minute, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,8 @@ import (
 	"net/mail"
 	"strings"
 	"testing"
+
+	"github.com/sendonce/sendonce/internal/provider/smtpprovider/smtptest"
 )
 
 // TestSendHTMLIsMultipartAlternative: a message with an HTML part reaches
@@ -15,7 +17,7 @@ import (
 // without stays text/plain.
 func TestSendHTMLIsMultipartAlternative(t *testing.T) {
 	t.Parallel()
-	b := setup(t, &backend{})
+	b := setup(t, smtptest.Options{})
 	p := b.provider(t)
 	m := email("v1_html")
 	m.HTML = "<p>Order <b>A-1001</b> shipped</p>"
@@ -25,7 +27,7 @@ func TestSendHTMLIsMultipartAlternative(t *testing.T) {
 	if _, err := p.Send(t.Context(), email("v1_plain")); err != nil {
 		t.Fatal(err)
 	}
-	got := b.be.messages()
+	got := b.received()
 	if len(got) != 2 {
 		t.Fatalf("server received %d messages", len(got))
 	}

@@ -9,137 +9,42 @@ import (
 	"net"
 	"net/mail"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/emersion/go-sasl"
 	"github.com/emersion/go-smtp"
 
 	"github.com/sendonce/sendonce/internal/provider"
 	"github.com/sendonce/sendonce/internal/provider/smtpprovider"
+	"github.com/sendonce/sendonce/internal/provider/smtpprovider/smtptest"
+	"github.com/sendonce/sendonce/internal/testsupport"
 )
 
-// backend is a real SMTP server's backend that records messages and can
-// be told to refuse or stall.
-type backend struct {
-	mu       sync.Mutex
-	received [][]byte
-	rcptErr  error
-	dataErr  error
-	stall    chan struct{} // when set, Data reads the message then waits on it
-	user     string
-	pass     string
-}
-
-func (b *backend) NewSession(*smtp.Conn) (smtp.Session, error) { return &session{b: b}, nil }
-
-type session struct {
-	b    *backend
-	auth bool
-}
-
-func (s *session) AuthMechanisms() []string {
-	if s.b.user == "" {
-		return nil
-	}
-	return []string{sasl.Plain}
-}
-
-func (s *session) Auth(string) (sasl.Server, error) {
-	return sasl.NewPlainServer(func(_, user, pass string) error {
-		if user != s.b.user || pass != s.b.pass {
-			return &smtp.SMTPError{Code: 535, EnhancedCode: smtp.EnhancedCode{5, 7, 8}, Message: "Authentication credentials invalid"}
-		}
-		s.auth = true
-		return nil
-	}), nil
-}
-
-func (s *session) Mail(string, *smtp.MailOptions) error {
-	if s.b.user != "" && !s.auth {
-		return smtp.ErrAuthRequired
-	}
-	return nil
-}
-
-func (s *session) Rcpt(string, *smtp.RcptOptions) error {
-	s.b.mu.Lock()
-	defer s.b.mu.Unlock()
-	return s.b.rcptErr
-}
-
-func (s *session) Data(r io.Reader) error {
-	raw, err := io.ReadAll(r)
-	if err != nil {
-		return err
-	}
-	s.b.mu.Lock()
-	stall, dataErr := s.b.stall, s.b.dataErr
-	if dataErr == nil {
-		s.b.received = append(s.b.received, raw)
-	}
-	s.b.mu.Unlock()
-	if stall != nil {
-		<-stall // the whole message is in; the final reply never comes
-	}
-	return dataErr
-}
-
-func (s *session) Reset()        {}
-func (s *session) Logout() error { return nil }
-
-func (b *backend) messages() [][]byte {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return append([][]byte(nil), b.received...)
-}
-
 type bundle struct {
-	be   *backend
-	port int
-	logs *bytes.Buffer
-	lmu  *sync.Mutex
+	srv  *smtptest.Server
+	logs *testsupport.Buffer
 }
 
-type lockedWriter struct {
-	mu *sync.Mutex
-	w  io.Writer
-}
-
-func (l lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
-}
-
-func setup(t *testing.T, be *backend) bundle {
+func setup(t *testing.T, opts smtptest.Options) bundle {
 	t.Helper()
-	srv := smtp.NewServer(be)
-	srv.Domain = "localhost"
-	srv.AllowInsecureAuth = true
-	srv.ReadTimeout = 10 * time.Second
-	srv.WriteTimeout = 10 * time.Second
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	return bundle{srv: smtptest.New(t, opts), logs: &testsupport.Buffer{}}
+}
+
+// received returns the messages the server holds, as sent.
+func (b bundle) received() [][]byte {
+	var out [][]byte
+	for _, m := range b.srv.Messages() {
+		out = append(out, m.Data)
 	}
-	go func() { _ = srv.Serve(ln) }()
-	t.Cleanup(func() {
-		if be.stall != nil {
-			close(be.stall)
-		}
-		_ = srv.Close()
-	})
-	return bundle{be: be, port: ln.Addr().(*net.TCPAddr).Port, logs: &bytes.Buffer{}, lmu: &sync.Mutex{}}
+	return out
 }
 
 func (b bundle) provider(t *testing.T, mod ...func(*smtpprovider.Config)) *smtpprovider.Provider {
 	t.Helper()
 	cfg := smtpprovider.Config{
-		Host: "127.0.0.1", Port: b.port, TLS: smtpprovider.TLSNone, From: "notify@sendonce.example",
+		Host: "127.0.0.1", Port: b.srv.Port, TLS: smtpprovider.TLSNone, From: "notify@sendonce.example",
 		Timeout: 2 * time.Second, Now: func() time.Time { return time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC) },
-		Logger: slog.New(slog.NewJSONHandler(lockedWriter{b.lmu, b.logs}, nil)),
+		Logger: b.logs.Logger(slog.LevelInfo),
 	}
 	for _, f := range mod {
 		f(&cfg)
@@ -157,7 +62,7 @@ func email(key string) provider.Message {
 
 func TestSend(t *testing.T) {
 	t.Parallel()
-	b := setup(t, &backend{})
+	b := setup(t, smtptest.Options{})
 	p := b.provider(t)
 	rc, err := p.Send(context.Background(), email("v1_abc123"))
 	if err != nil {
@@ -166,7 +71,7 @@ func TestSend(t *testing.T) {
 	if rc.MessageID != "v1_abc123@sendonce.example" {
 		t.Errorf("MessageID = %q", rc.MessageID)
 	}
-	got := b.be.messages()
+	got := b.received()
 	if len(got) != 1 {
 		t.Fatalf("server received %d messages, want 1", len(got))
 	}
@@ -193,11 +98,11 @@ func TestSend(t *testing.T) {
 func TestSendAuth(t *testing.T) {
 	t.Parallel()
 	const password = "hunter2-very-secret"
-	b := setup(t, &backend{user: "relay", pass: password})
+	b := setup(t, smtptest.Options{Username: "relay", Password: password})
 	if _, err := b.provider(t, func(c *smtpprovider.Config) { c.Username, c.Password = "relay", password }).Send(context.Background(), email("v1_auth")); err != nil {
 		t.Fatalf("Send with the right password: %v", err)
 	}
-	if n := len(b.be.messages()); n != 1 {
+	if n := len(b.received()); n != 1 {
 		t.Fatalf("received %d, want 1", n)
 	}
 
@@ -208,9 +113,7 @@ func TestSendAuth(t *testing.T) {
 	if !errors.As(err, &pe) || pe.Kind != provider.Config || pe.Code != "535" {
 		t.Fatalf("err = %v, want config 535", err)
 	}
-	b.lmu.Lock()
 	logs := b.logs.String()
-	b.lmu.Unlock()
 	if !strings.Contains(logs, "smtp send failed") {
 		t.Fatalf("no failure logged: %q", logs)
 	}
@@ -225,21 +128,21 @@ func TestSendFailures(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name     string
-		be       *backend
+		opts     smtptest.Options
 		want     provider.Kind
 		wantCode string
 		received int
 	}{
-		{"Rcpt550", &backend{rcptErr: &smtp.SMTPError{Code: 550, EnhancedCode: smtp.EnhancedCode{5, 1, 1}, Message: "<ana@example.com>: mailbox unavailable"}}, provider.Permanent, "550", 0},
-		{"Rcpt451", &backend{rcptErr: &smtp.SMTPError{Code: 451, EnhancedCode: smtp.EnhancedCode{4, 3, 0}, Message: "try again later"}}, provider.Transient, "451", 0},
-		{"Data550", &backend{dataErr: &smtp.SMTPError{Code: 550, EnhancedCode: smtp.EnhancedCode{5, 7, 1}, Message: "content rejected"}}, provider.Permanent, "550", 0},
-		{"Data451", &backend{dataErr: &smtp.SMTPError{Code: 451, EnhancedCode: smtp.EnhancedCode{4, 3, 0}, Message: "local error"}}, provider.Transient, "451", 0},
-		{"StallAfterData", &backend{stall: make(chan struct{})}, provider.Ambiguous, "", 1},
+		{"Rcpt550", smtptest.Options{RcptErr: &smtp.SMTPError{Code: 550, EnhancedCode: smtp.EnhancedCode{5, 1, 1}, Message: "<ana@example.com>: mailbox unavailable"}}, provider.Permanent, "550", 0},
+		{"Rcpt451", smtptest.Options{RcptErr: &smtp.SMTPError{Code: 451, EnhancedCode: smtp.EnhancedCode{4, 3, 0}, Message: "try again later"}}, provider.Transient, "451", 0},
+		{"Data550", smtptest.Options{DataErr: &smtp.SMTPError{Code: 550, EnhancedCode: smtp.EnhancedCode{5, 7, 1}, Message: "content rejected"}}, provider.Permanent, "550", 0},
+		{"Data451", smtptest.Options{DataErr: &smtp.SMTPError{Code: 451, EnhancedCode: smtp.EnhancedCode{4, 3, 0}, Message: "local error"}}, provider.Transient, "451", 0},
+		{"StallAfterData", smtptest.Options{Stall: -1}, provider.Ambiguous, "", 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			b := setup(t, tt.be)
+			b := setup(t, tt.opts)
 			p := b.provider(t, func(c *smtpprovider.Config) { c.Timeout = 500 * time.Millisecond })
 			start := time.Now()
 			_, err := p.Send(context.Background(), email("v1_"+tt.name))
@@ -251,7 +154,7 @@ func TestSendFailures(t *testing.T) {
 				t.Errorf("kind, code = %v, %q; want %v, %q (%v)", pe.Kind, pe.Code, tt.want, tt.wantCode, pe)
 			}
 			t.Logf("error: %v", pe)
-			if got := len(b.be.messages()); got != tt.received {
+			if got := len(b.received()); got != tt.received {
 				t.Errorf("server holds %d messages, want %d", got, tt.received)
 			}
 			if d := time.Since(start); d > 3*time.Second {
@@ -266,7 +169,7 @@ func TestSendFailures(t *testing.T) {
 
 func TestSendCtxDeadline(t *testing.T) {
 	t.Parallel()
-	b := setup(t, &backend{stall: make(chan struct{})})
+	b := setup(t, smtptest.Options{Stall: -1})
 	p := b.provider(t, func(c *smtpprovider.Config) { c.Timeout = 10 * time.Second })
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
@@ -317,20 +220,20 @@ func TestConnectFailures(t *testing.T) {
 
 func TestMandatoryTLSWithoutStartTLS(t *testing.T) {
 	t.Parallel()
-	b := setup(t, &backend{})
+	b := setup(t, smtptest.Options{})
 	p := b.provider(t, func(c *smtpprovider.Config) { c.TLS = smtpprovider.TLSMandatory })
 	_, err := p.Send(context.Background(), email("v1_tls"))
 	if got := provider.KindOf(err); got != provider.Config {
 		t.Errorf("kind = %v, want config (%v)", got, err)
 	}
-	if n := len(b.be.messages()); n != 0 {
+	if n := len(b.received()); n != 0 {
 		t.Errorf("received %d, want 0", n)
 	}
 }
 
 func TestBadInput(t *testing.T) {
 	t.Parallel()
-	b := setup(t, &backend{})
+	b := setup(t, smtptest.Options{})
 	p := b.provider(t)
 	for _, m := range []provider.Message{
 		{Key: "v1_x", Channel: "email", To: "not an address"},

@@ -1,19 +1,18 @@
 package twilio_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/sendonce/sendonce/internal/provider"
 	"github.com/sendonce/sendonce/internal/provider/twilio"
 	"github.com/sendonce/sendonce/internal/provider/twilio/twiliotest"
+	"github.com/sendonce/sendonce/internal/testsupport"
 )
 
 const (
@@ -24,34 +23,17 @@ const (
 type bundle struct {
 	fake *twiliotest.Server
 	p    *twilio.Provider
-	logs *syncBuffer
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+	logs *testsupport.Buffer
 }
 
 func setup(t *testing.T, mod ...func(*twilio.Config)) bundle {
 	t.Helper()
 	fake := twiliotest.New(t)
-	logs := &syncBuffer{}
+	logs := &testsupport.Buffer{}
 	cfg := twilio.Config{
 		BaseURL: fake.URL, AccountSID: fake.AccountSID, AuthToken: fake.AuthToken, From: from,
 		CallbackBaseURL: "https://hooks.example.com", Timeout: 2 * time.Second,
-		Logger: slog.New(slog.NewJSONHandler(logs, nil)),
+		Logger: logs.Logger(slog.LevelInfo),
 	}
 	for _, f := range mod {
 		f(&cfg)
