@@ -24,7 +24,12 @@
 // worker that died mid-send, and a message that was never sent becomes
 // UNCERTAIN. A lost TakeOver of a row whose previous attempt may have sent
 // (not released) is not released, because that would claim nothing was
-// sent. Every Release, and every FAILED mark (nothing was delivered
+// sent: a takeover of an UNCERTAIN row marks it UNCERTAIN again under the
+// claim it tried to take (fenced), so the row is due for the reconciler
+// at once with its lookup window intact, instead of sitting PENDING until
+// the new lease passes; a stale PENDING row is stale again once the new
+// lease passes.
+// Every Release, and every FAILED mark (nothing was delivered
 // either), is retried (ReleaseAttempts tries within ReleaseTimeout) under
 // a context that survives the invocation's cancellation
 // (context.WithoutCancel), so a cancelled invocation still gives its claim
@@ -239,15 +244,37 @@ func (d *Dispatcher) TakeOver(ctx context.Context, cur ledger.Record, lease time
 		if cur.Released {
 			d.Logger.Error("take over: ledger answer lost; releasing the claim it may have taken", "key", cur.Key, "error", err)
 			d.releaseLost(ctx, c, cur.Channel, "takeover")
-		} else {
+		} else if cur.State == ledger.StateUncertain {
 			// Releasing would claim that nothing was sent, which the
-			// previous attempt cannot promise: the row stays PENDING
-			// (if the write applied) until the lease passes, and its
-			// LookupFrom still covers the previous attempt.
+			// previous attempt cannot promise. The row goes back to what
+			// it was: UNCERTAIN, under the claim this worker may hold
+			// (fenced, so harmless if the takeover never applied). It is
+			// due for the reconciler at once instead of after the new
+			// lease, and its LookupFrom still covers the earlier attempt.
+			d.Logger.Error("take over: ledger answer lost; marking the row uncertain again under the claim it may have taken", "key", cur.Key, "error", err)
+			d.restoreUncertain(ctx, c)
+		} else {
+			// A stale PENDING row: once the new lease passes (if the
+			// write applied) it is a stale PENDING row again, as it was,
+			// and its LookupFrom still covers the previous attempt.
 			d.Logger.Error("take over: ledger answer lost", "key", cur.Key, "error", err)
 		}
 	}
 	return ledger.Claim{}, err
+}
+
+// restoreUncertain records UNCERTAIN under claim c, which a takeover of
+// an UNCERTAIN row tried to take and whose answer was lost. It is retried
+// like a Release; ErrFencingLost means the takeover never applied (or
+// another worker has the row) and changes nothing.
+func (d *Dispatcher) restoreUncertain(ctx context.Context, c ledger.Claim) {
+	const reason = "ledger: a takeover's answer was lost before the provider call; the earlier attempt's outcome is unknown"
+	err := d.retry(ctx, "record UNCERTAIN again", c.Key, func(ctx context.Context) error {
+		return d.Ledger.Mark(ctx, c, ledger.Outcome{State: ledger.StateUncertain, Reason: reason})
+	})
+	if err != nil && !errors.Is(err, ledger.ErrFencingLost) {
+		d.Logger.Error("record UNCERTAIN again failed: the row stays PENDING until its lease passes", "key", c.Key, "error", err)
+	}
 }
 
 func (d *Dispatcher) releaseLost(ctx context.Context, c ledger.Claim, channel, op string) {
