@@ -208,35 +208,38 @@ func (w *syncWriter) String() string {
 }
 
 // TestAmbiguous: a class-policy abandon after a lost DynamoDB answer is a
-// miss only when something else made the message ambiguous; a lost answer
-// whose worker lived on, alone, is a violation.
+// miss only when something else made the message ambiguous and every lost
+// answer its worker lived through was released; otherwise a violation.
 func TestAmbiguous(t *testing.T) {
 	t.Parallel()
 	const key = "v1_k"
 	line := func(msg string, extra string) string {
 		return `{"level":"ERROR","msg":"` + msg + `","key":"` + key + `"` + extra + `}`
 	}
+	released := line("take over: ledger answer lost; releasing the claim it may have taken", "")
+	died := `{"level":"WARN","msg":"abandoned","key":"` + key + `","state":"PENDING","attempts":4}`
 	for _, tc := range []struct {
 		name string
 		ops  []string
-		logs string
+		logs []string
 		want bool
 	}{
-		{"NoLostAnswer", nil, "", true},
-		{"KilledAfterTheLostAnswer", []string{"takeover+kill"}, "", true},
-		{"LostTakeoverOfAnUnreleasedRowOnTheWire", []string{"claim", "takeover(unreleased)"}, "", true},
-		{"ReleaseNeverApplied", []string{"release"}, "", true},
-		{"LostClaimAlone", []string{"claim"}, line("claim: ledger answer lost; releasing the claim it may have taken", ""), false},
-		{"LostTakeoverOfAReleasedRow", []string{"takeover"}, line("take over: ledger answer lost; releasing the claim it may have taken", ""), false},
-		{"LostTakeoverOfAStaleRow", []string{"takeover"}, line("take over: ledger answer lost", ""), true},
-		{"LostTakeoverOfAnUncertainRow", []string{"takeover"}, line("take over: ledger answer lost; marking the row uncertain again under the claim it may have taken", ""), true},
-		{"AmbiguousProviderAnswer", []string{"release"}, line("provider call failed", `,"kind":"ambiguous"`), true},
-		{"AnotherKeysAmbiguity", []string{"claim"}, strings.ReplaceAll(line("provider outcome ambiguous: recorded as uncertain", ""), key, "v1_other"), false},
+		{"NoLostAnswer", nil, nil, true},
+		{"KilledAfterTheLostAnswer", []string{"takeover+kill"}, nil, true},
+		{"LostTakeoverOfAnUnreleasedRow", []string{"claim+kill", "takeover(unreleased)"}, nil, true},
+		{"ReleaseNeverApplied", []string{"release"}, nil, true},
+		{"LostClaimNotReleased", []string{"claim"}, []string{died}, false},
+		{"LostTakeoverReleasedNothingElse", []string{"takeover"}, []string{released}, false},
+		{"LostTakeoverReleasedThenAWorkerDied", []string{"takeover"}, []string{released, died}, true},
+		{"LostTakeoverReleasedThenAmbiguous", []string{"takeover"}, []string{released, line("provider call failed", `,"kind":"ambiguous"`)}, true},
+		{"ReleaseFailed", []string{"takeover"}, []string{released, line("release claim failed: the row stays PENDING until its lease passes", ""), died}, false},
+		{"TwoLostOneReleased", []string{"claim", "takeover"}, []string{released, died}, false},
+		{"AnotherKeysEvidence", []string{"takeover"}, []string{released, strings.ReplaceAll(died, key, "v1_other")}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			logs := map[string]string{"sender-1": "START\n" + tc.logs + "\nEND"}
-			if got := ambiguous(tc.ops, func() map[string]bool { return keysLogged(logs) }, key); got != tc.want {
+			logs := map[string]string{"sender-1": "START\n" + strings.Join(tc.logs, "\n") + "\nEND"}
+			if got := ambiguous(tc.ops, func() map[string]keyEvidence { return keysLogged(logs) }, key); got != tc.want {
 				t.Errorf("ambiguous(%v) = %v, want %v", tc.ops, got, tc.want)
 			}
 		})

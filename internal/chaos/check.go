@@ -114,7 +114,7 @@ func (l *lane) check(ctx context.Context, lostKeys map[string][]string) (LaneRep
 	for _, d := range dls {
 		onDLQ[d.Body] = true
 	}
-	ambiguousKeys := sync.OnceValue(func() map[string]bool { return keysLogged(logs) })
+	evidence := sync.OnceValue(func() map[string]keyEvidence { return keysLogged(logs) })
 	caps := map[Capability]bool{}
 	valid := map[string]bool{}
 	for _, m := range l.w.Messages {
@@ -191,7 +191,7 @@ func (l *lane) check(ctx context.Context, lostKeys map[string][]string) (LaneRep
 			case strings.Contains(rec.Reason, "maximum age") || strings.Contains(rec.Reason, "max age"):
 				lr.AbandonedMaxAge++
 			case capability == Neither && (strings.Contains(rec.Reason, "policy") || strings.Contains(rec.Reason, "gave up after")) &&
-				ambiguous(lostKeys[m.Key], ambiguousKeys, m.Key):
+				ambiguous(lostKeys[m.Key], evidence, m.Key):
 				lr.AbandonedByPolicy++
 				cc.Misses++
 			default:
@@ -290,52 +290,74 @@ func neverAcceptedCause(reason string, lost []string) string {
 
 // ambiguous reports whether a message that an adapter which can neither
 // drop repeats nor be asked gave up on (class policy, or its resend budget)
-// had a truly ambiguous attempt, so that the abandon is the policy's miss:
-// no DynamoDB answer of its key was lost; or a worker was killed right
-// after one (by the proxy, or by the crasher within killWindow: nobody can
-// know whether it went on to send); or the lost answer was a TakeOver of a
-// row that was not released (already holding an attempt of unknown
-// outcome, as the request itself shows) or a Release that never reached
-// the table; or an attempt's provider outcome was ambiguous, or a
-// takeover whose answer was lost found the row not released, as the
-// workers logged. What is left, a lost Claim or TakeOver of a released
-// row whose worker lived on and nothing else, was not ambiguous: that
-// worker knew it had sent nothing and must have released its claim.
-func ambiguous(ops []string, ambiguousKeys func() map[string]bool, key string) bool {
+// had a truly ambiguous attempt, so that the abandon is the policy's miss.
+// It is, when no DynamoDB answer of its key was lost; or a worker was
+// killed right after one (by the proxy, or by the crasher within
+// killWindow: nobody can know whether it went on to send); or the lost
+// answer was a TakeOver of a row that was not released (it already held
+// an attempt of unknown outcome, as the request itself shows) or a
+// Release that never reached the table. Otherwise every lost Claim or
+// TakeOver of a released row must have been followed by its worker's
+// release (as logged), and then the message is ambiguous only if
+// something else made it so: an ambiguous provider outcome, or a worker
+// that died holding a claim (the row was decided on as a stale claim;
+// a worker killed mid-send leaves no line of its own).
+func ambiguous(ops []string, evidence func() map[string]keyEvidence, key string) bool {
 	if len(ops) == 0 {
 		return true
 	}
+	mustRelease := 0
 	for _, op := range ops {
-		// A worker killed right after the loss (nobody can know whether
-		// it went on to send); a takeover of a row that was already
-		// ambiguous; a Release that never reached the table (the proxy
-		// swallows its retries too: the worker cannot record that it sent
-		// nothing, and its claim looks like a dead worker's).
 		if strings.HasSuffix(op, "+kill") || strings.HasPrefix(op, "takeover(unreleased)") || strings.HasPrefix(op, "release") {
 			return true
 		}
+		mustRelease++
 	}
-	return ambiguousKeys()[key]
+	ev := evidence()[key]
+	if ev.releasing < mustRelease || ev.releaseFailed {
+		return false // the worker knew it sent nothing and did not record it
+	}
+	return ev.ambiguousOutcome || ev.deadWorker
+}
+
+// keyEvidence is what the workers' logs say about one key.
+type keyEvidence struct {
+	// releasing counts releases after a lost Claim or TakeOver answer;
+	// releaseFailed is set when a release (or a mark after a lost
+	// answer) failed.
+	releasing     int
+	releaseFailed bool
+	// ambiguousOutcome: a provider call's outcome was ambiguous.
+	ambiguousOutcome bool
+	// deadWorker: the row was decided on as a stale claim whose worker
+	// never recorded an outcome.
+	deadWorker bool
 }
 
 var keyField = regexp.MustCompile(`"key":"([^"]+)"`)
 
-// keysLogged returns the keys of the log lines that report an ambiguous
-// provider outcome or a lost takeover of a row that was not released.
-func keysLogged(logs map[string]string) map[string]bool {
-	out := map[string]bool{}
+// keysLogged reads the evidence per key from every log line that names one.
+func keysLogged(logs map[string]string) map[string]keyEvidence {
+	out := map[string]keyEvidence{}
 	for _, text := range logs {
 		for _, line := range strings.Split(text, "\n") {
-			// A lost takeover of a row that was not released: the row
-			// it took over already held an attempt of unknown outcome
-			// (as read from the ledger), before that answer was lost.
-			tookAmbiguous := strings.Contains(line, "take over: ledger answer lost") && !strings.Contains(line, "releasing the claim")
-			if !tookAmbiguous && !strings.Contains(line, `"kind":"ambiguous"`) && !strings.Contains(line, "provider outcome ambiguous") {
+			m := keyField.FindStringSubmatch(line)
+			if m == nil {
 				continue
 			}
-			if m := keyField.FindStringSubmatch(line); m != nil {
-				out[m[1]] = true
+			ev := out[m[1]]
+			switch {
+			case strings.Contains(line, "ledger answer lost; releasing the claim it may have taken"):
+				ev.releasing++
+			case strings.Contains(line, "release claim failed") || strings.Contains(line, "record UNCERTAIN again failed"):
+				ev.releaseFailed = true
+			case strings.Contains(line, `"kind":"ambiguous"`) || strings.Contains(line, "provider outcome ambiguous"):
+				ev.ambiguousOutcome = true
+			case strings.Contains(line, "a worker died holding the claim") ||
+				strings.Contains(line, `"msg":"abandoned"`) && strings.Contains(line, `"state":"PENDING"`):
+				ev.deadWorker = true
 			}
+			out[m[1]] = ev
 		}
 	}
 	return out
