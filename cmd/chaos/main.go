@@ -1,12 +1,12 @@
 // Command chaos runs the real local pipeline through every provider
-// adapter (http, twilio, sns, smtp), each against its counterpart, under
+// adapter (http, twilio, sns, smtp, ses), each against its counterpart, under
 // redeliveries, crashes, provider faults and an outage, callback trouble,
 // a DynamoDB error storm and lost DynamoDB answers (package chaos), then
 // checks every message against each counterpart's ground truth and prints
 // the verdict per adapter. `make chaos` runs it after starting DynamoDB
 // Local and moto_server.
 //
-//	go run ./cmd/chaos [-n 2000] [-seed S] [-lanes http,twilio,sns,smtp] [-lookup-only email|sms|""]
+//	go run ./cmd/chaos [-n 2000] [-seed S] [-lanes http,twilio,sns,smtp,ses] [-lookup-only email|sms|""]
 //	                   [-long-claims=true] [-crash-every D] [-outage D] [-max-depth K] [-timeout D]
 //
 // It reads the emulators' endpoints from SENDONCE_TEST_DYNAMODB_ENDPOINT

@@ -41,8 +41,10 @@
 //
 // The queue is fed as the pollers drain it (localpipeline.Feeder), its
 // depth bounded. Then faults stop, every lane's reconciler runs until no
-// row needs attention and its queue is drained, the dead-letter queues are
-// read, and the verdict is drawn per lane (Report.Lanes).
+// row needs attention and its queue is drained (valid messages SQS moved
+// to the dead-letter queue are redriven, as an operator would), the
+// dead-letter queues are read, and the verdict is drawn per lane
+// (Report.Lanes).
 package chaos
 
 import (
@@ -67,6 +69,7 @@ import (
 	"github.com/sendonce/sendonce/internal/localpipeline"
 	"github.com/sendonce/sendonce/internal/provider/simulator"
 	"github.com/sendonce/sendonce/internal/rie"
+	"github.com/sendonce/sendonce/internal/sender"
 )
 
 // Options configures a chaos run. Zero rates turn a fault off; Defaults
@@ -159,7 +162,9 @@ func Defaults(n int, seed uint64) Options {
 		LookupOnly:  "email",
 		LongClaims:  true,
 		FaultWindow: max(40*time.Second, time.Duration(n)*60*time.Millisecond),
-		Timeout:     max(5*time.Minute, time.Duration(n)*90*time.Millisecond),
+		// A bound, not a target: on a 2-core machine shared with other
+		// jobs moto_server and DynamoDB Local answer several times slower.
+		Timeout: max(8*time.Minute, time.Duration(n)*150*time.Millisecond),
 	}
 }
 
@@ -204,6 +209,11 @@ type lane struct {
 	busy atomic.Bool
 	// flush makes every copy due at once (the calm phase).
 	flush atomic.Bool
+	// deadLetters are the invalid bodies (with their reason) the calm
+	// phase took off the dead-letter queue; redriven counts the valid
+	// messages it found there and sent back to the queue.
+	deadLetters []localpipeline.DeadLetter
+	redriven    int
 }
 
 type copyAt struct {
@@ -369,6 +379,15 @@ func Run(ctx context.Context, o Options) (rep Report, err error) {
 		return n
 	}
 	crasher := NewCrasher(senders, reconcilers, o.CrashEvery, o.ReconcilerShare, inFlight, crashSeed)
+	crasher.OnKill = func(inst *rie.Instance) {
+		instMu.Lock()
+		defer instMu.Unlock()
+		for tag, in := range instances {
+			if in == inst {
+				proxy.Killed(tag)
+			}
+		}
+	}
 	proxy.Kill = func(tag string) bool {
 		instMu.Lock()
 		inst := instances[tag]
@@ -634,11 +653,18 @@ func (l *lane) feedLoop(ctx context.Context) {
 }
 
 // calm reconciles until no row needs attention and the feeding loop has
-// nothing left with the queue empty (twice in a row), and reports
-// whether that happened before ctx ended.
+// nothing left with the queue and the dead-letter queue empty (twice in a
+// row), and reports whether that happened before ctx ended. A valid
+// message SQS moved to the dead-letter queue (maxReceiveCount: e.g. a
+// record the sender kept retrying because too little of its invocation
+// was left) is sent back to the queue, as the documented operator's
+// redrive does: it must then be delivered once like any other.
 func (l *lane) calm(ctx context.Context) bool {
 	quiet := 0
 	for ctx.Err() == nil {
+		if l.redrive(ctx) > 0 {
+			quiet = 0
+		}
 		rows, err := l.p.Attention(ctx)
 		if err != nil {
 			sleepCtx(ctx, time.Second)
@@ -666,6 +692,29 @@ func (l *lane) calm(ctx context.Context) bool {
 		sleepCtx(ctx, time.Second)
 	}
 	return false
+}
+
+// redrive moves the valid messages on the lane's dead-letter queue back
+// to its queue (the feeder's front) and keeps the invalid ones for the
+// check. It returns how many it found.
+func (l *lane) redrive(ctx context.Context) int {
+	if vis, _, err := l.p.DLQDepth(ctx); err != nil || vis == 0 {
+		return 0
+	}
+	dls, _ := l.p.DrainDLQ(ctx) // what it could not read stays for the check
+	var back []string
+	for _, d := range dls {
+		if _, ok := d.Attributes[sender.AttrErrorReason]; ok {
+			l.deadLetters = append(l.deadLetters, d)
+			continue
+		}
+		back = append(back, d.Body)
+	}
+	if len(back) > 0 {
+		l.redriven += len(back)
+		l.feed.AddFront(back...)
+	}
+	return len(dls)
 }
 
 // laneProgress is one progress line's figures per lane: sent (distinct

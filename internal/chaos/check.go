@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"regexp"
 	"slices"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/sendonce/sendonce/internal/ledger"
 	"github.com/sendonce/sendonce/internal/localpipeline"
@@ -37,7 +40,8 @@ type LaneReport struct {
 	Lost int
 	// Abandoned counts ABANDONED rows: AbandonedDelivered those the
 	// provider had accepted once, AbandonedByPolicy those the class policy
-	// gave up on after an ambiguous attempt (a miss), AbandonedMaxAge those
+	// (or its resend budget) gave up on after an ambiguous attempt (a
+	// miss), AbandonedMaxAge those
 	// given up at the maximum age, and AbandonedNeverAccepted the rest: a
 	// message given up although no provider ever took it.
 	Abandoned, AbandonedDelivered, AbandonedByPolicy, AbandonedMaxAge, AbandonedNeverAccepted int
@@ -56,6 +60,10 @@ type LaneReport struct {
 	// Redriven valid messages moved there by maxReceiveCount, of which
 	// RedrivenResolved still had a final ledger row.
 	DeadLettered, Redriven, RedrivenResolved int
+	// OperatorRedriven counts the valid messages the calm phase found on
+	// the dead-letter queue and sent back to the queue (an operator's
+	// redrive); each must still end delivered once.
+	OperatorRedriven int
 	// Leaks are addresses found in the lane's function logs.
 	Leaks []localpipeline.Leak
 
@@ -66,15 +74,17 @@ type LaneReport struct {
 	deliveryFailed, throttleLogged, slow, copies int
 }
 
-// maxEvents bounds the violations of one lane that get their log lines.
+// maxEvents bounds the violations of one kind in one lane that get their
+// log lines.
 const maxEvents = 8
 
 // check compares every logical message of the lane with its
 // counterpart's ground truth.
 // lostKeys are the proxy's lost answers per key (Proxy.LostKeys): a
 // message given up by class policy after a lost Claim or TakeOver answer
-// (or an unapplied Release) whose worker lived on was not ambiguous: the
-// worker knew it had sent nothing and could have released.
+// (or an unapplied Release) whose worker lived on, with nothing else
+// ambiguous about it (see ambiguous), was not ambiguous: the worker knew
+// it had sent nothing and could have released.
 func (l *lane) check(ctx context.Context, lostKeys map[string][]string) (LaneReport, []Violation, error) {
 	lr := LaneReport{Name: l.def.Name, Failed: map[string]int{}, NeverAcceptedCauses: map[string]int{}, States: map[ledger.State]int{}, Classes: map[string]*ClassCount{},
 		Poller: l.p.Stats(), Faults: l.cp.Faulted(), slow: l.slow, copies: len(l.copies)}
@@ -85,13 +95,26 @@ func (l *lane) check(ctx context.Context, lostKeys map[string][]string) (LaneRep
 	}
 	logs := l.p.Logs()
 	var vs []Violation
+	withEvents := map[string]int{} // per kind, so a rare kind keeps its log lines
 	add := func(v Violation) {
 		v.Lane = l.def.Name
-		if v.Key != "" && len(vs) < maxEvents {
+		if v.Key != "" && withEvents[v.Kind] < maxEvents {
+			withEvents[v.Kind]++
 			v.Events = events(logs, v.Key)
 		}
 		vs = append(vs, v)
 	}
+	dls, err := l.p.DrainDLQ(ctx)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	dls = append(dls, l.deadLetters...)
+	lr.OperatorRedriven = l.redriven
+	onDLQ := map[string]bool{}
+	for _, d := range dls {
+		onDLQ[d.Body] = true
+	}
+	evidence := sync.OnceValue(func() map[string]keyEvidence { return keysLogged(logs) })
 	caps := map[Capability]bool{}
 	valid := map[string]bool{}
 	for _, m := range l.w.Messages {
@@ -136,7 +159,11 @@ func (l *lane) check(ctx context.Context, lostKeys map[string][]string) (LaneRep
 		}
 		switch {
 		case !state.Final() && n == 0:
-			add(Violation{Kind: "lost", Key: m.Key, Detail: fmt.Sprintf("%s, never delivered", state)})
+			where := ""
+			if onDLQ[m.Body] {
+				where = " (its body is on the dead-letter queue)"
+			}
+			add(Violation{Kind: "lost", Key: m.Key, Detail: fmt.Sprintf("%s, never delivered%s; enqueued %s", state, where, l.feed.EnqueuedAt(l.first[m.Body]).Format(time.RFC3339Nano))})
 		case !state.Final():
 			add(Violation{Kind: "unresolved", Key: m.Key, Detail: fmt.Sprintf("%s, but delivered", state)})
 		case state == ledger.StateSent && n == 0:
@@ -163,7 +190,8 @@ func (l *lane) check(ctx context.Context, lostKeys map[string][]string) (LaneRep
 				lr.AbandonedDelivered++
 			case strings.Contains(rec.Reason, "maximum age") || strings.Contains(rec.Reason, "max age"):
 				lr.AbandonedMaxAge++
-			case capability == Neither && strings.Contains(rec.Reason, "policy") && !survivedLoss(lostKeys[m.Key]):
+			case capability == Neither && (strings.Contains(rec.Reason, "policy") || strings.Contains(rec.Reason, "gave up after")) &&
+				ambiguous(lostKeys[m.Key], evidence, m.Key):
 				lr.AbandonedByPolicy++
 				cc.Misses++
 			default:
@@ -189,10 +217,6 @@ func (l *lane) check(ctx context.Context, lostKeys map[string][]string) (LaneRep
 		}
 	}
 
-	dls, err := l.p.DrainDLQ(ctx)
-	if err != nil {
-		errs = append(errs, err)
-	}
 	got := map[string]int{}
 	byBody := map[string]string{}
 	for _, m := range l.w.Messages {
@@ -264,15 +288,79 @@ func neverAcceptedCause(reason string, lost []string) string {
 	return cause
 }
 
-// survivedLoss reports whether one of ops (Proxy.LostKeys) is a lost
-// answer whose worker was not killed afterwards.
-func survivedLoss(ops []string) bool {
+// ambiguous reports whether a message that an adapter which can neither
+// drop repeats nor be asked gave up on (class policy, or its resend budget)
+// had a truly ambiguous attempt, so that the abandon is the policy's miss.
+// It is, when no DynamoDB answer of its key was lost; or a worker was
+// killed right after one (by the proxy, or by the crasher within
+// killWindow: nobody can know whether it went on to send); or the lost
+// answer was a TakeOver of a row that was not released (it already held
+// an attempt of unknown outcome, as the request itself shows) or a
+// Release that never reached the table. Otherwise every lost Claim or
+// TakeOver of a released row must have been followed by its worker's
+// release (as logged), and then the message is ambiguous only if
+// something else made it so: an ambiguous provider outcome, or a worker
+// that died holding a claim (the row was decided on as a stale claim;
+// a worker killed mid-send leaves no line of its own).
+func ambiguous(ops []string, evidence func() map[string]keyEvidence, key string) bool {
+	if len(ops) == 0 {
+		return true
+	}
+	mustRelease := 0
 	for _, op := range ops {
-		if !strings.HasSuffix(op, "+kill") {
+		if strings.HasSuffix(op, "+kill") || strings.HasPrefix(op, "takeover(unreleased)") || strings.HasPrefix(op, "release") {
 			return true
 		}
+		mustRelease++
 	}
-	return false
+	ev := evidence()[key]
+	if ev.releasing < mustRelease || ev.releaseFailed {
+		return false // the worker knew it sent nothing and did not record it
+	}
+	return ev.ambiguousOutcome || ev.deadWorker
+}
+
+// keyEvidence is what the workers' logs say about one key.
+type keyEvidence struct {
+	// releasing counts releases after a lost Claim or TakeOver answer;
+	// releaseFailed is set when a release (or a mark after a lost
+	// answer) failed.
+	releasing     int
+	releaseFailed bool
+	// ambiguousOutcome: a provider call's outcome was ambiguous.
+	ambiguousOutcome bool
+	// deadWorker: the row was decided on as a stale claim whose worker
+	// never recorded an outcome.
+	deadWorker bool
+}
+
+var keyField = regexp.MustCompile(`"key":"([^"]+)"`)
+
+// keysLogged reads the evidence per key from every log line that names one.
+func keysLogged(logs map[string]string) map[string]keyEvidence {
+	out := map[string]keyEvidence{}
+	for _, text := range logs {
+		for _, line := range strings.Split(text, "\n") {
+			m := keyField.FindStringSubmatch(line)
+			if m == nil {
+				continue
+			}
+			ev := out[m[1]]
+			switch {
+			case strings.Contains(line, "ledger answer lost; releasing the claim it may have taken"):
+				ev.releasing++
+			case strings.Contains(line, "release claim failed") || strings.Contains(line, "record UNCERTAIN again failed"):
+				ev.releaseFailed = true
+			case strings.Contains(line, `"kind":"ambiguous"`) || strings.Contains(line, "provider outcome ambiguous"):
+				ev.ambiguousOutcome = true
+			case strings.Contains(line, "a worker died holding the claim") ||
+				strings.Contains(line, `"msg":"abandoned"`) && strings.Contains(line, `"state":"PENDING"`):
+				ev.deadWorker = true
+			}
+			out[m[1]] = ev
+		}
+	}
+	return out
 }
 
 // events returns every log line (no EMF document) that names key.

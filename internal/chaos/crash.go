@@ -43,6 +43,9 @@ type Crasher struct {
 	stats  CrashStats
 	killed map[int]bool          // pids killed
 	last   map[*rie.Instance]int // the bootstrap pid last seen per instance
+
+	// OnKill, if set, is told of every random kill (with c's lock held).
+	OnKill func(inst *rie.Instance)
 }
 
 // NewCrasher returns a Crasher that kills, on average every mean, the
@@ -96,6 +99,9 @@ func (c *Crasher) killOne() {
 		c.stats.ReconcilerKills++
 	} else {
 		c.stats.SenderKills++
+	}
+	if c.OnKill != nil {
+		c.OnKill(inst)
 	}
 	if inFlight {
 		c.stats.InFlightKills++

@@ -90,9 +90,22 @@ type Proxy struct {
 	lostMu   sync.Mutex
 	lost     map[string]int64
 	lostKeys map[string][]string // message key → "claim", "takeover+kill", ...
-	holes    map[[sha256.Size]byte]*hole
-	srvs     []*http.Server
+	// recent are the lost answers per worker tag, for Killed.
+	recent map[string][]lostRef
+	holes  map[[sha256.Size]byte]*hole
+	srvs   []*http.Server
 }
+
+// lostRef is one entry of lostKeys, with when it was lost.
+type lostRef struct {
+	key string
+	i   int
+	at  time.Time
+}
+
+// killWindow is how soon after a lost answer a kill of its worker counts
+// as a kill "right after" it (before it could release).
+const killWindow = 15 * time.Second
 
 // hole drops the retries of a request whose answer was lost.
 type hole struct {
@@ -113,6 +126,7 @@ func NewProxy(target string, opts StormOptions, seed uint64) *Proxy {
 		rng:      rand.New(rand.NewPCG(seed, seed^0xd1a0)),
 		lost:     map[string]int64{},
 		lostKeys: map[string][]string{},
+		recent:   map[string][]lostRef{},
 		holes:    map[[sha256.Size]byte]*hole{},
 	}
 }
@@ -122,7 +136,10 @@ var keyRE = regexp.MustCompile(`v1_[0-9a-f]{64}`)
 
 // LostKeys returns, per message key, the operations whose answers were
 // lost for good, in order; "+kill" marks one after which the worker was
-// killed.
+// killed (by the proxy, or by the crasher within killWindow: Killed), and
+// "takeover(unreleased)" a TakeOver of a row that was not released (its
+// earlier attempt's outcome was unknown before the answer was lost; the
+// update keeps the lookup window instead of restarting it).
 func (p *Proxy) LostKeys() map[string][]string {
 	p.lostMu.Lock()
 	defer p.lostMu.Unlock()
@@ -194,7 +211,7 @@ func Operation(target string, body []byte) string {
 
 // lose decides whether this request's answer is lost for good, and
 // whether a hole is already swallowing its retries.
-func (p *Proxy) lose(op string, body []byte) (lose, retry bool) {
+func (p *Proxy) lose(tag, op string, body []byte) (lose, retry bool) {
 	sum := sha256.Sum256(body)
 	p.lostMu.Lock()
 	defer p.lostMu.Unlock()
@@ -217,7 +234,12 @@ func (p *Proxy) lose(op string, body []byte) (lose, retry bool) {
 	}
 	p.lost[op]++
 	if k := keyRE.Find(body); k != nil {
-		p.lostKeys[string(k)] = append(p.lostKeys[string(k)], op)
+		name := op
+		if op == "takeover" && bytes.Contains(body, []byte("if_not_exists(#lookup_from")) {
+			name = "takeover(unreleased)"
+		}
+		p.lostKeys[string(k)] = append(p.lostKeys[string(k)], name)
+		p.recent[tag] = append(p.recent[tag], lostRef{key: string(k), i: len(p.lostKeys[string(k)]) - 1, at: time.Now()})
 	}
 	p.holes[sum] = &hole{left: 10, until: time.Now().Add(30 * time.Second)}
 	return true, false
@@ -237,6 +259,23 @@ func (p *Proxy) afterLoss(tag string, body []byte) {
 		}
 		p.lostMu.Unlock()
 	}
+}
+
+// Killed records that the worker behind tag was killed now (by the
+// crasher): its answers lost within killWindow count as lost right
+// before its death.
+func (p *Proxy) Killed(tag string) {
+	p.lostMu.Lock()
+	defer p.lostMu.Unlock()
+	for _, r := range p.recent[tag] {
+		if time.Since(r.at) > killWindow {
+			continue
+		}
+		if ops := p.lostKeys[r.key]; r.i < len(ops) && !strings.HasSuffix(ops[r.i], "+kill") {
+			ops[r.i] += "+kill"
+		}
+	}
+	delete(p.recent, tag)
 }
 
 func (p *Proxy) killAfterLoss() bool {
@@ -296,7 +335,7 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request, tag string) {
 		return
 	}
 	op := Operation(r.Header.Get("X-Amz-Target"), body)
-	lost, retry := p.lose(op, body)
+	lost, retry := p.lose(tag, op, body)
 	if retry {
 		p.retried.Add(1)
 		hangUp(w) // a retry of a request whose answer was lost: lost too

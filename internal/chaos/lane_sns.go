@@ -61,7 +61,7 @@ func snsError(w http.ResponseWriter, status int, typ, code, msg string) {
 func (l *snsLane) serve(w http.ResponseWriter, r *http.Request) {
 	l.inFlight.Add(1)
 	defer l.inFlight.Add(-1)
-	body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+	body, err := readBody(r)
 	if err != nil {
 		return
 	}
@@ -85,7 +85,7 @@ func (l *snsLane) serve(w http.ResponseWriter, r *http.Request) {
 		<-r.Context().Done()
 		return
 	}
-	status, hdr, out, ok := l.forward(r, body)
+	status, hdr, out, ok := forwardDetached(r, l.client, l.moto, body)
 	if !ok {
 		hangUp(w)
 		return
@@ -125,13 +125,18 @@ func waitReq(r *http.Request, d time.Duration) bool {
 	}
 }
 
-// forward passes r to moto_server; the request is not bound to the
-// client's context: once written, moto takes the message even if the
-// client goes away.
-func (l *snsLane) forward(r *http.Request, body []byte) (int, http.Header, []byte, bool) {
+// readBody reads a front's request body (at most 1 MiB).
+func readBody(r *http.Request) ([]byte, error) {
+	return io.ReadAll(io.LimitReader(r.Body, 1<<20))
+}
+
+// forwardDetached passes r to moto_server at moto; the request is not
+// bound to the client's context: once written, moto takes the message
+// even if the client goes away.
+func forwardDetached(r *http.Request, client *http.Client, moto string, body []byte) (int, http.Header, []byte, bool) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 30*time.Second)
 	defer cancel()
-	status, hdr, out, err := forwardOnce(ctx, l.client, r, l.moto+r.URL.RequestURI(), body)
+	status, hdr, out, err := forwardOnce(ctx, client, r, moto+r.URL.RequestURI(), body)
 	return status, hdr, out, err == nil
 }
 

@@ -61,7 +61,7 @@ type Counterpart interface {
 // Lane is one row of the adapter table: an adapter, the channels it
 // serves, its share of the messages, and how to start its counterpart.
 type Lane struct {
-	// Name names the adapter ("http", "twilio", "sns", "smtp").
+	// Name names the adapter ("http", "twilio", "sns", "smtp", "ses").
 	Name string
 	// Channels the lane's workload draws from.
 	Channels []notify.Channel
@@ -85,14 +85,14 @@ type Timings struct {
 }
 
 // Lanes is the adapter table: every adapter chaos drives, each against
-// its counterpart. A new adapter (SES through moto_server) is one more
-// entry with its Counterpart.
+// its counterpart. A new adapter is one more entry with its Counterpart.
 var Lanes = []Lane{
 	{Name: "http", Channels: []notify.Channel{notify.ChannelSMS, notify.ChannelEmail}, Share: 0.4, Instances: 3, New: newHTTPLane},
 	{Name: "twilio", Channels: []notify.Channel{notify.ChannelSMS}, Share: 0.2, Instances: 2, New: newTwilioLane,
 		LongClaim: &Timings{Claim: 65 * time.Second, Visibility: 20 * time.Second, ReconcileEvery: 90 * time.Second}},
 	{Name: "sns", Channels: []notify.Channel{notify.ChannelSMS}, Share: 0.2, Instances: 2, New: newSNSLane},
 	{Name: "smtp", Channels: []notify.Channel{notify.ChannelEmail}, Share: 0.2, Instances: 2, New: newSMTPLane},
+	{Name: "ses", Channels: []notify.Channel{notify.ChannelEmail}, Share: 0.15, Instances: 2, New: newSESLane},
 }
 
 // LaneNames returns the names of Lanes, in order.

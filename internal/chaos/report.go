@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"maps"
@@ -155,8 +156,8 @@ func (r Report) WriteTable(out io.Writer) {
 			fmt.Fprintf(tw, "%s\tabandoned, never accepted, by cause: %s\n", l.Name, counts(l.NeverAcceptedCauses))
 		}
 		fmt.Fprintf(tw, "%s\tcounterpart faults: %s; slow first answers planned %d; redelivered copies %d\n", l.Name, counts(l.Faults), l.slow, l.copies)
-		fmt.Fprintf(tw, "%s\tsender invocations %d (%d records, %d deleted, %d reported in batchItemFailures, %d whole-batch failures, %d twins); reconciler runs %d (%d failed); redriven to the DLQ %d (%d resolved)\n",
-			l.Name, l.Poller.Invocations, l.Poller.Records, l.Poller.Deleted, l.Poller.Reported, l.Poller.FunctionErrors, l.Poller.Twins, l.ReconcileRuns, l.ReconcileErrors, l.Redriven, l.RedrivenResolved)
+		fmt.Fprintf(tw, "%s\tsender invocations %d (%d records, %d deleted, %d reported in batchItemFailures, %d whole-batch failures, %d twins); reconciler runs %d (%d failed); redriven to the DLQ %d (%d resolved), sent back from it (an operator's redrive) %d\n",
+			l.Name, l.Poller.Invocations, l.Poller.Records, l.Poller.Deleted, l.Poller.Reported, l.Poller.FunctionErrors, l.Poller.Twins, l.ReconcileRuns, l.ReconcileErrors, l.Redriven, l.RedrivenResolved, l.OperatorRedriven)
 		fmt.Fprintf(tw, "%s\tEMF: %s\n", l.Name, emf(l))
 	}
 	_ = tw.Flush()
@@ -167,9 +168,13 @@ func (r Report) WriteTable(out io.Writer) {
 		kinds[v.Kind]++
 	}
 	fmt.Fprintf(out, "VIOLATIONS: %d (%s)\n", len(r.Violations), counts(kinds))
-	for i, v := range r.Violations {
+	// The rarest kinds first: a timed-out run's many "lost" rows must not
+	// hide the one violation that explains it.
+	vs := slices.Clone(r.Violations)
+	slices.SortStableFunc(vs, func(a, b Violation) int { return cmp.Compare(kinds[a.Kind], kinds[b.Kind]) })
+	for i, v := range vs {
 		if i == 50 {
-			fmt.Fprintf(out, "  … %d more\n", len(r.Violations)-50)
+			fmt.Fprintf(out, "  … %d more\n", len(vs)-50)
 			break
 		}
 		fmt.Fprintf(out, "  - [%s] %s %s: %s\n", v.Lane, v.Kind, v.Key, v.Detail)

@@ -28,7 +28,7 @@
 //	    not asked yet                         LookUp, then decide again with the answer
 //	    accepted / rejected                   MarkSent / MarkFailed
 //	    no record or failed, drops repeats    Send
-//	    no record, settled                    Send*
+//	    no record, settled                    Send (no attempt was sent)
 //	    no record before Settle, or failed    Wait (and ask again later)
 //	provider drops repeats                    Send
 //	caller sender                             MarkUncertain (the class policy decides later)
@@ -37,11 +37,16 @@
 //
 // Send* is Abandon instead for the reconciler once the row holds
 // MaxAttempts attempts that may have reached the provider (Attempts −
-// Releases): a repeat the provider cannot drop is bounded.
+// Releases): a repeat the provider can neither drop nor be asked about is
+// bounded.
 //
 // "Released" means the latest claim was given up before its provider call
 // could send anything: such attempts never count toward giving up, and a
-// released row is resent without asking the provider. A lookup always asks
+// released row is resent without asking the provider. Nor do attempts a
+// settled lookup found no record of (a 5xx outage of a provider that can
+// be asked but ignores the key): the lookup covers every attempt that may
+// have sent, so a resend after it is never a repeat and the attempt limit
+// does not apply; the maximum age still does. A lookup always asks
 // about the attempt being resolved (from the row's LookupStart as read,
 // the earliest attempt that may have sent), never about a takeover's own
 // claim; "settled" is measured from the latest attempt (AttemptedAt).
@@ -336,7 +341,11 @@ func Of(in Input) Decision {
 		case in.Caps.IdempotentSends:
 			return Decision{Send, "the provider has no record or could not be asked, and it drops repeats"}
 		case in.Lookup == NoRecord && in.Now.Sub(r.AttemptedAt) >= in.Settle:
-			return resend("no record at the provider after the settle time")
+			// The lookup covered every attempt that may have sent (from
+			// LookupStart) and the latest has settled: none of them
+			// reached the provider. Like released attempts, they do not
+			// count toward giving up; only the maximum age does.
+			return Decision{Send, "no record at the provider after the settle time: no attempt was sent"}
 		case in.Lookup == NoRecord:
 			return Decision{Wait, "no record at the provider yet: settling"}
 		}

@@ -48,7 +48,6 @@ var table = []rule{
 	{"*", "*", "lookup|both", "*", "*", "*", "*", "accepted", MarkSent},
 	{"*", "*", "lookup|both", "*", "*", "*", "*", "rejected", MarkFailed},
 	{"*", "*", "both", "*", "*", "*", "*", "*", Send},
-	{"reconciler", "*", "lookup", "*", "settled", "*", "many", "no_record", Abandon},
 	{"*", "*", "lookup", "*", "settled", "*", "*", "no_record", Send},
 	{"*", "*", "lookup", "*", "*", "*", "*", "*", Wait},
 	{"*", "*", "idempotent", "*", "*", "*", "*", "*", Send},
@@ -230,6 +229,28 @@ func TestReleasedNeverAbandonedByAttempts(t *testing.T) {
 	in := Input{Caller: Reconciler, Row: r, Now: now, Configured: true, Policy: PolicyAbandon, Settle: settle, MaxAge: maxAge, MaxAttempts: 5}
 	if d := Of(in); d.Action != Send {
 		t.Fatalf("50 released attempts: Of = %s (%s), want send", d.Action, d.Reason)
+	}
+	in.Row.CreatedAt = now.Add(-maxAge)
+	if d := Of(in); d.Action != Abandon || !strings.Contains(d.Reason, "maximum age") {
+		t.Fatalf("at the maximum age: Of = %s (%s), want abandon by age", d.Action, d.Reason)
+	}
+}
+
+// TestSettledNoRecordNeverCountsTowardGivingUp (chaos seed 1, http lane,
+// email through a provider that can be asked but ignores the key): a 5xx
+// outage makes every attempt ambiguous, and each reconciler run that finds
+// no record after the settle time resends. Those attempts provably sent
+// nothing (the lookup covers them all, from LookupStart), so they must not
+// count toward the attempt limit: the row is resent, never abandoned,
+// until the maximum age.
+func TestSettledNoRecordNeverCountsTowardGivingUp(t *testing.T) {
+	t.Parallel()
+	r := ledger.Record{Entry: ledger.Entry{Key: "v1_k", Channel: "email", Class: "transactional"}, State: ledger.StateUncertain,
+		Attempts: 50, CreatedAt: now.Add(-time.Hour), AttemptedAt: now.Add(-settle), UpdatedAt: now.Add(-settle)}
+	in := Input{Caller: Reconciler, Row: r, Now: now, Configured: true, Caps: provider.Capabilities{LookupByReference: true},
+		Policy: PolicyAbandon, Settle: settle, MaxAge: maxAge, MaxAttempts: 5, Lookup: NoRecord}
+	if d := Of(in); d.Action != Send {
+		t.Fatalf("50 attempts a settled lookup found no record of: Of = %s (%s), want send", d.Action, d.Reason)
 	}
 	in.Row.CreatedAt = now.Add(-maxAge)
 	if d := Of(in); d.Action != Abandon || !strings.Contains(d.Reason, "maximum age") {

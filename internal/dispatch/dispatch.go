@@ -31,11 +31,20 @@
 // worker that died mid-send, and a message that was never sent becomes
 // UNCERTAIN. A lost TakeOver of a row whose previous attempt may have sent
 // (not released) is not released, because that would claim nothing was
-// sent. Every Release, and every FAILED mark (nothing was delivered
+// sent: a takeover of an UNCERTAIN row marks it UNCERTAIN again under the
+// claim it tried to take (fenced, tried once), so the row is due for the reconciler
+// at once with its lookup window intact, instead of sitting PENDING until
+// the new lease passes; a stale PENDING row is stale again once the new
+// lease passes.
+// Every Release, and every FAILED mark (nothing was delivered
 // either), is retried (ReleaseAttempts tries within ReleaseTimeout) under
 // a context that survives the invocation's cancellation
 // (context.WithoutCancel), so a cancelled invocation still gives its claim
 // back.
+//
+// A claim-taking write ends LostAnswerReserve before the invocation's
+// deadline, so the SDK's retries of a lost answer leave the worker the
+// time to release.
 //
 // A release makes the row due for the reconciler after decide.RetryAfter
 // of the attempt (its backoff); a sender's redelivery may take it over at
@@ -191,7 +200,9 @@ func Message(e ledger.Entry, attemptedAt time.Time) provider.Message {
 // claim it tried to take (fenced: harmless if the write never applied) and
 // returns the error; the caller must retry later.
 func (d *Dispatcher) Claim(ctx context.Context, e ledger.Entry, lease time.Duration) (ledger.Claim, error) {
-	c, err := d.Ledger.Claim(ctx, e, lease)
+	wctx, cancel := reserve(ctx)
+	c, err := d.Ledger.Claim(wctx, e, lease)
+	cancel()
 	if err == nil {
 		return c, nil
 	}
@@ -208,7 +219,9 @@ func (d *Dispatcher) Claim(ctx context.Context, e ledger.Entry, lease time.Durat
 // (nothing was sent, and nothing is by this worker), and returns the
 // error.
 func (d *Dispatcher) TakeOver(ctx context.Context, cur ledger.Record, lease time.Duration) (ledger.Claim, error) {
-	c, err := d.Ledger.TakeOver(ctx, cur, lease)
+	wctx, cancel := reserve(ctx)
+	c, err := d.Ledger.TakeOver(wctx, cur, lease)
+	cancel()
 	if err == nil {
 		return c, nil
 	}
@@ -217,15 +230,55 @@ func (d *Dispatcher) TakeOver(ctx context.Context, cur ledger.Record, lease time
 		if cur.Released {
 			d.Logger.Error("take over: ledger answer lost; releasing the claim it may have taken", "key", cur.Key, "error", err)
 			d.releaseLost(ctx, c, cur.Channel, "takeover")
-		} else {
+		} else if cur.State == ledger.StateUncertain {
 			// Releasing would claim that nothing was sent, which the
-			// previous attempt cannot promise: the row stays PENDING
-			// (if the write applied) until the lease passes, and its
-			// LookupFrom still covers the previous attempt.
+			// previous attempt cannot promise. The row goes back to what
+			// it was: UNCERTAIN, under the claim this worker may hold
+			// (fenced, so harmless if the takeover never applied). It is
+			// due for the reconciler at once instead of after the new
+			// lease, and its LookupFrom still covers the earlier attempt.
+			d.Logger.Error("take over: ledger answer lost; marking the row uncertain again under the claim it may have taken", "key", cur.Key, "error", err)
+			d.restoreUncertain(ctx, c, cur)
+		} else {
+			// A stale PENDING row: once the new lease passes (if the
+			// write applied) it is a stale PENDING row again, as it was,
+			// and its LookupFrom still covers the previous attempt.
 			d.Logger.Error("take over: ledger answer lost", "key", cur.Key, "error", err)
 		}
 	}
 	return ledger.Claim{}, err
+}
+
+// restoreUncertain records UNCERTAIN under claim c, which a takeover of
+// an UNCERTAIN row tried to take and whose answer was lost, counted as
+// any UNCERTAIN mark is (UncertainAttempts; FencingLost when fenced out,
+// which here means the takeover never applied or another worker has the
+// row, and changes nothing). Any other failure leaves the row PENDING
+// until the new lease passes, as before.
+func (d *Dispatcher) restoreUncertain(ctx context.Context, c ledger.Claim, cur ledger.Record) {
+	const reason = "ledger: a takeover's answer was lost before the provider call; the earlier attempt's outcome is unknown"
+	dims := []metrics.Dim{{Name: "channel", Value: cur.Channel}, {Name: "provider", Value: cur.Provider}}
+	log := d.Logger.With("key", cur.Key, "channel", cur.Channel, "attempt", c.Attempt)
+	d.Metrics.Count(metrics.UncertainAttempts, 1, dims...)
+	d.mark(context.WithoutCancel(ctx), log, c, ledger.Outcome{State: ledger.StateUncertain, Reason: reason}, false, dims)
+}
+
+// LostAnswerReserve is the time a claim-taking write (Claim, TakeOver)
+// leaves before the invocation's deadline: the SDK's retries of a lost
+// answer must not run into the deadline, where the function is stopped
+// before it could release (or mark again) the claim it may have taken,
+// and a message never sent would look like one a dead worker may have
+// sent.
+const LostAnswerReserve = 2 * time.Second
+
+// reserve returns ctx bounded to LostAnswerReserve before its deadline
+// (ctx itself when it has none).
+func reserve(ctx context.Context) (context.Context, context.CancelFunc) {
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		return ctx, func() {}
+	}
+	return context.WithDeadline(ctx, deadline.Add(-LostAnswerReserve))
 }
 
 func (d *Dispatcher) releaseLost(ctx context.Context, c ledger.Claim, channel, op string) {

@@ -25,6 +25,7 @@ import (
 
 type env struct {
 	sim    *simulator.Simulator
+	url    string
 	prov   *httpprovider.Provider
 	ledger *dynamoledger.Ledger
 	now    atomic.Pointer[time.Time]
@@ -39,6 +40,7 @@ func setup(t *testing.T, simOpts simulator.Options) *env {
 	e.sim = simulator.New(simOpts)
 	srv := httptest.NewServer(e.sim.Handler())
 	t.Cleanup(func() { srv.Close(); e.sim.Close() })
+	e.url = srv.URL
 	var err error
 	if e.prov, err = httpprovider.New(httpprovider.Config{BaseURL: srv.URL, Token: "tok", Timeout: 2 * time.Second}); err != nil {
 		t.Fatal(err)
@@ -238,4 +240,50 @@ func TestLookupAgainstSimulator(t *testing.T) {
 			t.Errorf("delivered %d, want 1", n)
 		}
 	})
+}
+
+// TestOutageOfALookupProviderIsNotAbandoned (chaos seed 1, http lane,
+// email through a provider that can be asked but ignores the key): every
+// resend during a 5xx outage is ambiguous and the row goes back to
+// UNCERTAIN. Each run's lookup after the settle time finds no record, so
+// none of those attempts was sent: they must not spend the attempt limit
+// (3 here). The row stays unresolved through the outage and is delivered
+// once after it.
+func TestOutageOfALookupProviderIsNotAbandoned(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := setup(t, simulator.Options{IdempotencyDisabled: true})
+	prov, err := httpprovider.New(httpprovider.Config{BaseURL: e.url, Token: "tok", Timeout: 2 * time.Second, DisableIdempotency: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := e.uncertain(t, 1, "transactional")
+	const outage = 6
+	if err := e.sim.AddFault(simulator.Fault{Kind: simulator.FaultStatus, Status: 503, Count: outage}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := reconcile.New(reconcile.Config{
+		Ledger: e.ledger, Providers: map[string]provider.Sender{"sms": prov},
+		ProviderTimeout: 2 * time.Second, ClaimTimeout: time.Minute, Settle: time.Minute, MaxAttempts: 3, Now: e.clock,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for run := 1; run <= outage+1; run++ {
+		e.advance(2 * time.Minute)
+		if _, err := r.Run(ctx); err != nil {
+			t.Fatal(err)
+		}
+		row, err := e.ledger.Get(ctx, keys[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if row.State == ledger.StateAbandoned {
+			t.Fatalf("run %d: ABANDONED (%s) after %d attempts, though every lookup after the settle time found no record", run, row.Reason, row.Attempts)
+		}
+	}
+	row, _ := e.ledger.Get(ctx, keys[0])
+	if row.State != ledger.StateSent || e.sim.Delivered(keys[0]) != 1 {
+		t.Fatalf("after the outage: row %s (%s), delivered %d; want SENT, delivered once", row.State, row.Reason, e.sim.Delivered(keys[0]))
+	}
 }

@@ -470,3 +470,39 @@ func TestUnconfiguredChannelIsPostponedNotAbandoned(t *testing.T) {
 		t.Fatalf("after the fix: %+v, %v, %d sends; want resent once", rep, err, email.Calls())
 	}
 }
+
+// TestLostTakeoverOfAnUncertainRowIsUncertainAgain (chaos, sns and smtp
+// lanes): the reconciler's takeover of an UNCERTAIN row applies but its
+// answer is lost. Releasing the claim would say that nothing was sent,
+// which the earlier attempt cannot promise; leaving it left the row
+// PENDING, out of reach until the new lease passed. The reconciler marks
+// the row UNCERTAIN again under the claim it may hold (fenced), so the
+// next run resolves it at once, with the earlier attempt still counted as
+// one that may have sent.
+func TestLostTakeoverOfAnUncertainRowIsUncertainAgain(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	lossy := ledgertest.NewLossy(b.ledger)
+	p := &providertest.Fake{}
+	b.uncertain(t, "v1_lost_takeover", "otp")
+	r := b.reconciler(t, p, func(c *Config) { c.Ledger = lossy })
+	lossy.LoseNext(ledgertest.OpTakeOver, 1)
+	b.clock.Advance(time.Second)
+	if _, err := r.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if p.Calls() != 0 {
+		t.Fatalf("provider called %d times after a lost takeover answer, want 0", p.Calls())
+	}
+	row := b.state(t, "v1_lost_takeover")
+	if row.State != ledger.StateUncertain || row.Released {
+		t.Fatalf("after the lost takeover answer the row is %s released=%v, want UNCERTAIN, not released (the earlier attempt may have sent)", row.State, row.Released)
+	}
+	b.clock.Advance(time.Second)
+	if _, err := r.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if row := b.state(t, "v1_lost_takeover"); row.State != ledger.StateSent || p.Calls() != 1 {
+		t.Fatalf("the next run: row %s, %d sends; want SENT by the otp policy's resend, one send", row.State, p.Calls())
+	}
+}

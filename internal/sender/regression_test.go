@@ -7,10 +7,13 @@ package sender_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/sendonce/sendonce/internal/decide"
 	"github.com/sendonce/sendonce/internal/ledger"
 	"github.com/sendonce/sendonce/internal/ledger/ledgertest"
 	"github.com/sendonce/sendonce/internal/ledger/memledger"
@@ -444,5 +447,67 @@ func TestReleasedUnrenderableRequestIsNotSent(t *testing.T) {
 	}
 	if row := b.row(t, r.Key()); row.State != ledger.StateFailed {
 		t.Errorf("row is %s, want FAILED", row.State)
+	}
+}
+
+// hangingClaims is a ledger whose Claim applies, then hangs until the
+// caller's context ends and loses the answer: the SDK retrying a lost
+// answer until the invocation's deadline. It records when Release came.
+type hangingClaims struct {
+	ledger.Ledger
+	mu       sync.Mutex
+	released time.Time
+}
+
+func (h *hangingClaims) Claim(ctx context.Context, e ledger.Entry, lease time.Duration) (ledger.Claim, error) {
+	c, err := h.Ledger.Claim(context.WithoutCancel(ctx), e, lease)
+	if err != nil {
+		return c, err
+	}
+	<-ctx.Done()
+	return c, fmt.Errorf("hanging claim: %w", ctx.Err())
+}
+
+func (h *hangingClaims) Release(ctx context.Context, c ledger.Claim, reason string, retryAt time.Time) error {
+	h.mu.Lock()
+	h.released = time.Now()
+	h.mu.Unlock()
+	return h.Ledger.Release(ctx, c, reason, retryAt)
+}
+
+// TestLostClaimAnswerLeavesTimeToRelease (chaos, ses and smtp lanes): a
+// Claim whose answer is lost and whose SDK retries run until the
+// invocation's deadline leaves no time to release the claim: the function
+// is stopped at the deadline, the claim looks like a dead worker's once
+// its lease passes, and a message never sent is given up by class policy.
+// A claim-taking write must end LostAnswerReserve before the deadline, so
+// that the release still comes in time.
+func TestLostClaimAnswerLeavesTimeToRelease(t *testing.T) {
+	t.Parallel()
+	p := &providertest.Fake{}
+	h := &hangingClaims{Ledger: memledger.New()}
+	s, err := sender.New(sender.Config{
+		Ledger: h, Providers: map[string]provider.Sender{"sms": p}, Renderer: rendertest.Examples(t, "acme"),
+		DeadLetters: discardDLQ{}, Logger: quiet, ProviderTimeout: time.Second, ClaimTimeout: time.Minute,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), decide.SendBudget(time.Second)+time.Second)
+	defer cancel()
+	deadline, _ := ctx.Deadline()
+	r := req("hanging-claim")
+	if res := s.Process(ctx, r); res.Status != sender.StatusRetry {
+		t.Fatalf("Process = %s (%s), want retry", res.Status, res.Reason)
+	}
+	h.mu.Lock()
+	released := h.released
+	h.mu.Unlock()
+	if released.IsZero() || !released.Before(deadline) {
+		t.Fatalf("the claim was released at %s, the invocation's deadline is %s: a real function is stopped before it releases",
+			released.Format(time.StampMilli), deadline.Format(time.StampMilli))
+	}
+	if row, err := h.Get(context.Background(), r.Key()); err != nil || !row.Released || p.Calls() != 0 {
+		t.Fatalf("row %+v (%v), %d provider calls; want released, none", row, err, p.Calls())
 	}
 }
