@@ -247,7 +247,7 @@ func (l *lane) check(ctx context.Context, lostKeys map[string][]string) (LaneRep
 		add(Violation{Kind: "invalid not dead-lettered", Detail: m.Body})
 	}
 
-	lr.Leaks = localpipeline.ScanLogs(logs, l.w.Addresses())
+	lr.Leaks = localpipeline.Scan(logs, l.p.Redactor, l.w.Addresses())
 	forms := map[string][]localpipeline.Leak{}
 	for _, lk := range lr.Leaks {
 		forms[lk.Form] = append(forms[lk.Form], lk)

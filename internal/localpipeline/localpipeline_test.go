@@ -222,14 +222,14 @@ func TestScanLogs(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			var got []string
-			for _, l := range ScanLogs(map[string]string{"sender-1": tc.log}, []string{phone, email, odd}) {
+			for _, l := range Scan(map[string]string{"sender-1": tc.log}, nil, []string{phone, email, odd}) {
 				if l.Instance != "sender-1" {
 					t.Errorf("instance %q", l.Instance)
 				}
 				got = append(got, l.Form+" "+l.Address)
 			}
 			if !reflect.DeepEqual(got, tc.want) {
-				t.Errorf("ScanLogs = %q, want %q", got, tc.want)
+				t.Errorf("Scan = %q, want %q", got, tc.want)
 			}
 		})
 	}

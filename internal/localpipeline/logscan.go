@@ -165,11 +165,3 @@ func LogLeaks(name, logs string, rd *redact.Redactor, addrs []string) []string {
 	}
 	return out
 }
-
-// ScanLogs is Scan without the deployment's key: raw addresses and
-// unkeyed tokens only.
-//
-// Deprecated: use Scan with the pipeline's Redactor.
-func ScanLogs(logs map[string]string, addresses []string) []Leak {
-	return Scan(logs, nil, addresses)
-}

@@ -585,11 +585,20 @@ func (p *Pipeline) Enqueue(ctx context.Context, bodies ...string) error {
 // QueueDepth returns the notification queue's visible and in-flight
 // message counts (approximate, as SQS reports them).
 func (p *Pipeline) QueueDepth(ctx context.Context) (visible, inFlight int, err error) {
-	out, err := p.sqs.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(p.QueueURL), AttributeNames: []types.QueueAttributeName{
+	return p.depth(ctx, p.QueueURL)
+}
+
+// DLQDepth returns the dead-letter queue's visible and in-flight counts.
+func (p *Pipeline) DLQDepth(ctx context.Context) (visible, inFlight int, err error) {
+	return p.depth(ctx, p.DLQURL)
+}
+
+func (p *Pipeline) depth(ctx context.Context, url string) (visible, inFlight int, err error) {
+	out, err := p.sqs.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(url), AttributeNames: []types.QueueAttributeName{
 		types.QueueAttributeNameApproximateNumberOfMessages, types.QueueAttributeNameApproximateNumberOfMessagesNotVisible,
 	}})
 	if err != nil {
-		return 0, 0, fmt.Errorf("localpipeline: queue depth: %w", err)
+		return 0, 0, fmt.Errorf("localpipeline: depth of %s: %w", url, err)
 	}
 	visible, _ = strconv.Atoi(out.Attributes[string(types.QueueAttributeNameApproximateNumberOfMessages)])
 	inFlight, _ = strconv.Atoi(out.Attributes[string(types.QueueAttributeNameApproximateNumberOfMessagesNotVisible)])
