@@ -68,9 +68,22 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if *timeout > 0 {
 		o.Timeout = *timeout
 	}
+	if o.DynamoDBEndpoint == "" || o.MotoEndpoint == "" {
+		fmt.Fprintf(stderr, "chaos: the DynamoDB Local and moto_server endpoints are required (%s, %s): run it through `make chaos`, which starts them\n", testenv.DynamoDBEndpointEnv, testenv.MotoEndpointEnv)
+		return 1
+	}
 	fmt.Fprintf(stdout, "chaos: seed %d (repeat with -seed=%d), %d messages through %s\n", *seed, *seed, *n, *lanes)
 	start := time.Now()
 	rep, err := chaos.Run(ctx, o)
+	if err != nil && rep.N == 0 {
+		// Nothing ran: a report would only show empty tables.
+		fmt.Fprintf(stderr, "chaos: %v\n", err)
+		return 1
+	}
+	if err != nil {
+		// A partial report never reads as a pass.
+		rep.Violations = append(rep.Violations, chaos.Violation{Kind: "run error", Detail: err.Error()})
+	}
 	fmt.Fprintln(stdout)
 	rep.WriteTable(stdout)
 	fmt.Fprintf(stdout, "wall time %s\n", time.Since(start).Round(100*time.Millisecond))
