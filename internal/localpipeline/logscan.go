@@ -137,7 +137,11 @@ func Scan(logs map[string]string, rd *redact.Redactor, addrs []string) []Leak {
 		if rd == nil || l == "" {
 			continue // an instance never started wrote nothing to expose
 		}
-		if !strings.Contains(l, fmt.Sprintf(`"redact_key_id":%q`, rd.KeyID())) {
+		// An instance that logged no token and no key line (its start-up
+		// failed before the key was read, and it handled no work) exposes
+		// nothing; one that logged either must show this deployment's key.
+		started := strings.Contains(l, `"redact_key_id"`) || tokenRE.MatchString(l)
+		if started && !strings.Contains(l, fmt.Sprintf(`"redact_key_id":%q`, rd.KeyID())) {
 			add(Leak{Form: LeakNoKeyLine})
 		}
 		if strings.Contains(l, "address tokens use a random key") {
@@ -164,4 +168,14 @@ func LogLeaks(name, logs string, rd *redact.Redactor, addrs []string) []string {
 		}
 	}
 	return out
+}
+
+// leakDetail is Scan's findings as a count and one "instance: form" line
+// each, without the address.
+func leakDetail(leaks []Leak) (int, []string) {
+	out := make([]string, 0, len(leaks))
+	for _, l := range leaks {
+		out = append(out, l.Instance+": "+l.Form)
+	}
+	return len(leaks), out
 }

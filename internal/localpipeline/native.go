@@ -53,8 +53,10 @@ type NativeReport struct {
 	// AbandonedRecorded counts those moto did record: the policy's cost.
 	Abandoned, AbandonedRecorded int
 	// Leaks counts the ways the functions' logs could expose an
-	// address of the run (Scan).
-	Leaks int
+	// address of the run (Scan); LeakDetail names each one's instance and
+	// form (never the address).
+	Leaks      int
+	LeakDetail []string
 }
 
 // OK reports whether no message was sent twice, every message is SENT
@@ -75,6 +77,9 @@ func (r NativeReport) WriteSummary(w io.Writer) {
 		r.Abandoned, r.AbandonedRecorded)
 	for _, k := range r.NotSent {
 		fmt.Fprintf(w, "  not SENT: %s\n", k)
+	}
+	for _, d := range r.LeakDetail {
+		fmt.Fprintf(w, "  leak: %s\n", d)
 	}
 }
 
@@ -148,7 +153,7 @@ func RunNative(ctx context.Context, p *Pipeline, n, copies int, timeout time.Dur
 			}
 		}
 	}
-	rep.Leaks = len(Scan(p.Logs(), p.Redactor, addresses(msgs)))
+	rep.Leaks, rep.LeakDetail = leakDetail(Scan(p.Logs(), p.Redactor, addresses(msgs)))
 	rep.Elapsed = time.Since(start)
 	return rep, nil
 }

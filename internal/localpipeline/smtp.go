@@ -54,8 +54,10 @@ type SMTPReport struct {
 	// asked); AbandonedRecorded those the server did receive.
 	Abandoned, AbandonedRecorded int
 	// Leaks counts the ways the functions' logs could expose an
-	// address of the run (Scan).
-	Leaks int
+	// address of the run (Scan); LeakDetail names each one's instance and
+	// form (never the address).
+	Leaks      int
+	LeakDetail []string
 }
 
 // OK reports whether no message was received twice, every message is SENT
@@ -76,6 +78,9 @@ func (r SMTPReport) WriteSummary(w io.Writer) {
 		r.Abandoned, r.AbandonedRecorded)
 	for _, k := range r.NotSent {
 		fmt.Fprintf(w, "  not SENT: %s\n", k)
+	}
+	for _, d := range r.LeakDetail {
+		fmt.Fprintf(w, "  leak: %s\n", d)
 	}
 	for _, k := range r.BadContent {
 		fmt.Fprintf(w, "  wrong content: %s\n", k)
@@ -153,7 +158,7 @@ func RunSMTP(ctx context.Context, p *Pipeline, srv *smtptest.Server, n, copies i
 			}
 		}
 	}
-	rep.Leaks = len(Scan(p.Logs(), p.Redactor, addresses(msgs)))
+	rep.Leaks, rep.LeakDetail = leakDetail(Scan(p.Logs(), p.Redactor, addresses(msgs)))
 	rep.Elapsed = time.Since(start)
 	return rep, nil
 }

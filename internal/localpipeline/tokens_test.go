@@ -30,6 +30,8 @@ func TestLogLeaks(t *testing.T) {
 		{"RandomKey", start + `{"level":"WARN","msg":"address tokens use a random key of this container"}`, "random key"},
 		// An instance never invoked has not started: no output, no leak.
 		{"NoOutput", "", ""},
+		// A start-up that failed before reading the key handled no work.
+		{"StartUpFailed", `{"level":"ERROR","msg":"start-up failed","error":"SENDONCE_REDACT_KEY_PARAM: timeout"}`, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
