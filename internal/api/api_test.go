@@ -1,7 +1,6 @@
 package api_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -32,6 +31,7 @@ import (
 	"github.com/sendonce/sendonce/internal/notify"
 	"github.com/sendonce/sendonce/internal/sendkey"
 	"github.com/sendonce/sendonce/internal/testenv"
+	"github.com/sendonce/sendonce/internal/testsupport"
 )
 
 const phone = "+15551234567"
@@ -75,22 +75,10 @@ type bundle struct {
 	keys  *apikey.Store
 	clock *ledgertest.Clock
 	tally *metrics.Tally
-	logs  *syncBuffer
+	logs  *testsupport.Buffer
 	keyA  string // API key of tenant "acme"
 	keyB  string // API key of tenant "globex"
 }
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
 type setupOpts struct {
 	cfg func(*api.Config)
@@ -110,7 +98,7 @@ func setup(t *testing.T, o setupOpts) *bundle {
 		keys:  apikey.NewStore(apikeytest.NewMem(), apikey.WithClock(clock.Now)),
 		clock: clock,
 		tally: metrics.NewTally(),
-		logs:  &syncBuffer{},
+		logs:  &testsupport.Buffer{},
 	}
 	var err error
 	if _, b.keyA, err = b.keys.Create(ctx, "acme"); err != nil {
@@ -123,7 +111,7 @@ func setup(t *testing.T, o setupOpts) *bundle {
 		Keys: b.keys, Ledger: b.led, Queue: b.queue, QueueURL: "https://sqs.us-east-1.amazonaws.com/123456789012/notifications",
 		Idempotency: b.idem, RateWindows: ratelimittest.NewMem(),
 		Metrics: b.tally, Now: clock.Now,
-		Logger: slog.New(slog.NewJSONHandler(b.logs, nil)),
+		Logger: b.logs.Logger(slog.LevelInfo),
 	}
 	if o.cfg != nil {
 		o.cfg(&cfg)

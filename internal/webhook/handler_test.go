@@ -24,6 +24,7 @@ import (
 	"github.com/sendonce/sendonce/internal/provider/httpprovider"
 	"github.com/sendonce/sendonce/internal/sendkey"
 	"github.com/sendonce/sendonce/internal/testenv"
+	"github.com/sendonce/sendonce/internal/testsupport"
 	"github.com/sendonce/sendonce/internal/webhook"
 	"github.com/sendonce/sendonce/internal/webhook/deduptest"
 )
@@ -77,31 +78,13 @@ func (d *faultyDedup) Record(ctx context.Context, cb webhook.Callback) (bool, er
 	return d.Dedup.Record(ctx, cb)
 }
 
-// syncBuffer is a log sink safe for concurrent handlers.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 type bundle struct {
 	h      *webhook.Handler
 	led    *countingLedger
 	dedup  *faultyDedup
 	clock  *ledgertest.Clock
 	tally  *metrics.Tally
-	logs   *syncBuffer
+	logs   *testsupport.Buffer
 	log    *slog.Logger
 	events atomic.Int64
 }
@@ -126,9 +109,9 @@ func setup(t *testing.T, opts ...setupOpts) *bundle {
 		dedup: &faultyDedup{Dedup: deduptest.NewMem(0, clock.Now)},
 		clock: clock,
 		tally: metrics.NewTally(),
-		logs:  &syncBuffer{},
+		logs:  &testsupport.Buffer{},
 	}
-	b.log = slog.New(slog.NewJSONHandler(b.logs, nil))
+	b.log = b.logs.Logger(slog.LevelInfo)
 	cfg := webhook.Config{
 		Ledger:          b.led,
 		Dedup:           b.dedup,
