@@ -25,7 +25,6 @@ import (
 	"github.com/sendonce/sendonce/internal/apikey"
 	"github.com/sendonce/sendonce/internal/apikey/apikeytest"
 	"github.com/sendonce/sendonce/internal/ledger"
-	"github.com/sendonce/sendonce/internal/ledger/ledgertest"
 	"github.com/sendonce/sendonce/internal/ledger/memledger"
 	"github.com/sendonce/sendonce/internal/metrics"
 	"github.com/sendonce/sendonce/internal/notify"
@@ -73,7 +72,7 @@ type bundle struct {
 	queue *queue
 	idem  *idempotencytest.Lossy
 	keys  *apikey.Store
-	clock *ledgertest.Clock
+	clock *testsupport.Clock
 	tally *metrics.Tally
 	logs  *testsupport.Buffer
 	keyA  string // API key of tenant "acme"
@@ -90,7 +89,7 @@ type setupOpts struct {
 func setup(t *testing.T, o setupOpts) *bundle {
 	t.Helper()
 	ctx := context.Background()
-	clock := ledgertest.NewClock(ledgertest.Start.Add(10 * time.Second))
+	clock := testsupport.NewClock(testsupport.Start.Add(10 * time.Second))
 	b := &bundle{
 		led:   memledger.New(memledger.WithNow(clock.Now)),
 		queue: &queue{},

@@ -18,7 +18,6 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/sendonce/sendonce/internal/ledger"
-	"github.com/sendonce/sendonce/internal/ledger/ledgertest"
 	"github.com/sendonce/sendonce/internal/ledger/memledger"
 	"github.com/sendonce/sendonce/internal/metrics"
 	"github.com/sendonce/sendonce/internal/provider/httpprovider"
@@ -82,7 +81,7 @@ type bundle struct {
 	h      *webhook.Handler
 	led    *countingLedger
 	dedup  *faultyDedup
-	clock  *ledgertest.Clock
+	clock  *testsupport.Clock
 	tally  *metrics.Tally
 	logs   *testsupport.Buffer
 	log    *slog.Logger
@@ -103,7 +102,7 @@ func setup(t *testing.T, opts ...setupOpts) *bundle {
 	if len(opts) > 0 {
 		o = opts[0]
 	}
-	clock := ledgertest.NewClock(ledgertest.Start)
+	clock := testsupport.NewClock(testsupport.Start)
 	b := &bundle{
 		led:   &countingLedger{Ledger: memledger.New(memledger.WithNow(clock.Now))},
 		dedup: &faultyDedup{Dedup: deduptest.NewMem(0, clock.Now)},
@@ -755,9 +754,9 @@ func FuzzVerifySignature(f *testing.F) {
 	f.Add("t=1796040000,v1=00", `{"event_id":"e"}`, false)
 	f.Add("", "", true)
 	f.Add("t=1796040000,v1="+strings.Repeat("ab", 32)+",v1=zz", "{}", false)
-	led := memledger.New(memledger.WithNow(func() time.Time { return ledgertest.Start }))
+	led := memledger.New(memledger.WithNow(func() time.Time { return testsupport.Start }))
 	h, err := webhook.New(webhook.Config{Ledger: led, Dedup: deduptest.NewMem(0, nil), HTTPSecret: []byte(testSecret),
-		Now: func() time.Time { return ledgertest.Start }, Logger: slog.New(slog.DiscardHandler)})
+		Now: func() time.Time { return testsupport.Start }, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		f.Fatalf("New: %v", err)
 	}
@@ -778,12 +777,12 @@ func FuzzVerifySignature(f *testing.F) {
 				return
 			}
 		}
-		validSig := httpprovider.Verify([]byte(testSecret), sig, raw, ledgertest.Start, 0) == nil
+		validSig := httpprovider.Verify([]byte(testSecret), sig, raw, testsupport.Start, 0) == nil
 		if validSig && len(raw) > 0 {
 			// A signature covers every byte: one changed byte breaks it.
 			flipped := bytes.Clone(raw)
 			flipped[len(flipped)/2] ^= 0x01
-			if httpprovider.Verify([]byte(testSecret), sig, flipped, ledgertest.Start, 0) == nil {
+			if httpprovider.Verify([]byte(testSecret), sig, flipped, testsupport.Start, 0) == nil {
 				t.Fatalf("signature %q still verifies after a byte of the body changed", sig)
 			}
 		}
