@@ -503,7 +503,7 @@ func TestRateLimits(t *testing.T) {
 func TestFIFOQueue(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	sq := sqs.NewFromConfig(testenv.Config(), func(o *sqs.Options) { o.BaseEndpoint = aws.String(testenv.MotoEndpoint(t)) })
+	sq := testenv.SQSAt(testenv.MotoEndpoint(t))
 	out, err := sq.CreateQueue(ctx, &sqs.CreateQueueInput{
 		QueueName: aws.String("api-test-" + testenv.RandomID() + ".fifo"), Attributes: map[string]string{"FifoQueue": "true"},
 	})
