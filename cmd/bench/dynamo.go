@@ -2,15 +2,12 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/sendonce/sendonce/internal/lambdaenv"
-	"github.com/sendonce/sendonce/internal/tableschema"
 	"github.com/sendonce/sendonce/internal/testenv"
 )
 
@@ -35,23 +32,14 @@ func dynamoClient(endpoint string, optFns ...func(*dynamodb.Options)) *dynamodb.
 // returns its name and a function that deletes it.
 func createTable(ctx context.Context, db *dynamodb.Client, purpose string) (string, func(), error) {
 	name := "sendonce-bench-" + purpose + "-" + testenv.RandomID()
-	if _, err := db.CreateTable(ctx, tableschema.CreateTableInput(name)); err != nil {
-		return "", nil, fmt.Errorf("create table %s: %w", name, err)
-	}
 	drop := func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		_, _ = db.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: aws.String(name)})
 	}
-	if _, err := db.UpdateTimeToLive(ctx, &dynamodb.UpdateTimeToLiveInput{
-		TableName: aws.String(name),
-		TimeToLiveSpecification: &types.TimeToLiveSpecification{
-			AttributeName: aws.String(tableschema.TTLAttribute),
-			Enabled:       aws.Bool(true),
-		},
-	}); err != nil {
-		drop()
-		return "", nil, fmt.Errorf("enable TTL on %s: %w", name, err)
+	if err := testenv.CreateTable(ctx, db, name); err != nil {
+		drop() // the table may exist without its TTL
+		return "", nil, err
 	}
 	return name, drop, nil
 }

@@ -289,7 +289,7 @@ func parseVmHWM(status []byte) (int64, error) {
 // lambdaCases configures each function against the emulators and gives it
 // a payload that does the function's real work on every invoke.
 func lambdaCases(ctx context.Context, env endpoints, table, simURL string) (map[string]lambdaCase, error) {
-	sq := sqs.NewFromConfig(testenv.Config(), func(o *sqs.Options) { o.BaseEndpoint = aws.String(env.moto) })
+	sq := testenv.SQSAt(env.moto)
 	queue := func(purpose string) (string, error) {
 		q, err := sq.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("sendonce-bench-" + purpose + "-" + testenv.RandomID())})
 		if err != nil {

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/sendonce/sendonce/internal/testsupport"
 )
 
 // nodeDriver is the Powertools side of the peer section: bench/peer.mjs,
@@ -21,7 +23,7 @@ type nodeDriver struct {
 	cmd    *exec.Cmd
 	in     io.WriteCloser
 	out    *bufio.Reader
-	stderr *strings.Builder
+	stderr *testsupport.Buffer // written by the process, read on errors
 	mu     sync.Mutex
 }
 
@@ -44,8 +46,8 @@ func startNode(dir string) (*nodeDriver, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &nodeDriver{cmd: cmd, in: in, out: bufio.NewReaderSize(out, 1<<20), stderr: &strings.Builder{}}
-	cmd.Stderr = &lockedWriter{w: d.stderr}
+	d := &nodeDriver{cmd: cmd, in: in, out: bufio.NewReaderSize(out, 1<<20), stderr: &testsupport.Buffer{}}
+	cmd.Stderr = d.stderr
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start node: %w", err)
 	}
@@ -99,10 +101,6 @@ func (d *nodeDriver) call(ctx context.Context, cmd any, out any) error {
 }
 
 func (d *nodeDriver) stderrText() string {
-	if w, ok := d.cmd.Stderr.(*lockedWriter); ok {
-		w.mu.Lock()
-		defer w.mu.Unlock()
-	}
 	return truncate(strings.TrimSpace(d.stderr.String()), 500)
 }
 
@@ -118,15 +116,4 @@ func (d *nodeDriver) Close() error {
 		_ = d.cmd.Process.Kill()
 		return errors.New("node: did not exit; killed")
 	}
-}
-
-type lockedWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
 }

@@ -86,11 +86,7 @@ func runAPIKeyRevoke(ctx context.Context, c *command, e env, args []string) erro
 	fs := newFlags(c)
 	g := commonFlags(fs)
 	table := tableFlag(fs, e)
-	pos, err := parse(c, fs, args)
-	if err != nil {
-		return err
-	}
-	arg, err := onePositional(c, pos, "KEY-ID")
+	arg, err := parseOne(c, fs, args, "KEY-ID")
 	if err != nil {
 		return err
 	}

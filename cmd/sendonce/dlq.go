@@ -105,6 +105,32 @@ type dlqView struct {
 	RecipientID     string `json:"recipient_id,omitempty"`
 }
 
+// needDLQ returns a usage error when no dead-letter queue was named.
+func needDLQ(c *command, url string) error {
+	if url == "" {
+		return &usageError{cmd: c, msg: "no dead-letter queue: pass --dlq-url URL or set SENDONCE_DLQ_URL"}
+	}
+	return nil
+}
+
+// dlqOpen returns what the dlq commands start from once their flags are
+// checked: the output format, the SQS client and the redactor.
+func dlqOpen(ctx context.Context, c *command, e env, g *common) (string, *sqs.Client, *redact.Redactor, error) {
+	format, err := g.format(c, e)
+	if err != nil {
+		return "", nil, nil, err
+	}
+	q, err := sqsClient(ctx, e, g)
+	if err != nil {
+		return "", nil, nil, err
+	}
+	rd, err := redactor(ctx, e, g)
+	if err != nil {
+		return "", nil, nil, err
+	}
+	return format, q, rd, nil
+}
+
 func runDLQList(ctx context.Context, c *command, e env, args []string) error {
 	fs := newFlags(c)
 	g := commonFlags(fs)
@@ -113,21 +139,13 @@ func runDLQList(ctx context.Context, c *command, e env, args []string) error {
 	if err := noArgs(c, fs, args); err != nil {
 		return err
 	}
-	if *dlq == "" {
-		return &usageError{cmd: c, msg: "no dead-letter queue: pass --dlq-url URL or set SENDONCE_DLQ_URL"}
+	if err := needDLQ(c, *dlq); err != nil {
+		return err
 	}
 	if *limit <= 0 {
 		return &usageError{cmd: c, msg: "--limit must be positive"}
 	}
-	format, err := g.format(c, e)
-	if err != nil {
-		return err
-	}
-	q, err := sqsClient(ctx, e, g)
-	if err != nil {
-		return err
-	}
-	rd, err := redactor(ctx, e, g)
+	format, q, rd, err := dlqOpen(ctx, c, e, g)
 	if err != nil {
 		return err
 	}
@@ -168,8 +186,8 @@ func runDLQRedrive(ctx context.Context, c *command, e env, args []string) error 
 	if err := noArgs(c, fs, args); err != nil {
 		return err
 	}
-	if *dlq == "" {
-		return &usageError{cmd: c, msg: "no dead-letter queue: pass --dlq-url URL or set SENDONCE_DLQ_URL"}
+	if err := needDLQ(c, *dlq); err != nil {
+		return err
 	}
 	if *visibility < time.Second || *visibility > 12*time.Hour {
 		return &usageError{cmd: c, msg: "--visibility must be between 1s and 12h"}
@@ -181,15 +199,7 @@ func runDLQRedrive(ctx context.Context, c *command, e env, args []string) error 
 			return &usageError{cmd: c, msg: fmt.Sprintf("--reason-match: %v", err)}
 		}
 	}
-	format, err := g.format(c, e)
-	if err != nil {
-		return err
-	}
-	q, err := sqsClient(ctx, e, g)
-	if err != nil {
-		return err
-	}
-	rd, err := redactor(ctx, e, g)
+	format, q, rd, err := dlqOpen(ctx, c, e, g)
 	if err != nil {
 		return err
 	}

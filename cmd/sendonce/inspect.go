@@ -55,11 +55,7 @@ func runInspect(ctx context.Context, c *command, e env, args []string) error {
 	fs := newFlags(c)
 	g := commonFlags(fs)
 	table := tableFlag(fs, e)
-	pos, err := parse(c, fs, args)
-	if err != nil {
-		return err
-	}
-	key, err := onePositional(c, pos, "KEY")
+	key, err := parseOne(c, fs, args, "KEY")
 	if err != nil {
 		return err
 	}
@@ -67,25 +63,36 @@ func runInspect(ctx context.Context, c *command, e env, args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := needTable(c, *table); err != nil {
+	_, r, err := openRow(ctx, c, e, g, *table, key)
+	if err != nil {
 		return err
-	}
-	if !sendkey.Valid(key) {
-		return fmt.Errorf("inspect: %q is not an idempotency key (v1_ and 64 lowercase hex digits)", truncate(key))
-	}
-	led, err := openLedger(ctx, e, g, *table)
-	if err != nil {
-		return fmt.Errorf("inspect: %w", err)
-	}
-	r, err := getRow(ctx, led, key, *table)
-	if err != nil {
-		return fmt.Errorf("inspect: %w", err)
 	}
 	rd, err := redactor(ctx, e, g)
 	if err != nil {
 		return fmt.Errorf("inspect: %w", err)
 	}
 	return writeObject(e.stdout, format, view(r, rd))
+}
+
+// openRow checks table and key, then opens the ledger on table and reads
+// key's row: the start of the commands that act on one key. Its errors
+// name the command.
+func openRow(ctx context.Context, c *command, e env, g *common, table, key string) (*dynamoledger.Ledger, ledger.Record, error) {
+	if err := needTable(c, table); err != nil {
+		return nil, ledger.Record{}, err
+	}
+	if !sendkey.Valid(key) {
+		return nil, ledger.Record{}, fmt.Errorf("%s: %q is not an idempotency key (v1_ and 64 lowercase hex digits)", c.name, truncate(key))
+	}
+	led, err := openLedger(ctx, e, g, table)
+	if err != nil {
+		return nil, ledger.Record{}, fmt.Errorf("%s: %w", c.name, err)
+	}
+	r, err := getRow(ctx, led, key, table)
+	if err != nil {
+		return nil, ledger.Record{}, fmt.Errorf("%s: %w", c.name, err)
+	}
+	return led, r, nil
 }
 
 // openLedger returns the DynamoDB ledger on table.

@@ -264,6 +264,16 @@ func onePositional(c *command, pos []string, what string) (string, error) {
 	return pos[0], nil
 }
 
+// parseOne parses args with fs and returns the single positional argument
+// (what) the command takes; see parse and onePositional.
+func parseOne(c *command, fs *flag.FlagSet, args []string, what string) (string, error) {
+	pos, err := parse(c, fs, args)
+	if err != nil {
+		return "", err
+	}
+	return onePositional(c, pos, what)
+}
+
 // needTable returns a usage error when no table was named.
 func needTable(c *command, table string) error {
 	if table == "" {

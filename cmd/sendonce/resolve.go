@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/sendonce/sendonce/internal/ledger"
-	"github.com/sendonce/sendonce/internal/sendkey"
 )
 
 var resolveCmd = &command{
@@ -54,11 +53,7 @@ func runResolve(ctx context.Context, c *command, e env, args []string) error {
 	reason := fs.String("reason", "", "")
 	providerID := fs.String("provider-id", "", "")
 	force := fs.Bool("force", false, "")
-	pos, err := parse(c, fs, args)
-	if err != nil {
-		return err
-	}
-	key, err := onePositional(c, pos, "KEY")
+	key, err := parseOne(c, fs, args, "KEY")
 	if err != nil {
 		return err
 	}
@@ -73,19 +68,9 @@ func runResolve(ctx context.Context, c *command, e env, args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := needTable(c, *table); err != nil {
+	led, cur, err := openRow(ctx, c, e, g, *table, key)
+	if err != nil {
 		return err
-	}
-	if !sendkey.Valid(key) {
-		return fmt.Errorf("resolve: %q is not an idempotency key (v1_ and 64 lowercase hex digits)", truncate(key))
-	}
-	led, err := openLedger(ctx, e, g, *table)
-	if err != nil {
-		return fmt.Errorf("resolve: %w", err)
-	}
-	cur, err := getRow(ctx, led, key, *table)
-	if err != nil {
-		return fmt.Errorf("resolve: %w", err)
 	}
 	res := ledger.Resolution{
 		Key: key, FromState: cur.State, FromClaimID: cur.ClaimID, State: to,

@@ -80,7 +80,7 @@ func TestBootstrapUnderRIE(t *testing.T) {
 	db := testenv.DynamoDB(t)
 	table := testenv.NewTable(t, db)
 	moto := testenv.MotoEndpoint(t)
-	sq := sqs.NewFromConfig(testenv.Config(), func(o *sqs.Options) { o.BaseEndpoint = aws.String(moto) })
+	sq := testenv.SQSAt(moto)
 	q, err := sq.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("api-rie-" + testenv.RandomID())})
 	if err != nil {
 		t.Fatal(err)

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"maps"
-	"net/http/httptest"
 	"os"
 	"strings"
 	"testing"
@@ -24,6 +23,7 @@ import (
 	"github.com/sendonce/sendonce/internal/rie"
 	"github.com/sendonce/sendonce/internal/sendkey"
 	"github.com/sendonce/sendonce/internal/testenv"
+	"github.com/sendonce/sendonce/internal/testsupport"
 )
 
 const simToken = "reconciler-rie-test-token"
@@ -83,15 +83,13 @@ func TestBootstrapUnderRIE(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sim := simulator.New(simulator.Options{Token: simToken})
-	srv := httptest.NewServer(sim.Handler())
-	t.Cleanup(func() { srv.Close(); sim.Close() })
+	sim, simURL := testsupport.Simulator(t, simulator.Options{Token: simToken})
 
 	// One attempt reached the provider before the connection dropped, the
 	// other never did.
 	reached := uncertain(t, led, "evt-reached", "+15550001111")
 	lost := uncertain(t, led, "evt-lost", "+15550002222")
-	hp, err := httpprovider.New(httpprovider.Config{BaseURL: srv.URL, Token: simToken})
+	hp, err := httpprovider.New(httpprovider.Config{BaseURL: simURL, Token: simToken})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +106,7 @@ func TestBootstrapUnderRIE(t *testing.T) {
 		"AWS_LAMBDA_FUNCTION_TIMEOUT":  "30",
 		"SENDONCE_TABLE":               table,
 		"SENDONCE_SMS_PROVIDER":        "http",
-		"SENDONCE_HTTP_PROVIDER_URL":   srv.URL,
+		"SENDONCE_HTTP_PROVIDER_URL":   simURL,
 		"SENDONCE_HTTP_PROVIDER_TOKEN": simToken,
 		"SENDONCE_PROVIDER_TIMEOUT":    "2s",
 		"SENDONCE_CLAIM_TIMEOUT":       "12s",

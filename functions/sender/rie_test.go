@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"net/http/httptest"
 	"os"
 	"slices"
 	"strings"
@@ -27,6 +26,7 @@ import (
 	"github.com/sendonce/sendonce/internal/templates"
 	"github.com/sendonce/sendonce/internal/templates/dynamotemplates"
 	"github.com/sendonce/sendonce/internal/testenv"
+	"github.com/sendonce/sendonce/internal/testsupport"
 )
 
 const simToken = "sender-rie-test-token"
@@ -69,16 +69,14 @@ func setup(t *testing.T) bundle {
 	db := testenv.DynamoDB(t)
 	table := testenv.NewTable(t, db)
 	moto := testenv.MotoEndpoint(t)
-	q := sqs.NewFromConfig(testenv.Config(), func(o *sqs.Options) { o.BaseEndpoint = aws.String(moto) })
+	q := testenv.SQSAt(moto)
 	dlq, err := q.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("sender-rie-dlq-" + testenv.RandomID())})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _, _ = q.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: dlq.QueueUrl}) })
 
-	sim := simulator.New(simulator.Options{Token: simToken})
-	srv := httptest.NewServer(sim.Handler())
-	t.Cleanup(func() { srv.Close(); sim.Close() })
+	sim, simURL := testsupport.Simulator(t, simulator.Options{Token: simToken})
 
 	led, err := dynamoledger.New(db, table)
 	if err != nil {
@@ -104,7 +102,7 @@ func setup(t *testing.T) bundle {
 		"SENDONCE_DLQ_URL":             b.dlqURL,
 		"SENDONCE_SMS_PROVIDER":        "http",
 		"SENDONCE_EMAIL_PROVIDER":      "http",
-		"SENDONCE_HTTP_PROVIDER_URL":   srv.URL,
+		"SENDONCE_HTTP_PROVIDER_URL":   simURL,
 		"SENDONCE_HTTP_PROVIDER_TOKEN": simToken,
 		"SENDONCE_PROVIDER_TIMEOUT":    "2s",
 		"SENDONCE_CLAIM_TIMEOUT":       "12s",

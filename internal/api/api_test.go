@@ -1,7 +1,6 @@
 package api_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -26,12 +25,12 @@ import (
 	"github.com/sendonce/sendonce/internal/apikey"
 	"github.com/sendonce/sendonce/internal/apikey/apikeytest"
 	"github.com/sendonce/sendonce/internal/ledger"
-	"github.com/sendonce/sendonce/internal/ledger/ledgertest"
 	"github.com/sendonce/sendonce/internal/ledger/memledger"
 	"github.com/sendonce/sendonce/internal/metrics"
 	"github.com/sendonce/sendonce/internal/notify"
 	"github.com/sendonce/sendonce/internal/sendkey"
 	"github.com/sendonce/sendonce/internal/testenv"
+	"github.com/sendonce/sendonce/internal/testsupport"
 )
 
 const phone = "+15551234567"
@@ -73,24 +72,12 @@ type bundle struct {
 	queue *queue
 	idem  *idempotencytest.Lossy
 	keys  *apikey.Store
-	clock *ledgertest.Clock
+	clock *testsupport.Clock
 	tally *metrics.Tally
-	logs  *syncBuffer
+	logs  *testsupport.Buffer
 	keyA  string // API key of tenant "acme"
 	keyB  string // API key of tenant "globex"
 }
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
 type setupOpts struct {
 	cfg func(*api.Config)
@@ -102,7 +89,7 @@ type setupOpts struct {
 func setup(t *testing.T, o setupOpts) *bundle {
 	t.Helper()
 	ctx := context.Background()
-	clock := ledgertest.NewClock(ledgertest.Start.Add(10 * time.Second))
+	clock := testsupport.NewClock(testsupport.Start.Add(10 * time.Second))
 	b := &bundle{
 		led:   memledger.New(memledger.WithNow(clock.Now)),
 		queue: &queue{},
@@ -110,7 +97,7 @@ func setup(t *testing.T, o setupOpts) *bundle {
 		keys:  apikey.NewStore(apikeytest.NewMem(), apikey.WithClock(clock.Now)),
 		clock: clock,
 		tally: metrics.NewTally(),
-		logs:  &syncBuffer{},
+		logs:  &testsupport.Buffer{},
 	}
 	var err error
 	if _, b.keyA, err = b.keys.Create(ctx, "acme"); err != nil {
@@ -123,7 +110,7 @@ func setup(t *testing.T, o setupOpts) *bundle {
 		Keys: b.keys, Ledger: b.led, Queue: b.queue, QueueURL: "https://sqs.us-east-1.amazonaws.com/123456789012/notifications",
 		Idempotency: b.idem, RateWindows: ratelimittest.NewMem(),
 		Metrics: b.tally, Now: clock.Now,
-		Logger: slog.New(slog.NewJSONHandler(b.logs, nil)),
+		Logger: b.logs.Logger(slog.LevelInfo),
 	}
 	if o.cfg != nil {
 		o.cfg(&cfg)
@@ -516,7 +503,7 @@ func TestRateLimits(t *testing.T) {
 func TestFIFOQueue(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	sq := sqs.NewFromConfig(testenv.Config(), func(o *sqs.Options) { o.BaseEndpoint = aws.String(testenv.MotoEndpoint(t)) })
+	sq := testenv.SQSAt(testenv.MotoEndpoint(t))
 	out, err := sq.CreateQueue(ctx, &sqs.CreateQueueInput{
 		QueueName: aws.String("api-test-" + testenv.RandomID() + ".fifo"), Attributes: map[string]string{"FifoQueue": "true"},
 	})

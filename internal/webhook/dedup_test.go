@@ -9,9 +9,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/sendonce/sendonce/internal/ledger/ledgertest"
 	"github.com/sendonce/sendonce/internal/tableschema"
 	"github.com/sendonce/sendonce/internal/testenv"
+	"github.com/sendonce/sendonce/internal/testsupport"
 	"github.com/sendonce/sendonce/internal/webhook"
 	"github.com/sendonce/sendonce/internal/webhook/deduptest"
 )
@@ -41,7 +41,7 @@ func TestDynamoDedupStoredItem(t *testing.T) {
 	t.Parallel()
 	c := testenv.DynamoDB(t)
 	table := testenv.NewTable(t, c)
-	d, err := webhook.NewDynamoDedup(c, table, time.Hour, func() time.Time { return ledgertest.Start })
+	d, err := webhook.NewDynamoDedup(c, table, time.Hour, func() time.Time { return testsupport.Start })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +54,7 @@ func TestDynamoDedupStoredItem(t *testing.T) {
 		t.Fatalf("GetItem: %v", err)
 	}
 	exp, _ := out.Item[tableschema.TTLAttribute].(*types.AttributeValueMemberN)
-	if want := ledgertest.Start.Add(time.Hour).Unix(); exp == nil || exp.Value != strconv.FormatInt(want, 10) {
+	if want := testsupport.Start.Add(time.Hour).Unix(); exp == nil || exp.Value != strconv.FormatInt(want, 10) {
 		t.Errorf("expires_at = %v, want %d", exp, want)
 	}
 	for name, want := range map[string]string{"provider": "http", "ledger_key": "v1_k", "status": "delivered", "kind": "callback"} {

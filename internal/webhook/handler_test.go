@@ -18,12 +18,12 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/sendonce/sendonce/internal/ledger"
-	"github.com/sendonce/sendonce/internal/ledger/ledgertest"
 	"github.com/sendonce/sendonce/internal/ledger/memledger"
 	"github.com/sendonce/sendonce/internal/metrics"
 	"github.com/sendonce/sendonce/internal/provider/httpprovider"
 	"github.com/sendonce/sendonce/internal/sendkey"
 	"github.com/sendonce/sendonce/internal/testenv"
+	"github.com/sendonce/sendonce/internal/testsupport"
 	"github.com/sendonce/sendonce/internal/webhook"
 	"github.com/sendonce/sendonce/internal/webhook/deduptest"
 )
@@ -77,31 +77,13 @@ func (d *faultyDedup) Record(ctx context.Context, cb webhook.Callback) (bool, er
 	return d.Dedup.Record(ctx, cb)
 }
 
-// syncBuffer is a log sink safe for concurrent handlers.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 type bundle struct {
 	h      *webhook.Handler
 	led    *countingLedger
 	dedup  *faultyDedup
-	clock  *ledgertest.Clock
+	clock  *testsupport.Clock
 	tally  *metrics.Tally
-	logs   *syncBuffer
+	logs   *testsupport.Buffer
 	log    *slog.Logger
 	events atomic.Int64
 }
@@ -120,15 +102,15 @@ func setup(t *testing.T, opts ...setupOpts) *bundle {
 	if len(opts) > 0 {
 		o = opts[0]
 	}
-	clock := ledgertest.NewClock(ledgertest.Start)
+	clock := testsupport.NewClock(testsupport.Start)
 	b := &bundle{
 		led:   &countingLedger{Ledger: memledger.New(memledger.WithNow(clock.Now))},
 		dedup: &faultyDedup{Dedup: deduptest.NewMem(0, clock.Now)},
 		clock: clock,
 		tally: metrics.NewTally(),
-		logs:  &syncBuffer{},
+		logs:  &testsupport.Buffer{},
 	}
-	b.log = slog.New(slog.NewJSONHandler(b.logs, nil))
+	b.log = b.logs.Logger(slog.LevelInfo)
 	cfg := webhook.Config{
 		Ledger:          b.led,
 		Dedup:           b.dedup,
@@ -772,9 +754,9 @@ func FuzzVerifySignature(f *testing.F) {
 	f.Add("t=1796040000,v1=00", `{"event_id":"e"}`, false)
 	f.Add("", "", true)
 	f.Add("t=1796040000,v1="+strings.Repeat("ab", 32)+",v1=zz", "{}", false)
-	led := memledger.New(memledger.WithNow(func() time.Time { return ledgertest.Start }))
+	led := memledger.New(memledger.WithNow(func() time.Time { return testsupport.Start }))
 	h, err := webhook.New(webhook.Config{Ledger: led, Dedup: deduptest.NewMem(0, nil), HTTPSecret: []byte(testSecret),
-		Now: func() time.Time { return ledgertest.Start }, Logger: slog.New(slog.DiscardHandler)})
+		Now: func() time.Time { return testsupport.Start }, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		f.Fatalf("New: %v", err)
 	}
@@ -795,12 +777,12 @@ func FuzzVerifySignature(f *testing.F) {
 				return
 			}
 		}
-		validSig := httpprovider.Verify([]byte(testSecret), sig, raw, ledgertest.Start, 0) == nil
+		validSig := httpprovider.Verify([]byte(testSecret), sig, raw, testsupport.Start, 0) == nil
 		if validSig && len(raw) > 0 {
 			// A signature covers every byte: one changed byte breaks it.
 			flipped := bytes.Clone(raw)
 			flipped[len(flipped)/2] ^= 0x01
-			if httpprovider.Verify([]byte(testSecret), sig, flipped, ledgertest.Start, 0) == nil {
+			if httpprovider.Verify([]byte(testSecret), sig, flipped, testsupport.Start, 0) == nil {
 				t.Fatalf("signature %q still verifies after a byte of the body changed", sig)
 			}
 		}

@@ -18,6 +18,7 @@ import (
 	"github.com/sendonce/sendonce/internal/ledger/dynamoledger"
 	"github.com/sendonce/sendonce/internal/ledger/ledgertest"
 	"github.com/sendonce/sendonce/internal/testenv"
+	"github.com/sendonce/sendonce/internal/testsupport"
 )
 
 // One client for the whole package: the SDK client is safe for concurrent
@@ -109,7 +110,7 @@ func (h *httpCalls) take() map[string]int {
 
 func TestCallCounts(t *testing.T) {
 	t.Parallel()
-	clock := ledgertest.NewClock(ledgertest.Start)
+	clock := testsupport.NewClock(testsupport.Start)
 	base := dynamo(t)
 	table := testenv.NewTable(t, base)
 
@@ -320,7 +321,7 @@ func (d twice) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o .
 
 func TestRetriedWriteFindsItsOwnRow(t *testing.T) {
 	t.Parallel()
-	clock := ledgertest.NewClock(ledgertest.Start)
+	clock := testsupport.NewClock(testsupport.Start)
 	c := dynamo(t)
 	l, err := dynamoledger.New(twice{c}, testenv.NewTable(t, c), dynamoledger.WithNow(clock.Now))
 	if err != nil {

@@ -21,18 +21,15 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sesv2"
 	"github.com/aws/aws-sdk-go-v2/service/sesv2/types"
-	"github.com/aws/smithy-go"
-	smithyhttp "github.com/aws/smithy-go/transport/http"
 
 	"github.com/sendonce/sendonce/internal/provider"
-	"github.com/sendonce/sendonce/internal/redact"
+	"github.com/sendonce/sendonce/internal/provider/awserr"
 )
 
 // Name is the adapter's configuration name.
@@ -112,20 +109,13 @@ func (p *Provider) Send(ctx context.Context, m provider.Message) (provider.Recei
 	if err != nil {
 		return provider.Receipt{}, err
 	}
-	if p.cfg.Timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, p.cfg.Timeout)
-		defer cancel()
-	}
-	out, err := p.cfg.Client.SendEmail(ctx, in, noRetry)
-	if err != nil {
-		perr := Classify(err, m.To)
-		p.log.WarnContext(ctx, "ses send failed",
-			"provider", Name, "key", m.Key, "channel", m.Channel,
-			"to", redact.Address(m.To), "kind", perr.Kind.String(), "code", perr.Code, "reason", perr.Reason)
-		return provider.Receipt{}, perr
-	}
-	return provider.Receipt{MessageID: aws.ToString(out.MessageId)}, nil
+	return service.Send(ctx, p.log, p.cfg.Timeout, m, "ses send failed", func(ctx context.Context) (*string, error) {
+		out, err := p.cfg.Client.SendEmail(ctx, in, noRetry)
+		if err != nil {
+			return nil, err
+		}
+		return out.MessageId, nil
+	})
 }
 
 // Input builds the SendEmail call for m: Simple content with a text part,
@@ -165,10 +155,7 @@ func permanent(code, reason string) *provider.Error {
 // codeKinds classifies SES's error codes: the SendEmail errors of the
 // SESv2 API reference (service/sesv2/types/errors.go) and AWS's common
 // error codes.
-var codeKinds = map[string]struct {
-	kind   provider.Kind
-	reason string
-}{
+var codeKinds = map[string]awserr.Code{
 	// The message is at fault, or its sender is not a verified identity:
 	// SES refused it and sent nothing. FAILED.
 	"MessageRejected":                    {provider.Permanent, "rejected by SES"},
@@ -208,64 +195,10 @@ var codeKinds = map[string]struct {
 //   - no answer: Transient when the connection was never made (dial or
 //     DNS failure: nothing was sent), otherwise Ambiguous (a timeout or
 //     reset after the request may have been written).
-func Classify(err error, to string) *provider.Error {
-	pe := &provider.Error{Kind: provider.Ambiguous, Provider: Name, Op: "send", Err: redact.Error(err, to)}
-	var ae smithy.APIError
-	if errors.As(err, &ae) {
-		pe.Code = ae.ErrorCode()
-		if k, ok := codeKinds[pe.Code]; ok {
-			pe.Kind, pe.Reason = k.kind, k.reason
-		} else {
-			switch status := httpStatus(err); {
-			case status >= 500:
-				pe.Kind, pe.Reason = provider.Ambiguous, fmt.Sprintf("SES answered HTTP %d: the email may have been accepted", status)
-			case status == 429:
-				pe.Kind, pe.Reason = provider.Transient, "throttled"
-			case status == 401 || status == 403:
-				pe.Kind, pe.Reason = provider.Config, fmt.Sprintf("SES answered HTTP %d", status)
-			case status >= 400:
-				pe.Kind, pe.Reason = provider.Permanent, "rejected by SES"
-			default:
-				pe.Kind, pe.Reason = provider.Ambiguous, "unrecognised SES error"
-			}
-		}
-		if msg := redact.Text(ae.ErrorMessage(), to); msg != "" && pe.Kind == provider.Permanent {
-			pe.Reason += ": " + msg
-		}
-		return pe
-	}
-	if notSent(err) {
-		pe.Kind, pe.Reason = provider.Transient, "could not connect to SES: nothing was sent"
-		return pe
-	}
-	if errors.Is(err, context.DeadlineExceeded) || isTimeout(err) {
-		pe.Reason = "timed out waiting for SES: the email may have been accepted"
-	} else {
-		pe.Reason = "connection to SES failed mid-request: the email may have been accepted"
-	}
-	return pe
-}
+func Classify(err error, to string) *provider.Error { return service.Classify(err, to) }
 
-func httpStatus(err error) int {
-	var re *smithyhttp.ResponseError
-	if errors.As(err, &re) && re.Response != nil {
-		return re.HTTPStatusCode()
-	}
-	return 0
-}
-
-// notSent reports whether err proves the request never left: the TCP
-// connection was never established or the name did not resolve.
-func notSent(err error) bool {
-	var dns *net.DNSError
-	if errors.As(err, &dns) {
-		return true
-	}
-	var op *net.OpError
-	return errors.As(err, &op) && op.Op == "dial"
-}
-
-func isTimeout(err error) bool {
-	var ne net.Error
-	return errors.As(err, &ne) && ne.Timeout()
+// service classifies SES errors: Classify's rules, SES's words.
+var service = awserr.Service{
+	Provider: Name, Service: "SES", Codes: codeKinds, DetailKnown: true,
+	Maybe: "the email may have been accepted",
 }

@@ -18,18 +18,15 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sns"
 	"github.com/aws/aws-sdk-go-v2/service/sns/types"
-	"github.com/aws/smithy-go"
-	smithyhttp "github.com/aws/smithy-go/transport/http"
 
 	"github.com/sendonce/sendonce/internal/provider"
-	"github.com/sendonce/sendonce/internal/redact"
+	"github.com/sendonce/sendonce/internal/provider/awserr"
 )
 
 // Name is the adapter's configuration name.
@@ -112,20 +109,13 @@ func (p *Provider) Send(ctx context.Context, m provider.Message) (provider.Recei
 	if err != nil {
 		return provider.Receipt{}, err
 	}
-	if p.cfg.Timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, p.cfg.Timeout)
-		defer cancel()
-	}
-	out, err := p.cfg.Client.Publish(ctx, in, noRetry)
-	if err != nil {
-		perr := Classify(err, m.To)
-		p.log.WarnContext(ctx, "sns publish failed",
-			"provider", Name, "key", m.Key, "channel", m.Channel,
-			"to", redact.Address(m.To), "kind", perr.Kind.String(), "code", perr.Code, "reason", perr.Reason)
-		return provider.Receipt{}, perr
-	}
-	return provider.Receipt{MessageID: aws.ToString(out.MessageId)}, nil
+	return service.Send(ctx, p.log, p.cfg.Timeout, m, "sns publish failed", func(ctx context.Context) (*string, error) {
+		out, err := p.cfg.Client.Publish(ctx, in, noRetry)
+		if err != nil {
+			return nil, err
+		}
+		return out.MessageId, nil
+	})
 }
 
 // input builds the Publish call for m.
@@ -229,10 +219,7 @@ func pushMessage(m provider.Message) (string, error) {
 
 // codeKinds classifies SNS's error codes (the ErrorCode of the SDK's
 // types in service/sns/types/errors.go and the common AWS error codes).
-var codeKinds = map[string]struct {
-	kind   provider.Kind
-	reason string
-}{
+var codeKinds = map[string]awserr.Code{
 	// The message is at fault: FAILED.
 	"InvalidParameter":            {provider.Permanent, "invalid parameter"},
 	"ParameterValueInvalid":       {provider.Permanent, "invalid parameter value"},
@@ -288,68 +275,10 @@ var codeKinds = map[string]struct {
 //   - no answer: Transient when the connection was never made (dial or
 //     DNS failure: nothing was sent), otherwise Ambiguous (a timeout or
 //     reset after the request may have been written).
-func Classify(err error, to string) *provider.Error {
-	pe := &provider.Error{Kind: provider.Ambiguous, Provider: Name, Op: "send", Err: redact.Error(err, to)}
-	var ae smithy.APIError
-	if errors.As(err, &ae) {
-		pe.Code = ae.ErrorCode()
-		if k, ok := codeKinds[pe.Code]; ok {
-			pe.Kind, pe.Reason = k.kind, k.reason
-			return pe
-		}
-		status := httpStatus(err)
-		switch {
-		case status >= 500:
-			pe.Kind, pe.Reason = provider.Ambiguous, fmt.Sprintf("SNS answered HTTP %d: the request may have been processed", status)
-		case status == 401 || status == 403:
-			pe.Kind, pe.Reason = provider.Config, fmt.Sprintf("SNS answered HTTP %d", status)
-		case status == 429:
-			pe.Kind, pe.Reason = provider.Transient, "throttled"
-		case status >= 400:
-			pe.Kind, pe.Reason = provider.Permanent, "rejected by SNS"
-		default:
-			pe.Kind, pe.Reason = provider.Ambiguous, "unrecognised SNS error"
-		}
-		if msg := redact.Text(ae.ErrorMessage(), to); msg != "" && pe.Kind == provider.Permanent {
-			pe.Reason += ": " + msg
-		}
-		return pe
-	}
-	if notSent(err) {
-		pe.Kind, pe.Reason = provider.Transient, "could not connect to SNS: nothing was sent"
-		return pe
-	}
-	if errors.Is(err, context.DeadlineExceeded) || isTimeout(err) {
-		pe.Reason = "timed out waiting for SNS: the message may have been published"
-	} else {
-		pe.Reason = "connection to SNS failed mid-request: the message may have been published"
-	}
-	return pe
-}
+func Classify(err error, to string) *provider.Error { return service.Classify(err, to) }
 
-func httpStatus(err error) int {
-	var re *smithyhttp.ResponseError
-	if errors.As(err, &re) && re.Response != nil {
-		return re.HTTPStatusCode()
-	}
-	return 0
-}
-
-// notSent reports whether err proves the request never left: the TCP
-// connection was never established or the name did not resolve.
-func notSent(err error) bool {
-	var dns *net.DNSError
-	if errors.As(err, &dns) {
-		return true
-	}
-	var op *net.OpError
-	if errors.As(err, &op) && op.Op == "dial" {
-		return true
-	}
-	return false
-}
-
-func isTimeout(err error) bool {
-	var ne net.Error
-	return errors.As(err, &ne) && ne.Timeout()
+// service classifies SNS errors: Classify's rules, SNS's words.
+var service = awserr.Service{
+	Provider: Name, Service: "SNS", Codes: codeKinds,
+	Maybe: "the message may have been published", Maybe5xx: "the request may have been processed",
 }
