@@ -78,10 +78,10 @@ func (noDeadLetters) Put(_ context.Context, rec events.SQSMessage, invalid *noti
 	return fmt.Errorf("bench: unexpected invalid request %s: %v", rec.MessageId, invalid)
 }
 
-func newSender(l ledger.Ledger, p provider.Sender) (*sender.Sender, error) {
+func newSender(l ledger.Ledger, p provider.Adapter) (*sender.Sender, error) {
 	return sender.New(sender.Config{
 		Ledger:          l,
-		Providers:       map[string]provider.Sender{"sms": p},
+		Providers:       map[string]provider.Adapter{"sms": p},
 		Renderer:        benchRenderer,
 		DeadLetters:     noDeadLetters{},
 		ProviderTimeout: decide.DefaultProviderTimeout,
@@ -232,7 +232,7 @@ func measurePaths(ctx context.Context, endpoint string, rep *benchreport.Report)
 	}
 	time.Sleep(20 * time.Millisecond)
 	r, err := reconcile.New(reconcile.Config{
-		Ledger: l, Providers: map[string]provider.Sender{"sms": prov}, Renderer: benchRenderer,
+		Ledger: l, Providers: map[string]provider.Adapter{"sms": prov}, Renderer: benchRenderer,
 		ProviderTimeout: decide.DefaultProviderTimeout, ClaimTimeout: sender.DefaultClaimTimeout,
 		Settle: time.Millisecond, PageSize: 100,
 	})

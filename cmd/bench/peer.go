@@ -83,14 +83,14 @@ func (p *countingProvider) takePhase() (sends, duplicates int) {
 	return s, d
 }
 
-func peerSender(db *dynamodb.Client, table string, p provider.Sender) (*sender.Sender, error) {
+func peerSender(db *dynamodb.Client, table string, p provider.Adapter) (*sender.Sender, error) {
 	l, err := dynamoledger.New(db, table)
 	if err != nil {
 		return nil, err
 	}
 	return sender.New(sender.Config{
 		Ledger:          l,
-		Providers:       map[string]provider.Sender{"sms": p, "email": p},
+		Providers:       map[string]provider.Adapter{"sms": p, "email": p},
 		Renderer:        benchRenderer,
 		DeadLetters:     noDeadLetters{},
 		ProviderTimeout: decide.DefaultProviderTimeout,

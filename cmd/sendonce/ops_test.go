@@ -292,7 +292,7 @@ func TestResolve(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec, err := reconcile.New(reconcile.Config{Ledger: led, Providers: map[string]provider.Sender{"sms": prov}, Metrics: metrics.Discard,
+	rec, err := reconcile.New(reconcile.Config{Ledger: led, Providers: map[string]provider.Adapter{"sms": prov}, Metrics: metrics.Discard,
 		ProviderTimeout: 2 * time.Second, ClaimTimeout: 30 * time.Second, Settle: time.Second})
 	if err != nil {
 		t.Fatal(err)

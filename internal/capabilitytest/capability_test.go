@@ -71,18 +71,18 @@ func setup(t *testing.T) *bundle {
 	return b
 }
 
-func (b *bundle) sender(t *testing.T, channel string, p provider.Sender) *sender.Sender {
+func (b *bundle) sender(t *testing.T, channel string, p provider.Adapter) *sender.Sender {
 	t.Helper()
 	return b.senderWithTimeout(t, channel, p, providerTimeout)
 }
 
 // senderWithTimeout is sender with another provider timeout, for a path
 // whose only provider call must not time out on a loaded machine.
-func (b *bundle) senderWithTimeout(t *testing.T, channel string, p provider.Sender, timeout time.Duration) *sender.Sender {
+func (b *bundle) senderWithTimeout(t *testing.T, channel string, p provider.Adapter, timeout time.Duration) *sender.Sender {
 	t.Helper()
 	s, err := sender.New(sender.Config{
 		Ledger:          b.ledger,
-		Providers:       map[string]provider.Sender{channel: p},
+		Providers:       map[string]provider.Adapter{channel: p},
 		Renderer:        rendertest.Examples(t, "acme"),
 		DeadLetters:     noDeadLetters{t},
 		Logger:          quiet,
@@ -97,12 +97,12 @@ func (b *bundle) senderWithTimeout(t *testing.T, channel string, p provider.Send
 	return s
 }
 
-func (b *bundle) reconciler(t *testing.T, channel string, p provider.Sender) *reconcile.Reconciler {
+func (b *bundle) reconciler(t *testing.T, channel string, p provider.Adapter) *reconcile.Reconciler {
 	t.Helper()
 	r, err := reconcile.New(reconcile.Config{
 		Ledger:          b.ledger,
 		Renderer:        rendertest.Examples(t, "acme"),
-		Providers:       map[string]provider.Sender{channel: p},
+		Providers:       map[string]provider.Adapter{channel: p},
 		Logger:          quiet,
 		ProviderTimeout: providerTimeout,
 		ClaimTimeout:    time.Minute,
@@ -355,7 +355,7 @@ func TestNeitherSMTP(t *testing.T) {
 			if c := p.Capabilities(); c.IdempotentSends || c.LookupByReference {
 				t.Fatalf("smtp capabilities = %+v: this test covers neither", c)
 			}
-			if _, ok := provider.Sender(p).(provider.Looker); ok {
+			if _, ok := provider.Adapter(p).(provider.Looker); ok {
 				t.Fatal("the smtp adapter implements Looker: this test covers neither")
 			}
 			s := b.sender(t, "email", p)

@@ -338,7 +338,7 @@ func (d *Dispatcher) retry(ctx context.Context, op, key string, write func(conte
 
 // Send calls p with the entry's message under claim c and records the
 // outcome. It never returns an error: every path ends in a Result.
-func (d *Dispatcher) Send(ctx context.Context, c ledger.Claim, e ledger.Entry, p provider.Sender) Result {
+func (d *Dispatcher) Send(ctx context.Context, c ledger.Claim, e ledger.Entry, p provider.Adapter) Result {
 	dims := []metrics.Dim{{Name: "channel", Value: e.Channel}, {Name: "provider", Value: p.Name()}}
 	log := d.Logger.With("key", e.Key, "channel", e.Channel, "provider", p.Name(), "attempt", c.Attempt)
 
@@ -393,7 +393,7 @@ func (d *Dispatcher) Send(ctx context.Context, c ledger.Claim, e ledger.Entry, p
 // nothing. It returns the answer for decide.Of, with the provider's
 // result (LookupFailed and the error when the provider could not be
 // asked).
-func (d *Dispatcher) Lookup(ctx context.Context, rec ledger.Record, p provider.Sender, l provider.Looker) (decide.Lookup, provider.LookupResult, error) {
+func (d *Dispatcher) Lookup(ctx context.Context, rec ledger.Record, p provider.Adapter, l provider.Looker) (decide.Lookup, provider.LookupResult, error) {
 	// A lookup may match on the text: render the row's inputs first.
 	e, err := d.Render(ctx, rec.Entry)
 	if err != nil {
@@ -474,7 +474,7 @@ func (d *Dispatcher) mark(ctx context.Context, log *slog.Logger, c ledger.Claim,
 // lookup's answer for MarkSent and MarkFailed. Acknowledge, HandOff, Wait
 // and LookUp need no write: Resolve returns Skipped for them. A takeover
 // that loses to another worker, or finds the row gone, is Conflict.
-func (d *Dispatcher) Resolve(ctx context.Context, rec ledger.Record, dec decide.Decision, p provider.Sender, found provider.LookupResult, lease time.Duration) Result {
+func (d *Dispatcher) Resolve(ctx context.Context, rec ledger.Record, dec decide.Decision, p provider.Adapter, found provider.LookupResult, lease time.Duration) Result {
 	switch dec.Action {
 	case decide.Send, decide.MarkSent, decide.MarkFailed, decide.MarkUncertain, decide.Abandon, decide.Postpone:
 	default:

@@ -63,10 +63,10 @@ type Receipt struct {
 	MessageID string
 }
 
-// Sender sends messages through one provider. Send must honour ctx's
+// Adapter sends messages through one provider. Send must honour ctx's
 // deadline. Its error is an *Error (use KindOf): an adapter translates
 // every failure it can meet.
-type Sender interface {
+type Adapter interface {
 	// Name is the provider's configuration name ("http", "sns", ...).
 	Name() string
 	Capabilities() Capabilities

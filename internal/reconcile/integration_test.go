@@ -96,11 +96,11 @@ func (e *env) uncertain(t *testing.T, n int, class string) []string {
 	return keys
 }
 
-func (e *env) reconciler(t *testing.T, p provider.Sender) *reconcile.Reconciler {
+func (e *env) reconciler(t *testing.T, p provider.Adapter) *reconcile.Reconciler {
 	t.Helper()
 	r, err := reconcile.New(reconcile.Config{
 		Ledger:          e.ledger,
-		Providers:       map[string]provider.Sender{"sms": p},
+		Providers:       map[string]provider.Adapter{"sms": p},
 		ProviderTimeout: 2 * time.Second,
 		ClaimTimeout:    time.Minute,
 		Settle:          time.Minute,
@@ -131,10 +131,10 @@ func TestTwoConcurrentReconcilersNeverSendTwice(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		name string
-		wrap func(*httpprovider.Provider) provider.Sender
+		wrap func(*httpprovider.Provider) provider.Adapter
 	}{
-		{"NoCapabilitiesOTPPolicy", func(p *httpprovider.Provider) provider.Sender { return noCapabilities{p} }},
-		{"LookupOnly", func(p *httpprovider.Provider) provider.Sender { return lookupOnly{p} }},
+		{"NoCapabilitiesOTPPolicy", func(p *httpprovider.Provider) provider.Adapter { return noCapabilities{p} }},
+		{"LookupOnly", func(p *httpprovider.Provider) provider.Adapter { return lookupOnly{p} }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -263,7 +263,7 @@ func TestOutageOfALookupProviderIsNotAbandoned(t *testing.T) {
 		t.Fatal(err)
 	}
 	r, err := reconcile.New(reconcile.Config{
-		Ledger: e.ledger, Providers: map[string]provider.Sender{"sms": prov},
+		Ledger: e.ledger, Providers: map[string]provider.Adapter{"sms": prov},
 		ProviderTimeout: 2 * time.Second, ClaimTimeout: time.Minute, Settle: time.Minute, MaxAttempts: 3, Now: e.clock,
 	})
 	if err != nil {

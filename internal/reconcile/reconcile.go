@@ -119,7 +119,7 @@ type Config struct {
 	// unavailable).
 	Renderer *render.Renderer
 	// Providers maps a channel to its provider.
-	Providers map[string]provider.Sender
+	Providers map[string]provider.Adapter
 	Metrics   metrics.Recorder
 	Logger    *slog.Logger
 	// ProviderTimeout bounds one provider call.

@@ -27,11 +27,11 @@ func setup(t *testing.T) *bundle {
 	return &bundle{ledger: memledger.New(memledger.WithNow(clock.Now)), clock: clock, metrics: metrics.NewTally()}
 }
 
-func (b *bundle) reconciler(t *testing.T, p provider.Sender, mod func(*Config)) *Reconciler {
+func (b *bundle) reconciler(t *testing.T, p provider.Adapter, mod func(*Config)) *Reconciler {
 	t.Helper()
 	cfg := Config{
 		Ledger:          b.ledger,
-		Providers:       map[string]provider.Sender{"sms": p},
+		Providers:       map[string]provider.Adapter{"sms": p},
 		Metrics:         b.metrics,
 		ProviderTimeout: 5 * time.Second,
 		ClaimTimeout:    60 * time.Second,
@@ -464,7 +464,7 @@ func TestUnconfiguredChannelIsPostponedNotAbandoned(t *testing.T) {
 		t.Errorf("a postponed row was examined again at once: %+v", rep)
 	}
 	email := &providertest.Fake{}
-	configured := b.reconciler(t, email, func(c *Config) { c.Providers = map[string]provider.Sender{"email": email} })
+	configured := b.reconciler(t, email, func(c *Config) { c.Providers = map[string]provider.Adapter{"email": email} })
 	b.clock.Advance(decide.RetryCap)
 	if rep, err := configured.Run(ctx); err != nil || rep.Actions[ActionResent] != 1 || email.Calls() != 1 {
 		t.Fatalf("after the fix: %+v, %v, %d sends; want resent once", rep, err, email.Calls())

@@ -29,7 +29,7 @@ func contentSender(t *testing.T, store templates.Store) (*Sender, ledger.Ledger,
 	t.Helper()
 	l, p := memledger.New(), &providertest.Fake{}
 	s, err := New(Config{
-		Ledger: l, Providers: map[string]provider.Sender{"sms": p, "email": p},
+		Ledger: l, Providers: map[string]provider.Adapter{"sms": p, "email": p},
 		Renderer: render.New(store, render.WithCacheTTL(0)), DeadLetters: &fakeDLQ{},
 		ProviderTimeout: 5 * time.Second, ClaimTimeout: time.Minute,
 	})

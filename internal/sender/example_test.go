@@ -43,7 +43,7 @@ func ExampleSender_HandleSQS() {
 	}
 	s, err := sender.New(sender.Config{
 		Ledger:          l,
-		Providers:       map[string]provider.Sender{"sms": sms},
+		Providers:       map[string]provider.Adapter{"sms": sms},
 		Renderer:        renderer,
 		DeadLetters:     printDLQ{},
 		ProviderTimeout: 5 * time.Second,

@@ -122,14 +122,14 @@ func (e *env) advance(d time.Duration) {
 	e.now.Store(&t)
 }
 
-func (e *env) sender(t *testing.T, p provider.Sender) *sender.Sender {
+func (e *env) sender(t *testing.T, p provider.Adapter) *sender.Sender {
 	t.Helper()
 	if p == nil {
 		p = e.prov
 	}
 	s, err := sender.New(sender.Config{
 		Ledger:          e.ledger,
-		Providers:       map[string]provider.Sender{"sms": p, "email": p},
+		Providers:       map[string]provider.Adapter{"sms": p, "email": p},
 		Renderer:        e.renderer,
 		DeadLetters:     discardDLQ{},
 		Metrics:         e.metrics,
@@ -249,7 +249,7 @@ func equalCounts(a, b map[string]int) bool {
 // claim (before the provider is called) or after the provider accepted
 // (before SENT is written), as a worker killed there would.
 type crashingProvider struct {
-	provider.Sender
+	provider.Adapter
 	crashBefore, crashAfter bool
 }
 
@@ -259,7 +259,7 @@ func (c *crashingProvider) Send(ctx context.Context, m provider.Message) (provid
 	if c.crashBefore {
 		panic(errCrash)
 	}
-	r, err := c.Sender.Send(ctx, m)
+	r, err := c.Adapter.Send(ctx, m)
 	if c.crashAfter {
 		panic(errCrash)
 	}
@@ -267,7 +267,7 @@ func (c *crashingProvider) Send(ctx context.Context, m provider.Message) (provid
 }
 
 func (c *crashingProvider) Lookup(ctx context.Context, m provider.Message) (provider.LookupResult, error) {
-	return c.Sender.(provider.Looker).Lookup(ctx, m)
+	return c.Adapter.(provider.Looker).Lookup(ctx, m)
 }
 
 // lookupOnly presents the HTTP adapter as a provider that can look
@@ -304,7 +304,7 @@ func TestCrashAtEachBoundaryThenRedeliver(t *testing.T) {
 			t.Parallel()
 			e := setupEnv(t, options{sim: simulator.Options{IdempotencyDisabled: !tt.idempotent}})
 			r := req("evt_crash")
-			var p provider.Sender = e.prov
+			var p provider.Adapter = e.prov
 			if !tt.idempotent {
 				// The gateway ignores Idempotency-Key; the adapter must not
 				// promise what the provider does not do.
@@ -315,7 +315,7 @@ func TestCrashAtEachBoundaryThenRedeliver(t *testing.T) {
 					t.Fatalf("first delivery: %+v", res)
 				}
 			} else {
-				processCrashing(e.sender(t, &crashingProvider{Sender: p, crashBefore: tt.crashBefore, crashAfter: tt.crashAfter}), r)
+				processCrashing(e.sender(t, &crashingProvider{Adapter: p, crashBefore: tt.crashBefore, crashAfter: tt.crashAfter}), r)
 				if got := e.row(t, r.Key()).State; got != ledger.StatePending {
 					t.Fatalf("after the crash the row is %s, want PENDING", got)
 				}
@@ -460,7 +460,7 @@ func TestLostClaimAnswerAgainstDynamoDB(t *testing.T) {
 		return provider.Receipt{MessageID: "msg_1"}, nil
 	}}
 	s, err := sender.New(sender.Config{
-		Ledger: l, Providers: map[string]provider.Sender{"sms": p}, Renderer: rendertest.Examples(t, "acme"), DeadLetters: discardDLQ{},
+		Ledger: l, Providers: map[string]provider.Adapter{"sms": p}, Renderer: rendertest.Examples(t, "acme"), DeadLetters: discardDLQ{},
 		ProviderTimeout: 2 * time.Second, ClaimTimeout: 60 * time.Second, Settle: time.Second, Now: e.clock,
 	})
 	if err != nil {

@@ -38,13 +38,13 @@ type regBundle struct {
 	sender *sender.Sender
 }
 
-func regSetup(t *testing.T, p provider.Sender) *regBundle {
+func regSetup(t *testing.T, p provider.Adapter) *regBundle {
 	t.Helper()
 	b := &regBundle{clock: ledgertest.NewClock(time.Now().UTC().Truncate(time.Millisecond)), tally: metrics.NewTally()}
 	b.mem = memledger.New(memledger.WithNow(b.clock.Now))
 	b.lossy = ledgertest.NewLossy(b.mem)
 	s, err := sender.New(sender.Config{
-		Ledger: b.lossy, Providers: map[string]provider.Sender{"sms": p}, Renderer: rendertest.Examples(t, "acme"),
+		Ledger: b.lossy, Providers: map[string]provider.Adapter{"sms": p}, Renderer: rendertest.Examples(t, "acme"),
 		DeadLetters: discardDLQ{}, Metrics: b.tally, Logger: quiet,
 		ProviderTimeout: 2 * time.Second, ClaimTimeout: time.Minute, Settle: 2 * time.Minute, Now: b.clock.Now,
 	})
@@ -90,7 +90,7 @@ func TestTwilioTakeoverLooksUpTheDeadWorkersAttempt(t *testing.T) {
 	}
 	mem := memledger.New(memledger.WithNow(clock.Now))
 	s, err := sender.New(sender.Config{
-		Ledger: mem, Providers: map[string]provider.Sender{"sms": p}, Renderer: rendertest.Examples(t, "acme"),
+		Ledger: mem, Providers: map[string]provider.Adapter{"sms": p}, Renderer: rendertest.Examples(t, "acme"),
 		DeadLetters: discardDLQ{}, Logger: quiet,
 		ProviderTimeout: 2 * time.Second, ClaimTimeout: time.Minute, Settle: 2 * time.Minute, Now: clock.Now,
 	})
@@ -148,7 +148,7 @@ func TestTwilioLostTakeoverKeepsTheLookupWindow(t *testing.T) {
 	mem := memledger.New(memledger.WithNow(clock.Now))
 	lossy := ledgertest.NewLossy(mem)
 	s, err := sender.New(sender.Config{
-		Ledger: lossy, Providers: map[string]provider.Sender{"sms": p}, Renderer: rendertest.Examples(t, "acme"),
+		Ledger: lossy, Providers: map[string]provider.Adapter{"sms": p}, Renderer: rendertest.Examples(t, "acme"),
 		DeadLetters: discardDLQ{}, Logger: quiet,
 		ProviderTimeout: 2 * time.Second, ClaimTimeout: time.Minute, Settle: 2 * time.Minute, Now: clock.Now,
 	})
@@ -203,7 +203,7 @@ func TestOutageNeverAbandonsANeverSentMessage(t *testing.T) {
 	}
 	b := regSetup(t, p)
 	rec, err := reconcile.New(reconcile.Config{
-		Ledger: b.lossy, Providers: map[string]provider.Sender{"sms": p}, Logger: quiet, Metrics: b.tally,
+		Ledger: b.lossy, Providers: map[string]provider.Adapter{"sms": p}, Logger: quiet, Metrics: b.tally,
 		Renderer:        rendertest.Examples(t, "acme"),
 		ProviderTimeout: 2 * time.Second, ClaimTimeout: time.Minute, Settle: 2 * time.Minute, Now: b.clock.Now,
 	})
@@ -487,7 +487,7 @@ func TestLostClaimAnswerLeavesTimeToRelease(t *testing.T) {
 	p := &providertest.Fake{}
 	h := &hangingClaims{Ledger: memledger.New()}
 	s, err := sender.New(sender.Config{
-		Ledger: h, Providers: map[string]provider.Sender{"sms": p}, Renderer: rendertest.Examples(t, "acme"),
+		Ledger: h, Providers: map[string]provider.Adapter{"sms": p}, Renderer: rendertest.Examples(t, "acme"),
 		DeadLetters: discardDLQ{}, Logger: quiet, ProviderTimeout: time.Second, ClaimTimeout: time.Minute,
 	})
 	if err != nil {

@@ -89,7 +89,7 @@ type Config struct {
 	// Providers maps a channel ("sms", "email", "push") to its provider. A
 	// request for a channel not in the map is a configuration error: its
 	// claim is released and it is retried, never FAILED.
-	Providers map[string]provider.Sender
+	Providers map[string]provider.Adapter
 	// RetryBase is the base of the reconciler's backoff of the rows this
 	// sender releases (SENDONCE_RECONCILE_RETRY_BASE); decide.RetryBase
 	// when zero. A redelivery may take a released row over at once.
@@ -304,7 +304,7 @@ func (s *Sender) unconfigured(ctx context.Context, log *slog.Logger, c ledger.Cl
 // decision (package decide), then its action (dispatch.Resolve).
 // unservable is why the request cannot be rendered ("" if it can): such a
 // request was never sent, so a takeover that would send records FAILED.
-func (s *Sender) redelivered(ctx context.Context, log *slog.Logger, cur ledger.Record, p provider.Sender, unservable string) Result {
+func (s *Sender) redelivered(ctx context.Context, log *slog.Logger, cur ledger.Record, p provider.Adapter, unservable string) Result {
 	key := cur.Key
 	dims := metrics.Dim{Name: "channel", Value: cur.Channel}
 	in := decide.Input{Caller: decide.Sender, Row: cur, Now: s.cfg.Now(), Configured: p != nil, Settle: s.cfg.Settle}

@@ -47,7 +47,7 @@ type bundle struct {
 	metrics *metrics.Tally
 }
 
-func setup(t *testing.T, p provider.Sender) *bundle {
+func setup(t *testing.T, p provider.Adapter) *bundle {
 	t.Helper()
 	clock := ledgertest.NewClock(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
 	b := &bundle{
@@ -67,7 +67,7 @@ func setup(t *testing.T, p provider.Sender) *bundle {
 	}
 	s, err := New(Config{
 		Ledger:          b.ledger,
-		Providers:       map[string]provider.Sender{"sms": p},
+		Providers:       map[string]provider.Adapter{"sms": p},
 		Renderer:        rendertest.Examples(t, "acme"),
 		DeadLetters:     b.dlq,
 		Metrics:         b.metrics,
@@ -181,7 +181,7 @@ func TestProcess(t *testing.T) {
 		// The deployment is fixed: the channel has a provider now.
 		email := &providertest.Fake{}
 		fixed, err := New(Config{
-			Ledger: b.ledger, Providers: map[string]provider.Sender{"email": email}, Renderer: rendertest.Examples(t, "acme"),
+			Ledger: b.ledger, Providers: map[string]provider.Adapter{"email": email}, Renderer: rendertest.Examples(t, "acme"),
 			DeadLetters: b.dlq, Metrics: b.metrics, ProviderTimeout: 5 * time.Second, ClaimTimeout: 60 * time.Second,
 			Settle: 30 * time.Second, Now: b.clock.Now,
 		})

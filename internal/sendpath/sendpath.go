@@ -49,7 +49,7 @@ func Read(env *lambdaenv.Env) Settings {
 // Deps are the clients built once per container.
 type Deps struct {
 	Ledger    *dynamoledger.Ledger
-	Providers map[string]provider.Sender
+	Providers map[string]provider.Adapter
 }
 
 // Build builds the ledger (f.Ledger) and the providers (registry.Read)

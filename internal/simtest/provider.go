@@ -56,7 +56,7 @@ type delivery struct {
 }
 
 // simProvider models one provider by capability. It implements
-// provider.Sender; lookupProvider adds provider.Looker.
+// provider.Adapter; lookupProvider adds provider.Looker.
 type simProvider struct {
 	w       *World
 	name    string
@@ -74,7 +74,7 @@ type simProvider struct {
 type lookupProvider struct{ *simProvider }
 
 var (
-	_ provider.Sender = (*simProvider)(nil)
+	_ provider.Adapter = (*simProvider)(nil)
 	_ provider.Looker = lookupProvider{}
 )
 

@@ -613,8 +613,8 @@ func (w *World) newWorker(service string, calm bool) *worker {
 	return wk
 }
 
-func (w *World) providers() map[string]provider.Sender {
-	out := map[string]provider.Sender{}
+func (w *World) providers() map[string]provider.Adapter {
+	out := map[string]provider.Adapter{}
 	for ch, p := range w.provs {
 		if p.class == classLookup {
 			out[ch] = lookupProvider{p}

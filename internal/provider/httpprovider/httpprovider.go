@@ -97,7 +97,7 @@ type Config struct {
 }
 
 // Provider is the generic HTTP provider adapter. It implements
-// provider.Sender and provider.Looker and is safe for concurrent use.
+// provider.Adapter and provider.Looker and is safe for concurrent use.
 type Provider struct {
 	messagesURL string
 	token       string
@@ -109,7 +109,7 @@ type Provider struct {
 }
 
 var (
-	_ provider.Sender = (*Provider)(nil)
+	_ provider.Adapter = (*Provider)(nil)
 	_ provider.Looker = (*Provider)(nil)
 )
 

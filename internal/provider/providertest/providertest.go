@@ -13,7 +13,7 @@ import (
 	"github.com/sendonce/sendonce/internal/provider"
 )
 
-// Fake is a provider.Sender whose behaviour each test sets. With SendFunc
+// Fake is a provider.Adapter whose behaviour each test sets. With SendFunc
 // nil every send is accepted with id "msg_N". It records every message it
 // was asked to send. It is safe for concurrent use.
 type Fake struct {
@@ -25,7 +25,7 @@ type Fake struct {
 	sent []provider.Message
 }
 
-// Name implements provider.Sender ("fake" unless ProviderName is set).
+// Name implements provider.Adapter ("fake" unless ProviderName is set).
 func (f *Fake) Name() string {
 	if f.ProviderName != "" {
 		return f.ProviderName
@@ -33,10 +33,10 @@ func (f *Fake) Name() string {
 	return "fake"
 }
 
-// Capabilities implements provider.Sender.
+// Capabilities implements provider.Adapter.
 func (f *Fake) Capabilities() provider.Capabilities { return f.Caps }
 
-// Send implements provider.Sender.
+// Send implements provider.Adapter.
 func (f *Fake) Send(ctx context.Context, m provider.Message) (provider.Receipt, error) {
 	f.mu.Lock()
 	f.sent = append(f.sent, m)
@@ -76,7 +76,7 @@ func (l Looking) Lookup(ctx context.Context, m provider.Message) (provider.Looku
 // Adapter is a provider adapter that can also look messages up, as the
 // HTTP adapter can.
 type Adapter interface {
-	provider.Sender
+	provider.Adapter
 	provider.Looker
 }
 

@@ -106,7 +106,7 @@ type Options struct {
 	// SNS publishes for the sns provider. Required when it is used.
 	SNS snsprovider.Publisher
 	// SES sends for the ses provider. Required when it is used.
-	SES sesprovider.Sender
+	SES sesprovider.EmailSender
 	// Logger is given to every adapter; nil means slog.Default().
 	Logger *slog.Logger
 	// Timeout bounds one provider call. Zero: SENDONCE_PROVIDER_TIMEOUT
@@ -122,7 +122,7 @@ type Options struct {
 //
 // The map is keyed by channel ("sms", "email", "push"); an unset channel
 // is absent. The error names every offending variable.
-func FromEnv(ctx context.Context, getenv func(string) string, awsCfg aws.Config) (map[string]provider.Sender, error) {
+func FromEnv(ctx context.Context, getenv func(string) string, awsCfg aws.Config) (map[string]provider.Adapter, error) {
 	return FromEnvWith(ctx, getenv, Options{
 		Secrets: secrets.NewFromConfig(awsCfg),
 		SNS:     sns.NewFromConfig(awsCfg),
@@ -131,7 +131,7 @@ func FromEnv(ctx context.Context, getenv func(string) string, awsCfg aws.Config)
 }
 
 // FromEnvWith is FromEnv with explicit dependencies.
-func FromEnvWith(ctx context.Context, getenv func(string) string, opts Options) (map[string]provider.Sender, error) {
+func FromEnvWith(ctx context.Context, getenv func(string) string, opts Options) (map[string]provider.Adapter, error) {
 	env := lambdaenv.New(getenv)
 	env.Secrets = opts.Secrets
 	out := Read(ctx, env, opts)
@@ -150,13 +150,13 @@ func Clients(awsCfg aws.Config) Options {
 // Read builds the channel → Sender map from env, reading secrets through
 // env.Secret. Every problem is recorded in env, naming its variable (call
 // env.Err after); a channel whose provider has one is left out of the map.
-func Read(ctx context.Context, env *lambdaenv.Env, opts Options) map[string]provider.Sender {
-	b := &builder{ctx: ctx, env: env, opts: opts, made: map[string]provider.Sender{}}
+func Read(ctx context.Context, env *lambdaenv.Env, opts Options) map[string]provider.Adapter {
+	b := &builder{ctx: ctx, env: env, opts: opts, made: map[string]provider.Adapter{}}
 	if b.opts.Timeout == 0 {
 		b.opts.Timeout = env.Duration(EnvTimeout, decide.DefaultProviderTimeout)
 	}
 	env.URL(EnvCallbackBase)
-	out := map[string]provider.Sender{}
+	out := map[string]provider.Adapter{}
 	for _, c := range channelEnv {
 		name := strings.ToLower(env.String(c.env, ""))
 		switch {
@@ -183,7 +183,7 @@ type builder struct {
 	ctx  context.Context
 	env  *lambdaenv.Env
 	opts Options
-	made map[string]provider.Sender
+	made map[string]provider.Adapter
 	// tried holds the providers already read, built or not, so that each
 	// one's problems are recorded once.
 	tried map[string]bool
@@ -191,7 +191,7 @@ type builder struct {
 
 // provider returns the one adapter of that name, built on first use; nil
 // when its settings have a problem (recorded in b.env).
-func (b *builder) provider(name string) provider.Sender {
+func (b *builder) provider(name string) provider.Adapter {
 	if s, ok := b.made[name]; ok || b.tried[name] {
 		return s
 	}
@@ -201,7 +201,7 @@ func (b *builder) provider(name string) provider.Sender {
 	b.tried[name] = true
 	n := b.env.Problems()
 	var (
-		s   provider.Sender
+		s   provider.Adapter
 		err error
 	)
 	switch name {
@@ -259,7 +259,7 @@ func (b *builder) callback(path string) string {
 // to a loopback host, as they carry tokens, addresses and bodies), and
 // build nothing when one of them had a problem (n: the problems before).
 
-func (b *builder) http(n int) (provider.Sender, error) {
+func (b *builder) http(n int) (provider.Adapter, error) {
 	base := b.required(EnvHTTPURL, "http")
 	b.env.URL(EnvHTTPURL)
 	token := b.secret(EnvHTTPToken, "http", true)
@@ -278,7 +278,7 @@ func (b *builder) http(n int) (provider.Sender, error) {
 	return p, nil
 }
 
-func (b *builder) twilio(n int) (provider.Sender, error) {
+func (b *builder) twilio(n int) (provider.Adapter, error) {
 	sid := b.required(EnvTwilioAccountSID, "twilio")
 	baseURL := b.env.URL(EnvTwilioBaseURL)
 	token := b.secret(EnvTwilioAuthToken, "twilio", true)
@@ -300,7 +300,7 @@ func (b *builder) twilio(n int) (provider.Sender, error) {
 	return p, nil
 }
 
-func (b *builder) smtp(n int) (provider.Sender, error) {
+func (b *builder) smtp(n int) (provider.Adapter, error) {
 	host := b.required(EnvSMTPHost, "smtp")
 	from := b.required(EnvSMTPFrom, "smtp")
 	port := lambdaenv.Value(b.env, EnvSMTPPort, 0, parsePort)
@@ -333,7 +333,7 @@ func parsePort(v string) (int, error) {
 	return port, nil
 }
 
-func (b *builder) sns(n int) (provider.Sender, error) {
+func (b *builder) sns(n int) (provider.Adapter, error) {
 	if b.opts.SNS == nil {
 		return nil, errors.New("sns provider: no SNS client")
 	}
@@ -360,7 +360,7 @@ func (b *builder) sns(n int) (provider.Sender, error) {
 	return p, nil
 }
 
-func (b *builder) ses(n int) (provider.Sender, error) {
+func (b *builder) ses(n int) (provider.Adapter, error) {
 	if b.opts.SES == nil {
 		return nil, errors.New("ses provider: no SES client")
 	}

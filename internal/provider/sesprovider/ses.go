@@ -46,16 +46,16 @@ const (
 // charset of every part.
 const charset = "UTF-8"
 
-// Sender is the part of *sesv2.Client the adapter uses, so tests can wrap
+// EmailSender is the part of *sesv2.Client the adapter uses, so tests can wrap
 // or replace it.
-type Sender interface {
+type EmailSender interface {
 	SendEmail(ctx context.Context, in *sesv2.SendEmailInput, optFns ...func(*sesv2.Options)) (*sesv2.SendEmailOutput, error)
 }
 
 // Config configures a Provider.
 type Config struct {
 	// Client sends; usually sesv2.NewFromConfig(cfg). Required.
-	Client Sender
+	Client EmailSender
 	// From is the sender address, a verified SES identity (the address
 	// itself or its domain). Required.
 	From string
@@ -70,7 +70,7 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// Provider is the SES adapter. It implements provider.Sender.
+// Provider is the SES adapter. It implements provider.Adapter.
 type Provider struct {
 	cfg Config
 	log *slog.Logger

@@ -103,7 +103,7 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// Provider is the SMTP adapter. It implements provider.Sender.
+// Provider is the SMTP adapter. It implements provider.Adapter.
 type Provider struct {
 	cfg    Config
 	domain string

@@ -74,7 +74,7 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// Provider is the SNS adapter. It implements provider.Sender.
+// Provider is the SNS adapter. It implements provider.Adapter.
 type Provider struct {
 	cfg Config
 	log *slog.Logger

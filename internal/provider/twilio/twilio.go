@@ -67,7 +67,7 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// Provider is the Twilio adapter. It implements provider.Sender and
+// Provider is the Twilio adapter. It implements provider.Adapter and
 // provider.Looker.
 type Provider struct {
 	cfg  Config
