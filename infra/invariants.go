@@ -349,8 +349,8 @@ func keySchema(v any) []string {
 	return out
 }
 
-func checkTableSchema(t *Template, _ Values) error {
-	want := tableschema.CreateTableInput("ledger")
+func checkTableSchema(t *Template, p Values) error {
+	want := tableschema.CreateTableInput("ledger", tableschema.WithEventIndex(p["EventIndex"] == "true"))
 	var wantAttrs, wantKeys []string
 	for _, a := range want.AttributeDefinitions {
 		wantAttrs = append(wantAttrs, *a.AttributeName+":"+string(a.AttributeType))
@@ -376,7 +376,10 @@ func checkTableSchema(t *Template, _ Values) error {
 		}
 		tables++
 		var attrs []string
-		items, _ := r.Properties["AttributeDefinitions"].([]any)
+		items, err := t.listProp(r, "AttributeDefinitions", p)
+		if err != nil {
+			return err
+		}
 		for _, it := range items {
 			m := mapOf(it)
 			n, _ := Scalar(m["AttributeName"])
@@ -391,7 +394,10 @@ func checkTableSchema(t *Template, _ Values) error {
 			return broken("%s: KeySchema %v, want %v", name, got, wantKeys)
 		}
 		gotGSI := map[string]string{}
-		gsis, _ := r.Properties["GlobalSecondaryIndexes"].([]any)
+		gsis, err := t.listProp(r, "GlobalSecondaryIndexes", p)
+		if err != nil {
+			return err
+		}
 		for _, g := range gsis {
 			m := mapOf(g)
 			n, _ := Scalar(m["IndexName"])
@@ -416,6 +422,17 @@ func checkTableSchema(t *Template, _ Values) error {
 		return broken("no DynamoDB table")
 	}
 	return nil
+}
+
+// listProp evaluates list property name of r with p (Fn::If elements
+// resolved, NoValue ones dropped).
+func (t *Template) listProp(r *Resource, name string, p Values) ([]any, error) {
+	v, err := t.Eval(r.Properties[name], p)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	items, _ := v.([]any)
+	return items, nil
 }
 
 func (t *Template) functionNames() []string {

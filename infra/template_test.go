@@ -1,7 +1,9 @@
 package infra
 
 import (
+	"bytes"
 	"errors"
+	"os"
 	"reflect"
 	"slices"
 	"strconv"
@@ -220,6 +222,37 @@ func TestRealTemplateHoldsInvariants(t *testing.T) {
 			}
 		})
 	}
+	// The event index and its attribute definition exist exactly when
+	// EventIndex is true, in both tables (DynamoDB rejects an attribute
+	// definition no key schema uses).
+	for _, mode := range []string{"single-region", "global-strong"} {
+		for _, ev := range []string{"true", "false"} {
+			t.Run("TableMatchesSchema/"+mode+"/EventIndex="+ev, func(t *testing.T) {
+				t.Parallel()
+				if err := checkTableSchema(tpl, p.With("LedgerMode", mode).With("EventIndex", ev)); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+	}
+	t.Run("TableMatchesSchema/UnconditionalEventAttribute", func(t *testing.T) {
+		t.Parallel()
+		b, err := os.ReadFile(templatePath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cond := "!If [HasEventIndex, { AttributeName: evt_pk, AttributeType: S }, !Ref AWS::NoValue]"
+		if !bytes.Contains(b, []byte(cond)) {
+			t.Fatalf("template.yaml has no %q", cond)
+		}
+		broken, err := Parse(bytes.ReplaceAll(b, []byte(cond), []byte("{ AttributeName: evt_pk, AttributeType: S }")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := checkTableSchema(broken, p); !errors.Is(err, ErrInvariant) {
+			t.Errorf("an evt_pk definition without the event index: %v, want ErrInvariant", err)
+		}
+	})
 	t.Run("RulesAcceptDefaults", func(t *testing.T) {
 		t.Parallel()
 		v, err := tpl.CheckRules(p)

@@ -78,13 +78,14 @@ func DynamoDB(t testing.TB, optFns ...func(*dynamodb.Options)) *dynamodb.Client 
 }
 
 // NewTable creates a fresh table with the production schema (attention
-// index and TTL included) and deletes it when the test ends.
-func NewTable(t testing.TB, c *dynamodb.Client) string {
+// index and TTL included; opts as tableschema.CreateTableInput's, e.g.
+// tableschema.WithEventIndex(true)) and deletes it when the test ends.
+func NewTable(t testing.TB, c *dynamodb.Client, opts ...tableschema.Option) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	name := "sendonce-test-" + RandomID()
-	if _, err := c.CreateTable(ctx, tableschema.CreateTableInput(name)); err != nil {
+	if _, err := c.CreateTable(ctx, tableschema.CreateTableInput(name, opts...)); err != nil {
 		t.Fatalf("create table %s: %v", name, err)
 	}
 	if _, err := c.UpdateTimeToLive(ctx, &dynamodb.UpdateTimeToLiveInput{
