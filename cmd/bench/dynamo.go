@@ -31,11 +31,12 @@ func dynamoClient(endpoint string, optFns ...func(*dynamodb.Options)) *dynamodb.
 	return dynamodb.New(c.Options(), optFns...)
 }
 
-// createTable creates a fresh table with the production schema and TTL and
-// returns its name and a function that deletes it.
-func createTable(ctx context.Context, db *dynamodb.Client, purpose string) (string, func(), error) {
+// createTable creates a fresh table with the production schema (the
+// default, or as opts say: tableschema.WithEventIndex) and TTL and returns
+// its name and a function that deletes it.
+func createTable(ctx context.Context, db *dynamodb.Client, purpose string, opts ...tableschema.Option) (string, func(), error) {
 	name := "sendonce-bench-" + purpose + "-" + testenv.RandomID()
-	if _, err := db.CreateTable(ctx, tableschema.CreateTableInput(name)); err != nil {
+	if _, err := db.CreateTable(ctx, tableschema.CreateTableInput(name, opts...)); err != nil {
 		return "", nil, fmt.Errorf("create table %s: %w", name, err)
 	}
 	drop := func() {
