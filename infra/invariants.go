@@ -7,6 +7,7 @@ import (
 	"maps"
 	"reflect"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/sendonce/sendonce/internal/decide"
@@ -305,8 +306,19 @@ func checkMaxAgeRetention(e *eval) error {
 // billing mode and the TTL attribute of package tableschema, which the code
 // and create-tables use, and no local index.
 func (t *Template) CheckTableSchema() error {
+	for _, on := range []bool{false, true} {
+		if err := t.checkTableSchema(on); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkTableSchema compares the tables with EventIndex = on against
+// tableschema's schema for that choice.
+func (t *Template) checkTableSchema(on bool) error {
 	// The SDK's field names are CloudFormation's property names.
-	data, err := json.Marshal(tableschema.CreateTableInput("ledger"))
+	data, err := json.Marshal(tableschema.CreateTableInput("ledger", tableschema.WithEventIndex(on)))
 	if err != nil {
 		return err
 	}
@@ -315,19 +327,26 @@ func (t *Template) CheckTableSchema() error {
 		return err
 	}
 	want = dropNulls(want).(map[string]any)
+	p := t.Defaults()
+	p["EventIndex"] = strconv.FormatBool(on)
+	e := &eval{t: t, p: p, read: map[string]bool{}}
 	tables := 0
 	for _, name := range slices.Sorted(maps.Keys(t.Resources)) {
 		if typ := t.Resources[name]["Type"]; typ != "AWS::DynamoDB::Table" && typ != "AWS::DynamoDB::GlobalTable" {
 			continue
 		}
 		tables++
-		p := props(t.Resources[name])
+		pr := props(t.Resources[name])
 		for _, k := range []string{"AttributeDefinitions", "KeySchema", "GlobalSecondaryIndexes", "BillingMode", "LocalSecondaryIndexes"} {
-			if !reflect.DeepEqual(p[k], want[k]) {
-				return broken("%s: %s is %v, want %v (package tableschema)", name, k, p[k], want[k])
+			got, err := e.choose(pr[k])
+			if err != nil {
+				return fmt.Errorf("%s: %s: %w", name, k, err)
+			}
+			if !reflect.DeepEqual(got, want[k]) {
+				return broken("%s: %s with EventIndex=%t is %v, want %v (package tableschema)", name, k, on, got, want[k])
 			}
 		}
-		if ttl := mapOf(p["TimeToLiveSpecification"])["AttributeName"]; ttl != tableschema.TTLAttribute {
+		if ttl := mapOf(pr["TimeToLiveSpecification"])["AttributeName"]; ttl != tableschema.TTLAttribute {
 			return broken("%s: TTL attribute %v, want %s", name, ttl, tableschema.TTLAttribute)
 		}
 	}
@@ -335,6 +354,34 @@ func (t *Template) CheckTableSchema() error {
 		return broken("no DynamoDB table")
 	}
 	return nil
+}
+
+// choose resolves the Fn::If members of list v by their conditions,
+// dropping those that choose AWS::NoValue; other values are returned as
+// they are.
+func (e *eval) choose(v any) (any, error) {
+	items, ok := v.([]any)
+	if !ok {
+		return v, nil
+	}
+	out := []any{}
+	for _, it := range items {
+		if args, ok := mapOf(it)["Fn::If"].([]any); ok && len(args) == 3 {
+			b, err := e.cond(map[string]any{"Condition": args[0]})
+			if err != nil {
+				return nil, err
+			}
+			it = args[2]
+			if b {
+				it = args[1]
+			}
+			if ref, _ := mapOf(it)["Ref"].(string); ref == "AWS::NoValue" {
+				continue
+			}
+		}
+		out = append(out, it)
+	}
+	return out, nil
 }
 
 // dropNulls removes the null members of JSON objects in v.

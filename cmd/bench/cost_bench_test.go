@@ -49,6 +49,8 @@ func BenchmarkDynamoDBLocalCPU(b *testing.B) {
 	}
 	b.Cleanup(drop)
 	prod := testenv.NewTable(b, db)
+	// The same schema with the optional event index (EventIndex=true).
+	prodEvt := testenv.NewTable(b, db, tableschema.WithEventIndex(true))
 	l, err := dynamoledger.New(db, prod)
 	if err != nil {
 		b.Fatal(err)
@@ -98,6 +100,7 @@ func BenchmarkDynamoDBLocalCPU(b *testing.B) {
 		{"raw_put_claim_item_key_only_table", put(keyOnly, claimItem, false)},
 		{"raw_put_claim_item_ledger_table", put(prod, claimItem, false)},
 		{"raw_put_claim_item_ledger_table_event_key", put(prod, claimItem, true)},
+		{"raw_put_claim_item_event_index_table_event_key", put(prodEvt, claimItem, true)},
 		{"ledger_claim", func() error { _, err := l.Claim(ctx, newEntry(), time.Minute); return err }},
 		{"ledger_claim_and_mark_sent", func() error {
 			c, err := l.Claim(ctx, newEntry(), time.Minute)

@@ -8,6 +8,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/sendonce/sendonce/internal/lambdaenv"
+	"github.com/sendonce/sendonce/internal/tableschema"
 	"github.com/sendonce/sendonce/internal/testenv"
 )
 
@@ -28,16 +29,17 @@ func dynamoClient(endpoint string, optFns ...func(*dynamodb.Options)) *dynamodb.
 	return dynamodb.New(c.Options(), optFns...)
 }
 
-// createTable creates a fresh table with the production schema and TTL and
-// returns its name and a function that deletes it.
-func createTable(ctx context.Context, db *dynamodb.Client, purpose string) (string, func(), error) {
+// createTable creates a fresh table with the production schema (the
+// default, or as opts say: tableschema.WithEventIndex) and TTL and returns
+// its name and a function that deletes it.
+func createTable(ctx context.Context, db *dynamodb.Client, purpose string, opts ...tableschema.Option) (string, func(), error) {
 	name := "sendonce-bench-" + purpose + "-" + testenv.RandomID()
 	drop := func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		_, _ = db.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: aws.String(name)})
 	}
-	if err := testenv.CreateTable(ctx, db, name); err != nil {
+	if err := testenv.CreateTable(ctx, db, name, opts...); err != nil {
 		drop() // the table may exist without its TTL
 		return "", nil, err
 	}

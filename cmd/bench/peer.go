@@ -23,6 +23,7 @@ import (
 	"github.com/sendonce/sendonce/internal/notify"
 	"github.com/sendonce/sendonce/internal/provider"
 	"github.com/sendonce/sendonce/internal/sender"
+	"github.com/sendonce/sendonce/internal/tableschema"
 	"github.com/sendonce/sendonce/internal/testenv"
 )
 
@@ -323,6 +324,12 @@ func measurePeer(ctx context.Context, endpoint string, cfg peerConfig, rep *benc
 		return err
 	}
 	defer dropSO()
+	// The same schema with the optional event index (EventIndex=true).
+	evtTable, dropEvt, err := createTable(ctx, db, "peer-evt", tableschema.WithEventIndex(true))
+	if err != nil {
+		return err
+	}
+	defer dropEvt()
 	// Powertools' documented table: partition key "id", TTL on "expiration".
 	ptTable, dropPT, err := createPlainTable(ctx, db, "powertools", "id", "expiration")
 	if err != nil {
@@ -398,6 +405,25 @@ func measurePeer(ctx context.Context, endpoint string, cfg peerConfig, rep *benc
 		}
 		r.acc = px.take(ptTable)
 		pt[i] = r
+	}
+	// The first-send phase again, on fresh keys, in the table with the
+	// event index: what EventIndex=true costs per message.
+	soEvt, err := peerSender(dynamoClient(px.URL), evtTable, prov)
+	if err != nil {
+		return err
+	}
+	evtReqs := make([]notify.Request, cfg.Fresh)
+	for i := range evtReqs {
+		evtReqs[i] = request(run+"-evt", i)
+	}
+	evtPhase := peerPhase{name: "first send, event index", keys: cfg.Fresh, wantSends: cfg.Fresh,
+		how: fmt.Sprintf("%d fresh keys, SMS of ~40 characters, into a table with the optional event index (EventIndex=true)", cfg.Fresh)}
+	px.take(evtTable)
+	evt := phaseResult{outcomes: runGo(ctx, soEvt, evtReqs, cfg.InFlight)}
+	evt.sends, evt.duplicates = prov.takePhase()
+	evt.acc = px.take(evtTable)
+	if evt.sends != evtPhase.wantSends || evt.acc.Errors > 0 {
+		return fmt.Errorf("sendonce %s: %d sends (want %d), %d errors, outcomes %v", evtPhase.name, evt.sends, evtPhase.wantSends, evt.acc.Errors, evt.outcomes)
 	}
 	for i, ph := range phases {
 		if so[i].sends != ph.wantSends || so[i].acc.Errors > 0 {
@@ -561,6 +587,7 @@ func measurePeer(ctx context.Context, endpoint string, cfg peerConfig, rep *benc
 			addAccounting(rep, side.name, ph, side.r)
 		}
 	}
+	addAccounting(rep, "sendonce", evtPhase, evt)
 	if b := px.conditionalFailureBody(); b != "" && !strings.Contains(b, "ConsumedCapacity") {
 		rep.Note("DynamoDB Local answers a failed conditional write with no ConsumedCapacity (body seen: %s), so its reported units leave those writes out; the real-DynamoDB figures charge them (1 unit per started KB of the item, 1 where no item exists).", truncate(compactJSON(b), 120))
 	}

@@ -283,10 +283,18 @@ func TestMeasurePeer(t *testing.T) {
 		"Powertools, duplicate: write units, real DynamoDB":  1,
 		"Powertools, duplicate: write units, DynamoDB Local": 0,
 		"sendonce, duplicate: write units, real DynamoDB":    1,
-		"Powertools, lost response: duplicate sends":         float64(cfg.Lost),
+		// Issue 15's floor by default; the optional event index adds its
+		// entry (EventIndex=true).
+		"sendonce, first send: write units, real DynamoDB":              2,
+		"sendonce, first send, event index: write units, real DynamoDB": 3,
+		"Powertools, lost response: duplicate sends":                    float64(cfg.Lost),
 	}
-	for _, ph := range []string{"first send", "duplicate", "concurrent", "lost response", "first send, 20 KB email"} {
+	for _, ph := range []string{"first send", "duplicate", "concurrent", "lost response", "first send, 20 KB email", "first send, event index"} {
 		want["sendonce, "+ph+": duplicate sends"] = 0
+	}
+	for _, ph := range []string{"first send", "first send, event index"} {
+		row, _ := rep.Find("peer", "sendonce, "+ph+": write units, real DynamoDB")
+		t.Logf("sendonce, %s: %v WCU/msg (%s)", ph, row.Value, row.How)
 	}
 	for name, v := range want {
 		if row, ok := rep.Find("peer", name); !ok || row.Value != v {

@@ -124,7 +124,9 @@ takes), when it was created, whether and when it was revoked. One JSON
 object per line (--output json) or a table. Never a secret: the table keeps
 only a hash, and the hash is not printed either.
 
-It reads the table's "event" index (no scan). Keys created by a sendonce
+It queries the table's "event" index where the table has it (template.yaml's
+EventIndex=true), else scans the table (the default: its cost grows with the
+table; see "sendonce help find"). Keys created by a sendonce
 from before "apikey list" existed are not listed; they still work and can
 still be revoked by id.
 

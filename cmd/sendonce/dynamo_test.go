@@ -32,10 +32,10 @@ type bundle struct {
 }
 
 // setup returns a bundle around a fresh table with the production schema.
-func setup(t *testing.T) bundle {
+func setup(t *testing.T, opts ...tableschema.Option) bundle {
 	t.Helper()
 	db := testenv.DynamoDB(t)
-	table := testenv.NewTable(t, db)
+	table := testenv.NewTable(t, db, opts...)
 	return bundle{db: db, table: table, vars: localVars(t, table)}
 }
 
@@ -99,13 +99,13 @@ func TestCreateTables(t *testing.T) {
 	if len(d.KeySchema) != 1 || aws.ToString(d.KeySchema[0].AttributeName) != tableschema.PartitionKey || d.KeySchema[0].KeyType != types.KeyTypeHash {
 		t.Errorf("key schema = %+v, want pk HASH alone", d.KeySchema)
 	}
-	if len(d.GlobalSecondaryIndexes) != 2 {
-		t.Fatalf("%d global secondary indexes, want 2", len(d.GlobalSecondaryIndexes))
+	if len(d.GlobalSecondaryIndexes) != 1 {
+		t.Fatalf("%d global secondary indexes, want 1 (the event index only with --event-index)", len(d.GlobalSecondaryIndexes))
+	}
+	if _, ok := types_[tableschema.EventPK]; ok {
+		t.Errorf("attribute %s is defined without the event index", tableschema.EventPK)
 	}
 	g := d.GlobalSecondaryIndexes[0]
-	if aws.ToString(g.IndexName) != tableschema.AttentionIndex {
-		g = d.GlobalSecondaryIndexes[1]
-	}
 	if aws.ToString(g.IndexName) != tableschema.AttentionIndex {
 		t.Errorf("index name = %q, want %q", aws.ToString(g.IndexName), tableschema.AttentionIndex)
 	}
@@ -159,27 +159,29 @@ func TestCreateTablesExisting(t *testing.T) {
 		prepare  func(t *testing.T, db *dynamodb.Client, table string)
 		wantCode int
 		want     string
+		// flags are create-tables' flags (none by default).
+		flags []string
 	}{
 		{"SameSchemaTTLOff", func(t *testing.T, db *dynamodb.Client, table string) {
 			mustCreate(t, db, tableschema.CreateTableInput(table))
-		}, exitOK, "already exists with the sendonce schema; enabled TTL on expires_at"},
+		}, exitOK, "already exists with the sendonce schema; enabled TTL on expires_at", nil},
 		{"NumberKey", func(t *testing.T, db *dynamodb.Client, table string) {
 			in := tableschema.CreateTableInput(table)
 			in.AttributeDefinitions[0].AttributeType = types.ScalarAttributeTypeN
 			mustCreate(t, db, in)
-		}, exitError, "exists with a different schema, left unchanged: key schema is pk (N, HASH), want pk (S, HASH)"},
-		{"OlderSchemaGetsIndexes", func(t *testing.T, db *dynamodb.Client, table string) {
-			in := tableschema.CreateTableInput(table)
-			in.GlobalSecondaryIndexes = in.GlobalSecondaryIndexes[:1] // before the event index
-			in.AttributeDefinitions = in.AttributeDefinitions[:3]
-			mustCreate(t, db, in)
-		}, exitOK, "added the global secondary index(es) event it lacked"},
+		}, exitError, "exists with a different schema, left unchanged: key schema is pk (N, HASH), want pk (S, HASH)", nil},
+		{"EventIndexAdded", func(t *testing.T, db *dynamodb.Client, table string) {
+			mustCreate(t, db, tableschema.CreateTableInput(table)) // the default: no event index
+		}, exitOK, "added the global secondary index(es) event it lacked", []string{"--event-index"}},
+		{"EventIndexKept", func(t *testing.T, db *dynamodb.Client, table string) {
+			mustCreate(t, db, tableschema.CreateTableInput(table, tableschema.WithEventIndex(true)))
+		}, exitOK, "already exists with the sendonce schema", nil},
 		{"NoIndexAndOtherDiff", func(t *testing.T, db *dynamodb.Client, table string) {
 			in := tableschema.CreateTableInput(table)
 			in.GlobalSecondaryIndexes = nil
 			in.AttributeDefinitions = []types.AttributeDefinition{{AttributeName: aws.String("pk"), AttributeType: types.ScalarAttributeTypeN}}
 			mustCreate(t, db, in)
-		}, exitError, `global secondary index "attention" is missing`},
+		}, exitError, `global secondary index "attention" is missing`, nil},
 		{"TTLOnOtherAttribute", func(t *testing.T, db *dynamodb.Client, table string) {
 			mustCreate(t, db, tableschema.CreateTableInput(table))
 			if _, err := db.UpdateTimeToLive(ctx, &dynamodb.UpdateTimeToLiveInput{
@@ -188,7 +190,7 @@ func TestCreateTablesExisting(t *testing.T) {
 			}); err != nil {
 				t.Fatal(err)
 			}
-		}, exitError, `TTL is on attribute "ttl", want "expires_at"`},
+		}, exitError, `TTL is on attribute "ttl", want "expires_at"`, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -197,7 +199,7 @@ func TestCreateTablesExisting(t *testing.T) {
 			table := "sendonce-cli-" + testenv.RandomID()
 			dropLater(t, db, table)
 			tt.prepare(t, db, table)
-			r := runWith(t, localVars(t, table), "", "create-tables")
+			r := runWith(t, localVars(t, table), "", append([]string{"create-tables"}, tt.flags...)...)
 			if tt.wantCode == exitError {
 				oneLineError(t, r, tt.want)
 				return

@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"regexp"
 	"strings"
 
+	"github.com/sendonce/sendonce/internal/ledger/dynamoledger"
 	"github.com/sendonce/sendonce/internal/notify"
 	"github.com/sendonce/sendonce/internal/sendkey"
 )
@@ -22,10 +24,14 @@ with no row (never claimed, or past its retention) is an error (exit 1).
 
 With --tenant and --event alone, it prints every row of that business event
 (all recipients, channels and templates), ordered by key: one JSON object
-per line (--output json) or a table. It reads the "event" index (a
-KEYS_ONLY index written once per message when it is claimed) and then each
-row; rows claimed before that index existed are not found this way. An
-event with no rows is an error (exit 1).
+per line (--output json) or a table. Where the table has the "event" index
+(template.yaml's EventIndex=true, or create-tables --event-index: a
+KEYS_ONLY index written once per message when it is claimed, one more
+write unit per message) it queries that index; without it (the default)
+it scans the whole table, filtered on the event, with a note on stderr: the
+same rows, at a cost that grows with the table. Then it reads each row.
+Rows claimed by a sendonce older than the event lookup are not found this
+way. An event with no rows is an error (exit 1).
 
 Flags:
   --tenant T      the tenant_id (required)
@@ -80,7 +86,8 @@ func runFind(ctx context.Context, c *command, e env, args []string) error {
 	if given == 3 && !notify.Channel(p.Channel).Valid() {
 		return fmt.Errorf("find: channel %q: want sms, email or push", truncate(p.Channel))
 	}
-	led, err := openLedger(ctx, e, g, *table)
+	scanned := false
+	led, err := openLedger(ctx, e, g, *table, dynamoledger.WithScanWarning(func(string) { scanned = true }))
 	if err != nil {
 		return fmt.Errorf("find: %w", err)
 	}
@@ -99,8 +106,20 @@ func runFind(ctx context.Context, c *command, e env, args []string) error {
 	if err != nil {
 		return fmt.Errorf("find: %w", err)
 	}
+	// One line on stderr either way: the note, or the error that says it.
+	note := ""
+	if scanned {
+		note = fmt.Sprintf("table %s has no event index, so this lookup scanned the whole table (every item read and billed: the cost grows with the table; deploy with EventIndex=true, or create-tables --event-index, for large tables)", *table)
+	}
 	if len(recs) == 0 {
-		return fmt.Errorf("find: no ledger rows for event %q of tenant %s in table %s (never claimed, claimed before the event index existed, or past its retention)", truncate(p.EventID), p.Tenant, *table)
+		msg := fmt.Sprintf("find: no ledger rows for event %q of tenant %s in table %s (never claimed, claimed by a sendonce older than the event lookup, or past its retention)", truncate(p.EventID), p.Tenant, *table)
+		if note != "" {
+			msg += "; " + note
+		}
+		return errors.New(msg)
+	}
+	if note != "" {
+		fmt.Fprintln(e.stderr, "sendonce: note: "+note)
 	}
 	views := make([]rowView, len(recs))
 	for i, r := range recs {

@@ -96,12 +96,12 @@ func openRow(ctx context.Context, c *command, e env, g *common, table, key strin
 }
 
 // openLedger returns the DynamoDB ledger on table.
-func openLedger(ctx context.Context, e env, g *common, table string) (*dynamoledger.Ledger, error) {
+func openLedger(ctx context.Context, e env, g *common, table string, opts ...dynamoledger.Option) (*dynamoledger.Ledger, error) {
 	db, err := dynamoClient(ctx, e, g)
 	if err != nil {
 		return nil, err
 	}
-	return dynamoledger.New(db, table)
+	return dynamoledger.New(db, table, opts...)
 }
 
 // getRow reads key's row, with a message for a missing one that says why

@@ -292,8 +292,9 @@ func TestSchemaDiff(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			want := tableschema.CreateTableInput("t")
-			got := describe(tableschema.CreateTableInput("t"))
+			// With the optional event index, so both indexes are compared.
+			want := tableschema.CreateTableInput("t", tableschema.WithEventIndex(true))
+			got := describe(tableschema.CreateTableInput("t", tableschema.WithEventIndex(true)))
 			tt.mutate(got)
 			if diff := schemaDiff(want, got); !slices.Equal(diff, tt.want) {
 				t.Errorf("schemaDiff = %q, want %q", diff, tt.want)

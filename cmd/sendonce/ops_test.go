@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/sendonce/sendonce/internal/provider/simulator"
 	"github.com/sendonce/sendonce/internal/reconcile"
 	"github.com/sendonce/sendonce/internal/sendkey"
+	"github.com/sendonce/sendonce/internal/tableschema"
 	"github.com/sendonce/sendonce/internal/testenv"
 	"github.com/sendonce/sendonce/internal/testsupport"
 )
@@ -113,9 +115,21 @@ func sameKeys(t *testing.T, what string, got []string, want ...ledger.Entry) {
 	}
 }
 
+// TestFind runs on a table with the event index and on one without it
+// (the default: the event lookup scans, and says so on stderr): the same
+// rows, in key order.
 func TestFind(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
+	for _, indexed := range []bool{false, true} {
+		t.Run(fmt.Sprint("EventIndex=", indexed), func(t *testing.T) {
+			t.Parallel()
+			testFind(t, indexed)
+		})
+	}
+}
+
+func testFind(t *testing.T, indexed bool) {
+	b := setup(t, tableschema.WithEventIndex(indexed))
 	s := b.seeder(t)
 	now := time.Now()
 	sent := s.row(entry("acme", "evt-find", "user-1", "sms"), now, time.Minute, ledger.StateSent, "")
@@ -139,6 +153,9 @@ func TestFind(t *testing.T) {
 		r := b.run(t, "find", "--tenant", "acme", "--event", "evt-find")
 		if r.code != 0 {
 			t.Fatalf("exit %d: %s", r.code, r.stderr)
+		}
+		if scanNote := strings.Contains(r.stderr, "has no event index, so this lookup scanned the whole table"); scanNote == indexed || strings.Count(r.stderr, "\n") > 1 {
+			t.Errorf("EventIndex=%v: stderr %q; want one scan note exactly when the table has no event index", indexed, r.stderr)
 		}
 		rows := lines(t, r.stdout)
 		want := []ledger.Entry{sent, pend, mail}

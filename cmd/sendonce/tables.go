@@ -18,14 +18,19 @@ import (
 
 var createTablesCmd = &command{
 	name:     "create-tables",
-	synopsis: "create-tables [--table NAME] [--wait DURATION]",
+	synopsis: "create-tables [--table NAME] [--event-index] [--wait DURATION]",
 	summary:  "create the sendonce table (as template.yaml declares it), idempotently",
 	help: `
 Creates the one sendonce table with the schema template.yaml declares
 (internal/tableschema): partition key pk (S), on-demand billing, the sparse
 "attention" global secondary index (attn_pk HASH, attn_sk RANGE, all
-attributes projected), the "event" index (evt_pk HASH, keys only) and TTL
-enabled on expires_at. It waits until the table is ACTIVE.
+attributes projected), TTL enabled on expires_at and, with --event-index,
+the "event" index (evt_pk HASH, keys only; template.yaml's EventIndex
+parameter). It waits until the table is ACTIVE.
+
+The event index makes "sendonce find --tenant T --event E" a query instead
+of a scan of the table, and costs one more write unit per message (every
+claim writes an entry: 3 per first send instead of 2).
 
 The endpoint, region and credentials come from the SDK's standard variables:
 for DynamoDB Local, set AWS_ENDPOINT_URL_DYNAMODB=http://127.0.0.1:8000 and
@@ -33,13 +38,16 @@ dummy AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and AWS_REGION.
 
 Running it again is safe: a table that already exists with the same key
 schema, attribute types, indexes and TTL attribute is success (TTL is
-enabled on it if it was off), with a message on stderr. A table that lacks
-only indexes (one made by an older sendonce) gets them added. A table of that
+enabled on it if it was off), with a message on stderr; a table that has the
+event index is accepted without --event-index too. A table that lacks only
+indexes (one made by an older sendonce, or without --event-index) gets them
+added. A table of that
 name with any other schema is an error (exit status 1) naming the differences;
 nothing is changed. Billing mode, encryption and backups are not compared.
 
 Flags:
   --table NAME      the table (default $SENDONCE_TABLE)
+  --event-index     add the "event" index (default: none)
   --wait DURATION   how long to wait for the table to become ACTIVE (default 5m)
 `,
 	run: runCreateTables,
@@ -50,6 +58,7 @@ func runCreateTables(ctx context.Context, c *command, e env, args []string) erro
 	g := commonFlags(fs)
 	table := tableFlag(fs, e)
 	wait := fs.Duration("wait", 5*time.Minute, "")
+	eventIndex := fs.Bool("event-index", false, "")
 	pos, err := parse(c, fs, args)
 	if err != nil {
 		return err
@@ -67,7 +76,7 @@ func runCreateTables(ctx context.Context, c *command, e env, args []string) erro
 	if err != nil {
 		return err
 	}
-	msg, err := createTable(ctx, db, *table, *wait)
+	msg, err := createTable(ctx, db, *table, *eventIndex, *wait)
 	if err != nil {
 		return err
 	}
@@ -161,8 +170,8 @@ func waitIndexes(ctx context.Context, db tableAPI, table string, wait time.Durat
 // existing one with the same schema, waits until it is ACTIVE and makes
 // sure TTL is on. It returns what it did, for stderr, or an error when the
 // existing table's schema differs or a call fails.
-func createTable(ctx context.Context, db tableAPI, table string, wait time.Duration) (string, error) {
-	want := tableschema.CreateTableInput(table)
+func createTable(ctx context.Context, db tableAPI, table string, eventIndex bool, wait time.Duration) (string, error) {
+	want := tableschema.CreateTableInput(table, tableschema.WithEventIndex(eventIndex))
 	existed := false
 	if _, err := db.CreateTable(ctx, want); err != nil {
 		var inUse *types.ResourceInUseException
@@ -179,6 +188,11 @@ func createTable(ctx context.Context, db tableAPI, table string, wait time.Durat
 		return "", fmt.Errorf("wait for table %s to become ACTIVE: %w", table, err)
 	}
 	desc := out.Table
+	if existed && !eventIndex && slices.ContainsFunc(desc.GlobalSecondaryIndexes, func(g types.GlobalSecondaryIndexDescription) bool {
+		return aws.ToString(g.IndexName) == tableschema.EventIndex
+	}) {
+		want = tableschema.CreateTableInput(table, tableschema.WithEventIndex(true)) // keep it: dropping an index is the operator's call
+	}
 	var added []string
 	if existed {
 		if desc, added, err = addIndexes(ctx, db, want, desc, wait); err != nil {

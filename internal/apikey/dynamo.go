@@ -119,42 +119,45 @@ func (d *DynamoRecords) Revoke(ctx context.Context, id string, at time.Time) err
 	return err
 }
 
-// List implements Records: one Query of the KEYS_ONLY event index (every
-// page), then one Get per key. Keys created before List existed carry no
-// index key and are not listed.
+// List implements Records: the keys of the tenant's items from the
+// KEYS_ONLY event index, or from a paginated Scan when the table has no
+// such index (tableschema.EventKeys; the index is optional), then one Get
+// per key. A client without Scan (db does not implement
+// tableschema.EventAPI) needs the index. Keys created before List existed
+// carry no index key and are not listed.
 func (d *DynamoRecords) List(ctx context.Context, tenant string) ([]Record, error) {
-	expr, err := expression.NewBuilder().WithKeyCondition(expression.Key(tableschema.EventPK).Equal(expression.Value(listPK(tenant)))).Build()
+	db, ok := d.db.(tableschema.EventAPI)
+	if !ok {
+		db = queryOnly{d.db}
+	}
+	keys, err := tableschema.EventKeys(ctx, db, tableschema.EventQuery{Table: d.table, Value: listPK(tenant)})
 	if err != nil {
 		return nil, err
 	}
-	pages := dynamodb.NewQueryPaginator(d.db, &dynamodb.QueryInput{
-		TableName: aws.String(d.table), IndexName: aws.String(tableschema.EventIndex),
-		KeyConditionExpression: expr.KeyCondition(), ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(),
-	})
 	var rs []Record
-	for pages.HasMorePages() {
-		out, err := pages.NextPage(ctx)
+	for _, pk := range keys {
+		if !strings.HasPrefix(pk, pkPrefix) {
+			continue
+		}
+		r, err := d.Get(ctx, strings.TrimPrefix(pk, pkPrefix))
+		if errors.Is(err, ErrNotFound) {
+			continue // deleted since the keys were read
+		}
 		if err != nil {
 			return nil, err
 		}
-		for _, k := range out.Items {
-			pk, _ := k[tableschema.PartitionKey].(*types.AttributeValueMemberS)
-			if pk == nil || !strings.HasPrefix(pk.Value, pkPrefix) {
-				continue
-			}
-			r, err := d.Get(ctx, strings.TrimPrefix(pk.Value, pkPrefix))
-			if errors.Is(err, ErrNotFound) {
-				continue // deleted since the index was read
-			}
-			if err != nil {
-				return nil, err
-			}
-			if r.Tenant == tenant {
-				rs = append(rs, r)
-			}
+		if r.Tenant == tenant {
+			rs = append(rs, r)
 		}
 	}
 	return rs, nil
+}
+
+// queryOnly gives a client without Scan the tableschema.EventAPI shape.
+type queryOnly struct{ DynamoDB }
+
+func (q queryOnly) Scan(context.Context, *dynamodb.ScanInput, ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error) {
+	return nil, fmt.Errorf("client %T cannot Scan (the table has no event index)", q.DynamoDB)
 }
 
 func conditionFailed(err error) bool {

@@ -75,7 +75,7 @@ type lookupProvider struct{ *simProvider }
 
 var (
 	_ provider.Adapter = (*simProvider)(nil)
-	_ provider.Looker = lookupProvider{}
+	_ provider.Looker  = lookupProvider{}
 )
 
 func (p *simProvider) Name() string { return p.name }

@@ -91,13 +91,14 @@ func SQSAt(endpoint string) *sqs.Client {
 }
 
 // NewTable creates a fresh table with the production schema (attention
-// index and TTL included) and deletes it when the test ends.
-func NewTable(t testing.TB, c *dynamodb.Client) string {
+// index and TTL included; opts as tableschema.CreateTableInput's, e.g.
+// tableschema.WithEventIndex(true)) and deletes it when the test ends.
+func NewTable(t testing.TB, c *dynamodb.Client, opts ...tableschema.Option) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	name := "sendonce-test-" + RandomID()
-	if err := CreateTable(ctx, c, name); err != nil {
+	if err := CreateTable(ctx, c, name, opts...); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
@@ -110,8 +111,8 @@ func NewTable(t testing.TB, c *dynamodb.Client) string {
 
 // CreateTable creates table name with the production schema and turns on
 // its TTL, as template.yaml declares it.
-func CreateTable(ctx context.Context, c *dynamodb.Client, name string) error {
-	if _, err := c.CreateTable(ctx, tableschema.CreateTableInput(name)); err != nil {
+func CreateTable(ctx context.Context, c *dynamodb.Client, name string, opts ...tableschema.Option) error {
+	if _, err := c.CreateTable(ctx, tableschema.CreateTableInput(name, opts...)); err != nil {
 		return fmt.Errorf("create table %s: %w", name, err)
 	}
 	if _, err := c.UpdateTimeToLive(ctx, &dynamodb.UpdateTimeToLiveInput{

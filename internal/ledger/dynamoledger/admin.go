@@ -18,14 +18,22 @@ package dynamoledger
 // it never sees them. A row leaves "abnd#NN" when it is resolved to another
 // state.
 //
-// Write cost of the event index: one index write per claim (the item's
-// evt_pk appears); no later transition touches evt_pk or a projected
-// attribute, so Mark, Release and TakeOver add nothing. Measured against
-// DynamoDB Local with ReturnConsumedCapacity (TestEventIndexCost): a claim
-// costs 3 write units instead of 2, a Mark to SENT 2 as before, so a
-// delivered message costs 5 write units instead of 4. Abandoning moves the
-// row's attention entry from "attn#NN" to "abnd#NN" (an index delete and
-// put) where it used to be a delete alone: that Mark costs 3 instead of 2.
+// The event index is optional (template.yaml's EventIndex parameter,
+// tableschema.WithEventIndex). Claim writes evt_pk either way: a few bytes
+// of the row, which keep a typical claim under 1 KB, so the table's own
+// cost does not change, and a table that gains the index later finds its
+// older rows too. Without the index, ByEvent scans the table instead.
+//
+// Write cost of the event index, where the table has it: one index write
+// per claim (the item's evt_pk appears); no later transition touches
+// evt_pk or a projected attribute, so Mark, Release and TakeOver add
+// nothing. Measured against DynamoDB Local with ReturnConsumedCapacity
+// (TestEventIndexCost): a claim costs 2 write units with the index, 1
+// without it, and a Mark to SENT 1 either way; on real DynamoDB's
+// accounting a first send costs 3 write units with the index and 2 (the
+// floor) without it (cmd/bench's peer section). Abandoning moves the row's
+// attention entry from "attn#NN" to "abnd#NN" (an index delete and put)
+// where it used to be a delete alone.
 
 import (
 	"context"
@@ -33,7 +41,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sort"
 	"strings"
 	"time"
 
@@ -173,44 +180,49 @@ func (l *Ledger) Resolve(ctx context.Context, r ledger.Resolution) (ledger.Recor
 	return rec, nil
 }
 
-// ByEvent implements ledger.Admin: a Query of the event index (keys only,
-// every page) and a strongly consistent GetItem per key found. It returns
-// an input error for an empty tenant or event id, or the DynamoDB or
-// decoding error, wrapped with the operation.
+// WithScanWarning sets fn to be called with the operation's name ("by
+// event") just before an admin operation falls back to scanning the whole
+// table: ByEvent on a table without the event index. The CLI warns the
+// operator there, since a scan's cost grows with the table.
+func WithScanWarning(fn func(op string)) Option { return func(l *Ledger) { l.scanning = fn } }
+
+// ByEvent implements ledger.Admin: a Query of the event index when the
+// table has one (keys only, every page), else a paginated Scan filtered on
+// evt_pk (tableschema.EventKeys; WithScanWarning is told first), then a
+// strongly consistent GetItem per key found, in key order. The Scan needs
+// a client with Scan (ScanAPI). It returns an input error for an empty
+// tenant or event id, or the DynamoDB or decoding error, wrapped with the
+// operation.
 func (l *Ledger) ByEvent(ctx context.Context, tenant, eventID string) ([]ledger.Record, error) {
 	wrap := func(err error) error { return fmt.Errorf("dynamoledger: by event %s/%s: %w", tenant, eventID, err) }
 	if tenant == "" || eventID == "" || strings.Contains(tenant, "#") {
 		return nil, wrap(errors.New("want a tenant (without '#') and an event id"))
 	}
-	in := &dynamodb.QueryInput{
-		TableName:                 l.table,
-		IndexName:                 aws.String(tableschema.EventIndex),
-		KeyConditionExpression:    aws.String("#evt = :evt"),
-		ExpressionAttributeNames:  map[string]string{"#evt": attrEventPK},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":evt": str(eventPK(tenant, eventID))},
-		ReturnConsumedCapacity:    l.rcc,
+	db, ok := l.db.(tableschema.EventAPI)
+	if !ok {
+		db = noScan{l.db}
 	}
-	var keys []string
-	for {
-		out, err := l.db.Query(ctx, in)
-		if err != nil {
-			return nil, wrap(err)
-		}
-		l.report("by event", out.ConsumedCapacity)
-		for _, item := range out.Items {
-			keys = append(keys, sAttr(item, attrPK))
-		}
-		if len(out.LastEvaluatedKey) == 0 {
-			break
-		}
-		in.ExclusiveStartKey = out.LastEvaluatedKey
+	keys, err := tableschema.EventKeys(ctx, db, tableschema.EventQuery{
+		Table: aws.ToString(l.table), Value: eventPK(tenant, eventID),
+		ReturnConsumedCapacity: l.rcc,
+		Consumed:               func(_ string, cc *types.ConsumedCapacity) { l.report("by event", cc) },
+		Scanning: func() {
+			if l.scanning != nil {
+				l.scanning("by event")
+			}
+		},
+	})
+	if err != nil {
+		return nil, wrap(err)
 	}
-	sort.Strings(keys)
 	recs := make([]ledger.Record, 0, len(keys))
 	for _, k := range keys {
+		if !strings.HasPrefix(k, "v1_") {
+			continue // another kind of item carrying evt_pk (API keys use their own values)
+		}
 		r, err := l.Get(ctx, k)
 		if errors.Is(err, ledger.ErrNotFound) {
-			continue // expired, or gone since the index was read
+			continue // expired, or gone since the keys were read
 		}
 		if err != nil {
 			return nil, wrap(err)
@@ -218,6 +230,13 @@ func (l *Ledger) ByEvent(ctx context.Context, tenant, eventID string) ([]ledger.
 		recs = append(recs, r)
 	}
 	return recs, nil
+}
+
+// noScan gives a client without Scan the EventAPI shape: its Scan fails.
+type noScan struct{ API }
+
+func (n noScan) Scan(context.Context, *dynamodb.ScanInput, ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error) {
+	return nil, fmt.Errorf("client %T cannot Scan (the table has no event index)", n.API)
 }
 
 // Abandoned implements ledger.Admin with one Query of the attention GSI's

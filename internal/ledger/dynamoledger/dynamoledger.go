@@ -168,6 +168,7 @@ type Ledger struct {
 	newID     func() string
 	capacity  func(op string, cc *types.ConsumedCapacity)
 	rcc       types.ReturnConsumedCapacity
+	scanning  func(op string) // WithScanWarning (admin.go)
 }
 
 var _ ledger.Ledger = (*Ledger)(nil)

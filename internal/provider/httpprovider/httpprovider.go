@@ -110,7 +110,7 @@ type Provider struct {
 
 var (
 	_ provider.Adapter = (*Provider)(nil)
-	_ provider.Looker = (*Provider)(nil)
+	_ provider.Looker  = (*Provider)(nil)
 )
 
 // New validates cfg and returns a Provider. Its error wraps
