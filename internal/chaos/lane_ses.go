@@ -161,32 +161,9 @@ func (l *sesLane) Outage(on bool) { l.draw.outage.Store(on) }
 
 // Delivered reads moto_server's record of the email it accepted.
 func (l *sesLane) Delivered(ctx context.Context, w localpipeline.Workload) (map[string]int, map[string]string, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, l.moto+"/moto-api/data.json", nil)
+	_, count, err := localpipeline.MotoRecords(ctx, l.client, l.moto)
 	if err != nil {
-		return nil, nil, err
-	}
-	resp, err := l.client.Do(req)
-	if err != nil {
-		return nil, nil, fmt.Errorf("chaos: ses: read moto's record: %w", err)
-	}
-	defer resp.Body.Close()
-	var data struct {
-		SES struct {
-			Message []struct {
-				Destinations struct {
-					ToAddresses []string `json:"ToAddresses"`
-				} `json:"destinations"`
-			} `json:"Message"`
-		} `json:"ses"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&data); err != nil {
-		return nil, nil, fmt.Errorf("chaos: ses: decode moto's record: %w", err)
-	}
-	count := map[string]int{}
-	for _, m := range data.SES.Message {
-		for _, to := range m.Destinations.ToAddresses {
-			count[to]++
-		}
+		return nil, nil, fmt.Errorf("chaos: ses: %w", err)
 	}
 	return byAddress(w, count, false), nil, nil // moto_server may serve other tests too
 }

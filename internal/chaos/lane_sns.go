@@ -2,7 +2,6 @@ package chaos
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -151,29 +150,9 @@ func (l *snsLane) Outage(on bool) { l.draw.outage.Store(on) }
 
 // Delivered reads moto_server's record of the SMS it accepted.
 func (l *snsLane) Delivered(ctx context.Context, w localpipeline.Workload) (map[string]int, map[string]string, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, l.moto+"/moto-api/data.json", nil)
+	count, _, err := localpipeline.MotoRecords(ctx, l.client, l.moto)
 	if err != nil {
-		return nil, nil, err
-	}
-	resp, err := l.client.Do(req)
-	if err != nil {
-		return nil, nil, fmt.Errorf("chaos: sns: read moto's record: %w", err)
-	}
-	defer resp.Body.Close()
-	var data struct {
-		SNS struct {
-			SMS []struct {
-				PhoneNumber string `json:"phone_number"`
-				MessageID   string `json:"message_id"`
-			} `json:"SMS"`
-		} `json:"sns"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&data); err != nil {
-		return nil, nil, fmt.Errorf("chaos: sns: decode moto's record: %w", err)
-	}
-	count := map[string]int{}
-	for _, s := range data.SNS.SMS {
-		count[s.PhoneNumber]++
+		return nil, nil, fmt.Errorf("chaos: sns: %w", err)
 	}
 	return byAddress(w, count, false), nil, nil // moto_server may serve other tests too
 }

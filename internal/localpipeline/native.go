@@ -128,7 +128,7 @@ func RunNative(ctx context.Context, p *Pipeline, n, copies int, timeout time.Dur
 	if err != nil {
 		return rep, err
 	}
-	sms, email, err := motoRecords(ctx, p.opts.MotoEndpoint)
+	sms, email, err := MotoRecords(ctx, nil, p.opts.MotoEndpoint)
 	if err != nil {
 		return rep, err
 	}
@@ -254,14 +254,18 @@ func addresses(msgs []nativeMessage) []string {
 	return out
 }
 
-// motoRecords counts the SMS (by phone number) and emails (by recipient)
-// moto_server recorded.
-func motoRecords(ctx context.Context, moto string) (sms, email map[string]int, err error) {
+// MotoRecords counts the SMS (by phone number) and emails (by recipient)
+// the moto_server at moto recorded (/moto-api/data.json), read through
+// client (http.DefaultClient if nil).
+func MotoRecords(ctx context.Context, client *http.Client, moto string) (sms, email map[string]int, err error) {
+	if client == nil {
+		client = http.DefaultClient
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, moto+"/moto-api/data.json", nil)
 	if err != nil {
 		return nil, nil, err
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		return nil, nil, fmt.Errorf("localpipeline: read moto records: %w", err)
 	}
