@@ -37,6 +37,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -102,8 +103,9 @@ type Instance struct {
 	closeOnce sync.Once
 	closeErr  error
 
-	mu   sync.Mutex
-	seen map[procID]struct{} // every descendant ever observed
+	mu       sync.Mutex
+	seen     map[procID]struct{} // every descendant ever observed
+	timeouts []time.Time         // when an invocation timed out (TimedOut)
 }
 
 // Launch starts aws-lambda-rie with cfg.Bootstrap on two free loopback
@@ -303,10 +305,30 @@ func (i *Instance) Invoke(ctx context.Context, payload []byte) ([]byte, error) {
 	if resp.StatusCode != http.StatusOK {
 		return body, fmt.Errorf("rie: invoke %s: HTTP %d: %s", i.url, resp.StatusCode, strings.TrimSpace(string(body)))
 	}
+	if bytes.HasPrefix(body, []byte(timedOut)) {
+		i.mu.Lock()
+		i.timeouts = append(i.timeouts, time.Now())
+		i.mu.Unlock()
+		return body, fmt.Errorf("rie: invoke %s: %s", i.url, body)
+	}
 	if ie, ok := ParseInvokeError(body); ok {
 		return body, ie
 	}
 	return body, nil
+}
+
+// timedOut starts the emulator's answer to an invocation that ran past
+// the function's timeout; it then stops the function's process and starts
+// a new one for the next invocation, as Lambda does.
+const timedOut = "Task timed out after "
+
+// TimedOut returns when invocations of i ran past the function's timeout
+// (Invoke then returned an error): each one stopped the function's
+// process, whatever it was doing.
+func (i *Instance) TimedOut() []time.Time {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	return slices.Clone(i.timeouts)
 }
 
 // InvokeError is a handler error as Lambda reports it: the function's

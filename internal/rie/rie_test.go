@@ -316,3 +316,33 @@ func FuzzParseInvokeError(f *testing.F) {
 		}
 	})
 }
+
+// TestTimedOut: an invocation that runs past the function's timeout is an
+// error, is recorded by TimedOut, and the emulator runs the next
+// invocation in a new process (it stopped the old one, as Lambda does).
+func TestTimedOut(t *testing.T) {
+	t.Parallel()
+	fn := setup(t, map[string]string{"AWS_LAMBDA_FUNCTION_TIMEOUT": "1"}).fn
+	before, err := invoke(t, fn, `{"echo":"a"}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if _, err := invoke(t, fn, `{"hang_ms":5000}`); err == nil || !strings.Contains(err.Error(), "Task timed out") {
+		t.Fatalf("Invoke past the timeout: got %v, want a timed-out error", err)
+	}
+	at := fn.TimedOut()
+	if len(at) != 1 || at[0].Before(start) {
+		t.Fatalf("TimedOut() = %v, want one time after %v", at, start)
+	}
+	after, err := invoke(t, fn, `{"echo":"b"}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.PID == before.PID {
+		t.Errorf("the invocation after the timeout ran in the same process %d", after.PID)
+	}
+	if n := len(fn.TimedOut()); n != 1 {
+		t.Errorf("TimedOut() has %d entries after a good invocation, want 1", n)
+	}
+}
