@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -94,6 +96,11 @@ func (l *lane) check(ctx context.Context, lostKeys map[string][]string) (LaneRep
 		return lr, nil, err
 	}
 	logs := l.p.Logs()
+	if dir := os.Getenv(DumpEnv); dir != "" {
+		for name, text := range logs {
+			_ = os.WriteFile(filepath.Join(dir, l.def.Name+"-"+name+".log"), []byte(text), 0o644)
+		}
+	}
 	var vs []Violation
 	withEvents := map[string]int{} // per kind, so a rare kind keeps its log lines
 	add := func(v Violation) {
@@ -269,6 +276,11 @@ func (l *lane) check(ctx context.Context, lostKeys map[string][]string) (LaneRep
 	return lr, vs, errors.Join(errs...)
 }
 
+// DumpEnv names a directory into which a run writes every function
+// instance's whole log, one file per lane and instance, and the proxy's
+// record of lost answers (lost.log): what a violation's excerpt leaves out.
+const DumpEnv = "SENDONCE_CHAOS_DUMP"
+
 // neverAcceptedCause names why a message no provider accepted was
 // abandoned: the reconciler's attempt budget, or a class policy applied
 // to a row whose worker lost a DynamoDB answer and lived on.
@@ -292,11 +304,11 @@ func neverAcceptedCause(reason string, lost []string) string {
 // drop repeats nor be asked gave up on (class policy, or its resend budget)
 // had a truly ambiguous attempt, so that the abandon is the policy's miss.
 // It is, when no DynamoDB answer of its key was lost; or a worker was
-// killed right after one (by the proxy, or by the crasher within
-// killWindow: nobody can know whether it went on to send); or the lost
-// answer was a TakeOver of a row that was not released (it already held
-// an attempt of unknown outcome, as the request itself shows) or a
-// Release that never reached the table. Otherwise every lost Claim or
+// killed before it released (by the proxy, by the crasher, or by the
+// emulator at its timeout: nobody can know whether it went on to send);
+// or the lost answer was a TakeOver of a row that was not released (it
+// already held an attempt of unknown outcome, as the request itself
+// shows) or a Release that never reached the table. Otherwise every lost Claim or
 // TakeOver of a released row must have been followed by its worker's
 // release (as logged), and then the message is ambiguous only if
 // something else made it so: an ambiguous provider outcome, or a worker

@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"bytes"
+	"cmp"
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
@@ -15,6 +16,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/sendonce/sendonce/internal/localpipeline"
 )
 
 // StormOptions configures the DynamoDB error storm of a Proxy.
@@ -69,6 +72,12 @@ var throttleTypes = []string{
 // SDK's retries and the ledger's recognition of its own retried writes
 // meet real failures. Faults are off until Enable.
 type Proxy struct {
+	// Kill is set by the harness (see afterLoss); MaxInvocation bounds how
+	// long before a worker's death a loss it had not acted on counts as
+	// lost right before it: the longest a function invocation runs
+	// (DefaultMaxInvocation when zero).
+	MaxInvocation time.Duration
+
 	target string
 	opts   StormOptions
 	client *http.Client
@@ -94,18 +103,33 @@ type Proxy struct {
 	recent map[string][]lostRef
 	holes  map[[sha256.Size]byte]*hole
 	srvs   []*http.Server
+	// journal lists each answer lost for good, each death and each act
+	// after a loss, in order (Journal).
+	journal []string
 }
 
-// lostRef is one entry of lostKeys, with when it was lost.
+// Journal returns, one line each, every answer lost for good (when, what,
+// which key, which worker), every death recorded and every release or
+// mark after a loss: the evidence behind LostKeys.
+func (p *Proxy) Journal() []string {
+	p.lostMu.Lock()
+	defer p.lostMu.Unlock()
+	return slices.Clone(p.journal)
+}
+
+// DefaultMaxInvocation is Proxy.MaxInvocation when it is zero: the
+// reconciler's timeout in the local pipeline, the longest any function
+// invocation runs there.
+const DefaultMaxInvocation = localpipeline.DefaultReconcilerTimeout
+
+// lostRef is one entry of lostKeys, with when it was lost: kept (in
+// recent) until its worker acts on the key again (a release or a mark
+// reaches the proxy) or dies (Killed, Died).
 type lostRef struct {
 	key string
 	i   int
 	at  time.Time
 }
-
-// killWindow is how soon after a lost answer a kill of its worker counts
-// as a kill "right after" it (before it could release).
-const killWindow = 15 * time.Second
 
 // hole drops the retries of a request whose answer was lost.
 type hole struct {
@@ -136,7 +160,8 @@ var keyRE = regexp.MustCompile(`v1_[0-9a-f]{64}`)
 
 // LostKeys returns, per message key, the operations whose answers were
 // lost for good, in order; "+kill" marks one after which the worker was
-// killed (by the proxy, or by the crasher within killWindow: Killed), and
+// killed before it acted on the key again (by the proxy, by the crasher,
+// or by the emulator at the function's timeout: Killed, Died), and
 // "takeover(unreleased)" a TakeOver of a row that was not released (its
 // earlier attempt's outcome was unknown before the answer was lost; the
 // update keeps the lookup window instead of restarting it).
@@ -239,6 +264,7 @@ func (p *Proxy) lose(tag, op string, body []byte) (lose, retry bool) {
 			name = "takeover(unreleased)"
 		}
 		p.lostKeys[string(k)] = append(p.lostKeys[string(k)], name)
+		p.journal = append(p.journal, fmt.Sprintf("%s lost %s %s by %s", time.Now().UTC().Format(time.RFC3339Nano), name, k, tag))
 		p.recent[tag] = append(p.recent[tag], lostRef{key: string(k), i: len(p.lostKeys[string(k)]) - 1, at: time.Now()})
 	}
 	p.holes[sum] = &hole{left: 10, until: time.Now().Add(30 * time.Second)}
@@ -252,30 +278,62 @@ func (p *Proxy) afterLoss(tag string, body []byte) {
 		return
 	}
 	p.killed.Add(1)
-	if k := keyRE.Find(body); k != nil {
-		p.lostMu.Lock()
-		if ops := p.lostKeys[string(k)]; len(ops) > 0 {
-			ops[len(ops)-1] += "+kill"
-		}
-		p.lostMu.Unlock()
-	}
+	// Every answer the worker lost and had not acted on yet, this one and
+	// those of other records of its batch, was lost right before its death.
+	p.Killed(tag)
 }
 
 // Killed records that the worker behind tag was killed now (by the
-// crasher): its answers lost within killWindow count as lost right
-// before its death.
-func (p *Proxy) Killed(tag string) {
+// crasher): each answer it lost and had not acted on since (no release or
+// mark of that key reached the proxy from it) counts as lost right before
+// its death, however long it had been retrying.
+func (p *Proxy) Killed(tag string) { p.Died(tag, time.Now()) }
+
+// Died records that the worker behind tag stopped at at (killed, or its
+// invocation ran past the function's timeout, which stops the process):
+// each answer it lost before at, within MaxInvocation (so in the same
+// invocation), and had not acted on counts as lost right before its death.
+func (p *Proxy) Died(tag string, at time.Time) {
 	p.lostMu.Lock()
 	defer p.lostMu.Unlock()
+	p.journal = append(p.journal, fmt.Sprintf("%s died %s (%d losses not acted on)", at.UTC().Format(time.RFC3339Nano), tag, len(p.recent[tag])))
+	keep := p.recent[tag][:0]
 	for _, r := range p.recent[tag] {
-		if time.Since(r.at) > killWindow {
+		if r.at.After(at) {
+			keep = append(keep, r)
 			continue
+		}
+		if at.Sub(r.at) > cmp.Or(p.MaxInvocation, DefaultMaxInvocation) {
+			continue // lost in an earlier invocation, which ended without acting on it
 		}
 		if ops := p.lostKeys[r.key]; r.i < len(ops) && !strings.HasSuffix(ops[r.i], "+kill") {
 			ops[r.i] += "+kill"
 		}
 	}
-	delete(p.recent, tag)
+	p.recent[tag] = keep
+}
+
+// acted records that the worker behind tag sent a release or a mark of the
+// key in body: it lived on after the answers of that key it lost, which
+// no later death of it explains.
+func (p *Proxy) acted(tag string, body []byte) {
+	k := keyRE.Find(body)
+	if k == nil {
+		return
+	}
+	p.lostMu.Lock()
+	defer p.lostMu.Unlock()
+	rs := p.recent[tag]
+	keep := rs[:0]
+	for _, r := range rs {
+		if r.key != string(k) {
+			keep = append(keep, r)
+		}
+	}
+	if len(keep) < len(rs) {
+		p.journal = append(p.journal, fmt.Sprintf("%s acted %s by %s", time.Now().UTC().Format(time.RFC3339Nano), k, tag))
+	}
+	p.recent[tag] = keep
 }
 
 func (p *Proxy) killAfterLoss() bool {
@@ -335,6 +393,9 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request, tag string) {
 		return
 	}
 	op := Operation(r.Header.Get("X-Amz-Target"), body)
+	if op == "release" || op == "mark" {
+		p.acted(tag, body)
+	}
 	lost, retry := p.lose(tag, op, body)
 	if retry {
 		p.retried.Add(1)

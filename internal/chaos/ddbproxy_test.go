@@ -136,3 +136,97 @@ func TestProxyLostForGood(t *testing.T) {
 		})
 	}
 }
+
+// TestProxyDeathAfterLoss: a lost Claim answer counts as lost right
+// before its worker's death when the worker dies before it acts on the
+// key again, however long after the loss within one invocation (it may
+// retry until its deadline); not when a release of that key reached the
+// proxy first, nor when it died before the loss or after the invocation
+// of the loss must have ended (MaxInvocation).
+func TestProxyDeathAfterLoss(t *testing.T) {
+	t.Parallel()
+	key := "v1_" + strings.Repeat("e", 64)
+	claim := `{"Item":{"pk":{"S":"` + key + `"}}}`
+	release := `{"UpdateExpression":"SET #released = :true, #lease_until = :now_ms","Key":{"pk":{"S":"` + key + `"}}}`
+	tests := []struct {
+		name string
+		// after runs once the claim's answer is lost.
+		after func(px *Proxy, u string, lostAt time.Time)
+		want  string
+	}{
+		{"KilledLongAfter", func(px *Proxy, _ string, lostAt time.Time) { px.Died("w", lostAt.Add(25*time.Second)) }, "claim+kill"},
+		{"DiedInALaterInvocation", func(px *Proxy, _ string, lostAt time.Time) { px.Died("w", lostAt.Add(time.Minute)) }, "claim"},
+		{"KilledNow", func(px *Proxy, _ string, _ time.Time) { px.Killed("w") }, "claim+kill"},
+		{"ReleasedThenKilled", func(px *Proxy, u string, _ time.Time) {
+			post(t, u, "DynamoDB_20120810.UpdateItem", release)
+			px.Killed("w")
+		}, "claim"},
+		{"DiedBeforeTheLoss", func(px *Proxy, _ string, lostAt time.Time) { px.Died("w", lostAt.Add(-time.Second)) }, "claim"},
+		{"OtherWorkerKilled", func(px *Proxy, _ string, _ time.Time) { px.Killed("other") }, "claim"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, `{}`) }))
+			t.Cleanup(backend.Close)
+			px := NewProxy(backend.URL, StormOptions{Lost: map[string]float64{"claim": 1}}, 1)
+			px.MaxInvocation = 30 * time.Second
+			t.Cleanup(px.Close)
+			px.Enable(true)
+			u, err := px.Listen("w")
+			if err != nil {
+				t.Fatal(err)
+			}
+			post(t, u, "DynamoDB_20120810.PutItem", claim)
+			lostAt := time.Now()
+			px.Enable(false) // the release is not lost
+			tt.after(px, u, lostAt)
+			if got := px.LostKeys()[key]; len(got) != 1 || got[0] != tt.want {
+				t.Errorf("lost ops %v, want [%s]", got, tt.want)
+			}
+		})
+	}
+}
+
+// post sends one DynamoDB request through the proxy at u, whatever
+// becomes of its answer.
+func post(t *testing.T, u, target, body string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, u, strings.NewReader(body))
+	req.Header.Set("X-Amz-Target", target)
+	if resp, err := http.DefaultClient.Do(req); err == nil {
+		resp.Body.Close()
+	}
+}
+
+// TestProxyKillAfterLossMarksTheBatch: when the proxy kills a worker right
+// after a lost answer, an earlier answer the same worker lost for another
+// record of its batch, and had not acted on, was lost right before its
+// death too; one it had released was not.
+func TestProxyKillAfterLossMarksTheBatch(t *testing.T) {
+	t.Parallel()
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, `{}`) }))
+	t.Cleanup(backend.Close)
+	px := NewProxy(backend.URL, StormOptions{Lost: map[string]float64{"claim": 1}}, 1)
+	t.Cleanup(px.Close)
+	px.Kill = func(string) bool { return true }
+	px.Enable(true)
+	u, err := px.Listen("w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b, c := "v1_"+strings.Repeat("a", 64), "v1_"+strings.Repeat("b", 64), "v1_"+strings.Repeat("c", 64)
+	post(t, u, "DynamoDB_20120810.PutItem", `{"Item":{"pk":{"S":"`+a+`"}}}`)
+	post(t, u, "DynamoDB_20120810.PutItem", `{"Item":{"pk":{"S":"`+b+`"}}}`)
+	px.Enable(false)
+	post(t, u, "DynamoDB_20120810.UpdateItem", `{"UpdateExpression":"SET #released = :true","Key":{"pk":{"S":"`+b+`"}}}`)
+	px.opts.LostKill = 1
+	px.Enable(true)
+	post(t, u, "DynamoDB_20120810.PutItem", `{"Item":{"pk":{"S":"`+c+`"}}}`)
+	got := px.LostKeys()
+	for key, want := range map[string]string{a: "claim+kill", b: "claim", c: "claim+kill"} {
+		if ops := got[key]; len(ops) != 1 || ops[0] != want {
+			t.Errorf("lost ops of %s…: %v, want [%s]", key[:5], ops, want)
+		}
+	}
+}

@@ -179,8 +179,8 @@ func (r Report) WriteTable(out io.Writer) {
 		}
 		fmt.Fprintf(out, "  - [%s] %s %s: %s\n", v.Lane, v.Kind, v.Key, v.Detail)
 		for j, e := range v.Events {
-			if j == 12 {
-				fmt.Fprintf(out, "      … %d more log lines\n", len(v.Events)-12)
+			if j == 40 {
+				fmt.Fprintf(out, "      … %d more log lines\n", len(v.Events)-40)
 				break
 			}
 			fmt.Fprintf(out, "      %s\n", e)
