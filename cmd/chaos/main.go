@@ -40,7 +40,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		lanes      = fs.String("lanes", strings.Join(chaos.LaneNames(), ","), "adapters to drive, comma-separated")
 		longClaims = fs.Bool("long-claims", true, "production-shaped claim timeouts where a lane declares them (twilio: a takeover more than a minute after the send)")
 		outage     = fs.Duration("outage", -1, "how long every send is refused (-1: the default mix's)")
-		maxDepth   = fs.Int("max-depth", 0, "bound on each lane's queue depth while it is fed (0: default)")
+		maxDepth   = fs.Int("max-depth", 0, "bound on each lane's queue depth while it is fed (0: chaos.Defaults' 60)")
 		lookupOnly = fs.String("lookup-only", "email", `channel served by a provider that ignores Idempotency-Key ("" for none)`)
 		crashEvery = fs.Duration("crash-every", 0, "mean interval between SIGKILLs (0: the default mix's)")
 		timeout    = fs.Duration("timeout", 0, "bound on the run (0: scaled to -n)")
@@ -58,7 +58,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	o := chaos.Defaults(*n, *seed)
 	o.DynamoDBEndpoint, o.MotoEndpoint = getenv(testenv.DynamoDBEndpointEnv), getenv(testenv.MotoEndpointEnv)
-	o.Lanes, o.LongClaims, o.LookupOnly, o.MaxDepth, o.Progress = strings.Split(*lanes, ","), *longClaims, *lookupOnly, *maxDepth, stdout
+	o.Lanes, o.LongClaims, o.LookupOnly, o.Progress = strings.Split(*lanes, ","), *longClaims, *lookupOnly, stdout
+	if *maxDepth > 0 {
+		o.MaxDepth = *maxDepth
+	}
 	if *outage >= 0 {
 		o.Outage = *outage
 	}

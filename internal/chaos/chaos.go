@@ -57,6 +57,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -159,8 +160,12 @@ func Defaults(n int, seed uint64) Options {
 		Storm: StormOptions{BurstRate: 0.15, BurstFailure: 0.5, DropRate: 0.01,
 			Lost: map[string]float64{"claim": 0.01, "takeover": 0.05, "release": 0.05}, LostKill: 0.3},
 		Outage: 30 * time.Second, OutageAt: 10 * time.Second,
-		LookupOnly:  "email",
-		LongClaims:  true,
+		LookupOnly: "email",
+		LongClaims: true,
+		// moto_server's SQS scans a queue's every message on each receive
+		// and depth query, single-threaded: 60 keeps a lane's pollers fed
+		// (batches of 10) at about a third of moto's cost at 200.
+		MaxDepth:    60,
 		FaultWindow: max(40*time.Second, time.Duration(n)*60*time.Millisecond),
 		// A bound, not a target: on a 2-core machine shared with other
 		// jobs moto_server and DynamoDB Local answer several times slower.
@@ -513,7 +518,17 @@ func Run(ctx context.Context, o Options) (rep Report, err error) {
 	defer rcancel()
 	rep = Report{Seed: o.Seed, N: o.N, Elapsed: time.Since(start), FaultTime: faultTime, Drained: drained, Outage: o.Outage}
 	var errs []error
+	instMu.Lock()
+	for tag, inst := range instances {
+		for _, at := range inst.TimedOut() {
+			proxy.Died(tag, at) // the emulator stopped the process mid-invocation
+		}
+	}
+	instMu.Unlock()
 	lostKeys := proxy.LostKeys()
+	if dir := os.Getenv(DumpEnv); dir != "" {
+		_ = os.WriteFile(filepath.Join(dir, "lost.log"), []byte(strings.Join(proxy.Journal(), "\n")+"\n"), 0o644)
+	}
 	for _, l := range lanes {
 		lr, vs, err := l.check(rctx, lostKeys)
 		errs = append(errs, err)
