@@ -171,20 +171,15 @@ func TestChaosSmall(t *testing.T) {
 	}
 	for _, name := range LaneNames() {
 		l, ok := rep.Lane(name)
-		if !ok || l.N == 0 || l.DeliveredOnce == 0 || l.Poller.Invocations == 0 {
+		// Accepted by the provider at all: on a loaded machine every call
+		// of a small lane may pass the provider timeout after moto took it
+		// (ambiguous: resent or abandoned by class, both counted).
+		if !ok || l.N == 0 || l.DeliveredOnce+l.DeliveredTwice+l.AbandonedDelivered == 0 || l.Poller.Invocations == 0 {
 			t.Errorf("lane %s did not deliver: %+v", name, l)
 		}
 	}
-	var open []Violation
-	for _, v := range rep.Violations {
-		if !knownOpen(rep, v) {
-			t.Fatalf("violations:\n%s\nprogress:\n%s", out.String(), progress.String())
-		}
-		open = append(open, v)
-	}
-	for _, v := range open {
-		// make chaos still fails on these; see README, Limitations.
-		t.Logf("known open finding (README, Limitations): [%s] %s %s: %s", v.Lane, v.Kind, v.Key, v.Detail)
+	if len(rep.Violations) > 0 {
+		t.Fatalf("violations:\n%s\nprogress:\n%s", out.String(), progress.String())
 	}
 	kills := 0
 	for _, f := range rep.Faults {
@@ -251,38 +246,5 @@ func TestAmbiguous(t *testing.T) {
 				t.Errorf("ambiguous(%v) = %v, want %v", tc.ops, got, tc.want)
 			}
 		})
-	}
-}
-
-// knownOpen reports whether v is the one finding README's Limitations
-// lists as open: through a provider that can neither drop repeats nor be
-// asked, a message whose Claim or TakeOver answer was lost for good and
-// whose worker then left no release behind (killed, or stopped past its
-// deadline) is abandoned by class policy, though it was never sent. The
-// ledger cannot tell that worker from one that died mid-send.
-func knownOpen(rep Report, v Violation) bool {
-	l, ok := rep.Lane(v.Lane)
-	return ok && l.Capability == Neither && v.Kind == "abandoned, never accepted" &&
-		strings.Contains(v.Detail, "DynamoDB answers lost for good")
-}
-
-func TestKnownOpenIsNarrow(t *testing.T) {
-	t.Parallel()
-	rep := Report{Lanes: []LaneReport{{Name: "smtp", Capability: Neither}, {Name: "http", Capability: CanAvoid}}}
-	lost := "email transactional ABANDONED after 3 attempts (policy); the provider never accepted it; DynamoDB answers lost for good: takeover"
-	for _, tc := range []struct {
-		v    Violation
-		want bool
-	}{
-		{Violation{Lane: "smtp", Kind: "abandoned, never accepted", Detail: lost}, true},
-		{Violation{Lane: "http", Kind: "abandoned, never accepted", Detail: lost}, false},
-		{Violation{Lane: "smtp", Kind: "abandoned, never accepted", Detail: "email marketing ABANDONED (policy); the provider never accepted it"}, false},
-		{Violation{Lane: "smtp", Kind: "lost", Detail: lost}, false},
-		{Violation{Lane: "smtp", Kind: "delivered twice", Detail: lost}, false},
-		{Violation{Lane: "ses", Kind: "abandoned, never accepted", Detail: lost}, false},
-	} {
-		if got := knownOpen(rep, tc.v); got != tc.want {
-			t.Errorf("knownOpen(%+v) = %t, want %t", tc.v, got, tc.want)
-		}
 	}
 }
