@@ -68,13 +68,13 @@ import (
 	"github.com/sendonce/sendonce/internal/render"
 )
 
-// Outcome is what an attempt ended in.
-type Outcome int
+// Disposition is what an attempt ended in.
+type Disposition int
 
 // The outcomes.
 const (
 	// Sent: the provider accepted; the row is SENT.
-	Sent Outcome = iota + 1
+	Sent Disposition = iota + 1
 	// Failed: permanently rejected; the row is FAILED.
 	Failed
 	// Uncertain: the provider may have it; the row is UNCERTAIN.
@@ -103,7 +103,7 @@ const (
 
 // Result is an attempt's outcome with its detail.
 type Result struct {
-	Outcome Outcome
+	Disposition Disposition
 	// ProviderMessageID is set for Sent.
 	ProviderMessageID string
 	// Reason explains Failed, Uncertain and Retry.
@@ -372,12 +372,12 @@ func (d *Dispatcher) Send(ctx context.Context, c ledger.Claim, e ledger.Entry, p
 				// Nothing was sent: not a possible duplicate, so not counted
 				// as FencingLost.
 				log.Warn("claim was taken over before release", "error", rerr)
-				return Result{Outcome: FencingLost, Kind: kind, Reason: reason, Err: rerr}
+				return Result{Disposition: FencingLost, Kind: kind, Reason: reason, Err: rerr}
 			}
 		} else {
 			d.Metrics.Count(metrics.Released, 1, dims...)
 		}
-		return Result{Outcome: Retry, Kind: kind, Reason: reason, Err: err}
+		return Result{Disposition: Retry, Kind: kind, Reason: reason, Err: err}
 	default: // ambiguous, and a repeat is not harmless
 		log.Warn("provider outcome ambiguous: recorded as uncertain", "reason", reason)
 		d.Metrics.Count(metrics.UncertainAttempts, 1, dims...)
@@ -425,13 +425,13 @@ func (d *Dispatcher) mark(ctx context.Context, log *slog.Logger, c ledger.Claim,
 	res := Result{ProviderMessageID: o.ProviderMessageID, Reason: o.Reason}
 	switch o.State {
 	case ledger.StateSent:
-		res.Outcome = Sent
+		res.Disposition = Sent
 	case ledger.StateFailed:
-		res.Outcome = Failed
+		res.Disposition = Failed
 	case ledger.StateUncertain:
-		res.Outcome = Uncertain
+		res.Disposition = Uncertain
 	case ledger.StateAbandoned:
-		res.Outcome = Abandoned
+		res.Disposition = Abandoned
 	}
 	var err error
 	if o.State == ledger.StateFailed {
@@ -461,10 +461,10 @@ func (d *Dispatcher) mark(ctx context.Context, log *slog.Logger, c ledger.Claim,
 		} else {
 			log.Warn("claim was taken over before the outcome was recorded", "state", string(o.State), "error", err)
 		}
-		return Result{Outcome: FencingLost, Reason: o.Reason, Err: err}
+		return Result{Disposition: FencingLost, Reason: o.Reason, Err: err}
 	default:
 		log.Error("record outcome", "state", string(o.State), "error", err)
-		return Result{Outcome: LedgerError, Reason: o.Reason, Err: err}
+		return Result{Disposition: LedgerError, Reason: o.Reason, Err: err}
 	}
 }
 
@@ -478,18 +478,18 @@ func (d *Dispatcher) Resolve(ctx context.Context, rec ledger.Record, dec decide.
 	switch dec.Action {
 	case decide.Send, decide.MarkSent, decide.MarkFailed, decide.MarkUncertain, decide.Abandon, decide.Postpone:
 	default:
-		return Result{Outcome: Skipped, Reason: dec.Reason}
+		return Result{Disposition: Skipped, Reason: dec.Reason}
 	}
 	if dec.Action == decide.Send && p == nil {
-		return Result{Outcome: Skipped, Reason: "no provider"}
+		return Result{Disposition: Skipped, Reason: "no provider"}
 	}
 	c, err := d.TakeOver(ctx, rec, lease)
 	if err != nil {
 		if _, conflict := ledger.AsConflict(err); conflict || errors.Is(err, ledger.ErrNotFound) {
 			d.Logger.Info("row changed since it was read: another worker has it", "key", rec.Key)
-			return Result{Outcome: Conflict, Reason: "another worker took the row over", Err: err}
+			return Result{Disposition: Conflict, Reason: "another worker took the row over", Err: err}
 		}
-		return Result{Outcome: LedgerError, Reason: "ledger unavailable", Err: err}
+		return Result{Disposition: LedgerError, Reason: "ledger unavailable", Err: err}
 	}
 	name := rec.Provider
 	if p != nil {
@@ -503,9 +503,9 @@ func (d *Dispatcher) Resolve(ctx context.Context, rec ledger.Record, dec decide.
 		switch {
 		case errors.Is(err, render.ErrUnavailable):
 			d.Logger.Error("render", "key", rec.Key, "error", err)
-			r = Result{Outcome: Retry, Reason: "template store unavailable", Err: err}
+			r = Result{Disposition: Retry, Reason: "template store unavailable", Err: err}
 			if rerr := d.Release(ctx, c, "render: "+err.Error(), d.RetryAt(c)); rerr != nil {
-				r = Result{Outcome: LedgerError, Reason: r.Reason, Err: rerr}
+				r = Result{Disposition: LedgerError, Reason: r.Reason, Err: rerr}
 			}
 		case err != nil:
 			r = d.Mark(ctx, c, rec.Entry, name, ledger.Outcome{State: ledger.StateFailed, Reason: err.Error()})
@@ -522,9 +522,9 @@ func (d *Dispatcher) Resolve(ctx context.Context, rec ledger.Record, dec decide.
 	case decide.Abandon:
 		r = d.Mark(ctx, c, rec.Entry, name, ledger.Outcome{State: ledger.StateAbandoned, Reason: dec.Reason})
 	case decide.Postpone:
-		r = Result{Outcome: Postponed, Reason: dec.Reason}
+		r = Result{Disposition: Postponed, Reason: dec.Reason}
 		if err := d.Release(ctx, c, dec.Reason, d.RetryAt(c)); err != nil {
-			r = Result{Outcome: LedgerError, Reason: dec.Reason, Err: err}
+			r = Result{Disposition: LedgerError, Reason: dec.Reason, Err: err}
 		}
 	}
 	r.Attempt = c.Attempt

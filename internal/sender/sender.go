@@ -357,7 +357,7 @@ func (s *Sender) redelivered(ctx context.Context, log *slog.Logger, cur ledger.R
 	if r.Attempt > 0 {
 		s.cfg.Metrics.Count(metrics.Reclaims, 1, dims)
 	}
-	if r.Outcome == dispatch.Conflict {
+	if r.Disposition == dispatch.Conflict {
 		s.cfg.Metrics.Count(metrics.InFlightConflicts, 1, dims)
 		return Result{Key: key, Status: StatusRetry, Reason: "another worker took the stale claim over"}
 	}
@@ -365,7 +365,7 @@ func (s *Sender) redelivered(ctx context.Context, log *slog.Logger, cur ledger.R
 }
 
 func (s *Sender) result(key string, r dispatch.Result) Result {
-	switch r.Outcome {
+	switch r.Disposition {
 	case dispatch.Sent:
 		return Result{Key: key, Status: StatusSent}
 	case dispatch.Failed:
