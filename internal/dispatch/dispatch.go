@@ -56,6 +56,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"time"
@@ -68,10 +69,16 @@ import (
 	"github.com/sendonce/sendonce/internal/render"
 )
 
-// Disposition is what an attempt ended in.
+// Disposition is what handling one message ended in: an attempt here, or
+// one delivery in the sender (package sender reports a Result for every
+// record it processes), or one row in the reconciler. The ledger's word for
+// the state an attempt leaves in the row is ledger.Outcome; a provider's
+// word for what became of a message is a status (provider.LookupStatus, a
+// callback's webhook.Status).
 type Disposition int
 
-// The outcomes.
+// The dispositions. Every one but Retry, LedgerError, Conflict, Postponed
+// and Skipped leaves nothing more for the caller to do with the message.
 const (
 	// Sent: the provider accepted; the row is SENT.
 	Sent Disposition = iota + 1
@@ -99,14 +106,40 @@ const (
 	Postponed
 	// Skipped: the decision needs no ledger write (Resolve only).
 	Skipped
+	// Duplicate: the message's row was already final, or a newer claim
+	// owns it; nothing was done (sender only).
+	Duplicate
+	// OwnedByReconciler: the row is UNCERTAIN; the reconciler resolves it
+	// (sender only).
+	OwnedByReconciler
+	// Invalid: the request cannot be stored (sender only).
+	Invalid
 )
 
-// Result is an attempt's outcome with its detail.
+var dispositionNames = [...]string{
+	Sent: "sent", Failed: "failed", Uncertain: "uncertain", Retry: "retry",
+	FencingLost: "fencing_lost", LedgerError: "ledger_error", Conflict: "conflict",
+	Abandoned: "abandoned", Postponed: "postponed", Skipped: "skipped",
+	Duplicate: "duplicate", OwnedByReconciler: "owned_by_reconciler", Invalid: "invalid",
+}
+
+// String returns the disposition's name as logs and reports print it
+// ("sent", "owned_by_reconciler", ...).
+func (d Disposition) String() string {
+	if d > 0 && int(d) < len(dispositionNames) {
+		return dispositionNames[d]
+	}
+	return fmt.Sprintf("Disposition(%d)", int(d))
+}
+
+// Result is a disposition with its detail.
 type Result struct {
+	// Key is the message's idempotency key.
+	Key         string
 	Disposition Disposition
 	// ProviderMessageID is set for Sent.
 	ProviderMessageID string
-	// Reason explains Failed, Uncertain and Retry.
+	// Reason explains Failed, Uncertain, Invalid and Retry.
 	Reason string
 	// Kind is the provider error's kind, when the provider failed.
 	Kind provider.Kind
@@ -372,12 +405,12 @@ func (d *Dispatcher) Send(ctx context.Context, c ledger.Claim, e ledger.Entry, p
 				// Nothing was sent: not a possible duplicate, so not counted
 				// as FencingLost.
 				log.Warn("claim was taken over before release", "error", rerr)
-				return Result{Disposition: FencingLost, Kind: kind, Reason: reason, Err: rerr}
+				return Result{Key: c.Key, Disposition: FencingLost, Kind: kind, Reason: reason, Err: rerr}
 			}
 		} else {
 			d.Metrics.Count(metrics.Released, 1, dims...)
 		}
-		return Result{Disposition: Retry, Kind: kind, Reason: reason, Err: err}
+		return Result{Key: c.Key, Disposition: Retry, Kind: kind, Reason: reason, Err: err}
 	default: // ambiguous, and a repeat is not harmless
 		log.Warn("provider outcome ambiguous: recorded as uncertain", "reason", reason)
 		d.Metrics.Count(metrics.UncertainAttempts, 1, dims...)
@@ -422,7 +455,7 @@ func (d *Dispatcher) Mark(ctx context.Context, c ledger.Claim, e ledger.Entry, p
 }
 
 func (d *Dispatcher) mark(ctx context.Context, log *slog.Logger, c ledger.Claim, o ledger.Outcome, sent bool, dims []metrics.Dim) Result {
-	res := Result{ProviderMessageID: o.ProviderMessageID, Reason: o.Reason}
+	res := Result{Key: c.Key, ProviderMessageID: o.ProviderMessageID, Reason: o.Reason}
 	switch o.State {
 	case ledger.StateSent:
 		res.Disposition = Sent
@@ -461,10 +494,10 @@ func (d *Dispatcher) mark(ctx context.Context, log *slog.Logger, c ledger.Claim,
 		} else {
 			log.Warn("claim was taken over before the outcome was recorded", "state", string(o.State), "error", err)
 		}
-		return Result{Disposition: FencingLost, Reason: o.Reason, Err: err}
+		return Result{Key: c.Key, Disposition: FencingLost, Reason: o.Reason, Err: err}
 	default:
 		log.Error("record outcome", "state", string(o.State), "error", err)
-		return Result{Disposition: LedgerError, Reason: o.Reason, Err: err}
+		return Result{Key: c.Key, Disposition: LedgerError, Reason: o.Reason, Err: err}
 	}
 }
 
@@ -478,18 +511,18 @@ func (d *Dispatcher) Resolve(ctx context.Context, rec ledger.Record, dec decide.
 	switch dec.Action {
 	case decide.Send, decide.MarkSent, decide.MarkFailed, decide.MarkUncertain, decide.Abandon, decide.Postpone:
 	default:
-		return Result{Disposition: Skipped, Reason: dec.Reason}
+		return Result{Key: rec.Key, Disposition: Skipped, Reason: dec.Reason}
 	}
 	if dec.Action == decide.Send && p == nil {
-		return Result{Disposition: Skipped, Reason: "no provider"}
+		return Result{Key: rec.Key, Disposition: Skipped, Reason: "no provider"}
 	}
 	c, err := d.TakeOver(ctx, rec, lease)
 	if err != nil {
 		if _, conflict := ledger.AsConflict(err); conflict || errors.Is(err, ledger.ErrNotFound) {
 			d.Logger.Info("row changed since it was read: another worker has it", "key", rec.Key)
-			return Result{Disposition: Conflict, Reason: "another worker took the row over", Err: err}
+			return Result{Key: rec.Key, Disposition: Conflict, Reason: "another worker took the row over", Err: err}
 		}
-		return Result{Disposition: LedgerError, Reason: "ledger unavailable", Err: err}
+		return Result{Key: rec.Key, Disposition: LedgerError, Reason: "ledger unavailable", Err: err}
 	}
 	name := rec.Provider
 	if p != nil {
@@ -527,6 +560,6 @@ func (d *Dispatcher) Resolve(ctx context.Context, rec ledger.Record, dec decide.
 			r = Result{Disposition: LedgerError, Reason: dec.Reason, Err: err}
 		}
 	}
-	r.Attempt = c.Attempt
+	r.Key, r.Attempt = rec.Key, c.Attempt
 	return r
 }
