@@ -5,11 +5,12 @@
 // thing wherever it starts.
 //
 // In the path of one SQS record (docs/architecture.md) an attempt spans
-// three steps: Claim takes the key (package sendkey, the step before) in
-// the ledger (package ledger), Send calls the channel's adapter (package
-// provider) with it, and the outcome is marked in the ledger under the
-// claim. The sender turns the Result into the record's place in the batch
-// response (package sender, the step after).
+// three steps: Claim takes the key (sendkey.Derive, the step before) with
+// ledger.Ledger.Claim, Send calls the channel's provider.Adapter.Send with
+// the entry's Message, and records the ledger.Outcome under the claim with
+// ledger.Ledger.Mark. sender.Sender.HandleSQS turns the Result into the
+// record's place in the batch response (the step after): a Retry is listed
+// for SQS to deliver again, any other disposition is acknowledged.
 //
 // Provider outcomes map to ledger transitions as follows:
 //

@@ -10,11 +10,15 @@
 //
 //	body            HandleSQS takes the events.SQSEvent: each record's Body
 //	request         notify.Parse validates the body into a notify.Request
-//	key             Request.Key derives the idempotency key (package sendkey)
-//	claim           package dispatch claims the key in the ledger (package ledger)
-//	provider        dispatch sends through the channel's adapter (package provider)
-//	mark            dispatch records the outcome under the claim (package ledger)
-//	batch response  HandleSQS lists the records to retry in an events.SQSEventResponse
+//	key             Request.Key derives the idempotency key (sendkey.Derive)
+//	claim           Process builds the row's ledger.Entry; dispatch.Dispatcher.Claim
+//	                claims the key with it (ledger.Ledger.Claim)
+//	provider        dispatch.Dispatcher.Send calls the channel's provider.Adapter.Send
+//	                with the entry's provider.Message
+//	mark            Dispatcher.Send records the ledger.Outcome under the claim
+//	                (ledger.Ledger.Mark) and returns a dispatch.Result
+//	batch response  HandleSQS lists the records whose Result is dispatch.Retry
+//	                in an events.SQSEventResponse
 //
 // Between the key and the claim the request is rendered (package render),
 // so the claimed row holds what a later attempt sends. A body that does not
