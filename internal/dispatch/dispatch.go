@@ -70,12 +70,9 @@ import (
 	"github.com/sendonce/sendonce/internal/render"
 )
 
-// Disposition is what handling one message ended in: an attempt here, or
-// one delivery in the sender (package sender reports a Result for every
-// record it processes), or one row in the reconciler. The ledger's word for
-// the state an attempt leaves in the row is ledger.Outcome; a provider's
-// word for what became of a message is a status (provider.LookupStatus, a
-// callback's webhook.Status).
+// Disposition is what handling one message ended in: an attempt here, a
+// delivery in the sender, a row in the reconciler. The state an attempt
+// leaves in the row is a ledger.Outcome (docs/architecture.md, the names).
 type Disposition int
 
 // The dispositions. Every one but Retry, LedgerError, Conflict, Postponed
