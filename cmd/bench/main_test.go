@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/sendonce/sendonce/internal/benchreport"
+	"github.com/sendonce/sendonce/internal/dispatch"
 	"github.com/sendonce/sendonce/internal/ledger/memledger"
 	"github.com/sendonce/sendonce/internal/provider/providertest"
-	"github.com/sendonce/sendonce/internal/sender"
 	"github.com/sendonce/sendonce/internal/testenv"
 )
 
@@ -134,12 +134,12 @@ func TestSenderMemLedgerPath(t *testing.T) {
 	run := testenv.RandomID()
 	ctx := context.Background()
 	for i := range 3 {
-		if res := s.Process(ctx, request(run, i)); res.Status != sender.StatusSent {
-			t.Fatalf("Process = %s (%s), want sent", res.Status, res.Reason)
+		if res := s.Process(ctx, request(run, i)); res.Disposition != dispatch.Sent {
+			t.Fatalf("Process = %s (%s), want sent", res.Disposition, res.Reason)
 		}
 	}
-	if res := s.Process(ctx, request(run, 0)); res.Status != sender.StatusDuplicate {
-		t.Errorf("redelivery = %s, want duplicate", res.Status)
+	if res := s.Process(ctx, request(run, 0)); res.Disposition != dispatch.Duplicate {
+		t.Errorf("redelivery = %s, want duplicate", res.Disposition)
 	}
 	if got := fake.Calls(); got != 3 {
 		t.Errorf("provider calls = %d, want 3", got)

@@ -4,10 +4,10 @@ import (
 	"context"
 	"testing"
 
+	"github.com/sendonce/sendonce/internal/dispatch"
 	"github.com/sendonce/sendonce/internal/ledger/memledger"
 	"github.com/sendonce/sendonce/internal/notify"
 	"github.com/sendonce/sendonce/internal/provider/providertest"
-	"github.com/sendonce/sendonce/internal/sender"
 	"github.com/sendonce/sendonce/internal/testenv"
 )
 
@@ -29,8 +29,8 @@ func BenchmarkSenderMemLedger(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := range b.N {
-		if res := s.Process(ctx, reqs[i]); res.Status != sender.StatusSent {
-			b.Fatalf("process: status %s (%s), want sent", res.Status, res.Reason)
+		if res := s.Process(ctx, reqs[i]); res.Disposition != dispatch.Sent {
+			b.Fatalf("process: status %s (%s), want sent", res.Disposition, res.Reason)
 		}
 	}
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/sendonce/sendonce/internal/benchreport"
 	"github.com/sendonce/sendonce/internal/decide"
+	"github.com/sendonce/sendonce/internal/dispatch"
 	"github.com/sendonce/sendonce/internal/ledger"
 	"github.com/sendonce/sendonce/internal/ledger/dynamoledger"
 	"github.com/sendonce/sendonce/internal/notify"
@@ -170,10 +171,10 @@ func measurePaths(ctx context.Context, endpoint string, rep *benchreport.Report)
 		}
 		return out
 	}
-	process := func(reqs []notify.Request, want sender.Status) error {
+	process := func(reqs []notify.Request, want dispatch.Disposition) error {
 		for _, r := range reqs {
-			if res := s.Process(ctx, r); res.Status != want {
-				return fmt.Errorf("process %s: status %s (%s), want %s", res.Key, res.Status, res.Reason, want)
+			if res := s.Process(ctx, r); res.Disposition != want {
+				return fmt.Errorf("process %s: status %s (%s), want %s", res.Key, res.Disposition, res.Reason, want)
 			}
 		}
 		return nil
@@ -203,7 +204,7 @@ func measurePaths(ctx context.Context, endpoint string, rep *benchreport.Report)
 	// duplicate and in-flight paths are the peer section's;
 	// sender/integration_test.go asserts their call counts.
 	first := batch()
-	if err := process(first, sender.StatusSent); err != nil {
+	if err := process(first, dispatch.Sent); err != nil {
 		return err
 	}
 
@@ -214,7 +215,7 @@ func measurePaths(ctx context.Context, endpoint string, rep *benchreport.Report)
 	}
 	time.Sleep(20 * time.Millisecond)
 	px.take(table)
-	if err := process(stale, sender.StatusSent); err != nil {
+	if err := process(stale, dispatch.Sent); err != nil {
 		return err
 	}
 	add("takeover", "sender.Process of a request whose row is a stale PENDING claim (fenced takeover, send, mark SENT)")

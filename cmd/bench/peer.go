@@ -19,6 +19,7 @@ import (
 
 	"github.com/sendonce/sendonce/internal/benchreport"
 	"github.com/sendonce/sendonce/internal/decide"
+	"github.com/sendonce/sendonce/internal/dispatch"
 	"github.com/sendonce/sendonce/internal/ledger/dynamoledger"
 	"github.com/sendonce/sendonce/internal/notify"
 	"github.com/sendonce/sendonce/internal/provider"
@@ -175,7 +176,7 @@ func runGo(ctx context.Context, s *sender.Sender, reqs []notify.Request, inFligh
 		go func() {
 			defer wg.Done()
 			for i := int(next.Add(1) - 1); i < len(reqs); i = int(next.Add(1) - 1) {
-				st := s.Process(ctx, reqs[i]).Status.String()
+				st := s.Process(ctx, reqs[i]).Disposition.String()
 				mu.Lock()
 				out[st]++
 				mu.Unlock()
@@ -456,8 +457,8 @@ func measurePeer(ctx context.Context, endpoint string, cfg peerConfig, rep *benc
 	}
 	goSend := func(ctx context.Context, _ int64) error {
 		res := soDirect.Process(ctx, request(run+"-tput", int(seq.Add(1))))
-		if res.Status != sender.StatusSent {
-			return fmt.Errorf("process: status %s (%s), want sent", res.Status, res.Reason)
+		if res.Disposition != dispatch.Sent {
+			return fmt.Errorf("process: status %s (%s), want sent", res.Disposition, res.Reason)
 		}
 		return nil
 	}

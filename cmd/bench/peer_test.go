@@ -16,8 +16,8 @@ import (
 
 	"github.com/sendonce/sendonce/internal/benchreport"
 	"github.com/sendonce/sendonce/internal/benchreport/ddbcost"
+	"github.com/sendonce/sendonce/internal/dispatch"
 	"github.com/sendonce/sendonce/internal/provider"
-	"github.com/sendonce/sendonce/internal/sender"
 	"github.com/sendonce/sendonce/internal/tableschema"
 	"github.com/sendonce/sendonce/internal/testenv"
 )
@@ -257,8 +257,8 @@ func BenchmarkPeerSender(b *testing.B) {
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			if res := s.Process(ctx, request(run, int(seq.Add(1)))); res.Status != sender.StatusSent {
-				b.Errorf("process: %s (%s), want sent", res.Status, res.Reason)
+			if res := s.Process(ctx, request(run, int(seq.Add(1)))); res.Disposition != dispatch.Sent {
+				b.Errorf("process: %s (%s), want sent", res.Disposition, res.Reason)
 				return
 			}
 		}

@@ -2,8 +2,9 @@
 // only wires: configuration from the environment (docs/configuration.md),
 // SDK clients built once per container, and lambda.Start.
 //
-// Lambda's SQS event source hands each batch to sender.HandleSQS, where
-// the path of one record starts (its body) and ends (the batch response);
+// Lambda's SQS event source hands each batch to sender.Sender.HandleSQS,
+// where the path of one record starts (its body, which notify.Parse reads
+// next) and ends (the events.SQSEventResponse returned here);
 // docs/architecture.md follows it through the packages in between.
 package main
 

@@ -20,6 +20,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sns"
 	"github.com/aws/smithy-go"
 
+	"github.com/sendonce/sendonce/internal/dispatch"
 	"github.com/sendonce/sendonce/internal/ledger"
 	"github.com/sendonce/sendonce/internal/ledger/dynamoledger"
 	"github.com/sendonce/sendonce/internal/notify"
@@ -163,10 +164,10 @@ func request(channel notify.Channel, class notify.Class) notify.Request {
 	}
 }
 
-func process(t *testing.T, s *sender.Sender, r notify.Request, want sender.Status) {
+func process(t *testing.T, s *sender.Sender, r notify.Request, want dispatch.Disposition) {
 	t.Helper()
-	if res := s.Process(context.Background(), r); res.Status != want {
-		t.Fatalf("Process = %s (%s), want %s", res.Status, res.Reason, want)
+	if res := s.Process(context.Background(), r); res.Disposition != want {
+		t.Fatalf("Process = %s (%s), want %s", res.Disposition, res.Reason, want)
 	}
 }
 
@@ -192,7 +193,7 @@ func TestIdempotentSends(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	process(t, s, r, sender.StatusRetry)
+	process(t, s, r, dispatch.Retry)
 	row := b.wantState(t, key, ledger.StatePending)
 	if !row.Released || row.Attempts != 1 {
 		t.Errorf("after the timeout: released %v, attempts %d; want released after 1 attempt", row.Released, row.Attempts)
@@ -201,7 +202,7 @@ func TestIdempotentSends(t *testing.T) {
 		t.Fatalf("after the timeout the simulator delivered %d, want 1 (it accepted before hanging)", got)
 	}
 
-	process(t, s, r, sender.StatusSent)
+	process(t, s, r, dispatch.Sent)
 	msgs := sim.Messages()
 	if len(msgs) != 1 {
 		t.Fatalf("simulator accepted %d messages, want 1", len(msgs))
@@ -276,13 +277,13 @@ func TestLookupByReference(t *testing.T) {
 			key := r.Key()
 			fake.Fail(tt.fault)
 
-			process(t, s, r, sender.StatusUncertain)
+			process(t, s, r, dispatch.Uncertain)
 			b.wantState(t, key, ledger.StateUncertain)
 			body := renderSMS(t, r) // the row holds the render inputs
 			if got := fake.Count(phone, body); got != tt.accepted {
 				t.Fatalf("after the send twilio holds %d copies, want %d", got, tt.accepted)
 			}
-			process(t, s, r, sender.StatusOwnedByReconciler)
+			process(t, s, r, dispatch.OwnedByReconciler)
 
 			rec := b.reconciler(t, "sms", p)
 			for i, rn := range tt.runs {
@@ -362,12 +363,12 @@ func TestNeitherSMTP(t *testing.T) {
 			r := request(notify.ChannelEmail, tt.class)
 			key := r.Key()
 
-			process(t, s, r, sender.StatusUncertain)
+			process(t, s, r, dispatch.Uncertain)
 			b.wantState(t, key, ledger.StateUncertain)
 			if got := len(relay.Messages()); got != 1 {
 				t.Fatalf("after the send the relay holds %d messages, want 1", got)
 			}
-			process(t, s, r, sender.StatusOwnedByReconciler)
+			process(t, s, r, dispatch.OwnedByReconciler)
 			if got := len(relay.Messages()); got != 1 {
 				t.Fatalf("after the redelivery the relay holds %d messages, want 1", got)
 			}
@@ -465,7 +466,7 @@ func TestNeitherSNS(t *testing.T) {
 		// A final row drops the rendered body: render it as the sender does.
 		body := renderSMS(t, r)
 
-		process(t, s, r, sender.StatusSent)
+		process(t, s, r, dispatch.Sent)
 		row := b.wantState(t, key, ledger.StateSent)
 		got := recordedSMS(t, moto, body)
 		if len(got) != 1 {
@@ -474,7 +475,7 @@ func TestNeitherSNS(t *testing.T) {
 		if got[0].PhoneNumber != phone || got[0].MessageID == "" || got[0].MessageID != row.ProviderMessageID {
 			t.Errorf("moto recorded %+v; want number %s and message id %q (the row's)", got[0], phone, row.ProviderMessageID)
 		}
-		process(t, s, r, sender.StatusDuplicate)
+		process(t, s, r, dispatch.Duplicate)
 		if got := recordedSMS(t, moto, body); len(got) != 1 {
 			t.Errorf("after a redelivery moto recorded %d SMS, want 1", len(got))
 		}
@@ -494,13 +495,13 @@ func TestNeitherSNS(t *testing.T) {
 		key := r.Key()
 		s := b.sender(t, "sms", p)
 
-		process(t, s, r, sender.StatusUncertain)
+		process(t, s, r, dispatch.Uncertain)
 		b.wantState(t, key, ledger.StateUncertain)
 		body := renderSMS(t, r) // the row holds the render inputs
 		if got := recordedSMS(t, moto, body); len(got) != 1 || got[0].PhoneNumber != phone {
 			t.Fatalf("moto recorded %v, want exactly 1 SMS to %s", got, phone)
 		}
-		process(t, s, r, sender.StatusOwnedByReconciler)
+		process(t, s, r, dispatch.OwnedByReconciler)
 		// transactional through a provider that drops no repeats: abandon.
 		b.clock.Advance(time.Second)
 		b.run(t, b.reconciler(t, "sms", p), reconcile.ActionAbandoned)

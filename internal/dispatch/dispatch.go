@@ -5,11 +5,12 @@
 // thing wherever it starts.
 //
 // In the path of one SQS record (docs/architecture.md) an attempt spans
-// three steps: Claim takes the key (package sendkey, the step before) in
-// the ledger (package ledger), Send calls the channel's adapter (package
-// provider) with it, and the outcome is marked in the ledger under the
-// claim. The sender turns the Result into the record's place in the batch
-// response (package sender, the step after).
+// three steps: Claim takes the key (sendkey.Derive, the step before) with
+// ledger.Ledger.Claim, Send calls the channel's provider.Adapter.Send with
+// the entry's Message, and records the ledger.Outcome under the claim with
+// ledger.Ledger.Mark. sender.Sender.HandleSQS turns the Result into the
+// record's place in the batch response (the step after): a Retry is listed
+// for SQS to deliver again, any other disposition is acknowledged.
 //
 // Provider outcomes map to ledger transitions as follows:
 //
@@ -56,6 +57,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"time"
@@ -68,13 +70,16 @@ import (
 	"github.com/sendonce/sendonce/internal/render"
 )
 
-// Outcome is what an attempt ended in.
-type Outcome int
+// Disposition is what handling one message ended in: an attempt here, a
+// delivery in the sender, a row in the reconciler. The state an attempt
+// leaves in the row is a ledger.Outcome (docs/architecture.md, the names).
+type Disposition int
 
-// The outcomes.
+// The dispositions. Every one but Retry, LedgerError, Conflict, Postponed
+// and Skipped leaves nothing more for the caller to do with the message.
 const (
 	// Sent: the provider accepted; the row is SENT.
-	Sent Outcome = iota + 1
+	Sent Disposition = iota + 1
 	// Failed: permanently rejected; the row is FAILED.
 	Failed
 	// Uncertain: the provider may have it; the row is UNCERTAIN.
@@ -99,14 +104,40 @@ const (
 	Postponed
 	// Skipped: the decision needs no ledger write (Resolve only).
 	Skipped
+	// Duplicate: the message's row was already final, or a newer claim
+	// owns it; nothing was done (sender only).
+	Duplicate
+	// OwnedByReconciler: the row is UNCERTAIN; the reconciler resolves it
+	// (sender only).
+	OwnedByReconciler
+	// Invalid: the request cannot be stored (sender only).
+	Invalid
 )
 
-// Result is an attempt's outcome with its detail.
+var dispositionNames = [...]string{
+	Sent: "sent", Failed: "failed", Uncertain: "uncertain", Retry: "retry",
+	FencingLost: "fencing_lost", LedgerError: "ledger_error", Conflict: "conflict",
+	Abandoned: "abandoned", Postponed: "postponed", Skipped: "skipped",
+	Duplicate: "duplicate", OwnedByReconciler: "owned_by_reconciler", Invalid: "invalid",
+}
+
+// String returns the disposition's name as logs and reports print it
+// ("sent", "owned_by_reconciler", ...).
+func (d Disposition) String() string {
+	if d > 0 && int(d) < len(dispositionNames) {
+		return dispositionNames[d]
+	}
+	return fmt.Sprintf("Disposition(%d)", int(d))
+}
+
+// Result is a disposition with its detail.
 type Result struct {
-	Outcome Outcome
+	// Key is the message's idempotency key.
+	Key         string
+	Disposition Disposition
 	// ProviderMessageID is set for Sent.
 	ProviderMessageID string
-	// Reason explains Failed, Uncertain and Retry.
+	// Reason explains Failed, Uncertain, Invalid and Retry.
 	Reason string
 	// Kind is the provider error's kind, when the provider failed.
 	Kind provider.Kind
@@ -372,12 +403,12 @@ func (d *Dispatcher) Send(ctx context.Context, c ledger.Claim, e ledger.Entry, p
 				// Nothing was sent: not a possible duplicate, so not counted
 				// as FencingLost.
 				log.Warn("claim was taken over before release", "error", rerr)
-				return Result{Outcome: FencingLost, Kind: kind, Reason: reason, Err: rerr}
+				return Result{Key: c.Key, Disposition: FencingLost, Kind: kind, Reason: reason, Err: rerr}
 			}
 		} else {
 			d.Metrics.Count(metrics.Released, 1, dims...)
 		}
-		return Result{Outcome: Retry, Kind: kind, Reason: reason, Err: err}
+		return Result{Key: c.Key, Disposition: Retry, Kind: kind, Reason: reason, Err: err}
 	default: // ambiguous, and a repeat is not harmless
 		log.Warn("provider outcome ambiguous: recorded as uncertain", "reason", reason)
 		d.Metrics.Count(metrics.UncertainAttempts, 1, dims...)
@@ -422,16 +453,16 @@ func (d *Dispatcher) Mark(ctx context.Context, c ledger.Claim, e ledger.Entry, p
 }
 
 func (d *Dispatcher) mark(ctx context.Context, log *slog.Logger, c ledger.Claim, o ledger.Outcome, sent bool, dims []metrics.Dim) Result {
-	res := Result{ProviderMessageID: o.ProviderMessageID, Reason: o.Reason}
+	res := Result{Key: c.Key, ProviderMessageID: o.ProviderMessageID, Reason: o.Reason}
 	switch o.State {
 	case ledger.StateSent:
-		res.Outcome = Sent
+		res.Disposition = Sent
 	case ledger.StateFailed:
-		res.Outcome = Failed
+		res.Disposition = Failed
 	case ledger.StateUncertain:
-		res.Outcome = Uncertain
+		res.Disposition = Uncertain
 	case ledger.StateAbandoned:
-		res.Outcome = Abandoned
+		res.Disposition = Abandoned
 	}
 	var err error
 	if o.State == ledger.StateFailed {
@@ -461,10 +492,10 @@ func (d *Dispatcher) mark(ctx context.Context, log *slog.Logger, c ledger.Claim,
 		} else {
 			log.Warn("claim was taken over before the outcome was recorded", "state", string(o.State), "error", err)
 		}
-		return Result{Outcome: FencingLost, Reason: o.Reason, Err: err}
+		return Result{Key: c.Key, Disposition: FencingLost, Reason: o.Reason, Err: err}
 	default:
 		log.Error("record outcome", "state", string(o.State), "error", err)
-		return Result{Outcome: LedgerError, Reason: o.Reason, Err: err}
+		return Result{Key: c.Key, Disposition: LedgerError, Reason: o.Reason, Err: err}
 	}
 }
 
@@ -478,18 +509,18 @@ func (d *Dispatcher) Resolve(ctx context.Context, rec ledger.Record, dec decide.
 	switch dec.Action {
 	case decide.Send, decide.MarkSent, decide.MarkFailed, decide.MarkUncertain, decide.Abandon, decide.Postpone:
 	default:
-		return Result{Outcome: Skipped, Reason: dec.Reason}
+		return Result{Key: rec.Key, Disposition: Skipped, Reason: dec.Reason}
 	}
 	if dec.Action == decide.Send && p == nil {
-		return Result{Outcome: Skipped, Reason: "no provider"}
+		return Result{Key: rec.Key, Disposition: Skipped, Reason: "no provider"}
 	}
 	c, err := d.TakeOver(ctx, rec, lease)
 	if err != nil {
 		if _, conflict := ledger.AsConflict(err); conflict || errors.Is(err, ledger.ErrNotFound) {
 			d.Logger.Info("row changed since it was read: another worker has it", "key", rec.Key)
-			return Result{Outcome: Conflict, Reason: "another worker took the row over", Err: err}
+			return Result{Key: rec.Key, Disposition: Conflict, Reason: "another worker took the row over", Err: err}
 		}
-		return Result{Outcome: LedgerError, Reason: "ledger unavailable", Err: err}
+		return Result{Key: rec.Key, Disposition: LedgerError, Reason: "ledger unavailable", Err: err}
 	}
 	name := rec.Provider
 	if p != nil {
@@ -503,9 +534,9 @@ func (d *Dispatcher) Resolve(ctx context.Context, rec ledger.Record, dec decide.
 		switch {
 		case errors.Is(err, render.ErrUnavailable):
 			d.Logger.Error("render", "key", rec.Key, "error", err)
-			r = Result{Outcome: Retry, Reason: "template store unavailable", Err: err}
+			r = Result{Disposition: Retry, Reason: "template store unavailable", Err: err}
 			if rerr := d.Release(ctx, c, "render: "+err.Error(), d.RetryAt(c)); rerr != nil {
-				r = Result{Outcome: LedgerError, Reason: r.Reason, Err: rerr}
+				r = Result{Disposition: LedgerError, Reason: r.Reason, Err: rerr}
 			}
 		case err != nil:
 			r = d.Mark(ctx, c, rec.Entry, name, ledger.Outcome{State: ledger.StateFailed, Reason: err.Error()})
@@ -522,11 +553,11 @@ func (d *Dispatcher) Resolve(ctx context.Context, rec ledger.Record, dec decide.
 	case decide.Abandon:
 		r = d.Mark(ctx, c, rec.Entry, name, ledger.Outcome{State: ledger.StateAbandoned, Reason: dec.Reason})
 	case decide.Postpone:
-		r = Result{Outcome: Postponed, Reason: dec.Reason}
+		r = Result{Disposition: Postponed, Reason: dec.Reason}
 		if err := d.Release(ctx, c, dec.Reason, d.RetryAt(c)); err != nil {
-			r = Result{Outcome: LedgerError, Reason: dec.Reason, Err: err}
+			r = Result{Disposition: LedgerError, Reason: dec.Reason, Err: err}
 		}
 	}
-	r.Attempt = c.Attempt
+	r.Key, r.Attempt = rec.Key, c.Attempt
 	return r
 }

@@ -9,11 +9,13 @@
 // collided with.
 //
 // In the path of one SQS record (docs/architecture.md) the ledger holds two
-// steps, the claim and the mark. Package dispatch claims the key (package
-// sendkey, the step before the claim) before the provider call (package
-// provider, the step after it), then marks the provider's outcome under
-// that claim; the sender acknowledges the record or lists it for retry in
-// the batch response (package sender, the step after the mark).
+// steps, the claim and the mark. dispatch.Dispatcher.Claim calls
+// Ledger.Claim with the Entry the sender built from the request and its
+// key (sendkey.Derive, the step before the claim); dispatch.Dispatcher.Send
+// then calls provider.Adapter.Send (the step after it) and records the
+// provider's answer as an Outcome with Ledger.Mark under that claim;
+// sender.Sender.HandleSQS acknowledges the record or lists it for retry in
+// the batch response (the step after the mark).
 //
 // # States
 //

@@ -7,9 +7,11 @@
 // message; the sender moves it to the dead-letter queue with the reason.
 //
 // In the path of one SQS record (docs/architecture.md) the request is the
-// second step: package sender hands Parse the record's body (the first
-// step), and the Request's Key is the next one, the idempotency key of
-// package sendkey, which the sender then claims in the ledger.
+// second step: sender.Sender.HandleSQS hands Parse the record's body (the
+// first step), and Request.Key is the next one: it derives the idempotency
+// key with sendkey.Derive. sender.Sender.Process then turns the request
+// into the row's ledger.Entry and claims the key with
+// dispatch.Dispatcher.Claim.
 package notify
 
 import (

@@ -14,10 +14,11 @@
 //     class decides what follows.
 //
 // In the path of one SQS record (docs/architecture.md) the provider call is
-// the step between the claim and the mark: package dispatch calls Send only
-// while it holds the ledger claim on Message.Key (package ledger, the step
-// before), and records the Receipt, or the Kind of the error, as the
-// ledger mark (the step after).
+// the step between the claim and the mark: dispatch.Dispatcher.Send calls
+// Adapter.Send only while it holds the claim on Message.Key
+// (ledger.Ledger.Claim, the step before), and records the Receipt, or the
+// Kind of the error, as a ledger.Outcome with ledger.Ledger.Mark (the step
+// after).
 package provider
 
 import (

@@ -348,7 +348,7 @@ func (r *Reconciler) reconcile(ctx context.Context, rec ledger.Record) Action {
 		return ActionWaiting
 	}
 	res := r.dispatch.Resolve(ctx, rec, d, p, found, r.cfg.ClaimTimeout)
-	switch res.Outcome {
+	switch res.Disposition {
 	case dispatch.Sent:
 		if d.Action == decide.MarkSent {
 			r.cfg.Metrics.Count(metrics.ReconciledSent, 1, dims...)

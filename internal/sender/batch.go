@@ -9,6 +9,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/sendonce/sendonce/internal/dispatch"
 	"github.com/sendonce/sendonce/internal/metrics"
 	"github.com/sendonce/sendonce/internal/notify"
 )
@@ -104,10 +105,10 @@ func (s *Sender) handleRecord(ctx context.Context, rec events.SQSMessage) bool {
 	}
 	res := s.Process(ctx, req)
 	level := slog.LevelInfo
-	if res.Status == StatusRetry || res.Status == StatusUncertain {
+	if res.Disposition == dispatch.Retry || res.Disposition == dispatch.Uncertain {
 		level = slog.LevelWarn
 	}
-	log.Log(ctx, level, "processed", "key", res.Key, "status", res.Status.String(), "reason", res.Reason,
+	log.Log(ctx, level, "processed", "key", res.Key, "status", res.Disposition.String(), "reason", res.Reason,
 		"receive_count", rec.Attributes["ApproximateReceiveCount"])
-	return res.Status != StatusRetry
+	return res.Disposition != dispatch.Retry
 }

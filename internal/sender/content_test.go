@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sendonce/sendonce/internal/dispatch"
 	"github.com/sendonce/sendonce/internal/ledger"
 	"github.com/sendonce/sendonce/internal/ledger/memledger"
 	"github.com/sendonce/sendonce/internal/notify"
@@ -59,7 +60,7 @@ func TestStoredTemplates(t *testing.T) {
 	s, l, p := contentSender(t, store)
 
 	res := s.Process(ctx, smsRequest("acme", "e1"))
-	if res.Status != StatusSent || p.Sent()[0].Body != "Olá Ana" {
+	if res.Disposition != dispatch.Sent || p.Sent()[0].Body != "Olá Ana" {
 		t.Fatalf("first = %+v, sent %+v", res, p.Sent())
 	}
 	row, _ := l.Get(ctx, res.Key)
@@ -70,7 +71,7 @@ func TestStoredTemplates(t *testing.T) {
 	// A new version is used by the next message and recorded.
 	put("acme", "pt", "Oi {{.name}}")
 	res = s.Process(ctx, smsRequest("acme", "e2"))
-	if res.Status != StatusSent || p.Sent()[1].Body != "Oi Ana" {
+	if res.Disposition != dispatch.Sent || p.Sent()[1].Body != "Oi Ana" {
 		t.Fatalf("second = %+v, sent %+v", res, p.Sent())
 	}
 	if row, _ := l.Get(ctx, res.Key); row.TemplateVersion != 2 {
@@ -80,7 +81,7 @@ func TestStoredTemplates(t *testing.T) {
 	// Another tenant's request for the same name is an unknown template:
 	// FAILED for good with the reason, nothing sent.
 	res = s.Process(ctx, smsRequest("other", "e1"))
-	if res.Status != StatusFailed || res.Reason != "render greeting for sms: unknown template" {
+	if res.Disposition != dispatch.Failed || res.Reason != "render greeting for sms: unknown template" {
 		t.Fatalf("other tenant = %+v, want FAILED unknown template", res)
 	}
 	if row, _ := l.Get(ctx, res.Key); row.State != ledger.StateFailed || !strings.Contains(row.Reason, "unknown template") {
@@ -90,7 +91,7 @@ func TestStoredTemplates(t *testing.T) {
 	// A missing parameter is FAILED with its name.
 	req := smsRequest("acme", "e3")
 	req.Data = nil
-	if res := s.Process(ctx, req); res.Status != StatusFailed || !strings.Contains(res.Reason, `no entry for key "name"`) {
+	if res := s.Process(ctx, req); res.Disposition != dispatch.Failed || !strings.Contains(res.Reason, `no entry for key "name"`) {
 		t.Errorf("missing param = %+v", res)
 	}
 	if len(p.Sent()) != 2 {
@@ -102,7 +103,7 @@ func TestStoreUnavailableRetries(t *testing.T) {
 	t.Parallel()
 	s, l, p := contentSender(t, brokenStore{memtemplates.New()})
 	res := s.Process(t.Context(), smsRequest("acme", "e1"))
-	if res.Status != StatusRetry {
+	if res.Disposition != dispatch.Retry {
 		t.Fatalf("status = %v, want retry (the store's failure is not the message's)", res)
 	}
 	if _, err := l.Get(t.Context(), res.Key); !errors.Is(err, ledger.ErrNotFound) || p.Calls() != 0 {
@@ -117,7 +118,7 @@ func TestPreRenderedContentAsGiven(t *testing.T) {
 		Recipient: notify.Recipient{ID: "u1", Email: "ana@example.com"},
 		Content:   &notify.Content{Subject: "Receipt {{.n}}", Text: "Total: 10 €\n", HTML: "<p>Total: <b>10 €</b></p>"}}
 	res := s.Process(t.Context(), req)
-	if res.Status != StatusSent {
+	if res.Disposition != dispatch.Sent {
 		t.Fatalf("status = %+v", res)
 	}
 	got := p.Sent()[0]
@@ -155,7 +156,7 @@ func TestRowHoldsRenderInputs(t *testing.T) {
 	}
 	req := notify.Request{TenantID: "acme", EventID: "e1", Channel: notify.ChannelEmail, Template: "greeting", Class: notify.ClassTransactional,
 		Recipient: notify.Recipient{ID: "u1", Email: "ana@example.com"}, Data: map[string]any{"name": "<Ana>", "n": json.Number("1.50")}}
-	if res := s.Process(ctx, req); res.Status != StatusRetry {
+	if res := s.Process(ctx, req); res.Disposition != dispatch.Retry {
 		t.Fatalf("first = %+v, want retry after a transient error", res)
 	}
 	row, err := l.Get(ctx, req.Key())
@@ -166,7 +167,7 @@ func TestRowHoldsRenderInputs(t *testing.T) {
 		t.Errorf("row holds %q / %q / %q, v%d, data %s; want no text, v1 and the data", row.Subject, row.Body, row.HTML, row.TemplateVersion, row.Data)
 	}
 	put("Changed {{.name}}", "<p>Changed</p>") // version 2: not this message's
-	if res := s.Process(ctx, req); res.Status != StatusSent {
+	if res := s.Process(ctx, req); res.Disposition != dispatch.Sent {
 		t.Fatalf("redelivery = %+v, want sent", res)
 	}
 	sent := p.Sent()

@@ -23,6 +23,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/smithy-go/middleware"
 
+	"github.com/sendonce/sendonce/internal/dispatch"
 	"github.com/sendonce/sendonce/internal/ledger"
 	"github.com/sendonce/sendonce/internal/ledger/dynamoledger"
 	"github.com/sendonce/sendonce/internal/metrics"
@@ -194,7 +195,7 @@ func TestConcurrentDeliveriesOfOneKey(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				<-start
-				if s.Process(context.Background(), r).Status == sender.StatusSent {
+				if s.Process(context.Background(), r).Disposition == dispatch.Sent {
 					sent.Add(1)
 				}
 			}()
@@ -219,13 +220,13 @@ func TestDynamoDBCallsPerMessage(t *testing.T) {
 	e := setupEnv(t, options{})
 	s := e.sender(t, nil)
 	r := req("evt_calls")
-	if res := s.Process(context.Background(), r); res.Status != sender.StatusSent {
+	if res := s.Process(context.Background(), r); res.Disposition != dispatch.Sent {
 		t.Fatalf("first delivery: %+v", res)
 	}
 	if got, want := e.calls.take(), map[string]int{"PutItem": 1, "UpdateItem": 1}; !equalCounts(got, want) {
 		t.Errorf("first delivery made %v, want %v (2 writes, 0 reads)", got, want)
 	}
-	if res := s.Process(context.Background(), r); res.Status != sender.StatusDuplicate {
+	if res := s.Process(context.Background(), r); res.Disposition != dispatch.Duplicate {
 		t.Fatalf("redelivery: %+v", res)
 	}
 	if got, want := e.calls.take(), map[string]int{"PutItem": 1}; !equalCounts(got, want) {
@@ -311,7 +312,7 @@ func TestCrashAtEachBoundaryThenRedeliver(t *testing.T) {
 				p = lookupOnly{e.prov}
 			}
 			if tt.ackLost {
-				if res := e.sender(t, p).Process(context.Background(), r); res.Status != sender.StatusSent {
+				if res := e.sender(t, p).Process(context.Background(), r); res.Disposition != dispatch.Sent {
 					t.Fatalf("first delivery: %+v", res)
 				}
 			} else {
@@ -320,18 +321,18 @@ func TestCrashAtEachBoundaryThenRedeliver(t *testing.T) {
 					t.Fatalf("after the crash the row is %s, want PENDING", got)
 				}
 				// A redelivery while the dead worker's lease is live waits.
-				if res := e.sender(t, p).Process(context.Background(), r); res.Status != sender.StatusRetry {
+				if res := e.sender(t, p).Process(context.Background(), r); res.Disposition != dispatch.Retry {
 					t.Fatalf("redelivery within the lease: %+v, want retry", res)
 				}
 				e.advance(61 * time.Second)
 			}
 			// Redelivery (the SQS message comes back).
 			res := e.sender(t, p).Process(context.Background(), r)
-			want := sender.StatusSent
+			want := dispatch.Sent
 			if tt.ackLost {
-				want = sender.StatusDuplicate
+				want = dispatch.Duplicate
 			}
-			if res.Status != want {
+			if res.Disposition != want {
 				t.Fatalf("redelivery: %+v, want %v", res, want)
 			}
 			e.assertDeliveredOnce(t, r.Key())
@@ -355,13 +356,13 @@ func TestProviderTimeoutAfterAccepting(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := e.sender(t, nil)
-	if res := s.Process(context.Background(), r); res.Status != sender.StatusRetry {
+	if res := s.Process(context.Background(), r); res.Disposition != dispatch.Retry {
 		t.Fatalf("first delivery: %+v, want retry (ambiguous, idempotent provider)", res)
 	}
 	if e.sim.Delivered(r.Key()) != 1 {
 		t.Fatalf("the simulator did not accept the first attempt")
 	}
-	if res := s.Process(context.Background(), r); res.Status != sender.StatusSent {
+	if res := s.Process(context.Background(), r); res.Disposition != dispatch.Sent {
 		t.Fatalf("redelivery: %+v, want sent", res)
 	}
 	e.assertDeliveredOnce(t, r.Key())
@@ -478,21 +479,21 @@ func TestLostClaimAnswerAgainstDynamoDB(t *testing.T) {
 			t.Fatalf("%s: row %s released=%v, want PENDING released: nothing was sent", after, row.State, row.Released)
 		}
 	}
-	if res := s.Process(ctx, r); res.Status != sender.StatusRetry || p.Calls() != 0 {
-		t.Fatalf("lost claim answer: %s (%s) after %d sends, want retry and no send", res.Status, res.Reason, p.Calls())
+	if res := s.Process(ctx, r); res.Disposition != dispatch.Retry || p.Calls() != 0 {
+		t.Fatalf("lost claim answer: %s (%s) after %d sends, want retry and no send", res.Disposition, res.Reason, p.Calls())
 	}
 	wantReleased("lost claim answer")
 	e.advance(61 * time.Second)
-	if res := s.Process(ctx, r); res.Status != sender.StatusRetry { // 503: released
-		t.Fatalf("503: %s (%s), want retry", res.Status, res.Reason)
+	if res := s.Process(ctx, r); res.Disposition != dispatch.Retry { // 503: released
+		t.Fatalf("503: %s (%s), want retry", res.Disposition, res.Reason)
 	}
-	if res := s.Process(ctx, r); res.Status != sender.StatusRetry { // the takeover's answer is lost
-		t.Fatalf("lost takeover answer: %s (%s), want retry", res.Status, res.Reason)
+	if res := s.Process(ctx, r); res.Disposition != dispatch.Retry { // the takeover's answer is lost
+		t.Fatalf("lost takeover answer: %s (%s), want retry", res.Disposition, res.Reason)
 	}
 	wantReleased("lost takeover answer")
 	e.advance(61 * time.Second)
-	if res := s.Process(ctx, r); res.Status != sender.StatusSent {
-		t.Fatalf("redelivery: %s (%s), want sent", res.Status, res.Reason)
+	if res := s.Process(ctx, r); res.Disposition != dispatch.Sent {
+		t.Fatalf("redelivery: %s (%s), want sent", res.Disposition, res.Reason)
 	}
 	if len(sent) != 1 || p.Calls() != 2 {
 		t.Errorf("accepted %d sends of %d calls, want 1 of 2", len(sent), p.Calls())

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sendonce/sendonce/internal/decide"
+	"github.com/sendonce/sendonce/internal/dispatch"
 	"github.com/sendonce/sendonce/internal/ledger"
 	"github.com/sendonce/sendonce/internal/ledger/ledgertest"
 	"github.com/sendonce/sendonce/internal/ledger/memledger"
@@ -64,10 +65,10 @@ func (b *regBundle) row(t *testing.T, key string) ledger.Record {
 	return r
 }
 
-func (b *regBundle) process(t *testing.T, r notify.Request, want sender.Status) {
+func (b *regBundle) process(t *testing.T, r notify.Request, want dispatch.Disposition) {
 	t.Helper()
-	if res := b.sender.Process(context.Background(), r); res.Status != want {
-		t.Fatalf("Process = %s (%s), want %s", res.Status, res.Reason, want)
+	if res := b.sender.Process(context.Background(), r); res.Disposition != want {
+		t.Fatalf("Process = %s (%s), want %s", res.Disposition, res.Reason, want)
 	}
 }
 
@@ -113,8 +114,8 @@ func TestTwilioTakeoverLooksUpTheDeadWorkersAttempt(t *testing.T) {
 		t.Fatal(err)
 	}
 	clock.Advance(3 * time.Minute)
-	if res := s.Process(context.Background(), r); res.Status != sender.StatusSent {
-		t.Fatalf("Process = %s (%s), want sent (found by lookup)", res.Status, res.Reason)
+	if res := s.Process(context.Background(), r); res.Disposition != dispatch.Sent {
+		t.Fatalf("Process = %s (%s), want sent (found by lookup)", res.Disposition, res.Reason)
 	}
 	if got := fake.Count(e.Address, e.Body); got != 1 {
 		t.Fatalf("twilio holds %d messages, want 1: the takeover sent again", got)
@@ -171,12 +172,12 @@ func TestTwilioLostTakeoverKeepsTheLookupWindow(t *testing.T) {
 	}
 	clock.Advance(3 * time.Minute)
 	lossy.LoseNext(ledgertest.OpTakeOver, 1)
-	if res := s.Process(context.Background(), r); res.Status != sender.StatusRetry {
-		t.Fatalf("Process with the takeover's answer lost = %s (%s), want retry", res.Status, res.Reason)
+	if res := s.Process(context.Background(), r); res.Disposition != dispatch.Retry {
+		t.Fatalf("Process with the takeover's answer lost = %s (%s), want retry", res.Disposition, res.Reason)
 	}
 	clock.Advance(3 * time.Minute)
-	if res := s.Process(context.Background(), r); res.Status != sender.StatusSent {
-		t.Fatalf("Process = %s (%s), want sent (found by lookup)", res.Status, res.Reason)
+	if res := s.Process(context.Background(), r); res.Disposition != dispatch.Sent {
+		t.Fatalf("Process = %s (%s), want sent (found by lookup)", res.Disposition, res.Reason)
 	}
 	if got := fake.Count(e.Address, e.Body); got != 1 {
 		t.Fatalf("twilio holds %d messages, want 1: the lookup asked about the takeover, not the dead worker's attempt", got)
@@ -212,7 +213,7 @@ func TestOutageNeverAbandonsANeverSentMessage(t *testing.T) {
 	}
 	r := req("outage")
 	r.Class = notify.ClassMarketing // the class most eager to abandon
-	b.process(t, r, sender.StatusRetry)
+	b.process(t, r, dispatch.Retry)
 	reconcilerCalls := 0
 	// Every 30 s a reconciler run; every 90 s an SQS redelivery.
 	for step := 1; step <= 12; step++ {
@@ -223,7 +224,7 @@ func TestOutageNeverAbandonsANeverSentMessage(t *testing.T) {
 		}
 		reconcilerCalls += p.Calls() - before
 		if step%3 == 0 {
-			b.process(t, r, sender.StatusRetry)
+			b.process(t, r, dispatch.Retry)
 		}
 		if st := b.row(t, r.Key()).State; st != ledger.StatePending {
 			t.Fatalf("after %s of 429s (%d provider calls, none accepted) the row is %s, want PENDING (released)",
@@ -241,8 +242,8 @@ func TestOutageNeverAbandonsANeverSentMessage(t *testing.T) {
 		t.Errorf("row released=%v releases=%d attempts=%d, want every attempt released", row.Released, row.Releases, row.Attempts)
 	}
 	outage = false
-	b.process(t, r, sender.StatusSent)
-	b.process(t, r, sender.StatusDuplicate)
+	b.process(t, r, dispatch.Sent)
+	b.process(t, r, dispatch.Duplicate)
 	for range 3 {
 		b.clock.Advance(time.Hour)
 		if _, err := rec.Run(context.Background()); err != nil {
@@ -282,7 +283,7 @@ func TestLostLedgerAnswers(t *testing.T) {
 			t.Fatalf("after the lost answer the row is %s released=%v, want PENDING released (nothing was sent)", row.State, row.Released)
 		}
 		b.clock.Advance(61 * time.Second)
-		b.process(t, r, sender.StatusSent)
+		b.process(t, r, dispatch.Sent)
 		if got := p.Calls(); got != wantCalls {
 			t.Errorf("provider calls = %d, want %d", got, wantCalls)
 		}
@@ -294,7 +295,7 @@ func TestLostLedgerAnswers(t *testing.T) {
 		b := regSetup(t, p)
 		r := req("lost-claim")
 		b.lossy.LoseNext(ledgertest.OpClaim, 1)
-		b.process(t, r, sender.StatusRetry)
+		b.process(t, r, dispatch.Retry)
 		if p.Calls() != 0 {
 			t.Fatal("provider called after a lost claim answer")
 		}
@@ -306,9 +307,9 @@ func TestLostLedgerAnswers(t *testing.T) {
 		p := transientOnce()
 		b := regSetup(t, p)
 		r := req("lost-takeover")
-		b.process(t, r, sender.StatusRetry) // 503: released
+		b.process(t, r, dispatch.Retry) // 503: released
 		b.lossy.LoseNext(ledgertest.OpTakeOver, 1)
-		b.process(t, r, sender.StatusRetry)
+		b.process(t, r, dispatch.Retry)
 		check(t, b, p, r, 2)
 	})
 
@@ -318,7 +319,7 @@ func TestLostLedgerAnswers(t *testing.T) {
 		b := regSetup(t, p)
 		r := req("failed-release")
 		b.lossy.FailNext(ledgertest.OpRelease, 2)
-		b.process(t, r, sender.StatusRetry)
+		b.process(t, r, dispatch.Retry)
 		if got := b.lossy.Calls(ledgertest.OpRelease); got != 3 {
 			t.Errorf("Release called %d times, want 3 (two failures, then success)", got)
 		}
@@ -339,8 +340,8 @@ func TestLostLedgerAnswers(t *testing.T) {
 		}
 		b := regSetup(t, p)
 		r := req("cancelled-release")
-		if res := b.sender.Process(invocation, r); res.Status != sender.StatusRetry {
-			t.Fatalf("Process = %s (%s), want retry", res.Status, res.Reason)
+		if res := b.sender.Process(invocation, r); res.Disposition != dispatch.Retry {
+			t.Fatalf("Process = %s (%s), want retry", res.Disposition, res.Reason)
 		}
 		check(t, b, p, r, 2)
 	})
@@ -368,14 +369,14 @@ func TestLookupBudget(t *testing.T) {
 	b.clock.Advance(3 * time.Minute)
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Second)
 	defer cancel()
-	if res := b.sender.Process(ctx, stale); res.Status != sender.StatusRetry {
-		t.Fatalf("stale claim with 8s left: %s (%s), want retry", res.Status, res.Reason)
+	if res := b.sender.Process(ctx, stale); res.Disposition != dispatch.Retry {
+		t.Fatalf("stale claim with 8s left: %s (%s), want retry", res.Disposition, res.Reason)
 	}
 	if looked != 0 || fp.Calls() != 0 || b.row(t, stale.Key()).Attempts != 1 {
 		t.Fatalf("with 8s left: %d lookups, %d sends, %d attempts; want none and the row untouched", looked, fp.Calls(), b.row(t, stale.Key()).Attempts)
 	}
-	if res := b.sender.Process(ctx, req("fresh")); res.Status != sender.StatusSent {
-		t.Fatalf("first attempt with 8s left: %s (%s), want sent", res.Status, res.Reason)
+	if res := b.sender.Process(ctx, req("fresh")); res.Disposition != dispatch.Sent {
+		t.Fatalf("first attempt with 8s left: %s (%s), want sent", res.Disposition, res.Reason)
 	}
 }
 
@@ -412,7 +413,7 @@ func TestFailedMarkFailedIsRetried(t *testing.T) {
 				r.Template = tc.template
 			}
 			b.lossy.FailNext(ledgertest.OpMark, tc.fails)
-			b.process(t, r, sender.StatusFailed)
+			b.process(t, r, dispatch.Failed)
 			if got := b.lossy.Calls(ledgertest.OpMark); got != tc.fails+1 {
 				t.Errorf("Mark called %d times, want %d (%d failures, then success)", got, tc.fails+1, tc.fails)
 			}
@@ -437,11 +438,11 @@ func TestReleasedUnrenderableRequestIsNotSent(t *testing.T) {
 	r := req("released-unrenderable")
 	r.Template = "no_such_template"
 	b.lossy.LoseNext(ledgertest.OpClaim, 1)
-	b.process(t, r, sender.StatusRetry)
+	b.process(t, r, dispatch.Retry)
 	if row := b.row(t, r.Key()); !row.Released {
 		t.Fatalf("after the lost claim answer the row is not released")
 	}
-	b.process(t, r, sender.StatusFailed)
+	b.process(t, r, dispatch.Failed)
 	if p.Calls() != 0 {
 		t.Errorf("provider called %d times for a request that cannot be rendered", p.Calls())
 	}
@@ -497,8 +498,8 @@ func TestLostClaimAnswerLeavesTimeToRelease(t *testing.T) {
 	defer cancel()
 	deadline, _ := ctx.Deadline()
 	r := req("hanging-claim")
-	if res := s.Process(ctx, r); res.Status != sender.StatusRetry {
-		t.Fatalf("Process = %s (%s), want retry", res.Status, res.Reason)
+	if res := s.Process(ctx, r); res.Disposition != dispatch.Retry {
+		t.Fatalf("Process = %s (%s), want retry", res.Disposition, res.Reason)
 	}
 	h.mu.Lock()
 	released := h.released

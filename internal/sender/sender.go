@@ -10,11 +10,15 @@
 //
 //	body            HandleSQS takes the events.SQSEvent: each record's Body
 //	request         notify.Parse validates the body into a notify.Request
-//	key             Request.Key derives the idempotency key (package sendkey)
-//	claim           package dispatch claims the key in the ledger (package ledger)
-//	provider        dispatch sends through the channel's adapter (package provider)
-//	mark            dispatch records the outcome under the claim (package ledger)
-//	batch response  HandleSQS lists the records to retry in an events.SQSEventResponse
+//	key             Request.Key derives the idempotency key (sendkey.Derive)
+//	claim           Process builds the row's ledger.Entry; dispatch.Dispatcher.Claim
+//	                claims the key with it (ledger.Ledger.Claim)
+//	provider        dispatch.Dispatcher.Send calls the channel's provider.Adapter.Send
+//	                with the entry's provider.Message
+//	mark            Dispatcher.Send records the ledger.Outcome under the claim
+//	                (ledger.Ledger.Mark) and returns a dispatch.Result
+//	batch response  HandleSQS lists the records whose Result is dispatch.Retry
+//	                in an events.SQSEventResponse
 //
 // Between the key and the claim the request is rendered (package render),
 // so the claimed row holds what a later attempt sends. A body that does not
@@ -170,44 +174,12 @@ func (s *Sender) WithLogger(log *slog.Logger) *Sender {
 	return &c
 }
 
-// Status is what processing one request ended in.
-type Status int
-
-// The statuses. Retry means the SQS record must be reported failed so that
-// it is delivered again; every other status acknowledges it.
-const (
-	StatusSent Status = iota + 1
-	StatusFailed
-	StatusUncertain
-	StatusDuplicate
-	StatusOwnedByReconciler
-	StatusInvalid
-	StatusRetry
-)
-
-var statusNames = map[Status]string{
-	StatusSent: "sent", StatusFailed: "failed", StatusUncertain: "uncertain",
-	StatusDuplicate: "duplicate", StatusOwnedByReconciler: "owned_by_reconciler",
-	StatusInvalid: "invalid", StatusRetry: "retry",
-}
-
-func (s Status) String() string {
-	if n, ok := statusNames[s]; ok {
-		return n
-	}
-	return fmt.Sprintf("Status(%d)", int(s))
-}
-
-// Result is the outcome of processing one request.
-type Result struct {
-	Key    string
-	Status Status
-	// Reason explains Failed, Uncertain, Invalid and Retry.
-	Reason string
-}
-
-// Process handles one valid request end to end and reports what happened.
-func (s *Sender) Process(ctx context.Context, req notify.Request) Result {
+// Process handles one valid request end to end and reports what happened:
+// a Result whose Disposition is Sent, Failed, Uncertain, Duplicate,
+// OwnedByReconciler, Invalid or Retry. Retry means the SQS record must be
+// reported failed so that it is delivered again; every other disposition
+// acknowledges it.
+func (s *Sender) Process(ctx context.Context, req notify.Request) dispatch.Result {
 	key := req.Key()
 	log := s.cfg.Logger.With("key", key, "channel", string(req.Channel), "tenant", req.TenantID)
 	p, configured := s.cfg.Providers[string(req.Channel)]
@@ -230,7 +202,7 @@ func (s *Sender) Process(ctx context.Context, req notify.Request) Result {
 	msg, err := s.cfg.Renderer.RenderRequest(ctx, req)
 	if errors.Is(err, render.ErrUnavailable) {
 		log.Error("render", "error", err)
-		return Result{Key: key, Status: StatusRetry, Reason: "template store unavailable"}
+		return dispatch.Result{Key: key, Disposition: dispatch.Retry, Reason: "template store unavailable"}
 	} else if err != nil {
 		unservable = err.Error()
 	}
@@ -250,7 +222,7 @@ func (s *Sender) Process(ctx context.Context, req notify.Request) Result {
 		enc.SetEscapeHTML(false) // "<" stays 1 byte, not 6: the row is billed by size
 		if err := enc.Encode(req.Data); err != nil {
 			// Parsed from JSON: it marshals back.
-			return Result{Key: key, Status: StatusInvalid, Reason: "data: " + err.Error()}
+			return dispatch.Result{Key: key, Disposition: dispatch.Invalid, Reason: "data: " + err.Error()}
 		}
 		entry.Data = strings.TrimSuffix(data.String(), "\n")
 	}
@@ -258,7 +230,7 @@ func (s *Sender) Process(ctx context.Context, req notify.Request) Result {
 	if deadline, ok := ctx.Deadline(); ok && unservable == "" && configured {
 		// Deadlines are wall-clock time, whatever clock the ledger uses.
 		if left := time.Until(deadline); left < decide.SendBudget(s.cfg.ProviderTimeout) {
-			return Result{Key: key, Status: StatusRetry, Reason: fmt.Sprintf("only %s left before the deadline: not starting a provider call", left.Round(time.Millisecond))}
+			return dispatch.Result{Key: key, Disposition: dispatch.Retry, Reason: fmt.Sprintf("only %s left before the deadline: not starting a provider call", left.Round(time.Millisecond))}
 		}
 	}
 
@@ -269,19 +241,19 @@ func (s *Sender) Process(ctx context.Context, req notify.Request) Result {
 		cur, conflict := ledger.AsConflict(err)
 		if !conflict {
 			log.Error("claim", "error", err)
-			return Result{Key: key, Status: StatusRetry, Reason: "ledger unavailable"}
+			return dispatch.Result{Key: key, Disposition: dispatch.Retry, Reason: "ledger unavailable"}
 		}
 		return s.redelivered(ctx, log, cur, p, unservable)
 	}
 	switch {
 	case unservable != "":
 		log.Info("request cannot be served", "reason", unservable)
-		return s.result(key, s.dispatch.Mark(ctx, c, entry, entry.Provider, ledger.Outcome{State: ledger.StateFailed, Reason: unservable}))
+		return forBatch(s.dispatch.Mark(ctx, c, entry, entry.Provider, ledger.Outcome{State: ledger.StateFailed, Reason: unservable}))
 	case !configured:
 		return s.unconfigured(ctx, log, c, entry)
 	}
 	log.Debug("claimed", "to", redact.Address(entry.Address))
-	return s.result(key, s.dispatch.Send(ctx, c, rendered, p))
+	return forBatch(s.dispatch.Send(ctx, c, rendered, p))
 }
 
 // unconfigured gives up the claim of a message whose channel has no
@@ -290,21 +262,21 @@ func (s *Sender) Process(ctx context.Context, req notify.Request) Result {
 // (ConfigErrors) and the SQS record is retried, so it reaches the
 // dead-letter queue with its reason once its receives run out; once the
 // channel is configured, a redelivery or a redrive sends it.
-func (s *Sender) unconfigured(ctx context.Context, log *slog.Logger, c ledger.Claim, entry ledger.Entry) Result {
+func (s *Sender) unconfigured(ctx context.Context, log *slog.Logger, c ledger.Claim, entry ledger.Entry) dispatch.Result {
 	reason := "config: no provider is configured for channel " + entry.Channel
 	s.cfg.Metrics.Count(metrics.ConfigErrors, 1, metrics.Dim{Name: "channel", Value: entry.Channel})
 	log.Error("no provider is configured for the channel: the message will be retried", "reason", reason)
 	if err := s.dispatch.Release(ctx, c, reason, s.dispatch.RetryAt(c)); err == nil {
 		s.cfg.Metrics.Count(metrics.Released, 1, metrics.Dim{Name: "channel", Value: entry.Channel})
 	}
-	return Result{Key: entry.Key, Status: StatusRetry, Reason: reason}
+	return dispatch.Result{Key: entry.Key, Disposition: dispatch.Retry, Reason: reason}
 }
 
 // redelivered handles a request whose key already has a live row: one
 // decision (package decide), then its action (dispatch.Resolve).
 // unservable is why the request cannot be rendered ("" if it can): such a
 // request was never sent, so a takeover that would send records FAILED.
-func (s *Sender) redelivered(ctx context.Context, log *slog.Logger, cur ledger.Record, p provider.Adapter, unservable string) Result {
+func (s *Sender) redelivered(ctx context.Context, log *slog.Logger, cur ledger.Record, p provider.Adapter, unservable string) dispatch.Result {
 	key := cur.Key
 	dims := metrics.Dim{Name: "channel", Value: cur.Channel}
 	in := decide.Input{Caller: decide.Sender, Row: cur, Now: s.cfg.Now(), Configured: p != nil, Settle: s.cfg.Settle}
@@ -316,7 +288,7 @@ func (s *Sender) redelivered(ctx context.Context, log *slog.Logger, cur ledger.R
 	if d.Action == decide.LookUp {
 		if deadline, ok := ctx.Deadline(); ok {
 			if left := time.Until(deadline); left < decide.TakeOverBudget(s.cfg.ProviderTimeout) {
-				return Result{Key: key, Status: StatusRetry, Reason: fmt.Sprintf("only %s left before the deadline: not starting a lookup and a send", left.Round(time.Millisecond))}
+				return dispatch.Result{Key: key, Disposition: dispatch.Retry, Reason: fmt.Sprintf("only %s left before the deadline: not starting a lookup and a send", left.Round(time.Millisecond))}
 			}
 		}
 		in.Lookup = decide.LookupFailed
@@ -329,11 +301,11 @@ func (s *Sender) redelivered(ctx context.Context, log *slog.Logger, cur ledger.R
 	case decide.Acknowledge:
 		s.cfg.Metrics.Count(metrics.DuplicatesPrevented, 1, dims)
 		log.Info("duplicate delivery acknowledged", "state", string(cur.State))
-		return Result{Key: key, Status: StatusDuplicate}
+		return dispatch.Result{Key: key, Disposition: dispatch.Duplicate}
 	case decide.HandOff:
 		s.cfg.Metrics.Count(metrics.DuplicatesPrevented, 1, dims)
 		log.Info("redelivery of an uncertain message acknowledged: the reconciler owns it")
-		return Result{Key: key, Status: StatusOwnedByReconciler}
+		return dispatch.Result{Key: key, Disposition: dispatch.OwnedByReconciler}
 	case decide.Wait:
 		switch {
 		case cur.State == ledger.StatePending && !cur.Stale(in.Now):
@@ -345,7 +317,7 @@ func (s *Sender) redelivered(ctx context.Context, log *slog.Logger, cur ledger.R
 		default:
 			log.Info("redelivery left for later", "reason", d.Reason)
 		}
-		return Result{Key: key, Status: StatusRetry, Reason: d.Reason}
+		return dispatch.Result{Key: key, Disposition: dispatch.Retry, Reason: d.Reason}
 	}
 	if d.Action == decide.Send && unservable != "" {
 		// The stored entry has no text to send (simulation seed 56697: a
@@ -357,25 +329,24 @@ func (s *Sender) redelivered(ctx context.Context, log *slog.Logger, cur ledger.R
 	if r.Attempt > 0 {
 		s.cfg.Metrics.Count(metrics.Reclaims, 1, dims)
 	}
-	if r.Outcome == dispatch.Conflict {
+	if r.Disposition == dispatch.Conflict {
 		s.cfg.Metrics.Count(metrics.InFlightConflicts, 1, dims)
-		return Result{Key: key, Status: StatusRetry, Reason: "another worker took the stale claim over"}
+		return dispatch.Result{Key: key, Disposition: dispatch.Retry, Reason: "another worker took the stale claim over"}
 	}
-	return s.result(key, r)
+	return forBatch(r)
 }
 
-func (s *Sender) result(key string, r dispatch.Result) Result {
-	switch r.Outcome {
-	case dispatch.Sent:
-		return Result{Key: key, Status: StatusSent}
-	case dispatch.Failed:
-		return Result{Key: key, Status: StatusFailed, Reason: r.Reason}
-	case dispatch.Uncertain:
-		return Result{Key: key, Status: StatusUncertain, Reason: r.Reason}
+// forBatch reports r, the dispatcher's Result, as the batch handles it: Sent, Failed and Uncertain acknowledge the record; a newer
+// claim that fenced this one out owns the message (Duplicate, also
+// acknowledged); anything else is retried.
+func forBatch(r dispatch.Result) dispatch.Result {
+	switch r.Disposition {
+	case dispatch.Sent, dispatch.Failed, dispatch.Uncertain:
 	case dispatch.FencingLost:
 		// Another worker owns the message now; its outcome stands.
-		return Result{Key: key, Status: StatusDuplicate, Reason: "fenced out by a newer claim"}
+		r.Disposition, r.Reason = dispatch.Duplicate, "fenced out by a newer claim"
 	default: // Retry, LedgerError, Postponed, Skipped
-		return Result{Key: key, Status: StatusRetry, Reason: r.Reason}
+		r.Disposition = dispatch.Retry
 	}
+	return r
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/sendonce/sendonce/internal/dispatch"
 	"github.com/sendonce/sendonce/internal/ledger"
 	"github.com/sendonce/sendonce/internal/ledger/ledgertest"
 	"github.com/sendonce/sendonce/internal/ledger/memledger"
@@ -108,8 +109,8 @@ func TestProcess(t *testing.T) {
 		t.Parallel()
 		b := setup(t, nil)
 		res := b.sender.Process(ctx, request("e1"))
-		if res.Status != StatusSent {
-			t.Fatalf("status = %v (%s), want sent", res.Status, res.Reason)
+		if res.Disposition != dispatch.Sent {
+			t.Fatalf("status = %v (%s), want sent", res.Disposition, res.Reason)
 		}
 		r := b.state(t, res.Key)
 		if r.State != ledger.StateSent || r.ProviderMessageID != "msg_1" || r.Address != "" || r.Body != "" {
@@ -122,8 +123,8 @@ func TestProcess(t *testing.T) {
 		b := setup(t, nil)
 		b.sender.Process(ctx, request("e1"))
 		for range 3 {
-			if res := b.sender.Process(ctx, request("e1")); res.Status != StatusDuplicate {
-				t.Fatalf("redelivery status = %v, want duplicate", res.Status)
+			if res := b.sender.Process(ctx, request("e1")); res.Disposition != dispatch.Duplicate {
+				t.Fatalf("redelivery status = %v, want duplicate", res.Disposition)
 			}
 		}
 		if got := b.prov.Calls(); got != 1 {
@@ -140,7 +141,7 @@ func TestProcess(t *testing.T) {
 		req := request("e1")
 		req.Template = "no_such_template"
 		res := b.sender.Process(ctx, req)
-		if res.Status != StatusFailed || !strings.Contains(res.Reason, "unknown template") {
+		if res.Disposition != dispatch.Failed || !strings.Contains(res.Reason, "unknown template") {
 			t.Fatalf("result = %+v, want failed: unknown template", res)
 		}
 		if r := b.state(t, res.Key); r.State != ledger.StateFailed || !strings.Contains(r.Reason, "unknown template") {
@@ -162,7 +163,7 @@ func TestProcess(t *testing.T) {
 		req.Channel, req.Recipient.Email = notify.ChannelEmail, "ana@example.com"
 		for range 2 {
 			res := b.sender.Process(ctx, req)
-			if res.Status != StatusRetry || !strings.Contains(res.Reason, "no provider is configured for channel email") {
+			if res.Disposition != dispatch.Retry || !strings.Contains(res.Reason, "no provider is configured for channel email") {
 				t.Fatalf("result = %+v, want retry: no provider is configured for channel email", res)
 			}
 			b.clock.Advance(time.Second)
@@ -188,9 +189,9 @@ func TestProcess(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for i, want := range []Status{StatusSent, StatusDuplicate} {
-			if res := fixed.Process(ctx, req); res.Status != want {
-				t.Fatalf("delivery %d after the fix: %v (%s), want %v", i+1, res.Status, res.Reason, want)
+		for i, want := range []dispatch.Disposition{dispatch.Sent, dispatch.Duplicate} {
+			if res := fixed.Process(ctx, req); res.Disposition != want {
+				t.Fatalf("delivery %d after the fix: %v (%s), want %v", i+1, res.Disposition, res.Reason, want)
 			}
 		}
 		if email.Calls() != 1 || email.Sent()[0].To != "ana@example.com" || email.Sent()[0].Key != req.Key() {
@@ -208,7 +209,7 @@ func TestProcess(t *testing.T) {
 		}}
 		b := setup(t, p)
 		res := b.sender.Process(ctx, request("e1"))
-		if res.Status != StatusFailed || res.Reason != "400: invalid number" {
+		if res.Disposition != dispatch.Failed || res.Reason != "400: invalid number" {
 			t.Fatalf("result = %+v", res)
 		}
 		if r := b.state(t, res.Key); r.State != ledger.StateFailed || r.Reason != "400: invalid number" {
@@ -229,15 +230,15 @@ func TestProcess(t *testing.T) {
 		}
 		b := setup(t, p)
 		res := b.sender.Process(ctx, request("e1"))
-		if res.Status != StatusRetry {
-			t.Fatalf("status = %v, want retry", res.Status)
+		if res.Disposition != dispatch.Retry {
+			t.Fatalf("status = %v, want retry", res.Disposition)
 		}
 		if r := b.state(t, res.Key); r.State != ledger.StatePending || !r.Released {
 			t.Fatalf("row = %s released=%v, want PENDING released", r.State, r.Released)
 		}
 		fail.Store(false)
-		if res := b.sender.Process(ctx, request("e1")); res.Status != StatusSent {
-			t.Fatalf("retry status = %v (%s), want sent", res.Status, res.Reason)
+		if res := b.sender.Process(ctx, request("e1")); res.Disposition != dispatch.Sent {
+			t.Fatalf("retry status = %v (%s), want sent", res.Disposition, res.Reason)
 		}
 		if r := b.state(t, res.Key); r.State != ledger.StateSent || r.Attempts != 2 {
 			t.Errorf("row = %s attempts=%d, want SENT after 2 attempts", r.State, r.Attempts)
@@ -254,8 +255,8 @@ func TestProcess(t *testing.T) {
 		}}
 		b := setup(t, p)
 		res := b.sender.Process(ctx, request("e1"))
-		if res.Status != StatusRetry {
-			t.Fatalf("status = %v, want retry", res.Status)
+		if res.Disposition != dispatch.Retry {
+			t.Fatalf("status = %v, want retry", res.Disposition)
 		}
 		if r := b.state(t, res.Key); r.State != ledger.StatePending {
 			t.Errorf("state = %s, want PENDING (never FAILED for a configuration error)", r.State)
@@ -269,8 +270,8 @@ func TestProcess(t *testing.T) {
 		}}
 		b := setup(t, p)
 		res := b.sender.Process(ctx, request("e1"))
-		if res.Status != StatusUncertain {
-			t.Fatalf("status = %v, want uncertain", res.Status)
+		if res.Disposition != dispatch.Uncertain {
+			t.Fatalf("status = %v, want uncertain", res.Disposition)
 		}
 		r := b.state(t, res.Key)
 		if r.State != ledger.StateUncertain || r.Address == "" || r.TemplateVersion == 0 || r.Data == "" {
@@ -279,8 +280,8 @@ func TestProcess(t *testing.T) {
 		if got := b.metrics.Get(metrics.UncertainAttempts); got != 1 {
 			t.Errorf("UncertainAttempts = %d, want 1", got)
 		}
-		if res := b.sender.Process(ctx, request("e1")); res.Status != StatusOwnedByReconciler {
-			t.Errorf("redelivery status = %v, want owned by reconciler", res.Status)
+		if res := b.sender.Process(ctx, request("e1")); res.Disposition != dispatch.OwnedByReconciler {
+			t.Errorf("redelivery status = %v, want owned by reconciler", res.Disposition)
 		}
 		if got := p.Calls(); got != 1 {
 			t.Errorf("provider calls = %d, want 1", got)
@@ -293,8 +294,8 @@ func TestProcess(t *testing.T) {
 			return provider.Receipt{}, &provider.Error{Kind: provider.Ambiguous, Provider: "fake", Op: "send"}
 		}}
 		b := setup(t, p)
-		if res := b.sender.Process(ctx, request("e1")); res.Status != StatusRetry {
-			t.Fatalf("status = %v, want retry", res.Status)
+		if res := b.sender.Process(ctx, request("e1")); res.Disposition != dispatch.Retry {
+			t.Fatalf("status = %v, want retry", res.Disposition)
 		}
 		if got := b.metrics.Get(metrics.UncertainAttempts); got != 0 {
 			t.Errorf("UncertainAttempts = %d, want 0", got)
@@ -308,8 +309,8 @@ func TestProcess(t *testing.T) {
 		if _, err := b.ledger.Claim(ctx, ledger.Entry{Key: req.Key(), Tenant: "acme", Channel: "sms"}, time.Minute); err != nil {
 			t.Fatal(err)
 		}
-		if res := b.sender.Process(ctx, req); res.Status != StatusRetry {
-			t.Fatalf("status = %v, want retry", res.Status)
+		if res := b.sender.Process(ctx, req); res.Disposition != dispatch.Retry {
+			t.Fatalf("status = %v, want retry", res.Disposition)
 		}
 		if got := b.metrics.Get(metrics.InFlightConflicts); got != 1 {
 			t.Errorf("InFlightConflicts = %d, want 1", got)
@@ -325,8 +326,8 @@ func TestProcess(t *testing.T) {
 		dctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 		defer cancel()
 		res := b.sender.Process(dctx, request("e1"))
-		if res.Status != StatusRetry {
-			t.Fatalf("status = %v, want retry", res.Status)
+		if res.Disposition != dispatch.Retry {
+			t.Fatalf("status = %v, want retry", res.Disposition)
 		}
 		if _, err := b.ledger.Get(ctx, res.Key); !errors.Is(err, ledger.ErrNotFound) {
 			t.Errorf("Get = %v, want no row (no claim taken)", err)
@@ -368,8 +369,8 @@ func TestStaleClaimTakeover(t *testing.T) {
 		b := setup(t, p)
 		req := request("e1")
 		crashAfterClaim(t, b, req)
-		if res := b.sender.Process(ctx, req); res.Status != StatusSent {
-			t.Fatalf("status = %v (%s), want sent", res.Status, res.Reason)
+		if res := b.sender.Process(ctx, req); res.Disposition != dispatch.Sent {
+			t.Fatalf("status = %v (%s), want sent", res.Disposition, res.Reason)
 		}
 		if len(keys) != 1 || keys[0] != req.Key() {
 			t.Errorf("sent keys = %v, want [%s]", keys, req.Key())
@@ -389,8 +390,8 @@ func TestStaleClaimTakeover(t *testing.T) {
 		req := request("e1")
 		crashAfterClaim(t, b, req)
 		res := b.sender.Process(ctx, req)
-		if res.Status != StatusSent {
-			t.Fatalf("status = %v (%s), want sent", res.Status, res.Reason)
+		if res.Disposition != dispatch.Sent {
+			t.Fatalf("status = %v (%s), want sent", res.Disposition, res.Reason)
 		}
 		if fp.Calls() != 0 {
 			t.Error("provider asked to send a message it already accepted")
@@ -409,8 +410,8 @@ func TestStaleClaimTakeover(t *testing.T) {
 		b := setup(t, providertest.Looking{Fake: fp, LookupFunc: lookFn})
 		req := request("e1")
 		crashAfterClaim(t, b, req)
-		if res := b.sender.Process(ctx, req); res.Status != StatusSent {
-			t.Fatalf("status = %v (%s), want sent", res.Status, res.Reason)
+		if res := b.sender.Process(ctx, req); res.Disposition != dispatch.Sent {
+			t.Fatalf("status = %v (%s), want sent", res.Disposition, res.Reason)
 		}
 		if fp.Calls() != 1 {
 			t.Errorf("provider calls = %d, want 1", fp.Calls())
@@ -423,8 +424,8 @@ func TestStaleClaimTakeover(t *testing.T) {
 		req := request("e1")
 		crashAfterClaim(t, b, req)
 		res := b.sender.Process(ctx, req)
-		if res.Status != StatusUncertain {
-			t.Fatalf("status = %v (%s), want uncertain", res.Status, res.Reason)
+		if res.Disposition != dispatch.Uncertain {
+			t.Fatalf("status = %v (%s), want uncertain", res.Disposition, res.Reason)
 		}
 		if b.prov.Calls() != 0 {
 			t.Error("blind resend after a crash with a provider that cannot dedupe")
@@ -452,8 +453,8 @@ func TestStaleClaimTakenOverByRedelivery(t *testing.T) {
 	if listed() {
 		t.Fatal("a dead worker's first claim is indexed")
 	}
-	if res := b.sender.Process(t.Context(), req); res.Status != StatusUncertain {
-		t.Fatalf("redelivery = %v (%s), want uncertain", res.Status, res.Reason)
+	if res := b.sender.Process(t.Context(), req); res.Disposition != dispatch.Uncertain {
+		t.Fatalf("redelivery = %v (%s), want uncertain", res.Disposition, res.Reason)
 	}
 	if !listed() {
 		t.Error("the redelivery's takeover left the row out of the attention index")

@@ -14,10 +14,11 @@
 // ("a", "b|c") never share a key.
 //
 // In the path of one SQS record (docs/architecture.md) the key is the third
-// step: notify.Request.Key derives it from the parsed request (package
-// notify, the step before), and the sender claims it in the ledger (package
-// ledger, the step after). The provider receives it with the message as its
-// client key or reference.
+// step: notify.Request.Key calls Derive on the parsed request (notify.Parse,
+// the step before), and sender.Sender.Process claims it in the ledger with
+// dispatch.Dispatcher.Claim (ledger.Ledger.Claim, the step after). The
+// provider receives it as provider.Message.Key, its client key or
+// reference.
 package sendkey
 
 import (

@@ -93,12 +93,12 @@ func tolerated(inv string) bool {
 }
 
 // runSeed runs one seed in its own synctest bubble.
-func runSeed(t *testing.T, seed uint64) Result {
-	var res Result
+func runSeed(t *testing.T, seed uint64) Report {
+	var res Report
 	synctest.Test(t, func(t *testing.T) {
 		w := newWorld(seed)
 		w.run()
-		res = Result{Seed: seed, Steps: w.steps, Faults: w.faults, Violations: w.violations}
+		res = Report{Seed: seed, Steps: w.steps, Faults: w.faults, Violations: w.violations}
 		for _, l := range w.trace {
 			res.Trace = append(res.Trace, l.text)
 		}
@@ -106,7 +106,7 @@ func runSeed(t *testing.T, seed uint64) Result {
 	return res
 }
 
-func describe(res Result, v Violation) string {
+func describe(res Report, v Violation) string {
 	var b strings.Builder
 	mark := ""
 	if d, ok := knownDefects[v.Invariant]; ok && tolerated(v.Invariant) {
@@ -130,7 +130,7 @@ type stats struct {
 	firstSeed  map[string]uint64
 }
 
-func (s *stats) add(r Result) {
+func (s *stats) add(r Report) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.seeds++
@@ -309,7 +309,7 @@ func TestReplayIsExact(t *testing.T) {
 	}
 }
 
-func digest(r Result) uint64 {
+func digest(r Report) uint64 {
 	h := fnv.New64a()
 	for _, l := range r.Trace {
 		h.Write([]byte(l))

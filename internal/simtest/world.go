@@ -255,8 +255,8 @@ type World struct {
 	violated   map[string]bool
 }
 
-// Result is what one seed's run came to.
-type Result struct {
+// Report is what one seed's run came to.
+type Report struct {
 	Seed       uint64
 	Steps      int
 	Faults     map[string]int
