@@ -120,18 +120,19 @@ type wireRequest struct {
 	Item      map[string]wireValue `json:"Item"`
 }
 
-// wireValue is an AttributeValue in DynamoDB's JSON protocol.
+// wireValue is an AttributeValue in DynamoDB's JSON protocol (one field
+// set).
 type wireValue struct {
-	S    *string              `json:"S"`
-	N    *string              `json:"N"`
-	B    []byte               `json:"B"`
-	BOOL *bool                `json:"BOOL"`
-	NULL *bool                `json:"NULL"`
-	SS   []string             `json:"SS"`
-	NS   []string             `json:"NS"`
-	BS   [][]byte             `json:"BS"`
-	L    []wireValue          `json:"L"`
-	M    map[string]wireValue `json:"M"`
+	S    *string              `json:"S,omitempty"`
+	N    *string              `json:"N,omitempty"`
+	B    []byte               `json:"B,omitempty"`
+	BOOL *bool                `json:"BOOL,omitempty"`
+	NULL *bool                `json:"NULL,omitempty"`
+	SS   []string             `json:"SS,omitempty"`
+	NS   []string             `json:"NS,omitempty"`
+	BS   [][]byte             `json:"BS,omitempty"`
+	L    []wireValue          `json:"L,omitempty"`
+	M    map[string]wireValue `json:"M,omitempty"`
 }
 
 func (w wireValue) value() types.AttributeValue {

@@ -288,27 +288,12 @@ func createPlainTable(ctx context.Context, db *dynamodb.Client, purpose, key, tt
 }
 
 // rawItem is the item both raw conditional PutItem legs write (pk is set
-// per call): the size of a small idempotency record.
-func rawItem() map[string]types.AttributeValue {
-	return map[string]types.AttributeValue{
-		"state":      &types.AttributeValueMemberS{Value: "INPROGRESS"},
-		"expires_at": &types.AttributeValueMemberN{Value: fmt.Sprint(time.Now().Add(time.Hour).Unix())},
-		"claim":      &types.AttributeValueMemberS{Value: "0123456789abcdef0123456789abcdef"},
-	}
-}
-
-// wireJSON renders an item in DynamoDB's JSON protocol (S and N only).
-func wireJSON(item map[string]types.AttributeValue) map[string]map[string]string {
-	out := map[string]map[string]string{}
-	for k, v := range item {
-		switch v := v.(type) {
-		case *types.AttributeValueMemberS:
-			out[k] = map[string]string{"S": v.Value}
-		case *types.AttributeValueMemberN:
-			out[k] = map[string]string{"N": v.Value}
-		}
-	}
-	return out
+// per call), in DynamoDB's JSON protocol, as the Node driver takes it: the
+// size of a small idempotency record. wireItem(rawItem()) is the Go SDK's.
+func rawItem() map[string]wireValue {
+	str := func(v string) wireValue { return wireValue{S: &v} }
+	expires := fmt.Sprint(time.Now().Add(time.Hour).Unix())
+	return map[string]wireValue{"state": str("INPROGRESS"), "expires_at": {N: &expires}, "claim": str("0123456789abcdef0123456789abcdef")}
 }
 
 // measurePeer runs the same workload through sendonce's sender and
@@ -442,7 +427,8 @@ func measurePeer(ctx context.Context, endpoint string, cfg peerConfig, rep *benc
 	}
 	dynPID := dynamoLocalPID(port)
 	watch := newCPUWatch(os.Getpid(), nd.PID(), dynPID)
-	tmpl := rawItem()
+	rawWire := rawItem()
+	tmpl := wireItem(rawWire)
 	var seq atomic.Int64
 	goRaw := func(ctx context.Context, _ int64) error {
 		item := maps.Clone(tmpl)
@@ -467,7 +453,7 @@ func measurePeer(ctx context.Context, endpoint string, cfg peerConfig, rep *benc
 		var t nodeTput
 		var template any = ptEvent
 		if kind == "raw" {
-			template = wireJSON(tmpl)
+			template = rawWire
 		}
 		if err := nd.call(ctx, map[string]any{"cmd": "tput", "kind": kind, "endpoint": endpoint, "table": table, "template": template,
 			"prefix": fmt.Sprintf("js-%s-%d", run, legN.Add(1)), "seconds": d.Seconds(), "concurrency": cfg.InFlight}, &t); err != nil {

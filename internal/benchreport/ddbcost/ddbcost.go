@@ -35,6 +35,7 @@ package ddbcost
 
 import (
 	"math"
+	"reflect"
 	"slices"
 	"strings"
 
@@ -290,34 +291,13 @@ func sameValues(a, b Item, names []string) bool {
 	return true
 }
 
+// equalValue reports whether two values are equal; sets compare as sets,
+// in any order, and so do the sets inside lists and maps.
 func equalValue(a, b types.AttributeValue) bool {
 	switch a := a.(type) {
-	case *types.AttributeValueMemberS:
-		b, ok := b.(*types.AttributeValueMemberS)
-		return ok && a.Value == b.Value
-	case *types.AttributeValueMemberN:
-		b, ok := b.(*types.AttributeValueMemberN)
-		return ok && a.Value == b.Value
-	case *types.AttributeValueMemberBOOL:
-		b, ok := b.(*types.AttributeValueMemberBOOL)
-		return ok && a.Value == b.Value
-	case *types.AttributeValueMemberNULL:
-		_, ok := b.(*types.AttributeValueMemberNULL)
-		return ok
-	case *types.AttributeValueMemberB:
-		b, ok := b.(*types.AttributeValueMemberB)
-		return ok && string(a.Value) == string(b.Value)
 	case *types.AttributeValueMemberL:
 		b, ok := b.(*types.AttributeValueMemberL)
-		if !ok || len(a.Value) != len(b.Value) {
-			return false
-		}
-		for i := range a.Value {
-			if !equalValue(a.Value[i], b.Value[i]) {
-				return false
-			}
-		}
-		return true
+		return ok && slices.EqualFunc(a.Value, b.Value, equalValue)
 	case *types.AttributeValueMemberM:
 		b, ok := b.(*types.AttributeValueMemberM)
 		return ok && sameValues(a.Value, b.Value, nil)
@@ -329,19 +309,17 @@ func equalValue(a, b types.AttributeValue) bool {
 		return ok && sameSet(a.Value, b.Value)
 	case *types.AttributeValueMemberBS:
 		b, ok := b.(*types.AttributeValueMemberBS)
-		if !ok {
-			return false
-		}
-		as, bs := make([]string, len(a.Value)), make([]string, len(b.Value))
-		for i, x := range a.Value {
-			as[i] = string(x)
-		}
-		for i, x := range b.Value {
-			bs[i] = string(x)
-		}
-		return sameSet(as, bs)
+		return ok && sameSet(byteStrings(a.Value), byteStrings(b.Value))
 	}
-	return false
+	return reflect.DeepEqual(a, b)
+}
+
+func byteStrings(bs [][]byte) []string {
+	out := make([]string, len(bs))
+	for i, b := range bs {
+		out[i] = string(b)
+	}
+	return out
 }
 
 // sameSet reports whether two sets hold the same elements, in any order.

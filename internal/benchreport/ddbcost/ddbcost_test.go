@@ -187,3 +187,45 @@ func TestSchemaOfInclude(t *testing.T) {
 		t.Errorf("Cost = %+v, want table 2 and no index write", c)
 	}
 }
+
+func TestEqualValue(t *testing.T) {
+	t.Parallel()
+	ss := func(v ...string) types.AttributeValue { return &types.AttributeValueMemberSS{Value: v} }
+	bs := func(v ...string) types.AttributeValue {
+		out := &types.AttributeValueMemberBS{}
+		for _, x := range v {
+			out.Value = append(out.Value, []byte(x))
+		}
+		return out
+	}
+	m := func(k string, v types.AttributeValue) types.AttributeValue {
+		return &types.AttributeValueMemberM{Value: Item{k: v}}
+	}
+	l := func(v ...types.AttributeValue) types.AttributeValue { return &types.AttributeValueMemberL{Value: v} }
+	tests := []struct {
+		name string
+		a, b types.AttributeValue
+		want bool
+	}{
+		{"SameString", s("a"), s("a"), true},
+		{"OtherString", s("a"), s("b"), false},
+		{"OtherType", s("1"), &types.AttributeValueMemberN{Value: "1"}, false},
+		{"SetInAnyOrder", ss("a", "b"), ss("b", "a"), true},
+		{"OtherSet", ss("a", "b"), ss("a", "c"), false},
+		{"BinarySetInAnyOrder", bs("x", "y"), bs("y", "x"), true},
+		{"SetInAMap", m("k", ss("a", "b")), m("k", ss("b", "a")), true},
+		{"OtherMap", m("k", s("a")), m("j", s("a")), false},
+		{"ListInOrder", l(s("a"), ss("p", "q")), l(s("a"), ss("q", "p")), true},
+		{"ListOutOfOrder", l(s("a"), s("b")), l(s("b"), s("a")), false},
+		{"Bool", &types.AttributeValueMemberBOOL{Value: true}, &types.AttributeValueMemberBOOL{Value: false}, false},
+		{"Null", &types.AttributeValueMemberNULL{Value: true}, &types.AttributeValueMemberNULL{Value: true}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			if got := equalValue(tt.a, tt.b); got != tt.want {
+				t.Errorf("equalValue(%v, %v) = %v, want %v", tt.a, tt.b, got, tt.want)
+			}
+		})
+	}
+}
