@@ -401,37 +401,12 @@ func keyString(key ddbcost.Item) string {
 	return b.String()
 }
 
-// keyLocks is a set of named mutexes, created on demand and dropped when
-// nobody holds or waits for them.
-type keyLocks struct {
-	mu sync.Mutex
-	m  map[string]*keyLock
-}
-
-type keyLock struct {
-	sync.Mutex
-	refs int
-}
+// keyLocks is a set of named mutexes, created on demand and kept for the
+// proxy's life (one per item written: a few thousand in a run).
+type keyLocks struct{ m sync.Map }
 
 func (l *keyLocks) lock(name string) (unlock func()) {
-	l.mu.Lock()
-	if l.m == nil {
-		l.m = map[string]*keyLock{}
-	}
-	k := l.m[name]
-	if k == nil {
-		k = &keyLock{}
-		l.m[name] = k
-	}
-	k.refs++
-	l.mu.Unlock()
-	k.Lock()
-	return func() {
-		k.Unlock()
-		l.mu.Lock()
-		if k.refs--; k.refs == 0 {
-			delete(l.m, name)
-		}
-		l.mu.Unlock()
-	}
+	mu, _ := l.m.LoadOrStore(name, new(sync.Mutex))
+	mu.(*sync.Mutex).Lock()
+	return mu.(*sync.Mutex).Unlock
 }
