@@ -67,23 +67,11 @@ func ValueSize(v types.AttributeValue) int {
 	case *types.AttributeValueMemberBOOL, *types.AttributeValueMemberNULL:
 		return 1
 	case *types.AttributeValueMemberSS:
-		n := 0
-		for _, s := range v.Value {
-			n += len(s)
-		}
-		return n
+		return sum(v.Value, func(s string) int { return len(s) })
 	case *types.AttributeValueMemberNS:
-		n := 0
-		for _, s := range v.Value {
-			n += NumberSize(s)
-		}
-		return n
+		return sum(v.Value, NumberSize)
 	case *types.AttributeValueMemberBS:
-		n := 0
-		for _, b := range v.Value {
-			n += len(b)
-		}
-		return n
+		return sum(v.Value, func(b []byte) int { return len(b) })
 	case *types.AttributeValueMemberL:
 		n := 3
 		for _, e := range v.Value {
@@ -98,6 +86,15 @@ func ValueSize(v types.AttributeValue) int {
 		return n
 	}
 	return 0
+}
+
+// sum adds up the sizes of a set's elements.
+func sum[T any](set []T, size func(T) int) int {
+	n := 0
+	for _, e := range set {
+		n += size(e)
+	}
+	return n
 }
 
 // NumberSize returns the size of a number given as DynamoDB's decimal

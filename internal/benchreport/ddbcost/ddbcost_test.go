@@ -32,6 +32,9 @@ func TestItemSize(t *testing.T) {
 		// name 1 + overhead 3 + (1 + "ab" 2) + (1 + number 1 → 2).
 		{"List", Item{"l": &types.AttributeValueMemberL{Value: []types.AttributeValue{s("ab"), n("1")}}}, 1 + 3 + (1 + 2) + (1 + 2)},
 		{"StringSet", Item{"ss": &types.AttributeValueMemberSS{Value: []string{"a", "bcd"}}}, 2 + 1 + 3},
+		// name 2 + 1234 (4 digits → 2 + 1) + 5 (1 digit → 1 + 1).
+		{"NumberSet", Item{"ns": &types.AttributeValueMemberNS{Value: []string{"1234", "5"}}}, 2 + 3 + 2},
+		{"BinarySet", Item{"bs": &types.AttributeValueMemberBS{Value: [][]byte{{1}, {2, 3}}}}, 2 + 1 + 2},
 		// A Powertools idempotency record after the handler returned:
 		// id "idempotency#" + 32 hex (44), expiration 1764600000 (significant
 		// digits 17646: 5 → 3 + 1), status COMPLETED (9),
