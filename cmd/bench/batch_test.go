@@ -23,7 +23,7 @@ import (
 //	scripts/local-aws.sh run go test -run '^$' -bench BenchmarkHandleSQSBatch -count 3 ./cmd/bench
 func BenchmarkHandleSQSBatch(b *testing.B) {
 	const latency = 200 * time.Millisecond
-	db := testenv.DynamoDB(b)
+	db := dynamoClient(testenv.DynamoDBEndpoint(b)) // as the functions build theirs
 	l, err := dynamoledger.New(db, testenv.NewTable(b, db))
 	if err != nil {
 		b.Fatal(err)
