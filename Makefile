@@ -71,7 +71,7 @@ bench-deps: ## Install bench/'s Node package (Powertools idempotency) from its l
 		npm ci --prefix bench --no-audit --no-fund --engine-strict=false --loglevel=error
 	fi
 
-bench: prereqs deps bench-deps rie ## Run ./cmd/bench and every Go benchmark (benchstat reads both outputs: bench/report.bench.txt, bench/go.bench.txt).
+bench: prereqs deps bench-deps rie ## Run ./cmd/bench (the peer and lambda sections) and every Go benchmark (benchstat reads both outputs: bench/report.bench.txt, bench/go.bench.txt).
 	@source scripts/steps.sh
 	services_up
 	step "cmd/bench" go run ./cmd/bench -gobench bench/report.bench.txt -markdown bench/report.md

@@ -96,7 +96,7 @@ func BenchmarkDynamoDBLocalCPU(b *testing.B) {
 		name string
 		op   func() error
 	}{
-		{"raw_put_3_attributes_key_only_table", put(keyOnly, rawItem(), false)},
+		{"raw_put_3_attributes_key_only_table", put(keyOnly, wireItem(rawItem()), false)},
 		{"raw_put_claim_item_key_only_table", put(keyOnly, claimItem, false)},
 		{"raw_put_claim_item_ledger_table", put(prod, claimItem, false)},
 		{"raw_put_claim_item_ledger_table_event_key", put(prod, claimItem, true)},

@@ -120,18 +120,19 @@ type wireRequest struct {
 	Item      map[string]wireValue `json:"Item"`
 }
 
-// wireValue is an AttributeValue in DynamoDB's JSON protocol.
+// wireValue is an AttributeValue in DynamoDB's JSON protocol (one field
+// set).
 type wireValue struct {
-	S    *string              `json:"S"`
-	N    *string              `json:"N"`
-	B    []byte               `json:"B"`
-	BOOL *bool                `json:"BOOL"`
-	NULL *bool                `json:"NULL"`
-	SS   []string             `json:"SS"`
-	NS   []string             `json:"NS"`
-	BS   [][]byte             `json:"BS"`
-	L    []wireValue          `json:"L"`
-	M    map[string]wireValue `json:"M"`
+	S    *string              `json:"S,omitempty"`
+	N    *string              `json:"N,omitempty"`
+	B    []byte               `json:"B,omitempty"`
+	BOOL *bool                `json:"BOOL,omitempty"`
+	NULL *bool                `json:"NULL,omitempty"`
+	SS   []string             `json:"SS,omitempty"`
+	NS   []string             `json:"NS,omitempty"`
+	BS   [][]byte             `json:"BS,omitempty"`
+	L    []wireValue          `json:"L,omitempty"`
+	M    map[string]wireValue `json:"M,omitempty"`
 }
 
 func (w wireValue) value() types.AttributeValue {
@@ -400,37 +401,12 @@ func keyString(key ddbcost.Item) string {
 	return b.String()
 }
 
-// keyLocks is a set of named mutexes, created on demand and dropped when
-// nobody holds or waits for them.
-type keyLocks struct {
-	mu sync.Mutex
-	m  map[string]*keyLock
-}
-
-type keyLock struct {
-	sync.Mutex
-	refs int
-}
+// keyLocks is a set of named mutexes, created on demand and kept for the
+// proxy's life (one per item written: a few thousand in a run).
+type keyLocks struct{ m sync.Map }
 
 func (l *keyLocks) lock(name string) (unlock func()) {
-	l.mu.Lock()
-	if l.m == nil {
-		l.m = map[string]*keyLock{}
-	}
-	k := l.m[name]
-	if k == nil {
-		k = &keyLock{}
-		l.m[name] = k
-	}
-	k.refs++
-	l.mu.Unlock()
-	k.Lock()
-	return func() {
-		k.Unlock()
-		l.mu.Lock()
-		if k.refs--; k.refs == 0 {
-			delete(l.m, name)
-		}
-		l.mu.Unlock()
-	}
+	mu, _ := l.m.LoadOrStore(name, new(sync.Mutex))
+	mu.(*sync.Mutex).Lock()
+	return mu.(*sync.Mutex).Unlock
 }

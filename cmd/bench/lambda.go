@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,8 +21,9 @@ import (
 
 	"github.com/sendonce/sendonce/internal/apikey"
 	"github.com/sendonce/sendonce/internal/benchreport"
-	"github.com/sendonce/sendonce/internal/ledger"
+	"github.com/sendonce/sendonce/internal/dispatch"
 	"github.com/sendonce/sendonce/internal/ledger/dynamoledger"
+	"github.com/sendonce/sendonce/internal/provider"
 	"github.com/sendonce/sendonce/internal/rie"
 	"github.com/sendonce/sendonce/internal/testenv"
 )
@@ -78,12 +80,12 @@ func measureLambdas(ctx context.Context, env endpoints, warm int, rep *benchrepo
 		return err
 	}
 	defer drop()
-	_, _, simURL, stopSim, err := startSim(0)
+	prov, simURL, stopSim, err := startSim(0)
 	if err != nil {
 		return err
 	}
 	defer stopSim()
-	cases, err := lambdaCases(ctx, env, table, simURL)
+	cases, err := lambdaCases(ctx, env, table, prov, simURL)
 	if err != nil {
 		return err
 	}
@@ -288,7 +290,7 @@ func parseVmHWM(status []byte) (int64, error) {
 
 // lambdaCases configures each function against the emulators and gives it
 // a payload that does the function's real work on every invoke.
-func lambdaCases(ctx context.Context, env endpoints, table, simURL string) (map[string]lambdaCase, error) {
+func lambdaCases(ctx context.Context, env endpoints, table string, prov provider.Adapter, simURL string) (map[string]lambdaCase, error) {
 	sq := testenv.SQSAt(env.moto)
 	queue := func(purpose string) (string, error) {
 		q, err := sq.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("sendonce-bench-" + purpose + "-" + testenv.RandomID())})
@@ -314,21 +316,22 @@ func lambdaCases(ctx context.Context, env endpoints, table, simURL string) (map[
 	if err != nil {
 		return nil, err
 	}
-	run := testenv.RandomID()
-	common := map[string]string{
-		"SENDONCE_TABLE":            table,
-		"AWS_ENDPOINT_URL_DYNAMODB": env.dynamo,
-		"AWS_ENDPOINT_URL_SQS":      env.moto,
-		"AWS_ENDPOINT_URL_SNS":      env.moto,
-		"AWS_ENDPOINT_URL_SSM":      env.moto,
+	s, err := newSender(l, prov)
+	if err != nil {
+		return nil, err
 	}
-	with := func(extra map[string]string) map[string]string {
-		out := map[string]string{}
-		for k, v := range common {
-			out[k] = v
+	run := testenv.RandomID()
+	// with is the emulators' endpoints and the table, and extra's.
+	with := func(extra ...map[string]string) map[string]string {
+		out := map[string]string{
+			"SENDONCE_TABLE":            table,
+			"AWS_ENDPOINT_URL_DYNAMODB": env.dynamo,
+			"AWS_ENDPOINT_URL_SQS":      env.moto,
+			"AWS_ENDPOINT_URL_SNS":      env.moto,
+			"AWS_ENDPOINT_URL_SSM":      env.moto,
 		}
-		for k, v := range extra {
-			out[k] = v
+		for _, e := range extra {
+			maps.Copy(out, e)
 		}
 		return out
 	}
@@ -343,18 +346,11 @@ func lambdaCases(ctx context.Context, env endpoints, table, simURL string) (map[
 	const rows = 64
 	cbKeys := make([]string, rows)
 	for i := range cbKeys {
-		e, err := entry(request("cb-"+run, i))
-		if err != nil {
-			return nil, err
+		req := request("cb-"+run, i)
+		if res := s.Process(ctx, req); res.Disposition != dispatch.Sent {
+			return nil, fmt.Errorf("send the callback rows: status %s (%s), want sent", res.Disposition, res.Reason)
 		}
-		c, err := l.Claim(ctx, e, time.Minute)
-		if err != nil {
-			return nil, err
-		}
-		if err := l.Mark(ctx, c, ledger.Outcome{State: ledger.StateSent, ProviderMessageID: "msg_bench"}); err != nil {
-			return nil, err
-		}
-		cbKeys[i] = e.Key
+		cbKeys[i] = req.Key()
 	}
 
 	apiEvent, err := os.ReadFile(filepath.Join("events", "api-post.json"))
@@ -364,7 +360,7 @@ func lambdaCases(ctx context.Context, env endpoints, table, simURL string) (map[
 
 	return map[string]lambdaCase{
 		"sender": {
-			env: with(mergeEnv(providerEnv, map[string]string{"SENDONCE_DLQ_URL": dlq})),
+			env: with(providerEnv, map[string]string{"SENDONCE_DLQ_URL": dlq}),
 			payload: func(i int) ([]byte, error) {
 				body, err := requestJSON(request("rie-"+run, i))
 				if err != nil {
@@ -440,15 +436,4 @@ func lambdaCases(ctx context.Context, env endpoints, table, simURL string) (map[
 			},
 		},
 	}, nil
-}
-
-func mergeEnv(a, b map[string]string) map[string]string {
-	out := map[string]string{}
-	for k, v := range a {
-		out[k] = v
-	}
-	for k, v := range b {
-		out[k] = v
-	}
-	return out
 }

@@ -2,12 +2,12 @@
 // (the same workload through sendonce's sender and through Powertools for
 // AWS Lambda (TypeScript) idempotency, bench/peer.mjs, on one DynamoDB
 // Local: interleaved throughput rounds with busy cores flagged, latency,
-// calls, real-DynamoDB write units and duplicate sends), calls and write
-// units on the paths the peer workload does not run (takeover, reconcile,
-// callbacks), a batch's wall time over one provider call's latency, and
-// cold and warm invokes of every bootstrap under the Lambda Runtime
-// Interface Emulator with binary sizes and peak RSS. Micro-benchmarks are
-// plain Go benchmarks (`go test -bench`), which `make bench` runs after it.
+// CPU per call, DynamoDB calls, real-DynamoDB write units and duplicate
+// sends), and cold and warm invokes of every bootstrap under the Lambda
+// Runtime Interface Emulator with binary sizes and peak RSS. Everything
+// else is a plain Go test or benchmark, which `make bench` runs after it:
+// the DynamoDB calls and write units of the other paths are asserted by
+// TestPathCosts, a batch over provider latency is BenchmarkHandleSQSBatch.
 //
 // It prints its figures in the Go benchmark format that benchstat reads
 // (a row measured over rounds gives one line per round) and writes them to
@@ -17,7 +17,7 @@
 // needs SENDONCE_TEST_DYNAMODB_ENDPOINT, SENDONCE_TEST_MOTO_ENDPOINT and
 // SENDONCE_TEST_RIE, and `npm ci --prefix bench` for the peer section.
 //
-//	go run ./cmd/bench [-gobench bench/report.bench.txt] [-markdown FILE] [-only dynamodb,peer,batch,lambda]
+//	go run ./cmd/bench [-gobench bench/report.bench.txt] [-markdown FILE] [-only peer,lambda]
 //	benchstat bench/report.bench.txt
 package main
 
@@ -46,7 +46,7 @@ type endpoints struct {
 }
 
 // sections, in the order they run.
-var sections = []string{"dynamodb", "peer", "batch", "lambda"}
+var sections = []string{"peer", "lambda"}
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Getenv, os.Stdout, os.Stderr))
@@ -75,7 +75,6 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 	fs.SetOutput(stderr)
 	mdOut := fs.String("markdown", "", "also write the Markdown table to this file")
 	only := fs.String("only", "", "comma-separated sections to run (default all: "+strings.Join(sections, ",")+")")
-	latency := fs.Duration("latency", 200*time.Millisecond, "provider latency of the batch measurement")
 	warm := fs.Int("warm", 10, "warm invokes per function under the RIE")
 	goBench := fs.String("gobench", "bench/report.bench.txt", "where to write the report in Go benchmark format (for benchstat)")
 	nodeDir := fs.String("node-dir", "bench", "the Node package of the peer section (bench/peer.mjs, installed with npm ci)")
@@ -107,14 +106,12 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 	defer stop()
 	rep := &benchreport.Report{Machine: benchreport.CurrentMachine(), Started: time.Now().UTC()}
 	steps := map[string]func() error{
-		"dynamodb": func() error { return measurePaths(ctx, env.dynamo, rep) },
 		"peer": func() error {
 			return measurePeer(ctx, env.dynamo, peerConfig{
 				NodeDir: *nodeDir, InFlight: 16, Fresh: 200, Concurrent: 200, PerKey: 8, Lost: 100, Large: 50,
 				Rounds: *peerRounds, Round: *peerRound, Warmup: *peerWarmup,
 			}, rep)
 		},
-		"batch":  func() error { return measureBatch(ctx, env.dynamo, *latency, 3, rep) },
 		"lambda": func() error { return measureLambdas(ctx, env, *warm, rep) },
 	}
 	var failed []string

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sendonce/sendonce/internal/benchreport"
 	"github.com/sendonce/sendonce/internal/dispatch"
 	"github.com/sendonce/sendonce/internal/ledger/memledger"
 	"github.com/sendonce/sendonce/internal/provider/providertest"
@@ -153,39 +152,5 @@ func TestCallList(t *testing.T) {
 	}
 	if got := callList(map[string]int{}); got != "none" {
 		t.Errorf("callList(empty) = %q, want none", got)
-	}
-}
-
-// TestMeasurePaths runs the DynamoDB section against DynamoDB Local and
-// checks the counts the ledger's design promises.
-func TestMeasurePaths(t *testing.T) {
-	t.Parallel()
-	rep := &benchreport.Report{}
-	if err := measurePaths(context.Background(), testenv.DynamoDBEndpoint(t), rep); err != nil {
-		t.Fatalf("measurePaths: %v", err)
-	}
-	for _, tt := range []struct {
-		name string
-		want float64
-	}{
-		{"takeover: DynamoDB calls", 3},
-		// The failed claim 1, the takeover 1 + its attention entry 1, the
-		// final mark 1 + the entry's removal 1.
-		{"takeover: write units, real DynamoDB", 5},
-		{"ApplyDelivery alone: write units, real DynamoDB", 1},
-		{"reconcile: calls per row without the queries", 2},
-		{"callback (webhook): DynamoDB calls", 4},
-		{"callback duplicate: DynamoDB calls", 1},
-		{"ApplyDelivery alone: DynamoDB calls", 1},
-	} {
-		row, ok := rep.Find("dynamodb", tt.name)
-		if !ok || row.Value != tt.want {
-			t.Errorf("%s = %v (found %v), want %v", tt.name, row.Value, ok, tt.want)
-		}
-	}
-	for _, gone := range []string{"first send: DynamoDB calls", "duplicate: DynamoDB calls", "in-flight conflict: DynamoDB calls"} {
-		if _, ok := rep.Find("dynamodb", gone); ok {
-			t.Errorf("row %q is back: the peer section measures it, sender/integration_test.go asserts its calls", gone)
-		}
 	}
 }

@@ -35,6 +35,7 @@ package ddbcost
 
 import (
 	"math"
+	"reflect"
 	"slices"
 	"strings"
 
@@ -66,23 +67,11 @@ func ValueSize(v types.AttributeValue) int {
 	case *types.AttributeValueMemberBOOL, *types.AttributeValueMemberNULL:
 		return 1
 	case *types.AttributeValueMemberSS:
-		n := 0
-		for _, s := range v.Value {
-			n += len(s)
-		}
-		return n
+		return sum(v.Value, func(s string) int { return len(s) })
 	case *types.AttributeValueMemberNS:
-		n := 0
-		for _, s := range v.Value {
-			n += NumberSize(s)
-		}
-		return n
+		return sum(v.Value, NumberSize)
 	case *types.AttributeValueMemberBS:
-		n := 0
-		for _, b := range v.Value {
-			n += len(b)
-		}
-		return n
+		return sum(v.Value, func(b []byte) int { return len(b) })
 	case *types.AttributeValueMemberL:
 		n := 3
 		for _, e := range v.Value {
@@ -97,6 +86,15 @@ func ValueSize(v types.AttributeValue) int {
 		return n
 	}
 	return 0
+}
+
+// sum adds up the sizes of a set's elements.
+func sum[T any](set []T, size func(T) int) int {
+	n := 0
+	for _, e := range set {
+		n += size(e)
+	}
+	return n
 }
 
 // NumberSize returns the size of a number given as DynamoDB's decimal
@@ -290,34 +288,13 @@ func sameValues(a, b Item, names []string) bool {
 	return true
 }
 
+// equalValue reports whether two values are equal; sets compare as sets,
+// in any order, and so do the sets inside lists and maps.
 func equalValue(a, b types.AttributeValue) bool {
 	switch a := a.(type) {
-	case *types.AttributeValueMemberS:
-		b, ok := b.(*types.AttributeValueMemberS)
-		return ok && a.Value == b.Value
-	case *types.AttributeValueMemberN:
-		b, ok := b.(*types.AttributeValueMemberN)
-		return ok && a.Value == b.Value
-	case *types.AttributeValueMemberBOOL:
-		b, ok := b.(*types.AttributeValueMemberBOOL)
-		return ok && a.Value == b.Value
-	case *types.AttributeValueMemberNULL:
-		_, ok := b.(*types.AttributeValueMemberNULL)
-		return ok
-	case *types.AttributeValueMemberB:
-		b, ok := b.(*types.AttributeValueMemberB)
-		return ok && string(a.Value) == string(b.Value)
 	case *types.AttributeValueMemberL:
 		b, ok := b.(*types.AttributeValueMemberL)
-		if !ok || len(a.Value) != len(b.Value) {
-			return false
-		}
-		for i := range a.Value {
-			if !equalValue(a.Value[i], b.Value[i]) {
-				return false
-			}
-		}
-		return true
+		return ok && slices.EqualFunc(a.Value, b.Value, equalValue)
 	case *types.AttributeValueMemberM:
 		b, ok := b.(*types.AttributeValueMemberM)
 		return ok && sameValues(a.Value, b.Value, nil)
@@ -329,19 +306,17 @@ func equalValue(a, b types.AttributeValue) bool {
 		return ok && sameSet(a.Value, b.Value)
 	case *types.AttributeValueMemberBS:
 		b, ok := b.(*types.AttributeValueMemberBS)
-		if !ok {
-			return false
-		}
-		as, bs := make([]string, len(a.Value)), make([]string, len(b.Value))
-		for i, x := range a.Value {
-			as[i] = string(x)
-		}
-		for i, x := range b.Value {
-			bs[i] = string(x)
-		}
-		return sameSet(as, bs)
+		return ok && sameSet(byteStrings(a.Value), byteStrings(b.Value))
 	}
-	return false
+	return reflect.DeepEqual(a, b)
+}
+
+func byteStrings(bs [][]byte) []string {
+	out := make([]string, len(bs))
+	for i, b := range bs {
+		out[i] = string(b)
+	}
+	return out
 }
 
 // sameSet reports whether two sets hold the same elements, in any order.

@@ -32,6 +32,9 @@ func TestItemSize(t *testing.T) {
 		// name 1 + overhead 3 + (1 + "ab" 2) + (1 + number 1 → 2).
 		{"List", Item{"l": &types.AttributeValueMemberL{Value: []types.AttributeValue{s("ab"), n("1")}}}, 1 + 3 + (1 + 2) + (1 + 2)},
 		{"StringSet", Item{"ss": &types.AttributeValueMemberSS{Value: []string{"a", "bcd"}}}, 2 + 1 + 3},
+		// name 2 + 1234 (4 digits → 2 + 1) + 5 (1 digit → 1 + 1).
+		{"NumberSet", Item{"ns": &types.AttributeValueMemberNS{Value: []string{"1234", "5"}}}, 2 + 3 + 2},
+		{"BinarySet", Item{"bs": &types.AttributeValueMemberBS{Value: [][]byte{{1}, {2, 3}}}}, 2 + 1 + 2},
 		// A Powertools idempotency record after the handler returned:
 		// id "idempotency#" + 32 hex (44), expiration 1764600000 (significant
 		// digits 17646: 5 → 3 + 1), status COMPLETED (9),
@@ -185,5 +188,47 @@ func TestSchemaOfInclude(t *testing.T) {
 	nw := Item{"pk": s("k"), "g": s("1"), "state": s("PENDING"), "body": s("short")}
 	if c := sc.Cost(Write{Op: Update, Old: old, New: nw}); c.IndexWrites != 0 || c.Table != 2 {
 		t.Errorf("Cost = %+v, want table 2 and no index write", c)
+	}
+}
+
+func TestEqualValue(t *testing.T) {
+	t.Parallel()
+	ss := func(v ...string) types.AttributeValue { return &types.AttributeValueMemberSS{Value: v} }
+	bs := func(v ...string) types.AttributeValue {
+		out := &types.AttributeValueMemberBS{}
+		for _, x := range v {
+			out.Value = append(out.Value, []byte(x))
+		}
+		return out
+	}
+	m := func(k string, v types.AttributeValue) types.AttributeValue {
+		return &types.AttributeValueMemberM{Value: Item{k: v}}
+	}
+	l := func(v ...types.AttributeValue) types.AttributeValue { return &types.AttributeValueMemberL{Value: v} }
+	tests := []struct {
+		name string
+		a, b types.AttributeValue
+		want bool
+	}{
+		{"SameString", s("a"), s("a"), true},
+		{"OtherString", s("a"), s("b"), false},
+		{"OtherType", s("1"), &types.AttributeValueMemberN{Value: "1"}, false},
+		{"SetInAnyOrder", ss("a", "b"), ss("b", "a"), true},
+		{"OtherSet", ss("a", "b"), ss("a", "c"), false},
+		{"BinarySetInAnyOrder", bs("x", "y"), bs("y", "x"), true},
+		{"SetInAMap", m("k", ss("a", "b")), m("k", ss("b", "a")), true},
+		{"OtherMap", m("k", s("a")), m("j", s("a")), false},
+		{"ListInOrder", l(s("a"), ss("p", "q")), l(s("a"), ss("q", "p")), true},
+		{"ListOutOfOrder", l(s("a"), s("b")), l(s("b"), s("a")), false},
+		{"Bool", &types.AttributeValueMemberBOOL{Value: true}, &types.AttributeValueMemberBOOL{Value: false}, false},
+		{"Null", &types.AttributeValueMemberNULL{Value: true}, &types.AttributeValueMemberNULL{Value: true}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			if got := equalValue(tt.a, tt.b); got != tt.want {
+				t.Errorf("equalValue(%v, %v) = %v, want %v", tt.a, tt.b, got, tt.want)
+			}
+		})
 	}
 }

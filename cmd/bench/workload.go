@@ -1,0 +1,152 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"maps"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/sendonce/sendonce/internal/decide"
+	"github.com/sendonce/sendonce/internal/ledger"
+	"github.com/sendonce/sendonce/internal/notify"
+	"github.com/sendonce/sendonce/internal/provider"
+	"github.com/sendonce/sendonce/internal/provider/httpprovider"
+	"github.com/sendonce/sendonce/internal/provider/simulator"
+	"github.com/sendonce/sendonce/internal/render"
+	"github.com/sendonce/sendonce/internal/sender"
+	"github.com/sendonce/sendonce/internal/templates"
+	"github.com/sendonce/sendonce/internal/templates/memtemplates"
+)
+
+const simToken = "bench-token"
+
+var discard = slog.New(slog.DiscardHandler)
+
+// startSim serves the generic HTTP provider simulator on loopback with a
+// fixed latency per /messages request, and returns an adapter for it and
+// its URL.
+func startSim(latency time.Duration) (*httpprovider.Provider, string, func(), error) {
+	sim := simulator.New(simulator.Options{Token: simToken, Latency: latency, Logger: discard})
+	srv := httptest.NewServer(sim.Handler())
+	stop := func() {
+		srv.Close()
+		sim.Close()
+	}
+	p, err := httpprovider.New(httpprovider.Config{BaseURL: srv.URL, Token: simToken, Logger: discard})
+	if err != nil {
+		stop()
+		return nil, "", nil, fmt.Errorf("provider adapter: %w", err)
+	}
+	return p, srv.URL, stop, nil
+}
+
+// benchRenderer renders the example templates of tenant "bench", and
+// the 20 KB HTML email of the peer section (largeTemplate), from memory,
+// as a warm sender container renders from its cache.
+var benchRenderer = func() *render.Renderer {
+	s := memtemplates.New()
+	ctx := context.Background()
+	if _, err := templates.ImportExamples(ctx, s, "bench"); err != nil {
+		panic(err) // the examples are valid (tested in package templates)
+	}
+	html := "<p>Hello {{.name}}, order {{.order_id}}</p>" + strings.Repeat("<p>bench newsletter paragraph</p>\n", 20*1024/34)
+	if _, err := s.Put(ctx, templates.Template{ID: templates.ID{Tenant: "bench", Name: largeTemplate, Channel: "email"},
+		Subject: "News for {{.name}}", Text: "Hello {{.name}}, order {{.order_id}}", HTML: html}); err != nil {
+		panic(err)
+	}
+	return render.New(s)
+}()
+
+// largeTemplate is the stored email template whose HTML part is 20 KB.
+const largeTemplate = "newsletter"
+
+// noDeadLetters rejects every put: the benchmark sends only valid requests.
+type noDeadLetters struct{}
+
+func (noDeadLetters) Put(_ context.Context, rec events.SQSMessage, invalid *notify.InvalidError) error {
+	return fmt.Errorf("bench: unexpected invalid request %s: %v", rec.MessageId, invalid)
+}
+
+func newSender(l ledger.Ledger, p provider.Adapter) (*sender.Sender, error) {
+	return sender.New(sender.Config{
+		Ledger:          l,
+		Providers:       map[string]provider.Adapter{"sms": p},
+		Renderer:        benchRenderer,
+		DeadLetters:     noDeadLetters{},
+		ProviderTimeout: decide.DefaultProviderTimeout,
+		ClaimTimeout:    sender.DefaultClaimTimeout,
+	})
+}
+
+// request returns the i-th request of run: an SMS of ~40 rendered
+// characters, as a typical transactional notification.
+func request(run string, i int) notify.Request {
+	return notify.Request{
+		TenantID:  "bench",
+		EventID:   fmt.Sprintf("evt-%s-%d", run, i),
+		Channel:   notify.ChannelSMS,
+		Template:  "order_shipped",
+		Recipient: notify.Recipient{ID: fmt.Sprintf("user-%d", i), Phone: "+15551234567"},
+		Class:     notify.ClassTransactional,
+		Locale:    "en",
+		Data:      map[string]any{"order_id": fmt.Sprintf("A-%d", i)},
+	}
+}
+
+// requestJSON is req as an SQS message body.
+func requestJSON(req notify.Request) (string, error) {
+	b, err := json.Marshal(req)
+	return string(b), err
+}
+
+// callList names the calls, e.g. "PutItem 20, UpdateItem 20".
+func callList(calls map[string]int) string {
+	var parts []string
+	for _, op := range slices.Sorted(maps.Keys(calls)) {
+		parts = append(parts, fmt.Sprintf("%s %d", op, calls[op]))
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
+}
+
+// callbackRequest is a Function URL request carrying a signed generic
+// callback (docs/http-provider.md).
+func callbackRequest(secret []byte, eventID, key, status string) (events.LambdaFunctionURLRequest, error) {
+	body, err := json.Marshal(map[string]string{
+		"event_id": eventID, "message_id": "msg_bench", "reference": key,
+		"status": status, "timestamp": time.Now().UTC().Format(time.RFC3339),
+	})
+	if err != nil {
+		return events.LambdaFunctionURLRequest{}, err
+	}
+	var req events.LambdaFunctionURLRequest
+	req.RawPath = "/callbacks/http"
+	req.RequestContext.HTTP.Method = "POST"
+	req.RequestContext.HTTP.Path = req.RawPath
+	req.Headers = map[string]string{
+		"content-type":         "application/json",
+		"x-provider-signature": httpprovider.Sign(secret, time.Now(), body),
+	}
+	req.Body = string(body)
+	return req, nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
+}
+
+func compactJSON(s string) string {
+	return strings.Join(strings.Fields(s), " ")
+}
