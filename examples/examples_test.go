@@ -94,6 +94,20 @@ func (s *stack) env(extra ...string) []string {
 	}, extra...)...)
 }
 
+// deliverFIFO delivers the one message on the FIFO queue q (see deliver)
+// and checks it is the one whose id the example printed (printed), in
+// its recipient's message group.
+func (s *stack) deliverFIFO(t *testing.T, q, printed string) {
+	t.Helper()
+	m, _ := s.deliver(t, q)
+	if strings.TrimSpace(printed) != aws.ToString(m.MessageId) {
+		t.Errorf("printed id %q, queue holds %q", printed, aws.ToString(m.MessageId))
+	}
+	if g := m.Attributes["MessageGroupId"]; g != "acme:user-42" {
+		t.Errorf("MessageGroupId = %q, want acme:user-42", g)
+	}
+}
+
 // deliver receives the one message on queueURL, checks it, hands it to the
 // sender as Lambda's event source mapping would, and returns what the
 // provider received for it.
@@ -156,13 +170,7 @@ func TestProducerGo(t *testing.T) {
 	}
 	id := runExample(t, s.env(), bin, "-queue-url", q, "-tenant", "acme", "-event", "evt_go_1", "-recipient", "user-42",
 		"-phone", "+15551234567", "-template", "order_shipped", "-data", `{"order_id":"A-1001"}`)
-	m, _ := s.deliver(t, q)
-	if strings.TrimSpace(id) != aws.ToString(m.MessageId) {
-		t.Errorf("printed id %q, queue holds %q", id, aws.ToString(m.MessageId))
-	}
-	if g := m.Attributes["MessageGroupId"]; g != "acme:user-42" {
-		t.Errorf("MessageGroupId = %q, want acme:user-42", g)
-	}
+	s.deliverFIFO(t, q, id)
 }
 
 func TestAWSCLI(t *testing.T) {
@@ -170,13 +178,7 @@ func TestAWSCLI(t *testing.T) {
 	s := setup(t)
 	q := s.queue(t, "examples-cli-"+testenv.RandomID()+".fifo")
 	id := runExample(t, s.env("SENDONCE_QUEUE_URL="+q, "EVENT_ID=evt_cli_1"), "sh", "aws-cli.sh")
-	m, _ := s.deliver(t, q)
-	if strings.TrimSpace(id) != aws.ToString(m.MessageId) {
-		t.Errorf("printed id %q, queue holds %q", id, aws.ToString(m.MessageId))
-	}
-	if g := m.Attributes["MessageGroupId"]; g != "acme:user-42" {
-		t.Errorf("MessageGroupId = %q, want acme:user-42", g)
-	}
+	s.deliverFIFO(t, q, id)
 }
 
 // TestCurl runs curl.sh against the API bootstrap under the RIE behind a

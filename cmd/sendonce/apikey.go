@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/sendonce/sendonce/internal/apikey"
 )
@@ -47,24 +46,15 @@ Flags:
 }
 
 func runAPIKeyCreate(ctx context.Context, c *command, e env, args []string) error {
-	fs := newFlags(c)
-	g := commonFlags(fs)
-	table := tableFlag(fs, e)
+	fs, g, table := tableFlags(c, e)
 	tenant := fs.String("tenant", "", "")
-	pos, err := parse(c, fs, args)
-	if err != nil {
+	if err := noArgs(c, fs, args); err != nil {
 		return err
-	}
-	if len(pos) > 0 {
-		return &usageError{cmd: c, msg: "unexpected arguments: " + strings.Join(pos, " ")}
 	}
 	if *tenant == "" {
 		return &usageError{cmd: c, msg: "apikey create needs --tenant TENANT"}
 	}
-	if err := needTable(c, *table); err != nil {
-		return err
-	}
-	db, err := dynamoClient(ctx, e, g)
+	db, err := tableClient(ctx, c, e, g, *table)
 	if err != nil {
 		return err
 	}
@@ -83,21 +73,16 @@ func runAPIKeyCreate(ctx context.Context, c *command, e env, args []string) erro
 }
 
 func runAPIKeyRevoke(ctx context.Context, c *command, e env, args []string) error {
-	fs := newFlags(c)
-	g := commonFlags(fs)
-	table := tableFlag(fs, e)
+	fs, g, table := tableFlags(c, e)
 	arg, err := parseOne(c, fs, args, "KEY-ID")
 	if err != nil {
-		return err
-	}
-	if err := needTable(c, *table); err != nil {
 		return err
 	}
 	id := arg
 	if full := apikey.ID(id); full != "" {
 		id = full // the whole key was given: revoke it by its id
 	}
-	db, err := dynamoClient(ctx, e, g)
+	db, err := tableClient(ctx, c, e, g, *table)
 	if err != nil {
 		return err
 	}
@@ -147,9 +132,7 @@ type apikeyView struct {
 }
 
 func runAPIKeyList(ctx context.Context, c *command, e env, args []string) error {
-	fs := newFlags(c)
-	g := commonFlags(fs)
-	table := tableFlag(fs, e)
+	fs, g, table := tableFlags(c, e)
 	tenant := fs.String("tenant", "", "")
 	if err := noArgs(c, fs, args); err != nil {
 		return err
@@ -161,10 +144,7 @@ func runAPIKeyList(ctx context.Context, c *command, e env, args []string) error 
 	if err != nil {
 		return err
 	}
-	if err := needTable(c, *table); err != nil {
-		return err
-	}
-	db, err := dynamoClient(ctx, e, g)
+	db, err := tableClient(ctx, c, e, g, *table)
 	if err != nil {
 		return err
 	}

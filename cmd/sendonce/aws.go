@@ -109,6 +109,15 @@ func dynamoClient(ctx context.Context, e env, g *common) (*dynamodb.Client, erro
 	}), nil
 }
 
+// tableClient returns a DynamoDB client (see dynamoClient) for a command
+// on table, or needTable's usage error when no table was named.
+func tableClient(ctx context.Context, c *command, e env, g *common, table string) (*dynamodb.Client, error) {
+	if err := needTable(c, table); err != nil {
+		return nil, err
+	}
+	return dynamoClient(ctx, e, g)
+}
+
 // sqsClient returns an SQS client (see awsConfig).
 func sqsClient(ctx context.Context, e env, g *common) (*sqs.Client, error) {
 	cfg, err := awsConfig(ctx, e, g)

@@ -26,10 +26,7 @@ func TestAPIKeyList(t *testing.T) {
 		t.Fatal(r.stderr)
 	}
 	r := b.run(t, "apikey", "list", "--tenant", "acme")
-	if r.code != 0 {
-		t.Fatalf("list: exit %d %s", r.code, r.stderr)
-	}
-	rows := lines(t, r.stdout)
+	rows := okRows(t, r)
 	if len(rows) != 2 {
 		t.Fatalf("%d keys listed for acme, want 2: %s", len(rows), r.stdout)
 	}

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"regexp"
 	"strconv"
@@ -364,19 +363,6 @@ func stringAttr(m types.Message, name string) string {
 		return aws.ToString(a.StringValue)
 	}
 	return ""
-}
-
-// noArgs parses args with fs for a command that takes no positional
-// arguments.
-func noArgs(c *command, fs *flag.FlagSet, args []string) error {
-	pos, err := parse(c, fs, args)
-	if err != nil {
-		return err
-	}
-	if len(pos) > 0 {
-		return &usageError{cmd: c, msg: "unexpected arguments: " + strings.Join(pos, " ")}
-	}
-	return nil
 }
 
 // jsonOrTable returns a printer of redrive lines that writes each as it

@@ -143,10 +143,7 @@ func TestDLQ(t *testing.T) {
 
 	t.Run("List", func(t *testing.T) {
 		r := run("dlq", "list")
-		if r.code != 0 {
-			t.Fatalf("exit %d: %s", r.code, r.stderr)
-		}
-		rows := lines(t, r.stdout)
+		rows := okRows(t, r)
 		if len(rows) != 3 {
 			t.Fatalf("%d messages listed, want 3: %s", len(rows), r.stdout)
 		}

@@ -54,6 +54,16 @@ func (b bundle) run(t *testing.T, args ...string) result {
 	return runWith(t, b.vars, "", args...)
 }
 
+// ledger returns the DynamoDB ledger on b's table.
+func (b bundle) ledger(t *testing.T) *dynamoledger.Ledger {
+	t.Helper()
+	led, err := dynamoledger.New(b.db, b.table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return led
+}
+
 // dropLater deletes table when the test ends.
 func dropLater(t *testing.T, db *dynamodb.Client, table string) {
 	t.Cleanup(func() {
@@ -231,10 +241,7 @@ func TestInspect(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	ctx := context.Background()
-	led, err := dynamoledger.New(b.db, b.table)
-	if err != nil {
-		t.Fatal(err)
-	}
+	led := b.ledger(t)
 	const phone = "+15551234567"
 	entry := func(key string) ledger.Entry {
 		return ledger.Entry{

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
-	"strings"
 
 	"github.com/sendonce/sendonce/internal/ledger/dynamoledger"
 	"github.com/sendonce/sendonce/internal/notify"
@@ -45,21 +44,15 @@ Flags:
 }
 
 func runFind(ctx context.Context, c *command, e env, args []string) error {
-	fs := newFlags(c)
-	g := commonFlags(fs)
-	table := tableFlag(fs, e)
+	fs, g, table := tableFlags(c, e)
 	var p sendkey.Parts
 	fs.StringVar(&p.Tenant, "tenant", "", "")
 	fs.StringVar(&p.EventID, "event", "", "")
 	fs.StringVar(&p.RecipientID, "recipient", "", "")
 	fs.StringVar(&p.Channel, "channel", "", "")
 	fs.StringVar(&p.Template, "template", "", "")
-	pos, err := parse(c, fs, args)
-	if err != nil {
+	if err := noArgs(c, fs, args); err != nil {
 		return err
-	}
-	if len(pos) > 0 {
-		return &usageError{cmd: c, msg: "unexpected arguments: " + strings.Join(pos, " ")}
 	}
 	if p.Tenant == "" || p.EventID == "" {
 		return &usageError{cmd: c, msg: "find needs --tenant and --event"}

@@ -52,9 +52,7 @@ Flags:
 }
 
 func runInspect(ctx context.Context, c *command, e env, args []string) error {
-	fs := newFlags(c)
-	g := commonFlags(fs)
-	table := tableFlag(fs, e)
+	fs, g, table := tableFlags(c, e)
 	key, err := parseOne(c, fs, args, "KEY")
 	if err != nil {
 		return err

@@ -58,20 +58,14 @@ type listView struct {
 }
 
 func runList(ctx context.Context, c *command, e env, args []string) error {
-	fs := newFlags(c)
-	g := commonFlags(fs)
-	table := tableFlag(fs, e)
+	fs, g, table := tableFlags(c, e)
 	state := fs.String("state", "", "")
 	olderThan := fs.Duration("older-than", 0, "")
 	tenant := fs.String("tenant", "", "")
 	channel := fs.String("channel", "", "")
 	limit := fs.Int("limit", 100, "")
-	pos, err := parse(c, fs, args)
-	if err != nil {
+	if err := noArgs(c, fs, args); err != nil {
 		return err
-	}
-	if len(pos) > 0 {
-		return &usageError{cmd: c, msg: "unexpected arguments: " + strings.Join(pos, " ")}
 	}
 	want := ledger.State(strings.ToUpper(*state))
 	switch want {

@@ -274,6 +274,26 @@ func parseOne(c *command, fs *flag.FlagSet, args []string, what string) (string,
 	return onePositional(c, pos, what)
 }
 
+// noArgs parses args with fs for a command that takes no positional
+// arguments.
+func noArgs(c *command, fs *flag.FlagSet, args []string) error {
+	pos, err := parse(c, fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return &usageError{cmd: c, msg: "unexpected arguments: " + strings.Join(pos, " ")}
+	}
+	return nil
+}
+
+// tableFlags returns c's FlagSet with the common flags and --table, the
+// start of every command on the table.
+func tableFlags(c *command, e env) (*flag.FlagSet, *common, *string) {
+	fs := newFlags(c)
+	return fs, commonFlags(fs), tableFlag(fs, e)
+}
+
 // needTable returns a usage error when no table was named.
 func needTable(c *command, table string) error {
 	if table == "" {

@@ -79,6 +79,16 @@ func (s *seeder) released(e ledger.Entry, at time.Time, lease time.Duration) led
 }
 
 // lines decodes one JSON object per line.
+// okRows fails the test unless r exited 0, and returns its output's
+// lines (see lines).
+func okRows(t *testing.T, r result) []map[string]any {
+	t.Helper()
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	return lines(t, r.stdout)
+}
+
 func lines(t *testing.T, out string) []map[string]any {
 	t.Helper()
 	var rows []map[string]any
@@ -236,10 +246,7 @@ func TestList(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			r := b.run(t, append([]string{"list"}, tc.args...)...)
-			if r.code != 0 {
-				t.Fatalf("exit %d: %s", r.code, r.stderr)
-			}
-			rows := lines(t, r.stdout)
+			rows := okRows(t, r)
 			sameKeys(t, strings.Join(tc.args, " "), keys(rows), tc.want...)
 			for _, row := range rows {
 				for _, f := range []string{"key", "tenant", "channel", "class", "attempts", "age", "due_at", "state"} {
@@ -305,10 +312,7 @@ func TestResolve(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	led, err := dynamoledger.New(b.db, b.table)
-	if err != nil {
-		t.Fatal(err)
-	}
+	led := b.ledger(t)
 	rec, err := reconcile.New(reconcile.Config{Ledger: led, Providers: map[string]provider.Adapter{"sms": prov}, Metrics: metrics.Discard,
 		ProviderTimeout: 2 * time.Second, ClaimTimeout: 30 * time.Second, Settle: time.Second})
 	if err != nil {

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/sendonce/sendonce/internal/ledger"
-	"github.com/sendonce/sendonce/internal/ledger/dynamoledger"
 	"github.com/sendonce/sendonce/internal/redact"
 	"github.com/sendonce/sendonce/internal/sendkey"
 )
@@ -21,10 +20,7 @@ func TestInspectKeyedTokens(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	ctx := context.Background()
-	led, err := dynamoledger.New(b.db, b.table)
-	if err != nil {
-		t.Fatal(err)
-	}
+	led := b.ledger(t)
 	const phone = "+15557654321"
 	key := sendkey.Derive(sendkey.Parts{Tenant: "acme", EventID: "keyed", RecipientID: "user-7", Channel: "sms", Template: "login_code"})
 	if _, err := led.Claim(ctx, ledger.Entry{Key: key, Tenant: "acme", Channel: "sms", Template: "login_code", RecipientID: "user-7", Address: phone, Body: "x"}, time.Minute); err != nil {

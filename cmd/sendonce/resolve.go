@@ -46,9 +46,7 @@ Flags:
 }
 
 func runResolve(ctx context.Context, c *command, e env, args []string) error {
-	fs := newFlags(c)
-	g := commonFlags(fs)
-	table := tableFlag(fs, e)
+	fs, g, table := tableFlags(c, e)
 	as := fs.String("as", "", "")
 	reason := fs.String("reason", "", "")
 	providerID := fs.String("provider-id", "", "")

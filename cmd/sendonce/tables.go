@@ -54,17 +54,11 @@ Flags:
 }
 
 func runCreateTables(ctx context.Context, c *command, e env, args []string) error {
-	fs := newFlags(c)
-	g := commonFlags(fs)
-	table := tableFlag(fs, e)
+	fs, g, table := tableFlags(c, e)
 	wait := fs.Duration("wait", 5*time.Minute, "")
 	eventIndex := fs.Bool("event-index", false, "")
-	pos, err := parse(c, fs, args)
-	if err != nil {
+	if err := noArgs(c, fs, args); err != nil {
 		return err
-	}
-	if len(pos) > 0 {
-		return &usageError{cmd: c, msg: "unexpected arguments: " + strings.Join(pos, " ")}
 	}
 	if err := needTable(c, *table); err != nil {
 		return err

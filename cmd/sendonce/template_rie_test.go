@@ -10,7 +10,6 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/sendonce/sendonce/internal/ledger"
-	"github.com/sendonce/sendonce/internal/ledger/dynamoledger"
 	"github.com/sendonce/sendonce/internal/notify"
 	"github.com/sendonce/sendonce/internal/provider/simulator"
 	"github.com/sendonce/sendonce/internal/rie"
@@ -40,10 +39,7 @@ func TestStoredTemplatesEndToEnd(t *testing.T) {
 		"SENDONCE_TEMPLATE_CACHE":      "0", // a new version is used by the very next message
 		"AWS_ENDPOINT_URL_DYNAMODB":    testenv.DynamoDBEndpoint(t),
 	})
-	led, err := dynamoledger.New(b.db, b.table)
-	if err != nil {
-		t.Fatal(err)
-	}
+	led := b.ledger(t)
 
 	put := func(text string) {
 		t.Helper()

@@ -1,11 +1,9 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -21,22 +19,14 @@ import (
 	"github.com/sendonce/sendonce/internal/notify"
 	"github.com/sendonce/sendonce/internal/rie"
 	"github.com/sendonce/sendonce/internal/testenv"
+	"github.com/sendonce/sendonce/internal/testsupport"
 )
 
 // readEvent decodes an events/ file strictly: every field must be one of
 // the HTTP API payload 2.0 event's.
 func readEvent(t *testing.T, name string) events.APIGatewayV2HTTPRequest {
 	t.Helper()
-	b, err := os.ReadFile("../../events/" + name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	var ev events.APIGatewayV2HTTPRequest
-	if err := dec.Decode(&ev); err != nil {
-		t.Fatalf("%s is not an HTTP API payload 2.0 event: %v", name, err)
-	}
+	ev, _ := testsupport.StrictFile[events.APIGatewayV2HTTPRequest](t, "../../events/"+name, "an HTTP API payload 2.0 event")
 	return ev
 }
 

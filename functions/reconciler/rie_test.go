@@ -1,11 +1,8 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"maps"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -28,26 +25,13 @@ import (
 
 const simToken = "reconciler-rie-test-token"
 
-// readSchedule decodes events/schedule.json strictly as an EventBridge
-// event and returns it with its raw bytes.
-func readSchedule(t *testing.T) (events.EventBridgeEvent, []byte) {
-	t.Helper()
-	b, err := os.ReadFile("../../events/schedule.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	var ev events.EventBridgeEvent
-	if err := dec.Decode(&ev); err != nil {
-		t.Fatalf("schedule.json is not an EventBridge event: %v", err)
-	}
-	return ev, b
-}
+// scheduleFile is the sample schedule event, read strictly as an
+// EventBridge event.
+const scheduleFile = "../../events/schedule.json"
 
 func TestScheduleEventFile(t *testing.T) {
 	t.Parallel()
-	ev, _ := readSchedule(t)
+	ev, _ := testsupport.StrictFile[events.EventBridgeEvent](t, scheduleFile, "an EventBridge event")
 	if ev.DetailType != "Scheduled Event" || ev.Source != "aws.events" || len(ev.Resources) != 1 || !strings.HasPrefix(ev.Resources[0], "arn:aws:events:") || ev.Time.IsZero() {
 		t.Errorf("schedule.json = %+v, want an EventBridge scheduled event naming its rule", ev)
 	}
@@ -76,7 +60,7 @@ func uncertain(t *testing.T, l ledger.Ledger, eventID, phone string) ledger.Entr
 func TestBootstrapUnderRIE(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	_, payload := readSchedule(t)
+	_, payload := testsupport.StrictFile[events.EventBridgeEvent](t, scheduleFile, "an EventBridge event")
 	db := testenv.DynamoDB(t)
 	table := testenv.NewTable(t, db)
 	led, err := dynamoledger.New(db, table)
@@ -127,13 +111,7 @@ func TestBootstrapUnderRIE(t *testing.T) {
 		if err != nil {
 			t.Fatalf("invoke: %v", err)
 		}
-		var sum reconcile.Summary
-		dec := json.NewDecoder(bytes.NewReader(out))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&sum); err != nil {
-			t.Fatalf("response %s is not a run summary: %v", out, err)
-		}
-		return sum
+		return testsupport.Strict[reconcile.Summary](t, out, "a run summary")
 	}
 
 	sum := run()

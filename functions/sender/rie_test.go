@@ -1,10 +1,8 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -31,23 +29,6 @@ import (
 
 const simToken = "sender-rie-test-token"
 
-// readBatch decodes events/sqs-batch.json strictly: every field must be
-// one of the SQS event's.
-func readBatch(t *testing.T) (events.SQSEvent, []byte) {
-	t.Helper()
-	b, err := os.ReadFile("../../events/sqs-batch.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	var ev events.SQSEvent
-	if err := dec.Decode(&ev); err != nil {
-		t.Fatalf("sqs-batch.json is not an SQS event: %v", err)
-	}
-	return ev, b
-}
-
 type bundle struct {
 	fn      *rie.Instance
 	sim     *simulator.Simulator
@@ -65,7 +46,8 @@ type bundle struct {
 func setup(t *testing.T) bundle {
 	t.Helper()
 	ctx := context.Background()
-	ev, payload := readBatch(t)
+	// The sample batch, strictly: every field must be one of the SQS event's.
+	ev, payload := testsupport.StrictFile[events.SQSEvent](t, "../../events/sqs-batch.json", "an SQS event")
 	db := testenv.DynamoDB(t)
 	table := testenv.NewTable(t, db)
 	moto := testenv.MotoEndpoint(t)
@@ -126,13 +108,7 @@ func invoke(t *testing.T, fn *rie.Instance, payload []byte) events.SQSEventRespo
 	if err != nil {
 		t.Fatalf("invoke: %v", err)
 	}
-	var resp events.SQSEventResponse
-	dec := json.NewDecoder(bytes.NewReader(out))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&resp); err != nil {
-		t.Fatalf("response %s is not an SQS batch response: %v", out, err)
-	}
-	return resp
+	return testsupport.Strict[events.SQSEventResponse](t, out, "an SQS batch response")
 }
 
 func failedIDs(resp events.SQSEventResponse) []string {

@@ -75,6 +75,7 @@
 package api
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -202,12 +203,8 @@ func New(cfg Config) (*Handler, error) {
 			return nil, fmt.Errorf("%w: rate %s: want a positive limit per whole seconds", ErrConfig, r)
 		}
 	}
-	if cfg.Metrics == nil {
-		cfg.Metrics = metrics.Discard
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
+	cfg.Metrics = cmp.Or(cfg.Metrics, metrics.Discard)
+	cfg.Logger = cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler))
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}

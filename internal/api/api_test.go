@@ -413,17 +413,10 @@ func TestConcurrentIdenticalPosts(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOpts{})
 	const n = 50
-	var wg sync.WaitGroup
 	resps := make([]events.APIGatewayV2HTTPResponse, n)
-	start := make(chan struct{})
-	for i := range n {
-		wg.Go(func() {
-			<-start
-			resps[i], _ = b.h.Handle(context.Background(), request(http.MethodPost, "/v1/notifications", b.keyA, map[string]string{"idempotency-key": "burst"}, body1))
-		})
-	}
-	close(start)
-	wg.Wait()
+	testsupport.AtOnce(n, func(i int) {
+		resps[i], _ = b.h.Handle(context.Background(), request(http.MethodPost, "/v1/notifications", b.keyA, map[string]string{"idempotency-key": "burst"}, body1))
+	})
 	var fresh, replays, conflicts int
 	for _, r := range resps {
 		switch {

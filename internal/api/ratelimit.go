@@ -10,10 +10,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/sendonce/sendonce/internal/tableschema"
 )
@@ -118,19 +116,14 @@ func NewDynamoWindows(db DynamoDB, table string) *DynamoWindows {
 // Add implements RateWindows.
 func (d *DynamoWindows) Add(ctx context.Context, id string, limit int, expires time.Time) (bool, error) {
 	count := expression.Name("count")
-	expr, err := expression.NewBuilder().
-		WithUpdate(expression.Add(count, expression.Value(1)).Set(expression.Name(tableschema.TTLAttribute), expression.Value(expires.Unix()))).
-		WithCondition(expression.AttributeNotExists(count).Or(count.LessThan(expression.Value(limit)))).Build()
+	in, err := tableschema.UpdateIf(d.table, "rate#"+id,
+		expression.Add(count, expression.Value(1)).Set(expression.Name(tableschema.TTLAttribute), expression.Value(expires.Unix())),
+		expression.AttributeNotExists(count).Or(count.LessThan(expression.Value(limit))))
 	if err != nil {
 		return false, err
 	}
-	_, err = d.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName: aws.String(d.table), Key: tableschema.Key("rate#" + id),
-		UpdateExpression: expr.Update(), ConditionExpression: expr.Condition(),
-		ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(),
-	})
-	var ccf *types.ConditionalCheckFailedException
-	if errors.As(err, &ccf) {
+	_, err = d.db.UpdateItem(ctx, in)
+	if _, ok := tableschema.ConditionFailed(err); ok {
 		return false, nil
 	}
 	return err == nil, err

@@ -11,7 +11,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/sendonce/sendonce/internal/tableschema"
 )
@@ -55,22 +54,15 @@ func listPK(tenant string) string { return "#apikey#" + tenant }
 
 // Put implements Records with a PutItem conditional on the id's absence.
 func (d *DynamoRecords) Put(ctx context.Context, r Record) error {
-	item, err := attributevalue.MarshalMap(keyItem{
+	in, err := tableschema.PutIf(d.table, keyItem{
 		PK: pkPrefix + r.ID, Tenant: r.Tenant, Hash: r.Hash, Revoked: r.Revoked,
 		CreatedAt: r.CreatedAt.UTC().Format(time.RFC3339), ListPK: listPK(r.Tenant),
-	})
+	}, expression.AttributeNotExists(expression.Name(tableschema.PartitionKey)))
 	if err != nil {
 		return err
 	}
-	cond, err := expression.NewBuilder().WithCondition(expression.AttributeNotExists(expression.Name(tableschema.PartitionKey))).Build()
-	if err != nil {
-		return err
-	}
-	_, err = d.db.PutItem(ctx, &dynamodb.PutItemInput{
-		TableName: aws.String(d.table), Item: item,
-		ConditionExpression: cond.Condition(), ExpressionAttributeNames: cond.Names(),
-	})
-	if conditionFailed(err) {
+	_, err = d.db.PutItem(ctx, in)
+	if _, ok := tableschema.ConditionFailed(err); ok {
 		return ErrExists
 	}
 	return err
@@ -101,19 +93,15 @@ func (d *DynamoRecords) Get(ctx context.Context, id string) (Record, error) {
 // existence.
 func (d *DynamoRecords) Revoke(ctx context.Context, id string, at time.Time) error {
 	revokedAt := expression.Name("revoked_at")
-	expr, err := expression.NewBuilder().
-		WithUpdate(expression.Set(expression.Name("revoked"), expression.Value(true)).
-			Set(revokedAt, expression.IfNotExists(revokedAt, expression.Value(at.UTC().Format(time.RFC3339))))).
-		WithCondition(expression.AttributeExists(expression.Name(tableschema.PartitionKey))).Build()
+	in, err := tableschema.UpdateIf(d.table, pkPrefix+id,
+		expression.Set(expression.Name("revoked"), expression.Value(true)).
+			Set(revokedAt, expression.IfNotExists(revokedAt, expression.Value(at.UTC().Format(time.RFC3339)))),
+		expression.AttributeExists(expression.Name(tableschema.PartitionKey)))
 	if err != nil {
 		return err
 	}
-	_, err = d.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName: aws.String(d.table), Key: tableschema.Key(pkPrefix + id),
-		UpdateExpression: expr.Update(), ConditionExpression: expr.Condition(),
-		ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(),
-	})
-	if conditionFailed(err) {
+	_, err = d.db.UpdateItem(ctx, in)
+	if _, ok := tableschema.ConditionFailed(err); ok {
 		return ErrNotFound
 	}
 	return err
@@ -158,9 +146,4 @@ type queryOnly struct{ DynamoDB }
 
 func (q queryOnly) Scan(context.Context, *dynamodb.ScanInput, ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error) {
 	return nil, fmt.Errorf("client %T cannot Scan (the table has no event index)", q.DynamoDB)
-}
-
-func conditionFailed(err error) bool {
-	var ccf *types.ConditionalCheckFailedException
-	return errors.As(err, &ccf)
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -19,6 +18,7 @@ import (
 	"github.com/sendonce/sendonce/internal/sendkey"
 	"github.com/sendonce/sendonce/internal/sesevents"
 	"github.com/sendonce/sendonce/internal/testenv"
+	"github.com/sendonce/sendonce/internal/testsupport"
 	"github.com/sendonce/sendonce/internal/webhook"
 )
 
@@ -29,21 +29,18 @@ const (
 	recipient = "recipient@example.com"
 )
 
-// loadEvent reads a sample SNS event from the repository's events/.
-func loadEvent(t *testing.T, name string) (events.SNSEvent, []byte) {
+// loadEvent reads a sample SNS event from the repository's events/,
+// strictly (every field one of the SNS event's), with one record.
+func loadEvent(t testing.TB, name string) (events.SNSEvent, []byte) {
 	t.Helper()
-	raw, err := os.ReadFile("../../events/" + name)
-	if err != nil {
-		t.Fatalf("read event: %v", err)
-	}
-	var e events.SNSEvent
-	if err := json.Unmarshal(raw, &e); err != nil || len(e.Records) != 1 {
-		t.Fatalf("event %s is not an SNS event with one record: %v", name, err)
+	e, raw := testsupport.StrictFile[events.SNSEvent](t, "../../events/"+name, "an SNS event")
+	if len(e.Records) != 1 {
+		t.Fatalf("event %s has %d records, want 1", name, len(e.Records))
 	}
 	return e, raw
 }
 
-func message(t *testing.T, name string) string {
+func message(t testing.TB, name string) string {
 	t.Helper()
 	e, _ := loadEvent(t, name)
 	return e.Records[0].SNS.Message
@@ -153,15 +150,7 @@ func TestParseVariants(t *testing.T) {
 // message is JSON carrying a valid key, a tracked status and an event id.
 func FuzzParse(f *testing.F) {
 	for _, name := range []string{"ses-delivery.json", "ses-bounce.json", "ses-complaint.json"} {
-		raw, err := os.ReadFile("../../events/" + name)
-		if err != nil {
-			f.Fatal(err)
-		}
-		var e events.SNSEvent
-		if err := json.Unmarshal(raw, &e); err != nil {
-			f.Fatal(err)
-		}
-		f.Add(e.Records[0].SNS.Message)
+		f.Add(message(f, name))
 	}
 	f.Add(`{"eventType":"Bounce"}`)
 	f.Add(`{}]`)
@@ -194,7 +183,8 @@ type bundle struct {
 	h     *sesevents.Handler
 }
 
-func setup(t *testing.T) *bundle {
+// setup returns the bundle with a row claimed for each of keys.
+func setup(t *testing.T, keys ...string) *bundle {
 	t.Helper()
 	db := testenv.DynamoDB(t)
 	b := &bundle{table: testenv.NewTable(t, db), tally: metrics.NewTally()}
@@ -212,6 +202,9 @@ func setup(t *testing.T) *bundle {
 	}
 	if b.h, err = sesevents.New(apply, b.tally, quiet); err != nil {
 		t.Fatal(err)
+	}
+	for _, k := range keys {
+		claim(t, b.led, k)
 	}
 	return b
 }
@@ -241,10 +234,8 @@ func (b *bundle) status(t *testing.T, key string) string {
 // recognised, and bounces and complaints are counted.
 func TestHandleAppliesInRankOrder(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
+	b := setup(t, keyA, keyB)
 	ctx := context.Background()
-	claim(t, b.led, keyA)
-	claim(t, b.led, keyB)
 	steps := []struct {
 		file   string
 		key    string
@@ -280,8 +271,7 @@ func TestHandleAppliesInRankOrder(t *testing.T) {
 // invocation succeeds (a retry could not fix it).
 func TestHandleSkipsBadRecords(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
-	claim(t, b.led, keyA)
+	b := setup(t, keyA)
 	good, _ := loadEvent(t, "ses-delivery.json")
 	bad := good.Records[0]
 	bad.SNS.Message = "not an SES event"
@@ -323,10 +313,8 @@ func TestHandleReturnsStoreErrors(t *testing.T) {
 // against DynamoDB Local.
 func TestBootstrapUnderRIE(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
+	b := setup(t, keyA, keyB)
 	ctx := context.Background()
-	claim(t, b.led, keyA)
-	claim(t, b.led, keyB)
 	fn := rie.Start(t, rie.Build(t, "sesevents"), map[string]string{
 		"AWS_LAMBDA_FUNCTION_NAME":  "sendonce-sesevents",
 		"SENDONCE_TABLE":            b.table,

@@ -8,9 +8,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
-	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/sendonce/sendonce/internal/tableschema"
 )
@@ -99,26 +97,17 @@ func (d *DynamoDedup) Seen(ctx context.Context, id string) (bool, error) {
 // (absent, or past its TTL: DynamoDB deletes expired items late).
 func (d *DynamoDedup) Record(ctx context.Context, cb Callback) (bool, error) {
 	id, now := cb.DedupID(), d.now()
-	item, err := attributevalue.MarshalMap(dedupItem{
+	in, err := tableschema.PutIf(d.table, dedupItem{
 		PK: id, Kind: "callback", Provider: string(cb.Provider), LedgerKey: cb.Key, Status: string(cb.Status),
 		HandledAt: now.UTC().Format(time.RFC3339Nano), ExpiresAt: now.Add(d.ttl).Unix(),
-	})
-	if err != nil {
-		return false, fmt.Errorf("webhook: record callback %s: %w", id, err)
+	}, tableschema.Vacant(now))
+	if err == nil {
+		_, err = d.client.PutItem(ctx, in)
 	}
-	cond, err := expression.NewBuilder().WithCondition(tableschema.Vacant(now)).Build()
-	if err != nil {
-		return false, fmt.Errorf("webhook: record callback %s: %w", id, err)
-	}
-	_, err = d.client.PutItem(ctx, &dynamodb.PutItemInput{
-		TableName: aws.String(d.table), Item: item, ConditionExpression: cond.Condition(),
-		ExpressionAttributeNames: cond.Names(), ExpressionAttributeValues: cond.Values(),
-	})
-	var ccf *types.ConditionalCheckFailedException
-	switch {
-	case errors.As(err, &ccf):
+	if _, ok := tableschema.ConditionFailed(err); ok {
 		return false, nil
-	case err != nil:
+	}
+	if err != nil {
 		return false, fmt.Errorf("webhook: record callback %s: %w", id, err)
 	}
 	return true, nil

@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"net/url"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -450,16 +449,12 @@ func TestConcurrentDuplicates(t *testing.T) {
 	b := setup(t)
 	key, _ := b.row(t, "sms")
 	req := b.httpEvent(key, "evt_c", webhook.StatusDelivered)
-	var wg sync.WaitGroup
-	for range 8 {
-		wg.Go(func() {
-			resp, err := b.h.Handle(context.Background(), req)
-			if err != nil || resp.StatusCode != 200 {
-				t.Errorf("Handle = %d, %v; want 200", resp.StatusCode, err)
-			}
-		})
-	}
-	wg.Wait()
+	testsupport.AtOnce(8, func(int) {
+		resp, err := b.h.Handle(context.Background(), req)
+		if err != nil || resp.StatusCode != 200 {
+			t.Errorf("Handle = %d, %v; want 200", resp.StatusCode, err)
+		}
+	})
 	if got := b.led.applied.Load(); got != 1 {
 		t.Errorf("ledger writes = %d, want 1", got)
 	}

@@ -2,12 +2,10 @@ package idempotency
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -92,11 +90,11 @@ func heldBy(token string) expression.ConditionBuilder {
 // failed turns a failed condition into ErrConflict and the item in the
 // way.
 func failed(err error) (Record, error) {
-	var ccf *types.ConditionalCheckFailedException
-	if !errors.As(err, &ccf) {
+	old, ok := tableschema.ConditionFailed(err)
+	if !ok {
 		return Record{}, err
 	}
-	cur, derr := decode(ccf.Item)
+	cur, derr := decode(old)
 	if derr != nil {
 		return Record{}, derr
 	}
@@ -104,27 +102,16 @@ func failed(err error) (Record, error) {
 }
 
 func (d *DynamoRecords) put(ctx context.Context, r Record, cond expression.ConditionBuilder) (Record, error) {
-	av, err := attributevalue.MarshalMap(item{
+	in, err := tableschema.PutIf(d.table, item{
 		PK: PKPrefix + r.ID, State: stateInFlight, Fingerprint: r.Fingerprint.Sum, Fields: r.Fingerprint.Fields,
 		Token: r.Token, LeaseUntil: r.LeaseUntil.UnixMilli(), LedgerKey: r.LedgerKey,
 		CreatedAt: r.CreatedAt.UTC().Format(time.RFC3339Nano), ExpiresAt: r.ExpiresAt.Unix(),
-	})
+	}, cond)
 	if err != nil {
 		return Record{}, err
 	}
-	expr, err := expression.NewBuilder().WithCondition(cond).Build()
-	if err != nil {
-		return Record{}, err
-	}
-	_, err = d.db.PutItem(ctx, &dynamodb.PutItemInput{
-		TableName: aws.String(d.table), Item: av,
-		ConditionExpression: expr.Condition(), ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(),
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	})
-	if err != nil {
-		return failed(err)
-	}
-	return Record{}, nil
+	_, err = d.db.PutItem(ctx, in)
+	return failed(err)
 }
 
 // Create implements Records with a PutItem conditional on no live item
@@ -140,38 +127,28 @@ func (d *DynamoRecords) Replace(ctx context.Context, r Record, token string) (Re
 
 // Complete implements Records with an UpdateItem fenced on token.
 func (d *DynamoRecords) Complete(ctx context.Context, id, token string, status int, body string) (Record, error) {
-	expr, err := expression.NewBuilder().WithCondition(heldBy(token)).WithUpdate(
+	in, err := tableschema.UpdateIf(d.table, PKPrefix+id,
 		expression.Set(expression.Name("state"), expression.Value(stateCompleted)).
 			Set(expression.Name("status"), expression.Value(status)).
 			Set(expression.Name("body"), expression.Value(body)).
-			Remove(expression.Name("lease_until"))).Build()
+			Remove(expression.Name("lease_until")),
+		heldBy(token))
 	if err != nil {
 		return Record{}, err
 	}
-	_, err = d.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName: aws.String(d.table), Key: tableschema.Key(PKPrefix + id),
-		UpdateExpression: expr.Update(), ConditionExpression: expr.Condition(),
-		ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(),
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	})
-	if err != nil {
-		return failed(err)
-	}
-	return Record{}, nil
+	_, err = d.db.UpdateItem(ctx, in)
+	return failed(err)
 }
 
 // Delete implements Records with a DeleteItem fenced on token.
 func (d *DynamoRecords) Delete(ctx context.Context, id, token string) error {
-	expr, err := expression.NewBuilder().WithCondition(heldBy(token)).Build()
+	in, err := tableschema.DeleteIf(d.table, PKPrefix+id, heldBy(token))
 	if err != nil {
 		return err
 	}
-	_, err = d.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{
-		TableName: aws.String(d.table), Key: tableschema.Key(PKPrefix + id),
-		ConditionExpression: expr.Condition(), ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(),
-	})
-	if _, err := failed(err); err != nil && !errors.Is(err, ErrConflict) {
-		return err
+	_, err = d.db.DeleteItem(ctx, in)
+	if _, ok := tableschema.ConditionFailed(err); ok {
+		return nil
 	}
-	return nil
+	return err
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/sendonce/sendonce/internal/api"
 	"github.com/sendonce/sendonce/internal/ledger/ledgertest"
+	"github.com/sendonce/sendonce/internal/testsupport"
 )
 
 // NewWindowsFunc builds fresh, empty windows.
@@ -73,22 +74,15 @@ func Run(t *testing.T, newWindows NewWindowsFunc) {
 	t.Run("ConcurrentRequestsCountExactly", func(t *testing.T) {
 		ctx, _, l := setup(t)
 		var allowed atomic.Int32
-		var wg sync.WaitGroup
-		start := make(chan struct{})
-		for range 20 {
-			wg.Go(func() {
-				<-start
-				ok, _, err := l.Allow(ctx, "tenant", "acme", rate)
-				if err != nil {
-					t.Errorf("Allow: %v", err)
-				}
-				if ok {
-					allowed.Add(1)
-				}
-			})
-		}
-		close(start)
-		wg.Wait()
+		testsupport.AtOnce(20, func(int) {
+			ok, _, err := l.Allow(ctx, "tenant", "acme", rate)
+			if err != nil {
+				t.Errorf("Allow: %v", err)
+			}
+			if ok {
+				allowed.Add(1)
+			}
+		})
 		if got := allowed.Load(); got != int32(rate.Limit) {
 			t.Errorf("20 concurrent requests: %d allowed, want exactly %d", got, rate.Limit)
 		}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/sendonce/sendonce/internal/apikey"
 	"github.com/sendonce/sendonce/internal/ledger/ledgertest"
+	"github.com/sendonce/sendonce/internal/testsupport"
 )
 
 // NewRecordsFunc builds fresh, empty records.
@@ -180,11 +181,7 @@ func Run(t *testing.T, newRecords NewRecordsFunc) {
 	t.Run("ConcurrentCreates", func(t *testing.T) {
 		b := setup(t)
 		keys := make([]string, 16)
-		var wg sync.WaitGroup
-		for i := range keys {
-			wg.Go(func() { _, keys[i] = create(t, b, fmt.Sprintf("t%d", i%2)) })
-		}
-		wg.Wait()
+		testsupport.AtOnce(len(keys), func(i int) { _, keys[i] = create(t, b, fmt.Sprintf("t%d", i%2)) })
 		for i, k := range keys {
 			authenticates(t, b.store, b.ctx, k, fmt.Sprintf("t%d", i%2))
 		}

@@ -103,10 +103,6 @@ func headKey(id templates.ID) string {
 
 func versionKey(id templates.ID, v int) string { return headKey(id) + "#v" + strconv.Itoa(v) }
 
-func key(pk string) map[string]types.AttributeValue {
-	return map[string]types.AttributeValue{attrPK: &types.AttributeValueMemberS{Value: pk}}
-}
-
 // Put implements templates.Store.
 func (s *Store) Put(ctx context.Context, t templates.Template) (templates.Template, error) {
 	if err := templates.Validate(t); err != nil {
@@ -140,7 +136,7 @@ func (s *Store) Put(ctx context.Context, t templates.Template) (templates.Templa
 				ExpressionAttributeNames: map[string]string{"#pk": attrPK},
 			}},
 			{Update: &types.Update{
-				TableName: aws.String(s.table), Key: key(indexKey(t.Tenant)),
+				TableName: aws.String(s.table), Key: tableschema.Key(indexKey(t.Tenant)),
 				UpdateExpression:          aws.String("ADD #ids :id SET #tenant = :tenant"),
 				ExpressionAttributeNames:  map[string]string{"#ids": attrIDs, "#tenant": attrTenant},
 				ExpressionAttributeValues: map[string]types.AttributeValue{":id": &types.AttributeValueMemberSS{Value: []string{indexID(t.ID)}}, ":tenant": str(t.Tenant)},
@@ -191,7 +187,7 @@ func (s *Store) Get(ctx context.Context, id templates.ID, version int) (template
 }
 
 func (s *Store) get(ctx context.Context, pk string) (templates.Template, error) {
-	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(s.table), Key: key(pk), ConsistentRead: aws.Bool(true)})
+	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(s.table), Key: tableschema.Key(pk), ConsistentRead: aws.Bool(true)})
 	if err != nil {
 		return templates.Template{}, err
 	}
@@ -228,7 +224,7 @@ func (s *Store) List(ctx context.Context, tenant string) ([]templates.Template, 
 	if templates.ValidateID(templates.ID{Tenant: tenant, Name: "x", Channel: "sms"}) != nil {
 		return out, nil
 	}
-	idx, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(s.table), Key: key(indexKey(tenant)), ConsistentRead: aws.Bool(true)})
+	idx, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(s.table), Key: tableschema.Key(indexKey(tenant)), ConsistentRead: aws.Bool(true)})
 	if err != nil {
 		return nil, fmt.Errorf("dynamotemplates: list %s: %w", tenant, err)
 	}
@@ -271,7 +267,7 @@ func (s *Store) batchGet(ctx context.Context, pks []string) (map[string]template
 	}
 	keys := make([]map[string]types.AttributeValue, 0, len(pks))
 	for _, pk := range pks {
-		keys = append(keys, key(pk))
+		keys = append(keys, tableschema.Key(pk))
 	}
 	req := map[string]types.KeysAndAttributes{s.table: {Keys: keys, ConsistentRead: aws.Bool(true)}}
 	for attempt := 0; len(req) > 0; attempt++ {

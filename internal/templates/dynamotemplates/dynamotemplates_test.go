@@ -3,7 +3,6 @@ package dynamotemplates_test
 import (
 	"context"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,22 +16,10 @@ import (
 	"github.com/sendonce/sendonce/internal/testenv"
 )
 
-var (
-	clientOnce sync.Once
-	client     *dynamodb.Client
-)
-
-func dynamo(t testing.TB) *dynamodb.Client {
-	t.Helper()
-	testenv.DynamoDBEndpoint(t)
-	clientOnce.Do(func() { client = testenv.DynamoDB(t) })
-	return client
-}
-
 func TestConformance(t *testing.T) {
 	t.Parallel()
+	c := testenv.DynamoDB(t)
 	templatestest.Run(t, func(t *testing.T, now func() time.Time) templates.Store {
-		c := dynamo(t)
 		return dynamotemplates.New(c, testenv.NewTable(t, c), dynamotemplates.WithNow(now))
 	})
 }
@@ -41,7 +28,7 @@ func TestConformance(t *testing.T) {
 // "tpl#<tenant>" and carries no TTL (templates do not expire).
 func TestItemsUnderTheirPrefix(t *testing.T) {
 	t.Parallel()
-	c := dynamo(t)
+	c := testenv.DynamoDB(t)
 	table := testenv.NewTable(t, c)
 	s := dynamotemplates.New(c, table)
 	ctx := context.Background()

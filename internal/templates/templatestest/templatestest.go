@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/sendonce/sendonce/internal/templates"
+	"github.com/sendonce/sendonce/internal/testsupport"
 )
 
 // NewStoreFunc builds a fresh, empty store whose clock is now (the time a
@@ -211,23 +212,19 @@ func Run(t *testing.T, newStore NewStoreFunc) {
 		s, ctx := newStore(t, time.Now), t.Context()
 		const n = 6
 		var (
-			wg       sync.WaitGroup
 			mu       sync.Mutex
 			versions []int
 		)
-		for i := range n {
-			wg.Go(func() {
-				got, err := s.Put(ctx, sms("acme", "race", "", fmt.Sprintf("text %d", i)))
-				if err != nil {
-					t.Errorf("Put %d: %v", i, err)
-					return
-				}
-				mu.Lock()
-				versions = append(versions, got.Version)
-				mu.Unlock()
-			})
-		}
-		wg.Wait()
+		testsupport.AtOnce(n, func(i int) {
+			got, err := s.Put(ctx, sms("acme", "race", "", fmt.Sprintf("text %d", i)))
+			if err != nil {
+				t.Errorf("Put %d: %v", i, err)
+				return
+			}
+			mu.Lock()
+			versions = append(versions, got.Version)
+			mu.Unlock()
+		})
 		slices.Sort(versions)
 		if want := []int{1, 2, 3, 4, 5, 6}; !slices.Equal(versions, want) {
 			t.Fatalf("versions = %v, want %v", versions, want)

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/sendonce/sendonce/internal/ledger/ledgertest"
+	"github.com/sendonce/sendonce/internal/testsupport"
 	"github.com/sendonce/sendonce/internal/webhook"
 )
 
@@ -83,22 +84,15 @@ func Run(t *testing.T, newDedup NewDedupFunc) {
 		ctx, _, d := setup(t)
 		cb := callback(webhook.ProviderTwilio, "tok-1")
 		var created atomic.Int32
-		var wg sync.WaitGroup
-		start := make(chan struct{})
-		for range 16 {
-			wg.Go(func() {
-				<-start
-				ok, err := d.Record(ctx, cb)
-				if err != nil {
-					t.Errorf("Record: %v", err)
-				}
-				if ok {
-					created.Add(1)
-				}
-			})
-		}
-		close(start)
-		wg.Wait()
+		testsupport.AtOnce(16, func(int) {
+			ok, err := d.Record(ctx, cb)
+			if err != nil {
+				t.Errorf("Record: %v", err)
+			}
+			if ok {
+				created.Add(1)
+			}
+		})
 		if got := created.Load(); got != 1 {
 			t.Errorf("16 concurrent Records created %d records, want exactly 1", got)
 		}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/sendonce/sendonce/internal/api/idempotency"
 	"github.com/sendonce/sendonce/internal/ledger/ledgertest"
+	"github.com/sendonce/sendonce/internal/testsupport"
 )
 
 // NewRecordsFunc builds fresh, empty records.
@@ -59,26 +60,17 @@ func (b *bundle) complete(t *testing.T, key, token string, want error) {
 
 // concurrently runs n Begins of one key at once and counts the verdicts.
 func (b *bundle) concurrently(t *testing.T, n int, key string) map[idempotency.Verdict]int {
-	var (
-		mu    sync.Mutex
-		wg    sync.WaitGroup
-		count = map[idempotency.Verdict]int{}
-		start = make(chan struct{})
-	)
-	for range n {
-		wg.Go(func() {
-			<-start
-			got, err := b.s.Begin(b.ctx, "acme", key, fp1, "v1_"+key)
-			if err != nil {
-				t.Errorf("Begin: %v", err)
-			}
-			mu.Lock()
-			count[got.Verdict]++
-			mu.Unlock()
-		})
-	}
-	close(start)
-	wg.Wait()
+	var mu sync.Mutex
+	count := map[idempotency.Verdict]int{}
+	testsupport.AtOnce(n, func(int) {
+		got, err := b.s.Begin(b.ctx, "acme", key, fp1, "v1_"+key)
+		if err != nil {
+			t.Errorf("Begin: %v", err)
+		}
+		mu.Lock()
+		count[got.Verdict]++
+		mu.Unlock()
+	})
 	return count
 }
 
