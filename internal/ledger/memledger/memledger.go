@@ -107,7 +107,7 @@ func (l *Ledger) live(key string, now time.Time) (ledger.Record, bool) {
 // row when a live row holds the key, and the context's error (with the
 // claim it would have taken, as a lost answer) when ctx is done.
 func (l *Ledger) Claim(ctx context.Context, e ledger.Entry, lease time.Duration) (ledger.Claim, error) {
-	if err := checkClaim(e.Key, lease); err != nil {
+	if err := ledger.CheckClaim(e.Key, lease); err != nil {
 		return ledger.Claim{}, fmt.Errorf("memledger: claim %s: %w", e.Key, err)
 	}
 	now := l.clock()
@@ -141,7 +141,7 @@ func (l *Ledger) Claim(ctx context.Context, e ledger.Entry, lease time.Duration)
 // live row exists, and the context's error (with the claim it would have
 // taken, as a lost answer) when ctx is done.
 func (l *Ledger) TakeOver(ctx context.Context, cur ledger.Record, lease time.Duration) (ledger.Claim, error) {
-	if err := checkClaim(cur.Key, lease); err != nil {
+	if err := ledger.CheckClaim(cur.Key, lease); err != nil {
 		return ledger.Claim{}, fmt.Errorf("memledger: takeover %s: %w", cur.Key, err)
 	}
 	now := l.clock()
@@ -313,23 +313,10 @@ func (l *Ledger) Attention(ctx context.Context, q ledger.AttentionQuery) (ledger
 	now := l.clock()
 	bound := dueString(q.DueBefore)
 
-	type row struct {
-		sk string
-		r  ledger.Record
-	}
-	var rows []row
-	l.mu.Lock()
-	for k, r := range l.rows {
-		if !r.Indexed() || ledger.Shard(k) != q.Shard {
-			continue
-		}
-		if sk := sortKey(r); sk < bound && sk > after {
-			rows = append(rows, row{sk, r})
-		}
-	}
-	l.mu.Unlock()
-	sort.Slice(rows, func(i, j int) bool { return rows[i].sk < rows[j].sk })
-
+	rows := l.sorted(func(r ledger.Record) (string, bool) {
+		sk := sortKey(r)
+		return sk, r.Indexed() && ledger.Shard(r.Key) == q.Shard && sk < bound && sk > after
+	})
 	p := ledger.AttentionPage{Records: []ledger.Record{}}
 	for i, r := range rows {
 		if i == limit {
@@ -341,6 +328,27 @@ func (l *Ledger) Attention(ctx context.Context, q ledger.AttentionQuery) (ledger
 		}
 	}
 	return p, nil
+}
+
+// row is a record with the key it sorts by.
+type row struct {
+	sk string
+	r  ledger.Record
+}
+
+// sorted returns the rows sel selects, whether live or not, in the order
+// of the sort keys sel gives them.
+func (l *Ledger) sorted(sel func(ledger.Record) (string, bool)) []row {
+	var rows []row
+	l.mu.Lock()
+	for _, r := range l.rows {
+		if sk, ok := sel(r); ok {
+			rows = append(rows, row{sk, r})
+		}
+	}
+	l.mu.Unlock()
+	sort.Slice(rows, func(i, j int) bool { return rows[i].sk < rows[j].sk })
+	return rows
 }
 
 // ApplyDelivery implements ledger.Ledger. It returns an input error for a
@@ -372,16 +380,6 @@ func (l *Ledger) ApplyDelivery(ctx context.Context, key string, d ledger.Deliver
 	r.ExpiresAt = l.expiry(now)
 	l.rows[key] = r
 	return true, nil
-}
-
-func checkClaim(key string, lease time.Duration) error {
-	if key == "" {
-		return errors.New("empty key")
-	}
-	if lease <= 0 {
-		return fmt.Errorf("lease %v: must be positive", lease)
-	}
-	return nil
 }
 
 func checkDelivery(d ledger.Delivery) error {
