@@ -287,11 +287,7 @@ func (b *adminBundle) marked(prefix string, n int, o ledger.Outcome) []string {
 
 func (b *adminBundle) get(key string) ledger.Record {
 	b.t.Helper()
-	r, err := b.l.Get(b.ctx, key)
-	if err != nil {
-		b.t.Fatalf("Get: %v", err)
-	}
-	return r
+	return Row(b.t, b.l, key)
 }
 
 // attentionKeys lists every key in the attention index, due or not.

@@ -120,9 +120,12 @@ func (b *bundle) claim(t *testing.T) (ledger.Entry, ledger.Claim) {
 	return e, c
 }
 
-func (b *bundle) get(t *testing.T, key string) ledger.Record {
+func (b *bundle) get(t *testing.T, key string) ledger.Record { t.Helper(); return Row(t, b.l, key) }
+
+// Row returns the live row of key in l, and fails t when Get fails.
+func Row(t testing.TB, l ledger.Ledger, key string) ledger.Record {
 	t.Helper()
-	r, err := b.l.Get(b.ctx, key)
+	r, err := l.Get(t.Context(), key)
 	if err != nil {
 		t.Fatalf("Get(%s): %v", key, err)
 	}
