@@ -109,25 +109,58 @@ func (s Service) byStatus(status int) (provider.Kind, string) {
 	}
 }
 
-// Send runs call, the adapter's one request for m, bounded by timeout when
-// it is above zero. On success it returns the message id call returned;
-// on failure the error classified by Classify, logged on log at warning
-// level with msg.
-func (s Service) Send(ctx context.Context, log *slog.Logger, timeout time.Duration, m provider.Message, msg string, call func(context.Context) (*string, error)) (provider.Receipt, error) {
-	if timeout > 0 {
+// Base is what an adapter over an AWS service shares: its Service, the
+// timeout of its one send call and its logger. Embedded in the adapter, it
+// gives it Name and Capabilities; the adapter's Send calls Send.
+type Base struct {
+	service Service
+	timeout time.Duration
+	log     *slog.Logger
+}
+
+// NewBase returns the Base of service s whose send call is bounded
+// by timeout when it is above zero and whose failures are logged on log
+// (nil: slog.Default()).
+func NewBase(s Service, timeout time.Duration, log *slog.Logger) Base {
+	if log == nil {
+		log = slog.Default()
+	}
+	return Base{service: s, timeout: timeout, log: log}
+}
+
+// Name returns the adapter's name, its Service's Provider.
+func (a Base) Name() string { return a.service.Provider }
+
+// Capabilities returns no idempotent sends and no lookup: the AWS services
+// sendonce sends through take no client idempotency key and cannot be
+// asked whether they sent a message.
+func (a Base) Capabilities() provider.Capabilities { return provider.Capabilities{} }
+
+// Send builds m's request with input and makes call with it, bounded by
+// the adapter's timeout; id picks the message id out of call's answer. An
+// error of input is returned as it is, and nothing is sent. An error of
+// call is classified by Service.Classify and logged at warning level with
+// msg.
+func Send[In, Out any](ctx context.Context, a Base, m provider.Message, msg string,
+	input func(provider.Message) (In, error), call func(context.Context, In) (Out, error), id func(Out) *string) (provider.Receipt, error) {
+	in, err := input(m)
+	if err != nil {
+		return provider.Receipt{}, err
+	}
+	if a.timeout > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, timeout)
+		ctx, cancel = context.WithTimeout(ctx, a.timeout)
 		defer cancel()
 	}
-	id, err := call(ctx)
+	out, err := call(ctx, in)
 	if err != nil {
-		perr := s.Classify(err, m.To)
-		log.WarnContext(ctx, msg,
-			"provider", s.Provider, "key", m.Key, "channel", m.Channel,
+		perr := a.service.Classify(err, m.To)
+		a.log.WarnContext(ctx, msg,
+			"provider", a.service.Provider, "key", m.Key, "channel", m.Channel,
 			"to", redact.Address(m.To), "kind", perr.Kind.String(), "code", perr.Code, "reason", perr.Reason)
 		return provider.Receipt{}, perr
 	}
-	return provider.Receipt{MessageID: aws.ToString(id)}, nil
+	return provider.Receipt{MessageID: aws.ToString(id(out))}, nil
 }
 
 func httpStatus(err error) int {

@@ -72,8 +72,8 @@ type Config struct {
 
 // Provider is the SES adapter. It implements provider.Adapter.
 type Provider struct {
+	awserr.Base
 	cfg Config
-	log *slog.Logger
 }
 
 // New returns an SES adapter. It returns an error when cfg.Client is nil
@@ -85,18 +85,8 @@ func New(cfg Config) (*Provider, error) {
 	if at := strings.LastIndexByte(cfg.From, '@'); at <= 0 || at == len(cfg.From)-1 || strings.ContainsAny(cfg.From, " \t\r\n<>") {
 		return nil, fmt.Errorf("sesprovider: new: From %q is not an email address", cfg.From)
 	}
-	log := cfg.Logger
-	if log == nil {
-		log = slog.Default()
-	}
-	return &Provider{cfg: cfg, log: log}, nil
+	return &Provider{Base: awserr.NewBase(service, cfg.Timeout, cfg.Logger), cfg: cfg}, nil
 }
-
-// Name returns "ses".
-func (p *Provider) Name() string { return Name }
-
-// Capabilities returns no idempotent sends and no lookup: SES has neither.
-func (p *Provider) Capabilities() provider.Capabilities { return provider.Capabilities{} }
 
 // noRetry turns the SDK's retries off for one call (see the package doc).
 func noRetry(o *sesv2.Options) { o.RetryMaxAttempts = 1 }
@@ -105,17 +95,11 @@ func noRetry(o *sesv2.Options) { o.RetryMaxAttempts = 1 }
 // *provider.Error classified by Classify. A message that is not email or
 // has no address is a Permanent error, and nothing is sent.
 func (p *Provider) Send(ctx context.Context, m provider.Message) (provider.Receipt, error) {
-	in, err := p.Input(m)
-	if err != nil {
-		return provider.Receipt{}, err
-	}
-	return service.Send(ctx, p.log, p.cfg.Timeout, m, "ses send failed", func(ctx context.Context) (*string, error) {
-		out, err := p.cfg.Client.SendEmail(ctx, in, noRetry)
-		if err != nil {
-			return nil, err
-		}
-		return out.MessageId, nil
-	})
+	return awserr.Send(ctx, p.Base, m, "ses send failed", p.Input,
+		func(ctx context.Context, in *sesv2.SendEmailInput) (*sesv2.SendEmailOutput, error) {
+			return p.cfg.Client.SendEmail(ctx, in, noRetry)
+		},
+		func(out *sesv2.SendEmailOutput) *string { return out.MessageId })
 }
 
 // Input builds the SendEmail call for m: Simple content with a text part,

@@ -76,8 +76,8 @@ type Config struct {
 
 // Provider is the SNS adapter. It implements provider.Adapter.
 type Provider struct {
+	awserr.Base
 	cfg Config
-	log *slog.Logger
 }
 
 // New returns an SNS adapter. It returns an error when cfg.Client is nil.
@@ -85,18 +85,8 @@ func New(cfg Config) (*Provider, error) {
 	if cfg.Client == nil {
 		return nil, errors.New("snsprovider: new: no SNS client")
 	}
-	log := cfg.Logger
-	if log == nil {
-		log = slog.Default()
-	}
-	return &Provider{cfg: cfg, log: log}, nil
+	return &Provider{Base: awserr.NewBase(service, cfg.Timeout, cfg.Logger), cfg: cfg}, nil
 }
-
-// Name returns "sns".
-func (p *Provider) Name() string { return Name }
-
-// Capabilities returns no idempotent sends and no lookup: SNS has neither.
-func (p *Provider) Capabilities() provider.Capabilities { return provider.Capabilities{} }
 
 // noRetry turns the SDK's retries off for one call (see the package doc).
 func noRetry(o *sns.Options) { o.RetryMaxAttempts = 1 }
@@ -105,17 +95,11 @@ func noRetry(o *sns.Options) { o.RetryMaxAttempts = 1 }
 // classified by Classify. A channel the adapter cannot serve (email with
 // no topic, an unknown channel) is a Permanent error.
 func (p *Provider) Send(ctx context.Context, m provider.Message) (provider.Receipt, error) {
-	in, err := p.input(m)
-	if err != nil {
-		return provider.Receipt{}, err
-	}
-	return service.Send(ctx, p.log, p.cfg.Timeout, m, "sns publish failed", func(ctx context.Context) (*string, error) {
-		out, err := p.cfg.Client.Publish(ctx, in, noRetry)
-		if err != nil {
-			return nil, err
-		}
-		return out.MessageId, nil
-	})
+	return awserr.Send(ctx, p.Base, m, "sns publish failed", p.input,
+		func(ctx context.Context, in *sns.PublishInput) (*sns.PublishOutput, error) {
+			return p.cfg.Client.Publish(ctx, in, noRetry)
+		},
+		func(out *sns.PublishOutput) *string { return out.MessageId })
 }
 
 // input builds the Publish call for m.
