@@ -187,61 +187,62 @@ func (l *Ledger) Mark(ctx context.Context, c ledger.Claim, o ledger.Outcome) err
 	if !o.State.Final() && o.State != ledger.StateUncertain {
 		return fmt.Errorf("memledger: mark %s: outcome state %q: want SENT, FAILED, UNCERTAIN or ABANDONED", c.Key, o.State)
 	}
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("memledger: mark %s: %w", c.Key, err)
-	}
-	now := l.clock()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	r, err := l.held(c, now)
-	if err != nil {
-		return fmt.Errorf("memledger: mark %s: %w", c.Key, err)
-	}
-	r.State = o.State
-	r.Reason = o.Reason
-	if o.ProviderMessageID != "" {
-		r.ProviderMessageID = o.ProviderMessageID
-	}
-	r.Released = false
-	r.RetryAt = time.Time{}
-	r.UpdatedAt = now
-	r.ExpiresAt = l.expiry(now)
-	if o.State.Final() {
-		r.Address, r.Subject, r.Body = "", "", ""
-		r.HTML, r.Data = "", ""
-	}
-	l.rows[r.Key] = r
-	return nil
+	return l.update(ctx, "mark", c, func(r *ledger.Record, _ time.Time) bool {
+		r.State = o.State
+		r.Reason = o.Reason
+		if o.ProviderMessageID != "" {
+			r.ProviderMessageID = o.ProviderMessageID
+		}
+		r.Released = false
+		r.RetryAt = time.Time{}
+		if o.State.Final() {
+			r.Address, r.Subject, r.Body = "", "", ""
+			r.HTML, r.Data = "", ""
+		}
+		return true
+	})
 }
 
 // Release implements ledger.Ledger. It returns an error matching
 // ledger.ErrFencingLost when c does not hold a live PENDING row. Releasing
 // a claim that is already released changes nothing.
 func (l *Ledger) Release(ctx context.Context, c ledger.Claim, reason string, retryAt time.Time) error {
+	return l.update(ctx, "release", c, func(r *ledger.Record, now time.Time) bool {
+		if r.Released {
+			return false
+		}
+		r.Released = true
+		r.Releases++
+		r.Reason = reason
+		r.LeaseUntil = now
+		r.RetryAt = now
+		if retryAt.After(now) {
+			r.RetryAt = time.UnixMilli(retryAt.UnixMilli()).UTC()
+		}
+		return true
+	})
+}
+
+// update runs change on the row c holds, at the clock's now and under the
+// lock, and stores it, updated and its expiry refreshed, unless change
+// returns false. It returns an error matching ledger.ErrFencingLost when c
+// does not hold a live PENDING row.
+func (l *Ledger) update(ctx context.Context, op string, c ledger.Claim, change func(r *ledger.Record, now time.Time) bool) error {
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("memledger: release %s: %w", c.Key, err)
+		return fmt.Errorf("memledger: %s %s: %w", op, c.Key, err)
 	}
 	now := l.clock()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	r, err := l.held(c, now)
 	if err != nil {
-		return fmt.Errorf("memledger: release %s: %w", c.Key, err)
+		return fmt.Errorf("memledger: %s %s: %w", op, c.Key, err)
 	}
-	if r.Released {
-		return nil
+	if change(&r, now) {
+		r.UpdatedAt = now
+		r.ExpiresAt = l.expiry(now)
+		l.rows[r.Key] = r
 	}
-	r.Released = true
-	r.Releases++
-	r.Reason = reason
-	r.LeaseUntil = now
-	r.RetryAt = now
-	if retryAt.After(now) {
-		r.RetryAt = time.UnixMilli(retryAt.UnixMilli()).UTC()
-	}
-	r.UpdatedAt = now
-	r.ExpiresAt = l.expiry(now)
-	l.rows[r.Key] = r
 	return nil
 }
 
