@@ -37,7 +37,9 @@ type Service struct {
 	Provider string
 	// Service is the service's name in reasons, e.g. "SES".
 	Service string
-	// Codes classifies the service's documented error codes.
+	// Codes classifies the service's documented error codes; AWS's common
+	// codes (credentials, access, throttling, validation) are classified
+	// alike for every service unless Codes names them.
 	Codes map[string]Code
 	// DetailKnown appends the service's error message (redacted) to the
 	// reason of a Permanent error of a known code too, not only of an
@@ -51,11 +53,31 @@ type Service struct {
 	Maybe5xx string
 }
 
+// commonCodes classifies the error codes every AWS service answers with
+// the same meaning (AWS's common errors), unless a Service's Codes say
+// otherwise.
+var commonCodes = map[string]Code{
+	"ValidationException":   {provider.Permanent, "validation failed"},
+	"InvalidParameterValue": {provider.Permanent, "invalid parameter value"},
+	// Throttled: the service took nothing; retry later.
+	"ThrottlingException": {provider.Transient, "throttled"},
+	"Throttling":          {provider.Transient, "throttled"},
+	// The deployment is at fault: retried, alarmed, never FAILED.
+	"AccessDenied":                {provider.Config, "access denied"},
+	"AccessDeniedException":       {provider.Config, "access denied"},
+	"InvalidClientTokenId":        {provider.Config, "invalid AWS credentials"},
+	"UnrecognizedClientException": {provider.Config, "invalid AWS credentials"},
+	"SignatureDoesNotMatch":       {provider.Config, "AWS request signature does not match"},
+	"ExpiredToken":                {provider.Config, "AWS credentials expired"},
+	"ExpiredTokenException":       {provider.Config, "AWS credentials expired"},
+}
+
 // Classify translates an error of the service's send call into a
 // *provider.Error. to is the message's raw address; it is redacted out of
 // any text kept.
 //
-//   - a code in Codes: its kind and reason;
+//   - a code in Codes, or else one of AWS's common error codes: its kind
+//     and reason;
 //   - an unknown code: by HTTP status (429 Transient, 401/403 Config,
 //     other 4xx Permanent, 5xx Ambiguous: the service does not say whether
 //     it took the message, and it cannot drop a repeat);
@@ -68,6 +90,9 @@ func (s Service) Classify(err error, to string) *provider.Error {
 	if errors.As(err, &ae) {
 		pe.Code = ae.ErrorCode()
 		k, known := s.Codes[pe.Code]
+		if !known {
+			k, known = commonCodes[pe.Code]
+		}
 		if known {
 			pe.Kind, pe.Reason = k.Kind, k.Reason
 		} else {

@@ -137,34 +137,23 @@ func permanent(code, reason string) *provider.Error {
 }
 
 // codeKinds classifies SES's error codes: the SendEmail errors of the
-// SESv2 API reference (service/sesv2/types/errors.go) and AWS's common
-// error codes.
+// SESv2 API reference (service/sesv2/types/errors.go) and the common AWS
+// error codes SES gives its own meaning; awserr classifies the others.
 var codeKinds = map[string]awserr.Code{
 	// The message is at fault, or its sender is not a verified identity:
 	// SES refused it and sent nothing. FAILED.
 	"MessageRejected":                    {provider.Permanent, "rejected by SES"},
 	"MailFromDomainNotVerifiedException": {provider.Permanent, "sending domain is not verified"},
 	"BadRequestException":                {provider.Permanent, "invalid request"},
-	"ValidationException":                {provider.Permanent, "validation failed"},
-	"InvalidParameterValue":              {provider.Permanent, "invalid parameter value"},
 	// Throttling (sending rate or daily quota): SES took nothing; retry
 	// later (AWS: wait up to 10 minutes).
 	"TooManyRequestsException": {provider.Transient, "throttled"},
-	"ThrottlingException":      {provider.Transient, "throttled"},
-	"Throttling":               {provider.Transient, "throttled"},
 	"LimitExceededException":   {provider.Transient, "sending limit exceeded"},
 	"ServiceUnavailable":       {provider.Transient, "SES unavailable"},
 	// The deployment is at fault: retried, alarmed, never FAILED.
-	"AccountSuspendedException":   {provider.Config, "SES account suspended"},
-	"SendingPausedException":      {provider.Config, "SES sending paused for the account or configuration set"},
-	"NotFoundException":           {provider.Config, "configuration set not found"},
-	"AccessDeniedException":       {provider.Config, "access denied"},
-	"AccessDenied":                {provider.Config, "access denied"},
-	"UnrecognizedClientException": {provider.Config, "invalid AWS credentials"},
-	"InvalidClientTokenId":        {provider.Config, "invalid AWS credentials"},
-	"SignatureDoesNotMatch":       {provider.Config, "AWS request signature does not match"},
-	"ExpiredToken":                {provider.Config, "AWS credentials expired"},
-	"ExpiredTokenException":       {provider.Config, "AWS credentials expired"},
+	"AccountSuspendedException": {provider.Config, "SES account suspended"},
+	"SendingPausedException":    {provider.Config, "SES sending paused for the account or configuration set"},
+	"NotFoundException":         {provider.Config, "configuration set not found"},
 }
 
 // Classify translates an error from SendEmail into a *provider.Error. to

@@ -202,13 +202,12 @@ func pushMessage(m provider.Message) (string, error) {
 }
 
 // codeKinds classifies SNS's error codes (the ErrorCode of the SDK's
-// types in service/sns/types/errors.go and the common AWS error codes).
+// types in service/sns/types/errors.go, and the common AWS error codes
+// SNS gives its own meaning; awserr classifies the others).
 var codeKinds = map[string]awserr.Code{
 	// The message is at fault: FAILED.
 	"InvalidParameter":            {provider.Permanent, "invalid parameter"},
 	"ParameterValueInvalid":       {provider.Permanent, "invalid parameter value"},
-	"InvalidParameterValue":       {provider.Permanent, "invalid parameter value"},
-	"ValidationException":         {provider.Permanent, "validation failed"},
 	"EndpointDisabled":            {provider.Permanent, "push endpoint is disabled"},
 	"OptedOut":                    {provider.Permanent, "recipient opted out"},
 	"NotFound":                    {provider.Permanent, "target not found"},
@@ -217,11 +216,9 @@ var codeKinds = map[string]awserr.Code{
 	"UserError":                   {provider.Permanent, "rejected by SNS"},
 	// SNS documents that it did not take it (the request was refused
 	// before processing): retry later.
-	"Throttled":           {provider.Transient, "throttled"},
-	"ThrottlingException": {provider.Transient, "throttled"},
-	"Throttling":          {provider.Transient, "throttled"},
-	"KMSThrottling":       {provider.Transient, "KMS throttled"},
-	"ConcurrentAccess":    {provider.Transient, "concurrent access"},
+	"Throttled":        {provider.Transient, "throttled"},
+	"KMSThrottling":    {provider.Transient, "KMS throttled"},
+	"ConcurrentAccess": {provider.Transient, "concurrent access"},
 	// SNS failed while processing: it documents nothing about whether the
 	// message was published, and it cannot drop a repeat, so a retry may
 	// duplicate it.
@@ -229,22 +226,15 @@ var codeKinds = map[string]awserr.Code{
 	"InternalFailure":    {provider.Ambiguous, "SNS internal failure: the message may have been published"},
 	"ServiceUnavailable": {provider.Ambiguous, "SNS unavailable: the message may have been published"},
 	// The deployment is at fault: retried, alarmed, never FAILED.
-	"AuthorizationError":          {provider.Config, "not authorized to publish"},
-	"AccessDenied":                {provider.Config, "access denied"},
-	"AccessDeniedException":       {provider.Config, "access denied"},
-	"InvalidClientTokenId":        {provider.Config, "invalid AWS credentials"},
-	"UnrecognizedClientException": {provider.Config, "invalid AWS credentials"},
-	"SignatureDoesNotMatch":       {provider.Config, "AWS request signature does not match"},
-	"ExpiredToken":                {provider.Config, "AWS credentials expired"},
-	"ExpiredTokenException":       {provider.Config, "AWS credentials expired"},
-	"InvalidSecurity":             {provider.Config, "request must use HTTPS and SigV4"},
-	"KMSAccessDenied":             {provider.Config, "KMS access denied"},
-	"KMSDisabled":                 {provider.Config, "KMS key disabled"},
-	"KMSInvalidState":             {provider.Config, "KMS key in invalid state"},
-	"KMSNotFound":                 {provider.Config, "KMS key not found"},
-	"KMSOptInRequired":            {provider.Config, "KMS opt-in required"},
-	"InvalidState":                {provider.Config, "SNS resource in invalid state"},
-	"VerificationException":       {provider.Config, "origination identity not verified"},
+	"AuthorizationError":    {provider.Config, "not authorized to publish"},
+	"InvalidSecurity":       {provider.Config, "request must use HTTPS and SigV4"},
+	"KMSAccessDenied":       {provider.Config, "KMS access denied"},
+	"KMSDisabled":           {provider.Config, "KMS key disabled"},
+	"KMSInvalidState":       {provider.Config, "KMS key in invalid state"},
+	"KMSNotFound":           {provider.Config, "KMS key not found"},
+	"KMSOptInRequired":      {provider.Config, "KMS opt-in required"},
+	"InvalidState":          {provider.Config, "SNS resource in invalid state"},
+	"VerificationException": {provider.Config, "origination identity not verified"},
 }
 
 // Classify translates an error from Publish into a *provider.Error.
