@@ -156,18 +156,13 @@ var codeKinds = map[string]awserr.Code{
 	"NotFoundException":         {provider.Config, "configuration set not found"},
 }
 
-// Classify translates an error from SendEmail into a *provider.Error. to
-// is the message's raw address; it is redacted out of any text kept.
-//
-//   - a known SES error code: the kind of codeKinds (Permanent for a
-//     rejected message or an unverified sender, Transient for throttling,
-//     Config for account, permission and credential problems);
-//   - an unknown code: by HTTP status (429 Transient, 401/403 Config,
-//     other 4xx Permanent; a 5xx is Ambiguous: SES does not say whether
-//     it accepted the message, and it cannot drop a repeat);
-//   - no answer: Transient when the connection was never made (dial or
-//     DNS failure: nothing was sent), otherwise Ambiguous (a timeout or
-//     reset after the request may have been written).
+// Classify translates an error from SendEmail into a *provider.Error by
+// the rules of awserr.Service.Classify, with SES's codes (codeKinds:
+// Permanent for a rejected message or an unverified sender, Transient for
+// throttling, Config for account problems). to is the message's raw
+// address; it is redacted out of any text kept. A 5xx is Ambiguous: SES
+// does not say whether it accepted the message, and it cannot drop a
+// repeat.
 func Classify(err error, to string) *provider.Error { return service.Classify(err, to) }
 
 // service classifies SES errors: Classify's rules, SES's words.

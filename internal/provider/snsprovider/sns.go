@@ -237,18 +237,12 @@ var codeKinds = map[string]awserr.Code{
 	"VerificationException": {provider.Config, "origination identity not verified"},
 }
 
-// Classify translates an error from Publish into a *provider.Error.
-// to is the message's raw address; it is redacted out of any text kept.
-//
-//   - a known SNS error code: the kind of codeKinds (Permanent for a bad
-//     message, Transient for throttling, Ambiguous for internal errors and
-//     unavailability: SNS cannot drop a repeat and does not say whether
-//     it published, Config for credentials, permissions and KMS);
-//   - an unknown code: by HTTP status (4xx Permanent, 429 Transient, 5xx
-//     Ambiguous: the request may have been processed);
-//   - no answer: Transient when the connection was never made (dial or
-//     DNS failure: nothing was sent), otherwise Ambiguous (a timeout or
-//     reset after the request may have been written).
+// Classify translates an error from Publish into a *provider.Error by the
+// rules of awserr.Service.Classify, with SNS's codes (codeKinds: Permanent
+// for a bad message, Transient for throttling, Ambiguous for internal
+// errors and unavailability, since SNS cannot drop a repeat and does not
+// say whether it published, Config for permissions and KMS). to is the
+// message's raw address; it is redacted out of any text kept.
 func Classify(err error, to string) *provider.Error { return service.Classify(err, to) }
 
 // service classifies SNS errors: Classify's rules, SNS's words.
