@@ -227,13 +227,7 @@ func TestReleasedNeverAbandonedByAttempts(t *testing.T) {
 	r := ledger.Record{Entry: ledger.Entry{Key: "v1_k", Channel: "sms", Class: "marketing"}, State: ledger.StatePending,
 		Released: true, Attempts: 50, Releases: 50, CreatedAt: now.Add(-time.Hour), LeaseUntil: now.Add(-time.Minute), RetryAt: now}
 	in := Input{Caller: Reconciler, Row: r, Now: now, Configured: true, Policy: PolicyAbandon, Settle: settle, MaxAge: maxAge, MaxAttempts: 5}
-	if d := Of(in); d.Action != Send {
-		t.Fatalf("50 released attempts: Of = %s (%s), want send", d.Action, d.Reason)
-	}
-	in.Row.CreatedAt = now.Add(-maxAge)
-	if d := Of(in); d.Action != Abandon || !strings.Contains(d.Reason, "maximum age") {
-		t.Fatalf("at the maximum age: Of = %s (%s), want abandon by age", d.Action, d.Reason)
-	}
+	sendsUntilMaxAge(t, "50 released attempts", in)
 }
 
 // TestSettledNoRecordNeverCountsTowardGivingUp (chaos seed 1, http lane,
@@ -249,12 +243,19 @@ func TestSettledNoRecordNeverCountsTowardGivingUp(t *testing.T) {
 		Attempts: 50, CreatedAt: now.Add(-time.Hour), AttemptedAt: now.Add(-settle), UpdatedAt: now.Add(-settle)}
 	in := Input{Caller: Reconciler, Row: r, Now: now, Configured: true, Caps: provider.Capabilities{LookupByReference: true},
 		Policy: PolicyAbandon, Settle: settle, MaxAge: maxAge, MaxAttempts: 5, Lookup: NoRecord}
+	sendsUntilMaxAge(t, "50 attempts a settled lookup found no record of", in)
+}
+
+// sendsUntilMaxAge fails t unless in (what) decides Send, and Abandon by
+// age once its row reaches the maximum age.
+func sendsUntilMaxAge(t *testing.T, what string, in Input) {
+	t.Helper()
 	if d := Of(in); d.Action != Send {
-		t.Fatalf("50 attempts a settled lookup found no record of: Of = %s (%s), want send", d.Action, d.Reason)
+		t.Fatalf("%s: Of = %s (%s), want send", what, d.Action, d.Reason)
 	}
 	in.Row.CreatedAt = now.Add(-maxAge)
 	if d := Of(in); d.Action != Abandon || !strings.Contains(d.Reason, "maximum age") {
-		t.Fatalf("at the maximum age: Of = %s (%s), want abandon by age", d.Action, d.Reason)
+		t.Fatalf("%s, at the maximum age: Of = %s (%s), want abandon by age", what, d.Action, d.Reason)
 	}
 }
 

@@ -397,6 +397,19 @@ func Due(r Record) time.Time {
 	return r.LeaseUntil
 }
 
+// CheckClaim returns an input error unless key is set and lease is above
+// zero: what every implementation's Claim and TakeOver check before they
+// write.
+func CheckClaim(key string, lease time.Duration) error {
+	if key == "" {
+		return errors.New("empty key")
+	}
+	if lease <= 0 {
+		return fmt.Errorf("lease %v: must be positive", lease)
+	}
+	return nil
+}
+
 // Ledger is the send ledger. Implementations: package dynamoledger
 // (production, DynamoDB) and package memledger (unit tests); both pass the
 // conformance suite in package ledgertest.

@@ -17,6 +17,7 @@ import (
 	"github.com/sendonce/sendonce/internal/ledger/dynamoledger"
 	"github.com/sendonce/sendonce/internal/provider"
 	"github.com/sendonce/sendonce/internal/provider/httpprovider"
+	"github.com/sendonce/sendonce/internal/provider/providertest"
 	"github.com/sendonce/sendonce/internal/provider/simulator"
 	"github.com/sendonce/sendonce/internal/reconcile"
 	"github.com/sendonce/sendonce/internal/sendkey"
@@ -114,27 +115,14 @@ func (e *env) reconciler(t *testing.T, p provider.Adapter) *reconcile.Reconciler
 	return r
 }
 
-// noCapabilities presents the adapter as a provider that neither drops
-// repeats nor answers lookups: only fencing stands between two
-// reconcilers and a duplicate.
-type noCapabilities struct{ *httpprovider.Provider }
-
-func (noCapabilities) Capabilities() provider.Capabilities { return provider.Capabilities{} }
-
-type lookupOnly struct{ *httpprovider.Provider }
-
-func (lookupOnly) Capabilities() provider.Capabilities {
-	return provider.Capabilities{LookupByReference: true}
-}
-
 func TestTwoConcurrentReconcilersNeverSendTwice(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		wrap func(*httpprovider.Provider) provider.Adapter
 	}{
-		{"NoCapabilitiesOTPPolicy", func(p *httpprovider.Provider) provider.Adapter { return noCapabilities{p} }},
-		{"LookupOnly", func(p *httpprovider.Provider) provider.Adapter { return lookupOnly{p} }},
+		{"NoCapabilitiesOTPPolicy", func(p *httpprovider.Provider) provider.Adapter { return providertest.NoCapabilities(p) }},
+		{"LookupOnly", func(p *httpprovider.Provider) provider.Adapter { return providertest.LookupOnly(p) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -224,7 +212,7 @@ func TestLookupAgainstSimulator(t *testing.T) {
 		t.Parallel()
 		e := setup(t, simulator.Options{})
 		keys := e.uncertain(t, 1, "marketing")
-		r := e.reconciler(t, lookupOnly{e.prov})
+		r := e.reconciler(t, providertest.LookupOnly(e.prov))
 		rep, err := r.Run(ctx)
 		if err != nil {
 			t.Fatal(err)

@@ -66,11 +66,7 @@ func (b *bundle) uncertain(t *testing.T, key, class string) {
 
 func (b *bundle) state(t *testing.T, key string) ledger.Record {
 	t.Helper()
-	r, err := b.ledger.Get(context.Background(), key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return r
+	return ledgertest.Row(t, b.ledger, key)
 }
 
 func lookupReturning(res provider.LookupResult) providertest.Looking {

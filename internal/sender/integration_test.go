@@ -26,6 +26,7 @@ import (
 	"github.com/sendonce/sendonce/internal/dispatch"
 	"github.com/sendonce/sendonce/internal/ledger"
 	"github.com/sendonce/sendonce/internal/ledger/dynamoledger"
+	"github.com/sendonce/sendonce/internal/ledger/ledgertest"
 	"github.com/sendonce/sendonce/internal/metrics"
 	"github.com/sendonce/sendonce/internal/notify"
 	"github.com/sendonce/sendonce/internal/provider"
@@ -171,11 +172,7 @@ func (e *env) assertDeliveredOnce(t *testing.T, keys ...string) {
 
 func (e *env) row(t *testing.T, key string) ledger.Record {
 	t.Helper()
-	r, err := e.ledger.Get(context.Background(), key)
-	if err != nil {
-		t.Fatalf("Get %s: %v", key, err)
-	}
-	return r
+	return ledgertest.Row(t, e.ledger, key)
 }
 
 // TestConcurrentDeliveriesOfOneKey: 64 workers process the same request at
@@ -271,14 +268,6 @@ func (c *crashingProvider) Lookup(ctx context.Context, m provider.Message) (prov
 	return c.Adapter.(provider.Looker).Lookup(ctx, m)
 }
 
-// lookupOnly presents the HTTP adapter as a provider that can look
-// messages up but does not drop repeats.
-type lookupOnly struct{ *httpprovider.Provider }
-
-func (lookupOnly) Capabilities() provider.Capabilities {
-	return provider.Capabilities{LookupByReference: true}
-}
-
 // processCrashing runs one delivery that dies at the provider boundary and
 // returns without writing anything further, like a killed worker.
 func processCrashing(s *sender.Sender, r notify.Request) {
@@ -309,7 +298,7 @@ func TestCrashAtEachBoundaryThenRedeliver(t *testing.T) {
 			if !tt.idempotent {
 				// The gateway ignores Idempotency-Key; the adapter must not
 				// promise what the provider does not do.
-				p = lookupOnly{e.prov}
+				p = providertest.LookupOnly(e.prov)
 			}
 			if tt.ackLost {
 				if res := e.sender(t, p).Process(context.Background(), r); res.Disposition != dispatch.Sent {

@@ -58,11 +58,7 @@ func regSetup(t *testing.T, p provider.Adapter) *regBundle {
 
 func (b *regBundle) row(t *testing.T, key string) ledger.Record {
 	t.Helper()
-	r, err := b.mem.Get(context.Background(), key)
-	if err != nil {
-		t.Fatalf("Get %s: %v", key, err)
-	}
-	return r
+	return ledgertest.Row(t, b.mem, key)
 }
 
 func (b *regBundle) process(t *testing.T, r notify.Request, want dispatch.Disposition) {
@@ -80,51 +76,12 @@ func (b *regBundle) process(t *testing.T, r notify.Request, want dispatch.Dispos
 // claim time; asking about the takeover found nothing and sent again.
 func TestTwilioTakeoverLooksUpTheDeadWorkersAttempt(t *testing.T) {
 	t.Parallel()
-	fake := twiliotest.New(t)
-	clockStart := time.Now().UTC().Truncate(time.Millisecond)
-	clock := ledgertest.NewClock(clockStart)
-	fake.SetNow(clock.Now)
-	p, err := twilio.New(twilio.Config{BaseURL: fake.URL, AccountSID: fake.AccountSID, AuthToken: fake.AuthToken,
-		From: "+15550001111", Timeout: time.Second, Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	mem := memledger.New(memledger.WithNow(clock.Now))
-	s, err := sender.New(sender.Config{
-		Ledger: mem, Providers: map[string]provider.Adapter{"sms": p}, Renderer: rendertest.Examples(t, "acme"),
-		DeadLetters: discardDLQ{}, Logger: quiet,
-		ProviderTimeout: 2 * time.Second, ClaimTimeout: time.Minute, Settle: 2 * time.Minute, Now: clock.Now,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := req("twilio-takeover")
-	msg, err := rendertest.Examples(t, r.TenantID).RenderRequest(t.Context(), r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := ledger.Entry{Key: r.Key(), Tenant: r.TenantID, Channel: "sms", Class: string(r.Class), Provider: "twilio",
-		Template: r.Template, RecipientID: r.Recipient.ID, Address: r.Address(), Subject: msg.Subject, Body: msg.Body}
-	// The worker claims and sends; its answer is lost and it dies.
-	c, err := mem.Claim(context.Background(), e, time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := p.Send(context.Background(), provider.Message{Key: e.Key, Channel: "sms", To: e.Address, Body: e.Body, AttemptedAt: c.AttemptedAt}); err != nil {
-		t.Fatal(err)
-	}
-	clock.Advance(3 * time.Minute)
-	if res := s.Process(context.Background(), r); res.Disposition != dispatch.Sent {
-		t.Fatalf("Process = %s (%s), want sent (found by lookup)", res.Disposition, res.Reason)
-	}
+	b, fake, r, e := twilioDeadWorker(t, "twilio-takeover")
+	b.process(t, r, dispatch.Sent) // found by lookup
 	if got := fake.Count(e.Address, e.Body); got != 1 {
 		t.Fatalf("twilio holds %d messages, want 1: the takeover sent again", got)
 	}
-	row, err := mem.Get(context.Background(), e.Key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if row.State != ledger.StateSent || row.ProviderMessageID != fake.Messages()[0].SID {
+	if row := b.row(t, e.Key); row.State != ledger.StateSent || row.ProviderMessageID != fake.Messages()[0].SID {
 		t.Errorf("row %s %q, want SENT with Twilio's SID %q", row.State, row.ProviderMessageID, fake.Messages()[0].SID)
 	}
 }
@@ -138,50 +95,47 @@ func TestTwilioTakeoverLooksUpTheDeadWorkersAttempt(t *testing.T) {
 // about the takeover that sent nothing.
 func TestTwilioLostTakeoverKeepsTheLookupWindow(t *testing.T) {
 	t.Parallel()
+	b, fake, r, e := twilioDeadWorker(t, "twilio-lost-takeover")
+	b.lossy.LoseNext(ledgertest.OpTakeOver, 1)
+	b.process(t, r, dispatch.Retry) // the takeover's answer lost
+	b.clock.Advance(3 * time.Minute)
+	b.process(t, r, dispatch.Sent) // found by lookup
+	if got := fake.Count(e.Address, e.Body); got != 1 {
+		t.Fatalf("twilio holds %d messages, want 1: the lookup asked about the takeover, not the dead worker's attempt", got)
+	}
+}
+
+// twilioDeadWorker builds a sender over the real Twilio adapter and its
+// fake, then plays a worker that claims the request of event, sends it
+// through Twilio and dies before recording anything; the clock moves on
+// three minutes, past the claim's lease. It returns the bundle, the fake,
+// the request and the entry the worker claimed.
+func twilioDeadWorker(t *testing.T, event string) (*regBundle, *twiliotest.Server, notify.Request, ledger.Entry) {
+	t.Helper()
 	fake := twiliotest.New(t)
-	clock := ledgertest.NewClock(time.Now().UTC().Truncate(time.Millisecond))
-	fake.SetNow(clock.Now)
 	p, err := twilio.New(twilio.Config{BaseURL: fake.URL, AccountSID: fake.AccountSID, AuthToken: fake.AuthToken,
 		From: "+15550001111", Timeout: time.Second, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
-	mem := memledger.New(memledger.WithNow(clock.Now))
-	lossy := ledgertest.NewLossy(mem)
-	s, err := sender.New(sender.Config{
-		Ledger: lossy, Providers: map[string]provider.Adapter{"sms": p}, Renderer: rendertest.Examples(t, "acme"),
-		DeadLetters: discardDLQ{}, Logger: quiet,
-		ProviderTimeout: 2 * time.Second, ClaimTimeout: time.Minute, Settle: 2 * time.Minute, Now: clock.Now,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := req("twilio-lost-takeover")
+	b := regSetup(t, p)
+	fake.SetNow(b.clock.Now)
+	r := req(event)
 	msg, err := rendertest.Examples(t, r.TenantID).RenderRequest(t.Context(), r)
 	if err != nil {
 		t.Fatal(err)
 	}
 	e := ledger.Entry{Key: r.Key(), Tenant: r.TenantID, Channel: "sms", Class: string(r.Class), Provider: "twilio",
 		Template: r.Template, RecipientID: r.Recipient.ID, Address: r.Address(), Subject: msg.Subject, Body: msg.Body}
-	c, err := mem.Claim(context.Background(), e, time.Minute)
+	c, err := b.mem.Claim(context.Background(), e, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := p.Send(context.Background(), provider.Message{Key: e.Key, Channel: "sms", To: e.Address, Body: e.Body, AttemptedAt: c.AttemptedAt}); err != nil {
 		t.Fatal(err)
 	}
-	clock.Advance(3 * time.Minute)
-	lossy.LoseNext(ledgertest.OpTakeOver, 1)
-	if res := s.Process(context.Background(), r); res.Disposition != dispatch.Retry {
-		t.Fatalf("Process with the takeover's answer lost = %s (%s), want retry", res.Disposition, res.Reason)
-	}
-	clock.Advance(3 * time.Minute)
-	if res := s.Process(context.Background(), r); res.Disposition != dispatch.Sent {
-		t.Fatalf("Process = %s (%s), want sent (found by lookup)", res.Disposition, res.Reason)
-	}
-	if got := fake.Count(e.Address, e.Body); got != 1 {
-		t.Fatalf("twilio holds %d messages, want 1: the lookup asked about the takeover, not the dead worker's attempt", got)
-	}
+	b.clock.Advance(3 * time.Minute)
+	return b, fake, r, e
 }
 
 // TestOutageNeverAbandonsANeverSentMessage (defect 2): six minutes of 429s

@@ -94,11 +94,7 @@ func request(event string) notify.Request {
 
 func (b *bundle) state(t *testing.T, key string) ledger.Record {
 	t.Helper()
-	r, err := b.ledger.Get(context.Background(), key)
-	if err != nil {
-		t.Fatalf("Get %s: %v", key, err)
-	}
-	return r
+	return ledgertest.Row(t, b.ledger, key)
 }
 
 func TestProcess(t *testing.T) {

@@ -140,24 +140,14 @@ func (w *World) resume(t *task) {
 func (w *World) kill(wk *worker) {
 	wk.dead = true
 	w.workerEnded(wk)
-	keep := w.runnable[:0]
-	for _, t := range w.runnable {
+	freeze := func(t *task) bool {
 		if t.w == wk {
 			w.frozen = append(w.frozen, t)
-		} else {
-			keep = append(keep, t)
 		}
+		return t.w == wk
 	}
-	w.runnable = keep
-	keepT := w.timers[:0]
-	for _, t := range w.timers {
-		if t.w == wk {
-			w.frozen = append(w.frozen, t)
-		} else {
-			keepT = append(keepT, t)
-		}
-	}
-	w.timers = keepT
+	w.runnable = slices.DeleteFunc(w.runnable, freeze)
+	w.timers = slices.DeleteFunc(w.timers, freeze)
 }
 
 // start runs body as a new worker's invocation and waits until it parks

@@ -28,9 +28,9 @@ import (
 
 // The deployment the simulation runs: the template's defaults.
 const (
-	providerTimeout   = 5 * time.Second
+	providerTimeout   = decide.DefaultProviderTimeout
 	claimTimeout      = 60 * time.Second
-	settleTime        = 2 * time.Minute
+	settleTime        = decide.DefaultSettle
 	visibilityTimeout = 180 * time.Second
 	maxReceiveCount   = 5
 	// The sender's function timeout: the default, or a long one (the

@@ -1,7 +1,8 @@
 // Package testsupport holds the small fakes many sendonce tests share: a
 // clock that moves only when told to, a log sink safe for concurrent
-// writers, and a provider simulator served over HTTP for the length of a
-// test. Fakes of a provider adapter live in internal/provider/providertest.
+// writers, AWS SDK errors and a reader of what moto_server recorded, and a
+// provider simulator
+// served over HTTP for the length of a test. Fakes of a provider adapter live in internal/provider/providertest.
 //
 // The real components the tests run against (DynamoDB Local, moto_server,
 // the Lambda emulator) are reached through internal/testenv and
@@ -10,11 +11,16 @@ package testsupport
 
 import (
 	"bytes"
+	"encoding/json"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/aws/smithy-go"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
 
 	"github.com/sendonce/sendonce/internal/provider/simulator"
 )
@@ -83,6 +89,30 @@ func (b *Buffer) String() string {
 // Logger returns a JSON logger at level that writes into b.
 func (b *Buffer) Logger(level slog.Level) *slog.Logger {
 	return slog.New(slog.NewJSONHandler(b, &slog.HandlerOptions{Level: level}))
+}
+
+// AWSError returns the error an AWS SDK client returns for an answer of
+// HTTP status carrying error code and message.
+func AWSError(status int, code, message string) error {
+	return &smithyhttp.ResponseError{
+		Response: &smithyhttp.Response{Response: &http.Response{StatusCode: status}},
+		Err:      &smithy.GenericAPIError{Code: code, Message: message},
+	}
+}
+
+// MotoData decodes what moto_server at base URL moto has recorded (its
+// /moto-api/data.json: sent SMS, emails, ...) into v, and fails t when it
+// cannot.
+func MotoData(t testing.TB, moto string, v any) {
+	t.Helper()
+	resp, err := http.Get(moto + "/moto-api/data.json")
+	if err != nil {
+		t.Fatalf("read moto data: %v", err)
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+		t.Fatalf("decode moto data: %v", err)
+	}
 }
 
 // Simulator starts the provider simulator with opts behind an httptest

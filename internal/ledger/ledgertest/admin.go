@@ -150,13 +150,7 @@ func RunAdmin(t *testing.T, newLedger NewAdminLedgerFunc) {
 	})
 	t.Run("Abandoned", func(t *testing.T) {
 		b := setup(t)
-		var keys []string
-		for i := range 3 {
-			c := b.claim(fmt.Sprintf("ab%d", i), "user-1")
-			b.mark(c, ledger.Outcome{State: ledger.StateAbandoned, Reason: "policy"})
-			keys = append(keys, c.Key)
-			b.clock.Advance(time.Second)
-		}
+		keys := b.marked("ab", 3, ledger.Outcome{State: ledger.StateAbandoned, Reason: "policy"})
 		other := b.claim("sent", "user-1")
 		b.mark(other, ledger.Outcome{State: ledger.StateSent})
 		if got := b.abandoned(time.Time{}, 1); !slices.Equal(got, keys) {
@@ -225,12 +219,7 @@ func RunAdmin(t *testing.T, newLedger NewAdminLedgerFunc) {
 	})
 	t.Run("Failed", func(t *testing.T) {
 		b := setup(t)
-		var want []string
-		for i := range 3 {
-			c := b.claim(fmt.Sprintf("fl%d", i), "user-1")
-			b.mark(c, ledger.Outcome{State: ledger.StateFailed, Reason: "rejected"})
-			want = append(want, c.Key)
-		}
+		want := b.marked("fl", 3, ledger.Outcome{State: ledger.StateFailed, Reason: "rejected"})
 		s := b.claim("fl-sent", "user-1")
 		b.mark(s, ledger.Outcome{State: ledger.StateSent})
 		b.claim("fl-pending", "user-1")
@@ -281,13 +270,24 @@ func (b *adminBundle) mark(c ledger.Claim, o ledger.Outcome) {
 	}
 }
 
+// marked claims n keys for events prefix0, prefix1, ..., marks each with
+// o and advances the clock a second after each; it returns their keys in
+// that order.
+func (b *adminBundle) marked(prefix string, n int, o ledger.Outcome) []string {
+	b.t.Helper()
+	keys := make([]string, n)
+	for i := range n {
+		c := b.claim(fmt.Sprintf("%s%d", prefix, i), "user-1")
+		b.mark(c, o)
+		keys[i] = c.Key
+		b.clock.Advance(time.Second)
+	}
+	return keys
+}
+
 func (b *adminBundle) get(key string) ledger.Record {
 	b.t.Helper()
-	r, err := b.l.Get(b.ctx, key)
-	if err != nil {
-		b.t.Fatalf("Get: %v", err)
-	}
-	return r
+	return Row(b.t, b.l, key)
 }
 
 // attentionKeys lists every key in the attention index, due or not.

@@ -120,22 +120,10 @@ func (l *Ledger) page(ctx context.Context, op string, limit int, cur string, sel
 		limit = defaultLimit
 	}
 	now := l.clock()
-	type row struct {
-		sk string
-		r  ledger.Record
-	}
-	var rows []row
-	l.mu.Lock()
-	for _, r := range l.rows {
-		if expired(r, now) {
-			continue
-		}
-		if sk, ok := sel(r); ok && sk > after {
-			rows = append(rows, row{sk, r})
-		}
-	}
-	l.mu.Unlock()
-	sort.Slice(rows, func(i, j int) bool { return rows[i].sk < rows[j].sk })
+	rows := l.sorted(func(r ledger.Record) (string, bool) {
+		sk, ok := sel(r)
+		return sk, ok && sk > after && !expired(r, now)
+	})
 	var p ledger.AttentionPage
 	for i, r := range rows {
 		if i == limit {

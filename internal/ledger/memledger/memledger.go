@@ -107,7 +107,7 @@ func (l *Ledger) live(key string, now time.Time) (ledger.Record, bool) {
 // row when a live row holds the key, and the context's error (with the
 // claim it would have taken, as a lost answer) when ctx is done.
 func (l *Ledger) Claim(ctx context.Context, e ledger.Entry, lease time.Duration) (ledger.Claim, error) {
-	if err := checkClaim(e.Key, lease); err != nil {
+	if err := ledger.CheckClaim(e.Key, lease); err != nil {
 		return ledger.Claim{}, fmt.Errorf("memledger: claim %s: %w", e.Key, err)
 	}
 	now := l.clock()
@@ -141,7 +141,7 @@ func (l *Ledger) Claim(ctx context.Context, e ledger.Entry, lease time.Duration)
 // live row exists, and the context's error (with the claim it would have
 // taken, as a lost answer) when ctx is done.
 func (l *Ledger) TakeOver(ctx context.Context, cur ledger.Record, lease time.Duration) (ledger.Claim, error) {
-	if err := checkClaim(cur.Key, lease); err != nil {
+	if err := ledger.CheckClaim(cur.Key, lease); err != nil {
 		return ledger.Claim{}, fmt.Errorf("memledger: takeover %s: %w", cur.Key, err)
 	}
 	now := l.clock()
@@ -187,61 +187,62 @@ func (l *Ledger) Mark(ctx context.Context, c ledger.Claim, o ledger.Outcome) err
 	if !o.State.Final() && o.State != ledger.StateUncertain {
 		return fmt.Errorf("memledger: mark %s: outcome state %q: want SENT, FAILED, UNCERTAIN or ABANDONED", c.Key, o.State)
 	}
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("memledger: mark %s: %w", c.Key, err)
-	}
-	now := l.clock()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	r, err := l.held(c, now)
-	if err != nil {
-		return fmt.Errorf("memledger: mark %s: %w", c.Key, err)
-	}
-	r.State = o.State
-	r.Reason = o.Reason
-	if o.ProviderMessageID != "" {
-		r.ProviderMessageID = o.ProviderMessageID
-	}
-	r.Released = false
-	r.RetryAt = time.Time{}
-	r.UpdatedAt = now
-	r.ExpiresAt = l.expiry(now)
-	if o.State.Final() {
-		r.Address, r.Subject, r.Body = "", "", ""
-		r.HTML, r.Data = "", ""
-	}
-	l.rows[r.Key] = r
-	return nil
+	return l.update(ctx, "mark", c, func(r *ledger.Record, _ time.Time) bool {
+		r.State = o.State
+		r.Reason = o.Reason
+		if o.ProviderMessageID != "" {
+			r.ProviderMessageID = o.ProviderMessageID
+		}
+		r.Released = false
+		r.RetryAt = time.Time{}
+		if o.State.Final() {
+			r.Address, r.Subject, r.Body = "", "", ""
+			r.HTML, r.Data = "", ""
+		}
+		return true
+	})
 }
 
 // Release implements ledger.Ledger. It returns an error matching
 // ledger.ErrFencingLost when c does not hold a live PENDING row. Releasing
 // a claim that is already released changes nothing.
 func (l *Ledger) Release(ctx context.Context, c ledger.Claim, reason string, retryAt time.Time) error {
+	return l.update(ctx, "release", c, func(r *ledger.Record, now time.Time) bool {
+		if r.Released {
+			return false
+		}
+		r.Released = true
+		r.Releases++
+		r.Reason = reason
+		r.LeaseUntil = now
+		r.RetryAt = now
+		if retryAt.After(now) {
+			r.RetryAt = time.UnixMilli(retryAt.UnixMilli()).UTC()
+		}
+		return true
+	})
+}
+
+// update runs change on the row c holds, at the clock's now and under the
+// lock, and stores it, updated and its expiry refreshed, unless change
+// returns false. It returns an error matching ledger.ErrFencingLost when c
+// does not hold a live PENDING row.
+func (l *Ledger) update(ctx context.Context, op string, c ledger.Claim, change func(r *ledger.Record, now time.Time) bool) error {
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("memledger: release %s: %w", c.Key, err)
+		return fmt.Errorf("memledger: %s %s: %w", op, c.Key, err)
 	}
 	now := l.clock()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	r, err := l.held(c, now)
 	if err != nil {
-		return fmt.Errorf("memledger: release %s: %w", c.Key, err)
+		return fmt.Errorf("memledger: %s %s: %w", op, c.Key, err)
 	}
-	if r.Released {
-		return nil
+	if change(&r, now) {
+		r.UpdatedAt = now
+		r.ExpiresAt = l.expiry(now)
+		l.rows[r.Key] = r
 	}
-	r.Released = true
-	r.Releases++
-	r.Reason = reason
-	r.LeaseUntil = now
-	r.RetryAt = now
-	if retryAt.After(now) {
-		r.RetryAt = time.UnixMilli(retryAt.UnixMilli()).UTC()
-	}
-	r.UpdatedAt = now
-	r.ExpiresAt = l.expiry(now)
-	l.rows[r.Key] = r
 	return nil
 }
 
@@ -313,23 +314,10 @@ func (l *Ledger) Attention(ctx context.Context, q ledger.AttentionQuery) (ledger
 	now := l.clock()
 	bound := dueString(q.DueBefore)
 
-	type row struct {
-		sk string
-		r  ledger.Record
-	}
-	var rows []row
-	l.mu.Lock()
-	for k, r := range l.rows {
-		if !r.Indexed() || ledger.Shard(k) != q.Shard {
-			continue
-		}
-		if sk := sortKey(r); sk < bound && sk > after {
-			rows = append(rows, row{sk, r})
-		}
-	}
-	l.mu.Unlock()
-	sort.Slice(rows, func(i, j int) bool { return rows[i].sk < rows[j].sk })
-
+	rows := l.sorted(func(r ledger.Record) (string, bool) {
+		sk := sortKey(r)
+		return sk, r.Indexed() && ledger.Shard(r.Key) == q.Shard && sk < bound && sk > after
+	})
 	p := ledger.AttentionPage{Records: []ledger.Record{}}
 	for i, r := range rows {
 		if i == limit {
@@ -341,6 +329,27 @@ func (l *Ledger) Attention(ctx context.Context, q ledger.AttentionQuery) (ledger
 		}
 	}
 	return p, nil
+}
+
+// row is a record with the key it sorts by.
+type row struct {
+	sk string
+	r  ledger.Record
+}
+
+// sorted returns the rows sel selects, whether live or not, in the order
+// of the sort keys sel gives them.
+func (l *Ledger) sorted(sel func(ledger.Record) (string, bool)) []row {
+	var rows []row
+	l.mu.Lock()
+	for _, r := range l.rows {
+		if sk, ok := sel(r); ok {
+			rows = append(rows, row{sk, r})
+		}
+	}
+	l.mu.Unlock()
+	sort.Slice(rows, func(i, j int) bool { return rows[i].sk < rows[j].sk })
+	return rows
 }
 
 // ApplyDelivery implements ledger.Ledger. It returns an input error for a
@@ -372,16 +381,6 @@ func (l *Ledger) ApplyDelivery(ctx context.Context, key string, d ledger.Deliver
 	r.ExpiresAt = l.expiry(now)
 	l.rows[key] = r
 	return true, nil
-}
-
-func checkClaim(key string, lease time.Duration) error {
-	if key == "" {
-		return errors.New("empty key")
-	}
-	if lease <= 0 {
-		return fmt.Errorf("lease %v: must be positive", lease)
-	}
-	return nil
 }
 
 func checkDelivery(d ledger.Delivery) error {

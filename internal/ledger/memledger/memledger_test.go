@@ -9,9 +9,12 @@ import (
 	"github.com/sendonce/sendonce/internal/ledger/memledger"
 )
 
+// TestConformance runs both suites, the ledger's and the operator's
+// (ledgertest.RunAdmin), against memledger.
 func TestConformance(t *testing.T) {
 	t.Parallel()
-	ledgertest.Run(t, func(t *testing.T, now func() time.Time) ledger.Ledger {
+	ledgertest.Run(t, func(t *testing.T, now func() time.Time) ledger.Ledger { return memledger.New(memledger.WithNow(now)) })
+	ledgertest.RunAdmin(t, func(t *testing.T, now func() time.Time) ledgertest.AdminLedger {
 		return memledger.New(memledger.WithNow(now))
 	})
 }

@@ -37,7 +37,9 @@ type Service struct {
 	Provider string
 	// Service is the service's name in reasons, e.g. "SES".
 	Service string
-	// Codes classifies the service's documented error codes.
+	// Codes classifies the service's documented error codes; AWS's common
+	// codes (credentials, access, throttling, validation) are classified
+	// alike for every service unless Codes names them.
 	Codes map[string]Code
 	// DetailKnown appends the service's error message (redacted) to the
 	// reason of a Permanent error of a known code too, not only of an
@@ -51,11 +53,31 @@ type Service struct {
 	Maybe5xx string
 }
 
+// commonCodes classifies the error codes every AWS service answers with
+// the same meaning (AWS's common errors), unless a Service's Codes say
+// otherwise.
+var commonCodes = map[string]Code{
+	"ValidationException":   {provider.Permanent, "validation failed"},
+	"InvalidParameterValue": {provider.Permanent, "invalid parameter value"},
+	// Throttled: the service took nothing; retry later.
+	"ThrottlingException": {provider.Transient, "throttled"},
+	"Throttling":          {provider.Transient, "throttled"},
+	// The deployment is at fault: retried, alarmed, never FAILED.
+	"AccessDenied":                {provider.Config, "access denied"},
+	"AccessDeniedException":       {provider.Config, "access denied"},
+	"InvalidClientTokenId":        {provider.Config, "invalid AWS credentials"},
+	"UnrecognizedClientException": {provider.Config, "invalid AWS credentials"},
+	"SignatureDoesNotMatch":       {provider.Config, "AWS request signature does not match"},
+	"ExpiredToken":                {provider.Config, "AWS credentials expired"},
+	"ExpiredTokenException":       {provider.Config, "AWS credentials expired"},
+}
+
 // Classify translates an error of the service's send call into a
 // *provider.Error. to is the message's raw address; it is redacted out of
 // any text kept.
 //
-//   - a code in Codes: its kind and reason;
+//   - a code in Codes, or else one of AWS's common error codes: its kind
+//     and reason;
 //   - an unknown code: by HTTP status (429 Transient, 401/403 Config,
 //     other 4xx Permanent, 5xx Ambiguous: the service does not say whether
 //     it took the message, and it cannot drop a repeat);
@@ -68,6 +90,9 @@ func (s Service) Classify(err error, to string) *provider.Error {
 	if errors.As(err, &ae) {
 		pe.Code = ae.ErrorCode()
 		k, known := s.Codes[pe.Code]
+		if !known {
+			k, known = commonCodes[pe.Code]
+		}
 		if known {
 			pe.Kind, pe.Reason = k.Kind, k.Reason
 		} else {
@@ -109,25 +134,58 @@ func (s Service) byStatus(status int) (provider.Kind, string) {
 	}
 }
 
-// Send runs call, the adapter's one request for m, bounded by timeout when
-// it is above zero. On success it returns the message id call returned;
-// on failure the error classified by Classify, logged on log at warning
-// level with msg.
-func (s Service) Send(ctx context.Context, log *slog.Logger, timeout time.Duration, m provider.Message, msg string, call func(context.Context) (*string, error)) (provider.Receipt, error) {
-	if timeout > 0 {
+// Base is what an adapter over an AWS service shares: its Service, the
+// timeout of its one send call and its logger. Embedded in the adapter, it
+// gives it Name and Capabilities; the adapter's Send calls Send.
+type Base struct {
+	service Service
+	timeout time.Duration
+	log     *slog.Logger
+}
+
+// NewBase returns the Base of service s whose send call is bounded
+// by timeout when it is above zero and whose failures are logged on log
+// (nil: slog.Default()).
+func NewBase(s Service, timeout time.Duration, log *slog.Logger) Base {
+	if log == nil {
+		log = slog.Default()
+	}
+	return Base{service: s, timeout: timeout, log: log}
+}
+
+// Name returns the adapter's name, its Service's Provider.
+func (a Base) Name() string { return a.service.Provider }
+
+// Capabilities returns no idempotent sends and no lookup: the AWS services
+// sendonce sends through take no client idempotency key and cannot be
+// asked whether they sent a message.
+func (a Base) Capabilities() provider.Capabilities { return provider.Capabilities{} }
+
+// Send builds m's request with input and makes call with it, bounded by
+// the adapter's timeout; id picks the message id out of call's answer. An
+// error of input is returned as it is, and nothing is sent. An error of
+// call is classified by Service.Classify and logged at warning level with
+// msg.
+func Send[In, Out any](ctx context.Context, a Base, m provider.Message, msg string,
+	input func(provider.Message) (In, error), call func(context.Context, In) (Out, error), id func(Out) *string) (provider.Receipt, error) {
+	in, err := input(m)
+	if err != nil {
+		return provider.Receipt{}, err
+	}
+	if a.timeout > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, timeout)
+		ctx, cancel = context.WithTimeout(ctx, a.timeout)
 		defer cancel()
 	}
-	id, err := call(ctx)
+	out, err := call(ctx, in)
 	if err != nil {
-		perr := s.Classify(err, m.To)
-		log.WarnContext(ctx, msg,
-			"provider", s.Provider, "key", m.Key, "channel", m.Channel,
+		perr := a.service.Classify(err, m.To)
+		a.log.WarnContext(ctx, msg,
+			"provider", a.service.Provider, "key", m.Key, "channel", m.Channel,
 			"to", redact.Address(m.To), "kind", perr.Kind.String(), "code", perr.Code, "reason", perr.Reason)
 		return provider.Receipt{}, perr
 	}
-	return provider.Receipt{MessageID: aws.ToString(id)}, nil
+	return provider.Receipt{MessageID: aws.ToString(id(out))}, nil
 }
 
 func httpStatus(err error) int {

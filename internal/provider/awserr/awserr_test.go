@@ -4,22 +4,18 @@ import (
 	"context"
 	"errors"
 	"net"
-	"net/http"
 	"strings"
 	"testing"
 
 	"github.com/aws/smithy-go"
-	smithyhttp "github.com/aws/smithy-go/transport/http"
 
 	"github.com/sendonce/sendonce/internal/provider"
 	"github.com/sendonce/sendonce/internal/provider/awserr"
+	"github.com/sendonce/sendonce/internal/testsupport"
 )
 
 func respErr(status int, code string) error {
-	return &smithyhttp.ResponseError{
-		Response: &smithyhttp.Response{Response: &http.Response{StatusCode: status}},
-		Err:      &smithy.GenericAPIError{Code: code, Message: "address ana@example.com is bad"},
-	}
+	return testsupport.AWSError(status, code, "address ana@example.com is bad")
 }
 
 // TestClassify checks the rules every AWS adapter shares and the two

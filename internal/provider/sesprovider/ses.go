@@ -72,8 +72,8 @@ type Config struct {
 
 // Provider is the SES adapter. It implements provider.Adapter.
 type Provider struct {
+	awserr.Base
 	cfg Config
-	log *slog.Logger
 }
 
 // New returns an SES adapter. It returns an error when cfg.Client is nil
@@ -85,18 +85,8 @@ func New(cfg Config) (*Provider, error) {
 	if at := strings.LastIndexByte(cfg.From, '@'); at <= 0 || at == len(cfg.From)-1 || strings.ContainsAny(cfg.From, " \t\r\n<>") {
 		return nil, fmt.Errorf("sesprovider: new: From %q is not an email address", cfg.From)
 	}
-	log := cfg.Logger
-	if log == nil {
-		log = slog.Default()
-	}
-	return &Provider{cfg: cfg, log: log}, nil
+	return &Provider{Base: awserr.NewBase(service, cfg.Timeout, cfg.Logger), cfg: cfg}, nil
 }
-
-// Name returns "ses".
-func (p *Provider) Name() string { return Name }
-
-// Capabilities returns no idempotent sends and no lookup: SES has neither.
-func (p *Provider) Capabilities() provider.Capabilities { return provider.Capabilities{} }
 
 // noRetry turns the SDK's retries off for one call (see the package doc).
 func noRetry(o *sesv2.Options) { o.RetryMaxAttempts = 1 }
@@ -105,17 +95,11 @@ func noRetry(o *sesv2.Options) { o.RetryMaxAttempts = 1 }
 // *provider.Error classified by Classify. A message that is not email or
 // has no address is a Permanent error, and nothing is sent.
 func (p *Provider) Send(ctx context.Context, m provider.Message) (provider.Receipt, error) {
-	in, err := p.Input(m)
-	if err != nil {
-		return provider.Receipt{}, err
-	}
-	return service.Send(ctx, p.log, p.cfg.Timeout, m, "ses send failed", func(ctx context.Context) (*string, error) {
-		out, err := p.cfg.Client.SendEmail(ctx, in, noRetry)
-		if err != nil {
-			return nil, err
-		}
-		return out.MessageId, nil
-	})
+	return awserr.Send(ctx, p.Base, m, "ses send failed", p.Input,
+		func(ctx context.Context, in *sesv2.SendEmailInput) (*sesv2.SendEmailOutput, error) {
+			return p.cfg.Client.SendEmail(ctx, in, noRetry)
+		},
+		func(out *sesv2.SendEmailOutput) *string { return out.MessageId })
 }
 
 // Input builds the SendEmail call for m: Simple content with a text part,
@@ -153,48 +137,32 @@ func permanent(code, reason string) *provider.Error {
 }
 
 // codeKinds classifies SES's error codes: the SendEmail errors of the
-// SESv2 API reference (service/sesv2/types/errors.go) and AWS's common
-// error codes.
+// SESv2 API reference (service/sesv2/types/errors.go) and the common AWS
+// error codes SES gives its own meaning; awserr classifies the others.
 var codeKinds = map[string]awserr.Code{
 	// The message is at fault, or its sender is not a verified identity:
 	// SES refused it and sent nothing. FAILED.
 	"MessageRejected":                    {provider.Permanent, "rejected by SES"},
 	"MailFromDomainNotVerifiedException": {provider.Permanent, "sending domain is not verified"},
 	"BadRequestException":                {provider.Permanent, "invalid request"},
-	"ValidationException":                {provider.Permanent, "validation failed"},
-	"InvalidParameterValue":              {provider.Permanent, "invalid parameter value"},
 	// Throttling (sending rate or daily quota): SES took nothing; retry
 	// later (AWS: wait up to 10 minutes).
 	"TooManyRequestsException": {provider.Transient, "throttled"},
-	"ThrottlingException":      {provider.Transient, "throttled"},
-	"Throttling":               {provider.Transient, "throttled"},
 	"LimitExceededException":   {provider.Transient, "sending limit exceeded"},
 	"ServiceUnavailable":       {provider.Transient, "SES unavailable"},
 	// The deployment is at fault: retried, alarmed, never FAILED.
-	"AccountSuspendedException":   {provider.Config, "SES account suspended"},
-	"SendingPausedException":      {provider.Config, "SES sending paused for the account or configuration set"},
-	"NotFoundException":           {provider.Config, "configuration set not found"},
-	"AccessDeniedException":       {provider.Config, "access denied"},
-	"AccessDenied":                {provider.Config, "access denied"},
-	"UnrecognizedClientException": {provider.Config, "invalid AWS credentials"},
-	"InvalidClientTokenId":        {provider.Config, "invalid AWS credentials"},
-	"SignatureDoesNotMatch":       {provider.Config, "AWS request signature does not match"},
-	"ExpiredToken":                {provider.Config, "AWS credentials expired"},
-	"ExpiredTokenException":       {provider.Config, "AWS credentials expired"},
+	"AccountSuspendedException": {provider.Config, "SES account suspended"},
+	"SendingPausedException":    {provider.Config, "SES sending paused for the account or configuration set"},
+	"NotFoundException":         {provider.Config, "configuration set not found"},
 }
 
-// Classify translates an error from SendEmail into a *provider.Error. to
-// is the message's raw address; it is redacted out of any text kept.
-//
-//   - a known SES error code: the kind of codeKinds (Permanent for a
-//     rejected message or an unverified sender, Transient for throttling,
-//     Config for account, permission and credential problems);
-//   - an unknown code: by HTTP status (429 Transient, 401/403 Config,
-//     other 4xx Permanent; a 5xx is Ambiguous: SES does not say whether
-//     it accepted the message, and it cannot drop a repeat);
-//   - no answer: Transient when the connection was never made (dial or
-//     DNS failure: nothing was sent), otherwise Ambiguous (a timeout or
-//     reset after the request may have been written).
+// Classify translates an error from SendEmail into a *provider.Error by
+// the rules of awserr.Service.Classify, with SES's codes (codeKinds:
+// Permanent for a rejected message or an unverified sender, Transient for
+// throttling, Config for account problems). to is the message's raw
+// address; it is redacted out of any text kept. A 5xx is Ambiguous: SES
+// does not say whether it accepted the message, and it cannot drop a
+// repeat.
 func Classify(err error, to string) *provider.Error { return service.Classify(err, to) }
 
 // service classifies SES errors: Classify's rules, SES's words.

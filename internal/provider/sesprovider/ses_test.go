@@ -2,13 +2,11 @@ package sesprovider_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -18,11 +16,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sesv2"
 	"github.com/aws/aws-sdk-go-v2/service/sesv2/types"
 	"github.com/aws/smithy-go"
-	smithyhttp "github.com/aws/smithy-go/transport/http"
 
 	"github.com/sendonce/sendonce/internal/provider"
 	"github.com/sendonce/sendonce/internal/provider/sesprovider"
 	"github.com/sendonce/sendonce/internal/testenv"
+	"github.com/sendonce/sendonce/internal/testsupport"
 )
 
 var quiet = slog.New(slog.DiscardHandler)
@@ -30,10 +28,7 @@ var quiet = slog.New(slog.DiscardHandler)
 func TestClassify(t *testing.T) {
 	t.Parallel()
 	respErr := func(status int, code string) error {
-		return &smithyhttp.ResponseError{
-			Response: &smithyhttp.Response{Response: &http.Response{StatusCode: status}},
-			Err:      &smithy.GenericAPIError{Code: code, Message: "address ana@example.com is bad"},
-		}
+		return testsupport.AWSError(status, code, "address ana@example.com is bad")
 	}
 	tests := []struct {
 		name string
@@ -169,19 +164,12 @@ type motoMessage struct {
 // sent returns the emails moto recorded from m.from.
 func (m moto) sent(t *testing.T) []motoMessage {
 	t.Helper()
-	resp, err := http.Get(m.url + "/moto-api/data.json")
-	if err != nil {
-		t.Fatalf("read moto data: %v", err)
-	}
-	defer resp.Body.Close()
 	var data struct {
 		SES struct {
 			Message []motoMessage `json:"Message"`
 		} `json:"ses"`
 	}
-	if err := json.NewDecoder(resp.Body).Decode(&data); err != nil {
-		t.Fatalf("decode moto data: %v", err)
-	}
+	testsupport.MotoData(t, m.url, &data)
 	var out []motoMessage
 	for _, msg := range data.SES.Message {
 		if msg.Source == m.from {

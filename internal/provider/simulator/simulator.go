@@ -437,30 +437,8 @@ func (s *Simulator) handleSend(w http.ResponseWriter, r *http.Request) {
 	key := r.Header.Get("Idempotency-Key")
 
 	f, faulted := s.pickFault(OpSend, req.Reference, key, req.To)
-	if faulted {
-		switch f.Kind {
-		case FaultStatus:
-			s.logOutcome("fault", req, key, f.Kind)
-			writeFault(w, f.Status)
-			return
-		case FaultLatency:
-			if !s.sleep(r.Context(), f.Delay) {
-				s.abandon(w)
-				return
-			}
-		case FaultTimeoutBeforeAccept:
-			s.logOutcome("fault", req, key, f.Kind)
-			if s.hang(r, f) {
-				writeError(w, http.StatusGatewayTimeout, "simulated timeout")
-			} else {
-				s.abandon(w)
-			}
-			return
-		case FaultResetBeforeAccept:
-			s.logOutcome("fault", req, key, f.Kind)
-			reset(w)
-			return
-		}
+	if faulted && s.beforeAccept(w, r, f, func() { s.logOutcome("fault", req, key, f.Kind) }) {
+		return
 	}
 
 	rec, status, conflict := s.accept(req, key, faulted && f.Kind == FaultUndeliverable)
@@ -559,27 +537,8 @@ func (s *Simulator) handleLookup(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "reference is required")
 		return
 	}
-	if f, ok := s.pickFault(OpLookup, ref, ref, ""); ok {
-		switch f.Kind {
-		case FaultStatus:
-			writeFault(w, f.Status)
-			return
-		case FaultLatency:
-			if !s.sleep(r.Context(), f.Delay) {
-				s.abandon(w)
-				return
-			}
-		case FaultTimeoutBeforeAccept:
-			if s.hang(r, f) {
-				writeError(w, http.StatusGatewayTimeout, "simulated timeout")
-			} else {
-				s.abandon(w)
-			}
-			return
-		case FaultResetBeforeAccept:
-			reset(w)
-			return
-		}
+	if f, ok := s.pickFault(OpLookup, ref, ref, ""); ok && s.beforeAccept(w, r, f, func() {}) {
+		return
 	}
 	s.mu.Lock()
 	resp := httpprovider.LookupResponse{Messages: []httpprovider.MessageInfo{}}
@@ -588,6 +547,36 @@ func (s *Simulator) handleLookup(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Unlock()
 	writeJSON(w, http.StatusOK, resp)
+}
+
+// beforeAccept plays the part of fault f that comes before the request is
+// taken: a status, a delay, a hang or a reset. It reports whether that
+// ended the response; logFault is called first for each fault that ends it
+// other than an abandoned delay.
+func (s *Simulator) beforeAccept(w http.ResponseWriter, r *http.Request, f Fault, logFault func()) bool {
+	switch f.Kind {
+	case FaultStatus:
+		logFault()
+		writeFault(w, f.Status)
+	case FaultLatency:
+		if s.sleep(r.Context(), f.Delay) {
+			return false
+		}
+		s.abandon(w)
+	case FaultTimeoutBeforeAccept:
+		logFault()
+		if s.hang(r, f) {
+			writeError(w, http.StatusGatewayTimeout, "simulated timeout")
+		} else {
+			s.abandon(w)
+		}
+	case FaultResetBeforeAccept:
+		logFault()
+		reset(w)
+	default:
+		return false
+	}
+	return true
 }
 
 func (s *Simulator) badRequest(w http.ResponseWriter, status int, msg string) {

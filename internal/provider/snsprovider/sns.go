@@ -76,8 +76,8 @@ type Config struct {
 
 // Provider is the SNS adapter. It implements provider.Adapter.
 type Provider struct {
+	awserr.Base
 	cfg Config
-	log *slog.Logger
 }
 
 // New returns an SNS adapter. It returns an error when cfg.Client is nil.
@@ -85,18 +85,8 @@ func New(cfg Config) (*Provider, error) {
 	if cfg.Client == nil {
 		return nil, errors.New("snsprovider: new: no SNS client")
 	}
-	log := cfg.Logger
-	if log == nil {
-		log = slog.Default()
-	}
-	return &Provider{cfg: cfg, log: log}, nil
+	return &Provider{Base: awserr.NewBase(service, cfg.Timeout, cfg.Logger), cfg: cfg}, nil
 }
-
-// Name returns "sns".
-func (p *Provider) Name() string { return Name }
-
-// Capabilities returns no idempotent sends and no lookup: SNS has neither.
-func (p *Provider) Capabilities() provider.Capabilities { return provider.Capabilities{} }
 
 // noRetry turns the SDK's retries off for one call (see the package doc).
 func noRetry(o *sns.Options) { o.RetryMaxAttempts = 1 }
@@ -105,17 +95,11 @@ func noRetry(o *sns.Options) { o.RetryMaxAttempts = 1 }
 // classified by Classify. A channel the adapter cannot serve (email with
 // no topic, an unknown channel) is a Permanent error.
 func (p *Provider) Send(ctx context.Context, m provider.Message) (provider.Receipt, error) {
-	in, err := p.input(m)
-	if err != nil {
-		return provider.Receipt{}, err
-	}
-	return service.Send(ctx, p.log, p.cfg.Timeout, m, "sns publish failed", func(ctx context.Context) (*string, error) {
-		out, err := p.cfg.Client.Publish(ctx, in, noRetry)
-		if err != nil {
-			return nil, err
-		}
-		return out.MessageId, nil
-	})
+	return awserr.Send(ctx, p.Base, m, "sns publish failed", p.input,
+		func(ctx context.Context, in *sns.PublishInput) (*sns.PublishOutput, error) {
+			return p.cfg.Client.Publish(ctx, in, noRetry)
+		},
+		func(out *sns.PublishOutput) *string { return out.MessageId })
 }
 
 // input builds the Publish call for m.
@@ -218,13 +202,12 @@ func pushMessage(m provider.Message) (string, error) {
 }
 
 // codeKinds classifies SNS's error codes (the ErrorCode of the SDK's
-// types in service/sns/types/errors.go and the common AWS error codes).
+// types in service/sns/types/errors.go, and the common AWS error codes
+// SNS gives its own meaning; awserr classifies the others).
 var codeKinds = map[string]awserr.Code{
 	// The message is at fault: FAILED.
 	"InvalidParameter":            {provider.Permanent, "invalid parameter"},
 	"ParameterValueInvalid":       {provider.Permanent, "invalid parameter value"},
-	"InvalidParameterValue":       {provider.Permanent, "invalid parameter value"},
-	"ValidationException":         {provider.Permanent, "validation failed"},
 	"EndpointDisabled":            {provider.Permanent, "push endpoint is disabled"},
 	"OptedOut":                    {provider.Permanent, "recipient opted out"},
 	"NotFound":                    {provider.Permanent, "target not found"},
@@ -233,11 +216,9 @@ var codeKinds = map[string]awserr.Code{
 	"UserError":                   {provider.Permanent, "rejected by SNS"},
 	// SNS documents that it did not take it (the request was refused
 	// before processing): retry later.
-	"Throttled":           {provider.Transient, "throttled"},
-	"ThrottlingException": {provider.Transient, "throttled"},
-	"Throttling":          {provider.Transient, "throttled"},
-	"KMSThrottling":       {provider.Transient, "KMS throttled"},
-	"ConcurrentAccess":    {provider.Transient, "concurrent access"},
+	"Throttled":        {provider.Transient, "throttled"},
+	"KMSThrottling":    {provider.Transient, "KMS throttled"},
+	"ConcurrentAccess": {provider.Transient, "concurrent access"},
 	// SNS failed while processing: it documents nothing about whether the
 	// message was published, and it cannot drop a repeat, so a retry may
 	// duplicate it.
@@ -245,36 +226,23 @@ var codeKinds = map[string]awserr.Code{
 	"InternalFailure":    {provider.Ambiguous, "SNS internal failure: the message may have been published"},
 	"ServiceUnavailable": {provider.Ambiguous, "SNS unavailable: the message may have been published"},
 	// The deployment is at fault: retried, alarmed, never FAILED.
-	"AuthorizationError":          {provider.Config, "not authorized to publish"},
-	"AccessDenied":                {provider.Config, "access denied"},
-	"AccessDeniedException":       {provider.Config, "access denied"},
-	"InvalidClientTokenId":        {provider.Config, "invalid AWS credentials"},
-	"UnrecognizedClientException": {provider.Config, "invalid AWS credentials"},
-	"SignatureDoesNotMatch":       {provider.Config, "AWS request signature does not match"},
-	"ExpiredToken":                {provider.Config, "AWS credentials expired"},
-	"ExpiredTokenException":       {provider.Config, "AWS credentials expired"},
-	"InvalidSecurity":             {provider.Config, "request must use HTTPS and SigV4"},
-	"KMSAccessDenied":             {provider.Config, "KMS access denied"},
-	"KMSDisabled":                 {provider.Config, "KMS key disabled"},
-	"KMSInvalidState":             {provider.Config, "KMS key in invalid state"},
-	"KMSNotFound":                 {provider.Config, "KMS key not found"},
-	"KMSOptInRequired":            {provider.Config, "KMS opt-in required"},
-	"InvalidState":                {provider.Config, "SNS resource in invalid state"},
-	"VerificationException":       {provider.Config, "origination identity not verified"},
+	"AuthorizationError":    {provider.Config, "not authorized to publish"},
+	"InvalidSecurity":       {provider.Config, "request must use HTTPS and SigV4"},
+	"KMSAccessDenied":       {provider.Config, "KMS access denied"},
+	"KMSDisabled":           {provider.Config, "KMS key disabled"},
+	"KMSInvalidState":       {provider.Config, "KMS key in invalid state"},
+	"KMSNotFound":           {provider.Config, "KMS key not found"},
+	"KMSOptInRequired":      {provider.Config, "KMS opt-in required"},
+	"InvalidState":          {provider.Config, "SNS resource in invalid state"},
+	"VerificationException": {provider.Config, "origination identity not verified"},
 }
 
-// Classify translates an error from Publish into a *provider.Error.
-// to is the message's raw address; it is redacted out of any text kept.
-//
-//   - a known SNS error code: the kind of codeKinds (Permanent for a bad
-//     message, Transient for throttling, Ambiguous for internal errors and
-//     unavailability: SNS cannot drop a repeat and does not say whether
-//     it published, Config for credentials, permissions and KMS);
-//   - an unknown code: by HTTP status (4xx Permanent, 429 Transient, 5xx
-//     Ambiguous: the request may have been processed);
-//   - no answer: Transient when the connection was never made (dial or
-//     DNS failure: nothing was sent), otherwise Ambiguous (a timeout or
-//     reset after the request may have been written).
+// Classify translates an error from Publish into a *provider.Error by the
+// rules of awserr.Service.Classify, with SNS's codes (codeKinds: Permanent
+// for a bad message, Transient for throttling, Ambiguous for internal
+// errors and unavailability, since SNS cannot drop a repeat and does not
+// say whether it published, Config for permissions and KMS). to is the
+// message's raw address; it is redacted out of any text kept.
 func Classify(err error, to string) *provider.Error { return service.Classify(err, to) }
 
 // service classifies SNS errors: Classify's rules, SNS's words.

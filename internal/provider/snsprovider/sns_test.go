@@ -25,15 +25,13 @@ import (
 	"github.com/sendonce/sendonce/internal/provider"
 	"github.com/sendonce/sendonce/internal/provider/snsprovider"
 	"github.com/sendonce/sendonce/internal/testenv"
+	"github.com/sendonce/sendonce/internal/testsupport"
 )
 
 func TestClassify(t *testing.T) {
 	t.Parallel()
 	respErr := func(status int, code string) error {
-		return &smithyhttp.ResponseError{
-			Response: &smithyhttp.Response{Response: &http.Response{StatusCode: status}},
-			Err:      &smithy.GenericAPIError{Code: code, Message: "number +15551234567 is bad"},
-		}
+		return testsupport.AWSError(status, code, "number +15551234567 is bad")
 	}
 	tests := []struct {
 		name string
@@ -147,11 +145,6 @@ func motoSMS(t *testing.T, moto string) []struct {
 	MessageID   string `json:"message_id"`
 } {
 	t.Helper()
-	resp, err := http.Get(moto + "/moto-api/data.json")
-	if err != nil {
-		t.Fatalf("read moto data: %v", err)
-	}
-	defer resp.Body.Close()
 	var data struct {
 		SNS struct {
 			SMS []struct {
@@ -161,9 +154,7 @@ func motoSMS(t *testing.T, moto string) []struct {
 			} `json:"SMS"`
 		} `json:"sns"`
 	}
-	if err := json.NewDecoder(resp.Body).Decode(&data); err != nil {
-		t.Fatalf("decode moto data: %v", err)
-	}
+	testsupport.MotoData(t, moto, &data)
 	return data.SNS.SMS
 }
 

@@ -26,6 +26,16 @@ type bundle struct {
 	logs *testsupport.Buffer
 }
 
+// send sends m and fails t on error.
+func (b bundle) send(t *testing.T, m provider.Message) provider.Receipt {
+	t.Helper()
+	rc, err := b.p.Send(t.Context(), m)
+	if err != nil {
+		t.Fatalf("Send(%s): %v", m.Key, err)
+	}
+	return rc
+}
+
 func setup(t *testing.T, mod ...func(*twilio.Config)) bundle {
 	t.Helper()
 	fake := twiliotest.New(t)
@@ -173,10 +183,7 @@ func TestLookup(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		m := msg("v1_f", "Your order shipped")
-		rc, err := b.p.Send(ctx, m)
-		if err != nil {
-			t.Fatal(err)
-		}
+		rc := b.send(t, m)
 		res, err := b.p.Lookup(ctx, m)
 		if err != nil || res.Status != provider.LookupAccepted || res.MessageID != rc.MessageID {
 			t.Errorf("Lookup = %+v, %v; want accepted %s", res, err, rc.MessageID)
@@ -199,9 +206,7 @@ func TestLookup(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		other := msg("v1_other", "another text")
-		if _, err := b.p.Send(ctx, other); err != nil {
-			t.Fatal(err)
-		}
+		b.send(t, other)
 		res, err := b.p.Lookup(ctx, msg("v1_nf", "never sent"))
 		if err != nil || res.Status != provider.LookupNotFound {
 			t.Errorf("Lookup = %+v, %v; want not found", res, err)
@@ -212,9 +217,7 @@ func TestLookup(t *testing.T) {
 		b := setup(t)
 		b.fake.SetNow(func() time.Time { return time.Now().Add(-10 * time.Minute) })
 		m := msg("v1_old", "same text")
-		if _, err := b.p.Send(ctx, m); err != nil {
-			t.Fatal(err)
-		}
+		b.send(t, m)
 		m.AttemptedAt = time.Now()
 		res, err := b.p.Lookup(ctx, m)
 		if err != nil || res.Status != provider.LookupNotFound {
@@ -225,10 +228,7 @@ func TestLookup(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		m := msg("v1_fail", "will fail")
-		rc, err := b.p.Send(ctx, m)
-		if err != nil {
-			t.Fatal(err)
-		}
+		rc := b.send(t, m)
 		b.fake.SetStatus(rc.MessageID, "undelivered", 30007)
 		res, err := b.p.Lookup(ctx, m)
 		if err != nil || res.Status != provider.LookupRejected || res.Reason != "twilio status undelivered (error 30007)" {
@@ -239,9 +239,7 @@ func TestLookup(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		m := msg("v1_page", "the one")
-		if _, err := b.p.Send(ctx, m); err != nil {
-			t.Fatal(err)
-		}
+		b.send(t, m)
 		for i := range 150 { // newer messages push ours to the second page
 			if _, err := b.p.Send(ctx, msg("v1_n", "filler "+url.QueryEscape(string(rune('a'+i%26))))); err != nil {
 				t.Fatal(err)
