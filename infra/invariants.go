@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/sendonce/sendonce/internal/decide"
@@ -143,11 +142,11 @@ func (inv Invariant) Check(p Values) error {
 		return in.err
 	}
 	if have < need {
-		var vals []string
+		vals := ""
 		for _, name := range inv.Params {
-			vals = append(vals, name+"="+p[name])
+			vals += name + "=" + p[name] + " "
 		}
-		return fmt.Errorf("%w: %s: %s: %v < %v", ErrInvariant, strings.Join(vals, " "), inv.Rule, have, need)
+		return fmt.Errorf("%w: %s: %s: %v < %v", ErrInvariant, vals[:len(vals)-1], inv.Rule, have, need)
 	}
 	return nil
 }
