@@ -1,22 +1,27 @@
 // Package infra checks the properties of template.yaml, the project's AWS
 // SAM template, that no tool checks: the arithmetic invariants between its
 // parameters (queue visibility, function and provider timeouts, claim
-// lease, redelivery, retention and the reconciler's maximum age), evaluated
-// at the extremes of each parameter's allowed range, since CloudFormation
-// Rules cannot do arithmetic; the ledger table against package
-// tableschema; and each function's IAM grants against FunctionGrants.
+// lease, redelivery, retention and the reconciler's maximum age),
+// evaluated at the extremes of each parameter's allowed range against the
+// template's Rules, since CloudFormation Rules cannot do arithmetic; and
+// the ledger table against package tableschema, with and without the
+// event index.
 //
-// The template's structure (partial batch failures, arm64 functions, IAM
-// wildcards, permissions boundaries, parameter descriptions, gradual
-// deployment, the redaction key, one table name) is checked by cfn-lint
-// with this repository's rules in scripts/cfnlint_rules (make lint).
+// Everything else about the template is checked by cfn-lint with this
+// repository's rules in scripts/cfnlint_rules (make lint): which property
+// each of these parameters sets (E9110), each function's IAM grants
+// (E9111, and cfn-lint's own W3037 for nonexistent actions), partial
+// batch failures, platform, wildcards, permissions boundaries, parameter
+// documentation, gradual deployment, the redaction key and the one table.
 //
 // Load reads the template with CloudFormation's short-form tags (!Ref,
 // !Sub, ...) in their long form ({"Ref": ...}, {"Fn::Sub": ...}).
 package infra
 
 import (
+	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"strconv"
@@ -83,46 +88,9 @@ func longForm(n *yaml.Node) {
 	*n = yaml.Node{Kind: yaml.MappingNode, Content: []*yaml.Node{{Kind: yaml.ScalarNode, Value: key}, &arg}}
 }
 
-// Logical ids of the template's resources that the checks read.
-const (
-	SenderFunction     = "SenderFunction"
-	ReconcilerFunction = "ReconcilerFunction"
-	functionType       = "AWS::Serverless::Function"
-)
-
 func mapOf(v any) map[string]any {
 	m, _ := v.(map[string]any)
 	return m
-}
-
-func props(r map[string]any) map[string]any { return mapOf(r["Properties"]) }
-
-// functionNames returns the template's functions, sorted.
-func (t *Template) functionNames() []string {
-	var out []string
-	for name, r := range t.Resources {
-		if r["Type"] == functionType {
-			out = append(out, name)
-		}
-	}
-	slices.Sort(out)
-	return out
-}
-
-// env returns environment variable name of function fn (unevaluated).
-func (t *Template) env(fn, name string) (any, bool) {
-	v, ok := mapOf(mapOf(props(t.Resources[fn])["Environment"])["Variables"])[name]
-	return v, ok
-}
-
-// getAttTarget returns the resource named by {"Fn::GetAtt": [name, attr]}.
-func getAttTarget(v any, attr string) (string, bool) {
-	args, _ := mapOf(v)["Fn::GetAtt"].([]any)
-	if len(args) != 2 || args[1] != attr {
-		return "", false
-	}
-	name, ok := args[0].(string)
-	return name, ok && name != ""
 }
 
 // scalar returns the CloudFormation string form of a literal scalar.
@@ -157,9 +125,9 @@ func (t *Template) Defaults() Values {
 
 // With returns a copy of v with name set to value.
 func (v Values) With(name, value string) Values {
-	c := make(Values, len(v)+1)
-	for k, x := range v {
-		c[k] = x
+	c := maps.Clone(v)
+	if c == nil {
+		c = Values{}
 	}
 	c[name] = value
 	return c
@@ -184,4 +152,123 @@ func (t *Template) Extremes(name string) []string {
 		}
 	}
 	return out
+}
+
+// combinations returns the defaults with names set to each combination of
+// their extremes.
+func (t *Template) combinations(names []string) []Values {
+	out := []Values{t.Defaults()}
+	for _, name := range names {
+		var next []Values
+		for _, p := range out {
+			for _, v := range t.Extremes(name) {
+				next = append(next, p.With(name, v))
+			}
+		}
+		out = next
+	}
+	return out
+}
+
+// ErrUnresolved is matched (errors.Is) by an evaluation error: a value
+// that is neither a literal nor a parameter with a value, a condition or
+// rule that uses another function than Fn::Equals, Fn::Not, Fn::And,
+// Fn::Or, Fn::Contains and Condition, or a parameter an invariant reads
+// that is not an integer.
+var ErrUnresolved = errors.New("infra: cannot resolve")
+
+// maxDepth bounds how deeply conditions nest (a condition naming itself).
+const maxDepth = 64
+
+// eval evaluates the template's conditions and Rules with parameter
+// values p.
+type eval struct {
+	t     *Template
+	p     Values
+	depth int
+}
+
+// str resolves v, a literal or a {"Ref": parameter}, to a string.
+func (e *eval) str(v any) (string, error) {
+	if s, ok := scalar(v); ok {
+		return s, nil
+	}
+	m := mapOf(v)
+	name, _ := m["Ref"].(string)
+	if s, ok := e.p[name]; ok && len(m) == 1 && e.t.Parameters[name] != nil {
+		return s, nil
+	}
+	return "", fmt.Errorf("%w: %v", ErrUnresolved, v)
+}
+
+// cond evaluates a condition or rule assertion.
+func (e *eval) cond(v any) (bool, error) {
+	defer func() { e.depth-- }()
+	if e.depth++; e.depth > maxDepth {
+		return false, fmt.Errorf("%w: nested more than %d deep", ErrUnresolved, maxDepth)
+	}
+	m := mapOf(v)
+	for fn, arg := range m {
+		args, _ := arg.([]any)
+		switch {
+		case len(m) != 1:
+		case fn == "Condition":
+			name, _ := arg.(string)
+			if c, ok := e.t.Conditions[name]; ok {
+				return e.cond(c)
+			}
+		case fn == "Fn::Not" && len(args) == 1:
+			b, err := e.cond(args[0])
+			return !b, err
+		case (fn == "Fn::And" || fn == "Fn::Or") && len(args) > 0:
+			for _, a := range args {
+				if b, err := e.cond(a); err != nil || b == (fn == "Fn::Or") {
+					return b, err
+				}
+			}
+			return fn == "Fn::And", nil
+		case fn == "Fn::Equals" && len(args) == 2:
+			a, err := e.str(args[0])
+			if err != nil {
+				return false, err
+			}
+			b, err := e.str(args[1])
+			return a == b, err
+		case fn == "Fn::Contains" && len(args) == 2:
+			list, _ := args[0].([]any)
+			b, err := e.str(args[1])
+			return slices.Contains(list, any(b)), err
+		}
+	}
+	return false, fmt.Errorf("%w: %v is not a condition", ErrUnresolved, v)
+}
+
+// Violations returns the template Rules that reject parameter values p,
+// sorted: none when CloudFormation would accept them.
+func (t *Template) Violations(p Values) ([]string, error) {
+	e := &eval{t: t, p: p}
+	var out []string
+	for _, name := range slices.Sorted(maps.Keys(t.Rules)) {
+		rule := t.Rules[name]
+		if c, ok := rule["RuleCondition"]; ok {
+			applies, err := e.cond(c)
+			if err != nil {
+				return nil, fmt.Errorf("rule %s: %w", name, err)
+			}
+			if !applies {
+				continue
+			}
+		}
+		asserts, _ := rule["Assertions"].([]any)
+		for _, a := range asserts {
+			ok, err := e.cond(mapOf(a)["Assert"])
+			if err != nil {
+				return nil, fmt.Errorf("rule %s: %w", name, err)
+			}
+			if !ok && !slices.Contains(out, name) {
+				out = append(out, name)
+			}
+		}
+	}
+	return out, nil
 }

@@ -87,18 +87,21 @@ check_gofmt() {
 	fi
 }
 
-# lint_template [TEMPLATE] runs cfn-lint, with this repository's rules
-# (scripts/cfnlint_rules), on TEMPLATE (template.yaml), then translates it
-# with the SAM translator (the CloudFormation `sam deploy` submits) and lints
-# that too: on a SAM template cfn-lint skips its unknown-IAM-action (W3037)
-# and unused-parameter (W2001) checks.
+# lint_template [TEMPLATE] translates TEMPLATE (template.yaml) with the
+# SAM translator (the CloudFormation `sam deploy` submits) and runs
+# cfn-lint, with this repository's rules (scripts/cfnlint_rules), on both
+# in one run: on a SAM template cfn-lint skips its unknown-IAM-action
+# (W3037) and unused-parameter (W2001) checks. It fails when either does.
 lint_template() {
 	local tpl=${1:-template.yaml} out
 	out=.build/$(basename "$tpl" .yaml).translated.json
-	cfn-lint "$tpl" --append-rules scripts/cfnlint_rules || return
 	mkdir -p .build
-	python3 scripts/sam-translate.py "$tpl" >"$out" || { echo "sam-translate: $tpl does not translate (samtranslator ships with cfn-lint: pip install cfn-lint)"; return 1; }
-	cfn-lint "$out"
+	if ! python3 scripts/sam-translate.py "$tpl" >"$out"; then
+		echo "sam-translate: $tpl does not translate (samtranslator ships with cfn-lint: pip install cfn-lint)"
+		cfn-lint "$tpl" --append-rules scripts/cfnlint_rules
+		return 1
+	fi
+	cfn-lint "$tpl" "$out" --append-rules scripts/cfnlint_rules
 }
 
 # has_go_pkg DIR: true when DIR holds a Go package (a non-test .go file).

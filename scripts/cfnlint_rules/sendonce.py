@@ -1,18 +1,35 @@
 """sendonce's cfn-lint rules: properties of template.yaml that no built-in
 rule checks. cfn-lint applies them to the template after the SAM
-transform, so they read the CloudFormation that `sam deploy` submits.
+transform, so they read the CloudFormation that `sam deploy` submits
+(E9111 also reads the SAM template itself, for what the transform drops).
 
     cfn-lint --append-rules scripts/cfnlint_rules template.yaml   # make lint
 
-The arithmetic between parameters, the table schema and each function's
-IAM grants are checked by the Go tests in infra/; the negative tests of
-these rules are in scripts/test_cfnlint_rules.py.
+The arithmetic between parameters and the table schema are checked by the
+Go tests in infra/; the negative tests of these rules are in
+scripts/test_cfnlint_rules.py.
 """
+from cfnlint.decode import decode
 from cfnlint.rules import CloudFormationLintRule, RuleMatch
 
 ROLLBACK_ALARMS = ["FencingLostAlarm", "UncertainAttemptsAlarm"]
 SENDER_ALARMS = {"SenderFunction": ["SenderErrorsAlarm"]}
 REDACT_KEY = {"Ref": "RedactKeySecret"}
+FUNCTION = "AWS::Lambda::Function"
+
+
+def rule(rule_id, shortdesc):
+    """Makes check(cfn), which yields (path, message) pairs, the cfn-lint
+    rule rule_id, described by its docstring; the class keeps check for the
+    negative tests."""
+    def make(check):
+        return type(check.__name__, (CloudFormationLintRule,), {
+            "id": rule_id, "shortdesc": shortdesc, "description": " ".join(check.__doc__.split()), "tags": ["sendonce"],
+            "source_url": "https://github.com/sendonce/sendonce/blob/main/scripts/cfnlint_rules/sendonce.py",
+            "check": staticmethod(check),
+            "match": lambda self, cfn: [RuleMatch(path, msg) for path, msg in check(cfn)],
+        })
+    return make
 
 
 def resources(cfn, *types):
@@ -39,15 +56,22 @@ def strings(v):
     return [s for s in branches(v) if isinstance(s, str)]
 
 
+def allows(docs):
+    """The Allow statements of the policy documents, through Fn::If."""
+    return [st for doc in docs for st in branches((doc or {}).get("Statement", []))
+            if isinstance(st, dict) and st.get("Effect") == "Allow"]
+
+
 def statements(cfn):
     """Yields (path, statement) of every Allow statement of the template's
-    IAM roles and policies, from both branches of every Fn::If."""
+    IAM roles and policies."""
     for name, res, props in resources(cfn, "AWS::IAM::Role", "AWS::IAM::Policy", "AWS::IAM::ManagedPolicy"):
-        docs = [p.get("PolicyDocument", {}) for p in props.get("Policies", [])] if res["Type"] == "AWS::IAM::Role" else [props.get("PolicyDocument", {})]
-        for doc in docs:
-            for st in branches(doc.get("Statement", [])):
-                if isinstance(st, dict) and st.get("Effect") == "Allow":
-                    yield ["Resources", name], st
+        for st in allows(role_docs(props) if res["Type"] == "AWS::IAM::Role" else [props.get("PolicyDocument")]):
+            yield ["Resources", name], st
+
+
+def role_docs(props):
+    return [p.get("PolicyDocument") for p in props.get("Policies") or []]
 
 
 def get_att(v, attr="Arn"):
@@ -56,214 +80,325 @@ def get_att(v, attr="Arn"):
     return args[0] if isinstance(args, list) and len(args) == 2 and args[1] == attr else None
 
 
-class _Check:
-    """match() as RuleMatches of check()'s (path, message) pairs."""
-
-    source_url = "https://github.com/sendonce/sendonce/blob/main/scripts/cfnlint_rules/sendonce.py"
-    tags = ["sendonce"]
-
-    def match(self, cfn):
-        return [RuleMatch(path, msg) for path, msg in self.check(cfn)]
+def env(props):
+    return (props.get("Environment") or {}).get("Variables") or {}
 
 
-class PartialBatchResponse(_Check, CloudFormationLintRule):
-    id = "E9101"
-    shortdesc = "SQS event sources report batch item failures"
-    description = "Without ReportBatchItemFailures one failed record makes the whole batch redeliver."
-
-    def check(self, cfn):
-        for name, _, props in resources(cfn, "AWS::Lambda::EventSourceMapping"):
-            queue = get_att(props.get("EventSourceArn"))
-            if queue and cfn.template["Resources"].get(queue, {}).get("Type") == "AWS::SQS::Queue":
-                if "ReportBatchItemFailures" not in strings(props.get("FunctionResponseTypes")):
-                    yield ["Resources", name, "Properties"], f"{name}: FunctionResponseTypes lacks ReportBatchItemFailures"
+@rule("E9101", "SQS event sources report batch item failures")
+def PartialBatchResponse(cfn):
+    """Without ReportBatchItemFailures one failed record makes the whole batch
+    redeliver."""
+    for name, _, props in resources(cfn, "AWS::Lambda::EventSourceMapping"):
+        queue = get_att(props.get("EventSourceArn"))
+        if queue and cfn.template["Resources"].get(queue, {}).get("Type") == "AWS::SQS::Queue":
+            if "ReportBatchItemFailures" not in strings(props.get("FunctionResponseTypes")):
+                yield ["Resources", name, "Properties"], f"{name}: FunctionResponseTypes lacks ReportBatchItemFailures"
 
 
-class FunctionPlatform(_Check, CloudFormationLintRule):
-    id = "E9102"
-    shortdesc = "Functions are Go bootstraps on arm64 provided.al2023 with JSON logs"
-    description = "Every function is built by make (BuildMethod makefile) for the platform it runs on."
-
-    def check(self, cfn):
-        for name, res, props in resources(cfn, "AWS::Lambda::Function"):
-            got = {
-                "Runtime": props.get("Runtime"),
-                "Architectures": props.get("Architectures"),
-                "Handler": props.get("Handler"),
-                "Metadata.BuildMethod": (res.get("Metadata") or {}).get("BuildMethod"),
-                "LoggingConfig.LogFormat": (props.get("LoggingConfig") or {}).get("LogFormat"),
-            }
-            want = {"Runtime": "provided.al2023", "Architectures": ["arm64"], "Handler": "bootstrap",
-                    "Metadata.BuildMethod": "makefile", "LoggingConfig.LogFormat": "JSON"}
-            for k, v in want.items():
-                if got[k] != v:
-                    yield ["Resources", name], f"{name}: {k} is {got[k]!r}, want {v!r}"
+PLATFORM = {"Runtime": "provided.al2023", "Architectures": ["arm64"], "Handler": "bootstrap",
+            "Metadata.BuildMethod": "makefile", "LoggingConfig.LogFormat": "JSON"}
 
 
-class NoWildcardPolicies(_Check, CloudFormationLintRule):
-    id = "E9103"
-    shortdesc = "No policy grants every action, or DynamoDB on every table"
-    description = "Action '*', 'service:*' and NotAction grant more than the code calls; DynamoDB actions name the table."
-
-    def check(self, cfn):
-        for path, st in statements(cfn):
-            actions = strings(st.get("Action"))
-            if "NotAction" in st:
-                yield path, f"{path[1]}: NotAction grants everything else"
-            for a in actions:
-                if a == "*" or a.endswith(":*"):
-                    yield path, f"{path[1]}: Action {a!r}"
-            dynamo = [a for a in actions if a.lower().startswith("dynamodb:")]
-            if dynamo and "*" in strings(st.get("Resource")):
-                yield path, f"{path[1]}: DynamoDB actions {dynamo} on Resource '*'"
+@rule("E9102", "Functions are Go bootstraps on arm64 provided.al2023 with JSON logs")
+def FunctionPlatform(cfn):
+    """Every function is built by make (BuildMethod makefile) for the platform it
+    runs on."""
+    for name, res, props in resources(cfn, FUNCTION):
+        got = {**{k: props.get(k) for k in ("Runtime", "Architectures", "Handler")},
+               "Metadata.BuildMethod": (res.get("Metadata") or {}).get("BuildMethod"),
+               "LoggingConfig.LogFormat": (props.get("LoggingConfig") or {}).get("LogFormat")}
+        for k, v in PLATFORM.items():
+            if got[k] != v:
+                yield ["Resources", name], f"{name}: {k} is {got[k]!r}, want {v!r}"
 
 
-class SnsPublishScoped(_Check, CloudFormationLintRule):
-    id = "E9104"
-    shortdesc = "sns:Publish never reaches every topic and endpoint"
-    description = ("SMS (a phone number has no ARN) is authorised against '*', so its grant excludes every SNS ARN "
-                   "with NotResource; other grants name their resources.")
-
-    def check(self, cfn):
-        for path, st in statements(cfn):
-            if "sns:Publish" not in strings(st.get("Action")):
-                continue
-            if "*" in strings(st.get("Resource")):
-                yield path, f"{path[1]}: sns:Publish on Resource '*' reaches every topic and endpoint"
-            elif "NotResource" in st and st["NotResource"] != {"Fn::Sub": "arn:${AWS::Partition}:sns:*:*:*"}:
-                yield path, f"{path[1]}: sns:Publish NotResource {st['NotResource']} does not exclude every SNS ARN"
-            elif "NotResource" not in st and "Resource" not in st:
-                yield path, f"{path[1]}: sns:Publish without Resource"
+@rule("E9103", "No policy grants every action, or DynamoDB on every table")
+def NoWildcardPolicies(cfn):
+    """Action '*', 'service:*' and NotAction grant more than the code calls;
+    DynamoDB actions name the table."""
+    for path, st in statements(cfn):
+        actions = strings(st.get("Action"))
+        if "NotAction" in st:
+            yield path, f"{path[1]}: NotAction grants everything else"
+        for a in actions:
+            if a == "*" or a.endswith(":*"):
+                yield path, f"{path[1]}: Action {a!r}"
+        dynamo = [a for a in actions if a.lower().startswith("dynamodb:")]
+        if dynamo and "*" in strings(st.get("Resource")):
+            yield path, f"{path[1]}: DynamoDB actions {dynamo} on Resource '*'"
 
 
-class PermissionsBoundary(_Check, CloudFormationLintRule):
-    id = "E9105"
-    shortdesc = "Every role takes the PermissionsBoundary parameter"
-    description = "An organisation's permissions boundary applies to every role the stack creates."
-    want = {"Fn::If": ["HasPermissionsBoundary", {"Ref": "PermissionsBoundary"}, {"Ref": "AWS::NoValue"}]}
-
-    def check(self, cfn):
-        for name, _, props in resources(cfn, "AWS::IAM::Role"):
-            if props.get("PermissionsBoundary") != self.want:
-                yield ["Resources", name], f"{name}: PermissionsBoundary is {props.get('PermissionsBoundary')}, want {self.want}"
-
-
-class ParametersDocumented(_Check, CloudFormationLintRule):
-    id = "E9106"
-    shortdesc = "Every parameter is described, constrained, grouped and labelled"
-    description = ("`sam deploy --guided` and the console ask for every parameter: each says what it is, a String "
-                   "takes AllowedPattern or AllowedValues, and it sits in one ParameterGroups entry with a label.")
-
-    def check(self, cfn):
-        iface = (cfn.template.get("Metadata") or {}).get("AWS::CloudFormation::Interface") or {}
-        params = cfn.template.get("Parameters") or {}
-        group = {}
-        for g in iface.get("ParameterGroups") or []:
-            label = (g.get("Label") or {}).get("default")
-            for p in g.get("Parameters") or []:
-                if p in group:
-                    yield ["Metadata"], f"parameter {p} is in groups {group[p]!r} and {label!r}"
-                if p not in params:
-                    yield ["Metadata"], f"group {label!r} lists {p}, which is not a parameter"
-                group[p] = label
-        labels = iface.get("ParameterLabels") or {}
-        for name, p in params.items():
-            path = ["Parameters", name]
-            if not str(p.get("Description", "")).strip():
-                yield path, f"parameter {name} has no Description"
-            if p.get("Type") == "String" and "AllowedPattern" not in p and "AllowedValues" not in p:
-                yield path, f"string parameter {name} has neither AllowedPattern nor AllowedValues"
-            if name not in group:
-                yield path, f"parameter {name} is in no ParameterGroups entry"
-            if not (labels.get(name) or {}).get("default"):
-                yield path, f"parameter {name} has no ParameterLabels entry"
+@rule("E9104", "sns:Publish never reaches every topic and endpoint")
+def SnsPublishScoped(cfn):
+    """SMS (a phone number has no ARN) is authorised against '*', so its grant
+    excludes every SNS ARN with NotResource; other grants name their resources."""
+    for path, st in statements(cfn):
+        if "sns:Publish" not in strings(st.get("Action")):
+            continue
+        if "*" in strings(st.get("Resource")):
+            yield path, f"{path[1]}: sns:Publish on Resource '*' reaches every topic and endpoint"
+        elif "NotResource" in st and st["NotResource"] != {"Fn::Sub": "arn:${AWS::Partition}:sns:*:*:*"}:
+            yield path, f"{path[1]}: sns:Publish NotResource {st['NotResource']} does not exclude every SNS ARN"
+        elif "NotResource" not in st and "Resource" not in st:
+            yield path, f"{path[1]}: sns:Publish without Resource"
 
 
-class GradualDeployment(_Check, CloudFormationLintRule):
-    id = "E9107"
-    shortdesc = "Every function shifts traffic through CodeDeploy and rolls back on the alarms"
-    description = ("Each function publishes an alias updated by a CodeDeploy deployment group that offers a canary "
-                   "and rolls back when FencingLost, UncertainAttempts (and, for the sender, its errors) alarm.")
-
-    def check(self, cfn):
-        res = cfn.template.get("Resources") or {}
-        aliases = {}
-        for _, alias, props in resources(cfn, "AWS::Lambda::Alias"):
-            fn = props.get("FunctionName")
-            if isinstance(fn, dict) and "Ref" in fn:
-                aliases[fn["Ref"]] = alias
-        for name, _, _ in resources(cfn, "AWS::Lambda::Function"):
-            path = ["Resources", name]
-            update = ((aliases.get(name) or {}).get("UpdatePolicy") or {}).get("CodeDeployLambdaAliasUpdate") or {}
-            group_name = (update.get("DeploymentGroupName") or {}).get("Ref")
-            group = res.get(group_name) or {}
-            if group.get("Type") != "AWS::CodeDeploy::DeploymentGroup":
-                yield path, f"{name}: no alias shifted by a CodeDeploy deployment group (AutoPublishAlias, DeploymentPreference)"
-                continue
-            props = group.get("Properties") or {}
-            if not any("Canary10Percent5Minutes" in str(v) for v in branches(props.get("DeploymentConfigName"))):
-                yield path, f"{name}: DeploymentConfigName {props.get('DeploymentConfigName')} offers no canary"
-            alarms = props.get("AlarmConfiguration") or {}
-            got = [(a.get("Name") or {}).get("Ref") for a in alarms.get("Alarms") or [] if isinstance(a.get("Name"), dict)]
-            for a in ROLLBACK_ALARMS + SENDER_ALARMS.get(name, []):
-                if a not in got or not alarms.get("Enabled"):
-                    yield path, f"{name}: deployment does not roll back on {a} (has {got})"
-                elif (res.get(a) or {}).get("Type") != "AWS::CloudWatch::Alarm":
-                    yield path, f"{name}: rollback alarm {a} is not an AWS::CloudWatch::Alarm of this template"
-            rollback = props.get("AutoRollbackConfiguration") or {}
-            if not rollback.get("Enabled") or "DEPLOYMENT_STOP_ON_ALARM" not in (rollback.get("Events") or []):
-                yield path, f"{name}: deployment does not roll back when an alarm fires"
+BOUNDARY = {"Fn::If": ["HasPermissionsBoundary", {"Ref": "PermissionsBoundary"}, {"Ref": "AWS::NoValue"}]}
 
 
-class RedactKeySecret(_Check, CloudFormationLintRule):
-    id = "E9108"
-    shortdesc = "Every function reads the generated address-token key, and no other secret"
-    description = ("RedactKeySecret is a generated 64-character secret, passed to every function as "
-                   "SENDONCE_REDACT_KEY_PARAM; each function's role may GetSecretValue on it and on nothing else.")
-
-    def check(self, cfn):
-        res = cfn.template.get("Resources") or {}
-        sec = res.get("RedactKeySecret") or {}
-        props = sec.get("Properties") or {}
-        if sec.get("Type") != "AWS::SecretsManager::Secret" or "SecretString" in props \
-                or (props.get("GenerateSecretString") or {}).get("PasswordLength") != 64:
-            yield ["Resources", "RedactKeySecret"], "RedactKeySecret: want a generated 64-character Secrets Manager secret"
-        for name, _, props in resources(cfn, "AWS::Lambda::Function"):
-            path = ["Resources", name]
-            if ((props.get("Environment") or {}).get("Variables") or {}).get("SENDONCE_REDACT_KEY_PARAM") != REDACT_KEY:
-                yield path, f"{name}: SENDONCE_REDACT_KEY_PARAM is not !Ref RedactKeySecret"
-            role = res.get(get_att(props.get("Role")) or "") or {}
-            reads = 0
-            for pol in (role.get("Properties") or {}).get("Policies") or []:
-                for st in branches((pol.get("PolicyDocument") or {}).get("Statement", [])):
-                    sm = [a for a in strings(st.get("Action")) if a.lower().startswith("secretsmanager:")]
-                    if sm:
-                        reads += 1
-                        if sm != ["secretsmanager:GetSecretValue"] or st.get("Resource") != REDACT_KEY:
-                            yield path, f"{name}: its role's {sm} on {st.get('Resource')}: want GetSecretValue on RedactKeySecret only"
-            if reads != 1:
-                yield path, f"{name}: {reads} statements of its role read Secrets Manager, want 1 (the redaction key)"
+@rule("E9105", "Every role takes the PermissionsBoundary parameter")
+def PermissionsBoundary(cfn):
+    """An organisation's permissions boundary applies to every role the stack
+    creates."""
+    for name, _, props in resources(cfn, "AWS::IAM::Role"):
+        if props.get("PermissionsBoundary") != BOUNDARY:
+            yield ["Resources", name], f"{name}: PermissionsBoundary is {props.get('PermissionsBoundary')}, want {BOUNDARY}"
 
 
-class OneLedgerTable(_Check, CloudFormationLintRule):
-    id = "E9109"
-    shortdesc = "Each LedgerMode creates at most one table, and every function names it"
-    description = ("Each DynamoDB table is created under its own LedgerMode (existing creates none), and every "
-                   "function's SENDONCE_TABLE is the table's TableName.")
+@rule("E9106", "Every parameter is described, constrained, grouped and labelled")
+def ParametersDocumented(cfn):
+    """`sam deploy --guided` and the console ask for every parameter: each says
+    what it is, a String takes AllowedPattern or AllowedValues, and it sits in
+    one ParameterGroups entry with a label."""
+    iface = (cfn.template.get("Metadata") or {}).get("AWS::CloudFormation::Interface") or {}
+    params = cfn.template.get("Parameters") or {}
+    group = {}
+    for g in iface.get("ParameterGroups") or []:
+        label = (g.get("Label") or {}).get("default")
+        for p in g.get("Parameters") or []:
+            if p in group:
+                yield ["Metadata"], f"parameter {p} is in groups {group[p]!r} and {label!r}"
+            if p not in params:
+                yield ["Metadata"], f"group {label!r} lists {p}, which is not a parameter"
+            group[p] = label
+    labels = iface.get("ParameterLabels") or {}
+    for name, p in params.items():
+        path = ["Parameters", name]
+        if not str(p.get("Description", "")).strip():
+            yield path, f"parameter {name} has no Description"
+        if p.get("Type") == "String" and "AllowedPattern" not in p and "AllowedValues" not in p:
+            yield path, f"string parameter {name} has neither AllowedPattern nor AllowedValues"
+        if name not in group:
+            yield path, f"parameter {name} is in no ParameterGroups entry"
+        if not (labels.get(name) or {}).get("default"):
+            yield path, f"parameter {name} has no ParameterLabels entry"
 
-    def check(self, cfn):
-        conds = cfn.template.get("Conditions") or {}
-        modes = {}
-        tables = list(resources(cfn, "AWS::DynamoDB::Table", "AWS::DynamoDB::GlobalTable"))
-        for name, res, props in tables:
-            eq = list((conds.get(res.get("Condition")) or {}).get("Fn::Equals") or [])
-            # cfn-lint may put the literal first
-            mode = next((m for m in eq if isinstance(m, str)), None) if {"Ref": "LedgerMode"} in eq else None
-            if mode is None or mode == "existing" or mode in modes.values():
-                yield ["Resources", name], f"{name}: Condition is not Equals [LedgerMode, <a mode of its own>]"
-            modes[name] = mode
-        for name, _, props in resources(cfn, "AWS::Lambda::Function"):
-            got = ((props.get("Environment") or {}).get("Variables") or {}).get("SENDONCE_TABLE")
-            for table, _, tprops in tables:
-                if got != tprops.get("TableName"):
-                    yield ["Resources", name], f"{name}: SENDONCE_TABLE {got} is not {table}'s TableName {tprops.get('TableName')}"
+
+@rule("E9107", "Every function shifts traffic through CodeDeploy and rolls back on the alarms")
+def GradualDeployment(cfn):
+    """Each function publishes an alias updated by a CodeDeploy deployment group
+    that offers a canary and rolls back when FencingLost, UncertainAttempts
+    (and, for the sender, its errors) alarm."""
+    res = cfn.template.get("Resources") or {}
+    aliases = {(p.get("FunctionName") or {}).get("Ref"): a for _, a, p in resources(cfn, "AWS::Lambda::Alias")}
+    for name, _, _ in resources(cfn, FUNCTION):
+        path = ["Resources", name]
+        update = ((aliases.get(name) or {}).get("UpdatePolicy") or {}).get("CodeDeployLambdaAliasUpdate") or {}
+        group = res.get((update.get("DeploymentGroupName") or {}).get("Ref")) or {}
+        if group.get("Type") != "AWS::CodeDeploy::DeploymentGroup":
+            yield path, f"{name}: no alias shifted by a CodeDeploy deployment group (AutoPublishAlias, DeploymentPreference)"
+            continue
+        props = group.get("Properties") or {}
+        if not any("Canary10Percent5Minutes" in str(v) for v in branches(props.get("DeploymentConfigName"))):
+            yield path, f"{name}: DeploymentConfigName {props.get('DeploymentConfigName')} offers no canary"
+        alarms = props.get("AlarmConfiguration") or {}
+        got = [(a.get("Name") or {}).get("Ref") for a in alarms.get("Alarms") or [] if isinstance(a.get("Name"), dict)]
+        for a in ROLLBACK_ALARMS + SENDER_ALARMS.get(name, []):
+            if a not in got or not alarms.get("Enabled"):
+                yield path, f"{name}: deployment does not roll back on {a} (has {got})"
+            elif (res.get(a) or {}).get("Type") != "AWS::CloudWatch::Alarm":
+                yield path, f"{name}: rollback alarm {a} is not an AWS::CloudWatch::Alarm of this template"
+        rollback = props.get("AutoRollbackConfiguration") or {}
+        if not rollback.get("Enabled") or "DEPLOYMENT_STOP_ON_ALARM" not in (rollback.get("Events") or []):
+            yield path, f"{name}: deployment does not roll back when an alarm fires"
+
+
+@rule("E9108", "Every function reads the generated address-token key, and no other secret")
+def RedactKeySecret(cfn):
+    """RedactKeySecret is a generated 64-character secret, passed to every
+    function as SENDONCE_REDACT_KEY_PARAM; each function's role may
+    GetSecretValue on it and on nothing else."""
+    res = cfn.template.get("Resources") or {}
+    sec = res.get("RedactKeySecret") or {}
+    props = sec.get("Properties") or {}
+    if sec.get("Type") != "AWS::SecretsManager::Secret" or "SecretString" in props \
+            or (props.get("GenerateSecretString") or {}).get("PasswordLength") != 64:
+        yield ["Resources", "RedactKeySecret"], "RedactKeySecret: want a generated 64-character Secrets Manager secret"
+    for name, _, props in resources(cfn, FUNCTION):
+        path = ["Resources", name]
+        if env(props).get("SENDONCE_REDACT_KEY_PARAM") != REDACT_KEY:
+            yield path, f"{name}: SENDONCE_REDACT_KEY_PARAM is not !Ref RedactKeySecret"
+        reads = 0
+        for st in allows(role_docs((res.get(get_att(props.get("Role")) or "") or {}).get("Properties") or {})):
+            sm = [a for a in strings(st.get("Action")) if a.lower().startswith("secretsmanager:")]
+            if sm:
+                reads += 1
+                if sm != ["secretsmanager:GetSecretValue"] or st.get("Resource") != REDACT_KEY:
+                    yield path, f"{name}: its role's {sm} on {st.get('Resource')}: want GetSecretValue on RedactKeySecret only"
+        if reads != 1:
+            yield path, f"{name}: {reads} statements of its role read Secrets Manager, want 1 (the redaction key)"
+
+
+@rule("E9109", "Each LedgerMode creates at most one table, and every function names it")
+def OneLedgerTable(cfn):
+    """Each DynamoDB table is created under its own LedgerMode (existing creates
+    none), and every function's SENDONCE_TABLE is the table's TableName."""
+    conds = cfn.template.get("Conditions") or {}
+    modes = []
+    tables = list(resources(cfn, "AWS::DynamoDB::Table", "AWS::DynamoDB::GlobalTable"))
+    for name, res, _ in tables:
+        eq = list((conds.get(res.get("Condition")) or {}).get("Fn::Equals") or [])
+        # cfn-lint may put the literal first
+        mode = next((m for m in eq if isinstance(m, str)), None) if {"Ref": "LedgerMode"} in eq else None
+        if mode is None or mode == "existing" or mode in modes:
+            yield ["Resources", name], f"{name}: Condition is not Equals [LedgerMode, <a mode of its own>]"
+        modes.append(mode)
+    for name, _, props in resources(cfn, FUNCTION):
+        got = env(props).get("SENDONCE_TABLE")
+        for table, _, tprops in tables:
+            if got != tprops.get("TableName"):
+                yield ["Resources", name], f"{name}: SENDONCE_TABLE {got} is not {table}'s TableName {tprops.get('TableName')}"
+
+
+def ref(name):
+    return {"Ref": name}
+
+
+def sub(fmt):
+    return {"Fn::Sub": fmt}
+
+
+# What infra/invariants.go relates: the property each timing parameter sets.
+TIMING = {
+    "SenderFunction": {"Timeout": ref("SenderTimeoutSeconds")},
+    "NotificationQueue": {
+        "VisibilityTimeout": ref("QueueVisibilityTimeoutSeconds"),
+        "MessageRetentionPeriod": ref("QueueRetentionSeconds"),
+        "RedrivePolicy": {"deadLetterTargetArn": {"Fn::GetAtt": ["NotificationDLQ", "Arn"]},
+                          "maxReceiveCount": ref("MaxReceiveCount")},
+    },
+    "NotificationDLQ": {"MessageRetentionPeriod": ref("DLQRetentionSeconds")},
+}
+# The variables the invariants read; None: unset (SENDONCE_MAX_AGE is
+# decide.DefaultMaxAge, which the invariants use).
+CLAIM_ENV = {"SENDONCE_PROVIDER_TIMEOUT": sub("${ProviderTimeoutSeconds}s"),
+             "SENDONCE_CLAIM_TIMEOUT": sub("${ClaimTimeoutSeconds}s"), "SENDONCE_RETENTION": sub("${RetentionHours}h")}
+TIMING_ENV = {"SenderFunction": CLAIM_ENV, "ReconcilerFunction": {**CLAIM_ENV, "SENDONCE_MAX_AGE": None}}
+BATCHING_WINDOW = {"Fn::If": ["IsFifo", ref("AWS::NoValue"), ref("MaximumBatchingWindowInSeconds")]}
+
+
+@rule("E9110", "The timing parameters set the properties the infra/ invariants relate")
+def TimingParameters(cfn):
+    """infra/ checks the arithmetic between the timing parameters; this checks
+    that each sets its property: the sender's timeout and SQS event source, the
+    queues, and the functions' timing variables."""
+    res = cfn.template.get("Resources") or {}
+    for name, want in TIMING.items():
+        props = (res.get(name) or {}).get("Properties") or {}
+        for k, v in want.items():
+            if props.get(k) != v:
+                yield ["Resources", name], f"{name}: {k} is {props.get(k)}, want {v}"
+    for name, _, props in resources(cfn, FUNCTION):
+        want = {"SENDONCE_RETENTION": CLAIM_ENV["SENDONCE_RETENTION"]} if "SENDONCE_RETENTION" in env(props) else {}
+        for k, v in {**want, **TIMING_ENV.get(name, {})}.items():
+            if env(props).get(k) != v:
+                yield ["Resources", name], f"{name}: {k} is {env(props).get(k)}, want {v}"
+    polls = [(name, props) for name, _, props in resources(cfn, "AWS::Lambda::EventSourceMapping")
+             if (res.get(get_att(props.get("EventSourceArn")) or "") or {}).get("Type") == "AWS::SQS::Queue"]
+    for name, props in polls:
+        target = (props.get("FunctionName") or {}).get("Ref")
+        if (res.get(target) or {}).get("Type") == "AWS::Lambda::Alias":
+            target = (res[target]["Properties"].get("FunctionName") or {}).get("Ref")
+        if (target, get_att(props["EventSourceArn"])) != ("SenderFunction", "NotificationQueue"):
+            yield ["Resources", name], f"{name}: polls {get_att(props['EventSourceArn'])} for {target}; only SenderFunction polls NotificationQueue"
+        elif props.get("MaximumBatchingWindowInSeconds") != BATCHING_WINDOW:
+            yield ["Resources", name], f"{name}: MaximumBatchingWindowInSeconds is {props.get('MaximumBatchingWindowInSeconds')}, want {BATCHING_WINDOW}"
+    if len(polls) != 1:
+        yield ["Resources"], f"{len(polls)} SQS event sources, want 1 (SenderFunction on NotificationQueue)"
+
+
+# The partition-key prefixes of the one table's record types (package
+# tableschema), as IAM's dynamodb:LeadingKeys patterns.
+LEDGER, CALLBACKS, IDEMPOTENCY, RATE, API_KEYS, TEMPLATES, ATTENTION = \
+    "v1_*", "cb#*", "idem#*", "rate#*", "apikey#*", "tpl#*", "attn#*"
+# Logs, tracing and the log-redaction key, which every role may hold.
+BASE = ["logs:CreateLogStream", "logs:PutLogEvents", "xray:PutTraceSegments", "xray:PutTelemetryRecords",
+        "secretsmanager:GetSecretValue"]
+# What the sender and the reconciler need to reach the providers: SNS (SMS
+# and push), SES, and provider secrets from SSM.
+SEND = ["sns:Publish", "ses:SendEmail", "ssm:GetParameter", "kms:Decrypt"]
+# Each function's least privilege: exactly the DynamoDB calls its code makes
+# on each record type (package comments of dynamoledger, webhook, api,
+# apikey), and the other actions it may hold. The reconciler never creates
+# a row (no PutItem) and renders a resend's stored template version again.
+GRANTS = {
+    "SenderFunction": ({LEDGER: ["GetItem", "PutItem", "UpdateItem"], TEMPLATES: ["BatchGetItem"]},
+                       BASE + SEND + ["sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility",
+                                      "sqs:GetQueueAttributes", "sqs:SendMessage", "kms:GenerateDataKey"]),
+    "ReconcilerFunction": ({LEDGER: ["GetItem", "UpdateItem"], ATTENTION: ["Query"], TEMPLATES: ["BatchGetItem"]},
+                           BASE + SEND),
+    "WebhookFunction": ({CALLBACKS: ["GetItem", "PutItem"], LEDGER: ["GetItem", "UpdateItem"]},
+                        BASE + ["ssm:GetParameter", "kms:Decrypt"]),
+    "ApiFunction": ({IDEMPOTENCY: ["PutItem", "UpdateItem", "DeleteItem"], RATE: ["UpdateItem"],
+                     API_KEYS: ["GetItem"], LEDGER: ["GetItem"]},
+                    BASE + ["sqs:SendMessage", "kms:Decrypt", "kms:GenerateDataKey"]),
+    "SesEventsFunction": ({CALLBACKS: ["GetItem", "PutItem"], LEDGER: ["GetItem", "UpdateItem"]}, BASE),
+}
+
+
+def sam_template(cfn):
+    """The SAM template cfn-lint transformed (a rule sees the result)."""
+    return getattr(cfn, "sam", None) or decode(cfn.filename)[0] or {}
+
+
+def role_grants(cfn, role):
+    """The DynamoDB actions per LeadingKeys prefix and the other actions
+    role's Allow statements hold, across all parameter values, and the
+    DynamoDB statements without a ForAllValues:StringLike LeadingKeys."""
+    props = (cfn.template["Resources"].get(role) or {}).get("Properties") or {}
+    docs = role_docs(props) + [p.get("PolicyDocument") for _, _, p in resources(cfn, "AWS::IAM::Policy")
+                               if ref(role) in (p.get("Roles") or [])]
+    dynamo, other, unscoped = {}, set(), []
+    for st in allows(docs):
+        actions = strings(st.get("Action"))
+        other |= {a for a in actions if not a.startswith("dynamodb:")}
+        calls = {a.removeprefix("dynamodb:") for a in actions if a.startswith("dynamodb:")}
+        keys = strings(((st.get("Condition") or {}).get("ForAllValues:StringLike") or {}).get("dynamodb:LeadingKeys"))
+        if calls and not keys:
+            unscoped.append(sorted(calls))
+        for k in keys:
+            dynamo[k] = dynamo.get(k, set()) | calls
+    return dynamo, other, unscoped
+
+
+@rule("E9111", "Each function's role holds exactly its own grants")
+def FunctionGrants(cfn):
+    """Every function has an explicit role of its own (no SAM Policies, which SAM
+    drops beside Role), whose DynamoDB actions are each scoped by
+    dynamodb:LeadingKeys to the record types its code calls them on, and which
+    holds no other action than GRANTS lists for it."""
+    for name, res in (sam_template(cfn).get("Resources") or {}).items():
+        if res.get("Type") == "AWS::Serverless::Function" and "Policies" in (res.get("Properties") or {}):
+            yield ["Resources", name], f"{name}: SAM ignores Policies beside an explicit Role; put them on its role"
+    owner = {}
+    for name, _, props in resources(cfn, FUNCTION):
+        path, role = ["Resources", name], get_att(props.get("Role"))
+        if name not in GRANTS:
+            yield path, f"{name}: no entry in GRANTS (scripts/cfnlint_rules/sendonce.py): declare what it may do"
+            continue
+        if role in owner or (cfn.template["Resources"].get(role) or {}).get("Type") != "AWS::IAM::Role":
+            yield path, f"{name}: Role {props.get('Role')} is not a role of its own (shared with {owner.get(role)})"
+            continue
+        owner[role] = name
+        if "ManagedPolicyArns" in cfn.template["Resources"][role].get("Properties", {}):
+            yield path, f"{name}: {role} has managed policies (a SAM-generated role?): grant inline"
+        dynamo, other, unscoped = role_grants(cfn, role)
+        want_dynamo, want_other = GRANTS[name]
+        for calls in unscoped:
+            yield path, f"{name}: DynamoDB {calls} without a ForAllValues:StringLike dynamodb:LeadingKeys condition"
+        for prefix in sorted(set(dynamo) | set(want_dynamo)):
+            got, want = dynamo.get(prefix, set()), set(want_dynamo.get(prefix, []))
+            if got != want:
+                yield path, f"{name}: may {sorted(got)} on {prefix!r}, want exactly {sorted(want)}"
+        if other - set(want_other):
+            yield path, f"{name}: holds {sorted(other - set(want_other))}, which it never calls"
