@@ -13,8 +13,9 @@
 //     (Options.LookupOnly) through one that ignores it;
 //   - twilio: the Twilio adapter against twiliotest (a list by recipient
 //     filtered by send date, matched by body);
-//   - sns: the SNS adapter (SMS) against moto_server, read back from
-//     /moto-api/data.json;
+//   - sns and ses: the SNS adapter (SMS) and the SES adapter (email)
+//     against moto_server, read back from /moto-api/data.json (one
+//     motoLane each, through a front that injects the faults);
 //   - smtp: the SMTP adapter against a real SMTP server (emersion/go-smtp)
 //     that sometimes stalls after DATA.
 //
