@@ -56,18 +56,23 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return 2
 	}
 
-	boot, err := buildBootstraps(ctx)
+	dir, err := os.MkdirTemp("", "sendonce-demo-")
 	if err != nil {
 		fmt.Fprintf(stderr, "demo: %v\n", err)
 		return 1
 	}
-	defer os.RemoveAll(boot.dir)
+	defer os.RemoveAll(dir)
+	boot, err := localpipeline.BuildBootstraps(ctx, dir, localpipeline.Bootstraps{})
+	if err != nil {
+		fmt.Fprintf(stderr, "demo: %v\n", err)
+		return 1
+	}
 
 	p, err := localpipeline.Start(ctx, localpipeline.Options{
 		DynamoDBEndpoint: getenv(testenv.DynamoDBEndpointEnv),
 		MotoEndpoint:     getenv(testenv.MotoEndpointEnv),
-		SenderBootstrap:  boot.sender, WebhookBootstrap: boot.webhook, ReconcilerBootstrap: boot.reconciler,
-		SenderInstances: *instances,
+		Bootstraps:       boot,
+		SenderInstances:  *instances,
 		Simulator: simulator.Options{
 			// The generic HTTP provider honours Idempotency-Key
 			// (docs/http-provider.md), and the sender relies on it: an ambiguous send is
@@ -132,29 +137,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	return 0
 }
 
-// bootstraps are the function bootstraps every pipeline of the demo runs.
-type bootstraps struct{ dir, sender, webhook, reconciler string }
-
-func buildBootstraps(ctx context.Context) (bootstraps, error) {
-	dir, err := os.MkdirTemp("", "sendonce-demo-")
-	if err != nil {
-		return bootstraps{}, fmt.Errorf("bootstraps: %w", err)
-	}
-	b := bootstraps{dir: dir}
-	for name, path := range map[string]*string{"sender": &b.sender, "webhook": &b.webhook, "reconciler": &b.reconciler} {
-		if *path, err = localpipeline.Build(ctx, name, dir); err != nil {
-			_ = os.RemoveAll(dir)
-			return bootstraps{}, err
-		}
-	}
-	return b, nil
-}
-
 // phases runs the demo's phases after the main run: each its own
 // pipeline, each message enqueued twice.
 type phases struct {
 	getenv         func(string) string
-	boot           bootstraps
+	boot           localpipeline.Bootstraps
 	timeout        time.Duration
 	stdout, stderr io.Writer
 }
@@ -164,9 +151,9 @@ type phases struct {
 // keeps ambiguous sends (and their policy) the exception.
 func (ph phases) start(ctx context.Context, env map[string]string) (*localpipeline.Pipeline, error) {
 	return localpipeline.Start(ctx, localpipeline.Options{
-		DynamoDBEndpoint: ph.getenv(testenv.DynamoDBEndpointEnv),
-		MotoEndpoint:     ph.getenv(testenv.MotoEndpointEnv),
-		SenderBootstrap:  ph.boot.sender, WebhookBootstrap: ph.boot.webhook, ReconcilerBootstrap: ph.boot.reconciler,
+		DynamoDBEndpoint:  ph.getenv(testenv.DynamoDBEndpointEnv),
+		MotoEndpoint:      ph.getenv(testenv.MotoEndpointEnv),
+		Bootstraps:        ph.boot,
 		SenderInstances:   2,
 		ProviderTimeout:   5 * time.Second,
 		ClaimTimeout:      15 * time.Second,

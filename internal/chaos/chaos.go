@@ -13,8 +13,9 @@
 //     (Options.LookupOnly) through one that ignores it;
 //   - twilio: the Twilio adapter against twiliotest (a list by recipient
 //     filtered by send date, matched by body);
-//   - sns: the SNS adapter (SMS) against moto_server, read back from
-//     /moto-api/data.json;
+//   - sns and ses: the SNS adapter (SMS) and the SES adapter (email)
+//     against moto_server, read back from /moto-api/data.json (one
+//     motoLane each, through a front that injects the faults);
 //   - smtp: the SMTP adapter against a real SMTP server (emersion/go-smtp)
 //     that sometimes stalls after DATA.
 //
@@ -260,24 +261,9 @@ func Run(ctx context.Context, o Options) (rep Report, err error) {
 		return Report{}, fmt.Errorf("chaos: %w", err)
 	}
 	defer os.RemoveAll(dir)
-	boot := map[string]string{}
-	var buildMu sync.Mutex
-	var buildWG sync.WaitGroup
-	var buildErrs []error
 	logf("building ./functions/sender, webhook, reconciler")
-	for _, fn := range []string{"sender", "webhook", "reconciler"} {
-		buildWG.Add(1)
-		go func() {
-			defer buildWG.Done()
-			path, err := localpipeline.Build(ctx, fn, dir)
-			buildMu.Lock()
-			defer buildMu.Unlock()
-			boot[fn] = path
-			buildErrs = append(buildErrs, err)
-		}()
-	}
-	buildWG.Wait()
-	if err := errors.Join(buildErrs...); err != nil {
+	boot, err := localpipeline.BuildBootstraps(ctx, dir, localpipeline.Bootstraps{})
+	if err != nil {
 		return Report{}, err
 	}
 
@@ -571,7 +557,7 @@ func channelsOf(d Lane) string {
 // startLane starts lane d's counterpart and pipeline and builds its
 // workload of n messages. A lane returned with an error must still be
 // closed.
-func startLane(ctx context.Context, o Options, d Lane, n, idx int, seed uint64, boot map[string]string, proxy *Proxy,
+func startLane(ctx context.Context, o Options, d Lane, n, idx int, seed uint64, boot localpipeline.Bootstraps, proxy *Proxy,
 	twin func([]types.Message) []types.Message, register func(string, *rie.Instance)) (*lane, error) {
 	cp, err := d.New(ctx, o, seed)
 	if err != nil {
@@ -582,7 +568,7 @@ func startLane(ctx context.Context, o Options, d Lane, n, idx int, seed uint64, 
 	po := localpipeline.Options{
 		DynamoDBEndpoint: o.DynamoDBEndpoint, MotoEndpoint: o.MotoEndpoint, RIE: o.RIE,
 		TemplateTenants: []string{"chaos-" + d.Name}, // the lane's workload tenant (below)
-		SenderBootstrap: boot["sender"], WebhookBootstrap: boot["webhook"], ReconcilerBootstrap: boot["reconciler"],
+		Bootstraps:      boot,
 		SenderInstances: d.Instances, VisibilityTimeout: o.VisibilityTimeout, ClaimTimeout: o.ClaimTimeout,
 		ProviderTimeout: o.ProviderTimeout, Settle: o.Settle,
 		Env: cp.Env(),
@@ -813,19 +799,5 @@ func sleepCtx(ctx context.Context, d time.Duration) {
 	select {
 	case <-t.C:
 	case <-ctx.Done():
-	}
-}
-
-// waitCallbacks waits (bounded by ctx and a minute) until s has posted
-// every callback of every accepted message.
-func waitCallbacks(ctx context.Context, s *simulator.Simulator, dups int) {
-	per := 2 * (1 + max(dups, 0))
-	deadline := time.Now().Add(time.Minute)
-	for ctx.Err() == nil && time.Now().Before(deadline) {
-		st := s.Stats()
-		if st.CallbacksSent+st.CallbacksFailed+st.CallbacksDropped*per >= st.Accepted*per {
-			return
-		}
-		sleepCtx(ctx, 100*time.Millisecond)
 	}
 }

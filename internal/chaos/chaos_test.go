@@ -8,7 +8,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -16,6 +15,7 @@ import (
 	"github.com/sendonce/sendonce/internal/provider/simulator"
 	"github.com/sendonce/sendonce/internal/rie"
 	"github.com/sendonce/sendonce/internal/testenv"
+	"github.com/sendonce/sendonce/internal/testsupport"
 )
 
 func TestProxy(t *testing.T) {
@@ -159,7 +159,7 @@ func TestChaosSmall(t *testing.T) {
 	o.Outage, o.OutageAt = 10*time.Second, 2*time.Second
 	o.FaultWindow = 15 * time.Second
 	o.Timeout = 100 * time.Second // alone it drains in about a minute; a loaded machine needs slack
-	var progress syncWriter
+	var progress testsupport.Buffer
 	o.Progress = &progress
 	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
 	defer cancel()
@@ -191,23 +191,6 @@ func TestChaosSmall(t *testing.T) {
 		t.Errorf("no crash was injected:\n%s", out.String())
 	}
 	t.Logf("\n%s", out.String())
-}
-
-type syncWriter struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (w *syncWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.Write(p)
-}
-
-func (w *syncWriter) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.String()
 }
 
 // TestAmbiguous: a class-policy abandon after a lost DynamoDB answer is a

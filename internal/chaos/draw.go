@@ -1,10 +1,13 @@
 package chaos
 
 import (
+	"context"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/sendonce/sendonce/internal/localpipeline"
 )
 
 // SendFaults are the rates at which a counterpart other than the HTTP
@@ -45,11 +48,16 @@ var faultNames = map[faultKind]string{
 
 // drawer decides each send's fault for one counterpart: planned
 // rejections and slow answers per address, an outage switch, and random
-// faults while enabled. Counts are what it handed out.
+// faults while enabled. Counts are what it handed out. A counterpart
+// other than the HTTP simulator embeds one: it brings the Counterpart
+// methods about faults (Plan, Faults, Outage, Faulted), InFlight (the
+// counterpart counts its calls in inFlight), and no-op Attach and
+// Quiesce.
 type drawer struct {
 	rates SendFaults
 
 	enabled, outage atomic.Bool
+	inFlight        atomic.Int64
 
 	mu     sync.Mutex
 	rng    *rand.Rand
@@ -132,3 +140,36 @@ func (d *drawer) Intn(n int) int {
 	defer d.mu.Unlock()
 	return d.rng.IntN(n)
 }
+
+// Plan applies a message's plan: a planned permanent rejection rejects
+// its address; a slow first answer is delayed.
+func (d *drawer) Plan(m localpipeline.Message, slow time.Duration) error {
+	switch {
+	case m.WantFailed:
+		d.Reject(m.Address)
+	case slow > 0:
+		d.Slow(m.Address, slow)
+	}
+	return nil
+}
+
+// Faults turns the random faults on or off.
+func (d *drawer) Faults(on bool) { d.enabled.Store(on) }
+
+// Outage turns the outage on or off.
+func (d *drawer) Outage(on bool) { d.outage.Store(on) }
+
+// Faulted returns Counts by name.
+func (d *drawer) Faulted() map[string]int {
+	out := map[string]int{}
+	for k, v := range d.Counts() {
+		out[faultNames[k]] = v
+	}
+	return out
+}
+
+// InFlight returns the calls being served now.
+func (d *drawer) InFlight() int64 { return d.inFlight.Load() }
+
+func (d *drawer) Attach(*localpipeline.Pipeline) error { return nil }
+func (d *drawer) Quiesce(context.Context)              {}

@@ -148,9 +148,13 @@ func (l *httpLane) Faulted() map[string]int {
 
 func (l *httpLane) InFlight() int64 { return l.router.InFlight() }
 
+// Quiesce waits (bounded by ctx and a minute each) until the simulators
+// have posted every callback.
 func (l *httpLane) Quiesce(ctx context.Context) {
 	for _, s := range l.distinct {
-		waitCallbacks(ctx, s, l.o.Callbacks.Duplicates)
+		ctx, cancel := context.WithTimeout(ctx, time.Minute)
+		localpipeline.WaitCallbacks(ctx, s, l.o.Callbacks.Duplicates)
+		cancel()
 	}
 }
 

@@ -8,7 +8,6 @@ import (
 	"net"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/emersion/go-smtp"
@@ -22,23 +21,22 @@ import (
 // sometimes stalls after DATA: the message is in, the final reply never
 // comes before the adapter gives up.
 type smtpLane struct {
-	draw    *drawer
+	*drawer
 	srv     *smtp.Server
 	port    int
 	stall   time.Duration
 	done    chan struct{}
 	closing sync.Once
 
-	inFlight atomic.Int64
-	mu       sync.Mutex
-	got      map[string]int
+	mu  sync.Mutex
+	got map[string]int
 }
 
 // smtpFrom is the lane's envelope and header sender.
 const smtpFrom = "chaos@sendonce.test"
 
 func newSMTPLane(_ context.Context, o Options, seed uint64) (Counterpart, error) {
-	l := &smtpLane{draw: newDrawer(o.SendFaults, seed), stall: 2 * o.ProviderTimeout, done: make(chan struct{}), got: map[string]int{}}
+	l := &smtpLane{drawer: newDrawer(o.SendFaults, seed), stall: 2 * o.ProviderTimeout, done: make(chan struct{}), got: map[string]int{}}
 	srv := smtp.NewServer(l)
 	srv.Domain = "chaos.localhost"
 	srv.ReadTimeout = 30 * time.Second
@@ -70,7 +68,7 @@ func (s *smtpSession) Rcpt(to string, _ *smtp.RcptOptions) error {
 	s.l.inFlight.Add(1)
 	defer s.l.inFlight.Add(-1)
 	s.rcpt = to
-	s.fault, s.delay = s.l.draw.draw(to)
+	s.fault, s.delay = s.l.draw(to)
 	switch s.fault {
 	case fkTransient, fkOutage:
 		return &smtp.SMTPError{Code: 451, EnhancedCode: smtp.EnhancedCode{4, 3, 2}, Message: "Try again later"}
@@ -125,15 +123,6 @@ func (l *smtpLane) Env() map[string]string {
 	}
 }
 
-func (l *smtpLane) Attach(*localpipeline.Pipeline) error { return nil }
-
-func (l *smtpLane) Plan(m localpipeline.Message, slow time.Duration) error {
-	return planDrawer(l.draw, m, slow)
-}
-
-func (l *smtpLane) Faults(on bool) { l.draw.enabled.Store(on) }
-func (l *smtpLane) Outage(on bool) { l.draw.outage.Store(on) }
-
 func (l *smtpLane) Delivered(_ context.Context, w localpipeline.Workload) (map[string]int, map[string]string, error) {
 	l.mu.Lock()
 	count := make(map[string]int, len(l.got))
@@ -151,9 +140,6 @@ func (l *smtpLane) Sent() int {
 }
 
 func (l *smtpLane) Capability(string) Capability { return Neither }
-func (l *smtpLane) Faulted() map[string]int      { return namedCounts(l.draw.Counts()) }
-func (l *smtpLane) InFlight() int64              { return l.inFlight.Load() }
-func (l *smtpLane) Quiesce(context.Context)      {}
 
 func (l *smtpLane) Close() {
 	l.closing.Do(func() {

@@ -2,7 +2,6 @@ package chaos
 
 import (
 	"context"
-	"sync/atomic"
 	"time"
 
 	"github.com/sendonce/sendonce/internal/localpipeline"
@@ -14,17 +13,16 @@ import (
 // API as documented, with its lookup semantics (a list by recipient
 // filtered by send date, matched by body).
 type twilioLane struct {
-	fake     *twiliotest.Server
-	draw     *drawer
-	timeout  time.Duration
-	inFlight atomic.Int64
+	*drawer
+	fake    *twiliotest.Server
+	timeout time.Duration
 }
 
 // twilioFrom is the lane's sender number (Twilio's magic test number).
 const twilioFrom = "+15005550006"
 
 func newTwilioLane(_ context.Context, o Options, seed uint64) (Counterpart, error) {
-	l := &twilioLane{fake: twiliotest.NewServer(), draw: newDrawer(o.SendFaults, seed), timeout: o.ProviderTimeout}
+	l := &twilioLane{fake: twiliotest.NewServer(), drawer: newDrawer(o.SendFaults, seed), timeout: o.ProviderTimeout}
 	l.fake.SetDecide(l.decide)
 	return l, nil
 }
@@ -33,10 +31,10 @@ func newTwilioLane(_ context.Context, o Options, seed uint64) (Counterpart, erro
 func (l *twilioLane) decide(to string) twiliotest.Fault {
 	l.inFlight.Add(1)
 	defer l.inFlight.Add(-1)
-	k, delay := l.draw.draw(to)
+	k, delay := l.draw(to)
 	switch k {
 	case fkTransient, fkOutage:
-		if l.draw.Intn(2) == 0 {
+		if l.Intn(2) == 0 {
 			return twiliotest.Fault{Status: 429, Code: 20429, Message: "Too Many Requests"}
 		}
 		return twiliotest.Fault{Status: 503, Code: 20503, Message: "Service unavailable"}
@@ -61,27 +59,6 @@ func (l *twilioLane) Env() map[string]string {
 		registry.EnvTwilioFrom: twilioFrom, registry.EnvTwilioBaseURL: l.fake.URL,
 	}
 }
-
-func (l *twilioLane) Attach(*localpipeline.Pipeline) error { return nil }
-
-func (l *twilioLane) Plan(m localpipeline.Message, slow time.Duration) error {
-	return planDrawer(l.draw, m, slow)
-}
-
-// planDrawer applies a message's plan to a drawer: a planned permanent
-// rejection rejects its address; a slow first answer is delayed.
-func planDrawer(d *drawer, m localpipeline.Message, slow time.Duration) error {
-	switch {
-	case m.WantFailed:
-		d.Reject(m.Address)
-	case slow > 0:
-		d.Slow(m.Address, slow)
-	}
-	return nil
-}
-
-func (l *twilioLane) Faults(on bool) { l.draw.enabled.Store(on) }
-func (l *twilioLane) Outage(on bool) { l.draw.outage.Store(on) }
 
 func (l *twilioLane) Delivered(_ context.Context, w localpipeline.Workload) (map[string]int, map[string]string, error) {
 	count := map[string]int{}
@@ -126,16 +103,4 @@ func (l *twilioLane) Sent() int {
 
 func (l *twilioLane) Capability(string) Capability { return CanAvoid }
 
-func (l *twilioLane) Faulted() map[string]int { return namedCounts(l.draw.Counts()) }
-
-func namedCounts(c map[faultKind]int) map[string]int {
-	out := map[string]int{}
-	for k, v := range c {
-		out[faultNames[k]] = v
-	}
-	return out
-}
-
-func (l *twilioLane) InFlight() int64         { return l.inFlight.Load() }
-func (l *twilioLane) Quiesce(context.Context) {}
-func (l *twilioLane) Close()                  { l.fake.Close() }
+func (l *twilioLane) Close() { l.fake.Close() }

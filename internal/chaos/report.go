@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sendonce/sendonce/internal/ledger"
+	"github.com/sendonce/sendonce/internal/localpipeline"
 	"github.com/sendonce/sendonce/internal/metrics"
 )
 
@@ -151,7 +152,7 @@ func (r Report) WriteTable(out io.Writer) {
 
 	fmt.Fprintln(tw, "ADAPTER\tDETAIL")
 	for _, l := range r.Lanes {
-		fmt.Fprintf(tw, "%s\tstates: %s; failed: %s; never enqueued (run timed out): %d\n", l.Name, states(l.States), reasons(l.Failed), l.NotFed)
+		fmt.Fprintf(tw, "%s\tstates: %s; failed: %s; never enqueued (run timed out): %d\n", l.Name, localpipeline.Counts(l.States, " ", ", "), localpipeline.Counts(l.Failed, ": ", "; "), l.NotFed)
 		if len(l.NeverAcceptedCauses) > 0 {
 			fmt.Fprintf(tw, "%s\tabandoned, never accepted, by cause: %s\n", l.Name, counts(l.NeverAcceptedCauses))
 		}
@@ -201,32 +202,4 @@ func emf(l LaneReport) string {
 	return strings.Join(parts, ", ")
 }
 
-func counts(m map[string]int) string {
-	if len(m) == 0 {
-		return "none"
-	}
-	var parts []string
-	for _, k := range slices.Sorted(maps.Keys(m)) {
-		parts = append(parts, fmt.Sprintf("%s %d", k, m[k]))
-	}
-	return strings.Join(parts, ", ")
-}
-
-func reasons(m map[string]int) string {
-	var parts []string
-	for _, k := range slices.Sorted(maps.Keys(m)) {
-		parts = append(parts, fmt.Sprintf("%s: %d", k, m[k]))
-	}
-	if len(parts) == 0 {
-		return "none"
-	}
-	return strings.Join(parts, "; ")
-}
-
-func states(m map[ledger.State]int) string {
-	var parts []string
-	for _, k := range slices.Sorted(maps.Keys(m)) {
-		parts = append(parts, fmt.Sprintf("%s %d", k, m[k]))
-	}
-	return strings.Join(parts, ", ")
-}
+func counts(m map[string]int) string { return localpipeline.Counts(m, " ", ", ") }

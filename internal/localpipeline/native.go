@@ -37,12 +37,19 @@ func NativeEnv(ctx context.Context, moto, from string) (map[string]string, error
 // NativeReport is what RunNative found in moto_server's record of the SMS
 // and email sent: its ground truth.
 type NativeReport struct {
-	Elapsed time.Duration
-	// SMS and Email count the logical messages of each channel; Copies
-	// the SQS messages sent for them.
-	SMS, Email, Copies int
+	// SMS and Email count the logical messages of each channel.
+	SMS, Email int
 	// SMSSent and EmailSent count the messages moto recorded once.
 	SMSSent, EmailSent int
+	PhaseVerdicts
+}
+
+// PhaseVerdicts is what a phase (RunNative, RunSMTP) found of each
+// message in its ground truth.
+type PhaseVerdicts struct {
+	Elapsed time.Duration
+	// Copies counts the SQS messages sent for the phase's messages.
+	Copies int
 	// Twice lists the keys recorded more than once; Lost those SENT (or
 	// never final) but never recorded; NotSent those whose row is final
 	// but not SENT, with state and reason.
@@ -50,7 +57,8 @@ type NativeReport struct {
 	// Abandoned counts rows the reconciler gave up on by class policy: an
 	// ambiguous send (no answer in time after the request was written)
 	// through providers that can neither drop a repeat nor be asked.
-	// AbandonedRecorded counts those moto did record: the policy's cost.
+	// AbandonedRecorded counts those the ground truth did record: the
+	// policy's cost.
 	Abandoned, AbandonedRecorded int
 	// Leaks counts the ways the functions' logs could expose an
 	// address of the run (Scan); LeakDetail names each one's instance and
@@ -59,11 +67,21 @@ type NativeReport struct {
 	LeakDetail []string
 }
 
-// OK reports whether no message was sent twice, every message is SENT
-// and recorded once or abandoned by policy after an ambiguous send, and
-// no address reached a log.
-func (r NativeReport) OK() bool {
-	return len(r.Twice) == 0 && len(r.Lost) == 0 && len(r.NotSent) == 0 && r.Leaks == 0
+// OK reports whether no message was recorded twice, every message is
+// SENT and recorded once or abandoned by policy after an ambiguous send,
+// and no address reached a log.
+func (v PhaseVerdicts) OK() bool {
+	return len(v.Twice) == 0 && len(v.Lost) == 0 && len(v.NotSent) == 0 && v.Leaks == 0
+}
+
+// writeDetail prints a line per row not SENT and per leak.
+func (v PhaseVerdicts) writeDetail(w io.Writer) {
+	for _, k := range v.NotSent {
+		fmt.Fprintf(w, "  not SENT: %s\n", k)
+	}
+	for _, d := range v.LeakDetail {
+		fmt.Fprintf(w, "  leak: %s\n", d)
+	}
 }
 
 // WriteSummary prints r.
@@ -75,12 +93,7 @@ func (r NativeReport) WriteSummary(w io.Writer) {
 		r.Copies, len(r.Twice), len(r.Lost), len(r.NotSent), r.Leaks)
 	fmt.Fprintf(w, "  ambiguous sends abandoned by class policy: %d (moto had accepted %d of them: neither provider can be asked)\n",
 		r.Abandoned, r.AbandonedRecorded)
-	for _, k := range r.NotSent {
-		fmt.Fprintf(w, "  not SENT: %s\n", k)
-	}
-	for _, d := range r.LeakDetail {
-		fmt.Fprintf(w, "  leak: %s\n", d)
-	}
+	r.writeDetail(w)
 }
 
 // nativeMessage is one message of a phase (RunNative, RunSMTP) and where
@@ -123,8 +136,7 @@ func RunNative(ctx context.Context, p *Pipeline, n, copies int, timeout time.Dur
 		m.key = req.Key()
 		msgs, reqs = append(msgs, m), append(reqs, req)
 	}
-	st, err := settle(ctx, p, msgs, reqs, copies, timeout)
-	rep.Copies, rep.NotSent = st.copies, st.notSentList
+	st, err := settle(ctx, p, msgs, reqs, copies, timeout, &rep.PhaseVerdicts)
 	if err != nil {
 		return rep, err
 	}
@@ -132,28 +144,19 @@ func RunNative(ctx context.Context, p *Pipeline, n, copies int, timeout time.Dur
 	if err != nil {
 		return rep, err
 	}
-	for _, m := range msgs {
-		got := sms[m.address]
+	got := func(m nativeMessage) int {
 		if m.channel == "email" {
-			got = email[m.address]
+			return email[m.address]
 		}
-		switch st.judge(m.key, got) {
-		case verdictTwice:
-			rep.Twice = append(rep.Twice, m.key)
-		case verdictLost:
-			rep.Lost = append(rep.Lost, m.key)
-		case verdictAbandoned:
-			rep.Abandoned++
-			rep.AbandonedRecorded += got
-		case verdictOnce:
-			if m.channel == "sms" {
-				rep.SMSSent++
-			} else {
-				rep.EmailSent++
-			}
-		}
+		return sms[m.address]
 	}
-	rep.Leaks, rep.LeakDetail = leakDetail(Scan(p.Logs(), p.Redactor, addresses(msgs)))
+	st.judgeAll(p, &rep.PhaseVerdicts, msgs, got, func(m nativeMessage) {
+		if m.channel == "sms" {
+			rep.SMSSent++
+		} else {
+			rep.EmailSent++
+		}
+	})
 	rep.Elapsed = time.Since(start)
 	return rep, nil
 }
@@ -161,17 +164,16 @@ func RunNative(ctx context.Context, p *Pipeline, n, copies int, timeout time.Dur
 // settled is what the ledger said of a phase's messages once settle
 // returned.
 type settled struct {
-	copies int
 	// notSent holds the keys whose row is final but not SENT (or never
-	// final); notSentList describes them, with state and reason.
-	notSent     map[string]bool
-	notSentList []string
-	abandoned   map[string]bool
+	// final).
+	notSent   map[string]bool
+	abandoned map[string]bool
 }
 
 // settle enqueues each of reqs copies times and waits until the row of
-// every message is final or timeout passes.
-func settle(ctx context.Context, p *Pipeline, msgs []nativeMessage, reqs []notify.Request, copies int, timeout time.Duration) (settled, error) {
+// every message is final or timeout passes. It sets v's Copies and
+// NotSent (with state and reason).
+func settle(ctx context.Context, p *Pipeline, msgs []nativeMessage, reqs []notify.Request, copies int, timeout time.Duration, v *PhaseVerdicts) (settled, error) {
 	st := settled{notSent: map[string]bool{}, abandoned: map[string]bool{}}
 	var bodies []string
 	for _, req := range reqs {
@@ -183,7 +185,7 @@ func settle(ctx context.Context, p *Pipeline, msgs []nativeMessage, reqs []notif
 			bodies = append(bodies, string(body))
 		}
 	}
-	st.copies = len(bodies)
+	v.Copies = len(bodies)
 	if err := p.Enqueue(ctx, bodies...); err != nil {
 		return st, err
 	}
@@ -198,13 +200,13 @@ func settle(ctx context.Context, p *Pipeline, msgs []nativeMessage, reqs []notif
 			if err == nil && r.State.Final() {
 				if r.State != ledger.StateSent {
 					st.notSent[m.key] = true
-					st.notSentList = append(st.notSentList, fmt.Sprintf("%s (%s %s: %s)", m.key, m.channel, r.State, r.Reason))
+					v.NotSent = append(v.NotSent, fmt.Sprintf("%s (%s %s: %s)", m.key, m.channel, r.State, r.Reason))
 				}
 				break
 			}
 			if time.Now().After(deadline) {
 				st.notSent[m.key] = true
-				st.notSentList = append(st.notSentList, m.key+" (never final)")
+				v.NotSent = append(v.NotSent, m.key+" (never final)")
 				break
 			}
 			select {
@@ -243,6 +245,27 @@ func (st settled) judge(key string, got int) verdict {
 		return verdictTwice
 	}
 	return verdictOnce
+}
+
+// judgeAll judges each of msgs, delivered got(m) times, into v (once is
+// called for each delivered once, as asked), and scans p's logs for the
+// messages' addresses.
+func (st settled) judgeAll(p *Pipeline, v *PhaseVerdicts, msgs []nativeMessage, got func(nativeMessage) int, once func(nativeMessage)) {
+	for _, m := range msgs {
+		n := got(m)
+		switch st.judge(m.key, n) {
+		case verdictTwice:
+			v.Twice = append(v.Twice, m.key)
+		case verdictLost:
+			v.Lost = append(v.Lost, m.key)
+		case verdictAbandoned:
+			v.Abandoned++
+			v.AbandonedRecorded += n
+		case verdictOnce:
+			once(m)
+		}
+	}
+	v.Leaks, v.LeakDetail = leakDetail(Scan(p.Logs(), p.Redactor, addresses(msgs)))
 }
 
 // addresses returns the addresses of msgs.

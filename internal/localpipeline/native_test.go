@@ -12,7 +12,7 @@ import (
 // startNative starts a pipeline whose real sender, reconciler and webhook
 // bootstraps (under the RIE) send SMS through SNS and email through SES
 // on moto_server, with env overriding NativeEnv's settings.
-func startNative(t *testing.T, boot map[string]string, from string, env map[string]string) *Pipeline {
+func startNative(t *testing.T, boot Bootstraps, from string, env map[string]string) *Pipeline {
 	t.Helper()
 	ctx := context.Background()
 	native, err := NativeEnv(ctx, testenv.MotoEndpoint(t), from)
@@ -24,7 +24,7 @@ func startNative(t *testing.T, boot map[string]string, from string, env map[stri
 	}
 	p, err := Start(ctx, Options{
 		DynamoDBEndpoint: testenv.DynamoDBEndpoint(t), MotoEndpoint: testenv.MotoEndpoint(t),
-		SenderBootstrap: boot["sender"], ReconcilerBootstrap: boot["reconciler"], WebhookBootstrap: boot["webhook"],
+		Bootstraps:      boot,
 		SenderInstances: 2, ProviderTimeout: 5 * time.Second, ClaimTimeout: 15 * time.Second,
 		SenderTimeout: 15 * time.Second, VisibilityTimeout: 20 * time.Second, Env: native,
 	})
@@ -46,14 +46,9 @@ func startNative(t *testing.T, boot map[string]string, from string, env map[stri
 func TestNativeProviders(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	dir := t.TempDir()
-	boot := map[string]string{}
-	for _, name := range []string{"sender", "reconciler", "webhook"} {
-		b, err := Build(ctx, name, dir)
-		if err != nil {
-			t.Fatal(err)
-		}
-		boot[name] = b
+	boot, err := BuildBootstraps(ctx, t.TempDir(), Bootstraps{})
+	if err != nil {
+		t.Fatal(err)
 	}
 	t.Run("OncePerKey", func(t *testing.T) {
 		t.Parallel()

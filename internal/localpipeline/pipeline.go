@@ -94,10 +94,9 @@ type Options struct {
 	MotoEndpoint     string
 	// RIE is the aws-lambda-rie binary; empty means SENDONCE_TEST_RIE.
 	RIE string
-	// SenderBootstrap, WebhookBootstrap and ReconcilerBootstrap are linux
-	// bootstraps of ./functions/<name>. An empty one is built into a
-	// temporary directory (see Build).
-	SenderBootstrap, WebhookBootstrap, ReconcilerBootstrap string
+	// Bootstraps are the functions' linux bootstraps. An empty one is
+	// built into a temporary directory (see BuildBootstraps).
+	Bootstraps
 
 	// SenderInstances is the number of concurrent sender instances (and
 	// pollers). Default 4.
@@ -202,9 +201,8 @@ func (o *Options) defaults() error {
 type Pipeline struct {
 	opts Options
 
-	// Table is the DynamoDB table; QueueURL and DLQURL the queues.
-	Table, QueueURL, DLQURL string
-	queueARN                string
+	// Resources are the table and queues.
+	Resources
 
 	ddb    *dynamodb.Client
 	sqs    *sqs.Client
@@ -292,7 +290,7 @@ func Start(ctx context.Context, opts Options) (p *Pipeline, err error) {
 	if err := p.bootstraps(ctx); err != nil {
 		return nil, err
 	}
-	if err := p.createResources(ctx); err != nil {
+	if p.Resources, err = CreateResources(ctx, p.ddb, p.sqs, opts.VisibilityTimeout, opts.MaxReceiveCount); err != nil {
 		return nil, err
 	}
 	if p.ledger, err = dynamoledger.New(p.ddb, p.Table); err != nil {
@@ -372,101 +370,132 @@ func Start(ctx context.Context, opts Options) (p *Pipeline, err error) {
 	return p, nil
 }
 
-// Build compiles ./functions/<name> as a linux bootstrap into dir and
-// returns its path. It must run inside the module (go env GOMOD).
-func Build(ctx context.Context, name, dir string) (string, error) {
+// Bootstraps are the linux bootstraps of ./functions/sender, webhook and
+// reconciler.
+type Bootstraps struct {
+	SenderBootstrap, WebhookBootstrap, ReconcilerBootstrap string
+}
+
+// BuildBootstraps compiles the empty ones of b's bootstraps at once, each
+// into dir/<name>/bootstrap, and returns b with their paths. It must run
+// inside the module (go env GOMOD).
+func BuildBootstraps(ctx context.Context, dir string, b Bootstraps) (Bootstraps, error) {
 	root, err := rie.ModuleRoot(ctx)
 	if err != nil {
-		return "", err
+		return b, err
 	}
-	out := filepath.Join(dir, name, "bootstrap")
-	if err := rie.BuildBootstrap(ctx, root, name, out); err != nil {
-		return "", fmt.Errorf("localpipeline: build %s: %w", name, err)
+	var wg sync.WaitGroup
+	var errs [3]error
+	for i, f := range []struct {
+		name string
+		path *string
+	}{{"sender", &b.SenderBootstrap}, {"webhook", &b.WebhookBootstrap}, {"reconciler", &b.ReconcilerBootstrap}} {
+		if *f.path != "" {
+			continue
+		}
+		out := filepath.Join(dir, f.name, "bootstrap")
+		wg.Go(func() {
+			if errs[i] = rie.BuildBootstrap(ctx, root, f.name, out); errs[i] != nil {
+				errs[i] = fmt.Errorf("localpipeline: build %s: %w", f.name, errs[i])
+			} else {
+				*f.path = out
+			}
+		})
 	}
-	return out, nil
+	wg.Wait()
+	return b, errors.Join(errs[:]...)
 }
 
 func (p *Pipeline) bootstraps(ctx context.Context) error {
-	var dir string
-	for _, b := range []struct {
-		name string
-		path *string
-	}{{"sender", &p.opts.SenderBootstrap}, {"webhook", &p.opts.WebhookBootstrap}, {"reconciler", &p.opts.ReconcilerBootstrap}} {
-		if *b.path != "" {
-			continue
-		}
-		if dir == "" {
-			d, err := os.MkdirTemp("", "sendonce-localpipeline-")
-			if err != nil {
-				return fmt.Errorf("localpipeline: %w", err)
-			}
-			dir = d
-		}
-		fmt.Fprintf(p.opts.Progress, "building ./functions/%s\n", b.name)
-		path, err := Build(ctx, b.name, dir)
-		if err != nil {
-			return err
-		}
-		*b.path = path
+	b := p.opts.Bootstraps
+	if b.SenderBootstrap != "" && b.WebhookBootstrap != "" && b.ReconcilerBootstrap != "" {
+		return nil
 	}
-	return nil
-}
-
-func (p *Pipeline) createResources(ctx context.Context) error {
-	suffix := testenv.RandomID()
-	p.Table = "sendonce-local-" + suffix
-	if err := testenv.CreateTable(ctx, p.ddb, p.Table); err != nil {
+	dir, err := os.MkdirTemp("", "sendonce-localpipeline-")
+	if err != nil {
 		return fmt.Errorf("localpipeline: %w", err)
 	}
+	fmt.Fprintln(p.opts.Progress, "building ./functions/sender, webhook, reconciler")
+	p.opts.Bootstraps, err = BuildBootstraps(ctx, dir, b)
+	return err
+}
 
-	dlq, err := p.sqs.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("sendonce-dlq-" + suffix)})
-	if err != nil {
-		return fmt.Errorf("localpipeline: create dead-letter queue: %w", err)
+// Resources are a pipeline's table and queues (CreateResources).
+type Resources struct {
+	// Table is the DynamoDB table; QueueURL and DLQURL the queues.
+	Table, QueueURL, DLQURL string
+	queueARN                string
+}
+
+// CreateResources creates a table with the production schema in ddb and,
+// in q, a dead-letter queue and the notification queue, with visibility
+// its visibility timeout and a RedrivePolicy that moves a message to the
+// dead-letter queue after maxReceive receives.
+func CreateResources(ctx context.Context, ddb *dynamodb.Client, q *sqs.Client, visibility time.Duration, maxReceive int) (Resources, error) {
+	suffix := testenv.RandomID()
+	r := Resources{Table: "sendonce-local-" + suffix}
+	if err := testenv.CreateTable(ctx, ddb, r.Table); err != nil {
+		return r, fmt.Errorf("localpipeline: %w", err)
 	}
-	p.DLQURL = aws.ToString(dlq.QueueUrl)
-	dlqARN, err := p.queueAttr(ctx, p.DLQURL, types.QueueAttributeNameQueueArn)
+	dlq, err := q.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("sendonce-dlq-" + suffix)})
 	if err != nil {
-		return err
+		return r, fmt.Errorf("localpipeline: create dead-letter queue: %w", err)
 	}
-	redrive, _ := json.Marshal(map[string]string{"deadLetterTargetArn": dlqARN, "maxReceiveCount": strconv.Itoa(p.opts.MaxReceiveCount)})
-	q, err := p.sqs.CreateQueue(ctx, &sqs.CreateQueueInput{
+	r.DLQURL = aws.ToString(dlq.QueueUrl)
+	dlqARN, err := queueARN(ctx, q, r.DLQURL)
+	if err != nil {
+		return r, err
+	}
+	redrive, _ := json.Marshal(map[string]string{"deadLetterTargetArn": dlqARN, "maxReceiveCount": strconv.Itoa(maxReceive)})
+	out, err := q.CreateQueue(ctx, &sqs.CreateQueueInput{
 		QueueName: aws.String("sendonce-notifications-" + suffix),
 		Attributes: map[string]string{
-			string(types.QueueAttributeNameVisibilityTimeout): strconv.Itoa(int(p.opts.VisibilityTimeout / time.Second)),
+			string(types.QueueAttributeNameVisibilityTimeout): strconv.Itoa(int(visibility / time.Second)),
 			string(types.QueueAttributeNameRedrivePolicy):     string(redrive),
 		},
 	})
 	if err != nil {
-		return fmt.Errorf("localpipeline: create queue: %w", err)
+		return r, fmt.Errorf("localpipeline: create queue: %w", err)
 	}
-	p.QueueURL = aws.ToString(q.QueueUrl)
-	p.queueARN, err = p.queueAttr(ctx, p.QueueURL, types.QueueAttributeNameQueueArn)
-	return err
+	r.QueueURL = aws.ToString(out.QueueUrl)
+	r.queueARN, err = queueARN(ctx, q, r.QueueURL)
+	return r, err
 }
 
-func (p *Pipeline) queueAttr(ctx context.Context, url string, name types.QueueAttributeName) (string, error) {
-	out, err := p.sqs.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(url), AttributeNames: []types.QueueAttributeName{name}})
+func queueARN(ctx context.Context, q *sqs.Client, url string) (string, error) {
+	name := types.QueueAttributeNameQueueArn
+	out, err := q.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(url), AttributeNames: []types.QueueAttributeName{name}})
 	if err != nil {
 		return "", fmt.Errorf("localpipeline: queue attribute %s of %s: %w", name, url, err)
 	}
 	return out.Attributes[string(name)], nil
 }
 
+// Env returns the environment that points a function at r and at the
+// emulators (DynamoDB Local at ddbURL, everything else on moto_server at
+// motoURL), with test credentials.
+func (r Resources) Env(ddbURL, motoURL string) map[string]string {
+	return map[string]string{
+		"AWS_REGION":                       testenv.Region,
+		"AWS_ACCESS_KEY_ID":                "test",
+		"AWS_SECRET_ACCESS_KEY":            "test",
+		"AWS_ENDPOINT_URL_DYNAMODB":        ddbURL,
+		"AWS_ENDPOINT_URL_SQS":             motoURL,
+		"AWS_ENDPOINT_URL_SNS":             motoURL,
+		"AWS_ENDPOINT_URL_SSM":             motoURL,
+		"AWS_ENDPOINT_URL_SECRETS_MANAGER": motoURL,
+		"SENDONCE_TABLE":                   r.Table,
+		"SENDONCE_QUEUE_URL":               r.QueueURL,
+		"SENDONCE_DLQ_URL":                 r.DLQURL,
+	}
+}
+
 // functionEnv is the environment every function gets (each reads what
 // it needs).
 func (p *Pipeline) functionEnv() map[string]string {
 	o := p.opts
-	env := map[string]string{
-		"AWS_REGION":                             testenv.Region,
-		"AWS_ACCESS_KEY_ID":                      "test",
-		"AWS_SECRET_ACCESS_KEY":                  "test",
-		"AWS_ENDPOINT_URL_DYNAMODB":              o.DynamoDBEndpoint,
-		"AWS_ENDPOINT_URL_SQS":                   o.MotoEndpoint,
-		"AWS_ENDPOINT_URL_SNS":                   o.MotoEndpoint,
-		"AWS_ENDPOINT_URL_SSM":                   o.MotoEndpoint,
-		"AWS_ENDPOINT_URL_SECRETS_MANAGER":       o.MotoEndpoint,
-		"SENDONCE_TABLE":                         p.Table,
-		"SENDONCE_DLQ_URL":                       p.DLQURL,
+	env := p.Resources.Env(o.DynamoDBEndpoint, o.MotoEndpoint)
+	maps.Copy(env, map[string]string{
 		"SENDONCE_SMS_PROVIDER":                  "http",
 		"SENDONCE_EMAIL_PROVIDER":                "http",
 		"SENDONCE_HTTP_PROVIDER_URL":             p.simServer.URL,
@@ -481,10 +510,8 @@ func (p *Pipeline) functionEnv() map[string]string {
 		"SENDONCE_RECONCILE_RETRY_BASE": "1s",
 		"SENDONCE_CONCURRENCY":          strconv.Itoa(o.Concurrency),
 		"SENDONCE_REDACT_KEY_PARAM":     p.redactKeyARN,
-	}
-	for k, v := range o.Env {
-		env[k] = v
-	}
+	})
+	maps.Copy(env, o.Env)
 	return env
 }
 

@@ -9,12 +9,14 @@ import (
 	"maps"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/sendonce/sendonce/internal/ledger"
 	"github.com/sendonce/sendonce/internal/metrics"
+	"github.com/sendonce/sendonce/internal/provider/simulator"
 	"github.com/sendonce/sendonce/internal/sender"
 )
 
@@ -212,7 +214,7 @@ func Run(ctx context.Context, p *Pipeline, w Workload, o RunOptions) (Report, er
 		drained = quiet >= 2
 	}
 	if drained {
-		waitCallbacks(runCtx, p)
+		WaitCallbacks(runCtx, p.sim, p.opts.Simulator.Callbacks.Duplicates)
 	}
 	fmt.Fprintf(o.Progress, "[%5.1fs] %s\n", time.Since(start).Seconds(), map[bool]string{true: "drained", false: "TIMED OUT before draining"}[drained])
 
@@ -261,12 +263,13 @@ func (p *Pipeline) snapshot(ctx context.Context) (snapshot, error) {
 	return s, nil
 }
 
-// waitCallbacks waits (bounded by ctx) until the simulator has posted
-// every callback of every accepted message.
-func waitCallbacks(ctx context.Context, p *Pipeline) {
-	per := 2 * (1 + max(p.opts.Simulator.Callbacks.Duplicates, 0))
+// WaitCallbacks waits (bounded by ctx) until sim, which posts each
+// callback dups extra times, has posted every callback of every message
+// it accepted.
+func WaitCallbacks(ctx context.Context, sim *simulator.Simulator, dups int) {
+	per := 2 * (1 + max(dups, 0))
 	for ctx.Err() == nil {
-		st := p.sim.Stats()
+		st := sim.Stats()
 		if st.CallbacksSent+st.CallbacksFailed+st.CallbacksDropped*per >= st.Accepted*per {
 			return
 		}
@@ -393,11 +396,11 @@ func (r Report) WriteSummary(out io.Writer) {
 		"attempts recorded UNCERTAIN (an ambiguous send through a provider that honours Idempotency-Key is released and repeated instead)")
 	row("reconciler", r.ReconcileRuns, fmt.Sprintf("scheduled runs (%d failed): %d found sent, %d found failed, %d resent with the same key, %d abandoned",
 		r.ReconcileErrors, m.Get(metrics.ReconciledSent), m.Get(metrics.ReconciledFailed), m.Get(metrics.Resent), m.Get(metrics.Abandoned)))
-	row("failed (permanent)", r.States[ledger.StateFailed], reasons(r.FailedReasons))
-	row("invalid → DLQ", sumMap(r.DeadLetters), reasons(r.DeadLetters)+fmt.Sprintf("; redriven by maxReceiveCount: %d", r.Redriven))
+	row("failed (permanent)", r.States[ledger.StateFailed], Counts(r.FailedReasons, ": ", ", "))
+	row("invalid → DLQ", sumMap(r.DeadLetters), Counts(r.DeadLetters, ": ", ", ")+fmt.Sprintf("; redriven by maxReceiveCount: %d", r.Redriven))
 	row("abandoned", r.States[ledger.StateAbandoned], "given up by reconciler policy")
 	row("callbacks", r.CallbacksPosted, fmt.Sprintf("posted; duplicates recognised %d, out of order %d, applied %d; delivery statuses: %s",
-		m.Get(metrics.DuplicateCallbacks), m.Get(metrics.OutOfOrderCallbacks), m.Get(metrics.CallbacksApplied), reasons(r.DeliveryStatuses)))
+		m.Get(metrics.DuplicateCallbacks), m.Get(metrics.OutOfOrderCallbacks), m.Get(metrics.CallbacksApplied), Counts(r.DeliveryStatuses, ": ", ", ")))
 	row("provider repeats", r.ProviderRepeats, "retries of an ambiguous send the provider answered with the original (same Idempotency-Key)")
 	row("sender invocations", r.Poller.Invocations, fmt.Sprintf("%d records, %d deleted, %d reported in batchItemFailures, %d whole-batch failures",
 		r.Poller.Records, r.Poller.Deleted, r.Poller.Reported, r.Poller.FunctionErrors))
@@ -416,15 +419,17 @@ func (r Report) WriteSummary(out io.Writer) {
 	}
 }
 
-func reasons(m map[string]int) string {
+// Counts formats m for a summary line: "key<kv>count" in key order,
+// joined by sep; "none" when m is empty.
+func Counts[K cmp.Ordered](m map[K]int, kv, sep string) string {
 	if len(m) == 0 {
 		return "none"
 	}
-	var parts []string
+	parts := make([]string, 0, len(m))
 	for _, k := range slices.Sorted(maps.Keys(m)) {
-		parts = append(parts, fmt.Sprintf("%s: %d", k, m[k]))
+		parts = append(parts, fmt.Sprint(k)+kv+strconv.Itoa(m[k]))
 	}
-	return strings.Join(parts, ", ")
+	return strings.Join(parts, sep)
 }
 
 func sumMap(m map[string]int) int {

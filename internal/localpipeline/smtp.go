@@ -37,34 +37,22 @@ func SMTPEnv(srv *smtptest.Server, from string) map[string]string {
 // SMTPReport is what RunSMTP found in the SMTP server's received
 // messages: its ground truth.
 type SMTPReport struct {
-	Elapsed time.Duration
 	// Email counts the logical messages, HTML those with an HTML part;
-	// Copies the SQS messages sent for them; Received the messages the
-	// server took in all.
-	Email, HTML, Copies, Received int
+	// Received the messages the server took in all.
+	Email, HTML, Received int
 	// Sent counts the messages received once with the right content.
 	Sent int
-	// Twice lists the keys received more than once; Lost those SENT (or
-	// never final) but never received; NotSent those whose row is final
-	// but not SENT, with state and reason; BadContent those received once
-	// with the wrong key header, subject or parts, with what is wrong.
-	Twice, Lost, NotSent, BadContent []string
-	// Abandoned counts rows the reconciler gave up on by class policy
-	// after an ambiguous send (SMTP can neither drop a repeat nor be
-	// asked); AbandonedRecorded those the server did receive.
-	Abandoned, AbandonedRecorded int
-	// Leaks counts the ways the functions' logs could expose an
-	// address of the run (Scan); LeakDetail names each one's instance and
-	// form (never the address).
-	Leaks      int
-	LeakDetail []string
+	// BadContent lists the keys received once with the wrong key header,
+	// subject or parts, with what is wrong.
+	BadContent []string
+	PhaseVerdicts
 }
 
 // OK reports whether no message was received twice, every message is SENT
 // and received once with the right content (or abandoned by policy after
 // an ambiguous send), and no address reached a log.
 func (r SMTPReport) OK() bool {
-	return len(r.Twice) == 0 && len(r.Lost) == 0 && len(r.NotSent) == 0 && len(r.BadContent) == 0 && r.Leaks == 0
+	return r.PhaseVerdicts.OK() && len(r.BadContent) == 0
 }
 
 // WriteSummary prints r.
@@ -76,12 +64,7 @@ func (r SMTPReport) WriteSummary(w io.Writer) {
 		r.Copies, r.Received, len(r.Twice), len(r.Lost), len(r.BadContent), len(r.NotSent), r.Leaks)
 	fmt.Fprintf(w, "  ambiguous sends abandoned by class policy: %d (the server had received %d of them: SMTP cannot be asked)\n",
 		r.Abandoned, r.AbandonedRecorded)
-	for _, k := range r.NotSent {
-		fmt.Fprintf(w, "  not SENT: %s\n", k)
-	}
-	for _, d := range r.LeakDetail {
-		fmt.Fprintf(w, "  leak: %s\n", d)
-	}
+	r.writeDetail(w)
 	for _, k := range r.BadContent {
 		fmt.Fprintf(w, "  wrong content: %s\n", k)
 	}
@@ -127,8 +110,7 @@ func RunSMTP(ctx context.Context, p *Pipeline, srv *smtptest.Server, n, copies i
 		want[nm.key] = m
 		msgs, reqs = append(msgs, nm), append(reqs, req)
 	}
-	st, err := settle(ctx, p, msgs, reqs, copies, timeout)
-	rep.Copies, rep.NotSent = st.copies, st.notSentList
+	st, err := settle(ctx, p, msgs, reqs, copies, timeout, &rep.PhaseVerdicts)
 	if err != nil {
 		return rep, err
 	}
@@ -140,25 +122,13 @@ func RunSMTP(ctx context.Context, p *Pipeline, srv *smtptest.Server, n, copies i
 			byRcpt[to] = append(byRcpt[to], r)
 		}
 	}
-	for _, m := range msgs {
-		got := byRcpt[m.address]
-		switch st.judge(m.key, len(got)) {
-		case verdictTwice:
-			rep.Twice = append(rep.Twice, m.key)
-		case verdictLost:
-			rep.Lost = append(rep.Lost, m.key)
-		case verdictAbandoned:
-			rep.Abandoned++
-			rep.AbandonedRecorded += len(got)
-		case verdictOnce:
-			if err := checkEmail(got[0].Data, m.key, want[m.key]); err != nil {
-				rep.BadContent = append(rep.BadContent, fmt.Sprintf("%s: %v", m.key, err))
-			} else {
-				rep.Sent++
-			}
+	st.judgeAll(p, &rep.PhaseVerdicts, msgs, func(m nativeMessage) int { return len(byRcpt[m.address]) }, func(m nativeMessage) {
+		if err := checkEmail(byRcpt[m.address][0].Data, m.key, want[m.key]); err != nil {
+			rep.BadContent = append(rep.BadContent, fmt.Sprintf("%s: %v", m.key, err))
+		} else {
+			rep.Sent++
 		}
-	}
-	rep.Leaks, rep.LeakDetail = leakDetail(Scan(p.Logs(), p.Redactor, addresses(msgs)))
+	})
 	rep.Elapsed = time.Since(start)
 	return rep, nil
 }

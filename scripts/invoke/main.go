@@ -23,14 +23,13 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"os"
 	"strings"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
-
 	"github.com/sendonce/sendonce/internal/apikey"
+	"github.com/sendonce/sendonce/internal/localpipeline"
 	"github.com/sendonce/sendonce/internal/provider/httpprovider"
 	"github.com/sendonce/sendonce/internal/rie"
 	"github.com/sendonce/sendonce/internal/testenv"
@@ -97,28 +96,16 @@ func run(ctx context.Context, function, eventPath, bootstrap string) error {
 // localEnv creates the table and queues and returns the function's
 // environment.
 func localEnv(ctx context.Context, ddbURL, motoURL string) (map[string]string, error) {
-	suffix := testenv.RandomID()
-	table := "sendonce-invoke-" + suffix
-	if err := testenv.CreateTable(ctx, testenv.DynamoDBAt(ddbURL), table); err != nil {
+	res, err := localpipeline.CreateResources(ctx, testenv.DynamoDBAt(ddbURL), testenv.SQSAt(motoURL),
+		localpipeline.DefaultVisibilityTimeout, localpipeline.DefaultMaxReceiveCount)
+	if err != nil {
 		return nil, err
 	}
-	q := testenv.SQSAt(motoURL)
-	var urls [2]string
-	for i, name := range []string{"sendonce-notifications-", "sendonce-dlq-"} {
-		out, err := q.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(name + suffix)})
-		if err != nil {
-			return nil, fmt.Errorf("create queue %s: %w", name+suffix, err)
-		}
-		urls[i] = aws.ToString(out.QueueUrl)
-	}
-	env := map[string]string{
-		"AWS_REGION": testenv.Region, "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
-		"AWS_ENDPOINT_URL_DYNAMODB": ddbURL, "AWS_ENDPOINT_URL_SQS": motoURL, "AWS_ENDPOINT_URL_SNS": motoURL,
-		"AWS_ENDPOINT_URL_SSM": motoURL, "AWS_ENDPOINT_URL_SECRETS_MANAGER": motoURL,
-		"SENDONCE_TABLE": table, "SENDONCE_QUEUE_URL": urls[0], "SENDONCE_DLQ_URL": urls[1],
+	env := res.Env(ddbURL, motoURL)
+	maps.Copy(env, map[string]string{
 		"SENDONCE_SMS_PROVIDER": "sns", "SENDONCE_PUSH_PROVIDER": "sns",
 		"SENDONCE_HTTP_PROVIDER_CALLBACK_SECRET": "local-callback-secret",
-	}
+	})
 	for _, kv := range os.Environ() {
 		k, v, _ := strings.Cut(kv, "=")
 		if strings.HasPrefix(k, "SENDONCE_") && !strings.HasPrefix(k, "SENDONCE_TEST_") && !strings.HasPrefix(k, "SENDONCE_LOCAL_") {

@@ -28,7 +28,7 @@ func TestSESLane(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(cp.Close)
-	l := cp.(*sesLane)
+	l := cp.(*motoLane)
 	client := sesv2.NewFromConfig(testenv.Config(), func(o *sesv2.Options) { o.BaseEndpoint = aws.String(l.url) })
 	p, err := sesprovider.New(sesprovider.Config{Client: client, From: sesFrom, Timeout: 5 * time.Second})
 	if err != nil {
