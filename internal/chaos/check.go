@@ -279,7 +279,7 @@ func (l *lane) check(ctx context.Context, lostKeys map[string][]string) (LaneRep
 // DumpEnv names a directory into which a run writes every function
 // instance's whole log, one file per lane and instance, and the proxy's
 // record of lost answers (lost.log): what a violation's excerpt leaves out.
-const DumpEnv = "SENDONCE_CHAOS_DUMP"
+const DumpEnv = "SENDONCE_TEST_CHAOS_DUMP"
 
 // neverAcceptedCause names why a message no provider accepted was
 // abandoned: the reconciler's attempt budget, or a class policy applied
