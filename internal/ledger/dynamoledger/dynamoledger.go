@@ -275,7 +275,7 @@ const (
 // holding the live row (from the failed write itself), or the DynamoDB
 // error, wrapped with the operation and key.
 func (l *Ledger) Claim(ctx context.Context, e ledger.Entry, lease time.Duration) (ledger.Claim, error) {
-	if err := checkClaim(e.Key, lease); err != nil {
+	if err := ledger.CheckClaim(e.Key, lease); err != nil {
 		return ledger.Claim{}, fmt.Errorf("dynamoledger: claim %s: %w", e.Key, err)
 	}
 	now := l.clock()
@@ -351,7 +351,7 @@ func (l *Ledger) Claim(ctx context.Context, e ledger.Entry, lease time.Duration)
 // UNCERTAIN row, ledger.ErrNotFound when no live row exists, or the
 // DynamoDB error, wrapped with the operation and key.
 func (l *Ledger) TakeOver(ctx context.Context, cur ledger.Record, lease time.Duration) (ledger.Claim, error) {
-	if err := checkClaim(cur.Key, lease); err != nil {
+	if err := ledger.CheckClaim(cur.Key, lease); err != nil {
 		return ledger.Claim{}, fmt.Errorf("dynamoledger: takeover %s: %w", cur.Key, err)
 	}
 	now := l.clock()
@@ -757,16 +757,6 @@ func conditionFailed(err error) (old ledger.Record, failed bool, decodeErr error
 	}
 	old, decodeErr = decode(ccf.Item)
 	return old, true, decodeErr
-}
-
-func checkClaim(key string, lease time.Duration) error {
-	if key == "" {
-		return errors.New("empty key")
-	}
-	if lease <= 0 {
-		return fmt.Errorf("lease %v: must be positive", lease)
-	}
-	return nil
 }
 
 func checkDelivery(key string, d ledger.Delivery) error {
