@@ -28,15 +28,7 @@ func BenchmarkHandleSQSBatch(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	prov, _, stop, err := startSim(latency)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(stop)
-	s, err := newSender(l, prov)
-	if err != nil {
-		b.Fatal(err)
-	}
+	s, _ := simSender(b, l, latency)
 	run := testenv.RandomID()
 	next := 0
 	handle := func(tb testing.TB, size int) {

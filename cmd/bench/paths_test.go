@@ -71,15 +71,7 @@ func TestPathCosts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	prov, _, stop, err := startSim(0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(stop)
-	s, err := newSender(l, prov)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, prov := simSender(t, l, 0)
 	run := testenv.RandomID()
 	const n = 20
 	next := 0
@@ -214,4 +206,20 @@ func TestPathCosts(t *testing.T) {
 		}
 	}
 	check("ApplyDelivery alone", pathCost{calls: 1, localWCU: 1, realWCU: 1})
+}
+
+// simSender returns a sender over l and its provider, the simulator
+// answering after latency, stopped when tb ends.
+func simSender(tb testing.TB, l ledger.Ledger, latency time.Duration) (*sender.Sender, *httpprovider.Provider) {
+	tb.Helper()
+	prov, _, stop, err := startSim(latency)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(stop)
+	s, err := newSender(l, prov)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return s, prov
 }

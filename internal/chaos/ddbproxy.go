@@ -2,7 +2,6 @@ package chaos
 
 import (
 	"bytes"
-	"cmp"
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
@@ -72,12 +71,6 @@ var throttleTypes = []string{
 // SDK's retries and the ledger's recognition of its own retried writes
 // meet real failures. Faults are off until Enable.
 type Proxy struct {
-	// Kill is set by the harness (see afterLoss); MaxInvocation bounds how
-	// long before a worker's death a loss it had not acted on counts as
-	// lost right before it: the longest a function invocation runs
-	// (DefaultMaxInvocation when zero).
-	MaxInvocation time.Duration
-
 	target string
 	opts   StormOptions
 	client *http.Client
@@ -117,10 +110,10 @@ func (p *Proxy) Journal() []string {
 	return slices.Clone(p.journal)
 }
 
-// DefaultMaxInvocation is Proxy.MaxInvocation when it is zero: the
-// reconciler's timeout in the local pipeline, the longest any function
-// invocation runs there.
-const DefaultMaxInvocation = localpipeline.DefaultReconcilerTimeout
+// maxInvocation bounds how long before a worker's death a loss it had not
+// acted on counts as lost right before it: the reconciler's timeout in the
+// local pipeline, the longest any function invocation runs there.
+const maxInvocation = localpipeline.DefaultReconcilerTimeout
 
 // lostRef is one entry of lostKeys, with when it was lost: kept (in
 // recent) until its worker acts on the key again (a release or a mark
@@ -291,7 +284,7 @@ func (p *Proxy) Killed(tag string) { p.Died(tag, time.Now()) }
 
 // Died records that the worker behind tag stopped at at (killed, or its
 // invocation ran past the function's timeout, which stops the process):
-// each answer it lost before at, within MaxInvocation (so in the same
+// each answer it lost before at, within maxInvocation (so in the same
 // invocation), and had not acted on counts as lost right before its death.
 func (p *Proxy) Died(tag string, at time.Time) {
 	p.lostMu.Lock()
@@ -303,7 +296,7 @@ func (p *Proxy) Died(tag string, at time.Time) {
 			keep = append(keep, r)
 			continue
 		}
-		if at.Sub(r.at) > cmp.Or(p.MaxInvocation, DefaultMaxInvocation) {
+		if at.Sub(r.at) > maxInvocation {
 			continue // lost in an earlier invocation, which ended without acting on it
 		}
 		if ops := p.lostKeys[r.key]; r.i < len(ops) && !strings.HasSuffix(ops[r.i], "+kill") {

@@ -142,7 +142,7 @@ func TestProxyLostForGood(t *testing.T) {
 // key again, however long after the loss within one invocation (it may
 // retry until its deadline); not when a release of that key reached the
 // proxy first, nor when it died before the loss or after the invocation
-// of the loss must have ended (MaxInvocation).
+// of the loss must have ended (maxInvocation).
 func TestProxyDeathAfterLoss(t *testing.T) {
 	t.Parallel()
 	key := "v1_" + strings.Repeat("e", 64)
@@ -170,7 +170,6 @@ func TestProxyDeathAfterLoss(t *testing.T) {
 			backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, `{}`) }))
 			t.Cleanup(backend.Close)
 			px := NewProxy(backend.URL, StormOptions{Lost: map[string]float64{"claim": 1}}, 1)
-			px.MaxInvocation = 30 * time.Second
 			t.Cleanup(px.Close)
 			px.Enable(true)
 			u, err := px.Listen("w")
