@@ -179,21 +179,27 @@ func Parse(body []byte) (Request, error) {
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
-	if err := dec.Decode(&r); err != nil {
+	err := dec.Decode(&r)
+	var te *json.UnmarshalTypeError
+	if err != nil && !errors.As(err, &te) {
 		return Request{}, &InvalidError{Field: jsonField(err), Reason: jsonReason(err)}
 	}
+	// A type error leaves the decoder past the whole value, so what follows
+	// it can still be checked.
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		// Not More(): it treats a stray ']' or '}' as the end of input.
 		return Request{}, &InvalidError{Reason: "body holds more than one JSON value"}
 	}
 	if foldedKeys(body) {
 		// encoding/json matches names case-insensitively ("Tenant_ID"
-		// would fill TenantID); the contract's names are exact and any
-		// other key is unknown, so decode again without the look-alikes.
+		// would fill TenantID, and "DATA":1 is a type error of Data); the
+		// contract's names are exact and any other key is unknown, so
+		// decode again without the look-alikes and judge that decode.
 		r = Request{}
-		if err := decodeExact(body, &r); err != nil {
-			return Request{}, &InvalidError{Field: jsonField(err), Reason: jsonReason(err)}
-		}
+		err = decodeExact(body, &r)
+	}
+	if err != nil {
+		return Request{}, &InvalidError{Field: jsonField(err), Reason: jsonReason(err)}
 	}
 	if err := r.Validate(); err != nil {
 		return Request{}, err

@@ -91,6 +91,27 @@ func TestParseInvalid(t *testing.T) {
 	}
 }
 
+// A key that differs from a field's name only in case is unknown, so its
+// value's type does not matter: encoding/json's folding used to reject
+// `"DATA":1` as "data: must be a JSON object" before the exact-name decode
+// ran, while the schema (and the contract) ignore the key.
+func TestParseFoldedKeyOfWrongType(t *testing.T) {
+	t.Parallel()
+	for _, body := range []string{
+		strings.Replace(valid, `"data"`, `"DATA":1,"data"`, 1),
+		strings.Replace(valid, `"id":"user-42"`, `"ID":[true],"id":"user-42"`, 1),
+		strings.Replace(valid, `"tenant_id":"acme"`, `"Tenant_Id":{"x":1},"tenant_id":"acme"`, 1),
+	} {
+		if _, err := notify.Parse([]byte(body)); err != nil {
+			t.Errorf("Parse(%s) = %v, want the look-alike key ignored", body, err)
+		}
+	}
+	// A wrong type under the exact name is still an error.
+	if _, err := notify.Parse([]byte(strings.Replace(valid, `"data":`, `"DATA":{},"data":1,"x":`, 1))); err == nil || !strings.Contains(err.Error(), "data: must be a JSON object") {
+		t.Errorf("exact-name wrong type: err = %v", err)
+	}
+}
+
 func TestParseContent(t *testing.T) {
 	t.Parallel()
 	body := `{"tenant_id":"acme","event_id":"e","channel":"email","template":"welcome","recipient":{"id":"r","email":"a@b.co"},
@@ -120,6 +141,7 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte(valid + `}garbage`))
 	f.Add([]byte(`{"tenant_id":"a","event_id":"e","channel":"email","template":"t","recipient":{"id":"r","email":"a@b.co"},"content":{"subject":"s","text":"x","html":"<b>"}}`))
 	f.Add([]byte(`{"Tenant_ID":"a","event_id":"e","channel":"sms","template":"t","recipient":{"ID":"r","phone":"+15551234567"},"content":{"TEXT":"x"}}`))
+	f.Add([]byte(`{"DATA":1,"tenant_id":"a","event_id":"e","channel":"sms","template":"t","recipient":{"id":"r","phone":"+15551234567"}}`))
 	sch := compileSchema(f)
 	f.Fuzz(func(t *testing.T, body []byte) {
 		r, err := notify.Parse(body)
