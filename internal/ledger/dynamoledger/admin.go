@@ -145,34 +145,26 @@ func (l *Ledger) Resolve(ctx context.Context, r ledger.Resolution) (ledger.Recor
 		values[":pmid"] = str(r.ProviderMessageID)
 	}
 	set, remove = finalIndex(r.State, r.Key, now, set, remove, names, values)
-	out, err := l.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                           l.table,
-		Key:                                 keyOf(r.Key),
-		ConditionExpression:                 aws.String(cond),
-		UpdateExpression:                    aws.String(set + remove),
-		ExpressionAttributeNames:            names,
-		ExpressionAttributeValues:           values,
-		ReturnValues:                        types.ReturnValueAllNew,
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-		ReturnConsumedCapacity:              l.rcc,
+	out, old, failed, err := l.update(ctx, "resolve", r.Key, &dynamodb.UpdateItemInput{
+		ConditionExpression:       aws.String(cond),
+		UpdateExpression:          aws.String(set + remove),
+		ExpressionAttributeNames:  names,
+		ExpressionAttributeValues: values,
+		ReturnValues:              types.ReturnValueAllNew,
 	})
-	if err != nil {
-		old, failed, derr := conditionFailed(err)
-		switch {
-		case !failed:
-			return ledger.Record{}, wrap(err)
-		case derr != nil:
-			return ledger.Record{}, wrap(derr)
-		case old.Key == "" || old.ExpiresAt.Unix() < now.Unix():
-			return ledger.Record{}, wrap(ledger.ErrNotFound)
-		case old.State == r.State && old.ResolvedBy == r.By && old.ResolvedAt.Equal(now):
-			return old, nil // a retry found its own first try's write
-		case old.State == r.FromState && old.ClaimID == r.FromClaimID:
-			return ledger.Record{}, wrap(r.Refused(old, now)) // only the lease condition failed
-		}
+	switch {
+	case err != nil:
+		return ledger.Record{}, err
+	case !failed:
+	case old.Key == "" || old.ExpiresAt.Unix() < now.Unix():
+		return ledger.Record{}, wrap(ledger.ErrNotFound)
+	case old.State == r.State && old.ResolvedBy == r.By && old.ResolvedAt.Equal(now):
+		return old, nil // a retry found its own first try's write
+	case old.State == r.FromState && old.ClaimID == r.FromClaimID:
+		return ledger.Record{}, wrap(r.Refused(old, now)) // only the lease condition failed
+	default:
 		return ledger.Record{}, wrap(&ledger.ConflictError{Op: "resolve", Current: old})
 	}
-	l.report("resolve", out.ConsumedCapacity)
 	rec, err := decode(out.Attributes)
 	if err != nil {
 		return ledger.Record{}, wrap(err)

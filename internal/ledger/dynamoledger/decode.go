@@ -42,22 +42,17 @@ func decode(item map[string]types.AttributeValue) (ledger.Record, error) {
 	}
 
 	var n int64
-	if n, err = intAttr(item, attrAttempts); err != nil {
-		return r, err
+	for _, f := range [...]struct {
+		name string
+		n    *int
+	}{
+		{attrAttempts, &r.Attempts}, {attrReleases, &r.Releases}, {attrDlvRank, &r.DeliveryRank}, {attrTplVersion, &r.TemplateVersion},
+	} {
+		if n, err = intAttr(item, f.name); err != nil {
+			return r, err
+		}
+		*f.n = int(n)
 	}
-	r.Attempts = int(n)
-	if n, err = intAttr(item, attrReleases); err != nil {
-		return r, err
-	}
-	r.Releases = int(n)
-	if n, err = intAttr(item, attrDlvRank); err != nil {
-		return r, err
-	}
-	r.DeliveryRank = int(n)
-	if n, err = intAttr(item, attrTplVersion); err != nil {
-		return r, err
-	}
-	r.TemplateVersion = int(n)
 	for _, f := range [...]struct {
 		name string
 		t    *time.Time

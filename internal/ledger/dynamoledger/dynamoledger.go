@@ -365,9 +365,7 @@ func (l *Ledger) TakeOver(ctx context.Context, cur ledger.Record, lease time.Dur
 	if cur.Released {
 		lookupFrom, prev = "#lookup_from = :prev_ms", nowMS
 	}
-	out, err := l.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:           l.table,
-		Key:                 keyOf(cur.Key),
+	out, old, failed, err := l.update(ctx, "takeover", cur.Key, &dynamodb.UpdateItemInput{
 		ConditionExpression: aws.String(condTake),
 		UpdateExpression: aws.String("SET #state = :pending, #claim_id = :new, #attempts = #attempts + :one, " +
 			"#lease_until = :lease, #attempted_at = :now_ms, #updated_at = :now_ms, #expires_at = :ttl, " +
@@ -392,27 +390,21 @@ func (l *Ledger) TakeOver(ctx context.Context, cur ledger.Record, lease time.Dur
 			":shard":     str(attnPK(ledger.Shard(cur.Key))),
 			":due":       str(attnSK(leaseUntil, cur.Key)),
 		},
-		ReturnValues:                        types.ReturnValueUpdatedNew,
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-		ReturnConsumedCapacity:              l.rcc,
+		ReturnValues: types.ReturnValueUpdatedNew,
 	})
-	if err != nil {
-		old, failed, derr := conditionFailed(err)
-		switch {
-		case !failed:
-			// The answer was lost: the write may have applied.
-			return ledger.Claim{Key: cur.Key, ClaimID: newID, Attempt: cur.Attempts + 1, LeaseUntil: leaseUntil, AttemptedAt: now},
-				fmt.Errorf("dynamoledger: takeover %s: %w", cur.Key, err)
-		case derr != nil:
-			return ledger.Claim{}, fmt.Errorf("dynamoledger: takeover %s: %w", cur.Key, derr)
-		case old.Key == "" || old.ExpiresAt.Unix() < now.Unix():
-			return ledger.Claim{}, fmt.Errorf("dynamoledger: takeover %s: %w", cur.Key, ledger.ErrNotFound)
-		case old.ClaimID == newID:
-			return ledger.Claim{Key: cur.Key, ClaimID: newID, Attempt: old.Attempts, LeaseUntil: leaseUntil, AttemptedAt: now}, nil
-		}
+	switch {
+	case err != nil && !failed:
+		// The answer was lost: the write may have applied.
+		return ledger.Claim{Key: cur.Key, ClaimID: newID, Attempt: cur.Attempts + 1, LeaseUntil: leaseUntil, AttemptedAt: now}, err
+	case err != nil:
+		return ledger.Claim{}, err
+	case failed && (old.Key == "" || old.ExpiresAt.Unix() < now.Unix()):
+		return ledger.Claim{}, fmt.Errorf("dynamoledger: takeover %s: %w", cur.Key, ledger.ErrNotFound)
+	case failed && old.ClaimID == newID:
+		return ledger.Claim{Key: cur.Key, ClaimID: newID, Attempt: old.Attempts, LeaseUntil: leaseUntil, AttemptedAt: now}, nil
+	case failed:
 		return ledger.Claim{}, fmt.Errorf("dynamoledger: takeover %s: %w", cur.Key, &ledger.ConflictError{Op: "takeover", Current: old})
 	}
-	l.report("takeover", out.ConsumedCapacity)
 	attempts, err := intAttr(out.Attributes, attrAttempts)
 	if err != nil {
 		return ledger.Claim{}, fmt.Errorf("dynamoledger: takeover %s: %w", cur.Key, err)
@@ -471,30 +463,21 @@ func (l *Ledger) Mark(ctx context.Context, c ledger.Claim, o ledger.Outcome) err
 		names["#attn_pk"], names["#attn_sk"] = attrAttnPK, attrAttnSK
 		values[":shard"], values[":due"] = str(attnPK(ledger.Shard(c.Key))), str(attnSK(now, c.Key))
 	}
-	out, err := l.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                           l.table,
-		Key:                                 keyOf(c.Key),
-		ConditionExpression:                 aws.String(condHeld),
-		UpdateExpression:                    aws.String(set + remove),
-		ExpressionAttributeNames:            names,
-		ExpressionAttributeValues:           values,
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-		ReturnConsumedCapacity:              l.rcc,
+	_, old, failed, err := l.update(ctx, "mark", c.Key, &dynamodb.UpdateItemInput{
+		ConditionExpression:       aws.String(condHeld),
+		UpdateExpression:          aws.String(set + remove),
+		ExpressionAttributeNames:  names,
+		ExpressionAttributeValues: values,
 	})
-	if err != nil {
-		old, failed, derr := conditionFailed(err)
-		switch {
-		case !failed:
-			return fmt.Errorf("dynamoledger: mark %s: %w", c.Key, err)
-		case derr != nil:
-			return fmt.Errorf("dynamoledger: mark %s: %w", c.Key, derr)
-		case old.ClaimID == c.ClaimID && old.State == o.State && old.UpdatedAt.Equal(now):
-			return nil // a retry found its own first try's write
-		}
-		return fmt.Errorf("dynamoledger: mark %s: %w", c.Key, fenced(old, now))
+	switch {
+	case err != nil:
+		return err
+	case !failed:
+		return nil
+	case old.ClaimID == c.ClaimID && old.State == o.State && old.UpdatedAt.Equal(now):
+		return nil // a retry found its own first try's write
 	}
-	l.report("mark", out.ConsumedCapacity)
-	return nil
+	return fmt.Errorf("dynamoledger: mark %s: %w", c.Key, fenced(old, now))
 }
 
 // Release implements ledger.Ledger with one UpdateItem conditional on the
@@ -538,30 +521,21 @@ func (l *Ledger) Release(ctx context.Context, c ledger.Claim, reason string, ret
 	} else {
 		update += " REMOVE #reason"
 	}
-	out, err := l.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                           l.table,
-		Key:                                 keyOf(c.Key),
-		ConditionExpression:                 aws.String(condHeld + " AND attribute_not_exists(#released)"),
-		UpdateExpression:                    aws.String(update),
-		ExpressionAttributeNames:            names,
-		ExpressionAttributeValues:           values,
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-		ReturnConsumedCapacity:              l.rcc,
+	_, old, failed, err := l.update(ctx, "release", c.Key, &dynamodb.UpdateItemInput{
+		ConditionExpression:       aws.String(condHeld + " AND attribute_not_exists(#released)"),
+		UpdateExpression:          aws.String(update),
+		ExpressionAttributeNames:  names,
+		ExpressionAttributeValues: values,
 	})
-	if err != nil {
-		old, failed, derr := conditionFailed(err)
-		switch {
-		case !failed:
-			return fmt.Errorf("dynamoledger: release %s: %w", c.Key, err)
-		case derr != nil:
-			return fmt.Errorf("dynamoledger: release %s: %w", c.Key, derr)
-		case old.State == ledger.StatePending && old.ClaimID == c.ClaimID && old.Released && old.ExpiresAt.Unix() >= now.Unix():
-			return nil // already released (perhaps by this call's own first try)
-		}
-		return fmt.Errorf("dynamoledger: release %s: %w", c.Key, fenced(old, now))
+	switch {
+	case err != nil:
+		return err
+	case !failed:
+		return nil
+	case old.State == ledger.StatePending && old.ClaimID == c.ClaimID && old.Released && old.ExpiresAt.Unix() >= now.Unix():
+		return nil // already released (perhaps by this call's own first try)
 	}
-	l.report("release", out.ConsumedCapacity)
-	return nil
+	return fmt.Errorf("dynamoledger: release %s: %w", c.Key, fenced(old, now))
 }
 
 // fenced explains why a claim no longer holds a row.
@@ -719,30 +693,21 @@ func (l *Ledger) ApplyDelivery(ctx context.Context, key string, d ledger.Deliver
 		names["#provider_msg_id"] = attrProviderMsg
 		values[":pmid"] = str(d.ProviderMessageID)
 	}
-	out, err := l.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                           l.table,
-		Key:                                 keyOf(key),
-		ConditionExpression:                 aws.String(condDlv),
-		UpdateExpression:                    aws.String(update),
-		ExpressionAttributeNames:            names,
-		ExpressionAttributeValues:           values,
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-		ReturnConsumedCapacity:              l.rcc,
+	_, old, failed, err := l.update(ctx, "apply delivery", key, &dynamodb.UpdateItemInput{
+		ConditionExpression:       aws.String(condDlv),
+		UpdateExpression:          aws.String(update),
+		ExpressionAttributeNames:  names,
+		ExpressionAttributeValues: values,
 	})
-	if err != nil {
-		old, failed, derr := conditionFailed(err)
-		switch {
-		case !failed:
-			return false, fmt.Errorf("dynamoledger: apply delivery %s: %w", key, err)
-		case derr != nil:
-			return false, fmt.Errorf("dynamoledger: apply delivery %s: %w", key, derr)
-		case old.Key == "" || old.ExpiresAt.Unix() < now.Unix():
-			return false, fmt.Errorf("dynamoledger: apply delivery %s: %w", key, ledger.ErrNotFound)
-		}
-		return false, nil
+	switch {
+	case err != nil:
+		return false, err
+	case !failed:
+		return true, nil
+	case old.Key == "" || old.ExpiresAt.Unix() < now.Unix():
+		return false, fmt.Errorf("dynamoledger: apply delivery %s: %w", key, ledger.ErrNotFound)
 	}
-	l.report("apply delivery", out.ConsumedCapacity)
-	return true, nil
+	return false, nil // a status of the same or a higher rank is already applied
 }
 
 // conditionFailed reports whether err is a failed condition and decodes the
@@ -757,6 +722,31 @@ func conditionFailed(err error) (old ledger.Record, failed bool, decodeErr error
 	}
 	old, decodeErr = decode(ccf.Item)
 	return old, true, decodeErr
+}
+
+// update runs one conditional UpdateItem of op on key: in gets the table,
+// the key, ALL_OLD on a failed condition and the capacity report. When
+// the condition failed, failed is true and old is the row as it was (a
+// zero Record when there was none). err is any other error, wrapped with
+// op and key: with failed false the answer was lost and the write may
+// have applied; with failed true the old row could not be decoded.
+func (l *Ledger) update(ctx context.Context, op, key string, in *dynamodb.UpdateItemInput) (out *dynamodb.UpdateItemOutput, old ledger.Record, failed bool, err error) {
+	in.TableName, in.Key = l.table, keyOf(key)
+	in.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
+	in.ReturnConsumedCapacity = l.rcc
+	out, err = l.db.UpdateItem(ctx, in)
+	if err == nil {
+		l.report(op, out.ConsumedCapacity)
+		return out, ledger.Record{}, false, nil
+	}
+	old, failed, derr := conditionFailed(err)
+	switch {
+	case !failed:
+		return nil, ledger.Record{}, false, fmt.Errorf("dynamoledger: %s %s: %w", op, key, err)
+	case derr != nil:
+		return nil, ledger.Record{}, true, fmt.Errorf("dynamoledger: %s %s: %w", op, key, derr)
+	}
+	return nil, old, true, nil
 }
 
 func checkDelivery(key string, d ledger.Delivery) error {
