@@ -19,6 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/sendonce/sendonce/internal/benchreport/ddbcost"
+	"github.com/sendonce/sendonce/internal/localpipeline"
 )
 
 // costProxy is an HTTP proxy in front of DynamoDB Local that accounts for
@@ -250,13 +251,7 @@ func (p *costProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	p.record(req.TableName, op, status, failed, respBody, cost, size)
 
-	for k, vs := range header {
-		for _, v := range vs {
-			w.Header().Add(k, v)
-		}
-	}
-	w.WriteHeader(status)
-	_, _ = w.Write(respBody)
+	localpipeline.Answer(w, status, header, respBody)
 }
 
 // withCapacity sets ReturnConsumedCapacity=INDEXES on an item call.
@@ -273,31 +268,13 @@ func withCapacity(body []byte) []byte {
 	return b
 }
 
+// forward sends r, with body, to the target and returns its answer.
 func (p *costProxy) forward(r *http.Request, body []byte) (int, http.Header, []byte, error) {
 	u := *p.target
 	u.Path, u.RawQuery = r.URL.Path, r.URL.RawQuery
-	out, err := http.NewRequestWithContext(r.Context(), r.Method, u.String(), bytes.NewReader(body))
-	if err != nil {
-		return 0, nil, nil, err
-	}
-	for k, vs := range r.Header {
-		if k == "Content-Length" {
-			continue
-		}
-		out.Header[k] = vs
-	}
-	resp, err := p.http.Do(out)
-	if err != nil {
-		return 0, nil, nil, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return 0, nil, nil, err
-	}
-	h := resp.Header.Clone()
-	h.Del("Content-Length")
-	return resp.StatusCode, h, b, nil
+	status, h, b, err := localpipeline.Forward(r.Context(), p.http, r, u.String(), body)
+	h.Del("Content-Length") // the server sets its own
+	return status, h, b, err
 }
 
 func (p *costProxy) record(table, op string, status int, failed bool, body []byte, cost ddbcost.Cost, size int) {

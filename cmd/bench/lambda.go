@@ -182,7 +182,7 @@ func measureInvokes(ctx context.Context, name, bootstrap string, c lambdaCase, w
 	}
 	rep.Add("lambda", name+": warm invoke (median)", benchreport.Median(warms), "ms",
 		fmt.Sprintf("median of %d warm invokes, client-side wall time, each doing the function's real work against DynamoDB Local / moto / the simulator", warm))
-	pids := bootstrapPIDs(inst.PID())
+	pids := inst.FunctionPIDs()
 	if len(pids) == 0 {
 		return fmt.Errorf("no bootstrap process found under the emulator (pid %d)", inst.PID())
 	}
@@ -226,42 +226,6 @@ func parseInitDuration(emulatorLog string) (float64, bool) {
 	return v, err == nil
 }
 
-// bootstrapPIDs returns the pids of the processes that descend from root
-// (the emulator): its only child is the function's bootstrap.
-func bootstrapPIDs(root int) []int {
-	ents, err := os.ReadDir("/proc")
-	if err != nil {
-		return nil
-	}
-	parent := map[int]int{}
-	comm := map[int]string{} // pid -> command name
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		st, ok := parsePidStat(b)
-		if !ok {
-			continue
-		}
-		parent[pid], comm[pid] = st.ppid, st.name
-	}
-	var out []int
-	for pid := range comm {
-		for p, hops := parent[pid], 0; p > 1 && hops < 16; p, hops = parent[p], hops+1 {
-			if p == root {
-				out = append(out, pid)
-				break
-			}
-		}
-	}
-	return out
-}
-
 // vmHWM returns the peak resident set size of pid in KiB.
 func vmHWM(pid int) (int64, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
@@ -286,6 +250,20 @@ func parseVmHWM(status []byte) (int64, error) {
 		return strconv.ParseInt(f[0], 10, 64)
 	}
 	return 0, fmt.Errorf("no VmHWM line in the process status")
+}
+
+// statusIs checks a function's HTTP answer (a Function URL or API
+// Gateway response) for status want.
+func statusIs(function string, want int) func([]byte) error {
+	return func(out []byte) error {
+		var resp struct {
+			StatusCode int `json:"statusCode"`
+		}
+		if err := json.Unmarshal(out, &resp); err != nil || resp.StatusCode != want {
+			return fmt.Errorf("%s answered %s, want %d", function, truncate(string(out), 200), want)
+		}
+		return nil
+	}
 }
 
 // lambdaCases configures each function against the emulators and gives it
@@ -404,13 +382,7 @@ func lambdaCases(ctx context.Context, env endpoints, table string, prov provider
 				}
 				return json.Marshal(req)
 			},
-			check: func(out []byte) error {
-				var resp events.LambdaFunctionURLResponse
-				if err := json.Unmarshal(out, &resp); err != nil || resp.StatusCode != 200 {
-					return fmt.Errorf("webhook answered %s, want 200", truncate(string(out), 200))
-				}
-				return nil
-			},
+			check: statusIs("webhook", 200),
 		},
 		"api": {
 			env: with(map[string]string{
@@ -427,13 +399,7 @@ func lambdaCases(ctx context.Context, env endpoints, table string, prov provider
 				ev.Headers["idempotency-key"] = fmt.Sprintf("bench-%s-%d", run, i)
 				return json.Marshal(ev)
 			},
-			check: func(out []byte) error {
-				var resp events.APIGatewayV2HTTPResponse
-				if err := json.Unmarshal(out, &resp); err != nil || resp.StatusCode != 202 {
-					return fmt.Errorf("api answered %s, want 202", truncate(string(out), 200))
-				}
-				return nil
-			},
+			check: statusIs("api", 202),
 		},
 	}, nil
 }

@@ -5,9 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"maps"
 	"net/http/httptest"
-	"slices"
 	"strings"
 	"time"
 
@@ -15,6 +13,7 @@ import (
 
 	"github.com/sendonce/sendonce/internal/decide"
 	"github.com/sendonce/sendonce/internal/ledger"
+	"github.com/sendonce/sendonce/internal/localpipeline"
 	"github.com/sendonce/sendonce/internal/notify"
 	"github.com/sendonce/sendonce/internal/provider"
 	"github.com/sendonce/sendonce/internal/provider/httpprovider"
@@ -107,16 +106,7 @@ func requestJSON(req notify.Request) (string, error) {
 }
 
 // callList names the calls, e.g. "PutItem 20, UpdateItem 20".
-func callList(calls map[string]int) string {
-	var parts []string
-	for _, op := range slices.Sorted(maps.Keys(calls)) {
-		parts = append(parts, fmt.Sprintf("%s %d", op, calls[op]))
-	}
-	if len(parts) == 0 {
-		return "none"
-	}
-	return strings.Join(parts, ", ")
-}
+func callList(calls map[string]int) string { return localpipeline.Counts(calls, " ", ", ") }
 
 // callbackRequest is a Function URL request carrying a signed generic
 // callback (docs/http-provider.md).

@@ -399,7 +399,7 @@ func Run(ctx context.Context, o Options) (rep Report, err error) {
 		faultWG.Add(1)
 		go func() {
 			defer faultWG.Done()
-			sleepCtx(crashCtx, o.OutageAt)
+			localpipeline.Sleep(crashCtx, o.OutageAt)
 			if crashCtx.Err() != nil {
 				return
 			}
@@ -408,7 +408,7 @@ func Run(ctx context.Context, o Options) (rep Report, err error) {
 			for _, l := range lanes {
 				l.cp.Outage(true)
 			}
-			sleepCtx(crashCtx, o.Outage)
+			localpipeline.Sleep(crashCtx, o.Outage)
 			for _, l := range lanes {
 				l.cp.Outage(false)
 			}
@@ -422,16 +422,9 @@ func Run(ctx context.Context, o Options) (rep Report, err error) {
 	bg.Add(1)
 	go func() { // a progress line every ProgressEvery, whatever the phase
 		defer bg.Done()
-		t := time.NewTicker(o.ProgressEvery)
-		defer t.Stop()
-		for {
-			select {
-			case <-progCtx.Done():
-				return
-			case <-t.C:
-				logf("%s | %s | faults: %s", phase.Load(), laneProgress(progCtx, lanes), faultsSoFar(lanes, proxy, crasher))
-			}
-		}
+		localpipeline.Every(progCtx, o.ProgressEvery, func() {
+			logf("%s | %s | faults: %s", phase.Load(), laneProgress(progCtx, lanes), faultsSoFar(lanes, proxy, crasher))
+		})
 	}()
 	// Each lane is fed by its own loop: a slow SendMessageBatch on one
 	// queue does not hold the others back.
@@ -445,7 +438,7 @@ func Run(ctx context.Context, o Options) (rep Report, err error) {
 	}
 	quiet := 0
 	for runCtx.Err() == nil {
-		sleepCtx(runCtx, time.Second)
+		localpipeline.Sleep(runCtx, time.Second)
 		busy := false
 		for _, l := range lanes {
 			busy = busy || l.busy.Load()
@@ -649,7 +642,7 @@ func (l *lane) feedLoop(ctx context.Context) {
 		l.addDueCopies()
 		depth, n, err := l.feed.Step(ctx)
 		l.busy.Store(err != nil || depth > 0 || n > 0 || l.feed.Backlog() > 0 || int(l.nCopies.Load()) < len(l.copies))
-		sleepCtx(ctx, 500*time.Millisecond)
+		localpipeline.Sleep(ctx, 500*time.Millisecond)
 	}
 }
 
@@ -668,7 +661,7 @@ func (l *lane) calm(ctx context.Context) bool {
 		}
 		rows, err := l.p.Attention(ctx)
 		if err != nil {
-			sleepCtx(ctx, time.Second)
+			localpipeline.Sleep(ctx, time.Second)
 			continue
 		}
 		due := false
@@ -690,7 +683,7 @@ func (l *lane) calm(ctx context.Context) bool {
 		if quiet >= 2 {
 			return true
 		}
-		sleepCtx(ctx, time.Second)
+		localpipeline.Sleep(ctx, time.Second)
 	}
 	return false
 }
@@ -734,14 +727,7 @@ func laneProgress(ctx context.Context, lanes []*lane) string {
 			defer cancel()
 			pending, uncertain, depth := "?", "?", "?"
 			if rows, err := l.p.Attention(ctx); err == nil {
-				p, u := 0, 0
-				for _, r := range rows {
-					if r.State == ledger.StateUncertain {
-						u++
-					} else {
-						p++
-					}
-				}
+				p, u := localpipeline.Waiting(rows)
 				pending, uncertain = fmt.Sprint(p), fmt.Sprint(u)
 			}
 			if vis, inflight, err := l.p.QueueDepth(ctx); err == nil {
@@ -791,13 +777,4 @@ func serve(h http.Handler) (string, func(), error) {
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	return "http://" + ln.Addr().String(), func() { _ = srv.Close() }, nil
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-ctx.Done():
-	}
 }

@@ -18,6 +18,19 @@ import (
 	"github.com/sendonce/sendonce/internal/testsupport"
 )
 
+// countingBackend starts a server that answers every request with {} and
+// returns its URL and how many requests it has answered.
+func countingBackend(t *testing.T) (string, *atomic.Int64) {
+	t.Helper()
+	forwarded := new(atomic.Int64)
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		forwarded.Add(1)
+		_, _ = io.WriteString(w, `{}`)
+	}))
+	t.Cleanup(backend.Close)
+	return backend.URL, forwarded
+}
+
 func TestProxy(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -36,13 +49,8 @@ func TestProxy(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			var forwarded atomic.Int64
-			backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				forwarded.Add(1)
-				_, _ = io.WriteString(w, `{}`)
-			}))
-			t.Cleanup(backend.Close)
-			px := NewProxy(backend.URL, tt.opts, 1)
+			backend, forwarded := countingBackend(t)
+			px := NewProxy(backend, tt.opts, 1)
 			px.Enable(tt.enable)
 			front := httptest.NewServer(px)
 			t.Cleanup(front.Close)

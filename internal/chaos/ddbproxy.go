@@ -440,13 +440,7 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request, tag string) {
 		hangUp(w) // the write happened; its answer is lost
 		return
 	}
-	for k, vs := range resp.Header {
-		for _, v := range vs {
-			w.Header().Add(k, v)
-		}
-	}
-	w.WriteHeader(resp.StatusCode)
-	_, _ = w.Write(out)
+	localpipeline.Answer(w, resp.StatusCode, resp.Header, out)
 }
 
 // hangUp closes the client's connection without an answer.

@@ -7,7 +7,6 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -92,14 +91,9 @@ func TestProxyLostForGood(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			var forwarded atomic.Int64
-			backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				forwarded.Add(1)
-				_, _ = io.WriteString(w, `{}`)
-			}))
-			t.Cleanup(backend.Close)
+			backend, forwarded := countingBackend(t)
 			op := strings.ToLower(tt.name)
-			px := NewProxy(backend.URL, StormOptions{Lost: map[string]float64{op: 1}, LostKill: 1}, 1)
+			px := NewProxy(backend, StormOptions{Lost: map[string]float64{op: 1}, LostKill: 1}, 1)
 			t.Cleanup(px.Close)
 			var killed []string
 			px.Kill = func(tag string) bool { killed = append(killed, tag); return true }
@@ -167,9 +161,8 @@ func TestProxyDeathAfterLoss(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, `{}`) }))
-			t.Cleanup(backend.Close)
-			px := NewProxy(backend.URL, StormOptions{Lost: map[string]float64{"claim": 1}}, 1)
+			backend, _ := countingBackend(t)
+			px := NewProxy(backend, StormOptions{Lost: map[string]float64{"claim": 1}}, 1)
 			t.Cleanup(px.Close)
 			px.Enable(true)
 			u, err := px.Listen("w")
@@ -204,9 +197,8 @@ func post(t *testing.T, u, target, body string) {
 // death too; one it had released was not.
 func TestProxyKillAfterLossMarksTheBatch(t *testing.T) {
 	t.Parallel()
-	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, `{}`) }))
-	t.Cleanup(backend.Close)
-	px := NewProxy(backend.URL, StormOptions{Lost: map[string]float64{"claim": 1}}, 1)
+	backend, _ := countingBackend(t)
+	px := NewProxy(backend, StormOptions{Lost: map[string]float64{"claim": 1}}, 1)
 	t.Cleanup(px.Close)
 	px.Kill = func(string) bool { return true }
 	px.Enable(true)

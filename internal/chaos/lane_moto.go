@@ -195,7 +195,7 @@ func (l *motoLane) serve(w http.ResponseWriter, r *http.Request) {
 	// message even if the client goes away.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 30*time.Second)
 	defer cancel()
-	status, hdr, out, err := forwardOnce(ctx, l.client, r, l.moto+r.URL.RequestURI(), body)
+	status, hdr, out, err := localpipeline.Forward(ctx, l.client, r, l.moto+r.URL.RequestURI(), body)
 	if err != nil {
 		hangUp(w)
 		return
@@ -221,11 +221,7 @@ func (l *motoLane) serve(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	for key, vs := range hdr {
-		w.Header()[key] = vs
-	}
-	w.WriteHeader(status)
-	_, _ = w.Write(out)
+	localpipeline.Answer(w, status, hdr, out)
 }
 
 // Delivered reads moto_server's record of what the API accepted.

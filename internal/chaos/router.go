@@ -1,14 +1,14 @@
 package chaos
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
 	"io"
 	"net/http"
 	"strings"
 	"sync"
 	"sync/atomic"
+
+	"github.com/sendonce/sendonce/internal/localpipeline"
 )
 
 // Router is the generic HTTP provider's address as the functions see it:
@@ -79,11 +79,7 @@ func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			hangUp(w)
 			return
 		}
-		for k, vs := range hdr {
-			w.Header()[k] = vs
-		}
-		w.WriteHeader(status)
-		_, _ = w.Write(out)
+		localpipeline.Answer(w, status, hdr, out)
 	case r.Method == http.MethodGet && r.URL.Path == "/messages":
 		rt.mu.RLock()
 		all := append([]string(nil), rt.all...)
@@ -99,11 +95,7 @@ func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 			if status != http.StatusOK {
-				for k, vs := range hdr {
-					w.Header()[k] = vs
-				}
-				w.WriteHeader(status)
-				_, _ = w.Write(out)
+				localpipeline.Answer(w, status, hdr, out)
 				return
 			}
 			var page struct {
@@ -125,32 +117,9 @@ func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // forward sends r (with body) to base; ok is false when the simulator
 // gave no answer (dropped connection) or the client went away.
 func (rt *Router) forward(r *http.Request, base string, body []byte) (int, http.Header, []byte, bool) {
-	status, hdr, out, err := forwardOnce(r.Context(), rt.client, r, base+r.URL.RequestURI(), body)
+	status, hdr, out, err := localpipeline.Forward(r.Context(), rt.client, r, base+r.URL.RequestURI(), body)
 	if err != nil && r.Context().Err() != nil {
 		rt.clientGone.Add(1)
 	}
 	return status, hdr, out, err == nil
-}
-
-// forwardOnce sends r's method, headers and body to url under ctx, once:
-// the transport never replays it (an adapter must see a reset as a
-// reset). It returns the answer, or the error when there was none.
-func forwardOnce(ctx context.Context, client *http.Client, r *http.Request, url string, body []byte) (int, http.Header, []byte, error) {
-	req, err := http.NewRequestWithContext(ctx, r.Method, url, bytes.NewReader(body))
-	if err != nil {
-		return 0, nil, nil, err
-	}
-	req.Header = r.Header.Clone()
-	req.Host = r.Host
-	req.GetBody = nil
-	resp, err := client.Do(req)
-	if err != nil {
-		return 0, nil, nil, err
-	}
-	defer resp.Body.Close()
-	out, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return 0, nil, nil, err
-	}
-	return resp.StatusCode, resp.Header.Clone(), out, nil
 }

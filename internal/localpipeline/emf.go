@@ -56,13 +56,16 @@ func ParseEMF(logs ...string) MetricTotals {
 				continue
 			}
 			t.Documents++
-			for _, name := range countMetrics(doc) {
+			var d emfDirectives
+			_ = json.Unmarshal([]byte(line), &d) // Validate checked its shape
+			counts, dims := d.names()
+			for _, name := range counts {
 				v, ok := doc[name].(float64)
 				if !ok {
 					continue
 				}
 				t.Counts[name] += v
-				for _, dim := range dimensions(doc) {
+				for _, dim := range dims {
 					if val, ok := doc[dim].(string); ok && dim != "service" {
 						t.ByDim[name+"/"+dim+"="+val] += v
 					}
@@ -73,44 +76,36 @@ func ParseEMF(logs ...string) MetricTotals {
 	return t
 }
 
-// dimensions returns the dimension names of the document's directives.
-func dimensions(doc map[string]any) []string {
-	var names []string
-	aws, _ := doc["_aws"].(map[string]any)
-	dirs, _ := aws["CloudWatchMetrics"].([]any)
-	for _, d := range dirs {
-		dir, _ := d.(map[string]any)
-		sets, _ := dir["Dimensions"].([]any)
-		for _, set := range sets {
-			ks, _ := set.([]any)
-			for _, k := range ks {
-				if k, ok := k.(string); ok && !slices.Contains(names, k) {
-					names = append(names, k)
+// emfDirectives is the part of an EMF document that names its metrics
+// and their dimensions.
+type emfDirectives struct {
+	AWS struct {
+		CloudWatchMetrics []struct {
+			Dimensions [][]string
+			Metrics    []struct{ Name, Unit string }
+		}
+	} `json:"_aws"`
+}
+
+// names returns the names of the document's Count metrics and of its
+// dimensions.
+func (d emfDirectives) names() (counts, dims []string) {
+	for _, dir := range d.AWS.CloudWatchMetrics {
+		for _, set := range dir.Dimensions {
+			for _, k := range set {
+				if !slices.Contains(dims, k) {
+					dims = append(dims, k)
 				}
 			}
 		}
+		for _, m := range dir.Metrics {
+			if m.Name != "" && m.Unit == "Count" {
+				counts = append(counts, m.Name)
+			}
+		}
 	}
-	return names
+	return counts, dims
 }
 
 // Dim returns the sum of counter name for one dimension value.
 func (t MetricTotals) Dim(name, dim, value string) int { return int(t.ByDim[name+"/"+dim+"="+value]) }
-
-// countMetrics returns the names of the document's metrics whose unit is
-// Count.
-func countMetrics(doc map[string]any) []string {
-	var names []string
-	aws, _ := doc["_aws"].(map[string]any)
-	dirs, _ := aws["CloudWatchMetrics"].([]any)
-	for _, d := range dirs {
-		dir, _ := d.(map[string]any)
-		ms, _ := dir["Metrics"].([]any)
-		for _, m := range ms {
-			mm, _ := m.(map[string]any)
-			if name, _ := mm["Name"].(string); name != "" && mm["Unit"] == "Count" {
-				names = append(names, name)
-			}
-		}
-	}
-	return names
-}

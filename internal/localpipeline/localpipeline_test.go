@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/sendonce/sendonce/internal/ledger"
 	"github.com/sendonce/sendonce/internal/metrics"
 	"github.com/sendonce/sendonce/internal/notify"
 	"github.com/sendonce/sendonce/internal/provider/simulator"
@@ -139,6 +140,28 @@ func TestSQSEvent(t *testing.T) {
 	if r.MessageId != "m1" || r.ReceiptHandle != "rh" || r.Body != "b" || r.Attributes["ApproximateReceiveCount"] != "3" ||
 		r.EventSource != "aws:sqs" || r.EventSourceARN != "arn:aws:sqs:us-east-1:123456789012:q" || aws.ToString(r.MessageAttributes["k"].StringValue) != "v" {
 		t.Errorf("record = %+v", r)
+	}
+}
+
+func TestWaiting(t *testing.T) {
+	t.Parallel()
+	rows := []ledger.Record{{State: ledger.StatePending}, {State: ledger.StateUncertain}, {State: ledger.StatePending, Released: true}}
+	if p, u := Waiting(rows); p != 2 || u != 1 {
+		t.Errorf("Waiting = %d pending, %d uncertain; want 2, 1", p, u)
+	}
+}
+
+func TestEvery(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	n := 0
+	Every(ctx, time.Millisecond, func() {
+		if n++; n == 3 {
+			cancel()
+		}
+	})
+	if n != 3 {
+		t.Errorf("Every called f %d times before ctx ended, want 3", n)
 	}
 }
 

@@ -355,16 +355,7 @@ func Start(ctx context.Context, opts Options) (p *Pipeline, err error) {
 		p.wg.Add(1)
 		go func() {
 			defer p.wg.Done()
-			t := time.NewTicker(opts.ReconcileEvery)
-			defer t.Stop()
-			for {
-				select {
-				case <-runCtx.Done():
-					return
-				case <-t.C:
-					_, _ = p.Reconcile(runCtx)
-				}
-			}
+			Every(runCtx, opts.ReconcileEvery, func() { _, _ = p.Reconcile(runCtx) })
 		}()
 	}
 	return p, nil
@@ -703,6 +694,19 @@ func (p *Pipeline) Attention(ctx context.Context) ([]ledger.Record, error) {
 	}
 	wg.Wait()
 	return slices.Concat(pages...), errors.Join(errs...)
+}
+
+// Waiting counts rows (as Attention returns them) by what they wait for:
+// uncertain ones for the reconciler, the others (pending) for their lease.
+func Waiting(rows []ledger.Record) (pending, uncertain int) {
+	for _, r := range rows {
+		if r.State == ledger.StateUncertain {
+			uncertain++
+		} else {
+			pending++
+		}
+	}
+	return pending, uncertain
 }
 
 // Reconcile invokes the reconciler once with an EventBridge scheduled

@@ -35,7 +35,7 @@ func (p *Pipeline) poll(ctx context.Context) {
 		if err != nil {
 			if ctx.Err() == nil {
 				fmt.Fprintf(p.opts.Progress, "poller: receive: %v\n", err)
-				sleep(ctx, time.Second)
+				Sleep(ctx, time.Second)
 			}
 			continue
 		}
@@ -279,7 +279,22 @@ func FunctionURLRequest(r *http.Request, body []byte, now time.Time) events.Lamb
 	}
 }
 
-func sleep(ctx context.Context, d time.Duration) {
+// Every calls f every d until ctx ends.
+func Every(ctx context.Context, d time.Duration, f func()) {
+	t := time.NewTicker(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			f()
+		}
+	}
+}
+
+// Sleep waits for d, or until ctx ends, whichever comes first.
+func Sleep(ctx context.Context, d time.Duration) {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {

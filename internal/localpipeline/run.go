@@ -251,13 +251,7 @@ func (p *Pipeline) snapshot(ctx context.Context) (snapshot, error) {
 	if err != nil {
 		return s, err
 	}
-	for _, r := range rows {
-		if r.State == ledger.StateUncertain {
-			s.uncertain++
-		} else {
-			s.pending++
-		}
-	}
+	s.pending, s.uncertain = Waiting(rows)
 	s.delivered = len(p.sim.DeliveredAll())
 	s.invocations = p.stats.invocations.Load()
 	return s, nil
@@ -273,7 +267,7 @@ func WaitCallbacks(ctx context.Context, sim *simulator.Simulator, dups int) {
 		if st.CallbacksSent+st.CallbacksFailed+st.CallbacksDropped*per >= st.Accepted*per {
 			return
 		}
-		sleep(ctx, 100*time.Millisecond)
+		Sleep(ctx, 100*time.Millisecond)
 	}
 }
 

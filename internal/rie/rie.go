@@ -268,6 +268,18 @@ func (i *Instance) URL() string { return i.url }
 // PID returns the emulator's process id.
 func (i *Instance) PID() int { return i.cmd.Process.Pid }
 
+// FunctionPIDs returns the pids of the processes running below the
+// emulator, nearest first: after an invoke the first is the function's
+// bootstrap.
+func (i *Instance) FunctionPIDs() []int {
+	kids := i.observe()
+	pids := make([]int, len(kids))
+	for n, k := range kids {
+		pids[n] = k.pid
+	}
+	return pids
+}
+
 // Logs returns what the function wrote to stdout and stderr so far, with
 // the emulator's START/END/REPORT lines between invocations.
 func (i *Instance) Logs() string { return i.stdout.String() }

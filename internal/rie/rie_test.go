@@ -157,6 +157,20 @@ func procsOf(t *testing.T, fn *Instance) []procID {
 	return procs
 }
 
+// TestFunctionPIDs checks that the first process FunctionPIDs names is the
+// one the function reports as its own.
+func TestFunctionPIDs(t *testing.T) {
+	t.Parallel()
+	fn := setup(t, nil).fn
+	got, err := invoke(t, fn, `{"echo":"x"}`)
+	if err != nil {
+		t.Fatalf("Invoke: %v", err)
+	}
+	if pids := fn.FunctionPIDs(); len(pids) == 0 || pids[0] != got.PID {
+		t.Errorf("FunctionPIDs() = %v, want the function's pid %d first", pids, got.PID)
+	}
+}
+
 func TestCleanupLeavesNoProcess(t *testing.T) {
 	t.Parallel()
 	var procs []procID
