@@ -32,17 +32,12 @@ func New[K comparable, V any](ttl time.Duration, max int) *Cache[K, V] {
 }
 
 // Get returns the value put under k if it is still live at now.
-func (c *Cache[K, V]) Get(k K, now time.Time) (V, bool) {
-	if c.ttl <= 0 {
-		var zero V
-		return zero, false
-	}
+func (c *Cache[K, V]) Get(k K, now time.Time) (v V, ok bool) {
 	c.mu.Lock()
 	e, ok := c.m[k]
 	c.mu.Unlock()
 	if !ok || !now.Before(e.until) {
-		var zero V
-		return zero, false
+		return v, false
 	}
 	return e.v, true
 }
