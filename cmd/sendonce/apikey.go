@@ -46,30 +46,46 @@ Flags:
 }
 
 func runAPIKeyCreate(ctx context.Context, c *command, e env, args []string) error {
-	fs, g, table := tableFlags(c, e)
-	tenant := fs.String("tenant", "", "")
-	if err := noArgs(c, fs, args); err != nil {
-		return err
-	}
-	if *tenant == "" {
-		return &usageError{cmd: c, msg: "apikey create needs --tenant TENANT"}
-	}
-	db, err := tableClient(ctx, c, e, g, *table)
+	g, table, tenant, err := tenantFlags(c, e, args)
 	if err != nil {
 		return err
 	}
-	id, key, err := apikey.New(db, *table).Create(ctx, *tenant)
-	if errors.Is(err, apikey.ErrInvalidTenant) {
-		return fmt.Errorf("apikey create: tenant %q is not 1 to 64 of A-Z a-z 0-9 . _ -", truncate(*tenant))
-	}
+	db, err := tableClient(ctx, c, e, g, table)
 	if err != nil {
 		return err
+	}
+	id, key, err := apikey.New(db, table).Create(ctx, tenant)
+	if err != nil {
+		return tenantError(c, tenant, err)
 	}
 	if _, err := fmt.Fprintln(e.stdout, key); err != nil {
 		return err
 	}
-	fmt.Fprintf(e.stderr, "sendonce: created API key %s for tenant %s (revoke with: sendonce apikey revoke %s); the key is shown only once\n", id, *tenant, id)
+	fmt.Fprintf(e.stderr, "sendonce: created API key %s for tenant %s (revoke with: sendonce apikey revoke %s); the key is shown only once\n", id, tenant, id)
 	return nil
+}
+
+// tenantFlags parses args of c, an apikey command on one tenant: the
+// table flags and the required --tenant.
+func tenantFlags(c *command, e env, args []string) (g *common, table, tenant string, err error) {
+	fs, g, t := tableFlags(c, e)
+	tn := fs.String("tenant", "", "")
+	if err := noArgs(c, fs, args); err != nil {
+		return nil, "", "", err
+	}
+	if *tn == "" {
+		return nil, "", "", &usageError{cmd: c, msg: c.name + " needs --tenant TENANT"}
+	}
+	return g, *t, *tn, nil
+}
+
+// tenantError is err of c on tenant, told plainly when the tenant is
+// malformed.
+func tenantError(c *command, tenant string, err error) error {
+	if errors.Is(err, apikey.ErrInvalidTenant) {
+		return fmt.Errorf("%s: tenant %q is not 1 to 64 of A-Z a-z 0-9 . _ -", c.name, truncate(tenant))
+	}
+	return err
 }
 
 func runAPIKeyRevoke(ctx context.Context, c *command, e env, args []string) error {
@@ -132,28 +148,21 @@ type apikeyView struct {
 }
 
 func runAPIKeyList(ctx context.Context, c *command, e env, args []string) error {
-	fs, g, table := tableFlags(c, e)
-	tenant := fs.String("tenant", "", "")
-	if err := noArgs(c, fs, args); err != nil {
+	g, table, tenant, err := tenantFlags(c, e, args)
+	if err != nil {
 		return err
-	}
-	if *tenant == "" {
-		return &usageError{cmd: c, msg: "apikey list needs --tenant TENANT"}
 	}
 	format, err := g.format(c, e)
 	if err != nil {
 		return err
 	}
-	db, err := tableClient(ctx, c, e, g, *table)
+	db, err := tableClient(ctx, c, e, g, table)
 	if err != nil {
 		return err
 	}
-	infos, err := apikey.New(db, *table).List(ctx, *tenant)
-	if errors.Is(err, apikey.ErrInvalidTenant) {
-		return fmt.Errorf("apikey list: tenant %q is not 1 to 64 of A-Z a-z 0-9 . _ -", truncate(*tenant))
-	}
+	infos, err := apikey.New(db, table).List(ctx, tenant)
 	if err != nil {
-		return err
+		return tenantError(c, tenant, err)
 	}
 	views := make([]apikeyView, len(infos))
 	for i, k := range infos {

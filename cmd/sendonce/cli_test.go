@@ -26,19 +26,14 @@ func TestAPIKeyList(t *testing.T) {
 		t.Fatal(r.stderr)
 	}
 	r := b.run(t, "apikey", "list", "--tenant", "acme")
-	rows := okRows(t, r)
-	if len(rows) != 2 {
-		t.Fatalf("%d keys listed for acme, want 2: %s", len(rows), r.stdout)
-	}
-	got := map[string]map[string]any{}
-	for _, row := range rows {
-		got[row["id"].(string)] = row
+	got := okRowsBy(t, r, "id", 2)
+	for _, row := range got {
 		if row["tenant"] != "acme" || row["created_at"] == nil {
 			t.Errorf("row %v: want acme with a creation time", row)
 		}
 	}
 	if got[ids[0]]["revoked"] != false || got[ids[1]]["revoked"] != true || got[ids[1]]["revoked_at"] == nil {
-		t.Errorf("rows %v: want %s live and %s revoked with a time", rows, ids[0], ids[1])
+		t.Errorf("rows %v: want %s live and %s revoked with a time", got, ids[0], ids[1])
 	}
 	for _, s := range secrets {
 		if strings.Contains(r.stdout, s[20:]) {

@@ -143,13 +143,8 @@ func TestDLQ(t *testing.T) {
 
 	t.Run("List", func(t *testing.T) {
 		r := run("dlq", "list")
-		rows := okRows(t, r)
-		if len(rows) != 3 {
-			t.Fatalf("%d messages listed, want 3: %s", len(rows), r.stdout)
-		}
-		byKey := map[string]map[string]any{}
-		for _, row := range rows {
-			byKey[row["key"].(string)] = row
+		byKey := okRowsBy(t, r, "key", 3)
+		for _, row := range byKey {
 			if row["receive_count"].(float64) < 1 || row["message_id"] == "" {
 				t.Errorf("row %v: want a message id and a receive count", row)
 			}
@@ -161,7 +156,7 @@ func TestDLQ(t *testing.T) {
 			t.Errorf("the crash message: %v", row)
 		}
 		var bad map[string]any
-		for _, row := range rows {
+		for _, row := range byKey {
 			if row["valid"] == false {
 				bad = row
 			}

@@ -89,6 +89,22 @@ func okRows(t *testing.T, r result) []map[string]any {
 	return lines(t, r.stdout)
 }
 
+// okRowsBy is okRows, which must be n rows with n values of field, keyed
+// by that value.
+func okRowsBy(t *testing.T, r result, field string, n int) map[string]map[string]any {
+	t.Helper()
+	rows := okRows(t, r)
+	by := map[string]map[string]any{}
+	for _, row := range rows {
+		k, _ := row[field].(string)
+		by[k] = row
+	}
+	if len(rows) != n || len(by) != n {
+		t.Fatalf("%d rows, %d values of %s, want %d: %s", len(rows), len(by), field, n, r.stdout)
+	}
+	return by
+}
+
 func lines(t *testing.T, out string) []map[string]any {
 	t.Helper()
 	var rows []map[string]any

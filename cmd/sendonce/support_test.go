@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"encoding/json"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -12,7 +11,6 @@ import (
 	"github.com/sendonce/sendonce/internal/metrics"
 	"github.com/sendonce/sendonce/internal/notify"
 	"github.com/sendonce/sendonce/internal/provider/simulator"
-	"github.com/sendonce/sendonce/internal/testenv"
 )
 
 // TestSupportLookup runs a small workload through the real local pipeline
@@ -25,21 +23,7 @@ import (
 func TestSupportLookup(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	p, err := localpipeline.Start(ctx, localpipeline.Options{
-		DynamoDBEndpoint: testenv.DynamoDBEndpoint(t),
-		MotoEndpoint:     testenv.MotoEndpoint(t),
-		RIE:              os.Getenv("SENDONCE_TEST_RIE"),
-		SenderInstances:  2,
-		Simulator:        simulator.Options{Seed: 11},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := p.Close(); err != nil {
-			t.Error(err)
-		}
-	})
+	p := localpipeline.StartTest(t, localpipeline.Options{SenderInstances: 2, Simulator: simulator.Options{Seed: 11}})
 	w := localpipeline.NewWorkload(localpipeline.DefaultWorkload(16, 11))
 	rep, err := localpipeline.Run(ctx, p, w, localpipeline.RunOptions{Timeout: 120 * time.Second})
 	if err != nil {

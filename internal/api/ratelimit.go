@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/sendonce/sendonce/internal/tableschema"
 )
@@ -96,7 +95,7 @@ func (l *Limiter) Allow(ctx context.Context, scope, subject string, r Rate) (boo
 
 // DynamoDB is the part of the DynamoDB client DynamoWindows uses.
 type DynamoDB interface {
-	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
+	tableschema.UpdateAPI
 }
 
 // DynamoWindows keeps rate windows in the one sendonce table: one item per
@@ -116,13 +115,9 @@ func NewDynamoWindows(db DynamoDB, table string) *DynamoWindows {
 // Add implements RateWindows.
 func (d *DynamoWindows) Add(ctx context.Context, id string, limit int, expires time.Time) (bool, error) {
 	count := expression.Name("count")
-	in, err := tableschema.UpdateIf(d.table, "rate#"+id,
+	err := tableschema.Update(ctx, d.db, d.table, "rate#"+id,
 		expression.Add(count, expression.Value(1)).Set(expression.Name(tableschema.TTLAttribute), expression.Value(expires.Unix())),
 		expression.AttributeNotExists(count).Or(count.LessThan(expression.Value(limit))))
-	if err != nil {
-		return false, err
-	}
-	_, err = d.db.UpdateItem(ctx, in)
 	if _, ok := tableschema.ConditionFailed(err); ok {
 		return false, nil
 	}

@@ -45,8 +45,9 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
-	"sync"
 	"time"
+
+	"github.com/sendonce/sendonce/internal/ttlcache"
 )
 
 // Prefix starts every API key.
@@ -123,14 +124,7 @@ type Store struct {
 	now      func() time.Time
 	rand     func([]byte) error
 	cacheTTL time.Duration
-
-	mu    sync.Mutex
-	cache map[[sha256.Size]byte]cached
-}
-
-type cached struct {
-	tenant string
-	until  time.Time
+	cache    *ttlcache.Cache[[sha256.Size]byte, string] // key hash → tenant
 }
 
 // Option configures a Store.
@@ -159,11 +153,11 @@ func NewStore(records Records, opts ...Option) *Store {
 		now:      time.Now,
 		rand:     func(b []byte) error { _, err := rand.Read(b); return err },
 		cacheTTL: DefaultCacheTTL,
-		cache:    map[[sha256.Size]byte]cached{},
 	}
 	for _, o := range opts {
 		o(s)
 	}
+	s.cache = ttlcache.New[[sha256.Size]byte, string](s.cacheTTL, maxCached)
 	return s
 }
 
@@ -200,9 +194,7 @@ func (s *Store) Revoke(ctx context.Context, id string) error {
 	if err := s.records.Revoke(ctx, id, s.now().UTC().Truncate(time.Second)); err != nil {
 		return fmt.Errorf("apikey: revoke %s: %w", id, err)
 	}
-	s.mu.Lock()
-	clear(s.cache) // this process at least stops accepting it at once
-	s.mu.Unlock()
+	s.cache.Clear() // this process at least stops accepting it at once
 	return nil
 }
 
@@ -217,13 +209,8 @@ func (s *Store) Authenticate(ctx context.Context, key string) (tenant string, er
 	}
 	sum := sha256.Sum256([]byte(key))
 	now := s.now()
-	if s.cacheTTL > 0 {
-		s.mu.Lock()
-		c, ok := s.cache[sum]
-		s.mu.Unlock()
-		if ok && now.Before(c.until) {
-			return c.tenant, nil
-		}
+	if tenant, ok := s.cache.Get(sum, now); ok {
+		return tenant, nil
 	}
 	r, err := s.records.Get(ctx, m[1])
 	if errors.Is(err, ErrNotFound) || err == nil && !matches(r, sum) {
@@ -232,14 +219,7 @@ func (s *Store) Authenticate(ctx context.Context, key string) (tenant string, er
 	if err != nil {
 		return "", fmt.Errorf("apikey: authenticate %s: %w", m[1], err)
 	}
-	if s.cacheTTL > 0 {
-		s.mu.Lock()
-		if len(s.cache) >= maxCached {
-			clear(s.cache)
-		}
-		s.cache[sum] = cached{tenant: r.Tenant, until: now.Add(s.cacheTTL)}
-		s.mu.Unlock()
-	}
+	s.cache.Put(sum, r.Tenant, now)
 	return r.Tenant, nil
 }
 

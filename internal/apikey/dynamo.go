@@ -20,10 +20,10 @@ const pkPrefix = "apikey#"
 
 // DynamoDB is the part of the DynamoDB client DynamoRecords uses.
 type DynamoDB interface {
-	GetItem(ctx context.Context, in *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
-	PutItem(ctx context.Context, in *dynamodb.PutItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
-	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
-	Query(ctx context.Context, in *dynamodb.QueryInput, optFns ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
+	tableschema.GetAPI
+	tableschema.PutAPI
+	tableschema.UpdateAPI
+	dynamodb.QueryAPIClient
 }
 
 // DynamoRecords keeps key records in the one sendonce table (see the
@@ -54,14 +54,10 @@ func listPK(tenant string) string { return "#apikey#" + tenant }
 
 // Put implements Records with a PutItem conditional on the id's absence.
 func (d *DynamoRecords) Put(ctx context.Context, r Record) error {
-	in, err := tableschema.PutIf(d.table, keyItem{
+	err := tableschema.Put(ctx, d.db, d.table, keyItem{
 		PK: pkPrefix + r.ID, Tenant: r.Tenant, Hash: r.Hash, Revoked: r.Revoked,
 		CreatedAt: r.CreatedAt.UTC().Format(time.RFC3339), ListPK: listPK(r.Tenant),
 	}, expression.AttributeNotExists(expression.Name(tableschema.PartitionKey)))
-	if err != nil {
-		return err
-	}
-	_, err = d.db.PutItem(ctx, in)
 	if _, ok := tableschema.ConditionFailed(err); ok {
 		return ErrExists
 	}
@@ -93,14 +89,10 @@ func (d *DynamoRecords) Get(ctx context.Context, id string) (Record, error) {
 // existence.
 func (d *DynamoRecords) Revoke(ctx context.Context, id string, at time.Time) error {
 	revokedAt := expression.Name("revoked_at")
-	in, err := tableschema.UpdateIf(d.table, pkPrefix+id,
+	err := tableschema.Update(ctx, d.db, d.table, pkPrefix+id,
 		expression.Set(expression.Name("revoked"), expression.Value(true)).
 			Set(revokedAt, expression.IfNotExists(revokedAt, expression.Value(at.UTC().Format(time.RFC3339)))),
 		expression.AttributeExists(expression.Name(tableschema.PartitionKey)))
-	if err != nil {
-		return err
-	}
-	_, err = d.db.UpdateItem(ctx, in)
 	if _, ok := tableschema.ConditionFailed(err); ok {
 		return ErrNotFound
 	}

@@ -71,60 +71,55 @@ func (e *Env) String(name, def string) string {
 // Duration parses a Go duration ("5s", "720h"), def when unset. A value
 // that does not parse or is not positive is recorded as an error.
 func (e *Env) Duration(name string, def time.Duration) time.Duration {
-	v := strings.TrimSpace(e.Getenv(name))
-	if v == "" {
-		return def
-	}
-	d, err := time.ParseDuration(v)
-	if err != nil || d <= 0 {
-		e.record(fmt.Errorf("%s=%q is not a positive Go duration such as 5s or 720h", name, v))
-		return def
-	}
-	return d
+	return read(e, name, def, positive(time.ParseDuration), "a positive Go duration such as 5s or 720h")
 }
 
 // Int parses a positive integer, def when unset.
 func (e *Env) Int(name string, def int) int {
-	v := strings.TrimSpace(e.Getenv(name))
-	if v == "" {
-		return def
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n <= 0 {
-		e.record(fmt.Errorf("%s=%q is not a positive integer", name, v))
-		return def
-	}
-	return n
+	return read(e, name, def, positive(strconv.Atoi), "a positive integer")
 }
 
 // Bool parses "true" or "false" (and the other forms strconv.ParseBool
 // accepts), def when unset.
 func (e *Env) Bool(name string, def bool) bool {
-	v := strings.TrimSpace(e.Getenv(name))
-	if v == "" {
-		return def
-	}
-	b, err := strconv.ParseBool(v)
-	if err != nil {
-		e.record(fmt.Errorf("%s=%q is not true or false", name, v))
-		return def
-	}
-	return b
+	return read(e, name, def, strconv.ParseBool, "true or false")
 }
 
 // Value parses the variable with parse, def when unset. parse's error is
 // recorded after the variable's name.
 func Value[T any](e *Env, name string, def T, parse func(string) (T, error)) T {
+	return read(e, name, def, parse, "")
+}
+
+// read parses the variable name with parse, def when it is unset or parse
+// fails. The failure is recorded as "name=value is not want" or, with no
+// want, as parse's error after the variable's name.
+func read[T any](e *Env, name string, def T, parse func(string) (T, error), want string) T {
 	v := strings.TrimSpace(e.Getenv(name))
 	if v == "" {
 		return def
 	}
 	x, err := parse(v)
-	if err != nil {
+	switch {
+	case err == nil:
+		return x
+	case want == "":
 		e.record(fmt.Errorf("%s: %w", name, err))
-		return def
+	default:
+		e.record(fmt.Errorf("%s=%q is not %s", name, v, want))
 	}
-	return x
+	return def
+}
+
+// positive is parse refusing a value that is not above zero.
+func positive[T int | time.Duration](parse func(string) (T, error)) func(string) (T, error) {
+	return func(v string) (T, error) {
+		x, err := parse(v)
+		if err == nil && x <= 0 {
+			err = errors.New("not positive")
+		}
+		return x, err
+	}
 }
 
 // SecretSet reports whether the secret name is given, plainly (name) or

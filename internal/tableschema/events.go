@@ -15,8 +15,8 @@ import (
 
 // EventAPI is what EventKeys needs; *dynamodb.Client has it.
 type EventAPI interface {
-	Query(ctx context.Context, in *dynamodb.QueryInput, optFns ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
-	Scan(ctx context.Context, in *dynamodb.ScanInput, optFns ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error)
+	dynamodb.QueryAPIClient
+	dynamodb.ScanAPIClient
 }
 
 // EventQuery selects the items whose EventPK attribute equals Value.

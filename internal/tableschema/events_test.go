@@ -1,7 +1,6 @@
 package tableschema_test
 
 import (
-	"context"
 	"fmt"
 	"slices"
 	"testing"
@@ -25,20 +24,14 @@ func TestEventKeys(t *testing.T) {
 	for _, indexed := range []bool{true, false} {
 		t.Run(fmt.Sprint("EventIndex=", indexed), func(t *testing.T) {
 			t.Parallel()
-			in := tableschema.CreateTableInput("sendonce-test-evt-"+testenv.RandomID(), tableschema.WithEventIndex(indexed))
-			if _, err := db.CreateTable(ctx, in); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() {
-				_, _ = db.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: in.TableName})
-			})
+			table := testenv.NewTable(t, db, tableschema.WithEventIndex(indexed))
 			var want []string
 			put := func(pk, evt string) {
-				item := map[string]types.AttributeValue{tableschema.PartitionKey: &types.AttributeValueMemberS{Value: pk}}
+				item := tableschema.Key(pk)
 				if evt != "" {
 					item[tableschema.EventPK] = &types.AttributeValueMemberS{Value: evt}
 				}
-				if _, err := db.PutItem(ctx, &dynamodb.PutItemInput{TableName: in.TableName, Item: item}); err != nil {
+				if _, err := db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(table), Item: item}); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -54,7 +47,7 @@ func TestEventKeys(t *testing.T) {
 			scans := 0
 			ops := map[string]int{}
 			got, err := tableschema.EventKeys(ctx, db, tableschema.EventQuery{
-				Table: aws.ToString(in.TableName), Value: "acme#evt-1", PageLimit: 3,
+				Table: table, Value: "acme#evt-1", PageLimit: 3,
 				Scanning:               func() { scans++ },
 				ReturnConsumedCapacity: types.ReturnConsumedCapacityTotal,
 				Consumed:               func(op string, _ *types.ConsumedCapacity) { ops[op]++ },
@@ -72,7 +65,7 @@ func TestEventKeys(t *testing.T) {
 			if !indexed && (scans != 1 || ops["event scan"] < 7) {
 				t.Errorf("without the index: %d scan notices, pages %v; want 1 notice and every page of the scan", scans, ops)
 			}
-			if got, err := tableschema.EventKeys(ctx, db, tableschema.EventQuery{Table: aws.ToString(in.TableName), Value: "acme#none"}); err != nil || len(got) != 0 {
+			if got, err := tableschema.EventKeys(ctx, db, tableschema.EventQuery{Table: table, Value: "acme#none"}); err != nil || len(got) != 0 {
 				t.Errorf("EventKeys of an unknown event = %v, %v; want none", got, err)
 			}
 		})

@@ -33,8 +33,8 @@ type Dedup interface {
 
 // DynamoDBAPI is the part of the DynamoDB client that DynamoDedup uses.
 type DynamoDBAPI interface {
-	GetItem(ctx context.Context, in *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
-	PutItem(ctx context.Context, in *dynamodb.PutItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
+	tableschema.GetAPI
+	tableschema.PutAPI
 }
 
 // DynamoDedup keeps dedup records in the one sendonce table, under
@@ -97,13 +97,10 @@ func (d *DynamoDedup) Seen(ctx context.Context, id string) (bool, error) {
 // (absent, or past its TTL: DynamoDB deletes expired items late).
 func (d *DynamoDedup) Record(ctx context.Context, cb Callback) (bool, error) {
 	id, now := cb.DedupID(), d.now()
-	in, err := tableschema.PutIf(d.table, dedupItem{
+	err := tableschema.Put(ctx, d.client, d.table, dedupItem{
 		PK: id, Kind: "callback", Provider: string(cb.Provider), LedgerKey: cb.Key, Status: string(cb.Status),
 		HandledAt: now.UTC().Format(time.RFC3339Nano), ExpiresAt: now.Add(d.ttl).Unix(),
 	}, tableschema.Vacant(now))
-	if err == nil {
-		_, err = d.client.PutItem(ctx, in)
-	}
 	if _, ok := tableschema.ConditionFailed(err); ok {
 		return false, nil
 	}

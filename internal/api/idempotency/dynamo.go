@@ -8,7 +8,6 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/sendonce/sendonce/internal/tableschema"
@@ -26,9 +25,9 @@ const (
 
 // DynamoDB is the part of the DynamoDB client DynamoRecords uses.
 type DynamoDB interface {
-	PutItem(ctx context.Context, in *dynamodb.PutItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
-	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
-	DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error)
+	tableschema.PutAPI
+	tableschema.UpdateAPI
+	tableschema.DeleteAPI
 }
 
 // DynamoRecords keeps idempotency records in the one sendonce table, one
@@ -102,16 +101,11 @@ func failed(err error) (Record, error) {
 }
 
 func (d *DynamoRecords) put(ctx context.Context, r Record, cond expression.ConditionBuilder) (Record, error) {
-	in, err := tableschema.PutIf(d.table, item{
+	return failed(tableschema.Put(ctx, d.db, d.table, item{
 		PK: PKPrefix + r.ID, State: stateInFlight, Fingerprint: r.Fingerprint.Sum, Fields: r.Fingerprint.Fields,
 		Token: r.Token, LeaseUntil: r.LeaseUntil.UnixMilli(), LedgerKey: r.LedgerKey,
 		CreatedAt: r.CreatedAt.UTC().Format(time.RFC3339Nano), ExpiresAt: r.ExpiresAt.Unix(),
-	}, cond)
-	if err != nil {
-		return Record{}, err
-	}
-	_, err = d.db.PutItem(ctx, in)
-	return failed(err)
+	}, cond))
 }
 
 // Create implements Records with a PutItem conditional on no live item
@@ -127,26 +121,17 @@ func (d *DynamoRecords) Replace(ctx context.Context, r Record, token string) (Re
 
 // Complete implements Records with an UpdateItem fenced on token.
 func (d *DynamoRecords) Complete(ctx context.Context, id, token string, status int, body string) (Record, error) {
-	in, err := tableschema.UpdateIf(d.table, PKPrefix+id,
+	return failed(tableschema.Update(ctx, d.db, d.table, PKPrefix+id,
 		expression.Set(expression.Name("state"), expression.Value(stateCompleted)).
 			Set(expression.Name("status"), expression.Value(status)).
 			Set(expression.Name("body"), expression.Value(body)).
 			Remove(expression.Name("lease_until")),
-		heldBy(token))
-	if err != nil {
-		return Record{}, err
-	}
-	_, err = d.db.UpdateItem(ctx, in)
-	return failed(err)
+		heldBy(token)))
 }
 
 // Delete implements Records with a DeleteItem fenced on token.
 func (d *DynamoRecords) Delete(ctx context.Context, id, token string) error {
-	in, err := tableschema.DeleteIf(d.table, PKPrefix+id, heldBy(token))
-	if err != nil {
-		return err
-	}
-	_, err = d.db.DeleteItem(ctx, in)
+	err := tableschema.Delete(ctx, d.db, d.table, PKPrefix+id, heldBy(token))
 	if _, ok := tableschema.ConditionFailed(err); ok {
 		return nil
 	}

@@ -38,6 +38,8 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
@@ -48,27 +50,12 @@ import (
 // Prefix starts the partition key of every template item.
 const Prefix = "tpl#"
 
-// Attribute names.
-const (
-	attrPK        = tableschema.PartitionKey
-	attrTenant    = "tenant"
-	attrName      = "name"
-	attrChannel   = "channel"
-	attrLocale    = "locale"
-	attrVersion   = "version"
-	attrSubject   = "subject"
-	attrText      = "text"
-	attrHTML      = "html"
-	attrCreatedAt = "created_at"
-	attrIDs       = "ids"
-)
-
 // maxPutAttempts bounds Put's retries under contention on one ID.
 const maxPutAttempts = 8
 
 // API is the part of *dynamodb.Client the store uses.
 type API interface {
-	GetItem(ctx context.Context, in *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
+	tableschema.GetAPI
 	BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error)
 	TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, optFns ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error)
 }
@@ -119,29 +106,15 @@ func (s *Store) Put(ctx context.Context, t templates.Template) (templates.Templa
 		}
 		t.Version = prev + 1
 		t.CreatedAt = s.now().UTC().Truncate(time.Millisecond)
-		head := item(headKey(t.ID), t)
-		headPut := &types.Put{TableName: aws.String(s.table), Item: head, ExpressionAttributeNames: map[string]string{"#pk": attrPK}}
-		if prev == 0 {
-			headPut.ConditionExpression = aws.String("attribute_not_exists(#pk)")
-		} else {
-			headPut.ConditionExpression = aws.String("#v = :prev")
-			headPut.ExpressionAttributeNames = map[string]string{"#v": attrVersion}
-			headPut.ExpressionAttributeValues = map[string]types.AttributeValue{":prev": num(prev)}
+		cond := expression.AttributeNotExists(expression.Name(tableschema.PartitionKey))
+		if prev > 0 {
+			cond = expression.Name("version").Equal(expression.Value(prev))
 		}
-		_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
-			{Put: headPut},
-			{Put: &types.Put{
-				TableName: aws.String(s.table), Item: item(versionKey(t.ID, t.Version), t),
-				ConditionExpression:      aws.String("attribute_not_exists(#pk)"),
-				ExpressionAttributeNames: map[string]string{"#pk": attrPK},
-			}},
-			{Update: &types.Update{
-				TableName: aws.String(s.table), Key: tableschema.Key(indexKey(t.Tenant)),
-				UpdateExpression:          aws.String("ADD #ids :id SET #tenant = :tenant"),
-				ExpressionAttributeNames:  map[string]string{"#ids": attrIDs, "#tenant": attrTenant},
-				ExpressionAttributeValues: map[string]types.AttributeValue{":id": &types.AttributeValueMemberSS{Value: []string{indexID(t.ID)}}, ":tenant": str(t.Tenant)},
-			}},
-		}})
+		in, err := s.putWrites(t, cond)
+		if err != nil {
+			return templates.Template{}, fmt.Errorf("dynamotemplates: put %s: %w", t.ID, err)
+		}
+		_, err = s.db.TransactWriteItems(ctx, in)
 		if err == nil {
 			return t, nil
 		}
@@ -152,6 +125,45 @@ func (s *Store) Put(ctx context.Context, t templates.Template) (templates.Templa
 		// collided with one): read the new head and try again.
 	}
 	return templates.Template{}, fmt.Errorf("dynamotemplates: put %s: %d concurrent puts collided; try again", t.ID, maxPutAttempts)
+}
+
+// putWrites returns the transaction that puts t: its head if cond holds
+// (the head's version is the one read), its version item if absent, and
+// its ID in the tenant's index.
+func (s *Store) putWrites(t templates.Template, cond expression.ConditionBuilder) (*dynamodb.TransactWriteItemsInput, error) {
+	head, err := s.put(headKey(t.ID), t, cond)
+	if err != nil {
+		return nil, err
+	}
+	version, err := s.put(versionKey(t.ID, t.Version), t, expression.AttributeNotExists(expression.Name(tableschema.PartitionKey)))
+	if err != nil {
+		return nil, err
+	}
+	// ADD to a string set: a Go []string encodes as a list, so the set is
+	// given as the attribute value it is.
+	expr, err := expression.NewBuilder().WithUpdate(
+		expression.Add(expression.Name("ids"), expression.Value(&types.AttributeValueMemberSS{Value: []string{indexID(t.ID)}})).
+			Set(expression.Name("tenant"), expression.Value(t.Tenant))).Build()
+	if err != nil {
+		return nil, err
+	}
+	index := &types.Update{
+		TableName: aws.String(s.table), Key: tableschema.Key(indexKey(t.Tenant)), UpdateExpression: expr.Update(),
+		ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(),
+	}
+	return &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{{Put: head}, {Put: version}, {Update: index}}}, nil
+}
+
+// put is the transaction's put of t's item under pk if cond holds.
+func (s *Store) put(pk string, t templates.Template, cond expression.ConditionBuilder) (*types.Put, error) {
+	in, err := tableschema.PutIf(s.table, newItem(pk, t), cond)
+	if err != nil {
+		return nil, err
+	}
+	return &types.Put{
+		TableName: in.TableName, Item: in.Item, ConditionExpression: in.ConditionExpression,
+		ExpressionAttributeNames: in.ExpressionAttributeNames, ExpressionAttributeValues: in.ExpressionAttributeValues,
+	}, nil
 }
 
 // conflict reports whether a transaction was cancelled by a failed
@@ -194,7 +206,11 @@ func (s *Store) get(ctx context.Context, pk string) (templates.Template, error) 
 	if out.Item == nil {
 		return templates.Template{}, templates.ErrNotFound
 	}
-	return decode(out.Item)
+	it, err := decode(out.Item)
+	if err != nil {
+		return templates.Template{}, err
+	}
+	return it.template(), nil
 }
 
 // Resolve implements templates.Store.
@@ -228,12 +244,14 @@ func (s *Store) List(ctx context.Context, tenant string) ([]templates.Template, 
 	if err != nil {
 		return nil, fmt.Errorf("dynamotemplates: list %s: %w", tenant, err)
 	}
-	ss, _ := idx.Item[attrIDs].(*types.AttributeValueMemberSS)
-	if ss == nil {
-		return out, nil
+	var index struct {
+		IDs []string `dynamodbav:"ids,stringset"`
 	}
-	pks := make([]string, 0, len(ss.Value))
-	for _, v := range ss.Value {
+	if err := attributevalue.UnmarshalMap(idx.Item, &index); err != nil {
+		return nil, fmt.Errorf("dynamotemplates: list %s: decode index: %w", tenant, err)
+	}
+	pks := make([]string, 0, len(index.IDs))
+	for _, v := range index.IDs {
 		parts := strings.Split(v, "#")
 		if len(parts) != 3 {
 			return nil, fmt.Errorf("dynamotemplates: list %s: malformed index entry %q", tenant, v)
@@ -285,74 +303,60 @@ func (s *Store) batchGet(ctx context.Context, pks []string) (map[string]template
 		if err != nil {
 			return nil, err
 		}
-		for _, it := range out.Responses[s.table] {
-			t, err := decode(it)
+		for _, av := range out.Responses[s.table] {
+			it, err := decode(av)
 			if err != nil {
 				return nil, err
 			}
-			found[sAttr(it, attrPK)] = t
+			found[it.PK] = it.template()
 		}
 		req = out.UnprocessedKeys
 	}
 	return found, nil
 }
 
-func str(s string) types.AttributeValue { return &types.AttributeValueMemberS{Value: s} }
-
-func num(n int) types.AttributeValue { return &types.AttributeValueMemberN{Value: strconv.Itoa(n)} }
-
 func indexID(id templates.ID) string { return id.Name + "#" + id.Channel + "#" + id.Locale }
 
-func item(pk string, t templates.Template) map[string]types.AttributeValue {
-	it := map[string]types.AttributeValue{
-		attrPK: str(pk), attrTenant: str(t.Tenant), attrName: str(t.Name), attrChannel: str(t.Channel),
-		attrVersion: num(t.Version), attrText: str(t.Text),
-		attrCreatedAt: &types.AttributeValueMemberN{Value: strconv.FormatInt(t.CreatedAt.UnixMilli(), 10)},
+// item is a template (head or version) as stored.
+type item struct {
+	PK        string `dynamodbav:"pk"`
+	Tenant    string `dynamodbav:"tenant"`
+	Name      string `dynamodbav:"name"`
+	Channel   string `dynamodbav:"channel"`
+	Locale    string `dynamodbav:"locale,omitempty"`
+	Version   int    `dynamodbav:"version"`
+	Subject   string `dynamodbav:"subject,omitempty"`
+	Text      string `dynamodbav:"text"`
+	HTML      string `dynamodbav:"html,omitempty"`
+	CreatedAt int64  `dynamodbav:"created_at"` // Unix ms
+}
+
+func newItem(pk string, t templates.Template) item {
+	return item{
+		PK: pk, Tenant: t.Tenant, Name: t.Name, Channel: t.Channel, Locale: t.Locale, Version: t.Version,
+		Subject: t.Subject, Text: t.Text, HTML: t.HTML, CreatedAt: t.CreatedAt.UnixMilli(),
 	}
-	for name, v := range map[string]string{attrLocale: t.Locale, attrSubject: t.Subject, attrHTML: t.HTML} {
-		if v != "" {
-			it[name] = str(v)
+}
+
+func (it item) template() templates.Template {
+	return templates.Template{
+		ID:      templates.ID{Tenant: it.Tenant, Name: it.Name, Channel: it.Channel, Locale: it.Locale},
+		Version: it.Version, Subject: it.Subject, Text: it.Text, HTML: it.HTML,
+		CreatedAt: time.UnixMilli(it.CreatedAt).UTC(),
+	}
+}
+
+// decode returns the item av encodes; its version and creation time must
+// be there.
+func decode(av map[string]types.AttributeValue) (item, error) {
+	var it item
+	if err := attributevalue.UnmarshalMap(av, &it); err != nil {
+		return item{}, fmt.Errorf("template item: %w", err)
+	}
+	for _, name := range []string{"version", "created_at"} {
+		if _, ok := av[name]; !ok {
+			return item{}, fmt.Errorf("template item %s: attribute %s is missing", it.PK, name)
 		}
 	}
-	return it
-}
-
-func sAttr(it map[string]types.AttributeValue, name string) string {
-	if v, ok := it[name].(*types.AttributeValueMemberS); ok {
-		return v.Value
-	}
-	return ""
-}
-
-func nAttr(it map[string]types.AttributeValue, name string) (int64, error) {
-	v, ok := it[name].(*types.AttributeValueMemberN)
-	if !ok {
-		return 0, fmt.Errorf("template item %s: attribute %s is missing or not a number", sAttr(it, attrPK), name)
-	}
-	n, err := strconv.ParseInt(v.Value, 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("template item %s: attribute %s: %w", sAttr(it, attrPK), name, err)
-	}
-	return n, nil
-}
-
-func decode(it map[string]types.AttributeValue) (templates.Template, error) {
-	t := templates.Template{
-		ID: templates.ID{
-			Tenant: sAttr(it, attrTenant), Name: sAttr(it, attrName),
-			Channel: sAttr(it, attrChannel), Locale: sAttr(it, attrLocale),
-		},
-		Subject: sAttr(it, attrSubject), Text: sAttr(it, attrText), HTML: sAttr(it, attrHTML),
-	}
-	v, err := nAttr(it, attrVersion)
-	if err != nil {
-		return templates.Template{}, err
-	}
-	t.Version = int(v)
-	ms, err := nAttr(it, attrCreatedAt)
-	if err != nil {
-		return templates.Template{}, err
-	}
-	t.CreatedAt = time.UnixMilli(ms).UTC()
-	return t, nil
+	return it, nil
 }
