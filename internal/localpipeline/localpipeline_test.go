@@ -177,20 +177,10 @@ func TestStartNeedsEndpoints(t *testing.T) {
 // report against ground truth.
 func TestRun(t *testing.T) {
 	ctx := context.Background()
-	p, err := Start(ctx, Options{
-		DynamoDBEndpoint: testenv.DynamoDBEndpoint(t),
-		MotoEndpoint:     testenv.MotoEndpoint(t),
-		RIE:              os.Getenv("SENDONCE_TEST_RIE"),
-		SenderInstances:  2,
-		Simulator:        simulator.Options{Seed: 3, Callbacks: simulator.CallbackOptions{Duplicates: 1, Reorder: true}},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := p.Close(); err != nil {
-			t.Error(err)
-		}
+	p := StartTest(t, Options{
+		RIE:             os.Getenv("SENDONCE_TEST_RIE"),
+		SenderInstances: 2,
+		Simulator:       simulator.Options{Seed: 3, Callbacks: simulator.CallbackOptions{Duplicates: 1, Reorder: true}},
 	})
 	o := DefaultWorkload(40, 3)
 	w := NewWorkload(o)

@@ -22,21 +22,11 @@ func startNative(t *testing.T, boot Bootstraps, from string, env map[string]stri
 	for k, v := range env {
 		native[k] = v
 	}
-	p, err := Start(ctx, Options{
-		DynamoDBEndpoint: testenv.DynamoDBEndpoint(t), MotoEndpoint: testenv.MotoEndpoint(t),
+	return StartTest(t, Options{
 		Bootstraps:      boot,
 		SenderInstances: 2, ProviderTimeout: 5 * time.Second, ClaimTimeout: 15 * time.Second,
 		SenderTimeout: 15 * time.Second, VisibilityTimeout: 20 * time.Second, Env: native,
 	})
-	if err != nil {
-		t.Fatalf("Start: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := p.Close(); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-	})
-	return p
 }
 
 // TestNativeProviders: through the real sender, each message enqueued three

@@ -8,7 +8,6 @@ import (
 
 	"github.com/sendonce/sendonce/internal/provider/smtpprovider/smtptest"
 	"github.com/sendonce/sendonce/internal/render"
-	"github.com/sendonce/sendonce/internal/testenv"
 )
 
 // TestSMTPPhase: through the real sender bootstrap under the RIE and the
@@ -20,19 +19,10 @@ func TestSMTPPhase(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	srv := smtptest.New(t, smtptest.Options{})
-	p, err := Start(ctx, Options{
-		DynamoDBEndpoint: testenv.DynamoDBEndpoint(t), MotoEndpoint: testenv.MotoEndpoint(t),
+	p := StartTest(t, Options{
 		SenderInstances: 2, ProviderTimeout: 5 * time.Second, ClaimTimeout: 15 * time.Second,
 		SenderTimeout: 15 * time.Second, VisibilityTimeout: 20 * time.Second,
 		Env: SMTPEnv(srv, "notify@sendonce.example"),
-	})
-	if err != nil {
-		t.Fatalf("Start: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := p.Close(); err != nil {
-			t.Errorf("Close: %v", err)
-		}
 	})
 	rep, err := RunSMTP(ctx, p, srv, 6, 3, 90*time.Second)
 	if err != nil {
