@@ -1,14 +1,12 @@
 package main
 
 import (
-	"bufio"
 	"encoding/json"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/sendonce/sendonce/internal/localpipeline"
-	"github.com/sendonce/sendonce/internal/metrics"
 	"github.com/sendonce/sendonce/internal/notify"
 	"github.com/sendonce/sendonce/internal/provider/simulator"
 )
@@ -35,18 +33,11 @@ func TestSupportLookup(t *testing.T) {
 
 	emf, invalid := 0, 0
 	for fn, logs := range p.Logs() {
-		sc := bufio.NewScanner(strings.NewReader(logs))
-		sc.Buffer(make([]byte, 0, 64<<10), 4<<20)
-		for sc.Scan() {
-			line := strings.TrimSpace(sc.Text())
-			if !strings.HasPrefix(line, "{") || !strings.Contains(line, `"_aws"`) {
-				continue
-			}
-			emf++
-			if err := metrics.ValidateLine([]byte(line)); err != nil {
-				invalid++
-				t.Errorf("%s: CloudWatch would reject: %v: %.300s", fn, err, line)
-			}
+		m := localpipeline.ParseEMF(logs)
+		emf += m.Documents + len(m.Invalid)
+		invalid += len(m.Invalid)
+		for _, bad := range m.Invalid {
+			t.Errorf("%s: CloudWatch would reject: %s", fn, bad)
 		}
 	}
 	if emf == 0 {

@@ -21,8 +21,8 @@ type MetricTotals struct {
 	ByDim map[string]float64
 	// Documents is the number of EMF documents read.
 	Documents int
-	// Invalid lists the EMF documents that metrics.Validate rejected,
-	// with the reason.
+	// Invalid lists the EMF documents that metrics.ValidateLine
+	// rejected, with the reason.
 	Invalid []string
 }
 
@@ -30,7 +30,9 @@ type MetricTotals struct {
 func (t MetricTotals) Get(name string) int { return int(t.Counts[name]) }
 
 // ParseEMF reads the EMF documents (log lines holding an "_aws" block)
-// out of logs, validates each with metrics.Validate, and sums their
+// out of logs, validates each as CloudWatch Logs would read it
+// (metrics.ValidateLine: the size limit, nothing after the object, then
+// metrics.Validate), and sums their
 // counters. Lines that are not JSON objects (the emulator's START/END/
 // REPORT lines) and JSON log lines without "_aws" are skipped.
 func ParseEMF(logs ...string) MetricTotals {
@@ -45,14 +47,14 @@ func ParseEMF(logs ...string) MetricTotals {
 			}
 			var doc map[string]any
 			if err := json.Unmarshal([]byte(line), &doc); err != nil {
-				t.Invalid = append(t.Invalid, fmt.Sprintf("%s: %v", line, err))
+				t.Invalid = append(t.Invalid, fmt.Sprintf("%v: %.300s", err, line))
 				continue
 			}
 			if _, ok := doc["_aws"]; !ok {
 				continue
 			}
-			if err := metrics.Validate(doc); err != nil {
-				t.Invalid = append(t.Invalid, fmt.Sprintf("%s: %v", line, err))
+			if err := metrics.ValidateLine([]byte(line)); err != nil {
+				t.Invalid = append(t.Invalid, fmt.Sprintf("%v: %.300s", err, line))
 				continue
 			}
 			t.Documents++

@@ -34,6 +34,9 @@ func TestParseEMF(t *testing.T) {
 		{name: "SkipsOtherLines", logs: []string{"START RequestId: x\n{\"level\":\"INFO\",\"msg\":\"m\"}\n" + valid + "\nEND RequestId: x"}, wantDocs: 1, want: map[string]int{"Sent": 3}},
 		{name: "InvalidDocument", logs: []string{`{"Sent":1,"_aws":{"CloudWatchMetrics":[]}}`}, wantInvalid: 1, want: map[string]int{"Sent": 0}},
 		{name: "BrokenJSON", logs: []string{`{"_aws": {`}, wantInvalid: 1},
+		// CloudWatch Logs drops an event over its size limit: ParseEMF
+		// checks the line as metrics.ValidateLine does.
+		{name: "OverSizeLimit", logs: []string{strings.Replace(valid, `"channel":"sms"`, `"channel":"sms","pad":"`+strings.Repeat("x", metrics.MaxDocumentSize)+`"`, 1)}, wantInvalid: 1, want: map[string]int{"Sent": 0}},
 		{name: "Empty", logs: nil},
 	}
 	for _, tc := range tests {
