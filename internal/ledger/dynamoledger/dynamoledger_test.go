@@ -53,22 +53,23 @@ type counter struct {
 	failedPuts, failedUpdates    atomic.Int64
 }
 
-func (c *counter) PutItem(ctx context.Context, in *dynamodb.PutItemInput, o ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
-	c.puts.Add(1)
-	out, err := c.api.PutItem(ctx, in, o...)
+// countWrite counts a write's answer in n and, when it failed, in failed.
+func countWrite[T any](n, failed *atomic.Int64, out T, err error) (T, error) {
+	n.Add(1)
 	if err != nil {
-		c.failedPuts.Add(1)
+		failed.Add(1)
 	}
 	return out, err
 }
 
+func (c *counter) PutItem(ctx context.Context, in *dynamodb.PutItemInput, o ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
+	out, err := c.api.PutItem(ctx, in, o...)
+	return countWrite(&c.puts, &c.failedPuts, out, err)
+}
+
 func (c *counter) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
-	c.updates.Add(1)
 	out, err := c.api.UpdateItem(ctx, in, o...)
-	if err != nil {
-		c.failedUpdates.Add(1)
-	}
-	return out, err
+	return countWrite(&c.updates, &c.failedUpdates, out, err)
 }
 
 func (c *counter) GetItem(ctx context.Context, in *dynamodb.GetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
