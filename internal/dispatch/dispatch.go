@@ -12,6 +12,13 @@
 // record's place in the batch response (the step after): a Retry is listed
 // for SQS to deliver again, any other disposition is acknowledged.
 //
+// The entry's Message is more than a rename of the row: it keeps only
+// what the provider needs (the row's bookkeeping, recipient id and render
+// inputs stay behind, so package provider never imports ledger), carries
+// the text of this attempt (a stored template's row is rendered again
+// first, Render), and adds the time the attempt started, where a lookup
+// begins its search.
+//
 // Provider outcomes map to ledger transitions as follows:
 //
 //	accepted                      → Mark SENT (with the provider's id)
@@ -148,14 +155,15 @@ type Result struct {
 	Attempt int
 }
 
-// Dispatcher performs attempts. Its fields are set once at start-up.
+// Dispatcher performs attempts. Its fields are set once at start-up, by
+// New.
 type Dispatcher struct {
 	Ledger  ledger.Ledger
 	Metrics metrics.Recorder
 	Logger  *slog.Logger
 	// ProviderTimeout bounds one provider call.
 	ProviderTimeout time.Duration
-	// Now is the clock; time.Now when nil.
+	// Now is the clock.
 	Now func() time.Time
 	// Renderer renders a stored template's row again for a resend (the
 	// row holds the render inputs, not the text: Render). Nil only where
@@ -164,6 +172,31 @@ type Dispatcher struct {
 	// RetryBase is the base of the reconciler's backoff of released rows
 	// (decide.Backoff); decide.RetryBase when zero.
 	RetryBase time.Duration
+}
+
+// New checks d and returns it with the defaults filled in: metrics.Discard
+// for a nil Metrics, a logger that discards for a nil Logger, time.Now for
+// a nil Now. lease is the lease of the caller's claims. It returns an
+// error when d has no Ledger, or when lease does not cover a takeover's
+// worst path (decide.CheckClaimTimeout). The sender and the reconciler
+// build their Dispatcher with it from their own Configs.
+func New(d Dispatcher, lease time.Duration) (*Dispatcher, error) {
+	if d.Ledger == nil {
+		return nil, errors.New("a ledger is required")
+	}
+	if err := decide.CheckClaimTimeout(lease, d.ProviderTimeout); err != nil {
+		return nil, err
+	}
+	if d.Metrics == nil {
+		d.Metrics = metrics.Discard
+	}
+	if d.Logger == nil {
+		d.Logger = slog.New(slog.DiscardHandler)
+	}
+	if d.Now == nil {
+		d.Now = time.Now
+	}
+	return &d, nil
 }
 
 // Render returns e with its message's text: e itself when it carries the
@@ -192,13 +225,6 @@ func (d *Dispatcher) Render(ctx context.Context, e ledger.Entry) (ledger.Entry, 
 	}
 	e.Subject, e.Body, e.HTML = msg.Subject, msg.Body, msg.HTML
 	return e, nil
-}
-
-func (d *Dispatcher) now() time.Time {
-	if d.Now != nil {
-		return d.Now()
-	}
-	return time.Now()
 }
 
 // Release retries: a Release is tried up to ReleaseAttempts times within
@@ -322,7 +348,7 @@ func (d *Dispatcher) releaseLost(ctx context.Context, c ledger.Claim, channel, o
 // RetryAt is when the reconciler retries a row whose claim c is released:
 // after decide.Backoff with d.RetryBase.
 func (d *Dispatcher) RetryAt(c ledger.Claim) time.Time {
-	return d.now().Add(decide.Backoff(cmp.Or(d.RetryBase, decide.RetryBase), c.Attempt))
+	return d.Now().Add(decide.Backoff(cmp.Or(d.RetryBase, decide.RetryBase), c.Attempt))
 }
 
 // Release gives claim c up with reason, due for the reconciler at
@@ -374,10 +400,10 @@ func (d *Dispatcher) Send(ctx context.Context, c ledger.Claim, e ledger.Entry, p
 	log := d.Logger.With("key", e.Key, "channel", e.Channel, "provider", p.Name(), "attempt", c.Attempt)
 
 	callCtx, cancel := context.WithTimeout(ctx, d.ProviderTimeout)
-	start := d.now()
+	start := d.Now()
 	receipt, err := p.Send(callCtx, Message(e, c.AttemptedAt))
 	cancel()
-	d.Metrics.Latency(metrics.SendLatency, d.now().Sub(start), dims...)
+	d.Metrics.Latency(metrics.SendLatency, d.Now().Sub(start), dims...)
 
 	if err == nil {
 		return d.mark(ctx, log, c, ledger.Outcome{State: ledger.StateSent, ProviderMessageID: receipt.MessageID}, true, dims)

@@ -87,17 +87,9 @@ const (
 	LookupRejected
 )
 
-func (s LookupStatus) String() string {
-	switch s {
-	case LookupNotFound:
-		return "not_found"
-	case LookupAccepted:
-		return "accepted"
-	case LookupRejected:
-		return "rejected"
-	}
-	return fmt.Sprintf("LookupStatus(%d)", int(s))
-}
+var lookupStatusNames = [...]string{LookupNotFound: "not_found", LookupAccepted: "accepted", LookupRejected: "rejected"}
+
+func (s LookupStatus) String() string { return name(lookupStatusNames[:], s, "LookupStatus") }
 
 // LookupResult is the answer to a Lookup.
 type LookupResult struct {
@@ -136,18 +128,16 @@ const (
 	Config
 )
 
-func (k Kind) String() string {
-	switch k {
-	case Ambiguous:
-		return "ambiguous"
-	case Transient:
-		return "transient"
-	case Permanent:
-		return "permanent"
-	case Config:
-		return "config"
+var kindNames = [...]string{Ambiguous: "ambiguous", Transient: "transient", Permanent: "permanent", Config: "config"}
+
+func (k Kind) String() string { return name(kindNames[:], k, "Kind") }
+
+// name returns names[v], or typ(v) for a value names does not cover.
+func name[T ~int](names []string, v T, typ string) string {
+	if v >= 0 && int(v) < len(names) {
+		return names[v]
 	}
-	return fmt.Sprintf("Kind(%d)", int(k))
+	return fmt.Sprintf("%s(%d)", typ, int(v))
 }
 
 // Error is a classified provider failure. Its text never holds secrets or

@@ -161,30 +161,28 @@ type Reconciler struct {
 
 // New validates cfg, fills in defaults and returns a Reconciler.
 func New(cfg Config) (*Reconciler, error) {
-	switch {
-	case cfg.Ledger == nil:
-		return nil, errors.New("reconcile: a ledger is required")
-	case cfg.Settle < 0 || cfg.MaxAge < 0 || cfg.MaxAttempts < 0 || cfg.PageSize < 0 || cfg.MaxRows < 0 || cfg.Concurrency < 0:
+	if cfg.Settle < 0 || cfg.MaxAge < 0 || cfg.MaxAttempts < 0 || cfg.PageSize < 0 || cfg.MaxRows < 0 || cfg.Concurrency < 0 {
 		return nil, errors.New("reconcile: settle, maximum age, attempts, page size, rows and concurrency must not be negative")
 	}
-	if err := decide.CheckClaimTimeout(cfg.ClaimTimeout, cfg.ProviderTimeout); err != nil {
+	d, err := dispatch.New(dispatch.Dispatcher{
+		Ledger:          cfg.Ledger,
+		Metrics:         cfg.Metrics,
+		Logger:          cfg.Logger,
+		ProviderTimeout: cfg.ProviderTimeout,
+		Now:             cfg.Now,
+		Renderer:        cfg.Renderer,
+		RetryBase:       cfg.RetryBase,
+	}, cfg.ClaimTimeout)
+	if err != nil {
 		return nil, fmt.Errorf("reconcile: %w", err)
 	}
+	cfg.Metrics, cfg.Logger, cfg.Now = d.Metrics, d.Logger, d.Now
 	cfg.Settle = cmp.Or(cfg.Settle, decide.DefaultSettle)
 	cfg.MaxAge = cmp.Or(cfg.MaxAge, decide.DefaultMaxAge)
 	cfg.MaxAttempts = cmp.Or(cfg.MaxAttempts, decide.DefaultMaxAttempts)
 	cfg.PageSize = cmp.Or(cfg.PageSize, DefaultPageSize)
 	cfg.MaxRows = cmp.Or(cfg.MaxRows, DefaultMaxRows)
 	cfg.Concurrency = cmp.Or(cfg.Concurrency, DefaultConcurrency)
-	if cfg.Metrics == nil {
-		cfg.Metrics = metrics.Discard
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
 	policies := map[string]Policy{}
 	for class, p := range DefaultPolicies {
 		policies[class] = p
@@ -196,15 +194,7 @@ func New(cfg Config) (*Reconciler, error) {
 		policies[class] = p
 	}
 	cfg.Policies = policies
-	return &Reconciler{cfg: cfg, dispatch: &dispatch.Dispatcher{
-		Ledger:          cfg.Ledger,
-		Metrics:         cfg.Metrics,
-		Logger:          cfg.Logger,
-		ProviderTimeout: cfg.ProviderTimeout,
-		Now:             cfg.Now,
-		Renderer:        cfg.Renderer,
-		RetryBase:       cfg.RetryBase,
-	}}, nil
+	return &Reconciler{cfg: cfg, dispatch: d}, nil
 }
 
 // Action is what a Run did with one row.

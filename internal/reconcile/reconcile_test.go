@@ -292,33 +292,41 @@ func TestOldestFirstAcrossShards(t *testing.T) {
 	}
 }
 
-func TestMaxRowsTruncates(t *testing.T) {
+// TestTruncates: a Run stops at MaxRows, and before a row it could not
+// finish by the deadline, and says it stopped early.
+func TestTruncates(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
-	for i := range 10 {
-		b.uncertain(t, fmt.Sprintf("v1_%02d", i), "otp")
-	}
-	rep, err := b.reconciler(t, &providertest.Fake{}, func(c *Config) { c.MaxRows = 4 }).Run(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if rep.Examined != 4 || !rep.Truncated {
-		t.Errorf("report = %+v, want 4 examined and truncated", rep)
-	}
-}
-
-func TestStopsBeforeDeadline(t *testing.T) {
-	t.Parallel()
-	b := setup(t)
-	b.uncertain(t, "v1_a", "otp")
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	rep, err := b.reconciler(t, &providertest.Fake{}, nil).Run(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if rep.Examined != 0 || !rep.Truncated {
-		t.Errorf("report = %+v, want nothing examined and truncated (5s left < two provider timeouts)", rep)
+	for _, tc := range []struct {
+		name         string
+		rows         int
+		maxRows      int           // 0: the default
+		deadline     time.Duration // 0: none
+		wantExamined int
+	}{
+		{"MaxRows", 10, 4, 0, 4},
+		// 5s left is less than two provider timeouts.
+		{"Deadline", 1, 0, 5 * time.Second, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t)
+			for i := range tc.rows {
+				b.uncertain(t, fmt.Sprintf("v1_%02d", i), "otp")
+			}
+			ctx := context.Background()
+			if tc.deadline > 0 {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, tc.deadline)
+				defer cancel()
+			}
+			rep, err := b.reconciler(t, &providertest.Fake{}, func(c *Config) { c.MaxRows = tc.maxRows }).Run(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rep.Examined != tc.wantExamined || !rep.Truncated {
+				t.Errorf("report = %+v, want %d examined and truncated", rep, tc.wantExamined)
+			}
+		})
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http/httptest"
 	"strings"
 	"sync"
@@ -19,9 +20,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
-	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/smithy-go/middleware"
 
 	"github.com/sendonce/sendonce/internal/dispatch"
 	"github.com/sendonce/sendonce/internal/ledger"
@@ -39,38 +38,13 @@ import (
 	"github.com/sendonce/sendonce/internal/templates"
 	"github.com/sendonce/sendonce/internal/templates/dynamotemplates"
 	"github.com/sendonce/sendonce/internal/testenv"
+	"github.com/sendonce/sendonce/internal/testsupport"
 )
-
-// callCounter counts DynamoDB operations by name with SDK middleware.
-type callCounter struct {
-	mu sync.Mutex
-	n  map[string]int
-}
-
-func (c *callCounter) option(o *dynamodb.Options) {
-	o.APIOptions = append(o.APIOptions, func(stack *middleware.Stack) error {
-		return stack.Initialize.Add(middleware.InitializeMiddlewareFunc("countCalls",
-			func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
-				c.mu.Lock()
-				c.n[awsmiddleware.GetOperationName(ctx)]++
-				c.mu.Unlock()
-				return next.HandleInitialize(ctx, in)
-			}), middleware.Before)
-	})
-}
-
-func (c *callCounter) take() map[string]int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	out := c.n
-	c.n = map[string]int{}
-	return out
-}
 
 type env struct {
 	sim     *simulator.Simulator
 	ledger  *dynamoledger.Ledger
-	calls   *callCounter
+	calls   *testsupport.DynamoCalls
 	metrics *metrics.Tally
 	now     atomic.Pointer[time.Time]
 	prov    *httpprovider.Provider
@@ -86,7 +60,7 @@ type options struct {
 
 func setupEnv(t *testing.T, o options) *env {
 	t.Helper()
-	e := &env{calls: &callCounter{n: map[string]int{}}, metrics: metrics.NewTally()}
+	e := &env{calls: &testsupport.DynamoCalls{}, metrics: metrics.NewTally()}
 	start := time.Now()
 	e.now.Store(&start)
 	o.sim.Token = "sim-token"
@@ -94,7 +68,7 @@ func setupEnv(t *testing.T, o options) *env {
 	srv := httptest.NewServer(e.sim.Handler())
 	t.Cleanup(func() { srv.Close(); e.sim.Close() })
 
-	db := testenv.DynamoDB(t, e.calls.option)
+	db := testenv.DynamoDB(t, e.calls.Operations)
 	table := testenv.NewTable(t, db)
 	var err error
 	e.ledger, err = dynamoledger.New(db, table, dynamoledger.WithNow(e.clock))
@@ -113,7 +87,7 @@ func setupEnv(t *testing.T, o options) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.calls.take()
+	e.calls.Take()
 	return e
 }
 
@@ -220,27 +194,15 @@ func TestDynamoDBCallsPerMessage(t *testing.T) {
 	if res := s.Process(context.Background(), r); res.Disposition != dispatch.Sent {
 		t.Fatalf("first delivery: %+v", res)
 	}
-	if got, want := e.calls.take(), map[string]int{"PutItem": 1, "UpdateItem": 1}; !equalCounts(got, want) {
+	if got, want := e.calls.Take(), map[string]int{"PutItem": 1, "UpdateItem": 1}; !maps.Equal(got, want) {
 		t.Errorf("first delivery made %v, want %v (2 writes, 0 reads)", got, want)
 	}
 	if res := s.Process(context.Background(), r); res.Disposition != dispatch.Duplicate {
 		t.Fatalf("redelivery: %+v", res)
 	}
-	if got, want := e.calls.take(), map[string]int{"PutItem": 1}; !equalCounts(got, want) {
+	if got, want := e.calls.Take(), map[string]int{"PutItem": 1}; !maps.Equal(got, want) {
 		t.Errorf("redelivery of a SENT message made %v, want %v (1 write attempt, 0 reads)", got, want)
 	}
-}
-
-func equalCounts(a, b map[string]int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if b[k] != v {
-			return false
-		}
-	}
-	return true
 }
 
 // crashingProvider lets a test stop the flow at a boundary: after the

@@ -127,32 +127,12 @@ type Sender struct {
 // first missing dependency or broken invariant.
 func New(cfg Config) (*Sender, error) {
 	switch {
-	case cfg.Ledger == nil:
-		return nil, errors.New("sender: a ledger is required")
 	case cfg.Renderer == nil:
 		return nil, errors.New("sender: a renderer is required")
 	case cfg.DeadLetters == nil:
 		return nil, errors.New("sender: a dead-letter queue is required")
 	}
-	if err := decide.CheckClaimTimeout(cfg.ClaimTimeout, cfg.ProviderTimeout); err != nil {
-		return nil, fmt.Errorf("sender: %w", err)
-	}
-	if cfg.Concurrency <= 0 {
-		cfg.Concurrency = 10
-	}
-	if cfg.Metrics == nil {
-		cfg.Metrics = metrics.Discard
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
-	if cfg.Settle <= 0 {
-		cfg.Settle = decide.DefaultSettle
-	}
-	return &Sender{cfg: cfg, dispatch: &dispatch.Dispatcher{
+	d, err := dispatch.New(dispatch.Dispatcher{
 		Ledger:          cfg.Ledger,
 		Metrics:         cfg.Metrics,
 		Logger:          cfg.Logger,
@@ -160,7 +140,18 @@ func New(cfg Config) (*Sender, error) {
 		Now:             cfg.Now,
 		Renderer:        cfg.Renderer,
 		RetryBase:       cfg.RetryBase,
-	}}, nil
+	}, cfg.ClaimTimeout)
+	if err != nil {
+		return nil, fmt.Errorf("sender: %w", err)
+	}
+	cfg.Metrics, cfg.Logger, cfg.Now = d.Metrics, d.Logger, d.Now
+	if cfg.Concurrency <= 0 {
+		cfg.Concurrency = 10
+	}
+	if cfg.Settle <= 0 {
+		cfg.Settle = decide.DefaultSettle
+	}
+	return &Sender{cfg: cfg, dispatch: d}, nil
 }
 
 // WithLogger returns a Sender that logs to log (e.g. annotated with the

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -54,22 +53,23 @@ type counter struct {
 	failedPuts, failedUpdates    atomic.Int64
 }
 
-func (c *counter) PutItem(ctx context.Context, in *dynamodb.PutItemInput, o ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
-	c.puts.Add(1)
-	out, err := c.api.PutItem(ctx, in, o...)
+// countWrite counts a write's answer in n and, when it failed, in failed.
+func countWrite[T any](n, failed *atomic.Int64, out T, err error) (T, error) {
+	n.Add(1)
 	if err != nil {
-		c.failedPuts.Add(1)
+		failed.Add(1)
 	}
 	return out, err
 }
 
+func (c *counter) PutItem(ctx context.Context, in *dynamodb.PutItemInput, o ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
+	out, err := c.api.PutItem(ctx, in, o...)
+	return countWrite(&c.puts, &c.failedPuts, out, err)
+}
+
 func (c *counter) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
-	c.updates.Add(1)
 	out, err := c.api.UpdateItem(ctx, in, o...)
-	if err != nil {
-		c.failedUpdates.Add(1)
-	}
-	return out, err
+	return countWrite(&c.updates, &c.failedUpdates, out, err)
 }
 
 func (c *counter) GetItem(ctx context.Context, in *dynamodb.GetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
@@ -93,21 +93,6 @@ func (c *counter) take() calls {
 	return got
 }
 
-// httpCalls counts the HTTP requests the SDK sends, below the SDK's own
-// retries, by operation name.
-type httpCalls struct {
-	mu sync.Mutex
-	n  map[string]int
-}
-
-func (h *httpCalls) take() map[string]int {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	n := h.n
-	h.n = map[string]int{}
-	return n
-}
-
 func TestCallCounts(t *testing.T) {
 	t.Parallel()
 	clock := testsupport.NewClock(testsupport.Start)
@@ -115,10 +100,8 @@ func TestCallCounts(t *testing.T) {
 	table := testenv.NewTable(t, base)
 
 	// A second client whose requests are counted on the wire.
-	wire := &httpCalls{n: map[string]int{}}
-	counted := testenv.DynamoDB(t, func(o *dynamodb.Options) {
-		o.HTTPClient = countingDoer{next: o.HTTPClient, calls: wire}
-	})
+	wire := &testsupport.DynamoCalls{}
+	counted := testenv.DynamoDB(t, wire.Requests)
 	cnt := &counter{api: counted}
 	var units atomic.Int64 // consumed capacity, in thousandths
 	l, err := dynamoledger.New(cnt, table, dynamoledger.WithNow(clock.Now),
@@ -144,7 +127,7 @@ func TestCallCounts(t *testing.T) {
 		if got, want := cnt.take(), (calls{writes: 2}); got != want {
 			t.Errorf("calls = %+v, want %+v", got, want)
 		}
-		if got, want := wire.take(), map[string]int{"PutItem": 1, "UpdateItem": 1}; fmt.Sprint(got) != fmt.Sprint(want) {
+		if got, want := wire.Take(), map[string]int{"PutItem": 1, "UpdateItem": 1}; fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Errorf("HTTP requests = %v, want %v", got, want)
 		}
 		if units.Load() <= 0 {
@@ -164,7 +147,7 @@ func TestCallCounts(t *testing.T) {
 		if got, want := cnt.take(), (calls{writes: 1, failedWrites: 1}); got != want {
 			t.Errorf("calls = %+v, want %+v", got, want)
 		}
-		if got, want := wire.take(), map[string]int{"PutItem": 1}; fmt.Sprint(got) != fmt.Sprint(want) {
+		if got, want := wire.Take(), map[string]int{"PutItem": 1}; fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Errorf("HTTP requests = %v, want %v", got, want)
 		}
 	})
@@ -282,23 +265,6 @@ func BenchmarkClaimMark(b *testing.B) {
 		b.ReportMetric(float64(got.writes)/float64(b.N), "writes/op")
 		b.ReportMetric(float64(got.reads)/float64(b.N), "reads/op")
 	})
-}
-
-// countingDoer counts the HTTP requests sent, by DynamoDB operation.
-type countingDoer struct {
-	next  dynamodb.HTTPClient
-	calls *httpCalls
-}
-
-func (d countingDoer) Do(r *http.Request) (*http.Response, error) {
-	op := r.Header.Get("X-Amz-Target")
-	if i := strings.LastIndexByte(op, '.'); i >= 0 {
-		op = op[i+1:]
-	}
-	d.calls.mu.Lock()
-	d.calls.n[op]++
-	d.calls.mu.Unlock()
-	return d.next.Do(r)
 }
 
 // twice sends every write twice and returns the second answer: what the

@@ -134,6 +134,12 @@ func (s Service) byStatus(status int) (provider.Kind, string) {
 	}
 }
 
+// Refuse returns the Permanent error of a message the adapter does not
+// send at all (no address, a channel it does not serve), with reason.
+func (s Service) Refuse(reason string) *provider.Error {
+	return &provider.Error{Kind: provider.Permanent, Provider: s.Provider, Op: "send", Reason: reason}
+}
+
 // Base is what an adapter over an AWS service shares: its Service, the
 // timeout of its one send call and its logger. Embedded in the adapter, it
 // gives it Name and Capabilities; the adapter's Send calls Send.
@@ -161,13 +167,14 @@ func (a Base) Name() string { return a.service.Provider }
 // asked whether they sent a message.
 func (a Base) Capabilities() provider.Capabilities { return provider.Capabilities{} }
 
-// Send builds m's request with input and makes call with it, bounded by
-// the adapter's timeout; id picks the message id out of call's answer. An
-// error of input is returned as it is, and nothing is sent. An error of
-// call is classified by Service.Classify and logged at warning level with
-// msg.
-func Send[In, Out any](ctx context.Context, a Base, m provider.Message, msg string,
-	input func(provider.Message) (In, error), call func(context.Context, In) (Out, error), id func(Out) *string) (provider.Receipt, error) {
+// Send builds m's request with input and makes call, the SDK client's
+// method, with it and opts, bounded by the adapter's timeout; id picks the
+// message id out of call's answer. An error of input is returned as it
+// is, and nothing is sent. An error of call is classified by
+// Service.Classify and logged at warning level with msg.
+func Send[In, Out, Options any](ctx context.Context, a Base, m provider.Message, msg string,
+	input func(provider.Message) (In, error), call func(context.Context, In, ...func(*Options)) (Out, error),
+	id func(Out) *string, opts ...func(*Options)) (provider.Receipt, error) {
 	in, err := input(m)
 	if err != nil {
 		return provider.Receipt{}, err
@@ -177,7 +184,7 @@ func Send[In, Out any](ctx context.Context, a Base, m provider.Message, msg stri
 		ctx, cancel = context.WithTimeout(ctx, a.timeout)
 		defer cancel()
 	}
-	out, err := call(ctx, in)
+	out, err := call(ctx, in, opts...)
 	if err != nil {
 		perr := a.service.Classify(err, m.To)
 		a.log.WarnContext(ctx, msg,

@@ -8,7 +8,9 @@ package providertest
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
+	"testing"
 
 	"github.com/sendonce/sendonce/internal/provider"
 )
@@ -106,4 +108,28 @@ func NoCapabilities(a Adapter) Restricted {
 // Error returns a provider error of kind k for tests.
 func Error(k provider.Kind, code string) error {
 	return &provider.Error{Kind: k, Provider: "fake", Op: "send", Code: code, Reason: k.String() + " failure"}
+}
+
+// CheckClassified fails t unless got is an adapter's classification of
+// kind want, from adapter name, of a send, with a reason, and keeps raw
+// (a recipient's address) out of its text and its wrapped error's; wrapped
+// again, it still reports want to provider.KindOf.
+func CheckClassified(t testing.TB, got *provider.Error, want provider.Kind, name, raw string) {
+	t.Helper()
+	if got.Kind != want {
+		t.Errorf("Kind = %s, want %s (%v)", got.Kind, want, got)
+	}
+	if got.Provider != name || got.Op != "send" || got.Reason == "" {
+		t.Errorf("Provider, Op, Reason = %q, %q, %q: want %s, send, a reason", got.Provider, got.Op, got.Reason, name)
+	}
+	text := got.Error()
+	if got.Err != nil {
+		text += " " + got.Err.Error()
+	}
+	if strings.Contains(text, raw) {
+		t.Errorf("error text %q holds the raw address", text)
+	}
+	if k := provider.KindOf(fmt.Errorf("wrapped: %w", got)); k != want {
+		t.Errorf("KindOf(wrapped) = %s, want %s", k, want)
+	}
 }

@@ -95,11 +95,8 @@ func noRetry(o *sesv2.Options) { o.RetryMaxAttempts = 1 }
 // *provider.Error classified by Classify. A message that is not email or
 // has no address is a Permanent error, and nothing is sent.
 func (p *Provider) Send(ctx context.Context, m provider.Message) (provider.Receipt, error) {
-	return awserr.Send(ctx, p.Base, m, "ses send failed", p.Input,
-		func(ctx context.Context, in *sesv2.SendEmailInput) (*sesv2.SendEmailOutput, error) {
-			return p.cfg.Client.SendEmail(ctx, in, noRetry)
-		},
-		func(out *sesv2.SendEmailOutput) *string { return out.MessageId })
+	return awserr.Send(ctx, p.Base, m, "ses send failed", p.Input, p.cfg.Client.SendEmail,
+		func(out *sesv2.SendEmailOutput) *string { return out.MessageId }, noRetry)
 }
 
 // Input builds the SendEmail call for m: Simple content with a text part,
@@ -107,10 +104,10 @@ func (p *Provider) Send(ctx context.Context, m provider.Message) (provider.Recei
 // configuration set when one is configured.
 func (p *Provider) Input(m provider.Message) (*sesv2.SendEmailInput, error) {
 	if m.Channel != "email" {
-		return nil, permanent("", fmt.Sprintf("channel %q is not served by ses", m.Channel))
+		return nil, service.Refuse(fmt.Sprintf("channel %q is not served by ses", m.Channel))
 	}
 	if m.To == "" {
-		return nil, permanent("", "no email address")
+		return nil, service.Refuse("no email address")
 	}
 	body := &types.Body{Text: &types.Content{Data: aws.String(m.Body), Charset: aws.String(charset)}}
 	if m.HTML != "" {
@@ -130,10 +127,6 @@ func (p *Provider) Input(m provider.Message) (*sesv2.SendEmailInput, error) {
 		in.ConfigurationSetName = aws.String(p.cfg.ConfigurationSet)
 	}
 	return in, nil
-}
-
-func permanent(code, reason string) *provider.Error {
-	return &provider.Error{Kind: provider.Permanent, Provider: Name, Op: "send", Code: code, Reason: reason}
 }
 
 // codeKinds classifies SES's error codes: the SendEmail errors of the

@@ -18,6 +18,7 @@ import (
 	"github.com/aws/smithy-go"
 
 	"github.com/sendonce/sendonce/internal/provider"
+	"github.com/sendonce/sendonce/internal/provider/providertest"
 	"github.com/sendonce/sendonce/internal/provider/sesprovider"
 	"github.com/sendonce/sendonce/internal/testenv"
 	"github.com/sendonce/sendonce/internal/testsupport"
@@ -59,16 +60,7 @@ func TestClassify(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			pe := sesprovider.Classify(tt.err, "ana@example.com")
-			if pe.Kind != tt.want {
-				t.Errorf("Classify(%v).Kind = %s, want %s", tt.err, pe.Kind, tt.want)
-			}
-			if pe.Provider != sesprovider.Name || pe.Op != "send" || pe.Reason == "" {
-				t.Errorf("Classify = %+v, want provider ses, op send and a reason", pe)
-			}
-			if strings.Contains(pe.Error(), "ana@example.com") || strings.Contains(pe.Err.Error(), "ana@example.com") {
-				t.Errorf("error text holds the raw address: %q / %q", pe.Error(), pe.Err.Error())
-			}
+			providertest.CheckClassified(t, sesprovider.Classify(tt.err, "ana@example.com"), tt.want, sesprovider.Name, "ana@example.com")
 		})
 	}
 }

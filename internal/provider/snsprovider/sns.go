@@ -95,11 +95,8 @@ func noRetry(o *sns.Options) { o.RetryMaxAttempts = 1 }
 // classified by Classify. A channel the adapter cannot serve (email with
 // no topic, an unknown channel) is a Permanent error.
 func (p *Provider) Send(ctx context.Context, m provider.Message) (provider.Receipt, error) {
-	return awserr.Send(ctx, p.Base, m, "sns publish failed", p.input,
-		func(ctx context.Context, in *sns.PublishInput) (*sns.PublishOutput, error) {
-			return p.cfg.Client.Publish(ctx, in, noRetry)
-		},
-		func(out *sns.PublishOutput) *string { return out.MessageId })
+	return awserr.Send(ctx, p.Base, m, "sns publish failed", p.input, p.cfg.Client.Publish,
+		func(out *sns.PublishOutput) *string { return out.MessageId }, noRetry)
 }
 
 // input builds the Publish call for m.
@@ -127,7 +124,7 @@ func (p *Provider) input(m provider.Message) (*sns.PublishInput, error) {
 	switch m.Channel {
 	case "sms":
 		if m.To == "" {
-			return nil, permanent("", "no phone number")
+			return nil, service.Refuse("no phone number")
 		}
 		attrs := map[string]types.MessageAttributeValue{AttrSMSType: stringAttr(smsType(m.Class))}
 		if p.cfg.SenderID != "" {
@@ -139,7 +136,7 @@ func (p *Provider) input(m provider.Message) (*sns.PublishInput, error) {
 		return &sns.PublishInput{PhoneNumber: aws.String(m.To), Message: aws.String(m.Body), MessageAttributes: attrs}, nil
 	case "push":
 		if !strings.HasPrefix(m.To, "arn:") {
-			return nil, permanent("", "push target is not an SNS platform-endpoint ARN")
+			return nil, service.Refuse("push target is not an SNS platform-endpoint ARN")
 		}
 		msg, err := pushMessage(m)
 		if err != nil {
@@ -147,11 +144,7 @@ func (p *Provider) input(m provider.Message) (*sns.PublishInput, error) {
 		}
 		return &sns.PublishInput{TargetArn: aws.String(m.To), Message: aws.String(msg), MessageStructure: aws.String("json")}, nil
 	}
-	return nil, permanent("", fmt.Sprintf("channel %q is not served by sns (configure a topic for it)", m.Channel))
-}
-
-func permanent(code, reason string) *provider.Error {
-	return &provider.Error{Kind: provider.Permanent, Provider: Name, Op: "send", Code: code, Reason: reason}
+	return nil, service.Refuse(fmt.Sprintf("channel %q is not served by sns (configure a topic for it)", m.Channel))
 }
 
 func stringAttr(v string) types.MessageAttributeValue {
@@ -180,14 +173,14 @@ func pushMessage(m provider.Message) (string, error) {
 		"data":         map[string]string{"sendonce_key": m.Key},
 	})
 	if err != nil {
-		return "", permanent("", "push message cannot be encoded")
+		return "", service.Refuse("push message cannot be encoded")
 	}
 	apns, err := json.Marshal(map[string]any{
 		"aps":          map[string]any{"alert": alert{Title: m.Subject, Body: m.Body}},
 		"sendonce_key": m.Key,
 	})
 	if err != nil {
-		return "", permanent("", "push message cannot be encoded")
+		return "", service.Refuse("push message cannot be encoded")
 	}
 	doc, err := json.Marshal(map[string]string{
 		"default":      m.Body,
@@ -196,7 +189,7 @@ func pushMessage(m provider.Message) (string, error) {
 		"APNS_SANDBOX": string(apns),
 	})
 	if err != nil {
-		return "", permanent("", "push message cannot be encoded")
+		return "", service.Refuse("push message cannot be encoded")
 	}
 	return string(doc), nil
 }
