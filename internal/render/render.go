@@ -39,6 +39,7 @@ import (
 
 	"github.com/sendonce/sendonce/internal/notify"
 	"github.com/sendonce/sendonce/internal/templates"
+	"github.com/sendonce/sendonce/internal/ttlcache"
 )
 
 // DefaultCacheTTL is how long a resolved template is cached.
@@ -111,8 +112,8 @@ type Renderer struct {
 	ttl   time.Duration
 	now   func() time.Time
 
+	cache    *ttlcache.Cache[cacheKey, *templates.Compiled]
 	mu       sync.Mutex
-	cache    map[cacheKey]cached
 	versions map[versionKey]*templates.Compiled
 }
 
@@ -121,11 +122,6 @@ type cacheKey struct{ tenant, name, channel, locale string }
 type versionKey struct {
 	id      templates.ID
 	version int
-}
-
-type cached struct {
-	c     *templates.Compiled
-	until time.Time
 }
 
 // Option configures a Renderer.
@@ -140,10 +136,11 @@ func WithNow(now func() time.Time) Option { return func(r *Renderer) { r.now = n
 
 // New returns a Renderer over store.
 func New(store templates.Store, opts ...Option) *Renderer {
-	r := &Renderer{store: store, ttl: DefaultCacheTTL, now: time.Now, cache: map[cacheKey]cached{}, versions: map[versionKey]*templates.Compiled{}}
+	r := &Renderer{store: store, ttl: DefaultCacheTTL, now: time.Now, versions: map[versionKey]*templates.Compiled{}}
 	for _, o := range opts {
 		o(r)
 	}
+	r.cache = ttlcache.New[cacheKey, *templates.Compiled](r.ttl, maxCached)
 	return r
 }
 
@@ -213,13 +210,8 @@ func (r *Renderer) RenderVersion(ctx context.Context, tenant, name, channel stri
 func (r *Renderer) lookup(ctx context.Context, in Input) (*templates.Compiled, error) {
 	k := cacheKey{in.Tenant, in.Template, in.Channel, in.Locale}
 	now := r.now()
-	if r.ttl > 0 {
-		r.mu.Lock()
-		e, ok := r.cache[k]
-		r.mu.Unlock()
-		if ok && now.Before(e.until) {
-			return e.c, nil
-		}
+	if c, ok := r.cache.Get(k, now); ok {
+		return c, nil
 	}
 	t, err := r.store.Resolve(ctx, in.Tenant, in.Template, in.Channel, templates.Fallback(in.Locale))
 	switch {
@@ -234,14 +226,7 @@ func (r *Renderer) lookup(ctx context.Context, in Input) (*templates.Compiled, e
 		// around the store) cannot render any message.
 		return nil, &Error{Template: in.Template, Channel: in.Channel, Kind: ErrUnknownTemplate, Detail: fmt.Sprintf("stored version %d is invalid: %v", t.Version, err)}
 	}
-	if r.ttl > 0 {
-		r.mu.Lock()
-		if len(r.cache) >= maxCached {
-			clear(r.cache)
-		}
-		r.cache[k] = cached{c: c, until: now.Add(r.ttl)}
-		r.mu.Unlock()
-	}
+	r.cache.Put(k, c, now)
 	return c, nil
 }
 
