@@ -43,7 +43,7 @@ func setup(t *testing.T, simOpts simulator.Options) *env {
 	t.Cleanup(func() { srv.Close(); e.sim.Close() })
 	e.url = srv.URL
 	var err error
-	if e.prov, err = httpprovider.New(httpprovider.Config{BaseURL: srv.URL, Token: "tok", Timeout: 2 * time.Second}); err != nil {
+	if e.prov, err = httpprovider.New(httpprovider.Config{BaseURL: srv.URL, Token: "tok", Timeout: testProviderTimeout}); err != nil {
 		t.Fatal(err)
 	}
 	db := testenv.DynamoDB(t)
@@ -97,12 +97,20 @@ func (e *env) uncertain(t *testing.T, n int, class string) []string {
 	return keys
 }
 
+// testProviderTimeout bounds the simulator's answers. No test here plans
+// a slow answer, so it is generous: at 2 s, a loaded machine (load
+// average 30 on 2 cores) let a resend's answer arrive after it, an
+// ambiguous attempt that the OTP policy resent, and
+// TestTwoConcurrentReconcilersNeverSendTwice counted that policy's
+// duplicate as the reconcilers'.
+const testProviderTimeout = 15 * time.Second
+
 func (e *env) reconciler(t *testing.T, p provider.Adapter) *reconcile.Reconciler {
 	t.Helper()
 	r, err := reconcile.New(reconcile.Config{
 		Ledger:          e.ledger,
 		Providers:       map[string]provider.Adapter{"sms": p},
-		ProviderTimeout: 2 * time.Second,
+		ProviderTimeout: testProviderTimeout,
 		ClaimTimeout:    time.Minute,
 		Settle:          time.Minute,
 		MaxRows:         10000,
