@@ -330,6 +330,9 @@ func TestFaultMatching(t *testing.T) {
 	t.Parallel()
 	b := setup(t, simulator.Options{}, "")
 	ctx := context.Background()
+	// No fault here is a slow answer: a patient client keeps a loaded
+	// machine's late answers from reading as timeouts.
+	p := b.patient(t)
 	must := func(err error) {
 		t.Helper()
 		if err != nil {
@@ -339,20 +342,20 @@ func TestFaultMatching(t *testing.T) {
 	must(b.sim.AddFault(simulator.Fault{Kind: simulator.FaultStatus, Status: 500, Count: 2, Reference: "bad-ref"}))
 	must(b.sim.AddFault(simulator.Fault{Kind: simulator.FaultStatus, Status: 422, To: "+15550000000"}))
 	for i := range 2 {
-		if _, err := b.p.Send(ctx, msg("bad-ref")); provider.KindOf(err) != provider.Transient {
+		if _, err := p.Send(ctx, msg("bad-ref")); provider.KindOf(err) != provider.Transient {
 			t.Errorf("bad-ref send %d err = %v, want transient", i, err)
 		}
 	}
-	if _, err := b.p.Send(ctx, msg("bad-ref")); err != nil {
+	if _, err := p.Send(ctx, msg("bad-ref")); err != nil {
 		t.Errorf("bad-ref third send = %v, want ok (count used up)", err)
 	}
-	if _, err := b.p.Send(ctx, msg("other")); err != nil {
+	if _, err := p.Send(ctx, msg("other")); err != nil {
 		t.Errorf("other send = %v, want ok", err)
 	}
 	m := msg("to-bad")
 	m.To = "+15550000000"
 	for range 3 { // Count 0: every matching send
-		if _, err := b.p.Send(ctx, m); provider.KindOf(err) != provider.Permanent {
+		if _, err := p.Send(ctx, m); provider.KindOf(err) != provider.Permanent {
 			t.Errorf("send to bad recipient err = %v, want permanent", err)
 		}
 	}
@@ -360,7 +363,7 @@ func TestFaultMatching(t *testing.T) {
 		t.Errorf("Faults left = %d, want 1", got)
 	}
 	b.sim.ClearFaults()
-	if _, err := b.p.Send(ctx, m); err != nil {
+	if _, err := p.Send(ctx, m); err != nil {
 		t.Errorf("send after ClearFaults = %v, want ok", err)
 	}
 	for _, bad := range []simulator.Fault{
