@@ -165,3 +165,49 @@ func BenchmarkDynamoDBLocalCPU(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkDynamoDBLocalConcurrency puts 3-attribute items into a key-only
+// table at 2 to 64 calls in flight and reports the cores DynamoDB Local
+// and this process kept busy (CPU time over wall time) beside ops/s: the
+// probe behind docs/benchmarks.md's "DynamoDB Local's writes stop near
+// one core". Run it like BenchmarkDynamoDBLocalCPU, dropping the first run.
+func BenchmarkDynamoDBLocalConcurrency(b *testing.B) {
+	ep := testenv.DynamoDBEndpoint(b)
+	u, err := url.Parse(ep)
+	if err != nil {
+		b.Fatal(err)
+	}
+	dyn := dynamoLocalPID(u.Port())
+	if dyn == 0 {
+		b.Fatalf("no DynamoDB Local process listens on port %s", u.Port())
+	}
+	ctx := context.Background()
+	db := dynamoClient(ep)
+	table, drop, err := createPlainTable(ctx, db, "cost-cores", tableschema.PartitionKey, "")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(drop)
+	run, tmpl := testenv.RandomID(), wireItem(rawItem())
+	var seq atomic.Int64
+	for _, inFlight := range []int{2, 4, 16, 64} {
+		b.Run(fmt.Sprintf("in_flight_%d", inFlight), func(b *testing.B) {
+			b.SetParallelism(max(1, inFlight/runtime.GOMAXPROCS(0)))
+			dyn0, own0, start := ProcCPU(dyn), ProcCPU(os.Getpid()), time.Now()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					item := maps.Clone(tmpl)
+					item[tableschema.PartitionKey] = &types.AttributeValueMemberS{Value: fmt.Sprintf("v1_%s%048d", run, seq.Add(1))}
+					if _, err := db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(table), Item: item}); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+			wall := time.Since(start)
+			b.ReportMetric(float64(ProcCPU(dyn)-dyn0)/float64(wall), "dynamo-cores")
+			b.ReportMetric(float64(ProcCPU(os.Getpid())-own0)/float64(wall), "client-cores")
+			b.ReportMetric(float64(b.N)/wall.Seconds(), "ops/s")
+		})
+	}
+}
