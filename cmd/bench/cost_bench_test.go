@@ -39,22 +39,8 @@ import (
 //	nice -n -19 scripts/local-aws.sh run sh -c 'for i in 1 2 3 4 5; do /tmp/bench.test -test.run "^$" -test.bench BenchmarkDynamoDBLocalCPU -test.benchtime 1500x; done' | tee cost.txt
 //	benchstat cost.txt
 func BenchmarkDynamoDBLocalCPU(b *testing.B) {
-	ep := testenv.DynamoDBEndpoint(b)
-	u, err := url.Parse(ep)
-	if err != nil {
-		b.Fatal(err)
-	}
-	dyn := dynamoLocalPID(u.Port())
-	if dyn == 0 {
-		b.Fatalf("no DynamoDB Local process listens on port %s", u.Port())
-	}
 	ctx := context.Background()
-	db := dynamoClient(ep)
-	keyOnly, drop, err := createPlainTable(ctx, db, "cost-raw", tableschema.PartitionKey, "")
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(drop)
+	db, dyn, keyOnly := dynamoLocalBench(b, "cost-raw")
 	prod := testenv.NewTable(b, db)
 	// The same schema with the optional event index (EventIndex=true).
 	prodEvt := testenv.NewTable(b, db, tableschema.WithEventIndex(true))
@@ -172,22 +158,8 @@ func BenchmarkDynamoDBLocalCPU(b *testing.B) {
 // probe behind docs/benchmarks.md's "DynamoDB Local's writes stop near
 // one core". Run it like BenchmarkDynamoDBLocalCPU, dropping the first run.
 func BenchmarkDynamoDBLocalConcurrency(b *testing.B) {
-	ep := testenv.DynamoDBEndpoint(b)
-	u, err := url.Parse(ep)
-	if err != nil {
-		b.Fatal(err)
-	}
-	dyn := dynamoLocalPID(u.Port())
-	if dyn == 0 {
-		b.Fatalf("no DynamoDB Local process listens on port %s", u.Port())
-	}
 	ctx := context.Background()
-	db := dynamoClient(ep)
-	table, drop, err := createPlainTable(ctx, db, "cost-cores", tableschema.PartitionKey, "")
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(drop)
+	db, dyn, table := dynamoLocalBench(b, "cost-cores")
 	run, tmpl := testenv.RandomID(), wireItem(rawItem())
 	var seq atomic.Int64
 	for _, inFlight := range []int{2, 4, 16, 64} {
@@ -210,4 +182,27 @@ func BenchmarkDynamoDBLocalConcurrency(b *testing.B) {
 			b.ReportMetric(float64(b.N)/wall.Seconds(), "ops/s")
 		})
 	}
+}
+
+// dynamoLocalBench returns a client of testenv's DynamoDB Local, the pid
+// of its process (whose CPU time the benchmarks read) and a key-only
+// table for purpose, dropped when b ends.
+func dynamoLocalBench(b *testing.B, purpose string) (*dynamodb.Client, int, string) {
+	b.Helper()
+	ep := testenv.DynamoDBEndpoint(b)
+	u, err := url.Parse(ep)
+	if err != nil {
+		b.Fatal(err)
+	}
+	dyn := dynamoLocalPID(u.Port())
+	if dyn == 0 {
+		b.Fatalf("no DynamoDB Local process listens on port %s", u.Port())
+	}
+	db := dynamoClient(ep)
+	table, drop, err := createPlainTable(context.Background(), db, purpose, tableschema.PartitionKey, "")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(drop)
+	return db, dyn, table
 }
