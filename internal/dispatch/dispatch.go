@@ -24,8 +24,14 @@
 //	accepted                      → Mark SENT (with the provider's id)
 //	permanent rejection           → Mark FAILED (with the reason)
 //	transient, configuration      → Release (nothing was sent; retry later)
-//	ambiguous, idempotent sends   → Release (a retry with the same key is harmless)
-//	ambiguous, otherwise          → Mark UNCERTAIN (the reconciler resolves it)
+//	ambiguous                     → Mark UNCERTAIN (the reconciler resolves it)
+//
+// A release always means that the attempt sent nothing, so the next
+// attempt may go through another provider (AttemptAdapter). An ambiguous
+// attempt is never released, not even through a provider that drops
+// repeats: the message may be at that provider, and only a retry through
+// it (with the same key) is harmless. The reconciler makes that retry
+// (decide: the provider drops repeats, after a lookup where it can).
 //
 // A Mark that finds the claim fenced out (ErrFencingLost) after the
 // provider accepted, or may have accepted, is a possible duplicate: it is
@@ -495,8 +501,7 @@ func (d *Dispatcher) Send(ctx context.Context, c ledger.Claim, e ledger.Entry, p
 		r := d.mark(ctx, log, c, ledger.Outcome{State: ledger.StateFailed, Reason: reason}, false, dims)
 		r.Kind = kind
 		return r
-	case kind == provider.Transient || kind == provider.Config ||
-		(kind == provider.Ambiguous && p.Capabilities().IdempotentSends):
+	case kind == provider.Transient || kind == provider.Config:
 		if kind == provider.Config {
 			log.Error("provider configuration error: message will be retried", "reason", reason)
 		} else {
@@ -513,7 +518,7 @@ func (d *Dispatcher) Send(ctx context.Context, c ledger.Claim, e ledger.Entry, p
 			d.Metrics.Count(metrics.Released, 1, dims...)
 		}
 		return Result{Key: c.Key, Disposition: Retry, Kind: kind, Reason: reason, Err: err}
-	default: // ambiguous, and a repeat is not harmless
+	default: // ambiguous: the message may be at the provider
 		log.Warn("provider outcome ambiguous: recorded as uncertain", "reason", reason)
 		d.Metrics.Count(metrics.UncertainAttempts, 1, dims...)
 		r := d.mark(ctx, log, c, ledger.Outcome{State: ledger.StateUncertain, Reason: reason}, false, dims)
