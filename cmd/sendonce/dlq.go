@@ -136,7 +136,7 @@ tried, with the totals in the error line.`,
 		}
 		var (
 			skipped []string
-			tally   = newTally()
+			tally   = &tally{n: map[string]int{}, dryRun: *dryRun}
 			out     = a.redriveLines()
 		)
 		err = receiveAll(ctx, q, url, *visibility, 0, func(m types.Message) error {
@@ -245,20 +245,22 @@ type redriveView struct {
 var redriveActions = []string{"moved", "would-move", "invalid", "no-match", "failed"}
 
 // tally counts the redrive's actions.
-type tally struct{ n map[string]int }
-
-func newTally() *tally { return &tally{n: map[string]int{}} }
+type tally struct {
+	n      map[string]int
+	dryRun bool
+}
 
 func (t *tally) add(action string) { t.n[action]++ }
 
-// String is "12 messages: 9 moved, 2 invalid, 1 no-match, 0 failed";
-// would-move appears when there is one.
+// String is "12 messages: 9 moved, 2 invalid, 1 no-match, 0 failed"
+// ("would-move" instead of "moved" for a dry run); an action that did not
+// happen is left out, except those two and failed.
 func (t *tally) String() string {
 	total := 0
 	var parts []string
 	for _, act := range redriveActions {
 		total += t.n[act]
-		if t.n[act] > 0 || act == "failed" || (act == "moved" && t.n["would-move"] == 0) {
+		if t.n[act] > 0 || act == "failed" || act == map[bool]string{false: "moved", true: "would-move"}[t.dryRun] {
 			parts = append(parts, fmt.Sprintf("%d %s", t.n[act], act))
 		}
 	}

@@ -71,6 +71,8 @@ func TestBinary(t *testing.T) {
 			"sendonce: list: no AWS credentials"},
 		{"NoTable", []string{"list", "--state", "uncertain", "--table", "nope"}, local, "", 1, "",
 			`sendonce: list: table "nope" does not exist in us-east-1 at ` + testenv.DynamoDBEndpoint(t)},
+		{"NoRegionList", []string{"list", "--state", "failed"}, []string{"SENDONCE_TABLE=t", "AWS_ACCESS_KEY_ID=test", "AWS_SECRET_ACCESS_KEY=test", "AWS_CONFIG_FILE=/dev/null", "AWS_SHARED_CREDENTIALS_FILE=/dev/null"}, "", 1, "",
+			"sendonce: list: no AWS region: pass --region or set AWS_REGION (or a region in your AWS profile)"},
 		{"NoRegionNoCredentials", []string{"inspect", sampleKey}, []string{"SENDONCE_TABLE=t", "AWS_CONFIG_FILE=/dev/null", "AWS_SHARED_CREDENTIALS_FILE=/dev/null"}, "", 1, "", "no AWS region"},
 	}
 	for _, tt := range tests { // in order: create-tables precedes inspect
