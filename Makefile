@@ -154,11 +154,14 @@ $(addprefix invoke-,$(FUNCTIONS)): invoke-%: prereqs deps rie
 	services_up
 	go run ./scripts/invoke -function "$$fn" -event "$$event" -bootstrap .build/$$fn/bootstrap
 
-services-start: deps rie ## Start local AWS and leave it running (source .local/env; stop with make services-stop).
+services-start: deps rie ## Start local AWS and leave it running, with bin/sendonce and the table sendonce-local (source .local/env; stop with make services-stop).
 	@scripts/local-aws.sh start
-	echo "run: source .local/env"
+	go build -o bin/sendonce ./cmd/sendonce
+	source "$${SENDONCE_LOCAL_DIR:-.local}/env"
+	bin/sendonce create-tables
+	echo "run: source $${SENDONCE_LOCAL_DIR:-.local}/env   (then e.g. bin/sendonce list --state failed, aws dynamodb list-tables; make services-stop stops it)"
 
-services-stop: ## Stop what services-start started.
+services-stop: ## Stop what services-start (or make demo KEEP=1) started.
 	@scripts/local-aws.sh stop
 
 # SAM builds (template.yaml: Metadata BuildMethod: makefile). sam build
