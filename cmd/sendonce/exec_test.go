@@ -39,6 +39,9 @@ func TestBinary(t *testing.T) {
 	defer imds.Close()
 	noCredentials := []string{"SENDONCE_TABLE=" + table, "AWS_REGION=" + testenv.Region, "AWS_CONFIG_FILE=/dev/null",
 		"AWS_SHARED_CREDENTIALS_FILE=/dev/null", "AWS_EC2_METADATA_SERVICE_ENDPOINT=" + imds.URL}
+	localEnv := []string{"AWS_ENDPOINT_URL_DYNAMODB=" + testenv.DynamoDBEndpoint(t), "AWS_ENDPOINT_URL=" + testenv.MotoEndpoint(t),
+		"AWS_REGION=" + testenv.Region, "AWS_DEFAULT_REGION=" + testenv.Region, "AWS_ACCESS_KEY_ID=test", "AWS_SECRET_ACCESS_KEY=test",
+		"AWS_CONFIG_FILE=/dev/null", "AWS_SHARED_CREDENTIALS_FILE=/dev/null", "SENDONCE_TABLE=" + table}
 	tests := []struct {
 		name       string
 		args       []string
@@ -71,6 +74,12 @@ func TestBinary(t *testing.T) {
 			"sendonce: list: no AWS credentials"},
 		{"NoTable", []string{"list", "--state", "uncertain", "--table", "nope"}, local, "", 1, "",
 			`sendonce: list: table "nope" does not exist in us-east-1 at ` + testenv.DynamoDBEndpoint(t)},
+		// What source .local/env exports (scripts/local-aws.sh): DynamoDB
+		// Local by its own variable, everything else (SQS here) through
+		// AWS_ENDPOINT_URL, the AWS CLI v1's AWS_DEFAULT_REGION too.
+		{"LocalEnvDynamoDB", []string{"list", "--state", "uncertain", "--output", "text"}, localEnv, "", 0, "", ""},
+		{"LocalEnvSQS", []string{"dlq", "list", "--dlq-url", testenv.MotoEndpoint(t) + "/123456789012/none"}, localEnv, "", 1, "",
+			"sendonce: dlq list: queue " + testenv.MotoEndpoint(t) + "/123456789012/none does not exist in us-east-1"},
 		{"NoRegionList", []string{"list", "--state", "failed"}, []string{"SENDONCE_TABLE=t", "AWS_ACCESS_KEY_ID=test", "AWS_SECRET_ACCESS_KEY=test", "AWS_CONFIG_FILE=/dev/null", "AWS_SHARED_CREDENTIALS_FILE=/dev/null"}, "", 1, "",
 			"sendonce: list: no AWS region: pass --region or set AWS_REGION (or a region in your AWS profile)"},
 		{"NoRegionNoCredentials", []string{"inspect", sampleKey}, []string{"SENDONCE_TABLE=t", "AWS_CONFIG_FILE=/dev/null", "AWS_SHARED_CREDENTIALS_FILE=/dev/null"}, "", 1, "", "no AWS region"},
