@@ -238,14 +238,25 @@ func TestLookupByReference(t *testing.T) {
 	tests := []struct {
 		name  string
 		fault twiliotest.Fault
+		// callback: Twilio's status callback (its URL carries the key)
+		// reached the webhook, which recorded the SID in the row.
+		callback bool
 		// accepted is how many messages Twilio holds after the sender.
 		accepted int
 		runs     []run
 		creates  int
 	}{
 		{
-			name: "AcceptedThenTimedOut", fault: twiliotest.Fault{AcceptThenHang: true}, accepted: 1,
+			name: "AcceptedThenTimedOut", fault: twiliotest.Fault{AcceptThenHang: true}, callback: true, accepted: 1,
 			runs:    []run{{settle + time.Second, reconcile.ActionReconciledSent, ledger.StateSent, 1}},
+			creates: 1,
+		},
+		{
+			// Without a callback the listed message may be another one with
+			// the same text: unproven, so the class policy decides
+			// (transactional: abandon).
+			name: "AcceptedThenTimedOutNoCallback", fault: twiliotest.Fault{AcceptThenHang: true}, accepted: 1,
+			runs:    []run{{settle + time.Second, reconcile.ActionAbandoned, ledger.StateAbandoned, 1}},
 			creates: 1,
 		},
 		{
@@ -284,6 +295,12 @@ func TestLookupByReference(t *testing.T) {
 				t.Fatalf("after the send twilio holds %d copies, want %d", got, tt.accepted)
 			}
 			process(t, s, r, dispatch.OwnedByReconciler)
+			if tt.callback {
+				sid := fake.Messages()[0].SID
+				if _, err := b.ledger.ApplyDelivery(context.Background(), key, ledger.Delivery{Status: "sent", Rank: 2, At: b.clock.Now(), ProviderMessageID: sid}); err != nil {
+					t.Fatal(err)
+				}
+			}
 
 			rec := b.reconciler(t, "sms", p)
 			for i, rn := range tt.runs {
