@@ -113,7 +113,7 @@ func (h *Handler) send(ctx context.Context, r Request) (Answer, error) {
 			return Retry("unreachable", "the gateway could not be reached: nothing was sent"), nil
 		}
 		// The gateway may have taken the message: only an error says so.
-		return Answer{}, fmt.Errorf("no answer from the gateway after the message was sent: %w", err)
+		return Answer{}, fmt.Errorf("no answer from the gateway after the message was sent: %w", withoutURL(err))
 	}
 	defer resp.Body.Close()
 	data, readErr := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
@@ -127,11 +127,15 @@ func (h *Handler) send(ctx context.Context, r Request) (Answer, error) {
 		return Accepted(m.ID), nil
 	case s == 401 || s == 403 || s == 407 || (s >= 300 && s < 400):
 		return Retry(code, "the gateway refused this function's configuration: "+gatewayReason(data, s)), nil
-	case s == 408 || s == 409 || s == 425 || s == 429 || s >= 500:
-		// Nothing was taken, or the gateway drops the repeat by its key.
+	case s == 408 || s == 409 || s == 425 || s == 429 || s == 503:
+		// The protocol says the gateway took nothing.
 		return Retry(code, gatewayReason(data, s)), nil
-	case s >= 400:
+	case s >= 400 && s < 500:
 		return Rejected(code, gatewayReason(data, s)), nil
+	case s >= 500:
+		// Any other 5xx may hide a message the gateway took: retry would
+		// let sendonce send it through another provider.
+		return Answer{}, fmt.Errorf("the gateway failed (HTTP %d: %s) and may have taken the message", s, gatewayReason(data, s))
 	}
 	return Answer{}, fmt.Errorf("unexpected answer from the gateway: HTTP %d", resp.StatusCode)
 }
@@ -202,6 +206,16 @@ func gatewayReason(body []byte, status int) string {
 		return e.Error
 	}
 	return http.StatusText(status)
+}
+
+// withoutURL drops the URL from a transport error: the function's error
+// text is stored by sendonce, and a URL may carry more than it should.
+func withoutURL(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err
+	}
+	return err
 }
 
 func errText(err error) string {

@@ -46,6 +46,9 @@ func TestHandlerForwards(t *testing.T) {
 		{name: "Rejected422", fault: &simulator.Fault{Kind: simulator.FaultStatus, Status: 422}, status: StatusRejected, code: "422"},
 		{name: "Throttled", fault: &simulator.Fault{Kind: simulator.FaultStatus, Status: 429}, status: StatusRetry, code: "429"},
 		{name: "Unavailable", fault: &simulator.Fault{Kind: simulator.FaultStatus, Status: 503}, status: StatusRetry, code: "503"},
+		// Another 5xx may hide an accepted message: a function error.
+		{name: "InternalError", fault: &simulator.Fault{Kind: simulator.FaultStatus, Status: 500}},
+		{name: "BadGateway", fault: &simulator.Fault{Kind: simulator.FaultStatus, Status: 502}},
 		{name: "ResetAfterAccept", fault: &simulator.Fault{Kind: simulator.FaultResetAfterAccept}, delivered: 1},
 		{name: "ResetBeforeAccept", fault: &simulator.Fault{Kind: simulator.FaultResetBeforeAccept}},
 		{name: "HangAfterAccept", fault: &simulator.Fault{Kind: simulator.FaultTimeoutAfterAccept}, delivered: 1},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -131,17 +132,20 @@ func notification(channel notify.Channel, class notify.Class) notify.Request {
 
 // Declared capabilities.
 var (
-	idempotent = provider.Capabilities{IdempotentSends: true, LookupByReference: true}
+	idempotent = provider.Capabilities{IdempotentSends: true}
+	both       = provider.Capabilities{IdempotentSends: true, LookupByReference: true}
 	lookupOnly = provider.Capabilities{LookupByReference: true}
 	neither    = provider.Capabilities{}
 )
 
 // TestEndToEnd: each fault, under each declaration of the function's
-// capabilities. Where the declaration promises that a repeat is dropped
-// (idempotent) or that the function can be asked (lookup), the message is
-// delivered exactly once; where it promises neither, the ambiguous
-// outcome is recorded UNCERTAIN and the class decides (transactional:
-// abandoned, never sent twice).
+// capabilities. An ambiguous outcome is recorded UNCERTAIN whatever the
+// declaration; then, where the function is declared to drop repeats, the
+// reconciler repeats the send with the same key (the gateway drops it);
+// where it is declared to look up, the reconciler asks it: either way the
+// message is delivered exactly once. Where it is declared neither, the
+// class decides (transactional: abandoned, never sent twice). A retry
+// answer (nothing sent) is retried by the redelivery.
 func TestEndToEnd(t *testing.T) {
 	t.Parallel()
 	hangAfterAccept := &simulator.Fault{Kind: simulator.FaultTimeoutAfterAccept, Hang: 2500 * time.Millisecond, Count: 1}
@@ -157,45 +161,49 @@ func TestEndToEnd(t *testing.T) {
 		second dispatch.Disposition
 		recon  reconcile.Action
 		final  ledger.State
-		// sends is how many times the function was invoked to send;
-		// delivered is how many messages the simulator holds.
+		// sends is how many sends reached the gateway (a repeat of the key
+		// among them is dropped there); delivered is how many messages
+		// the simulator holds.
+		sends     int
 		delivered int
 		reason    string
 		// why is in the first attempt's reason: the fault as the adapter
 		// saw it.
 		why string
 	}{
-		{name: "Delivered", caps: neither, first: dispatch.Sent, final: ledger.StateSent, delivered: 1},
+		{name: "Delivered", caps: neither, first: dispatch.Sent, final: ledger.StateSent, delivered: 1, sends: 1},
 
 		// The function's call to the gateway breaks after the gateway took
 		// the message: the function fails, the adapter reads a function
 		// error: ambiguous.
 		{name: "FunctionError/Idempotent", caps: idempotent, fault: &simulator.Fault{Kind: simulator.FaultResetAfterAccept, Count: 1},
-			first: dispatch.Retry, second: dispatch.Sent, final: ledger.StateSent, delivered: 1, why: "function error"},
+			first: dispatch.Uncertain, recon: reconcile.ActionResent, final: ledger.StateSent, delivered: 1, why: "function error", sends: 2},
+		{name: "FunctionError/IdempotentAndLookup", caps: both, fault: &simulator.Fault{Kind: simulator.FaultResetAfterAccept, Count: 1},
+			first: dispatch.Uncertain, recon: reconcile.ActionReconciledSent, final: ledger.StateSent, delivered: 1, why: "function error", sends: 1},
 		{name: "FunctionError/LookupOnly", caps: lookupOnly, fault: &simulator.Fault{Kind: simulator.FaultResetAfterAccept, Count: 1},
-			first: dispatch.Uncertain, recon: reconcile.ActionReconciledSent, final: ledger.StateSent, delivered: 1, why: "function error"},
+			first: dispatch.Uncertain, recon: reconcile.ActionReconciledSent, final: ledger.StateSent, delivered: 1, why: "function error", sends: 1},
 		{name: "FunctionError/Neither", caps: neither, fault: &simulator.Fault{Kind: simulator.FaultResetAfterAccept, Count: 1},
-			first: dispatch.Uncertain, recon: reconcile.ActionAbandoned, final: ledger.StateAbandoned, delivered: 1, why: "function error"},
+			first: dispatch.Uncertain, recon: reconcile.ActionAbandoned, final: ledger.StateAbandoned, delivered: 1, why: "function error", sends: 1},
 
 		// The function takes longer than the adapter waits: the gateway
 		// took the message and answers late.
 		{name: "Timeout/Idempotent", caps: idempotent, fault: hangAfterAccept, timeout: time.Second,
-			first: dispatch.Retry, second: dispatch.Sent, final: ledger.StateSent, delivered: 1, why: "within the timeout"},
+			first: dispatch.Uncertain, recon: reconcile.ActionResent, final: ledger.StateSent, delivered: 1, why: "within the timeout", sends: 2},
 		{name: "Timeout/LookupOnly", caps: lookupOnly, fault: hangAfterAccept, timeout: time.Second,
-			first: dispatch.Uncertain, recon: reconcile.ActionReconciledSent, final: ledger.StateSent, delivered: 1, why: "within the timeout"},
+			first: dispatch.Uncertain, recon: reconcile.ActionReconciledSent, final: ledger.StateSent, delivered: 1, why: "within the timeout", sends: 1},
 		{name: "Timeout/Neither", caps: neither, fault: hangAfterAccept, timeout: time.Second,
-			first: dispatch.Uncertain, recon: reconcile.ActionAbandoned, final: ledger.StateAbandoned, delivered: 1, why: "within the timeout"},
+			first: dispatch.Uncertain, recon: reconcile.ActionAbandoned, final: ledger.StateAbandoned, delivered: 1, why: "within the timeout", sends: 1},
 
 		// The gateway refuses for now: the function answers retry (nothing
 		// was sent), whatever the declaration.
 		{name: "RetryAnswer/Neither", caps: neither, fault: &simulator.Fault{Kind: simulator.FaultStatus, Status: 503, Count: 1},
-			first: dispatch.Retry, second: dispatch.Sent, final: ledger.StateSent, delivered: 1, why: "Service Unavailable"},
+			first: dispatch.Retry, second: dispatch.Sent, final: ledger.StateSent, delivered: 1, why: "Service Unavailable", sends: 2},
 		{name: "RetryAnswer/Idempotent", caps: idempotent, fault: &simulator.Fault{Kind: simulator.FaultStatus, Status: 429, Count: 1},
-			first: dispatch.Retry, second: dispatch.Sent, final: ledger.StateSent, delivered: 1, why: "Too Many Requests"},
+			first: dispatch.Retry, second: dispatch.Sent, final: ledger.StateSent, delivered: 1, why: "Too Many Requests", sends: 2},
 
 		// The gateway refuses for good: the function answers rejected.
 		{name: "Rejected", caps: idempotent, fault: &simulator.Fault{Kind: simulator.FaultStatus, Status: 422},
-			first: dispatch.Failed, final: ledger.StateFailed, delivered: 0, reason: "422"},
+			first: dispatch.Failed, final: ledger.StateFailed, delivered: 0, reason: "422", sends: 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -254,6 +262,9 @@ func TestEndToEnd(t *testing.T) {
 			if got := s.sim.Delivered(key); got != tt.delivered {
 				t.Errorf("the simulator delivered the message %d times, want %d", got, tt.delivered)
 			}
+			if st := s.sim.Stats(); st.Sends != tt.sends {
+				t.Errorf("the gateway got %d sends (%d repeats dropped), want %d", st.Sends, st.DuplicatesSuppressed, tt.sends)
+			}
 			if dups := s.sim.Duplicates(); len(dups) != 0 {
 				t.Errorf("duplicates at the simulator: %v", dups)
 			}
@@ -269,26 +280,26 @@ func TestEndToEnd(t *testing.T) {
 				if res := snd.Process(context.Background(), r); res.Disposition != dispatch.Duplicate {
 					t.Errorf("late redelivery: %s, want %s", res.Disposition, dispatch.Duplicate)
 				}
-				if got := s.sim.Delivered(key); got != 1 {
-					t.Errorf("after a late redelivery the simulator delivered %d, want 1", got)
+				if got, st := s.sim.Delivered(key), s.sim.Stats(); got != 1 || st.Sends != tt.sends {
+					t.Errorf("after a late redelivery the simulator delivered %d after %d sends, want 1 after %d", got, st.Sends, tt.sends)
 				}
 			}
 		})
 	}
 }
 
-// TestSenderBootstrap: the real sender bootstrap, configured only through
-// its environment (SENDONCE_SMS_PROVIDER=lambda, the function and its
-// declared capabilities, AWS_ENDPOINT_URL_LAMBDA at the emulator), sends
-// through the example function. The function fails once after the
-// gateway took the message; the function is declared idempotent, so the
-// record is retried, and the redelivery is delivered once, with the
-// first message's id.
-func TestSenderBootstrap(t *testing.T) {
+// TestBootstraps: the real sender and reconciler bootstraps, configured
+// only through their environment (SENDONCE_SMS_PROVIDER=lambda, the
+// function and its declared capabilities, AWS_ENDPOINT_URL_LAMBDA at the
+// emulator), send through the example function. The function fails after
+// the gateway took the message: the sender records the attempt UNCERTAIN
+// and leaves the redelivery to the reconciler, which repeats the send with
+// the same key (the function is declared idempotent); the gateway drops
+// the repeat, and the row is SENT with the first message's id.
+func TestBootstraps(t *testing.T) {
 	t.Parallel()
 	s := newStack(t)
-	table := s.table
-	if _, err := templates.ImportExamples(t.Context(), dynamotemplates.New(testenv.DynamoDB(t), table), "acme"); err != nil {
+	if _, err := templates.ImportExamples(t.Context(), dynamotemplates.New(testenv.DynamoDB(t), s.table), "acme"); err != nil {
 		t.Fatal(err)
 	}
 	moto := testenv.MotoEndpoint(t)
@@ -296,19 +307,21 @@ func TestSenderBootstrap(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	snd := rie.Start(t, rie.Build(t, "sender"), map[string]string{
+	env := map[string]string{
 		"AWS_LAMBDA_FUNCTION_TIMEOUT":    "60",
-		"SENDONCE_TABLE":                 table,
-		"SENDONCE_DLQ_URL":               aws.ToString(dlq.QueueUrl),
+		"SENDONCE_TABLE":                 s.table,
 		"SENDONCE_SMS_PROVIDER":          "lambda",
 		"SENDONCE_SMS_LAMBDA_ARN":        emulatorName,
 		"SENDONCE_SMS_LAMBDA_IDEMPOTENT": "true",
-		"SENDONCE_SMS_LAMBDA_LOOKUP":     "true",
 		"SENDONCE_PROVIDER_TIMEOUT":      "15s",
 		"AWS_ENDPOINT_URL_LAMBDA":        s.fn.URL,
 		"AWS_ENDPOINT_URL_DYNAMODB":      testenv.DynamoDBEndpoint(t),
-		"AWS_ENDPOINT_URL_SQS":           moto,
-	})
+	}
+	senderEnv := maps.Clone(env)
+	senderEnv["SENDONCE_DLQ_URL"], senderEnv["AWS_ENDPOINT_URL_SQS"] = aws.ToString(dlq.QueueUrl), moto
+	snd := rie.Start(t, rie.Build(t, "sender"), senderEnv)
+	rec := rie.Start(t, rie.Build(t, "reconciler"), env)
+
 	r := notification(notify.ChannelSMS, notify.ClassTransactional)
 	key := r.Key()
 	if err := s.sim.AddFault(simulator.Fault{Kind: simulator.FaultResetAfterAccept, Reference: key, Count: 1}); err != nil {
@@ -326,46 +339,63 @@ func TestSenderBootstrap(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	invoke := func() events.SQSEventResponse {
+	invoke := func(fn *rie.Instance, payload []byte) []byte {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 		defer cancel()
-		out, err := snd.Invoke(ctx, event)
+		out, err := fn.Invoke(ctx, payload)
 		if err != nil {
-			t.Fatalf("sender: %s, %v", out, err)
+			t.Fatalf("invoke: %s, %v", out, err)
 		}
+		return out
+	}
+	deliver := func() events.SQSEventResponse {
+		t.Helper()
 		var resp events.SQSEventResponse
-		if err := json.Unmarshal(out, &resp); err != nil {
-			t.Fatalf("sender answered %s: %v", out, err)
+		if out := invoke(snd, event); json.Unmarshal(out, &resp) != nil {
+			t.Fatalf("sender answered %s", out)
 		}
 		return resp
 	}
+	row := func() ledger.Record {
+		t.Helper()
+		rw, err := s.ledger.Get(t.Context(), key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rw
+	}
 
-	// The function failed after the gateway took the message: the record
-	// is reported failed, to come back, and nothing is final yet.
-	if resp := invoke(); len(resp.BatchItemFailures) != 1 {
-		t.Fatalf("first delivery: %+v, want the record back for a retry", resp)
+	// The function failed after the gateway took the message: UNCERTAIN,
+	// the reconciler's; the record is done for SQS.
+	if resp := deliver(); len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("first delivery: %+v, want the record done (the row is the reconciler's)", resp)
 	}
-	if row, err := s.ledger.Get(t.Context(), key); err != nil || row.State != ledger.StatePending || !row.Released {
-		t.Fatalf("after the function error the row is %+v, %v; want PENDING, released", row, err)
+	if rw := row(); rw.State != ledger.StateUncertain || rw.Provider != "lambda" {
+		t.Fatalf("after the function error the row is %s through %q, want UNCERTAIN through lambda", rw.State, rw.Provider)
 	}
-	if got := s.sim.Delivered(key); got != 1 {
-		t.Fatalf("the gateway holds %d copies after the function error, want 1", got)
+	// A redelivery does not invoke the function again.
+	if resp := deliver(); len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("redelivery: %+v", resp)
 	}
-	if resp := invoke(); len(resp.BatchItemFailures) != 0 {
-		t.Fatalf("redelivery: %+v, want it done", resp)
+	if got, st := s.sim.Delivered(key), s.sim.Stats(); got != 1 || st.Sends != 1 {
+		t.Fatalf("the gateway holds %d copies after %d sends, want 1 after 1", got, st.Sends)
 	}
-	row, err := s.ledger.Get(t.Context(), key)
-	if err != nil || row.State != ledger.StateSent || row.ProviderMessageID != s.sim.Messages()[0].ID {
-		t.Fatalf("row %+v, %v; want SENT with the simulator's id", row, err)
+
+	_, schedule := testsupport.StrictFile[events.EventBridgeEvent](t, "../../../events/schedule.json", "an EventBridge event")
+	sum := testsupport.Strict[reconcile.Summary](t, invoke(rec, schedule), "a run summary")
+	if sum.Examined != 1 || sum.Actions[string(reconcile.ActionResent)] != 1 {
+		t.Fatalf("reconciler run: %+v, want one row resent", sum)
 	}
-	if resp := invoke(); len(resp.BatchItemFailures) != 0 {
-		t.Fatalf("late redelivery: %+v", resp)
+	rw := row()
+	msgs := s.sim.Messages()
+	if rw.State != ledger.StateSent || len(msgs) != 1 || rw.ProviderMessageID != msgs[0].ID {
+		t.Fatalf("row %s with provider id %q; the gateway holds %+v: want SENT with its one message's id", rw.State, rw.ProviderMessageID, msgs)
 	}
-	if got, st := s.sim.Delivered(key), s.sim.Stats(); got != 1 || st.Sends != 2 {
-		t.Errorf("the gateway delivered %d (of %d sends), want 1 of 2: the late redelivery must not reach the function", got, st.Sends)
+	if st := s.sim.Stats(); st.Sends != 2 || st.DuplicatesSuppressed != 1 {
+		t.Errorf("the gateway got %d sends, %d repeats dropped; want 2 and 1", st.Sends, st.DuplicatesSuppressed)
 	}
-	if msg := s.sim.Messages()[0]; msg.To != phone || msg.Body == "" {
-		t.Errorf("the gateway got %+v, want the rendered sms to %s", msg, phone)
+	if msgs[0].To != phone || msgs[0].Body == "" {
+		t.Errorf("the gateway got %+v, want the rendered sms to %s", msgs[0], phone)
 	}
 }

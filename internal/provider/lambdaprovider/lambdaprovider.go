@@ -92,8 +92,8 @@ type Config struct {
 	// Idempotent declares that the function drops a repeat of a key: a
 	// second send with the same key sends nothing new and answers
 	// accepted with the first message's id. Capabilities then reports
-	// IdempotentSends, so an ambiguous outcome is retried with the same
-	// key instead of being recorded UNCERTAIN.
+	// IdempotentSends, so the reconciler settles an ambiguous (UNCERTAIN)
+	// attempt by repeating it with the same key.
 	Idempotent bool
 	// Lookup declares that the function answers op "lookup": the adapter
 	// then implements provider.Looker and reports LookupByReference.

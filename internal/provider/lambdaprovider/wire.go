@@ -76,9 +76,9 @@ const (
 	// StatusRejected: the provider refused the message for good (send),
 	// or holds it and it failed (lookup).
 	StatusRejected Status = "rejected"
-	// StatusRetry: nothing was sent (or, for a function declared
-	// idempotent, a repeat with the same key is dropped); try again
-	// later. For a lookup: the provider could not be asked now.
+	// StatusRetry: the provider took nothing; try again later (on a
+	// route, perhaps through the next provider). For a lookup: the
+	// provider could not be asked now.
 	StatusRetry Status = "retry"
 	// StatusNotFound (lookup only): the provider has no record of the
 	// message.
