@@ -293,6 +293,8 @@ func TestRulesRejectBadConfiguration(t *testing.T) {
 		{"TwilioWithoutSid", map[string]string{"SmsProvider": "twilio", "TwilioAuthTokenParam": "/t", "TwilioFrom": "+1"}, "TwilioConfigured"},
 		{"SmtpWithoutHost", map[string]string{"EmailProvider": "smtp", "SmtpFrom": "a@b"}, "SmtpConfigured"},
 		{"SesWithoutFrom", map[string]string{"EmailProvider": "ses"}, "SesConfigured"},
+		{"AlarmEmailWithOwnTopic", map[string]string{"AlarmEmail": "oncall@example.com", "AlarmTopicArn": "arn:aws:sns:us-east-1:123456789012:pager"}, "AlarmEmailOnOwnTopic"},
+		{"AlarmEmail", map[string]string{"AlarmEmail": "oncall@example.com"}, ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -140,8 +140,10 @@ BREAKAGES = {
         "GroupListsNothing": lambda t: t["Metadata"]["AWS::CloudFormation::Interface"]["ParameterGroups"][0]["Parameters"].append("Gone"),
     },
     sendonce.GradualDeployment: {
-        "NoAlias": lambda t: [glob(t).pop("AutoPublishAlias"), glob(t).pop("DeploymentPreference"),
-                              res(t, "SenderFunction").pop("DeploymentPreference")],
+        "NoAlias": lambda t: [glob(t).pop("AutoPublishAlias"), glob(t).pop("DeploymentPreference")] +
+        [r["Properties"].pop("DeploymentPreference", None) for r in t["Resources"].values()
+         if r["Type"] == "AWS::Serverless::Function"],
+        "ApiIgnoresErrors": lambda t: res(t, "ApiFunction").pop("DeploymentPreference"),
         "SenderIgnoresErrors": lambda t: res(t, "SenderFunction").pop("DeploymentPreference"),
         "NoFencingRollback": lambda t: glob(t)["DeploymentPreference"].update(Alarms=[{"Ref": "UncertainAttemptsAlarm"}]),
         "AllAtOnceOnly": lambda t: glob(t)["DeploymentPreference"].update(Type="AllAtOnce"),

@@ -13,7 +13,11 @@ from cfnlint.decode import decode
 from cfnlint.rules import CloudFormationLintRule, RuleMatch
 
 ROLLBACK_ALARMS = ["FencingLostAlarm", "UncertainAttemptsAlarm"]
-SENDER_ALARMS = {"SenderFunction": ["SenderErrorsAlarm"]}
+# Each function's deployment also rolls back on its own errors alarm (the
+# SES events function's cannot: SAM creates the deployment group of a
+# function under a Condition unconditionally, and its alarm is not).
+OWN_ALARMS = {"SenderFunction": ["SenderErrorsAlarm"], "ReconcilerFunction": ["ReconcilerErrorsAlarm"],
+              "WebhookFunction": ["WebhookErrorsAlarm"], "ApiFunction": ["ApiErrorsAlarm"]}
 REDACT_KEY = {"Ref": "RedactKeySecret"}
 FUNCTION = "AWS::Lambda::Function"
 
@@ -188,7 +192,7 @@ def ParametersDocumented(cfn):
 def GradualDeployment(cfn):
     """Each function publishes an alias updated by a CodeDeploy deployment group
     that offers a canary and rolls back when FencingLost, UncertainAttempts
-    (and, for the sender, its errors) alarm."""
+    or the function's own errors alarm fires."""
     res = cfn.template.get("Resources") or {}
     aliases = {(p.get("FunctionName") or {}).get("Ref"): a for _, a, p in resources(cfn, "AWS::Lambda::Alias")}
     for name, _, _ in resources(cfn, FUNCTION):
@@ -203,7 +207,7 @@ def GradualDeployment(cfn):
             yield path, f"{name}: DeploymentConfigName {props.get('DeploymentConfigName')} offers no canary"
         alarms = props.get("AlarmConfiguration") or {}
         got = [(a.get("Name") or {}).get("Ref") for a in alarms.get("Alarms") or [] if isinstance(a.get("Name"), dict)]
-        for a in ROLLBACK_ALARMS + SENDER_ALARMS.get(name, []):
+        for a in ROLLBACK_ALARMS + OWN_ALARMS.get(name, []):
             if a not in got or not alarms.get("Enabled"):
                 yield path, f"{name}: deployment does not roll back on {a} (has {got})"
             elif (res.get(a) or {}).get("Type") != "AWS::CloudWatch::Alarm":
