@@ -27,7 +27,7 @@ EVENT_webhook := events/webhook-http.json
 EVENT_api := events/api-post.json
 EVENT_sesevents := events/ses-bounce.json
 
-.PHONY: help prereqs deps bench-deps rie test demo bench bench-peer chaos build lint services-start services-stop
+.PHONY: help prereqs deps bench-deps rie test demo bench bench-peer chaos build lint template services-start services-stop
 # (invoke-<function> targets are not .PHONY: phony targets skip pattern rules.)
 
 help: ## List the targets.
@@ -54,7 +54,8 @@ test: prereqs deps bench-deps rie ## Run everything CI runs (gofmt, vet, race te
 	step "go test" go test -race -count=1 ./...
 	step "simulation (3000 seeds)" go test -count=1 -run 'TestSim$$' ./internal/simtest -seeds=3000
 	step fuzz env FUZZTIME=$(FUZZTIME) scripts/fuzz.sh
-	if [ -f template.yaml ]; then step cfn-lint lint_template; else skip_step cfn-lint "template.yaml does not exist yet"; fi
+	step "cfn-lint template.full.yaml" lint_template template.full.yaml
+	step "cfn-lint template.yaml" lint_template template.yaml
 	step "cfn-lint rules (negative tests)" python3 scripts/test_cfnlint_rules.py
 	services_down
 	summary "make test"
@@ -136,11 +137,17 @@ build: ## Build each functions/*/ as a linux bootstrap in .build/<name>/bootstra
 		CGO_ENABLED=0 GOOS=linux GOARCH=$(BUILD_GOARCH) go build -tags lambda.norpc -trimpath -o .build/$$name/bootstrap ./$$d
 	done
 
-lint: prereqs ## gofmt, go vet and cfn-lint, without starting anything.
+template: ## Regenerate the generated parts of the templates: template.full.yaml's RedeliveryOutlivesClaim Rule, then template.yaml (made from template.full.yaml).
+	@go test -count=1 ./infra -run '^TestRedeliveryRule$$' -update
+	go test -count=1 ./infra -run '^TestQuickStartTemplate$$' -update
+	echo "template.full.yaml's generated Rule and template.yaml are up to date"
+
+lint: prereqs ## gofmt, go vet and cfn-lint (template.full.yaml and template.yaml), without starting anything.
 	@source scripts/steps.sh
 	step gofmt check_gofmt
 	step "go vet" go vet ./...
-	if [ -f template.yaml ]; then step cfn-lint lint_template; else skip_step cfn-lint "template.yaml does not exist yet"; fi
+	step "cfn-lint template.full.yaml" lint_template template.full.yaml
+	step "cfn-lint template.yaml" lint_template template.yaml
 	summary "make lint"
 
 ## invoke-<function>: Run sender, reconciler, webhook, api or sesevents under the RIE with its events/ sample.

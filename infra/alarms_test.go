@@ -6,21 +6,25 @@ import (
 	"testing"
 )
 
-var translated = struct {
+type translation struct {
 	once sync.Once
 	cfn  map[string]any
 	err  error
-}{}
+}
 
-// translate returns a fresh copy of template.yaml translated as sam deploy
-// would (translated once per test binary).
-func translate(t *testing.T) map[string]any {
+var translated = map[string]*translation{"template.yaml": {}, "template.full.yaml": {}}
+
+// translate returns a fresh copy of the template (template.yaml or
+// template.full.yaml) translated as sam deploy would (once per test
+// binary).
+func translate(t *testing.T, name string) map[string]any {
 	t.Helper()
-	translated.once.Do(func() { translated.cfn, translated.err = Translate("..", "template.yaml") })
-	if translated.err != nil {
-		t.Fatal(translated.err)
+	tr := translated[name]
+	tr.once.Do(func() { tr.cfn, tr.err = Translate("..", name) })
+	if tr.err != nil {
+		t.Fatal(tr.err)
 	}
-	data, err := json.Marshal(translated.cfn)
+	data, err := json.Marshal(tr.cfn)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,17 +51,25 @@ func runbook(t *testing.T) string {
 // bounce and complaint thresholds, and a runbook section for each.
 func TestAlarms(t *testing.T) {
 	t.Parallel()
-	cfn := translate(t)
-	for _, err := range CheckAlarms(cfn, runbook(t)) {
-		t.Error(err)
+	for name := range translated {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			cfn := translate(t, name)
+			for _, err := range CheckAlarms(cfn, runbook(t)) {
+				t.Error(err)
+			}
+			n, ses := 0, 0
+			for _, r := range mapOf(cfn["Resources"]) {
+				if mapOf(r)["Type"] == "AWS::CloudWatch::Alarm" {
+					n++
+					if mapOf(r)["Condition"] == "EmailViaSes" {
+						ses++
+					}
+				}
+			}
+			t.Logf("%d alarms, %d of them with email through SES only", n, ses)
+		})
 	}
-	n := 0
-	for _, r := range mapOf(cfn["Resources"]) {
-		if mapOf(r)["Type"] == "AWS::CloudWatch::Alarm" {
-			n++
-		}
-	}
-	t.Logf("%d alarms", n)
 }
 
 // TestAlarmsCatchBreakage: CheckAlarms reports each way an alarm stops
@@ -102,7 +114,7 @@ func TestAlarmsCatchBreakage(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			cfn := translate(t)
+			cfn := translate(t, "template.yaml")
 			doc := runbook(t)
 			if d := breakIt(cfn); d != "" {
 				doc = d

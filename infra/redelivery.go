@@ -45,7 +45,7 @@ func (t *Template) RedeliveryRule() (string, error) {
 	}
 	free := t.noConstraintFrom(vis, snd, clm, wmax)
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s by `go test ./infra -run TestRedeliveryRule -update`\n", redeliveryBegin)
+	fmt.Fprintf(&b, "%s by `make template`\n", redeliveryBegin)
 	b.WriteString("  # from the parameters' AllowedValues and ranges (infra.RedeliveryRule); do not edit by hand.\n")
 	fmt.Fprintf(&b, "  # MaxReceiveCount %d and more holds with every allowed value; a batching window other\n", free)
 	fmt.Fprintf(&b, "  # than 0 is counted as %d s.\n", wmax)

@@ -36,8 +36,8 @@ func TestRedeliveryCounterexample(t *testing.T) {
 var update = flag.Bool("update", false, "rewrite the generated parts of the repository (template Rules, template.yaml, the diagram) instead of comparing them")
 
 // TestRedeliveryRule: the template's RedeliveryOutlivesClaim Rule is the
-// one RedeliveryRule works out from the parameters' values (go test
-// ./infra -run TestRedeliveryRule -update rewrites it after a change).
+// one RedeliveryRule works out from the parameters' values (make
+// template rewrites it after a change).
 func TestRedeliveryRule(t *testing.T) {
 	t.Parallel()
 	tpl, _ := setup(t)
@@ -60,7 +60,7 @@ func TestRedeliveryRule(t *testing.T) {
 		return
 	}
 	if got := GeneratedRedeliveryRule(string(data)); got != want {
-		t.Errorf("%s's %s Rule is not the one the parameters' values give: run go test ./infra -run TestRedeliveryRule -update", templatePath, RedeliveryRuleName)
+		t.Errorf("%s's %s Rule is not the one the parameters' values give: run make template", templatePath, RedeliveryRuleName)
 	}
 }
 

@@ -99,19 +99,21 @@ func TestDecidingFunctionsAgree(t *testing.T) {
 			t.Fatalf("%s is not among the variables both functions read (%v): the scan is broken", name, both)
 		}
 	}
-	tpl, _ := setup(t)
-	senv, renv := environment(tpl, "SenderFunction"), environment(tpl, "ReconcilerFunction")
-	if len(senv) == 0 || len(renv) == 0 {
-		t.Fatal("SenderFunction or ReconcilerFunction has no Environment Variables")
-	}
-	for _, name := range both {
-		s, sok := senv[name]
-		r, rok := renv[name]
-		switch {
-		case sok != rok:
-			t.Errorf("%s: the sender has %v (set: %v), the reconciler %v (set: %v)", name, s, sok, r, rok)
-		case !reflect.DeepEqual(s, r):
-			t.Errorf("%s: the sender has %v, the reconciler %v", name, s, r)
+	for _, path := range []string{templatePath, quickPath} {
+		tpl, _ := load(t, path)
+		senv, renv := environment(tpl, "SenderFunction"), environment(tpl, "ReconcilerFunction")
+		if len(senv) == 0 || len(renv) == 0 {
+			t.Fatalf("%s: SenderFunction or ReconcilerFunction has no Environment Variables", path)
+		}
+		for _, name := range both {
+			s, sok := senv[name]
+			r, rok := renv[name]
+			switch {
+			case sok != rok:
+				t.Errorf("%s: %s: the sender has %v (set: %v), the reconciler %v (set: %v)", path, name, s, sok, r, rok)
+			case !reflect.DeepEqual(s, r):
+				t.Errorf("%s: %s: the sender has %v, the reconciler %v", path, name, s, r)
+			}
 		}
 	}
 	t.Logf("compared the %d variables both functions read (and their _PARAM forms): %v", len(both)/2, slices.DeleteFunc(slices.Clone(both), func(n string) bool { return strings.HasSuffix(n, "_PARAM") }))

@@ -9,6 +9,8 @@ The arithmetic between parameters and the table schema are checked by the
 Go tests in infra/; the negative tests of these rules are in
 scripts/test_cfnlint_rules.py.
 """
+import re
+
 from cfnlint.decode import decode
 from cfnlint.rules import CloudFormationLintRule, RuleMatch
 
@@ -250,7 +252,11 @@ def OneLedgerTable(cfn):
     conds = cfn.template.get("Conditions") or {}
     modes = []
     tables = list(resources(cfn, "AWS::DynamoDB::Table", "AWS::DynamoDB::GlobalTable"))
-    for name, res, _ in tables:
+    if "LedgerMode" not in (cfn.template.get("Parameters") or {}):  # a variant with the mode fixed
+        if len(tables) != 1 or "Condition" in tables[0][1]:
+            yield ["Resources"], f"without a LedgerMode parameter, want one table, unconditional; have {[t[0] for t in tables]}"
+        tables = tables[:1]
+    for name, res, _ in (t for t in tables if "LedgerMode" in (cfn.template.get("Parameters") or {})):
         eq = list((conds.get(res.get("Condition")) or {}).get("Fn::Equals") or [])
         # cfn-lint may put the literal first
         mode = next((m for m in eq if isinstance(m, str)), None) if {"Ref": "LedgerMode"} in eq else None
@@ -291,21 +297,60 @@ TIMING_ENV = {"SenderFunction": CLAIM_ENV, "ReconcilerFunction": {**CLAIM_ENV, "
 BATCHING_WINDOW = {"Fn::If": ["IsFifo", ref("AWS::NoValue"), ref("MaximumBatchingWindowInSeconds")]}
 
 
+INTRINSICS = ("Ref", "Fn::Sub", "Fn::If", "Fn::GetAtt")
+
+
+def param_names(v):
+    """The parameters v (a Ref, a Fn::Sub string or a Fn::If) names."""
+    if isinstance(v, dict) and len(v) == 1:
+        (fn, arg), = v.items()
+        if fn == "Ref":
+            return {arg}
+        if fn == "Fn::Sub" and isinstance(arg, str):
+            return set(re.findall(r"\$\{([A-Za-z0-9]+)\}", arg))
+        if fn == "Fn::If":
+            return param_names(arg[1]) | param_names(arg[2])
+    return set()
+
+
+def literal(v):
+    """True when v holds no intrinsic function."""
+    if isinstance(v, dict):
+        return not any(k in INTRINSICS for k in v) and all(literal(x) for x in v.values())
+    if isinstance(v, list):
+        return all(literal(x) for x in v)
+    return True
+
+
+def fits(cfn, got, want):
+    """got is want, or, in a variant that fixes want's parameters at their
+    defaults (template.yaml, made from template.full.yaml), a literal value;
+    a mapping fits key by key."""
+    if got == want:
+        return True
+    if isinstance(want, dict) and isinstance(got, dict) and not set(want) & set(INTRINSICS):
+        return set(got) == set(want) and all(fits(cfn, got[k], want[k]) for k in want)
+    params = cfn.template.get("Parameters") or {}
+    names = param_names(want)
+    return bool(names) and not names & set(params) and got is not None and literal(got)
+
+
 @rule("E9110", "The timing parameters set the properties the infra/ invariants relate")
 def TimingParameters(cfn):
     """infra/ checks the arithmetic between the timing parameters; this checks
     that each sets its property: the sender's timeout and SQS event source, the
-    queues, and the functions' timing variables."""
+    queues, and the functions' timing variables (in template.yaml, which fixes
+    them, to a literal value)."""
     res = cfn.template.get("Resources") or {}
     for name, want in TIMING.items():
         props = (res.get(name) or {}).get("Properties") or {}
         for k, v in want.items():
-            if props.get(k) != v:
+            if not fits(cfn, props.get(k), v):
                 yield ["Resources", name], f"{name}: {k} is {props.get(k)}, want {v}"
     for name, _, props in resources(cfn, FUNCTION):
         want = {"SENDONCE_RETENTION": CLAIM_ENV["SENDONCE_RETENTION"]} if "SENDONCE_RETENTION" in env(props) else {}
         for k, v in {**want, **TIMING_ENV.get(name, {})}.items():
-            if env(props).get(k) != v:
+            if not (env(props).get(k) == v or v is not None and fits(cfn, env(props).get(k), v)):
                 yield ["Resources", name], f"{name}: {k} is {env(props).get(k)}, want {v}"
     polls = [(name, props) for name, _, props in resources(cfn, "AWS::Lambda::EventSourceMapping")
              if (res.get(get_att(props.get("EventSourceArn")) or "") or {}).get("Type") == "AWS::SQS::Queue"]
@@ -315,7 +360,7 @@ def TimingParameters(cfn):
             target = (res[target]["Properties"].get("FunctionName") or {}).get("Ref")
         if (target, get_att(props["EventSourceArn"])) != ("SenderFunction", "NotificationQueue"):
             yield ["Resources", name], f"{name}: polls {get_att(props['EventSourceArn'])} for {target}; only SenderFunction polls NotificationQueue"
-        elif props.get("MaximumBatchingWindowInSeconds") != BATCHING_WINDOW:
+        elif not fits(cfn, props.get("MaximumBatchingWindowInSeconds"), BATCHING_WINDOW):
             yield ["Resources", name], f"{name}: MaximumBatchingWindowInSeconds is {props.get('MaximumBatchingWindowInSeconds')}, want {BATCHING_WINDOW}"
     if len(polls) != 1:
         yield ["Resources"], f"{len(polls)} SQS event sources, want 1 (SenderFunction on NotificationQueue)"
