@@ -56,6 +56,7 @@ test: prereqs deps bench-deps rie ## Run everything CI runs (gofmt, vet, race te
 	step fuzz env FUZZTIME=$(FUZZTIME) scripts/fuzz.sh
 	step "cfn-lint template.full.yaml" lint_template template.full.yaml
 	step "cfn-lint template.yaml" lint_template template.yaml
+	step "cfn-lint template.sar.yaml" lint_template template.sar.yaml
 	step "cfn-lint rules (negative tests)" python3 scripts/test_cfnlint_rules.py
 	services_down
 	summary "make test"
@@ -137,17 +138,19 @@ build: ## Build each functions/*/ as a linux bootstrap in .build/<name>/bootstra
 		CGO_ENABLED=0 GOOS=linux GOARCH=$(BUILD_GOARCH) go build -tags lambda.norpc -trimpath -o .build/$$name/bootstrap ./$$d
 	done
 
-template: ## Regenerate the generated parts of the templates: template.full.yaml's RedeliveryOutlivesClaim Rule, then template.yaml (made from template.full.yaml).
+template: ## Regenerate what is made from template.full.yaml: its RedeliveryOutlivesClaim Rule, template.yaml, template.sar.yaml, README's guided session, docs/deploy.md's tuning table.
 	@go test -count=1 ./infra -run '^TestRedeliveryRule$$' -update
-	go test -count=1 ./infra -run '^TestQuickStartTemplate$$' -update
-	echo "template.full.yaml's generated Rule and template.yaml are up to date"
+	go test -count=1 ./infra -run '^TestVariantTemplates$$' -update
+	go test -count=1 ./infra -run '^(TestGuidedSession|TestTuningTable)$$' -update
+	echo "template.full.yaml's generated Rule, template.yaml, template.sar.yaml, README's guided session and docs/deploy.md's tuning table are up to date"
 
-lint: prereqs ## gofmt, go vet and cfn-lint (template.full.yaml and template.yaml), without starting anything.
+lint: prereqs ## gofmt, go vet and cfn-lint (template.full.yaml, template.yaml, template.sar.yaml), without starting anything.
 	@source scripts/steps.sh
 	step gofmt check_gofmt
 	step "go vet" go vet ./...
 	step "cfn-lint template.full.yaml" lint_template template.full.yaml
 	step "cfn-lint template.yaml" lint_template template.yaml
+	step "cfn-lint template.sar.yaml" lint_template template.sar.yaml
 	summary "make lint"
 
 ## invoke-<function>: Run sender, reconciler, webhook, api or sesevents under the RIE with its events/ sample.

@@ -12,7 +12,7 @@ type translation struct {
 	err  error
 }
 
-var translated = map[string]*translation{"template.yaml": {}, "template.full.yaml": {}}
+var translated = map[string]*translation{"template.yaml": {}, "template.full.yaml": {}, "template.sar.yaml": {}}
 
 // translate returns a fresh copy of the template (template.yaml or
 // template.full.yaml) translated as sam deploy would (once per test

@@ -99,7 +99,7 @@ func TestDecidingFunctionsAgree(t *testing.T) {
 			t.Fatalf("%s is not among the variables both functions read (%v): the scan is broken", name, both)
 		}
 	}
-	for _, path := range []string{templatePath, quickPath} {
+	for _, path := range []string{templatePath, quickPath, sarPath} {
 		tpl, _ := load(t, path)
 		senv, renv := environment(tpl, "SenderFunction"), environment(tpl, "ReconcilerFunction")
 		if len(senv) == 0 || len(renv) == 0 {

@@ -42,6 +42,7 @@ import (
 
 // Template is template.yaml, intrinsic functions in long form.
 type Template struct {
+	Metadata   map[string]any            `yaml:"Metadata"`
 	Parameters map[string]map[string]any `yaml:"Parameters"`
 	Conditions map[string]any            `yaml:"Conditions"`
 	Rules      map[string]map[string]any `yaml:"Rules"`

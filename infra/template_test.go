@@ -18,7 +18,11 @@ import (
 const (
 	templatePath = "../template.full.yaml"
 	quickPath    = "../template.yaml"
+	sarPath      = "../template.sar.yaml"
 )
+
+// variants are the templates made from template.full.yaml, by path.
+var variants = map[string]Variant{quickPath: QuickStart, sarPath: ServerlessRepo}
 
 // setup loads a fresh copy of template.full.yaml (tests may mutate it) and
 // its default parameter values.
@@ -348,7 +352,7 @@ func TestDefaultMaxAgeDerivation(t *testing.T) {
 
 func TestTableSchema(t *testing.T) {
 	t.Parallel()
-	for _, path := range []string{templatePath, quickPath} {
+	for _, path := range []string{templatePath, quickPath, sarPath} {
 		tpl, _ := load(t, path)
 		if err := tpl.CheckTableSchema(); err != nil {
 			t.Fatalf("%s: %v", path, err)

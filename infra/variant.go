@@ -3,6 +3,7 @@ package infra
 import (
 	"bytes"
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"strings"
@@ -22,6 +23,12 @@ type Variant struct {
 	// constraint, a list replaces its AllowedValues (a value the source
 	// allows whose settings the variant fixes cannot be offered).
 	Keep []Kept
+	// Fix sets parameters the variant does not keep to another value than
+	// their default: a YAML value, such as !Sub "${AWS::StackName}-x" (a
+	// Fn::Sub with text besides its ${...} is known not to be empty).
+	Fix map[string]string
+	// DropMetadata names Metadata keys the variant leaves out.
+	DropMetadata []string
 	// Header is the comment at the top of the variant (without "# ").
 	Header []string
 	// ParametersComment replaces the comment above Parameters.
@@ -33,6 +40,14 @@ type Variant struct {
 type Kept struct {
 	Name   string
 	Values []string
+	// Required drops the parameter's Default, so a value must be given
+	// (and it is known not to be empty); Pattern and Description, when
+	// set, replace the source's.
+	Required    bool
+	Pattern     string
+	Description string
+	// Label, when set, replaces the console's label.
+	Label string
 }
 
 // QuickStart is template.yaml, made from template.full.yaml: the eight
@@ -43,15 +58,16 @@ type Kept struct {
 // publishes.
 var QuickStart = Variant{
 	Keep: []Kept{
-		{"SmsProvider", []string{"sns", ""}},
-		{"SnsOriginationNumber", nil},
-		{"EmailProvider", []string{"", "ses"}},
-		{"SesFrom", nil},
-		{"AlarmEmail", nil},
-		{"AlarmTopicArn", nil},
-		{"PermissionsBoundary", nil},
-		{"DeploymentType", nil},
+		{Name: "SmsProvider", Values: []string{"sns", ""}},
+		{Name: "SnsOriginationNumber"},
+		{Name: "EmailProvider", Values: []string{"", "ses"}},
+		{Name: "SesFrom"},
+		{Name: "AlarmEmail"},
+		{Name: "AlarmTopicArn"},
+		{Name: "PermissionsBoundary"},
+		{Name: "DeploymentType"},
 	},
+	DropMetadata: []string{"AWS::ServerlessRepo::Application"}, // template.sar.yaml is what the repository publishes
 	Header: []string{
 		"GENERATED from template.full.yaml by `make template` (infra.QuickStart):",
 		"do not edit; change template.full.yaml and run make template.",
@@ -70,6 +86,49 @@ var QuickStart = Variant{
 	},
 }
 
+// ServerlessRepo is template.sar.yaml, made from template.full.yaml, which
+// the Serverless Application Repository publishes: QuickStart's
+// questions, declaring only resource types the repository accepts. The
+// address-token key is an SSM SecureString the deployer creates first
+// (CloudFormation creates no SecureString, and the generated Secrets
+// Manager secret of the other templates is not a type on the repository's
+// list), named in RedactKeyParam; with email through SES, the deployer
+// creates the configuration set <stack name>-sendonce and its event
+// destination (AWS::SES::* is not on the list either). Releases are
+// canary.
+var ServerlessRepo = Variant{
+	Keep: []Kept{
+		{Name: "SmsProvider", Values: []string{"sns", ""}},
+		{Name: "SnsOriginationNumber"},
+		{Name: "EmailProvider", Values: []string{"", "ses"}},
+		{Name: "SesFrom"},
+		{Name: "AlarmEmail"},
+		{Name: "AlarmTopicArn"},
+		{Name: "PermissionsBoundary"},
+		{Name: "RedactKeyParam", Required: true, Pattern: `^/[a-zA-Z0-9_.\-/]+$`,
+			Label:       "Address-token key (SSM SecureString)",
+			Description: "The SSM SecureString (name starting with /) holding the address-token key, at least 32 bytes; create it first: aws ssm put-parameter --type SecureString --name /sendonce/NAME/redact-key --value \"$(openssl rand -hex 32)\"."},
+	},
+	Fix: map[string]string{"SesConfigurationSetName": `!Sub "${AWS::StackName}-sendonce"`},
+	Header: []string{
+		"GENERATED from template.full.yaml by `make template` (infra.ServerlessRepo):",
+		"do not edit; change template.full.yaml and run make template.",
+		"",
+		"The sendonce application as the Serverless Application Repository",
+		"publishes it (docs/deploy.md, \"Publishing\"): template.yaml's questions,",
+		"only resource types the repository accepts. Before deploying, create the",
+		"SSM SecureString RedactKeyParam names; with email through SES, create",
+		"the configuration set <stack name>-sendonce whose event destination",
+		"publishes to the SesEventTopicArn output (README, \"Deploying\").",
+	},
+	ParametersComment: []string{
+		"Every other parameter of template.full.yaml is fixed at its default",
+		"(which holds every invariant between them), but for",
+		"SesConfigurationSetName, fixed at <stack name>-sendonce, a configuration",
+		"set the deployer creates.",
+	},
+}
+
 // Generate returns the variant of the source template src.
 func (v Variant) Generate(src []byte) ([]byte, error) {
 	var doc yaml.Node
@@ -79,7 +138,7 @@ func (v Variant) Generate(src []byte) ([]byte, error) {
 	if len(doc.Content) != 1 || doc.Content[0].Kind != yaml.MappingNode {
 		return nil, fmt.Errorf("infra: variant: the template is not a mapping")
 	}
-	g := &gen{v: v, root: doc.Content[0], fixed: map[string]*yaml.Node{}, conds: map[string]tri{}, dropped: map[string]bool{}}
+	g := &gen{v: v, root: doc.Content[0], fixed: map[string]*yaml.Node{}, conds: map[string]tri{}, alias: map[string]string{}, dropped: map[string]bool{}}
 	if err := g.run(); err != nil {
 		return nil, err
 	}
@@ -154,13 +213,15 @@ func triOf(b bool) tri {
 }
 
 type gen struct {
-	v       Variant
-	root    *yaml.Node
-	fixed   map[string]*yaml.Node // parameter → its default (a scalar)
-	allowed map[string][]string   // kept parameter → the values it may take (nil: any)
-	conds   map[string]tri
-	dropped map[string]bool // resources dropped
-	depth   int
+	v        Variant
+	root     *yaml.Node
+	fixed    map[string]*yaml.Node // parameter → its value: the default (a scalar), or Fix's
+	allowed  map[string][]string   // kept parameter → the values it may take (nil: any)
+	required map[string]bool       // kept parameter → it has no default and is not empty
+	conds    map[string]tri
+	alias    map[string]string // condition → the one it equals, once simplified
+	dropped  map[string]bool   // resources dropped
+	depth    int
 }
 
 func get(m *yaml.Node, key string) *yaml.Node {
@@ -205,9 +266,26 @@ func (g *gen) run() error {
 		}
 		g.allowed[k.Name] = k.Values
 	}
+	g.required = map[string]bool{}
+	for _, k := range g.v.Keep {
+		g.required[k.Name] = k.Required
+	}
+	for name, text := range g.v.Fix {
+		var n yaml.Node
+		if err := yaml.Unmarshal([]byte(text), &n); err != nil || len(n.Content) != 1 {
+			return fmt.Errorf("infra: variant: Fix %s: %q is not a YAML value", name, text)
+		}
+		if get(params, name) == nil {
+			return fmt.Errorf("infra: variant: Fix %s is not a parameter", name)
+		}
+		g.fixed[name] = n.Content[0]
+	}
 	for i := 0; i+1 < len(params.Content); i += 2 {
 		name, p := params.Content[i].Value, params.Content[i+1]
 		if _, keep := g.allowed[name]; keep {
+			continue
+		}
+		if _, ok := g.fixed[name]; ok {
 			continue
 		}
 		d := get(p, "Default")
@@ -225,6 +303,17 @@ func (g *gen) run() error {
 			}
 		}
 	}
+	if conds != nil {
+		for i := 0; i+1 < len(conds.Content); i += 2 {
+			name := conds.Content[i].Value
+			if g.conds[name] != unknown {
+				continue
+			}
+			if e := g.simplify(conds.Content[i+1]); e.Tag == "!Condition" {
+				g.alias[name] = e.Value // a condition that equals another, once the variant decides
+			}
+		}
+	}
 	if err := g.rules(); err != nil {
 		return err
 	}
@@ -235,19 +324,47 @@ func (g *gen) run() error {
 	}
 	for _, section := range []string{"Globals", "Metadata"} {
 		if n := get(g.root, section); n != nil {
-			if _, err := g.walk(n); err != nil {
+			if _, err := g.walk(n, nil); err != nil {
 				return fmt.Errorf("%s: %w", section, err)
 			}
 		}
 	}
 	g.dependsOn()
 	g.iface()
+	for _, k := range g.v.DropMetadata {
+		del(get(g.root, "Metadata"), k)
+	}
 	// Parameters: the fixed ones go, the kept ones take their values.
 	for name := range g.fixed {
 		del(params, name)
 	}
 	for _, k := range g.v.Keep {
 		name, vals, p := k.Name, k.Values, get(params, k.Name)
+		if k.Required {
+			del(p, "Default")
+		}
+		for prop, v := range map[string]string{"AllowedPattern": k.Pattern, "Description": k.Description} {
+			if v == "" {
+				continue
+			}
+			if get(p, prop) == nil {
+				return fmt.Errorf("infra: variant: %s has no %s to replace", name, prop)
+			}
+			for i := 0; i+1 < len(p.Content); i += 2 {
+				if p.Content[i].Value == prop {
+					p.Content[i+1] = &yaml.Node{Kind: yaml.ScalarNode, Value: v}
+				}
+			}
+		}
+		if k.Label != "" {
+			if l := get(get(get(get(g.root, "Metadata"), "AWS::CloudFormation::Interface"), "ParameterLabels"), name); l != nil {
+				for i := 0; i+1 < len(l.Content); i += 2 {
+					if l.Content[i].Value == "default" {
+						l.Content[i+1] = &yaml.Node{Kind: yaml.ScalarNode, Value: k.Label, Style: yaml.DoubleQuotedStyle}
+					}
+				}
+			}
+		}
 		if vals == nil {
 			continue
 		}
@@ -281,11 +398,12 @@ func (g *gen) run() error {
 	if k := keyNode(g.root, "Parameters"); k != nil {
 		k.HeadComment = comment(g.v.ParametersComment)
 	}
-	// Conditions the variant decides are gone; the others are simplified.
+	// Conditions the variant decides, or that equal another, are gone; the
+	// others are simplified.
 	if conds != nil {
 		for i := 0; i+1 < len(conds.Content); {
 			name := conds.Content[i].Value
-			if g.conds[name] != unknown {
+			if g.conds[name] != unknown || g.alias[name] != "" {
 				conds.Content = slices.Delete(conds.Content, i, i+2)
 				continue
 			}
@@ -294,6 +412,14 @@ func (g *gen) run() error {
 		}
 	}
 	return nil
+}
+
+// cond returns the condition a name stands for in the variant.
+func (g *gen) cond(name string) string {
+	for i := 0; i < maxDepth && g.alias[name] != ""; i++ {
+		name = g.alias[name]
+	}
+	return name
 }
 
 // scalarOf returns the string CloudFormation sees for a literal scalar, or
@@ -307,7 +433,7 @@ func (g *gen) scalarOf(n *yaml.Node) (string, bool) {
 		return n.Value, true
 	case n.Tag == "!Ref" && n.Kind == yaml.ScalarNode:
 		if d, ok := g.fixed[n.Value]; ok {
-			return d.Value, true
+			return g.scalarOf(d)
 		}
 		if vals := g.allowed[n.Value]; len(vals) == 1 {
 			return vals[0], true
@@ -390,6 +516,8 @@ func (g *gen) eval(n *yaml.Node) (tri, error) {
 		switch {
 		case aok && bok:
 			return triOf(a == b), nil
+		case aok && a == "" && g.nonEmpty(n.Content[1]), bok && b == "" && g.nonEmpty(n.Content[0]):
+			return false_, nil
 		case aok:
 			return g.among(n.Content[1], []string{a}), nil
 		case bok:
@@ -414,6 +542,20 @@ func (g *gen) eval(n *yaml.Node) (tri, error) {
 		return g.among(n.Content[1], list), nil
 	}
 	return unknown, fmt.Errorf("%w: %s %v is not a condition the variant evaluates", ErrUnresolved, n.Tag, n.Value)
+}
+
+// nonEmpty reports whether n is known not to be empty: a Ref to a
+// required kept parameter, or to a parameter fixed at a Fn::Sub with text
+// besides its ${...}.
+func (g *gen) nonEmpty(n *yaml.Node) bool {
+	if n.Tag != "!Ref" {
+		return false
+	}
+	if g.required[n.Value] {
+		return true
+	}
+	f, ok := g.fixed[n.Value]
+	return ok && f.Tag == "!Sub" && f.Kind == yaml.ScalarNode && subVar.ReplaceAllString(f.Value, "") != ""
 }
 
 // among returns whether ref, a kept parameter's Ref, takes one of vals:
@@ -468,6 +610,10 @@ func (g *gen) simplify(n *yaml.Node) *yaml.Node {
 			return literal(d)
 		}
 		return n
+	case "!Condition":
+		m := *n
+		m.Value = g.cond(n.Value)
+		return &m
 	}
 	if n.Kind == yaml.SequenceNode || n.Kind == yaml.MappingNode {
 		m := *n
@@ -480,8 +626,13 @@ func (g *gen) simplify(n *yaml.Node) *yaml.Node {
 	return n
 }
 
-// literal returns a copy of a parameter's default as a plain scalar.
+// literal returns a copy of a parameter's value: its default as a plain
+// scalar, or the Fn::Sub a Variant fixes it at.
 func literal(d *yaml.Node) *yaml.Node {
+	if strings.HasPrefix(d.Tag, "!") && !strings.HasPrefix(d.Tag, "!!") {
+		c := *d
+		return &c
+	}
 	l := &yaml.Node{Kind: yaml.ScalarNode, Value: d.Value, Style: d.Style, Tag: d.Tag}
 	if l.Value == "" || l.Style == 0 && (l.Value == "true" || l.Value == "false") {
 		l.Style = yaml.DoubleQuotedStyle
@@ -560,6 +711,7 @@ func (g *gen) entries(m *yaml.Node) error {
 	}
 	for i := 0; i+1 < len(m.Content); {
 		name, e := m.Content[i].Value, m.Content[i+1]
+		ctx := map[string]bool{}
 		if c := get(e, "Condition"); c != nil {
 			t, err := g.condition(c.Value)
 			if err != nil {
@@ -572,9 +724,12 @@ func (g *gen) entries(m *yaml.Node) error {
 				continue
 			case true_:
 				del(e, "Condition")
+			default:
+				c.Value = g.cond(c.Value)
+				ctx[c.Value] = true
 			}
 		}
-		if _, err := g.walk(e); err != nil {
+		if _, err := g.walk(e, ctx); err != nil {
 			return fmt.Errorf("%s: %w", name, err)
 		}
 		i += 2
@@ -593,7 +748,11 @@ var subVar = regexp.MustCompile(`\$\{([A-Za-z0-9:.]+)\}`)
 // Fn::Sub string the text with fixed parameters filled in (a plain string
 // when nothing is left to substitute), and what becomes AWS::NoValue
 // leaves its mapping or list.
-func (g *gen) walk(n *yaml.Node) (*yaml.Node, error) {
+//
+// ctx holds the conditions known where n is (the Condition of the
+// resource it is in, the branches of the Fn::If around it): a Fn::If on
+// one of them is decided too.
+func (g *gen) walk(n *yaml.Node, ctx map[string]bool) (*yaml.Node, error) {
 	switch n.Tag {
 	case "!If":
 		if len(n.Content) != 3 {
@@ -603,14 +762,24 @@ func (g *gen) walk(n *yaml.Node) (*yaml.Node, error) {
 		if err != nil {
 			return nil, err
 		}
+		c := g.cond(n.Content[0].Value)
+		if v, known := ctx[c]; known && t == unknown {
+			t = triOf(v)
+		}
 		switch t {
 		case true_:
-			return g.walk(n.Content[1])
+			return g.walk(n.Content[1], ctx)
 		case false_:
-			return g.walk(n.Content[2])
+			return g.walk(n.Content[2], ctx)
 		}
+		n.Content[0].Value = c
 		for i := 1; i < 3; i++ {
-			r, err := g.walk(n.Content[i])
+			inner := maps.Clone(ctx)
+			if inner == nil {
+				inner = map[string]bool{}
+			}
+			inner[c] = i == 1
+			r, err := g.walk(n.Content[i], inner)
 			if err != nil {
 				return nil, err
 			}
@@ -623,12 +792,12 @@ func (g *gen) walk(n *yaml.Node) (*yaml.Node, error) {
 		}
 		return n, nil
 	case "!Sub":
-		return g.sub(n)
+		return g.sub(n, ctx)
 	}
 	switch n.Kind {
 	case yaml.MappingNode:
 		for i := 0; i+1 < len(n.Content); {
-			r, err := g.walk(n.Content[i+1])
+			r, err := g.walk(n.Content[i+1], ctx)
 			if err != nil {
 				return nil, err
 			}
@@ -642,7 +811,7 @@ func (g *gen) walk(n *yaml.Node) (*yaml.Node, error) {
 	case yaml.SequenceNode:
 		out := n.Content[:0]
 		for _, c := range n.Content {
-			r, err := g.walk(c)
+			r, err := g.walk(c, ctx)
 			if err != nil {
 				return nil, err
 			}
@@ -655,14 +824,14 @@ func (g *gen) walk(n *yaml.Node) (*yaml.Node, error) {
 	return n, nil
 }
 
-func (g *gen) sub(n *yaml.Node) (*yaml.Node, error) {
+func (g *gen) sub(n *yaml.Node, ctx map[string]bool) (*yaml.Node, error) {
 	str, vars := n, (*yaml.Node)(nil)
 	if n.Kind == yaml.SequenceNode {
 		if len(n.Content) != 2 {
 			return nil, fmt.Errorf("Fn::Sub with %d arguments", len(n.Content))
 		}
 		str, vars = n.Content[0], n.Content[1]
-		if _, err := g.walk(vars); err != nil {
+		if _, err := g.walk(vars, ctx); err != nil {
 			return nil, err
 		}
 	}
@@ -671,7 +840,7 @@ func (g *gen) sub(n *yaml.Node) (*yaml.Node, error) {
 		if get(vars, name) != nil {
 			return m
 		}
-		if d, ok := g.fixed[name]; ok {
+		if d, ok := g.fixed[name]; ok && (d.Tag == "" || d.Tag == "!Sub" || strings.HasPrefix(d.Tag, "!!")) && d.Kind == yaml.ScalarNode {
 			return d.Value
 		}
 		return m

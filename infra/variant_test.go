@@ -7,70 +7,75 @@ import (
 	"testing"
 )
 
-// TestQuickStartTemplate: template.yaml is QuickStart made from
-// template.full.yaml (make template, or go test ./infra -run
-// TestQuickStartTemplate -update, rewrites it after a change).
-func TestQuickStartTemplate(t *testing.T) {
+// TestVariantTemplates: template.yaml is QuickStart and template.sar.yaml
+// ServerlessRepo made from template.full.yaml (make template rewrites them
+// after a change).
+func TestVariantTemplates(t *testing.T) {
 	t.Parallel()
 	src, err := os.ReadFile(templatePath)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, err := QuickStart.Generate(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if *update {
-		if err := os.WriteFile(quickPath, want, 0o644); err != nil {
+	for path, v := range variants {
+		want, err := v.Generate(src)
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		if *update {
+			if err := os.WriteFile(path, want, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		got, err := os.ReadFile(path)
+		if err != nil {
 			t.Fatal(err)
 		}
-		return
-	}
-	got, err := os.ReadFile(quickPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if string(got) != string(want) {
-		t.Errorf("%s is not what QuickStart makes of %s: run make template (edit %s, not %s)", quickPath, templatePath, templatePath, quickPath)
+		if string(got) != string(want) {
+			t.Errorf("%s is not what infra makes of %s: run make template (edit %s, not %s)", path, templatePath, templatePath, path)
+		}
 	}
 }
 
-// TestQuickStartDecides: what template.yaml fixes is decided in it: it
-// asks for the kept parameters only, keeps the conditions and Rules that
-// still depend on them, and holds no resource of a choice it cannot make
-// (the global table of LedgerMode global-strong).
+// TestQuickStartDecides: what a variant (template.yaml, template.sar.yaml)
+// fixes is decided in it: it asks for the kept parameters only, at most
+// eight, keeps the Rules that still depend on them, and holds no resource
+// of a choice it cannot make (the global table of LedgerMode
+// global-strong).
 func TestQuickStartDecides(t *testing.T) {
 	t.Parallel()
-	quick, _ := load(t, quickPath)
 	full, _ := setup(t)
-	var kept []string
-	for _, k := range QuickStart.Keep {
-		kept = append(kept, k.Name)
-	}
-	got := make([]string, 0, len(quick.Parameters))
-	for name := range quick.Parameters {
-		got = append(got, name)
-	}
-	slices.Sort(got)
-	slices.Sort(kept)
-	if !slices.Equal(got, kept) {
-		t.Errorf("parameters %v, want %v", got, kept)
-	}
-	if len(got) > 8 {
-		t.Errorf("%d parameters: a first deployment answers at most 8 questions", len(got))
-	}
-	if _, ok := quick.Resources["GlobalLedgerTable"]; ok {
-		t.Error("template.yaml declares the global table")
-	}
-	for _, rule := range []string{"SesConfigured", "AlarmEmailOnOwnTopic"} {
-		if quick.Rules[rule] == nil {
-			t.Errorf("template.yaml lost Rule %s", rule)
+	for path, v := range variants {
+		quick, _ := load(t, path)
+		var kept []string
+		for _, k := range v.Keep {
+			kept = append(kept, k.Name)
 		}
-	}
-	// Every resource of template.yaml is one of template.full.yaml's.
-	for name, r := range quick.Resources {
-		if f := full.Resources[name]; f == nil || f["Type"] != r["Type"] {
-			t.Errorf("resource %s (%v) is not template.full.yaml's", name, r["Type"])
+		got := make([]string, 0, len(quick.Parameters))
+		for name := range quick.Parameters {
+			got = append(got, name)
+		}
+		slices.Sort(got)
+		slices.Sort(kept)
+		if !slices.Equal(got, kept) {
+			t.Errorf("%s: parameters %v, want %v", path, got, kept)
+		}
+		if len(got) > 8 {
+			t.Errorf("%s: %d parameters: a first deployment answers at most 8 questions", path, len(got))
+		}
+		if _, ok := quick.Resources["GlobalLedgerTable"]; ok {
+			t.Errorf("%s declares the global table", path)
+		}
+		for _, rule := range []string{"SesConfigured", "AlarmEmailOnOwnTopic"} {
+			if quick.Rules[rule] == nil {
+				t.Errorf("%s lost Rule %s", path, rule)
+			}
+		}
+		// Every resource of a variant is one of template.full.yaml's.
+		for name, r := range quick.Resources {
+			if f := full.Resources[name]; f == nil || f["Type"] != r["Type"] {
+				t.Errorf("%s: resource %s (%v) is not template.full.yaml's", path, name, r["Type"])
+			}
 		}
 	}
 }

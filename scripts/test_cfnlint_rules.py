@@ -5,8 +5,8 @@
 
 Each case breaks template.full.yaml in memory, translates it as `sam
 deploy` would and expects the rule it names to report it; the real
-templates (template.full.yaml and template.yaml, made from it with most
-parameters fixed) must pass every rule. TestLintTemplate runs make's lint step (lint_template in
+templates (template.full.yaml, and template.yaml and template.sar.yaml,
+made from it with most parameters fixed) must pass every rule. TestLintTemplate runs make's lint step (lint_template in
 scripts/steps.sh, cfn-lint itself) on a broken template and expects it to
 fail with our rules, so they are wired into make test, and with
 cfn-lint's W3037 (an IAM action that does not exist), which only the
@@ -30,13 +30,13 @@ sam = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(sam)
 
 TEMPLATE = sam.load(os.path.join(ROOT, "template.full.yaml"))
-QUICK = sam.load(os.path.join(ROOT, "template.yaml"))
+VARIANTS = {name: sam.load(os.path.join(ROOT, name)) for name in ("template.yaml", "template.sar.yaml")}
 RULES = [r for r in vars(sendonce).values() if isinstance(r, type) and issubclass(r, sendonce.CloudFormationLintRule)
          and r is not sendonce.CloudFormationLintRule]
 
 
 TRANSLATED = sam.translate(copy.deepcopy(TEMPLATE))
-QUICK_TRANSLATED = sam.translate(copy.deepcopy(QUICK))
+VARIANTS_TRANSLATED = {name: sam.translate(copy.deepcopy(tpl)) for name, tpl in VARIANTS.items()}
 
 
 def sam_part(tpl):
@@ -82,6 +82,14 @@ def sid(tpl, role, name):
 
 def env(tpl, fn):
     return res(tpl, fn)["Environment"]["Variables"]
+
+
+def redact_branch(tpl, role, n):
+    """Branch n (1: the generated secret, 2: the SSM parameter) of the role's
+    statement that reads the address-token key."""
+    st = next(s for s in statements(tpl, role) if isinstance(s, dict) and "Fn::If" in s
+              and s["Fn::If"][0] == "CreateRedactKey" and isinstance(s["Fn::If"][1], dict))
+    return st["Fn::If"][n]
 
 
 def add(role, st):
@@ -155,10 +163,13 @@ BREAKAGES = {
         "ShortKey": lambda t: res(t, "RedactKeySecret")["GenerateSecretString"].update(PasswordLength=32),
         "FixedKey": lambda t: res(t, "RedactKeySecret").update(SecretString="k"),
         "FunctionWithoutKey": lambda t: env(t, "ApiFunction").pop("SENDONCE_REDACT_KEY_PARAM"),
-        "EverySecret": lambda t: sid(t, "WebhookRole", "RedactKey").update(Resource="*"),
+        "GeneratedKeyOnly": lambda t: env(t, "SenderFunction").update(SENDONCE_REDACT_KEY_PARAM={"Ref": "RedactKeySecret"}),
+        "EverySecret": lambda t: redact_branch(t, "WebhookRole", 1).update(Resource="*"),
+        "EveryParameter": lambda t: redact_branch(t, "SesEventsRole", 2).update(
+            Resource={"Fn::Sub": "arn:${AWS::Partition}:ssm:${AWS::Region}:${AWS::AccountId}:parameter/*"}),
         "SecondSecret": add("SenderRole", {"Effect": "Allow", "Action": "secretsmanager:GetSecretValue",
                                            "Resource": "arn:aws:secretsmanager:us-east-1:1:secret:x"}),
-        "ListSecrets": lambda t: sid(t, "ReconcilerRole", "RedactKey").update(
+        "ListSecrets": lambda t: redact_branch(t, "ReconcilerRole", 1).update(
             Action=["secretsmanager:GetSecretValue", "secretsmanager:ListSecrets"]),
     },
     sendonce.OneLedgerTable: {
@@ -215,8 +226,9 @@ class TestRules(unittest.TestCase):
         for rule in RULES:
             with self.subTest(rule=rule.id, template="template.full.yaml"):
                 self.assertEqual(findings(rule, TEMPLATE, TRANSLATED), [])
-            with self.subTest(rule=rule.id, template="template.yaml"):
-                self.assertEqual(findings(rule, QUICK, QUICK_TRANSLATED), [])
+            for name, tpl in VARIANTS.items():
+                with self.subTest(rule=rule.id, template=name):
+                    self.assertEqual(findings(rule, tpl, VARIANTS_TRANSLATED[name]), [])
 
     def test_breakage_reported(self):
         self.assertEqual(sorted(r.id for r in BREAKAGES), sorted(r.id for r in RULES))

@@ -219,30 +219,50 @@ def GradualDeployment(cfn):
             yield path, f"{name}: deployment does not roll back when an alarm fires"
 
 
-@rule("E9108", "Every function reads the generated address-token key, and no other secret")
+REDACT_PARAM = {"Ref": "RedactKeyParam"}
+REDACT_PARAM_ARN = {"Fn::Sub": "arn:${AWS::Partition}:ssm:${AWS::Region}:${AWS::AccountId}:parameter${RedactKeyParam}"}
+
+
+@rule("E9108", "Every function reads the address-token key, and no other secret")
 def RedactKeySecret(cfn):
-    """RedactKeySecret is a generated 64-character secret, passed to every
-    function as SENDONCE_REDACT_KEY_PARAM; each function's role may
-    GetSecretValue on it and on nothing else."""
+    """The address-token key is a generated 64-character Secrets Manager secret
+    (RedactKeySecret) or the SSM SecureString RedactKeyParam names (or, with
+    both, the first when the second is empty); every function gets it as
+    SENDONCE_REDACT_KEY_PARAM, and its role may read it: GetSecretValue on the
+    generated secret and on no other secret, GetParameter on that parameter."""
     res = cfn.template.get("Resources") or {}
+    has_secret = "RedactKeySecret" in res
+    has_param = "RedactKeyParam" in (cfn.template.get("Parameters") or {})
     sec = res.get("RedactKeySecret") or {}
     props = sec.get("Properties") or {}
-    if sec.get("Type") != "AWS::SecretsManager::Secret" or "SecretString" in props \
-            or (props.get("GenerateSecretString") or {}).get("PasswordLength") != 64:
+    if has_secret and (sec.get("Type") != "AWS::SecretsManager::Secret" or "SecretString" in props
+                       or (props.get("GenerateSecretString") or {}).get("PasswordLength") != 64):
         yield ["Resources", "RedactKeySecret"], "RedactKeySecret: want a generated 64-character Secrets Manager secret"
+    if not has_secret and not has_param:
+        yield ["Resources"], "no address-token key: neither RedactKeySecret nor a RedactKeyParam parameter"
+        return
+    want = REDACT_KEY if not has_param else REDACT_PARAM if not has_secret else \
+        {"Fn::If": ["CreateRedactKey", REDACT_KEY, REDACT_PARAM]}
     for name, _, props in resources(cfn, FUNCTION):
         path = ["Resources", name]
-        if env(props).get("SENDONCE_REDACT_KEY_PARAM") != REDACT_KEY:
-            yield path, f"{name}: SENDONCE_REDACT_KEY_PARAM is not !Ref RedactKeySecret"
-        reads = 0
+        if env(props).get("SENDONCE_REDACT_KEY_PARAM") != want:
+            yield path, f"{name}: SENDONCE_REDACT_KEY_PARAM is {env(props).get('SENDONCE_REDACT_KEY_PARAM')}, want {want}"
+        secret_reads = param_reads = 0
         for st in allows(role_docs((res.get(get_att(props.get("Role")) or "") or {}).get("Properties") or {})):
-            sm = [a for a in strings(st.get("Action")) if a.lower().startswith("secretsmanager:")]
+            actions = strings(st.get("Action"))
+            sm = [a for a in actions if a.lower().startswith("secretsmanager:")]
             if sm:
-                reads += 1
+                secret_reads += 1
                 if sm != ["secretsmanager:GetSecretValue"] or st.get("Resource") != REDACT_KEY:
                     yield path, f"{name}: its role's {sm} on {st.get('Resource')}: want GetSecretValue on RedactKeySecret only"
-        if reads != 1:
-            yield path, f"{name}: {reads} statements of its role read Secrets Manager, want 1 (the redaction key)"
+            if st.get("Resource") == REDACT_PARAM_ARN:
+                param_reads += 1
+                if actions != ["ssm:GetParameter"]:
+                    yield path, f"{name}: its role's {actions} on RedactKeyParam: want ssm:GetParameter only"
+        if secret_reads != int(has_secret):
+            yield path, f"{name}: {secret_reads} statements of its role read Secrets Manager, want {int(has_secret)} (the generated key)"
+        if param_reads != int(has_param):
+            yield path, f"{name}: {param_reads} statements of its role read RedactKeyParam, want {int(has_param)}"
 
 
 @rule("E9109", "Each LedgerMode creates at most one table, and every function names it")
@@ -370,9 +390,10 @@ def TimingParameters(cfn):
 # tableschema), as IAM's dynamodb:LeadingKeys patterns.
 LEDGER, CALLBACKS, IDEMPOTENCY, RATE, API_KEYS, TEMPLATES, ATTENTION = \
     "v1_*", "cb#*", "idem#*", "rate#*", "apikey#*", "tpl#*", "attn#*"
-# Logs, tracing and the log-redaction key, which every role may hold.
+# Logs, tracing and the log-redaction key (a generated secret, or an SSM
+# SecureString decrypted through SSM), which every role may hold.
 BASE = ["logs:CreateLogStream", "logs:PutLogEvents", "xray:PutTraceSegments", "xray:PutTelemetryRecords",
-        "secretsmanager:GetSecretValue"]
+        "secretsmanager:GetSecretValue", "ssm:GetParameter", "kms:Decrypt"]
 # What the sender and the reconciler need to reach the providers: SNS (SMS
 # and push), SES, and provider secrets from SSM.
 SEND = ["sns:Publish", "ses:SendEmail", "ssm:GetParameter", "kms:Decrypt"]
