@@ -27,7 +27,7 @@ EVENT_webhook := events/webhook-http.json
 EVENT_api := events/api-post.json
 EVENT_sesevents := events/ses-bounce.json
 
-.PHONY: help prereqs deps bench-deps rie test demo bench bench-peer chaos build lint template services-start services-stop
+.PHONY: help prereqs deps bench-deps rie test demo bench bench-peer chaos build lint template package services-start services-stop
 # (invoke-<function> targets are not .PHONY: phony targets skip pattern rules.)
 
 help: ## List the targets.
@@ -143,6 +143,22 @@ template: ## Regenerate what is made from template.full.yaml: its RedeliveryOutl
 	go test -count=1 ./infra -run '^TestVariantTemplates$$' -update
 	go test -count=1 ./infra -run '^(TestGuidedSession|TestTuningTable)$$' -update
 	echo "template.full.yaml's generated Rule, template.yaml, template.sar.yaml, README's guided session and docs/deploy.md's tuning table are up to date"
+
+# What the Serverless Application Repository publishes: template.sar.yaml
+# with each function's code built for arm64.
+PACKAGE_DIR := .build/package
+PACKAGE_FUNCTIONS := SenderFunction ReconcilerFunction WebhookFunction ApiFunction SesEventsFunction
+
+package: ## Build every function for arm64 into .build/package/ with template.sar.yaml pointing at them, then translate and cfn-lint the result (docs/deploy.md, "Publishing": sam package and sam publish take it from there).
+	@source scripts/steps.sh
+	rm -rf $(PACKAGE_DIR) && mkdir -p $(PACKAGE_DIR)
+	for fn in $(PACKAGE_FUNCTIONS); do
+		echo "==> $(PACKAGE_DIR)/$$fn/bootstrap (linux/arm64)"
+		$(MAKE) -s build-$$fn ARTIFACTS_DIR=$(CURDIR)/$(PACKAGE_DIR)/$$fn
+	done
+	step "point template.sar.yaml at them" python3 scripts/package.py template.sar.yaml $(PACKAGE_DIR)
+	step "translate and cfn-lint $(PACKAGE_DIR)/template.yaml" lint_template $(PACKAGE_DIR)/template.yaml
+	summary "make package"
 
 lint: prereqs ## gofmt, go vet and cfn-lint (template.full.yaml, template.yaml, template.sar.yaml), without starting anything.
 	@source scripts/steps.sh

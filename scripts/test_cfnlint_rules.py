@@ -293,5 +293,39 @@ class TestLintTemplate(unittest.TestCase):
             self.assertIn(want, run.stdout, run.stdout + run.stderr)
 
 
+class TestPackage(unittest.TestCase):
+    """scripts/package.py (make package) points the functions at their
+    bootstraps and refuses a missing or non-arm64 one."""
+
+    def run_package(self, machine):
+        import tempfile
+        with tempfile.TemporaryDirectory() as d:
+            for fn in ("SenderFunction", "ReconcilerFunction", "WebhookFunction", "ApiFunction", "SesEventsFunction"):
+                os.makedirs(os.path.join(d, fn))
+                with open(os.path.join(d, fn, "bootstrap"), "wb") as f:
+                    # an ELF header: 64-bit, little-endian, e_machine at byte 18
+                    f.write(b"\x7fELF\x02\x01" + bytes(12) + machine.to_bytes(2, "little") + bytes(40))
+            run = subprocess.run([sys.executable, "scripts/package.py", "template.sar.yaml", d],
+                                 cwd=ROOT, capture_output=True, text=True)
+            out = ""
+            if run.returncode == 0:
+                with open(os.path.join(d, "template.yaml"), encoding="utf-8") as f:
+                    out = f.read()
+            return run, out
+
+    def test_arm64(self):
+        run, out = self.run_package(183)
+        self.assertEqual(run.returncode, 0, run.stderr)
+        packaged = sam.yaml.load(out, Loader=sam.Loader)
+        for name, r in packaged["Resources"].items():
+            if r["Type"] == "AWS::Serverless::Function":
+                self.assertEqual(r["Properties"]["CodeUri"], name)
+
+    def test_x86_refused(self):
+        run, _ = self.run_package(62)  # EM_X86_64
+        self.assertNotEqual(run.returncode, 0)
+        self.assertIn("not a linux/arm64 executable", run.stderr)
+
+
 if __name__ == "__main__":
     unittest.main()
