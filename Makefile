@@ -27,7 +27,7 @@ EVENT_webhook := events/webhook-http.json
 EVENT_api := events/api-post.json
 EVENT_sesevents := events/ses-bounce.json
 
-.PHONY: help prereqs deps bench-deps rie test demo bench bench-peer chaos build lint template package services-start services-stop
+.PHONY: help prereqs deps bench-deps rie test demo bench bench-peer chaos build lint template package diagram services-start services-stop
 # (invoke-<function> targets are not .PHONY: phony targets skip pattern rules.)
 
 help: ## List the targets.
@@ -142,7 +142,18 @@ template: ## Regenerate what is made from template.full.yaml: its RedeliveryOutl
 	@go test -count=1 ./infra -run '^TestRedeliveryRule$$' -update
 	go test -count=1 ./infra -run '^TestVariantTemplates$$' -update
 	go test -count=1 ./infra -run '^(TestGuidedSession|TestTuningTable)$$' -update
+	if command -v dot >/dev/null 2>&1; then $(MAKE) -s diagram; else echo "note: template.yaml may have changed the picture: make diagram (needs Graphviz)"; fi
 	echo "template.full.yaml's generated Rule, template.yaml, template.sar.yaml, README's guided session and docs/deploy.md's tuning table are up to date"
+
+diagram: ## Make docs/architecture.dot from template.yaml (infra's Template.Diagram) and render docs/architecture.svg, the picture the README opens with (needs Graphviz: apt-get install graphviz).
+	@if ! command -v dot >/dev/null 2>&1; then
+		echo "make diagram: Graphviz's dot is not installed -> apt-get install graphviz (or brew install graphviz)" >&2
+		exit 1
+	fi
+	go test -count=1 ./infra -run '^TestDiagram$$' -update >/dev/null
+	dot -Tsvg docs/architecture.dot -o docs/architecture.svg
+	go test -count=1 ./infra -run '^TestDiagram' >/dev/null
+	echo "docs/architecture.dot and docs/architecture.svg are up to date ($$(dot -V 2>&1))"
 
 # What the Serverless Application Repository publishes: template.sar.yaml
 # with each function's code built for arm64.
