@@ -24,8 +24,14 @@
 //	accepted                      → Mark SENT (with the provider's id)
 //	permanent rejection           → Mark FAILED (with the reason)
 //	transient, configuration      → Release (nothing was sent; retry later)
-//	ambiguous, idempotent sends   → Release (a retry with the same key is harmless)
-//	ambiguous, otherwise          → Mark UNCERTAIN (the reconciler resolves it)
+//	ambiguous                     → Mark UNCERTAIN (the reconciler resolves it)
+//
+// A release always means that the attempt sent nothing, so the next
+// attempt may go through another provider (AttemptAdapter). An ambiguous
+// attempt is never released, not even through a provider that drops
+// repeats: the message may be at that provider, and only a retry through
+// it (with the same key) is harmless. The reconciler makes that retry
+// (decide: the provider drops repeats, after a lookup where it can).
 //
 // A Mark that finds the claim fenced out (ErrFencingLost) after the
 // provider accepted, or may have accepted, is a possible duplicate: it is
@@ -153,6 +159,9 @@ type Result struct {
 	// Attempt is the attempt number of the claim Resolve took over (0 when
 	// it took none).
 	Attempt int
+	// Released is true when a Retry's claim was released: the attempt
+	// provably sent nothing (SendRoute may fail over).
+	Released bool
 }
 
 // Dispatcher performs attempts. Its fields are set once at start-up, by
@@ -172,6 +181,9 @@ type Dispatcher struct {
 	// RetryBase is the base of the reconciler's backoff of released rows
 	// (decide.Backoff); decide.RetryBase when zero.
 	RetryBase time.Duration
+	// Health is the container's view of which providers keep failing
+	// (Pick); New makes one when nil.
+	Health *Health
 }
 
 // New checks d and returns it with the defaults filled in: metrics.Discard
@@ -196,7 +208,61 @@ func New(d Dispatcher, lease time.Duration) (*Dispatcher, error) {
 	if d.Now == nil {
 		d.Now = time.Now
 	}
+	if d.Health == nil {
+		d.Health = &Health{Now: d.Now}
+	}
 	return &d, nil
+}
+
+// ErrNoTime is Decide's error when too little time is left before the
+// invocation's deadline for a lookup and the send that may follow it
+// (decide.TakeOverBudget).
+var ErrNoTime = errors.New("too little time left before the deadline for a lookup and a send")
+
+// Decide makes the one decision about row in.Row (decide.Of), resolved
+// through p, the first provider of Pick (nil when none may resolve it); it sets in.Configured and in.Caps from p. When the
+// decision needs the row's message (a lookup or a send) it renders what
+// the row pins (Render: the row's template version, never the tenant's
+// latest), and decides again with in.Unrenderable when that fails for
+// good; when the decision is to look the message up, it asks p about the
+// attempt being resolved and decides again with the answer. It returns
+// the decision, the lookup's result (for MarkSent and MarkFailed), and
+// the row with its message's text for Resolve. Its error is the template
+// store's (render.ErrUnavailable) or ErrNoTime: nothing was decided, and
+// the caller comes back later.
+func (d *Dispatcher) Decide(ctx context.Context, in decide.Input, p provider.Adapter) (decide.Decision, provider.LookupResult, ledger.Record, error) {
+	rec := in.Row
+	in.Configured = p != nil
+	if p != nil {
+		in.Caps = p.Capabilities()
+	}
+	dec := decide.Of(in)
+	if dec.Action != decide.LookUp && dec.Action != decide.Send {
+		return dec, provider.LookupResult{}, rec, nil
+	}
+	e, err := d.Render(ctx, rec.Entry)
+	switch {
+	case errors.Is(err, render.ErrUnavailable):
+		d.Logger.Error("render", "key", rec.Key, "error", err)
+		return dec, provider.LookupResult{}, rec, err
+	case err != nil:
+		in.Unrenderable = err.Error()
+		return decide.Of(in), provider.LookupResult{Reason: in.Unrenderable}, rec, nil
+	}
+	rec.Entry = e
+	if dec.Action != decide.LookUp {
+		return dec, provider.LookupResult{}, rec, nil
+	}
+	if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < decide.TakeOverBudget(d.ProviderTimeout) {
+		// Deadlines are wall-clock time, whatever clock the rows are judged by.
+		return dec, provider.LookupResult{}, rec, ErrNoTime
+	}
+	in.Lookup = decide.LookupFailed
+	var found provider.LookupResult
+	if l, ok := p.(provider.Looker); ok {
+		in.Lookup, found, _ = d.Lookup(ctx, rec, p, l)
+	}
+	return decide.Of(in), found, rec, nil
 }
 
 // Render returns e with its message's text: e itself when it carries the
@@ -205,6 +271,11 @@ func New(d Dispatcher, lease time.Duration) (*Dispatcher, error) {
 // a *render.Error (ErrUnavailable: retry later; otherwise the message
 // cannot be rendered any more).
 func (d *Dispatcher) Render(ctx context.Context, e ledger.Entry) (ledger.Entry, error) {
+	if e.TemplateVersion == 0 && e.Subject == "" && e.Body == "" && e.HTML == "" {
+		// Its request could not be rendered when it was first claimed.
+		return e, &render.Error{Template: e.Template, Channel: e.Channel, Kind: render.ErrUnknownTemplate,
+			Detail: "the row holds no message: its request could not be rendered when first claimed"}
+	}
 	if e.Rendered() {
 		return e, nil
 	}
@@ -404,6 +475,7 @@ func (d *Dispatcher) Send(ctx context.Context, c ledger.Claim, e ledger.Entry, p
 	receipt, err := p.Send(callCtx, Message(e, c.AttemptedAt))
 	cancel()
 	d.Metrics.Latency(metrics.SendLatency, d.Now().Sub(start), dims...)
+	d.Health.Record(p.Name(), err == nil || provider.KindOf(err) == provider.Permanent)
 
 	if err == nil {
 		return d.mark(ctx, log, c, ledger.Outcome{State: ledger.StateSent, ProviderMessageID: receipt.MessageID}, true, dims)
@@ -417,8 +489,7 @@ func (d *Dispatcher) Send(ctx context.Context, c ledger.Claim, e ledger.Entry, p
 		r := d.mark(ctx, log, c, ledger.Outcome{State: ledger.StateFailed, Reason: reason}, false, dims)
 		r.Kind = kind
 		return r
-	case kind == provider.Transient || kind == provider.Config ||
-		(kind == provider.Ambiguous && p.Capabilities().IdempotentSends):
+	case kind == provider.Transient || kind == provider.Config:
 		if kind == provider.Config {
 			log.Error("provider configuration error: message will be retried", "reason", reason)
 		} else {
@@ -433,9 +504,10 @@ func (d *Dispatcher) Send(ctx context.Context, c ledger.Claim, e ledger.Entry, p
 			}
 		} else {
 			d.Metrics.Count(metrics.Released, 1, dims...)
+			return Result{Key: c.Key, Disposition: Retry, Kind: kind, Reason: reason, Err: err, Released: true}
 		}
 		return Result{Key: c.Key, Disposition: Retry, Kind: kind, Reason: reason, Err: err}
-	default: // ambiguous, and a repeat is not harmless
+	default: // ambiguous: the message may be at the provider
 		log.Warn("provider outcome ambiguous: recorded as uncertain", "reason", reason)
 		d.Metrics.Count(metrics.UncertainAttempts, 1, dims...)
 		r := d.mark(ctx, log, c, ledger.Outcome{State: ledger.StateUncertain, Reason: reason}, false, dims)
@@ -457,8 +529,10 @@ func (d *Dispatcher) Lookup(ctx context.Context, rec ledger.Record, p provider.A
 		d.Logger.Warn("lookup: render", "key", rec.Key, "provider", p.Name(), "error", err)
 		return decide.LookupFailed, provider.LookupResult{}, err
 	}
+	m := Message(e, rec.LookupStart())
+	m.AttemptedUntil, m.ProviderMessageID = rec.LeaseUntil, rec.ProviderMessageID
 	callCtx, cancel := context.WithTimeout(ctx, d.ProviderTimeout)
-	res, err := l.Lookup(callCtx, Message(e, rec.LookupStart()))
+	res, err := l.Lookup(callCtx, m)
 	cancel()
 	if err != nil {
 		d.Logger.Warn("lookup failed", "key", rec.Key, "provider", p.Name(), "reason", provider.ReasonOf(err))
@@ -528,10 +602,17 @@ func (d *Dispatcher) mark(ctx context.Context, log *slog.Logger, c ledger.Claim,
 // Resolve performs decision dec (decide.Of) on row rec as read: a fenced
 // takeover of rec for lease, then what the action asks for, with the
 // stored entry (what the earlier attempt would have sent). found is the
-// lookup's answer for MarkSent and MarkFailed. Acknowledge, HandOff, Wait
-// and LookUp need no write: Resolve returns Skipped for them. A takeover
+// lookup's answer for MarkSent and MarkFailed. route is the Pick of
+// providers for rec: its first resolves the row, and a Send fails over
+// to the rest while an attempt provably sends nothing (SendRoute).
+// Acknowledge, HandOff, Wait and LookUp need no write: Resolve returns
+// Skipped for them. A takeover
 // that loses to another worker, or finds the row gone, is Conflict.
-func (d *Dispatcher) Resolve(ctx context.Context, rec ledger.Record, dec decide.Decision, p provider.Adapter, found provider.LookupResult, lease time.Duration) Result {
+func (d *Dispatcher) Resolve(ctx context.Context, rec ledger.Record, dec decide.Decision, route []provider.Adapter, found provider.LookupResult, lease time.Duration) Result {
+	var p provider.Adapter
+	if len(route) > 0 {
+		p = route[0]
+	}
 	switch dec.Action {
 	case decide.Send, decide.MarkSent, decide.MarkFailed, decide.MarkUncertain, decide.Abandon, decide.Postpone:
 	default:
@@ -539,6 +620,12 @@ func (d *Dispatcher) Resolve(ctx context.Context, rec ledger.Record, dec decide.
 	}
 	if dec.Action == decide.Send && p == nil {
 		return Result{Key: rec.Key, Disposition: Skipped, Reason: "no provider"}
+	}
+	if p != nil {
+		// The takeover records the new attempt's provider
+		// (AttemptAdapter's choice: the row's own while an earlier attempt
+		// may have sent).
+		rec.Provider = p.Name()
 	}
 	c, err := d.TakeOver(ctx, rec, lease)
 	if err != nil {
@@ -567,7 +654,7 @@ func (d *Dispatcher) Resolve(ctx context.Context, rec ledger.Record, dec decide.
 		case err != nil:
 			r = d.Mark(ctx, c, rec.Entry, name, ledger.Outcome{State: ledger.StateFailed, Reason: err.Error()})
 		default:
-			r = d.Send(ctx, c, e, p)
+			r = d.SendRoute(ctx, c, e, route)
 		}
 	case decide.MarkSent:
 		r = d.Mark(ctx, c, rec.Entry, name, ledger.Outcome{State: ledger.StateSent, ProviderMessageID: found.MessageID})
@@ -584,6 +671,6 @@ func (d *Dispatcher) Resolve(ctx context.Context, rec ledger.Record, dec decide.
 			r = Result{Disposition: LedgerError, Reason: dec.Reason, Err: err}
 		}
 	}
-	r.Key, r.Attempt = rec.Key, c.Attempt
+	r.Key, r.Attempt = rec.Key, max(r.Attempt, c.Attempt)
 	return r
 }

@@ -94,6 +94,12 @@ type Config struct {
 	// request for a channel not in the map is a configuration error: its
 	// claim is released and it is retried, never FAILED.
 	Providers map[string]provider.Adapter
+	// Fallbacks maps a channel to the providers tried after its provider,
+	// in order (a route: SENDONCE_SMS_PROVIDER=twilio,sns), only after an
+	// attempt provably sent nothing (dispatch.SendRoute). A row is always
+	// resolved against the provider its attempt went through, which must
+	// be the channel's provider or one of its fallbacks.
+	Fallbacks map[string][]provider.Adapter
 	// RetryBase is the base of the reconciler's backoff of the rows this
 	// sender releases (SENDONCE_RECONCILE_RETRY_BASE); decide.RetryBase
 	// when zero. A redelivery may take a released row over at once.
@@ -173,7 +179,11 @@ func (s *Sender) WithLogger(log *slog.Logger) *Sender {
 func (s *Sender) Process(ctx context.Context, req notify.Request) dispatch.Result {
 	key := req.Key()
 	log := s.cfg.Logger.With("key", key, "channel", string(req.Channel), "tenant", req.TenantID)
-	p, configured := s.cfg.Providers[string(req.Channel)]
+	route := s.route(string(req.Channel))
+	// A new message may take any provider of the route: the first that is
+	// not cooling down.
+	picked := s.dispatch.Pick(ledger.Record{}, route)
+	configured := len(picked) > 0
 	entry := ledger.Entry{
 		Key:         key,
 		Tenant:      req.TenantID,
@@ -185,7 +195,7 @@ func (s *Sender) Process(ctx context.Context, req notify.Request) dispatch.Resul
 		EventID:     req.EventID,
 	}
 	if configured {
-		entry.Provider = p.Name()
+		entry.Provider = picked[0].Name()
 	}
 	// The message is rendered whether or not its channel is served yet: the
 	// row then holds what a later attempt sends once it is.
@@ -234,7 +244,7 @@ func (s *Sender) Process(ctx context.Context, req notify.Request) dispatch.Resul
 			log.Error("claim", "error", err)
 			return dispatch.Result{Key: key, Disposition: dispatch.Retry, Reason: "ledger unavailable"}
 		}
-		return s.redelivered(ctx, log, cur, p, unservable)
+		return s.redelivered(ctx, log, cur, route)
 	}
 	switch {
 	case unservable != "":
@@ -244,7 +254,17 @@ func (s *Sender) Process(ctx context.Context, req notify.Request) dispatch.Resul
 		return s.unconfigured(ctx, log, c, entry)
 	}
 	log.Debug("claimed", "to", redact.Address(entry.Address))
-	return forBatch(s.dispatch.Send(ctx, c, rendered, p))
+	return forBatch(s.dispatch.SendRoute(ctx, c, rendered, picked))
+}
+
+// route returns channel's providers in order: its provider, then its
+// fallbacks.
+func (s *Sender) route(channel string) []provider.Adapter {
+	var route []provider.Adapter
+	if p := s.cfg.Providers[channel]; p != nil {
+		route = append(route, p)
+	}
+	return append(route, s.cfg.Fallbacks[channel]...)
 }
 
 // unconfigured gives up the claim of a message whose channel has no
@@ -264,29 +284,30 @@ func (s *Sender) unconfigured(ctx context.Context, log *slog.Logger, c ledger.Cl
 }
 
 // redelivered handles a request whose key already has a live row: one
-// decision (package decide), then its action (dispatch.Resolve).
-// unservable is why the request cannot be rendered ("" if it can): such a
-// request was never sent, so a takeover that would send records FAILED.
-func (s *Sender) redelivered(ctx context.Context, log *slog.Logger, cur ledger.Record, p provider.Adapter, unservable string) dispatch.Result {
+// decision (package decide, through dispatch.Decide), then its action
+// (dispatch.Resolve). The row is resolved against the provider its
+// attempt went through (dispatch.Pick over route, the providers that
+// serve the channel now) and with the message it pins: the request's own render,
+// against the tenant's latest templates, plays no part.
+func (s *Sender) redelivered(ctx context.Context, log *slog.Logger, cur ledger.Record, route []provider.Adapter) dispatch.Result {
 	key := cur.Key
 	dims := metrics.Dim{Name: "channel", Value: cur.Channel}
-	in := decide.Input{Caller: decide.Sender, Row: cur, Now: s.cfg.Now(), Configured: p != nil, Settle: s.cfg.Settle}
-	if p != nil {
-		in.Caps = p.Capabilities()
+	picked := s.dispatch.Pick(cur, route)
+	var p provider.Adapter
+	if len(picked) > 0 {
+		p = picked[0]
 	}
-	d := decide.Of(in)
-	var found provider.LookupResult
-	if d.Action == decide.LookUp {
+	in := decide.Input{Caller: decide.Sender, Row: cur, Now: s.cfg.Now(), Settle: s.cfg.Settle}
+	d, found, rec, err := s.dispatch.Decide(ctx, in, p)
+	switch {
+	case errors.Is(err, dispatch.ErrNoTime):
+		left := time.Duration(0)
 		if deadline, ok := ctx.Deadline(); ok {
-			if left := time.Until(deadline); left < decide.TakeOverBudget(s.cfg.ProviderTimeout) {
-				return dispatch.Result{Key: key, Disposition: dispatch.Retry, Reason: fmt.Sprintf("only %s left before the deadline: not starting a lookup and a send", left.Round(time.Millisecond))}
-			}
+			left = time.Until(deadline)
 		}
-		in.Lookup = decide.LookupFailed
-		if l, ok := p.(provider.Looker); ok {
-			in.Lookup, found, _ = s.dispatch.Lookup(ctx, cur, p, l)
-		}
-		d = decide.Of(in)
+		return dispatch.Result{Key: key, Disposition: dispatch.Retry, Reason: fmt.Sprintf("only %s left before the deadline: not starting a lookup and a send", left.Round(time.Millisecond))}
+	case err != nil:
+		return dispatch.Result{Key: key, Disposition: dispatch.Retry, Reason: "template store unavailable"}
 	}
 	switch d.Action {
 	case decide.Acknowledge:
@@ -304,19 +325,20 @@ func (s *Sender) redelivered(ctx context.Context, log *slog.Logger, cur ledger.R
 			log.Info("message in flight elsewhere: retry later", "lease_until", cur.LeaseUntil)
 		case p == nil:
 			s.cfg.Metrics.Count(metrics.ConfigErrors, 1, dims)
-			log.Error("no provider is configured for the channel: the message will be retried", "reason", d.Reason)
+			log.Error("no provider serves the row: the message will be retried", "reason", d.Reason, "provider", cur.Provider)
 		default:
 			log.Info("redelivery left for later", "reason", d.Reason)
 		}
 		return dispatch.Result{Key: key, Disposition: dispatch.Retry, Reason: d.Reason}
 	}
-	if d.Action == decide.Send && unservable != "" {
-		// The stored entry has no text to send (simulation seed 56697: a
-		// released row of an unrenderable request was sent empty).
-		d = decide.Decision{Action: decide.MarkFailed, Reason: unservable}
-		found = provider.LookupResult{Reason: unservable}
+	if p == nil && cur.State == ledger.StatePending {
+		// A stale first claim whose provider is gone, marked UNCERTAIN for
+		// the reconciler (decide's Wait†): counted like every row that
+		// waits for a provider.
+		s.cfg.Metrics.Count(metrics.ConfigErrors, 1, dims)
+		log.Error("no provider serves the row: marked uncertain for the reconciler", "reason", d.Reason, "provider", cur.Provider)
 	}
-	r := s.dispatch.Resolve(ctx, cur, d, p, found, s.cfg.ClaimTimeout)
+	r := s.dispatch.Resolve(ctx, rec, d, picked, found, s.cfg.ClaimTimeout)
 	if r.Attempt > 0 {
 		s.cfg.Metrics.Count(metrics.Reclaims, 1, dims)
 	}
