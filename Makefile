@@ -150,7 +150,8 @@ build: ## Build each functions/*/ as a linux bootstrap in .build/<name>/bootstra
 template: ## Regenerate what is made from template.full.yaml: its RedeliveryOutlivesClaim Rule, template.yaml, template.sar.yaml, README's guided session, docs/deploy.md's tuning table.
 	@go test -count=1 ./infra -run '^TestRedeliveryRule$$' -update
 	go test -count=1 ./infra -run '^TestVariantTemplates$$' -update
-	go test -count=1 ./infra -run '^(TestGuidedSession|TestTuningTable)$$' -update
+	go test -count=1 ./infra -run '^TestGuidedSession$$' -update
+	go test -count=1 ./infra -run '^TestTuningTable$$' -update
 	if command -v dot >/dev/null 2>&1; then $(MAKE) -s diagram; else echo "note: template.yaml may have changed the picture: make diagram (needs Graphviz)"; fi
 	echo "template.full.yaml's generated Rule, template.yaml, template.sar.yaml, README's guided session and docs/deploy.md's tuning table are up to date"
 

@@ -229,22 +229,11 @@ func quoted(xs []int) string {
 // (between its markers) replaced by rule; an error when the markers are
 // missing.
 func ReplaceRedeliveryRule(text, rule string) (string, error) {
-	i := strings.Index(text, redeliveryBegin)
-	j := strings.Index(text, redeliveryEnd)
-	if i < 0 || j < i {
-		return "", fmt.Errorf("infra: the template has no %q ... %q block", redeliveryBegin, redeliveryEnd)
-	}
-	j += len(redeliveryEnd) + 1
-	return text[:i] + rule + text[j:], nil
+	return ReplaceBlock(text, RedeliveryRuleName, rule)
 }
 
 // GeneratedRedeliveryRule returns the generated block the template text
 // holds, or "" without one.
 func GeneratedRedeliveryRule(text string) string {
-	i := strings.Index(text, redeliveryBegin)
-	j := strings.Index(text, redeliveryEnd)
-	if i < 0 || j < i {
-		return ""
-	}
-	return text[i : j+len(redeliveryEnd)+1]
+	return Block(text, RedeliveryRuleName)
 }

@@ -142,6 +142,7 @@ func (v Variant) Generate(src []byte) ([]byte, error) {
 	if err := g.run(); err != nil {
 		return nil, err
 	}
+	stripMarkers(&doc)
 	doc.HeadComment = comment(v.Header)
 	var b bytes.Buffer
 	enc := yaml.NewEncoder(&b)
@@ -194,6 +195,22 @@ func comment(lines []string) string {
 		out[i] = strings.TrimRight("# "+l, " ")
 	}
 	return strings.Join(out, "\n")
+}
+
+// stripMarkers removes the marker lines of template.full.yaml's generated
+// blocks from the comments of n and everything in it: a variant is
+// generated as a whole.
+func stripMarkers(n *yaml.Node) {
+	for _, c := range []*string{&n.HeadComment, &n.LineComment, &n.FootComment} {
+		if *c == "" {
+			continue
+		}
+		lines := slices.DeleteFunc(strings.Split(*c, "\n"), isMarker)
+		*c = strings.Join(lines, "\n")
+	}
+	for _, c := range n.Content {
+		stripMarkers(c)
+	}
 }
 
 // tri is a condition's value as far as the variant decides it.
@@ -376,8 +393,24 @@ func (g *gen) run() error {
 		for _, val := range vals {
 			list.Content = append(list.Content, &yaml.Node{Kind: yaml.ScalarNode, Value: val, Style: yaml.DoubleQuotedStyle})
 		}
-		if get(p, "AllowedValues") == nil {
-			return fmt.Errorf("infra: variant: %s has no AllowedValues to restrict", name)
+		switch {
+		case get(p, "AllowedValues") != nil:
+		case get(p, "AllowedPattern") != nil:
+			// An enumerated pattern (a route's) becomes the list of the
+			// values kept, each of which it must match.
+			re, err := regexp.Compile(get(p, "AllowedPattern").Value)
+			if err != nil {
+				return fmt.Errorf("infra: variant: %s's AllowedPattern: %w", name, err)
+			}
+			for _, val := range vals {
+				if !re.MatchString(val) {
+					return fmt.Errorf("infra: variant: %s's value %q does not match its AllowedPattern", name, val)
+				}
+			}
+			keyNode(p, "AllowedPattern").Value = "AllowedValues"
+			del(p, "ConstraintDescription")
+		default:
+			return fmt.Errorf("infra: variant: %s has neither AllowedValues nor AllowedPattern to restrict", name)
 		}
 		for i := 0; i+1 < len(p.Content); i += 2 {
 			if p.Content[i].Value == "AllowedValues" {
@@ -506,6 +539,11 @@ func (g *gen) eval(n *yaml.Node) (tri, error) {
 		if all {
 			return triOf(and), nil
 		}
+		if ref, vals, ok := g.membership(n); !and && ok {
+			// An Or of tests of one kept parameter: decided when every
+			// value it may take is in their union, or none is.
+			return g.among(ref, vals), nil
+		}
 		return unknown, nil
 	case "!Equals":
 		if len(n.Content) != 2 {
@@ -556,6 +594,34 @@ func (g *gen) nonEmpty(n *yaml.Node) bool {
 	}
 	f, ok := g.fixed[n.Value]
 	return ok && f.Tag == "!Sub" && f.Kind == yaml.ScalarNode && subVar.ReplaceAllString(f.Value, "") != ""
+}
+
+// membership returns the kept parameter's Ref that expression n tests
+// and the values for which it holds, when n is an Fn::Equals of that Ref
+// and a literal, or an Fn::Or of such tests of the same parameter.
+func (g *gen) membership(n *yaml.Node) (*yaml.Node, []string, bool) {
+	switch {
+	case n.Tag == "!Equals" && len(n.Content) == 2:
+		for i := range 2 {
+			if _, _, ok := g.keptRef(n.Content[i]); ok {
+				if v, ok := g.scalarOf(n.Content[1-i]); ok {
+					return n.Content[i], []string{v}, true
+				}
+			}
+		}
+	case n.Tag == "!Or" && len(n.Content) > 0:
+		var ref *yaml.Node
+		var vals []string
+		for _, c := range n.Content {
+			r, vs, ok := g.membership(c)
+			if !ok || ref != nil && r.Value != ref.Value {
+				return nil, nil, false
+			}
+			ref, vals = r, append(vals, vs...)
+		}
+		return ref, vals, true
+	}
+	return nil, nil, false
 }
 
 // among returns whether ref, a kept parameter's Ref, takes one of vals:
@@ -614,6 +680,24 @@ func (g *gen) simplify(n *yaml.Node) *yaml.Node {
 		m := *n
 		m.Value = g.cond(n.Value)
 		return &m
+	case "!Contains":
+		// Of a list a kept parameter is tested against, only the values
+		// it may still take are left; one is an Equals.
+		if len(n.Content) == 2 && n.Content[0].Kind == yaml.SequenceNode {
+			if _, allowed, ok := g.keptRef(n.Content[1]); ok && allowed != nil {
+				list := *n.Content[0]
+				list.Content = slices.DeleteFunc(slices.Clone(list.Content), func(c *yaml.Node) bool {
+					s, ok := g.scalarOf(c)
+					return ok && !slices.Contains(allowed, s)
+				})
+				if len(list.Content) == 1 {
+					return &yaml.Node{Kind: yaml.SequenceNode, Tag: "!Equals", Style: yaml.FlowStyle, Content: []*yaml.Node{n.Content[1], list.Content[0]}}
+				}
+				m := *n
+				m.Content = []*yaml.Node{&list, n.Content[1]}
+				return &m
+			}
+		}
 	}
 	if n.Kind == yaml.SequenceNode || n.Kind == yaml.MappingNode {
 		m := *n

@@ -1,6 +1,7 @@
 package infra
 
 import (
+	"fmt"
 	"os"
 	"slices"
 	"strings"
@@ -133,5 +134,83 @@ func TestQuickStartRules(t *testing.T) {
 		if !slices.Equal(vs, want) {
 			t.Errorf("%s: rules reject %v, want %v", tc.name, vs, want)
 		}
+	}
+}
+
+// TestVariantDecidesRoutes: a variant decides what its kept values
+// decide about a parameter tested against lists (template.full.yaml's
+// routes): an Fn::Or of Fn::Equals of one kept parameter is decided when
+// its values are all in the union or none is, what stays undecided keeps
+// only the values the parameter may take (an Fn::Contains of one becomes
+// an Fn::Equals), an enumerated AllowedPattern becomes the kept
+// AllowedValues, and the generated blocks' marker lines are gone.
+func TestVariantDecidesRoutes(t *testing.T) {
+	t.Parallel()
+	src := []byte(`Parameters:
+  P:
+    Type: String
+    Default: a
+    # BEGIN generated P routes by ` + "`make template`" + `; do not edit by hand.
+    AllowedPattern: ^(a|b|a,b|b,a)?$
+    ConstraintDescription: a route
+    # END generated P routes
+  S:
+    Type: String
+    Default: ""
+Rules:
+  # BEGIN generated rules by ` + "`make template`" + `
+  NeedsS:
+    RuleCondition: !Contains [["a", "a,b", "b,a"], !Ref P]
+    Assertions:
+      - Assert: !Not [!Equals [!Ref S, ""]]
+        AssertDescription: a needs S.
+  # END generated rules
+Conditions:
+  # BEGIN generated conditions by ` + "`make template`" + `
+  ViaA: !Or [!Equals [!Ref P, "a"], !Or [!Equals [!Ref P, "a,b"], !Equals [!Ref P, "b,a"]]]
+  Any: !Or [!Equals [!Ref P, ""], !Equals [!Ref P, "a"], !Equals [!Ref P, "b,a"]]
+  ViaB: !Or [!Equals [!Ref P, "b"], !Equals [!Ref P, "a,b"], !Equals [!Ref P, "b,a"]]
+  # END generated conditions
+Resources:
+  A:
+    Type: AWS::SNS::Topic
+    Condition: ViaA
+  Always:
+    Type: AWS::SNS::Topic
+    Condition: Any
+  B:
+    Type: AWS::SNS::Topic
+    Condition: ViaB
+`)
+	v := Variant{Keep: []Kept{{Name: "P", Values: []string{"a", ""}}, {Name: "S"}}}
+	out, err := v.Generate(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := Parse(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(out), "generated") {
+		t.Errorf("marker lines are left:\n%s", out)
+	}
+	p := got.Parameters["P"]
+	if _, ok := p["AllowedPattern"]; ok || fmt.Sprint(p["AllowedValues"]) != "[a ]" || p["ConstraintDescription"] != nil {
+		t.Errorf("P is %v, want AllowedValues [a, \"\"] and no pattern", p)
+	}
+	if c := fmt.Sprint(got.Conditions["ViaA"]); c != "map[Fn::Equals:[map[Ref:P] a]]" {
+		t.Errorf("ViaA is %s, want P equal to a", c)
+	}
+	if rc := fmt.Sprint(got.Rules["NeedsS"]["RuleCondition"]); rc != "map[Fn::Equals:[map[Ref:P] a]]" {
+		t.Errorf("NeedsS's condition is %s, want P equal to a", rc)
+	}
+	if _, ok := got.Resources["B"]; ok {
+		t.Error("B, whose condition no kept value meets, is declared")
+	}
+	if a, ok := got.Resources["Always"]; !ok || a["Condition"] != nil {
+		t.Errorf("Always, whose condition every kept value meets, is %v", a)
+	}
+	if _, ok := got.Conditions["Any"]; ok {
+		t.Error("the decided condition Any is left")
 	}
 }
