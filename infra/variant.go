@@ -50,6 +50,18 @@ type Kept struct {
 	Label string
 }
 
+// The channel providers QuickStart and ServerlessRepo ask for: of the
+// routes template.full.yaml offers, those whose providers need no setting
+// they fix (a route with Twilio needs its account, a route of two needs a
+// second provider's settings), which is one provider per channel
+// (TestVariantsOfferEveryDeployableRoute).
+var (
+	smsProvider = Kept{Name: "SmsProvider", Values: []string{"sns", ""}, Label: "SMS provider",
+		Description: "sns to send SMS through Amazon SNS, or empty to leave sms unconfigured (other providers, and routes such as twilio,sns, are template.full.yaml's)."}
+	emailProvider = Kept{Name: "EmailProvider", Values: []string{"", "ses"}, Label: "Email provider",
+		Description: "ses to send email through Amazon SES (with SesFrom), or empty to leave email unconfigured (other providers, and routes such as ses,smtp, are template.full.yaml's)."}
+)
+
 // QuickStart is template.yaml, made from template.full.yaml: the eight
 // answers (at most) a first deployment needs (`sam deploy --guided` asks
 // for every parameter), AWS's own providers (SNS for SMS and push, SES
@@ -58,9 +70,9 @@ type Kept struct {
 // publishes.
 var QuickStart = Variant{
 	Keep: []Kept{
-		{Name: "SmsProvider", Values: []string{"sns", ""}},
+		smsProvider,
 		{Name: "SnsOriginationNumber"},
-		{Name: "EmailProvider", Values: []string{"", "ses"}},
+		emailProvider,
 		{Name: "SesFrom"},
 		{Name: "AlarmEmail"},
 		{Name: "AlarmTopicArn"},
@@ -98,9 +110,9 @@ var QuickStart = Variant{
 // canary.
 var ServerlessRepo = Variant{
 	Keep: []Kept{
-		{Name: "SmsProvider", Values: []string{"sns", ""}},
+		smsProvider,
 		{Name: "SnsOriginationNumber"},
-		{Name: "EmailProvider", Values: []string{"", "ses"}},
+		emailProvider,
 		{Name: "SesFrom"},
 		{Name: "AlarmEmail"},
 		{Name: "AlarmTopicArn"},

@@ -77,7 +77,15 @@ def statements(tpl, role):
 
 
 def sid(tpl, role, name):
-    return next(s for s in statements(tpl, role) if isinstance(s, dict) and s.get("Sid") == name)
+    """The role's statement with that Sid, at the top or in a branch of an
+    Fn::If."""
+    def walk(sts):
+        for s in sts:
+            if isinstance(s, dict) and "Fn::If" in s:
+                yield from walk(s["Fn::If"][1:])
+            elif isinstance(s, dict):
+                yield s
+    return next(s for s in walk(statements(tpl, role)) if s.get("Sid") == name)
 
 
 def env(tpl, fn):
@@ -217,6 +225,20 @@ BREAKAGES = {
         "SharedRole": lambda t: res(t, "WebhookFunction").update(Role={"Fn::GetAtt": ["ApiRole", "Arn"]}),
         "SAMGeneratedRole": lambda t: res(t, "ReconcilerFunction").pop("Role"),
         "PoliciesBesideRole": lambda t: res(t, "ApiFunction").update(Policies=["AWSLambdaBasicExecutionRole"]),
+        "WebhookInvokesFunction": add("WebhookRole", {
+            "Effect": "Allow", "Action": "lambda:InvokeFunction", "Resource": {"Ref": "SmsLambdaArn"}}),
+    },
+    sendonce.LambdaProviders: {
+        "EveryFunction": lambda t: sid(t, "SenderRole", "InvokeSmsProvider").update(Resource="*"),
+        "FunctionPrefix": lambda t: sid(t, "ReconcilerRole", "InvokePushProvider").update(
+            Resource={"Fn::Sub": "arn:${AWS::Partition}:lambda:${AWS::Region}:${AWS::AccountId}:function:*"}),
+        "Unconditional": lambda t: statements(t, "SenderRole").append(sid(t, "SenderRole", "InvokeEmailProvider")),
+        "WrongChannelCondition": lambda t: sid(t, "ReconcilerRole", "InvokeSmsProvider").update(Resource={"Ref": "EmailLambdaArn"}),
+        "ChannelMissing": lambda t: sid(t, "SenderRole", "InvokePushProvider").update(Action="sns:GetTopicAttributes"),
+        "WebhookInvokes": add("WebhookRole", {"Fn::If": ["SmsInvokesFunction", {
+            "Effect": "Allow", "Action": "lambda:InvokeFunction", "Resource": {"Ref": "SmsLambdaArn"}}, {"Ref": "AWS::NoValue"}]}),
+        "ServiceWildcard": add("ApiRole", {"Effect": "Allow", "Action": "lambda:*", "Resource": {"Ref": "SmsLambdaArn"}}),
+        "NotResource": lambda t: sid(t, "SenderRole", "InvokeSmsProvider").update(NotResource={"Ref": "SmsLambdaArn"}),
     },
 }
 

@@ -395,8 +395,9 @@ LEDGER, CALLBACKS, IDEMPOTENCY, RATE, API_KEYS, TEMPLATES, ATTENTION = \
 BASE = ["logs:CreateLogStream", "logs:PutLogEvents", "xray:PutTraceSegments", "xray:PutTelemetryRecords",
         "secretsmanager:GetSecretValue", "ssm:GetParameter", "kms:Decrypt"]
 # What the sender and the reconciler need to reach the providers: SNS (SMS
-# and push), SES, and provider secrets from SSM.
-SEND = ["sns:Publish", "ses:SendEmail", "ssm:GetParameter", "kms:Decrypt"]
+# and push), SES, provider secrets from SSM, and each channel's provider
+# function (E9112 checks which).
+SEND = ["sns:Publish", "ses:SendEmail", "ssm:GetParameter", "kms:Decrypt", "lambda:InvokeFunction"]
 # Each function's least privilege: exactly the DynamoDB calls its code makes
 # on each record type (package comments of dynamoledger, webhook, api,
 # apikey), and the other actions it may hold. The reconciler never creates
@@ -472,3 +473,60 @@ def FunctionGrants(cfn):
                 yield path, f"{name}: may {sorted(got)} on {prefix!r}, want exactly {sorted(want)}"
         if other - set(want_other):
             yield path, f"{name}: holds {sorted(other - set(want_other))}, which it never calls"
+
+
+# Each channel's provider function: its parameter, and the Condition that
+# its route includes lambda and the parameter is set (infra's
+# TestRouteConditions checks what each Condition means).
+LAMBDA_PROVIDERS = {"SmsLambdaArn": "SmsInvokesFunction", "EmailLambdaArn": "EmailInvokesFunction",
+                    "PushLambdaArn": "PushInvokesFunction"}
+SENDERS = ["SenderFunction", "ReconcilerFunction"]
+
+
+def guarded(v, conds=()):
+    """Yields (conds, value) for v and, through every Fn::If, its branches,
+    conds holding the (condition, branch taken) pairs around each."""
+    if isinstance(v, dict) and len(v) == 1 and "Fn::If" in v and len(v["Fn::If"]) == 3:
+        c = v["Fn::If"][0]
+        yield from guarded(v["Fn::If"][1], conds + ((c, True),))
+        yield from guarded(v["Fn::If"][2], conds + ((c, False),))
+    elif isinstance(v, list):
+        for e in v:
+            yield from guarded(e, conds)
+    else:
+        yield conds, v
+
+
+@rule("E9112", "The sender and the reconciler invoke exactly the channels' provider functions")
+def LambdaProviders(cfn):
+    """lambda:InvokeFunction is granted to the sender's and the reconciler's
+    roles only, each time on one channel's function (the Ref of its
+    <Channel>LambdaArn parameter, as configured) under the Condition
+    <Channel>InvokesFunction (its route includes lambda, and the ARN is set),
+    and on every channel's where the template has the parameter; never on a
+    wildcard or another function."""
+    params = cfn.template.get("Parameters") or {}
+    res = cfn.template.get("Resources") or {}
+    want = {(arn, cond) for arn, cond in LAMBDA_PROVIDERS.items() if arn in params}
+    roles = {get_att((res.get(fn, {}).get("Properties") or {}).get("Role")): fn for fn in SENDERS}
+    for name, r, props in resources(cfn, "AWS::IAM::Role", "AWS::IAM::Policy", "AWS::IAM::ManagedPolicy"):
+        docs = role_docs(props) if r["Type"] == "AWS::IAM::Role" else [props.get("PolicyDocument")]
+        got = set()
+        for doc in docs:
+            for conds, st in guarded((doc or {}).get("Statement", [])):
+                if not isinstance(st, dict) or st.get("Effect") != "Allow" or \
+                        not any(a.lower() in ("lambda:invokefunction", "lambda:*", "*") for a in strings(st.get("Action"))):
+                    continue
+                if name not in roles:
+                    yield ["Resources", name], f"{name}: lambda:InvokeFunction, but only {SENDERS} invoke provider functions"
+                    continue
+                arn = (st.get("Resource") or {}).get("Ref") if isinstance(st.get("Resource"), dict) else None
+                if arn not in LAMBDA_PROVIDERS or "NotResource" in st:
+                    yield ["Resources", name], f"{name}: lambda:InvokeFunction on {st.get('Resource') or st.get('NotResource')}, want one <Channel>LambdaArn"
+                    continue
+                if (LAMBDA_PROVIDERS[arn], True) not in conds:
+                    yield ["Resources", name], f"{name}: lambda:InvokeFunction on {arn} outside Fn::If {LAMBDA_PROVIDERS[arn]} (conditions {list(conds)})"
+                    continue
+                got.add((arn, LAMBDA_PROVIDERS[arn]))
+        if name in roles and got != want:
+            yield ["Resources", name], f"{name} ({roles[name]}): invokes {sorted(got)}, want {sorted(want)}"

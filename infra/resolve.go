@@ -1,0 +1,185 @@
+package infra
+
+import (
+	"fmt"
+	"maps"
+	"strconv"
+	"strings"
+)
+
+// Pseudo holds values of CloudFormation's pseudo parameters (AWS::Region,
+// AWS::AccountId, ...) for Resolve.
+type Pseudo map[string]string
+
+// Resolve returns v (a part of the template: a resource's properties, a
+// policy) as CloudFormation makes it for the parameter values p: each
+// Fn::If becomes the branch its condition chooses, a Ref to a parameter
+// or a pseudo parameter its value, an Fn::Sub the text with the
+// parameters, pseudo parameters and its own variables it names filled in,
+// an Fn::Select of an Fn::Split the part it selects, and what becomes
+// AWS::NoValue leaves its mapping or list. What names a resource (a Ref
+// to it, Fn::GetAtt, ${Name} in an Fn::Sub) stays as it is. v itself is
+// not changed. Its error wraps ErrUnresolved: a condition it cannot
+// evaluate, or an Fn::If of another shape.
+func (t *Template) Resolve(v any, p Values, pseudo Pseudo) (any, error) {
+	r := &resolver{e: &eval{t: t, p: p}, pseudo: pseudo}
+	out, err := r.value(v)
+	if err != nil {
+		return nil, err
+	}
+	if r.isNoValue(out) {
+		return nil, nil
+	}
+	return out, nil
+}
+
+type resolver struct {
+	e      *eval
+	pseudo Pseudo
+}
+
+var noValueRef = map[string]any{"Ref": "AWS::NoValue"}
+
+func (r *resolver) isNoValue(v any) bool {
+	m := mapOf(v)
+	return len(m) == 1 && m["Ref"] == "AWS::NoValue"
+}
+
+func (r *resolver) value(v any) (any, error) {
+	switch x := v.(type) {
+	case []any:
+		out := make([]any, 0, len(x))
+		for _, e := range x {
+			rv, err := r.value(e)
+			if err != nil {
+				return nil, err
+			}
+			if !r.isNoValue(rv) {
+				out = append(out, rv)
+			}
+		}
+		return out, nil
+	case map[string]any:
+		if len(x) == 1 {
+			for fn, arg := range x {
+				switch fn {
+				case "Fn::If":
+					args, _ := arg.([]any)
+					name, _ := scalar(func() any {
+						if len(args) > 0 {
+							return args[0]
+						}
+						return nil
+					}())
+					if len(args) != 3 || name == "" {
+						return nil, fmt.Errorf("%w: Fn::If %v", ErrUnresolved, arg)
+					}
+					b, err := r.e.cond(map[string]any{"Condition": name})
+					if err != nil {
+						return nil, err
+					}
+					if b {
+						return r.value(args[1])
+					}
+					return r.value(args[2])
+				case "Ref":
+					name, _ := arg.(string)
+					if s, ok := r.pseudo[name]; ok {
+						return s, nil
+					}
+					if s, ok := r.e.p[name]; ok && r.e.t.Parameters[name] != nil {
+						return s, nil
+					}
+					return noValueOr(x, name), nil
+				case "Fn::Sub":
+					return r.sub(arg)
+				case "Fn::Select":
+					return r.sel(x, arg)
+				}
+			}
+		}
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			rv, err := r.value(e)
+			if err != nil {
+				return nil, err
+			}
+			if !r.isNoValue(rv) {
+				out[k] = rv
+			}
+		}
+		return out, nil
+	}
+	return v, nil
+}
+
+// noValueOr returns AWS::NoValue for it, else the Ref as it is.
+func noValueOr(ref map[string]any, name string) any {
+	if name == "AWS::NoValue" {
+		return noValueRef
+	}
+	return maps.Clone(ref)
+}
+
+func (r *resolver) sub(arg any) (any, error) {
+	text, ok := arg.(string)
+	vars := map[string]any{}
+	if !ok {
+		args, _ := arg.([]any)
+		if len(args) != 2 {
+			return nil, fmt.Errorf("%w: Fn::Sub %v", ErrUnresolved, arg)
+		}
+		text, _ = args[0].(string)
+		rv, err := r.value(args[1])
+		if err != nil {
+			return nil, err
+		}
+		vars = mapOf(rv)
+	}
+	out := subVar.ReplaceAllStringFunc(text, func(m string) string {
+		name := m[2 : len(m)-1]
+		if v, ok := vars[name]; ok {
+			if s, ok := scalar(v); ok {
+				return s
+			}
+			return m
+		}
+		if s, ok := r.pseudo[name]; ok {
+			return s
+		}
+		if s, ok := r.e.p[name]; ok && r.e.t.Parameters[name] != nil {
+			return s
+		}
+		return m
+	})
+	return out, nil
+}
+
+// sel resolves {"Fn::Select": [i, {"Fn::Split": [sep, s]}]} when s
+// resolves to a string; anything else stays as it is.
+func (r *resolver) sel(orig map[string]any, arg any) (any, error) {
+	args, _ := arg.([]any)
+	if len(args) != 2 {
+		return orig, nil
+	}
+	is, _ := scalar(args[0])
+	i, err := strconv.Atoi(is)
+	split, _ := mapOf(args[1])["Fn::Split"].([]any)
+	if err != nil || len(split) != 2 {
+		return orig, nil
+	}
+	sep, _ := split[0].(string)
+	rv, err := r.value(split[1])
+	if err != nil {
+		return nil, err
+	}
+	s, ok := rv.(string)
+	if !ok {
+		return orig, nil
+	}
+	parts := strings.Split(s, sep)
+	if i < 0 || i >= len(parts) {
+		return nil, fmt.Errorf("%w: Fn::Select %d of %q split on %q", ErrUnresolved, i, s, sep)
+	}
+	return parts[i], nil
+}
