@@ -44,6 +44,11 @@ var SESThresholds = map[string][]float64{
 	"Reputation.ComplaintRate": {0.001, 0.005},
 }
 
+// FailoversQuery is the Metrics Insights query of the failover alarm:
+// the Failovers of every channel, from and to whichever provider
+// (metrics.Failovers, in namespace metrics.Namespace).
+const FailoversQuery = "SELECT SUM(Failovers) FROM sendonce"
+
 // runbookAnchor matches the runbook link every alarm description ends in.
 var runbookAnchor = regexp.MustCompile(`docs/operations\.md#([a-z0-9-]+)`)
 
@@ -54,7 +59,9 @@ var runbookAnchor = regexp.MustCompile(`docs/operations\.md#([a-z0-9-]+)`)
 // recovers, and linking a runbook section that exists; an Errors and a
 // Throttles alarm on every Lambda function, under the function's own
 // Condition; and, with email through SES, an alarm at each of SES's
-// reputation thresholds (SESThresholds). Nothing wrong: nil.
+// reputation thresholds (SESThresholds); where a channel's parameter
+// allows a route of more than one provider, one alarm on FailoversQuery,
+// under Condition FailsOver when the template has it. Nothing wrong: nil.
 func CheckAlarms(cfn map[string]any, runbook string) []error {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
@@ -84,6 +91,14 @@ func CheckAlarms(cfn map[string]any, runbook string) []error {
 			anchors[slug(h)] = true
 		}
 	}
+	routes := false // a channel's parameter takes a route of more than one provider
+	for _, c := range RouteChannels {
+		param := mapOf(mapOf(cfn["Parameters"])[c.Param])
+		vals, _ := param["AllowedValues"].([]any)
+		pattern, _ := param["AllowedPattern"].(string)
+		routes = routes || strings.Contains(pattern, ",") || slices.ContainsFunc(vals, func(v any) bool { s, _ := v.(string); return strings.Contains(s, ",") })
+	}
+	failovers := 0
 	type fnAlarm struct{ fn, metric string }
 	perFunction := map[fnAlarm][]string{}
 	ses := map[string][]float64{}
@@ -103,6 +118,16 @@ func CheckAlarms(cfn map[string]any, runbook string) []error {
 		desc, _ := p["AlarmDescription"].(string)
 		if m := runbookAnchor.FindStringSubmatch(desc); m == nil || !anchors[m[1]] {
 			bad("%s: its description %q links no section of docs/operations.md", name, desc)
+		}
+		if ms, _ := p["Metrics"].([]any); len(ms) == 1 && mapOf(ms[0])["Expression"] == FailoversQuery {
+			failovers++
+			want := any(nil)
+			if _, ok := conds[FailsOverCond]; ok {
+				want = FailsOverCond
+			}
+			if r["Condition"] != want {
+				bad("%s: Condition %v, want %v (a channel's route lists more than one provider)", name, r["Condition"], want)
+			}
 		}
 		switch p["Namespace"] {
 		case "AWS/Lambda":
@@ -135,6 +160,9 @@ func CheckAlarms(cfn map[string]any, runbook string) []error {
 	}
 	if alarms == 0 {
 		bad("no alarms")
+	}
+	if routes && failovers != 1 {
+		bad("%d alarms on %q, want 1: a channel's route may list more than one provider", failovers, FailoversQuery)
 	}
 	for _, name := range slices.Sorted(maps.Keys(res)) {
 		if mapOf(res[name])["Type"] != "AWS::Lambda::Function" {

@@ -37,7 +37,8 @@ type RouteChannel struct {
 	// Param is its template parameter.
 	Param string
 	// Prefix starts the names of its Conditions: <Prefix>Via<Provider>
-	// (the route includes the provider).
+	// (the route includes the provider), <Prefix>FailsOver (it lists
+	// more than one).
 	Prefix string
 	// Providers are the providers the template can configure for it, in
 	// the order its values list them.
@@ -116,6 +117,10 @@ func (c RouteChannel) Cond(provider string) string { return c.Prefix + "Via" + t
 // not the parameter's empty default there).
 func (c RouteChannel) InvokesCond() string { return c.Prefix + "InvokesFunction" }
 
+// FailsOverCond returns the name of the Condition that the channel's
+// route lists more than one provider.
+func (c RouteChannel) FailsOverCond() string { return c.Prefix + "FailsOver" }
+
 // RouteChannelOf returns the RouteChannel of the parameter.
 func RouteChannelOf(param string) (RouteChannel, bool) {
 	i := slices.IndexFunc(RouteChannels, func(c RouteChannel) bool { return c.Param == param })
@@ -125,11 +130,14 @@ func RouteChannelOf(param string) (RouteChannel, bool) {
 	return RouteChannels[i], true
 }
 
-// The Condition of more than one channel the generated block declares.
+// The Conditions of more than one channel the generated block declares.
 const (
 	// UsesHttpCond: some channel's route includes http (whose bearer
 	// token the channels share).
 	UsesHttpCond = "UsesHttp"
+	// FailsOverCond: some channel's route lists more than one provider,
+	// so a failover can happen.
+	FailsOverCond = "FailsOver"
 )
 
 func title(s string) string { return strings.ToUpper(s[:1]) + s[1:] }
@@ -268,17 +276,26 @@ func RouteBlocks() map[string]string {
 		for _, p := range c.Providers {
 			fmt.Fprintf(&b, "  %s: %s\n", c.Cond(p), c.anyOf(c.Via(p), "    "))
 		}
+		single := []string{""}
+		for _, r := range c.Routes() {
+			if !strings.Contains(r, ",") {
+				single = append(single, r)
+			}
+		}
+		fmt.Fprintf(&b, "  %s: !Not\n    - %s\n", c.FailsOverCond(), c.anyOf(single, "      "))
 		if slices.Contains(c.Providers, "lambda") {
 			fmt.Fprintf(&b, "  %s: !And [!Condition %s, !Not [!Equals [!Ref %sLambdaArn, \"\"]]]\n", c.InvokesCond(), c.Cond("lambda"), c.Prefix)
 		}
 	}
-	var http []string
+	var http, fails []string
 	for _, c := range RouteChannels {
 		if slices.Contains(c.Providers, "http") {
 			http = append(http, "!Condition "+c.Cond("http"))
 		}
+		fails = append(fails, "!Condition "+c.FailsOverCond())
 	}
 	fmt.Fprintf(&b, "  %s: !Or [%s]\n", UsesHttpCond, strings.Join(http, ", "))
+	fmt.Fprintf(&b, "  %s: !Or [%s]\n", FailsOverCond, strings.Join(fails, ", "))
 	b.WriteString(end("  ", RouteConditionsBlock))
 	out[RouteConditionsBlock] = b.String()
 

@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sns"
 
 	"github.com/sendonce/sendonce/internal/lambdaenv"
+	"github.com/sendonce/sendonce/internal/metrics"
 	"github.com/sendonce/sendonce/internal/provider/lambdaprovider"
 	"github.com/sendonce/sendonce/internal/provider/registry"
 )
@@ -428,5 +429,43 @@ func TestVariantsOfferEveryDeployableRoute(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestFailoversAlarm: template.full.yaml alarms on the Failovers the code
+// records (metrics.Failovers in metrics.Namespace), summed over channel,
+// from and to, reaching a person when it fires and when it recovers
+// (CheckAlarms), only where a route lists more than one provider; the
+// variants, which offer no route, have none.
+func TestFailoversAlarm(t *testing.T) {
+	t.Parallel()
+	if want := "SELECT SUM(" + metrics.Failovers + ") FROM " + metrics.Namespace; FailoversQuery != want {
+		t.Errorf("FailoversQuery is %q, want %q", FailoversQuery, want)
+	}
+	cfn := translate(t, "template.full.yaml")
+	alarm := mapOf(mapOf(cfn["Resources"])["FailoversAlarm"])
+	p := mapOf(alarm["Properties"])
+	if alarm["Condition"] != FailsOverCond || p["ComparisonOperator"] != "GreaterThanThreshold" || p["Threshold"] != 0.0 ||
+		!slices.Equal(strs(p["OKActions"]), strs(AlarmTarget)) || !slices.Equal(strs(p["AlarmActions"]), strs(AlarmTarget)) {
+		t.Errorf("FailoversAlarm: %v", alarm)
+	}
+	for _, name := range []string{"template.yaml", "template.sar.yaml"} {
+		if mapOf(translate(t, name)["Resources"])["FailoversAlarm"] != nil {
+			t.Errorf("%s, which offers no route, has a failover alarm", name)
+		}
+	}
+	if errs := CheckAlarms(cfn, runbook(t)); len(errs) != 0 {
+		t.Errorf("CheckAlarms: %v", errs)
+	}
+	if errs := CheckAlarms(cfn, strings.Replace(runbook(t), "\n## Failovers\n", "\n## Failing over\n", 1)); len(errs) != 1 {
+		t.Errorf("CheckAlarms on a runbook without the Failovers section: %v, want FailoversAlarm's link reported", errs)
+	}
+	delete(alarm, "Condition")
+	if errs := CheckAlarms(cfn, runbook(t)); len(errs) == 0 {
+		t.Error("CheckAlarms misses a failover alarm without its Condition")
+	}
+	delete(mapOf(cfn["Resources"]), "FailoversAlarm")
+	if errs := CheckAlarms(cfn, runbook(t)); len(errs) == 0 {
+		t.Error("CheckAlarms misses a template with routes and no failover alarm")
 	}
 }

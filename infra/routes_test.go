@@ -195,15 +195,18 @@ func TestRouteValues(t *testing.T) {
 // on every route of every channel (the other channels unconfigured, or
 // on routes of three), without the providers' settings and with them:
 // each must hold exactly when its route includes its provider
-// (<Channel>Via<Provider>), or includes lambda and the channel's function
-// is set (<Channel>InvokesFunction); UsesHttp when some route includes
-// http; and tpl must have no other such Condition.
+// (<Channel>Via<Provider>), lists more than one (<Channel>FailsOver), or
+// includes lambda and the channel's function is set
+// (<Channel>InvokesFunction); UsesHttp when some route includes http,
+// FailsOver when some route lists more than one provider; and tpl must
+// have no other such Condition.
 func routeConditionErrors(tpl *Template) []string {
 	want := map[string]func(Values) bool{}
 	for _, c := range RouteChannels {
 		for _, pr := range c.Providers {
 			want[c.Cond(pr)] = func(q Values) bool { return slices.Contains(providersOf(q[c.Param]), pr) }
 		}
+		want[c.FailsOverCond()] = func(q Values) bool { return len(providersOf(q[c.Param])) > 1 }
 		if slices.Contains(c.Providers, "lambda") {
 			want[c.InvokesCond()] = func(q Values) bool {
 				return slices.Contains(providersOf(q[c.Param]), "lambda") && q[c.Prefix+"LambdaArn"] != ""
@@ -213,9 +216,12 @@ func routeConditionErrors(tpl *Template) []string {
 	want[UsesHttpCond] = func(q Values) bool {
 		return slices.ContainsFunc(RouteChannels, func(c RouteChannel) bool { return slices.Contains(providersOf(q[c.Param]), "http") })
 	}
+	want[FailsOverCond] = func(q Values) bool {
+		return slices.ContainsFunc(RouteChannels, func(c RouteChannel) bool { return len(providersOf(q[c.Param])) > 1 })
+	}
 	var errs []string
 	for name := range tpl.Conditions {
-		if _, ok := want[name]; !ok && (strings.Contains(name, "Via") || strings.HasSuffix(name, "InvokesFunction")) {
+		if _, ok := want[name]; !ok && (strings.Contains(name, "Via") || strings.HasSuffix(name, "FailsOver") || strings.HasSuffix(name, "InvokesFunction")) {
 			errs = append(errs, fmt.Sprintf("Condition %s is not a route Condition of RouteChannels", name))
 		}
 	}
@@ -320,6 +326,9 @@ func TestRouteChecksCatchBreakage(t *testing.T) {
 		}, routeConditionErrors},
 		"StaleCondition": {func(tpl *Template) {
 			tpl.Conditions["EmailViaSns"] = map[string]any{"Fn::Equals": []any{map[string]any{"Ref": "EmailProvider"}, "sns"}}
+		}, routeConditionErrors},
+		"FailsOverOnOneChannel": {func(tpl *Template) {
+			tpl.Conditions["FailsOver"] = map[string]any{"Condition": "SmsFailsOver"}
 		}, routeConditionErrors},
 		"InvokesWithoutTheRoute": {func(tpl *Template) {
 			tpl.Conditions["PushInvokesFunction"] = map[string]any{"Fn::Not": []any{map[string]any{"Fn::Equals": []any{map[string]any{"Ref": "PushLambdaArn"}, ""}}}}
