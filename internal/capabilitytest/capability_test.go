@@ -172,9 +172,11 @@ func process(t *testing.T, s *sender.Sender, r notify.Request, want dispatch.Dis
 }
 
 // TestIdempotentSends: the simulator accepts, then never answers. The
-// adapter promises idempotent sends, so the sender releases the claim
-// (nothing is UNCERTAIN) and the redelivery repeats the send with the same
-// Idempotency-Key, which the provider answers with the original message.
+// attempt is ambiguous, so the row is UNCERTAIN (never released: only a
+// repeat through this provider is harmless). The reconciler cannot look
+// it up (the lookup fails), but the adapter promises idempotent sends, so
+// it repeats the send with the same Idempotency-Key, which the provider
+// answers with the original message.
 func TestIdempotentSends(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -193,16 +195,19 @@ func TestIdempotentSends(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	process(t, s, r, dispatch.Retry)
-	row := b.wantState(t, key, ledger.StatePending)
-	if !row.Released || row.Attempts != 1 {
-		t.Errorf("after the timeout: released %v, attempts %d; want released after 1 attempt", row.Released, row.Attempts)
+	process(t, s, r, dispatch.Uncertain)
+	row := b.wantState(t, key, ledger.StateUncertain)
+	if row.Released || row.Attempts != 1 {
+		t.Errorf("after the timeout: released %v, attempts %d; want not released after 1 attempt", row.Released, row.Attempts)
 	}
 	if got := sim.Delivered(key); got != 1 {
 		t.Fatalf("after the timeout the simulator delivered %d, want 1 (it accepted before hanging)", got)
 	}
 
-	process(t, s, r, dispatch.Sent)
+	if err := sim.AddFault(simulator.Fault{Kind: simulator.FaultStatus, Op: simulator.OpLookup, Status: 503, Count: 1}); err != nil {
+		t.Fatal(err)
+	}
+	b.run(t, b.reconciler(t, "sms", p), reconcile.ActionResent)
 	msgs := sim.Messages()
 	if len(msgs) != 1 {
 		t.Fatalf("simulator accepted %d messages, want 1", len(msgs))

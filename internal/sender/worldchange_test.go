@@ -351,3 +351,34 @@ func TestStaleFirstClaimThatMustWaitIsIndexed(t *testing.T) {
 		t.Errorf("result %+v, twilio holds %d; want nothing sent", res, len(w.twilio.Messages()))
 	}
 }
+
+// TestProviderSwitchAfterAnAmbiguousAttemptThroughAProviderThatDropsRepeats:
+// the http provider accepted the message and the answer was lost. A
+// repeat through http is harmless, so the attempt used to be released;
+// but a release says nothing was sent, and after a switch to Twilio the
+// redelivery sent the message again through Twilio. The attempt is
+// UNCERTAIN instead, and it is settled only through http.
+func TestProviderSwitchAfterAnAmbiguousAttemptThroughAProviderThatDropsRepeats(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	r := req("evt-switch-idempotent")
+	if err := w.sim.AddFault(simulator.Fault{Kind: simulator.FaultTimeoutAfterAccept, Count: 1}); err != nil {
+		t.Fatal(err)
+	}
+	w.sender(t, w.http).Process(context.Background(), r)
+	if w.sim.Delivered(r.Key()) != 1 {
+		t.Fatal("the simulator did not accept the first attempt")
+	}
+	// The deployment now sends SMS through Twilio.
+	w.clock.Advance(time.Minute + settleTime)
+	w.sender(t, w.tw).Process(context.Background(), r)
+	w.run(t, w.reconciler(t, w.tw))
+	if n := len(w.twilio.Messages()); n != 0 {
+		t.Fatalf("twilio holds %d messages of one http already accepted: sent twice", n)
+	}
+	// Back on http: settled by its lookup.
+	w.run(t, w.reconciler(t, w.http))
+	if row := w.row(t, r.Key()); row.State != ledger.StateSent || w.sim.Delivered(r.Key()) != 1 {
+		t.Errorf("row %s, http delivered %d; want SENT, delivered once", row.State, w.sim.Delivered(r.Key()))
+	}
+}
