@@ -230,8 +230,11 @@ type lane struct {
 	// messages it found there and sent back to the queue.
 	deadLetters []localpipeline.DeadLetter
 	redriven    int
-	// tc is the lane's template change (nil: none).
+	// tc is the lane's template change (nil: none); fed counts the
+	// first-wave bodies enqueued so far (the feeding loop's; the first
+	// wave is the feeder's first bodies, so its indices are theirs).
 	tc   *templateRun
+	fed  int
 	logf func(format string, args ...any)
 }
 
@@ -282,6 +285,15 @@ func Run(ctx context.Context, o Options) (rep Report, err error) {
 
 	proxy := NewProxy(o.DynamoDBEndpoint, o.Storm, proxySeed)
 	defer proxy.Close()
+	sqsFront, err := NewSQSFront(o.MotoEndpoint)
+	if err != nil {
+		return Report{}, fmt.Errorf("chaos: moto_server endpoint: %w", err)
+	}
+	sqsURL, stopFront, err := serve(sqsFront)
+	if err != nil {
+		return Report{}, err
+	}
+	defer stopFront()
 	var instMu sync.Mutex
 	instances := map[string]*rie.Instance{} // proxy tag → instance
 	var twinOn atomic.Bool
@@ -326,7 +338,7 @@ func Run(ctx context.Context, o Options) (rep Report, err error) {
 		}
 		n = max(1, min(n, left))
 		left -= n
-		l, err := startLane(ctx, o, d, n, i, seeds(), boot, proxy, twin, logf, func(tag string, inst *rie.Instance) {
+		l, err := startLane(ctx, o, d, n, i, seeds(), boot, proxy, sqsURL, twin, logf, func(tag string, inst *rie.Instance) {
 			instMu.Lock()
 			instances[tag] = inst
 			instMu.Unlock()
@@ -565,10 +577,10 @@ func channelsOf(d Lane) string {
 	return strings.Join(s, "+")
 }
 
-// startLane starts lane d's counterpart and pipeline and builds its
-// workload of n messages. A lane returned with an error must still be
+// startLane starts lane d's counterpart and pipeline (reaching moto_server
+// at sqsURL, the SQSFront) and builds its workload of n messages. A lane returned with an error must still be
 // closed.
-func startLane(ctx context.Context, o Options, d Lane, n, idx int, seed uint64, boot localpipeline.Bootstraps, proxy *Proxy,
+func startLane(ctx context.Context, o Options, d Lane, n, idx int, seed uint64, boot localpipeline.Bootstraps, proxy *Proxy, sqsURL string,
 	twin func([]types.Message) []types.Message, logf func(string, ...any), register func(string, *rie.Instance)) (*lane, error) {
 	cp, err := d.New(ctx, o, seed)
 	if err != nil {
@@ -582,7 +594,9 @@ func startLane(ctx context.Context, o Options, d Lane, n, idx int, seed uint64, 
 	}
 	var endpointErr error
 	po := localpipeline.Options{
-		DynamoDBEndpoint: o.DynamoDBEndpoint, MotoEndpoint: o.MotoEndpoint, RIE: o.RIE,
+		// SQS (and the rest of moto) through the front that keeps
+		// moto_server's SQS from losing messages (SQSFront).
+		DynamoDBEndpoint: o.DynamoDBEndpoint, MotoEndpoint: sqsURL, RIE: o.RIE,
 		TemplateTenants: []string{"chaos-" + d.Name}, // the lane's workload tenant (below)
 		Bootstraps:      boot,
 		SenderInstances: d.Instances, VisibilityTimeout: o.VisibilityTimeout, ClaimTimeout: o.ClaimTimeout,
@@ -627,7 +641,7 @@ func startLane(ctx context.Context, o Options, d Lane, n, idx int, seed uint64, 
 		Channels: d.Channels, AddressBase: idx*1000000 + arng.IntN(900000),
 	})
 	if tc := d.TemplateChange; tc != nil {
-		l.w = tc.addParam(l.w, cmp.Or(o.MaxDepth, localpipeline.DefaultMaxDepth), rand.New(rand.NewPCG(seed, 0x7e3)))
+		l.w = tc.addParam(l.w, rand.New(rand.NewPCG(seed, 0x7e3)))
 		l.tc = newTemplateRun(tc, "chaos-"+d.Name, o.DynamoDBEndpoint, p.Table)
 	}
 	if d.Workload != nil {
@@ -677,18 +691,20 @@ func (l *lane) feedLoop(ctx context.Context) {
 	}
 }
 
-// changeTemplate puts the lane's template versions that are due by the
-// share of its valid messages the provider has accepted (the feeding
-// loop's).
+// changeTemplate carries the lane's template change on by the share of
+// its first wave enqueued so far (the feeding loop's).
 func (l *lane) changeTemplate(ctx context.Context) {
-	if l.tc == nil {
+	if l.tc == nil || len(l.w.First) == 0 {
 		return
+	}
+	for l.fed < len(l.w.First) && !l.feed.EnqueuedAt(l.fed).IsZero() {
+		l.fed++
 	}
 	var throttle func(bool)
 	if t, ok := l.cp.(interface{ Throttle(on bool) }); ok {
 		throttle = t.Throttle
 	}
-	for _, line := range l.tc.step(ctx, float64(l.cp.Sent())/float64(max(1, l.valid())), time.Now(), throttle) {
+	for _, line := range l.tc.step(ctx, float64(l.fed)/float64(len(l.w.First)), time.Now(), throttle) {
 		l.logf("lane %s: %s", l.def.Name, line)
 	}
 }

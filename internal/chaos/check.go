@@ -583,11 +583,11 @@ type TemplateReport struct {
 // VersionCount is what happened with one version of a changed template.
 type VersionCount struct {
 	Version int
-	// Accepted is the share of the lane's messages its provider had
-	// accepted when it was put (0 for version 1, stored at start); At how
-	// long after the faults started.
-	Accepted float64
-	At       time.Duration
+	// Fed is the share of the lane's first wave enqueued when it was put
+	// (0 for version 1, stored at start); At how long after the faults
+	// started.
+	Fed float64
+	At  time.Duration
 	// Pinned counts the rows that pin it; Received the messages the
 	// provider took with its text.
 	Pinned, Received int

@@ -172,7 +172,7 @@ func (r Report) WriteTable(out io.Writer) {
 		for _, v := range tr.Versions {
 			put := "at start"
 			if v.Version > 1 {
-				put = fmt.Sprintf("%s into the faults, %.0f%% of the lane accepted", v.At.Round(time.Second), 100*v.Accepted)
+				put = fmt.Sprintf("%s into the faults, %.0f%% of the lane enqueued", v.At.Round(time.Second), 100*v.Fed)
 			}
 			fmt.Fprintf(tw, "%s (%s)\t%d\t%s\t%d\t%d\n", tr.Template, l.Name, v.Version, put, v.Pinned, v.Received)
 		}

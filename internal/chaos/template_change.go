@@ -20,14 +20,14 @@ import (
 
 // TemplateChange is a tenant's change of one stored template while its
 // lane runs: new versions put one after the other as the lane's
-// messages are accepted by its provider, the last one needing a parameter
-// that only the messages enqueued after it was put carry (the producer
-// was upgraded with it; the messages enqueued before lack it). Many of
-// those are claimed but not yet sent when it is put: the provider
-// throttles the lane (429 to every send) from shortly before the put to
-// shortly after, so the messages then in flight are claimed, released
-// and sent again only once the version that cannot render them is live
-// (as are rows uncertain, or held by a worker that died).
+// workload is enqueued, the last one needing a parameter that only the
+// messages enqueued after it fell due carry (the producer was upgraded
+// with it; the messages enqueued before lack it). Many of those are
+// claimed but not yet sent when it is put: the provider throttles the
+// lane (429 to every send) from shortly before the put to shortly after,
+// so the messages then in the queue are claimed, released and sent again
+// only once the version that cannot render them is live (as are rows
+// uncertain, or held by a worker that died).
 //
 // What the verdict demands (lane.check): every message a provider took
 // carries the text of the version its ledger row pins, rendered on its
@@ -41,12 +41,11 @@ type TemplateChange struct {
 	// holds the example templates as version 1).
 	Template, Channel string
 	// Versions are put in order, each once the share At of the lane's
-	// valid messages has been accepted by its provider: version 2, 3, ...
+	// first wave has been enqueued: version 2, 3, ...
 	Versions []TemplateVersion
 	// Param is the parameter the producer adds, with one of ParamValues,
-	// to the messages after those enqueued when the last version falls
-	// due: from the share At of the last version plus the queue's depth
-	// bound plus ParamLead messages on, in feed order (paramFrom).
+	// to the messages enqueued from ParamLead messages after the last
+	// version fell due on (paramFrom).
 	Param       string
 	ParamLead   int
 	ParamValues []string
@@ -62,8 +61,8 @@ type TemplateChange struct {
 
 // TemplateVersion is one version a TemplateChange puts.
 type TemplateVersion struct {
-	// At is the share of the lane's valid messages accepted by its
-	// provider before the version is put.
+	// At is the share of the lane's first wave enqueued before the
+	// version falls due.
 	At float64
 	// Text is the version's text (sms).
 	Text string
@@ -85,19 +84,16 @@ var orderShippedChange = &TemplateChange{
 }
 
 // paramFrom is the index (in feed order) of the first of n messages that
-// carries c.Param, for a queue bounded at depth: when the share At of the
-// last version has been accepted, about that many messages more are
-// enqueued (the queue), and the producer's upgrade comes ParamLead
-// messages after them.
-func (c *TemplateChange) paramFrom(n, depth int) int {
+// carries c.Param: ParamLead after the last version falls due.
+func (c *TemplateChange) paramFrom(n int) int {
 	last := c.Versions[len(c.Versions)-1].At
-	return min(n, int(last*float64(n))+depth+c.ParamLead)
+	return min(n, int(last*float64(n))+c.ParamLead)
 }
 
 // addParam gives the messages of c's template from c.paramFrom on the
 // parameter c.Param (the upgraded producer).
-func (c *TemplateChange) addParam(w localpipeline.Workload, depth int, rng *rand.Rand) localpipeline.Workload {
-	from := c.paramFrom(len(w.Messages), depth)
+func (c *TemplateChange) addParam(w localpipeline.Workload, rng *rand.Rand) localpipeline.Workload {
+	from := c.paramFrom(len(w.Messages))
 	return rewrite(w, func(i int, r *notify.Request) bool {
 		if i < from || r.Template != c.Template || string(r.Channel) != c.Channel || r.Content != nil {
 			return false
@@ -171,28 +167,28 @@ type templateRun struct {
 // putVersion is a version put during the run.
 type putVersion struct {
 	Version int
-	// At is when it was put; Accepted the share of the lane's valid
-	// messages its provider had accepted by then.
-	At       time.Time
-	Accepted float64
+	// At is when it was put; Fed the share of the lane's first wave
+	// enqueued by then.
+	At  time.Time
+	Fed float64
 }
 
 func newTemplateRun(c *TemplateChange, tenant, ddbEndpoint, table string) *templateRun {
 	return &templateRun{c: c, tenant: tenant, store: dynamotemplates.New(testenv.DynamoDBAt(ddbEndpoint), table)}
 }
 
-// step carries the change on at now, once the share accepted of the
-// lane's messages was accepted: it puts each version that is due; for the
+// step carries the change on at now, once the share fed of the lane's
+// first wave was enqueued: it puts each version that is due; for the
 // last one, with c.Throttle set and a throttle to call, it first turns
 // the throttle on, puts the version c.ThrottleLead later, and turns the
 // throttle off c.Throttle after it began. It returns a line per event.
-func (t *templateRun) step(ctx context.Context, accepted float64, now time.Time, throttle func(on bool)) []string {
+func (t *templateRun) step(ctx context.Context, fed float64, now time.Time, throttle func(on bool)) []string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	var lines []string
 	for t.err == nil && len(t.put) < len(t.c.Versions) {
 		v := t.c.Versions[len(t.put)]
-		if accepted < v.At && t.throttled.IsZero() {
+		if fed < v.At && t.throttled.IsZero() {
 			break
 		}
 		if len(t.put) == len(t.c.Versions)-1 && t.c.Throttle > 0 && throttle != nil {
@@ -211,8 +207,8 @@ func (t *templateRun) step(ctx context.Context, accepted float64, now time.Time,
 			lines = append(lines, t.err.Error())
 			break
 		}
-		t.put = append(t.put, putVersion{Version: got.Version, At: now, Accepted: accepted})
-		lines = append(lines, fmt.Sprintf("template %s: version %d put (%.0f%% of the lane's messages accepted)", t.id(), got.Version, 100*accepted))
+		t.put = append(t.put, putVersion{Version: got.Version, At: now, Fed: fed})
+		lines = append(lines, fmt.Sprintf("template %s: version %d put (%.0f%% of the lane's first wave enqueued)", t.id(), got.Version, 100*fed))
 	}
 	if !t.throttled.IsZero() && !t.unthrottled && (!now.Before(t.throttled.Add(t.c.Throttle)) || t.err != nil) {
 		t.unthrottled = true
@@ -314,7 +310,7 @@ func (l *lane) templateReport() *TemplateReport {
 	tr := &TemplateReport{Template: l.tc.id().String(), Versions: []VersionCount{{Version: 1}}}
 	put, _ := l.tc.Put()
 	for _, p := range put {
-		tr.Versions = append(tr.Versions, VersionCount{Version: p.Version, Accepted: p.Accepted, At: p.At.Sub(l.tc.since)})
+		tr.Versions = append(tr.Versions, VersionCount{Version: p.Version, Fed: p.Fed, At: p.At.Sub(l.tc.since)})
 	}
 	return tr
 }
