@@ -63,6 +63,12 @@ type LaneReport struct {
 	// lookup that could not prove them (ByContent: resent or abandoned);
 	// ProvenByLookup those the reconciler resolved by a lookup's proof.
 	PolicySettled, ProvenByLookup int
+	// MissesOthers counts the ByContent misses (AbandonedByPolicy) whose
+	// every message with the same recipient and text at the provider is
+	// another key's, as that key's row shows (its callback recorded the
+	// message's id): a lookup that also searched the ledger for those ids
+	// would have proven "no record" and sent them.
+	MissesOthers int
 	// FailedUnrenderable counts FAILED rows that hold no message: first
 	// claimed after a template version that cannot render them was put
 	// (Lane.TemplateChange); nothing was sent.
@@ -154,6 +160,8 @@ func (l *lane) check(ctx context.Context, lostKeys map[string][]string) (LaneRep
 	}
 	tr := l.templateReport()
 	lr.Template = tr
+	rowIDs := map[string]string{} // key → the provider id its row holds
+	var abandoned []missCase      // ByContent misses
 	if l.tc != nil {
 		if _, err := l.tc.Put(); err != nil {
 			errs = append(errs, err)
@@ -187,12 +195,21 @@ func (l *lane) check(ctx context.Context, lostKeys map[string][]string) (LaneRep
 			continue
 		}
 		lr.States[state]++
+		rowIDs[m.Key] = rec.ProviderMessageID
+		if capability == ByContent && state == ledger.StateAbandoned && delivered[m.Key] == 0 {
+			abandoned = append(abandoned, missCase{key: m.Key, to: m.Address, text: l.tc.texts(request(m))[rec.TemplateVersion]})
+		}
+		before := lr.AbandonedByPolicy
 		l.judge(&lr, cc, facts{
 			m: m, capability: capability, n: n, status: status[m.Key], rec: rec, state: state,
 			lost: lostKeys[m.Key], evidence: evidence, onDLQ: onDLQ[m.Body], enqueued: l.feed.EnqueuedAt(l.first[m.Body]),
 			recorded: isRecorder, owner: owner, idStatus: idStatus, accepted: accepted[m.Key],
 		}, tr, add)
+		if lr.AbandonedByPolicy == before && len(abandoned) > 0 && abandoned[len(abandoned)-1].key == m.Key {
+			abandoned = abandoned[:len(abandoned)-1] // not a miss
+		}
 	}
+	lr.MissesOthers = missesOthers(abandoned, rowIDs, accepted)
 	if caps[Neither] {
 		lr.Capability = Neither
 	}
@@ -408,6 +425,39 @@ func (l *lane) judge(lr *LaneReport, cc *ClassCount, f facts, tr *TemplateReport
 	if capability == ByContent && state != ledger.StateAbandoned && ev.policyResend {
 		lr.PolicySettled++
 	}
+}
+
+// missCase is a ByContent miss: its key, recipient and the text its row
+// pins (what its lookups searched for).
+type missCase struct{ key, to, text string }
+
+// missesOthers counts the misses whose every message at the provider with
+// the same recipient and text belongs to another key whose row holds
+// that message's id (there is at least one: else the lookup would have
+// found no record).
+func missesOthers(misses []missCase, rowIDs map[string]string, accepted map[string][]acceptedMessage) int {
+	type content struct{ to, body string }
+	byContent := map[content][]acceptedMessage{}
+	for _, as := range accepted {
+		for _, a := range as {
+			c := content{a.To, a.Body}
+			byContent[c] = append(byContent[c], a)
+		}
+	}
+	n := 0
+	for _, m := range misses {
+		same := byContent[content{m.to, m.text}]
+		others := len(same) > 0
+		for _, a := range same {
+			if a.Key == m.key || rowIDs[a.Key] != a.ID {
+				others = false
+			}
+		}
+		if others {
+			n++
+		}
+	}
+	return n
 }
 
 // DumpEnv names a directory into which a run writes every function

@@ -156,6 +156,8 @@ func (r Report) WriteTable(out io.Writer) {
 		}
 		fmt.Fprintf(out, "%s lookups: %d resolved by the reconciler with a proven lookup; %d settled by class policy after a lookup that proved nothing (a message with the same text, no callback for the key); %d of %d rows hold a provider id\n",
 			l.Name, l.ProvenByLookup, l.PolicySettled, l.RowsWithID, l.N)
+		fmt.Fprintf(out, "%s misses by policy: %d of %d had at the provider only messages with their text whose ids other keys' rows hold (their callbacks): a lookup that also searched the ledger for those ids would have proven \"no record\" and sent them\n",
+			l.Name, l.MissesOthers, l.AbandonedByPolicy)
 		if cb := l.Callbacks; cb != nil {
 			fmt.Fprintf(out, "%s status callbacks: %d messages accepted (%d without a callback URL); %d callbacks taken by the webhook, %d posts retried, %d given up\n",
 				l.Name, cb.Accepted, cb.WithoutURL, cb.Posted, cb.Retried, cb.GaveUp)

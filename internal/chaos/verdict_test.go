@@ -266,3 +266,33 @@ func TestTemplateChangeStep(t *testing.T) {
 		}
 	}
 }
+
+// TestMissesOthers: a miss counts when every message with its recipient
+// and text at the provider is another key's and that key's row holds its
+// id; not when one of them is unclaimed, or when there is none.
+func TestMissesOthers(t *testing.T) {
+	t.Parallel()
+	accepted := map[string][]acceptedMessage{
+		"b": {{Key: "b", ID: "SMb", To: "+1", Body: "hi"}},
+		"c": {{Key: "c", ID: "SMc", To: "+2", Body: "hi"}},
+		"d": {{Key: "d", ID: "SMd", To: "+2", Body: "hi"}},
+	}
+	rowIDs := map[string]string{"b": "SMb", "c": "SMc", "d": ""}
+	for _, tc := range []struct {
+		name string
+		miss missCase
+		want int
+	}{
+		{"OnlyAnotherKeysProvenMessage", missCase{"a", "+1", "hi"}, 1},
+		{"OneUnclaimed", missCase{"a", "+2", "hi"}, 0},
+		{"OtherText", missCase{"a", "+1", "bye"}, 0},
+		{"OtherRecipient", missCase{"a", "+3", "hi"}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			if got := missesOthers([]missCase{tc.miss}, rowIDs, accepted); got != tc.want {
+				t.Errorf("missesOthers = %d, want %d", got, tc.want)
+			}
+		})
+	}
+}
