@@ -44,7 +44,11 @@ func NewSQSFront(target string) (*SQSFront, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &SQSFront{proxy: httputil.NewSingleHostReverseProxy(u), queues: map[string]*sync.Mutex{}}, nil
+	proxy := httputil.NewSingleHostReverseProxy(u)
+	// A caller that gave up (a long poll cut short when a run stops) is
+	// no news: answer 502 without a log line.
+	proxy.ErrorHandler = func(w http.ResponseWriter, _ *http.Request, _ error) { w.WriteHeader(http.StatusBadGateway) }
+	return &SQSFront{proxy: proxy, queues: map[string]*sync.Mutex{}}, nil
 }
 
 func (f *SQSFront) ServeHTTP(w http.ResponseWriter, r *http.Request) {
