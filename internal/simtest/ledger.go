@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -126,6 +127,7 @@ func (l *simLedger) Claim(ctx context.Context, e ledger.Entry, lease time.Durati
 		w.tracef(e.Key, "%s claim %s: ok (attempt 1)", wk.name, w.short(e.Key))
 	} else if cur, ok := ledger.AsConflict(err); ok {
 		w.observeConflict(wk, cur)
+		w.noteStale(wk, cur)
 		w.tracef(e.Key, "%s claim %s: conflict (%s, attempt %d, released=%v)", wk.name, w.short(e.Key), cur.State, cur.Attempts, cur.Released)
 	} else {
 		w.tracef(e.Key, "%s claim %s: error %v", wk.name, w.short(e.Key), err)
@@ -137,6 +139,7 @@ func (l *simLedger) TakeOver(ctx context.Context, cur ledger.Record, lease time.
 	wk := l.begin(ctx, "takeover", cur.Key)
 	defer l.end()
 	w := l.w
+	delete(w.staleSeen, heldKey{wk.id, cur.Key})
 	kt := w.truth(cur.Key)
 	f := w.writeFault(wk)
 	now := w.ledgerNow()
@@ -145,6 +148,7 @@ func (l *simLedger) TakeOver(ctx context.Context, cur ledger.Record, lease time.
 		return ledger.Claim{Key: cur.Key, ClaimID: w.newClaimID(), Attempt: cur.Attempts + 1, LeaseUntil: now.Add(lease), AttemptedAt: now}, fmt.Errorf("simledger: takeover: %w", w.faultErr(f))
 	}
 	latest := kt.claimID
+	before, _ := l.inner.Get(ctx, cur.Key)
 	c, err := l.inner.TakeOver(ctx, cur, lease)
 	if err == nil {
 		if latest != "" && cur.ClaimID != latest {
@@ -157,7 +161,7 @@ func (l *simLedger) TakeOver(ctx context.Context, cur ledger.Record, lease time.
 		// can neither drop a repeat nor be asked.
 		// A released policy resend passes the policy on: the message may
 		// still have gone out before it.
-		if wk.service == "reconciler" && !cur.Released && w.policyResends(cur) {
+		if w.policyResend(wk, before) {
 			a.policyResend = true
 		}
 		if p := w.attempts[cur.ClaimID]; cur.Released && p != nil && p.policyResend {
@@ -194,6 +198,7 @@ func (l *simLedger) Mark(ctx context.Context, c ledger.Claim, o ledger.Outcome) 
 	wk := l.begin(ctx, "mark", c.Key)
 	defer l.end()
 	w := l.w
+	delete(w.staleSeen, heldKey{wk.id, c.Key})
 	if o.State == ledger.StateFailed {
 		// Nothing was delivered: the dispatcher retries a failed FAILED
 		// mark as it retries a Release.
@@ -230,8 +235,12 @@ func (l *simLedger) Mark(ctx context.Context, c ledger.Claim, o ledger.Outcome) 
 		switch o.State {
 		case ledger.StateSent:
 			if kt.delivered() == 0 {
-				w.violate(InvSentUndelivered, c.Key, "row marked SENT but the provider never accepted the message")
+				w.violate(InvSentUndelivered, c.Key, "row marked SENT but no provider ever accepted the message")
+			} else if id := o.ProviderMessageID; id != "" && !slices.ContainsFunc(kt.deliveries, func(d delivery) bool { return d.id == id }) {
+				w.violate(InvSentUndelivered, c.Key, fmt.Sprintf("row marked SENT with provider message %s, which is not one of its own", id))
 			}
+		case ledger.StateFailed:
+			w.checkFailed(c.Key, before, o.Reason)
 		case ledger.StateAbandoned:
 			if !kt.maybeDelivered(w) && w.now().Sub(before.CreatedAt) < maxAge {
 				w.violate(InvAbandoned, c.Key, fmt.Sprintf("ABANDONED (%q, attempt %d) though no provider call could have delivered it%s", o.Reason, c.Attempt, kt.cause(o.Reason)))
