@@ -75,9 +75,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		SenderInstances:  *instances,
 		Simulator: simulator.Options{
 			// The generic HTTP provider honours Idempotency-Key
-			// (docs/http-provider.md), and the sender relies on it: an ambiguous send is
-			// released and repeated with the same key. The summary shows
-			// how many repeats the provider had to drop.
+			// (docs/http-provider.md): the reconciler settles an ambiguous
+			// send through it by lookup, or repeats it with the same key.
+			// The summary shows how many repeats the provider had to drop.
 			Seed:      *seed,
 			Latency:   5 * time.Millisecond,
 			Jitter:    20 * time.Millisecond,

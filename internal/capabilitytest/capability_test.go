@@ -172,9 +172,11 @@ func process(t *testing.T, s *sender.Sender, r notify.Request, want dispatch.Dis
 }
 
 // TestIdempotentSends: the simulator accepts, then never answers. The
-// adapter promises idempotent sends, so the sender releases the claim
-// (nothing is UNCERTAIN) and the redelivery repeats the send with the same
-// Idempotency-Key, which the provider answers with the original message.
+// attempt is ambiguous, so the row is UNCERTAIN (never released: only a
+// repeat through this provider is harmless). The reconciler cannot look
+// it up (the lookup fails), but the adapter promises idempotent sends, so
+// it repeats the send with the same Idempotency-Key, which the provider
+// answers with the original message.
 func TestIdempotentSends(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -193,16 +195,19 @@ func TestIdempotentSends(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	process(t, s, r, dispatch.Retry)
-	row := b.wantState(t, key, ledger.StatePending)
-	if !row.Released || row.Attempts != 1 {
-		t.Errorf("after the timeout: released %v, attempts %d; want released after 1 attempt", row.Released, row.Attempts)
+	process(t, s, r, dispatch.Uncertain)
+	row := b.wantState(t, key, ledger.StateUncertain)
+	if row.Released || row.Attempts != 1 {
+		t.Errorf("after the timeout: released %v, attempts %d; want not released after 1 attempt", row.Released, row.Attempts)
 	}
 	if got := sim.Delivered(key); got != 1 {
 		t.Fatalf("after the timeout the simulator delivered %d, want 1 (it accepted before hanging)", got)
 	}
 
-	process(t, s, r, dispatch.Sent)
+	if err := sim.AddFault(simulator.Fault{Kind: simulator.FaultStatus, Op: simulator.OpLookup, Status: 503, Count: 1}); err != nil {
+		t.Fatal(err)
+	}
+	b.run(t, b.reconciler(t, "sms", p), reconcile.ActionResent)
 	msgs := sim.Messages()
 	if len(msgs) != 1 {
 		t.Fatalf("simulator accepted %d messages, want 1", len(msgs))
@@ -238,14 +243,25 @@ func TestLookupByReference(t *testing.T) {
 	tests := []struct {
 		name  string
 		fault twiliotest.Fault
+		// callback: Twilio's status callback (its URL carries the key)
+		// reached the webhook, which recorded the SID in the row.
+		callback bool
 		// accepted is how many messages Twilio holds after the sender.
 		accepted int
 		runs     []run
 		creates  int
 	}{
 		{
-			name: "AcceptedThenTimedOut", fault: twiliotest.Fault{AcceptThenHang: true}, accepted: 1,
+			name: "AcceptedThenTimedOut", fault: twiliotest.Fault{AcceptThenHang: true}, callback: true, accepted: 1,
 			runs:    []run{{settle + time.Second, reconcile.ActionReconciledSent, ledger.StateSent, 1}},
+			creates: 1,
+		},
+		{
+			// Without a callback the listed message may be another one with
+			// the same text: unproven, so the class policy decides
+			// (transactional: abandon).
+			name: "AcceptedThenTimedOutNoCallback", fault: twiliotest.Fault{AcceptThenHang: true}, accepted: 1,
+			runs:    []run{{settle + time.Second, reconcile.ActionAbandoned, ledger.StateAbandoned, 1}},
 			creates: 1,
 		},
 		{
@@ -284,6 +300,12 @@ func TestLookupByReference(t *testing.T) {
 				t.Fatalf("after the send twilio holds %d copies, want %d", got, tt.accepted)
 			}
 			process(t, s, r, dispatch.OwnedByReconciler)
+			if tt.callback {
+				sid := fake.Messages()[0].SID
+				if _, err := b.ledger.ApplyDelivery(context.Background(), key, ledger.Delivery{Status: "sent", Rank: 2, At: b.clock.Now(), ProviderMessageID: sid}); err != nil {
+					t.Fatal(err)
+				}
+			}
 
 			rec := b.reconciler(t, "sms", p)
 			for i, rn := range tt.runs {

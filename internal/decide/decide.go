@@ -20,20 +20,37 @@
 //	row UNCERTAIN, caller sender              HandOff (the reconciler owns it)
 //	row released, reconciler, before RetryAt  Wait (released rows back off)
 //	reconciler, row older than MaxAge         Abandon (give up by age)
+//	the row's message cannot be rendered
+//	    row released, or it holds no message  MarkFailed (nothing was sent)
+//	    otherwise                             Wait†
 //	row released (nothing was sent)
 //	    no provider configured                sender: Wait; reconciler: Postpone
 //	    otherwise                             Send
-//	no provider configured                    Wait (capabilities unknown)
+//	the attempt's provider not configured     Wait† (capabilities unknown)
 //	provider can look messages up
 //	    not asked yet                         LookUp, then decide again with the answer
 //	    accepted / rejected                   MarkSent / MarkFailed
+//	    unproven (a content match)            as if it could not be looked up (below)
 //	    no record or failed, drops repeats    Send
 //	    no record, settled                    Send (no attempt was sent)
-//	    no record before Settle, or failed    Wait (and ask again later)
+//	    no record before Settle, or failed    Wait† (and ask again later)
 //	provider drops repeats                    Send
 //	caller sender                             MarkUncertain (the class policy decides later)
 //	class policy Resend                       Send*
 //	class policy Abandon, ResendIfIdempotent  Abandon
+//
+// Wait† is MarkUncertain instead when the sender decides about a stale
+// first claim (PENDING, not released, not taken over): such a row is not
+// in the attention index, so waiting would leave it to the receives its
+// SQS message has left, and it would reach the dead-letter queue unseen
+// by the reconciler. Marked UNCERTAIN it is the reconciler's, which asks
+// again.
+//
+// The provider is always the one the attempt being resolved went through
+// (the row's Provider; dispatch.AttemptAdapter chooses it): Configured
+// and Caps describe that provider, never whichever serves the channel
+// now. Only a row whose every attempt was released may be sent by
+// another.
 //
 // Send* is Abandon instead for the reconciler once the row holds
 // MaxAttempts attempts that may have reached the provider (Attempts −
@@ -192,9 +209,13 @@ const (
 	NoRecord
 	// LookupFailed: the provider could not be asked.
 	LookupFailed
+	// Unproven: the provider holds messages that match by content, but
+	// none is proven to be this key's (provider.LookupUnproven): the
+	// answer proves neither way.
+	Unproven
 )
 
-var lookupNames = [...]string{"not_asked", "accepted", "rejected", "no_record", "failed"}
+var lookupNames = [...]string{"not_asked", "accepted", "rejected", "no_record", "failed", "unproven"}
 
 func (l Lookup) String() string {
 	if l >= 0 && int(l) < len(lookupNames) {
@@ -210,6 +231,8 @@ func FromLookup(s provider.LookupStatus) Lookup {
 		return FoundAccepted
 	case provider.LookupRejected:
 		return FoundRejected
+	case provider.LookupUnproven:
+		return Unproven
 	}
 	return NoRecord
 }
@@ -268,10 +291,18 @@ type Input struct {
 	// Row is the ledger row as read (before any takeover).
 	Row ledger.Record
 	Now time.Time
-	// Configured is false when no provider serves the row's channel; Caps
-	// is then ignored.
+	// Configured is false when the provider that must resolve the row is
+	// not configured: the channel has none, or an earlier attempt that
+	// may have sent went through a provider that no longer serves it.
+	// Caps are that provider's, and ignored when Configured is false.
 	Configured bool
 	Caps       provider.Capabilities
+	// Unrenderable, when set, is why the message the row pins cannot be
+	// rendered: the row holds no message (its request could not be
+	// rendered when it was first claimed), or its pinned template version
+	// is gone. The tenant's current templates never matter: a row is
+	// resent with what it pins.
+	Unrenderable string
 	// Policy is the row's class policy.
 	Policy Policy
 	// Settle is how long after an attempt "no record" is trusted.
@@ -309,6 +340,10 @@ func Of(in Input) Decision {
 		return Decision{Wait, "released: backing off until " + r.RetryAt.UTC().Format(time.RFC3339)}
 	case in.Caller == Reconciler && in.MaxAge > 0 && !r.CreatedAt.IsZero() && in.Now.Sub(r.CreatedAt) >= in.MaxAge:
 		return Decision{Abandon, fmt.Sprintf("gave up: older than the maximum age %s", in.MaxAge)}
+	case in.Unrenderable != "" && (r.Released || holdsNoMessage(r)):
+		return Decision{MarkFailed, "cannot be rendered: " + in.Unrenderable}
+	case in.Unrenderable != "":
+		return wait(in, "the pinned message cannot be rendered ("+in.Unrenderable+"), and the previous attempt may have sent")
 	case r.Released && !in.Configured:
 		if in.Caller == Sender {
 			return Decision{Wait, "no provider is configured for channel " + r.Channel}
@@ -316,8 +351,10 @@ func Of(in Input) Decision {
 		return Decision{Postpone, "config: no provider is configured for channel " + r.Channel}
 	case r.Released:
 		return Decision{Send, "the previous attempt was released: nothing was sent"}
+	case !in.Configured && r.Provider != "":
+		return wait(in, "the provider of the previous attempt ("+r.Provider+") no longer serves channel "+r.Channel+", and that attempt may have sent")
 	case !in.Configured:
-		return Decision{Wait, "no provider is configured for channel " + r.Channel + " (the previous attempt may have sent)"}
+		return wait(in, "no provider is configured for channel "+r.Channel+" (the previous attempt may have sent)")
 	}
 	// The previous attempt may have reached the provider. A repeat that
 	// the provider does not drop counts toward the attempt limit.
@@ -328,7 +365,7 @@ func Of(in Input) Decision {
 		}
 		return Decision{Send, reason}
 	}
-	if in.Caps.LookupByReference {
+	if in.Caps.LookupByReference && in.Lookup != Unproven {
 		switch in.Lookup {
 		case NotAsked:
 			return Decision{LookUp, "ask the provider about the attempt"}
@@ -347,17 +384,37 @@ func Of(in Input) Decision {
 			// count toward giving up; only the maximum age does.
 			return Decision{Send, "no record at the provider after the settle time: no attempt was sent"}
 		case in.Lookup == NoRecord:
-			return Decision{Wait, "no record at the provider yet: settling"}
+			return wait(in, "no record at the provider yet: settling")
 		}
-		return Decision{Wait, "lookup failed: ask again later"}
+		return wait(in, "lookup failed: ask again later")
 	}
 	switch {
 	case in.Caps.IdempotentSends:
 		return Decision{Send, "the provider drops repeats"}
+	case in.Caller == Sender && in.Lookup == Unproven:
+		return Decision{MarkUncertain, "a message with the same content is at the provider, but none is proven to be this key's"}
 	case in.Caller == Sender:
 		return Decision{MarkUncertain, "a worker died holding the claim; whether it sent is unknown"}
 	case in.Policy == PolicyResend:
 		return resend("class " + r.Class + " policy: resend")
 	}
 	return Decision{Abandon, fmt.Sprintf("class %s policy: abandon an ambiguous attempt the provider cannot look up or dedupe", r.Class)}
+}
+
+// wait is Wait, or MarkUncertain when the sender decides about a stale
+// first claim: not in the attention index, such a row must not be left to
+// the receives its SQS message has left (the package doc, Wait†).
+func wait(in Input, reason string) Decision {
+	r := in.Row
+	if in.Caller == Sender && r.Stale(in.Now) && !r.Indexed() {
+		return Decision{MarkUncertain, reason + "; marked uncertain for the reconciler"}
+	}
+	return Decision{Wait, reason}
+}
+
+// holdsNoMessage reports whether r holds neither content nor a template
+// version: its request could not be rendered when it was first claimed,
+// so no attempt of it can have reached a provider.
+func holdsNoMessage(r ledger.Record) bool {
+	return r.TemplateVersion == 0 && r.Subject == "" && r.Body == "" && r.HTML == ""
 }

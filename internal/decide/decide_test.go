@@ -19,42 +19,56 @@ var (
 	settles  = []string{"settling", "settled"}
 	ages     = []string{"young", "old"}
 	tries    = []string{"few", "many"} // attempts that may have reached the provider vs MaxAttempts
-	lookups  = []string{"not_asked", "accepted", "rejected", "no_record", "failed"}
+	lookups  = []string{"not_asked", "accepted", "rejected", "no_record", "failed", "unproven"}
+	// renders: the row's pinned message renders; it cannot be rendered
+	// (its version is gone); the row holds no message at all.
+	renders = []string{"ok", "unrenderable", "no_message"}
 )
 
 // rule is one line of the decision table: "*" matches anything, a value
 // list "a|b" any of them. The first matching rule decides.
 type rule struct {
-	caller, state, caps, policy, settle, age, tries, lookup string
-	want                                                    Action
+	caller, state, caps, policy, settle, age, tries, lookup, render string
+	want                                                            Action
 }
 
 // table is the decision, in order. It is the documentation the package
 // doc summarises; TestTable checks decide.Of against it over every
 // combination of the dimensions above.
 var table = []rule{
-	// caller      state                        caps                    policy    settle     age    tries   lookup                want
-	{"*", "sent|failed|abandoned", "*", "*", "*", "*", "*", "*", Acknowledge},
-	{"*", "pending-live", "*", "*", "*", "*", "*", "*", Wait},
-	{"sender", "uncertain", "*", "*", "*", "*", "*", "*", HandOff},
-	{"reconciler", "released-backoff", "*", "*", "*", "*", "*", "*", Wait},
-	{"reconciler", "*", "*", "*", "*", "old", "*", "*", Abandon},
-	{"sender", "released|released-backoff", "unconfigured", "*", "*", "*", "*", "*", Wait},
-	{"reconciler", "released", "unconfigured", "*", "*", "*", "*", "*", Postpone},
-	{"*", "released|released-backoff", "*", "*", "*", "*", "*", "*", Send},
-	{"*", "*", "unconfigured", "*", "*", "*", "*", "*", Wait},
+	// caller      state                        caps                    policy    settle     age    tries   lookup   render             want
+	{"*", "sent|failed|abandoned", "*", "*", "*", "*", "*", "*", "*", Acknowledge},
+	{"*", "pending-live", "*", "*", "*", "*", "*", "*", "*", Wait},
+	{"sender", "uncertain", "*", "*", "*", "*", "*", "*", "*", HandOff},
+	{"reconciler", "released-backoff", "*", "*", "*", "*", "*", "*", "*", Wait},
+	{"reconciler", "*", "*", "*", "*", "old", "*", "*", "*", Abandon},
+	// A message the row pins that cannot be rendered: FAILED when nothing
+	// can have been sent; otherwise it waits (a stale first claim is
+	// marked uncertain by the sender, so the reconciler sees it).
+	{"*", "released|released-backoff", "*", "*", "*", "*", "*", "*", "unrenderable|no_message", MarkFailed},
+	{"*", "*", "*", "*", "*", "*", "*", "*", "no_message", MarkFailed},
+	{"sender", "pending-stale", "*", "*", "*", "*", "few", "*", "unrenderable", MarkUncertain},
+	{"*", "*", "*", "*", "*", "*", "*", "*", "unrenderable", Wait},
+	{"sender", "released|released-backoff", "unconfigured", "*", "*", "*", "*", "*", "*", Wait},
+	{"reconciler", "released", "unconfigured", "*", "*", "*", "*", "*", "*", Postpone},
+	{"*", "released|released-backoff", "*", "*", "*", "*", "*", "*", "*", Send},
+	{"sender", "pending-stale", "unconfigured", "*", "*", "*", "few", "*", "*", MarkUncertain},
+	{"*", "*", "unconfigured", "*", "*", "*", "*", "*", "*", Wait},
 	// The previous attempt may have reached the provider.
-	{"*", "*", "lookup|both", "*", "*", "*", "*", "not_asked", LookUp},
-	{"*", "*", "lookup|both", "*", "*", "*", "*", "accepted", MarkSent},
-	{"*", "*", "lookup|both", "*", "*", "*", "*", "rejected", MarkFailed},
-	{"*", "*", "both", "*", "*", "*", "*", "*", Send},
-	{"*", "*", "lookup", "*", "settled", "*", "*", "no_record", Send},
-	{"*", "*", "lookup", "*", "*", "*", "*", "*", Wait},
-	{"*", "*", "idempotent", "*", "*", "*", "*", "*", Send},
-	{"sender", "*", "none", "*", "*", "*", "*", "*", MarkUncertain},
-	{"reconciler", "*", "none", "resend", "*", "*", "many", "*", Abandon},
-	{"reconciler", "*", "none", "resend", "*", "*", "*", "*", Send},
-	{"reconciler", "*", "none", "*", "*", "*", "*", "*", Abandon},
+	{"*", "*", "lookup|both", "*", "*", "*", "*", "not_asked", "*", LookUp},
+	{"*", "*", "lookup|both", "*", "*", "*", "*", "accepted", "*", MarkSent},
+	{"*", "*", "lookup|both", "*", "*", "*", "*", "rejected", "*", MarkFailed},
+	{"*", "*", "both", "*", "*", "*", "*", "*", "*", Send},
+	{"*", "*", "lookup", "*", "settled", "*", "*", "no_record", "*", Send},
+	{"sender", "pending-stale", "lookup", "*", "*", "*", "few", "no_record|failed", "*", MarkUncertain},
+	{"*", "*", "lookup", "*", "*", "*", "*", "no_record|failed", "*", Wait},
+	// An unproven lookup (a content match) proves nothing: as if the
+	// provider could not be asked.
+	{"*", "*", "idempotent", "*", "*", "*", "*", "*", "*", Send},
+	{"sender", "*", "none|lookup", "*", "*", "*", "*", "*", "*", MarkUncertain},
+	{"reconciler", "*", "none|lookup", "resend", "*", "*", "many", "*", "*", Abandon},
+	{"reconciler", "*", "none|lookup", "resend", "*", "*", "*", "*", "*", Send},
+	{"reconciler", "*", "none|lookup", "*", "*", "*", "*", "*", "*", Abandon},
 }
 
 func match(pattern, v string) bool {
@@ -71,13 +85,14 @@ func match(pattern, v string) bool {
 
 func (r rule) matches(c combo) bool {
 	return match(r.caller, c.caller) && match(r.state, c.state) && match(r.caps, c.caps) && match(r.policy, c.policy) &&
-		match(r.settle, c.settle) && match(r.age, c.age) && match(r.tries, c.tries) && match(r.lookup, c.lookup)
+		match(r.settle, c.settle) && match(r.age, c.age) && match(r.tries, c.tries) && match(r.lookup, c.lookup) &&
+		match(r.render, c.render)
 }
 
-type combo struct{ caller, state, caps, policy, settle, age, tries, lookup string }
+type combo struct{ caller, state, caps, policy, settle, age, tries, lookup, render string }
 
 func (c combo) String() string {
-	return fmt.Sprintf("%s/%s/%s/%s/%s/%s/%s/%s", c.caller, c.state, c.caps, c.policy, c.settle, c.age, c.tries, c.lookup)
+	return fmt.Sprintf("%s/%s/%s/%s/%s/%s/%s/%s/%s", c.caller, c.state, c.caps, c.policy, c.settle, c.age, c.tries, c.lookup, c.render)
 }
 
 var now = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
@@ -105,7 +120,14 @@ func (c combo) input() Input {
 	case "both":
 		in.Caps = provider.Capabilities{IdempotentSends: true, LookupByReference: true}
 	}
-	r := ledger.Record{Entry: ledger.Entry{Key: "v1_k", Channel: "sms", Class: "transactional"}, ClaimID: "c", Attempts: 1}
+	r := ledger.Record{Entry: ledger.Entry{Key: "v1_k", Channel: "sms", Class: "transactional", Provider: "twilio", Template: "t", TemplateVersion: 2}, ClaimID: "c", Attempts: 1}
+	switch c.render {
+	case "unrenderable":
+		in.Unrenderable = "version 2 is gone"
+	case "no_message":
+		r.TemplateVersion = 0
+		in.Unrenderable = "the row holds no message"
+	}
 	r.CreatedAt = now.Add(-time.Hour)
 	if c.age == "old" {
 		r.CreatedAt = now.Add(-maxAge)
@@ -157,7 +179,9 @@ func combos() []combo {
 						for _, age := range ages {
 							for _, tr := range tries {
 								for _, lk := range lookups {
-									out = append(out, combo{caller, state, cp, policy, st, age, tr, lk})
+									for _, rd := range renders {
+										out = append(out, combo{caller, state, cp, policy, st, age, tr, lk, rd})
+									}
 								}
 							}
 						}

@@ -24,8 +24,14 @@
 //	accepted                      → Mark SENT (with the provider's id)
 //	permanent rejection           → Mark FAILED (with the reason)
 //	transient, configuration      → Release (nothing was sent; retry later)
-//	ambiguous, idempotent sends   → Release (a retry with the same key is harmless)
-//	ambiguous, otherwise          → Mark UNCERTAIN (the reconciler resolves it)
+//	ambiguous                     → Mark UNCERTAIN (the reconciler resolves it)
+//
+// A release always means that the attempt sent nothing, so the next
+// attempt may go through another provider (AttemptAdapter). An ambiguous
+// attempt is never released, not even through a provider that drops
+// repeats: the message may be at that provider, and only a retry through
+// it (with the same key) is harmless. The reconciler makes that retry
+// (decide: the provider drops repeats, after a lookup where it can).
 //
 // A Mark that finds the claim fenced out (ErrFencingLost) after the
 // provider accepted, or may have accepted, is a possible duplicate: it is
@@ -199,12 +205,90 @@ func New(d Dispatcher, lease time.Duration) (*Dispatcher, error) {
 	return &d, nil
 }
 
+// AttemptAdapter returns the adapter that must resolve row rec, given
+// current, the adapter that serves rec's channel now (nil when none does).
+// While an earlier attempt of rec may have reached a provider unrecorded
+// (rec.Attempts > rec.Releases), every lookup, every "drops repeats"
+// judgement and every resend belongs to the provider that attempt went
+// through, rec.Provider: current only when it is that provider. A row
+// whose every attempt was released (nothing was sent), or that never
+// reached a provider, may go to current. It returns nil and false when
+// the attempt's provider no longer serves the channel: the row then waits
+// (counted as ConfigErrors, alarmed) and is never sent elsewhere on a
+// guess.
+func AttemptAdapter(rec ledger.Record, current provider.Adapter) (provider.Adapter, bool) {
+	if current == nil {
+		return nil, false
+	}
+	if rec.Provider == "" || rec.Attempts <= rec.Releases || rec.Provider == current.Name() {
+		return current, true
+	}
+	return nil, false
+}
+
+// ErrNoTime is Decide's error when too little time is left before the
+// invocation's deadline for a lookup and the send that may follow it
+// (decide.TakeOverBudget).
+var ErrNoTime = errors.New("too little time left before the deadline for a lookup and a send")
+
+// Decide makes the one decision about row in.Row (decide.Of), resolved
+// through p, the adapter AttemptAdapter chose (nil when none is
+// configured); it sets in.Configured and in.Caps from p. When the
+// decision needs the row's message (a lookup or a send) it renders what
+// the row pins (Render: the row's template version, never the tenant's
+// latest), and decides again with in.Unrenderable when that fails for
+// good; when the decision is to look the message up, it asks p about the
+// attempt being resolved and decides again with the answer. It returns
+// the decision, the lookup's result (for MarkSent and MarkFailed), and
+// the row with its message's text for Resolve. Its error is the template
+// store's (render.ErrUnavailable) or ErrNoTime: nothing was decided, and
+// the caller comes back later.
+func (d *Dispatcher) Decide(ctx context.Context, in decide.Input, p provider.Adapter) (decide.Decision, provider.LookupResult, ledger.Record, error) {
+	rec := in.Row
+	in.Configured = p != nil
+	if p != nil {
+		in.Caps = p.Capabilities()
+	}
+	dec := decide.Of(in)
+	if dec.Action != decide.LookUp && dec.Action != decide.Send {
+		return dec, provider.LookupResult{}, rec, nil
+	}
+	e, err := d.Render(ctx, rec.Entry)
+	switch {
+	case errors.Is(err, render.ErrUnavailable):
+		d.Logger.Error("render", "key", rec.Key, "error", err)
+		return dec, provider.LookupResult{}, rec, err
+	case err != nil:
+		in.Unrenderable = err.Error()
+		return decide.Of(in), provider.LookupResult{Reason: in.Unrenderable}, rec, nil
+	}
+	rec.Entry = e
+	if dec.Action != decide.LookUp {
+		return dec, provider.LookupResult{}, rec, nil
+	}
+	if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < decide.TakeOverBudget(d.ProviderTimeout) {
+		// Deadlines are wall-clock time, whatever clock the rows are judged by.
+		return dec, provider.LookupResult{}, rec, ErrNoTime
+	}
+	in.Lookup = decide.LookupFailed
+	var found provider.LookupResult
+	if l, ok := p.(provider.Looker); ok {
+		in.Lookup, found, _ = d.Lookup(ctx, rec, p, l)
+	}
+	return decide.Of(in), found, rec, nil
+}
+
 // Render returns e with its message's text: e itself when it carries the
 // text (ledger.Entry.Rendered), else e's stored template version rendered
 // again on its data, to the same bytes as the first attempt. The error is
 // a *render.Error (ErrUnavailable: retry later; otherwise the message
 // cannot be rendered any more).
 func (d *Dispatcher) Render(ctx context.Context, e ledger.Entry) (ledger.Entry, error) {
+	if e.TemplateVersion == 0 && e.Subject == "" && e.Body == "" && e.HTML == "" {
+		// Its request could not be rendered when it was first claimed.
+		return e, &render.Error{Template: e.Template, Channel: e.Channel, Kind: render.ErrUnknownTemplate,
+			Detail: "the row holds no message: its request could not be rendered when first claimed"}
+	}
 	if e.Rendered() {
 		return e, nil
 	}
@@ -417,8 +501,7 @@ func (d *Dispatcher) Send(ctx context.Context, c ledger.Claim, e ledger.Entry, p
 		r := d.mark(ctx, log, c, ledger.Outcome{State: ledger.StateFailed, Reason: reason}, false, dims)
 		r.Kind = kind
 		return r
-	case kind == provider.Transient || kind == provider.Config ||
-		(kind == provider.Ambiguous && p.Capabilities().IdempotentSends):
+	case kind == provider.Transient || kind == provider.Config:
 		if kind == provider.Config {
 			log.Error("provider configuration error: message will be retried", "reason", reason)
 		} else {
@@ -435,7 +518,7 @@ func (d *Dispatcher) Send(ctx context.Context, c ledger.Claim, e ledger.Entry, p
 			d.Metrics.Count(metrics.Released, 1, dims...)
 		}
 		return Result{Key: c.Key, Disposition: Retry, Kind: kind, Reason: reason, Err: err}
-	default: // ambiguous, and a repeat is not harmless
+	default: // ambiguous: the message may be at the provider
 		log.Warn("provider outcome ambiguous: recorded as uncertain", "reason", reason)
 		d.Metrics.Count(metrics.UncertainAttempts, 1, dims...)
 		r := d.mark(ctx, log, c, ledger.Outcome{State: ledger.StateUncertain, Reason: reason}, false, dims)
@@ -457,8 +540,10 @@ func (d *Dispatcher) Lookup(ctx context.Context, rec ledger.Record, p provider.A
 		d.Logger.Warn("lookup: render", "key", rec.Key, "provider", p.Name(), "error", err)
 		return decide.LookupFailed, provider.LookupResult{}, err
 	}
+	m := Message(e, rec.LookupStart())
+	m.AttemptedUntil, m.ProviderMessageID = rec.LeaseUntil, rec.ProviderMessageID
 	callCtx, cancel := context.WithTimeout(ctx, d.ProviderTimeout)
-	res, err := l.Lookup(callCtx, Message(e, rec.LookupStart()))
+	res, err := l.Lookup(callCtx, m)
 	cancel()
 	if err != nil {
 		d.Logger.Warn("lookup failed", "key", rec.Key, "provider", p.Name(), "reason", provider.ReasonOf(err))
@@ -539,6 +624,12 @@ func (d *Dispatcher) Resolve(ctx context.Context, rec ledger.Record, dec decide.
 	}
 	if dec.Action == decide.Send && p == nil {
 		return Result{Key: rec.Key, Disposition: Skipped, Reason: "no provider"}
+	}
+	if p != nil {
+		// The takeover records the new attempt's provider
+		// (AttemptAdapter's choice: the row's own while an earlier attempt
+		// may have sent).
+		rec.Provider = p.Name()
 	}
 	c, err := d.TakeOver(ctx, rec, lease)
 	if err != nil {

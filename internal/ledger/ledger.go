@@ -437,6 +437,9 @@ type Ledger interface {
 	// Claim it tried to take (Attempt cur.Attempts+1), for the caller to
 	// Release. The row's LookupFrom becomes the takeover's time when cur
 	// was read released (nothing was sent before), and is kept otherwise.
+	// The row's Provider becomes cur.Provider when that is set: the
+	// provider of the new attempt, which the caller chooses (the row's own
+	// while an earlier attempt may have sent, dispatch.AttemptAdapter).
 	TakeOver(ctx context.Context, cur Record, lease time.Duration) (Claim, error)
 
 	// Mark records the outcome of claim c. It is conditional on the row

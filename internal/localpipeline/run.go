@@ -383,11 +383,11 @@ func (r Report) WriteSummary(out io.Writer) {
 	row("sent", r.Delivered, fmt.Sprintf("distinct messages the provider delivered; ledger SENT: %d", r.States[ledger.StateSent]))
 	row("duplicates prevented", m.Get(metrics.DuplicatesPrevented), "redeliveries acknowledged without a send (EMF DuplicatesPrevented)")
 	row("in-flight conflicts", m.Get(metrics.InFlightConflicts), fmt.Sprintf("copies met while another worker held the claim; retried later (reclaims %d)", m.Get(metrics.Reclaims)))
-	row("provider errors", m.Get(metrics.ProviderErrors), fmt.Sprintf("transient %d, ambiguous (no answer after the request was written) %d, permanent %d; claims released for a retry with the same key: %d",
+	row("provider errors", m.Get(metrics.ProviderErrors), fmt.Sprintf("transient %d, ambiguous (no answer after the request was written) %d, permanent %d; claims released (nothing sent) for a retry: %d",
 		m.Dim(metrics.ProviderErrors, "kind", "transient"), m.Dim(metrics.ProviderErrors, "kind", "ambiguous"), m.Dim(metrics.ProviderErrors, "kind", "permanent"), m.Get(metrics.Released)))
 	uncertain := m.Get(metrics.UncertainAttempts)
 	row("uncertain → resolved", fmt.Sprintf("%d → %d", uncertain, uncertain-r.States[ledger.StateUncertain]),
-		"attempts recorded UNCERTAIN (an ambiguous send through a provider that honours Idempotency-Key is released and repeated instead)")
+		"ambiguous attempts recorded UNCERTAIN; the reconciler settles each through its provider (lookup, or a repeat with the same key)")
 	row("reconciler", r.ReconcileRuns, fmt.Sprintf("scheduled runs (%d failed): %d found sent, %d found failed, %d resent with the same key, %d abandoned",
 		r.ReconcileErrors, m.Get(metrics.ReconciledSent), m.Get(metrics.ReconciledFailed), m.Get(metrics.Resent), m.Get(metrics.Abandoned)))
 	row("failed (permanent)", r.States[ledger.StateFailed], Counts(r.FailedReasons, ": ", ", "))

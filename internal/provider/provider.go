@@ -54,8 +54,19 @@ type Message struct {
 	// multipart/alternative; adapters without HTML support send Body.
 	HTML string
 	// AttemptedAt is when the current claim was taken; lookups that
-	// search by time start there.
+	// search by time start there (for a lookup: the earliest attempt that
+	// may have reached the provider).
 	AttemptedAt time.Time
+	// AttemptedUntil, set for a lookup, is when the latest attempt's claim
+	// ran out: no attempt being resolved reached the provider after it. A
+	// lookup that searches by time may end its window there (plus clock
+	// skew). Zero when unknown.
+	AttemptedUntil time.Time
+	// ProviderMessageID, set for a lookup, is the provider's id of this
+	// key's message as the ledger knows it from a delivery callback whose
+	// URL carried the key: evidence that the message is this key's. Empty
+	// when no such callback arrived.
+	ProviderMessageID string
 }
 
 // Receipt is the provider's answer to an accepted send.
@@ -85,9 +96,15 @@ const (
 	LookupAccepted
 	// LookupRejected: the provider has the message and it failed for good.
 	LookupRejected
+	// LookupUnproven: the provider holds messages that match by content
+	// (recipient, text, sender), but nothing proves that one of them is
+	// this key's: another message may carry the same text. The answer
+	// proves neither that the message was sent nor that it was not
+	// (Attribute).
+	LookupUnproven
 )
 
-var lookupStatusNames = [...]string{LookupNotFound: "not_found", LookupAccepted: "accepted", LookupRejected: "rejected"}
+var lookupStatusNames = [...]string{LookupNotFound: "not_found", LookupAccepted: "accepted", LookupRejected: "rejected", LookupUnproven: "unproven"}
 
 func (s LookupStatus) String() string { return name(lookupStatusNames[:], s, "LookupStatus") }
 
@@ -95,8 +112,48 @@ func (s LookupStatus) String() string { return name(lookupStatusNames[:], s, "Lo
 type LookupResult struct {
 	Status    LookupStatus
 	MessageID string
+	// Reason explains LookupRejected and LookupUnproven.
+	Reason string
+}
+
+// Candidate is a message a provider holds that matches a Message by
+// content (recipient, text and sender, within the attempt's time window),
+// found by an adapter whose provider cannot be searched by key.
+type Candidate struct {
+	// ID is the provider's id of the message.
+	ID string
+	// Status is LookupAccepted or LookupRejected.
+	Status LookupStatus
 	// Reason explains LookupRejected.
 	Reason string
+}
+
+// Attribute decides what a content search proves about m, given every
+// candidate the complete search found. A content match alone is no proof
+// of ownership: two logical messages may carry the same text to one
+// recipient, and one of them may never have been sent. So:
+//
+//   - a candidate whose ID is m.ProviderMessageID (the id a delivery
+//     callback carrying m's key recorded) is m's message: its status;
+//   - no candidate at all, and no such id: LookupNotFound (had m's
+//     message reached the provider, the search would have found it);
+//   - otherwise LookupUnproven: the provider may or may not have m.
+//
+// Adapters that search by content call it with the candidates of a
+// complete search; an incomplete search is an error, never an answer.
+func Attribute(m Message, candidates []Candidate) LookupResult {
+	if m.ProviderMessageID != "" {
+		for _, c := range candidates {
+			if c.ID == m.ProviderMessageID {
+				return LookupResult{Status: c.Status, MessageID: c.ID, Reason: c.Reason}
+			}
+		}
+		return LookupResult{Status: LookupUnproven, Reason: "the message a callback recorded for this key is not listed"}
+	}
+	if len(candidates) == 0 {
+		return LookupResult{Status: LookupNotFound}
+	}
+	return LookupResult{Status: LookupUnproven, Reason: fmt.Sprintf("%d message(s) match by content; none is proven to be this key's", len(candidates))}
 }
 
 // Looker is implemented by adapters whose provider can be asked whether it

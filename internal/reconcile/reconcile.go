@@ -310,22 +310,17 @@ func (r *Reconciler) nearDeadline(ctx context.Context) bool {
 func (r *Reconciler) reconcile(ctx context.Context, rec ledger.Record) Action {
 	log := r.cfg.Logger.With("key", rec.Key, "state", string(rec.State), "attempts", rec.Attempts, "class", rec.Class, "channel", rec.Channel)
 	dims := []metrics.Dim{{Name: "channel", Value: rec.Channel}}
-	p := r.cfg.Providers[rec.Channel]
+	// The row is resolved against the provider its attempt went through
+	// and with the message it pins (dispatch.Decide).
+	p, _ := dispatch.AttemptAdapter(rec, r.cfg.Providers[rec.Channel])
 	in := decide.Input{
-		Caller: decide.Reconciler, Row: rec, Now: r.cfg.Now(), Configured: p != nil,
+		Caller: decide.Reconciler, Row: rec, Now: r.cfg.Now(),
 		Policy: r.cfg.Policies[rec.Class], Settle: r.cfg.Settle, MaxAge: r.cfg.MaxAge, MaxAttempts: r.cfg.MaxAttempts,
 	}
-	if p != nil {
-		in.Caps = p.Capabilities()
-	}
-	d := decide.Of(in)
-	var found provider.LookupResult
-	if d.Action == decide.LookUp {
-		in.Lookup = decide.LookupFailed
-		if l, ok := p.(provider.Looker); ok {
-			in.Lookup, found, _ = r.dispatch.Lookup(ctx, rec, p, l)
-		}
-		d = decide.Of(in)
+	d, found, rec, err := r.dispatch.Decide(ctx, in, p)
+	if err != nil {
+		log.Warn("row left for a later run", "error", err)
+		return ActionWaiting
 	}
 	switch d.Action {
 	case decide.Acknowledge, decide.HandOff:
@@ -333,6 +328,13 @@ func (r *Reconciler) reconcile(ctx context.Context, rec ledger.Record) Action {
 	case decide.Wait:
 		if rec.State == ledger.StatePending && !rec.Stale(in.Now) {
 			return ActionConflict
+		}
+		if p == nil && !rec.Released {
+			// The provider the attempt went through no longer serves the
+			// channel (or none does): the row waits, counted and alarmed.
+			r.cfg.Metrics.Count(metrics.ConfigErrors, 1, dims...)
+			log.Error("no provider serves the row: it waits", "reason", d.Reason, "provider", rec.Provider)
+			return ActionWaiting
 		}
 		log.Debug("row left for a later run", "why", d.Reason)
 		return ActionWaiting

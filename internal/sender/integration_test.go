@@ -32,6 +32,7 @@ import (
 	"github.com/sendonce/sendonce/internal/provider/httpprovider"
 	"github.com/sendonce/sendonce/internal/provider/providertest"
 	"github.com/sendonce/sendonce/internal/provider/simulator"
+	"github.com/sendonce/sendonce/internal/reconcile"
 	"github.com/sendonce/sendonce/internal/render"
 	"github.com/sendonce/sendonce/internal/render/rendertest"
 	"github.com/sendonce/sendonce/internal/sender"
@@ -296,9 +297,11 @@ func TestCrashAtEachBoundaryThenRedeliver(t *testing.T) {
 }
 
 // TestProviderTimeoutAfterAccepting: the provider accepts, then the answer
-// is lost to a timeout. The idempotent HTTP provider makes the retry
-// harmless: the same key is sent again and the provider answers with the
-// original message.
+// is lost to a timeout. The message may be at the provider, so the row is
+// UNCERTAIN (never released: a release would let another provider send
+// it), the redelivery hands it to the reconciler, and the reconciler
+// settles it through the same provider: its lookup finds the message, and
+// nothing is sent again.
 func TestProviderTimeoutAfterAccepting(t *testing.T) {
 	t.Parallel()
 	e := setupEnv(t, options{providerTimeout: 300 * time.Millisecond})
@@ -307,18 +310,26 @@ func TestProviderTimeoutAfterAccepting(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := e.sender(t, nil)
-	if res := s.Process(context.Background(), r); res.Disposition != dispatch.Retry {
-		t.Fatalf("first delivery: %+v, want retry (ambiguous, idempotent provider)", res)
+	if res := s.Process(context.Background(), r); res.Disposition != dispatch.Uncertain {
+		t.Fatalf("first delivery: %+v, want uncertain (ambiguous, even through an idempotent provider)", res)
 	}
 	if e.sim.Delivered(r.Key()) != 1 {
 		t.Fatalf("the simulator did not accept the first attempt")
 	}
-	if res := s.Process(context.Background(), r); res.Disposition != dispatch.Sent {
-		t.Fatalf("redelivery: %+v, want sent", res)
+	if res := s.Process(context.Background(), r); res.Disposition != dispatch.OwnedByReconciler {
+		t.Fatalf("redelivery: %+v, want owned by the reconciler", res)
+	}
+	rec, err := reconcile.New(reconcile.Config{Ledger: e.ledger, Renderer: e.renderer, Providers: map[string]provider.Adapter{"sms": e.prov},
+		ProviderTimeout: 2 * time.Second, ClaimTimeout: 60 * time.Second, Settle: time.Second, Now: e.clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep, err := rec.Run(context.Background()); err != nil || rep.Actions[reconcile.ActionReconciledSent] != 1 {
+		t.Fatalf("reconcile: %+v, %v; want the row reconciled as sent by lookup", rep, err)
 	}
 	e.assertDeliveredOnce(t, r.Key())
-	if e.sim.Stats().DuplicatesSuppressed != 1 {
-		t.Errorf("duplicates suppressed by the provider = %d, want 1", e.sim.Stats().DuplicatesSuppressed)
+	if row := e.row(t, r.Key()); row.State != ledger.StateSent || row.ProviderMessageID == "" {
+		t.Errorf("row %s %q, want SENT with the provider's id", row.State, row.ProviderMessageID)
 	}
 }
 

@@ -108,7 +108,8 @@ func TestTwilioLostTakeoverKeepsTheLookupWindow(t *testing.T) {
 // twilioDeadWorker builds a sender over the real Twilio adapter and its
 // fake, then plays a worker that claims the request of event, sends it
 // through Twilio and dies before recording anything; the clock moves on
-// three minutes, past the claim's lease. It returns the bundle, the fake,
+// three minutes, past the claim's lease. Twilio's status callback for the
+// message reached the webhook. It returns the bundle, the fake,
 // the request and the entry the worker claimed.
 func twilioDeadWorker(t *testing.T, event string) (*regBundle, *twiliotest.Server, notify.Request, ledger.Entry) {
 	t.Helper()
@@ -131,7 +132,13 @@ func twilioDeadWorker(t *testing.T, event string) (*regBundle, *twiliotest.Serve
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := p.Send(context.Background(), provider.Message{Key: e.Key, Channel: "sms", To: e.Address, Body: e.Body, AttemptedAt: c.AttemptedAt}); err != nil {
+	rc, err := p.Send(context.Background(), provider.Message{Key: e.Key, Channel: "sms", To: e.Address, Body: e.Body, AttemptedAt: c.AttemptedAt})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Twilio's status callback carries the key: the webhook records the
+	// SID in the row, the evidence that the listed message is this key's.
+	if _, err := b.mem.ApplyDelivery(context.Background(), e.Key, ledger.Delivery{Status: "sent", Rank: 2, At: b.clock.Now(), ProviderMessageID: rc.MessageID}); err != nil {
 		t.Fatal(err)
 	}
 	b.clock.Advance(3 * time.Minute)

@@ -234,7 +234,7 @@ func (s *Sender) Process(ctx context.Context, req notify.Request) dispatch.Resul
 			log.Error("claim", "error", err)
 			return dispatch.Result{Key: key, Disposition: dispatch.Retry, Reason: "ledger unavailable"}
 		}
-		return s.redelivered(ctx, log, cur, p, unservable)
+		return s.redelivered(ctx, log, cur, p)
 	}
 	switch {
 	case unservable != "":
@@ -264,29 +264,26 @@ func (s *Sender) unconfigured(ctx context.Context, log *slog.Logger, c ledger.Cl
 }
 
 // redelivered handles a request whose key already has a live row: one
-// decision (package decide), then its action (dispatch.Resolve).
-// unservable is why the request cannot be rendered ("" if it can): such a
-// request was never sent, so a takeover that would send records FAILED.
-func (s *Sender) redelivered(ctx context.Context, log *slog.Logger, cur ledger.Record, p provider.Adapter, unservable string) dispatch.Result {
+// decision (package decide, through dispatch.Decide), then its action
+// (dispatch.Resolve). The row is resolved against the provider its
+// attempt went through (dispatch.AttemptAdapter; current serves the
+// channel now) and with the message it pins: the request's own render,
+// against the tenant's latest templates, plays no part.
+func (s *Sender) redelivered(ctx context.Context, log *slog.Logger, cur ledger.Record, current provider.Adapter) dispatch.Result {
 	key := cur.Key
 	dims := metrics.Dim{Name: "channel", Value: cur.Channel}
-	in := decide.Input{Caller: decide.Sender, Row: cur, Now: s.cfg.Now(), Configured: p != nil, Settle: s.cfg.Settle}
-	if p != nil {
-		in.Caps = p.Capabilities()
-	}
-	d := decide.Of(in)
-	var found provider.LookupResult
-	if d.Action == decide.LookUp {
+	p, _ := dispatch.AttemptAdapter(cur, current)
+	in := decide.Input{Caller: decide.Sender, Row: cur, Now: s.cfg.Now(), Settle: s.cfg.Settle}
+	d, found, rec, err := s.dispatch.Decide(ctx, in, p)
+	switch {
+	case errors.Is(err, dispatch.ErrNoTime):
+		left := time.Duration(0)
 		if deadline, ok := ctx.Deadline(); ok {
-			if left := time.Until(deadline); left < decide.TakeOverBudget(s.cfg.ProviderTimeout) {
-				return dispatch.Result{Key: key, Disposition: dispatch.Retry, Reason: fmt.Sprintf("only %s left before the deadline: not starting a lookup and a send", left.Round(time.Millisecond))}
-			}
+			left = time.Until(deadline)
 		}
-		in.Lookup = decide.LookupFailed
-		if l, ok := p.(provider.Looker); ok {
-			in.Lookup, found, _ = s.dispatch.Lookup(ctx, cur, p, l)
-		}
-		d = decide.Of(in)
+		return dispatch.Result{Key: key, Disposition: dispatch.Retry, Reason: fmt.Sprintf("only %s left before the deadline: not starting a lookup and a send", left.Round(time.Millisecond))}
+	case err != nil:
+		return dispatch.Result{Key: key, Disposition: dispatch.Retry, Reason: "template store unavailable"}
 	}
 	switch d.Action {
 	case decide.Acknowledge:
@@ -304,19 +301,20 @@ func (s *Sender) redelivered(ctx context.Context, log *slog.Logger, cur ledger.R
 			log.Info("message in flight elsewhere: retry later", "lease_until", cur.LeaseUntil)
 		case p == nil:
 			s.cfg.Metrics.Count(metrics.ConfigErrors, 1, dims)
-			log.Error("no provider is configured for the channel: the message will be retried", "reason", d.Reason)
+			log.Error("no provider serves the row: the message will be retried", "reason", d.Reason, "provider", cur.Provider)
 		default:
 			log.Info("redelivery left for later", "reason", d.Reason)
 		}
 		return dispatch.Result{Key: key, Disposition: dispatch.Retry, Reason: d.Reason}
 	}
-	if d.Action == decide.Send && unservable != "" {
-		// The stored entry has no text to send (simulation seed 56697: a
-		// released row of an unrenderable request was sent empty).
-		d = decide.Decision{Action: decide.MarkFailed, Reason: unservable}
-		found = provider.LookupResult{Reason: unservable}
+	if p == nil && cur.State == ledger.StatePending {
+		// A stale first claim whose provider is gone, marked UNCERTAIN for
+		// the reconciler (decide's Wait†): counted like every row that
+		// waits for a provider.
+		s.cfg.Metrics.Count(metrics.ConfigErrors, 1, dims)
+		log.Error("no provider serves the row: marked uncertain for the reconciler", "reason", d.Reason, "provider", cur.Provider)
 	}
-	r := s.dispatch.Resolve(ctx, cur, d, p, found, s.cfg.ClaimTimeout)
+	r := s.dispatch.Resolve(ctx, rec, d, p, found, s.cfg.ClaimTimeout)
 	if r.Attempt > 0 {
 		s.cfg.Metrics.Count(metrics.Reclaims, 1, dims)
 	}

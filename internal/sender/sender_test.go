@@ -284,17 +284,23 @@ func TestProcess(t *testing.T) {
 		}
 	})
 
-	t.Run("AmbiguousWithIdempotencyIsRetried", func(t *testing.T) {
+	// An ambiguous attempt is never released, not even through a provider
+	// that drops repeats: a release would let another provider send it.
+	t.Run("AmbiguousWithIdempotencyIsUncertain", func(t *testing.T) {
 		t.Parallel()
 		p := &providertest.Fake{Caps: provider.Capabilities{IdempotentSends: true}, SendFunc: func(context.Context, provider.Message) (provider.Receipt, error) {
 			return provider.Receipt{}, &provider.Error{Kind: provider.Ambiguous, Provider: "fake", Op: "send"}
 		}}
 		b := setup(t, p)
-		if res := b.sender.Process(ctx, request("e1")); res.Disposition != dispatch.Retry {
-			t.Fatalf("status = %v, want retry", res.Disposition)
+		res := b.sender.Process(ctx, request("e1"))
+		if res.Disposition != dispatch.Uncertain {
+			t.Fatalf("status = %v, want uncertain", res.Disposition)
 		}
-		if got := b.metrics.Get(metrics.UncertainAttempts); got != 0 {
-			t.Errorf("UncertainAttempts = %d, want 0", got)
+		if r := b.state(t, res.Key); r.State != ledger.StateUncertain || r.Released {
+			t.Errorf("row %s, released %v; want UNCERTAIN, not released", r.State, r.Released)
+		}
+		if got := b.metrics.Get(metrics.UncertainAttempts); got != 1 {
+			t.Errorf("UncertainAttempts = %d, want 1", got)
 		}
 	})
 

@@ -365,17 +365,23 @@ func (l *Ledger) TakeOver(ctx context.Context, cur ledger.Record, lease time.Dur
 	if cur.Released {
 		lookupFrom, prev = "#lookup_from = :prev_ms", nowMS
 	}
-	out, old, failed, err := l.update(ctx, "takeover", cur.Key, &dynamodb.UpdateItemInput{
+	names := map[string]string{
+		"#state": attrState, "#claim_id": attrClaimID, "#attempts": attrAttempts,
+		"#lease_until": attrLeaseUntil, "#attempted_at": attrAttemptedAt, "#updated_at": attrUpdatedAt,
+		"#expires_at": attrExpiresAt, "#attn_pk": attrAttnPK, "#attn_sk": attrAttnSK, "#released": attrReleased,
+		"#retry_at": attrRetryAt, "#lookup_from": attrLookupFrom,
+	}
+	// The new attempt's provider, when the caller names one.
+	setProvider := ""
+	if cur.Provider != "" {
+		setProvider, names["#provider"] = ", #provider = :provider", attrProvider
+	}
+	input := &dynamodb.UpdateItemInput{
 		ConditionExpression: aws.String(condTake),
 		UpdateExpression: aws.String("SET #state = :pending, #claim_id = :new, #attempts = #attempts + :one, " +
 			"#lease_until = :lease, #attempted_at = :now_ms, #updated_at = :now_ms, #expires_at = :ttl, " +
-			"#attn_pk = :shard, #attn_sk = :due, " + lookupFrom + " REMOVE #released, #retry_at"),
-		ExpressionAttributeNames: map[string]string{
-			"#state": attrState, "#claim_id": attrClaimID, "#attempts": attrAttempts,
-			"#lease_until": attrLeaseUntil, "#attempted_at": attrAttemptedAt, "#updated_at": attrUpdatedAt,
-			"#expires_at": attrExpiresAt, "#attn_pk": attrAttnPK, "#attn_sk": attrAttnSK, "#released": attrReleased,
-			"#retry_at": attrRetryAt, "#lookup_from": attrLookupFrom,
-		},
+			"#attn_pk = :shard, #attn_sk = :due, " + lookupFrom + setProvider + " REMOVE #released, #retry_at"),
+		ExpressionAttributeNames: names,
 		ExpressionAttributeValues: map[string]types.AttributeValue{
 			":prev_ms":   prev,
 			":old":       str(cur.ClaimID),
@@ -391,7 +397,11 @@ func (l *Ledger) TakeOver(ctx context.Context, cur ledger.Record, lease time.Dur
 			":due":       str(attnSK(leaseUntil, cur.Key)),
 		},
 		ReturnValues: types.ReturnValueUpdatedNew,
-	})
+	}
+	if cur.Provider != "" {
+		input.ExpressionAttributeValues[":provider"] = str(cur.Provider)
+	}
+	out, old, failed, err := l.update(ctx, "takeover", cur.Key, input)
 	switch {
 	case err != nil && !failed:
 		// The answer was lost: the write may have applied.

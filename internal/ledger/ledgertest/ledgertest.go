@@ -765,6 +765,30 @@ func runTakeOver(t *testing.T, setup setupFunc) {
 		})
 	}
 
+	// The takeover records the new attempt's provider when the caller
+	// names one, and keeps the row's otherwise.
+	for _, tc := range []struct{ name, provider, want string }{
+		{"ProviderNamed", "sns", "sns"},
+		{"ProviderKept", "", "http"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := setup(t)
+			e, c := b.claim(t)
+			b.release(t, c, "provider 503", time.Time{})
+			cur := b.get(t, e.Key)
+			if cur.Provider != "http" {
+				t.Fatalf("Provider before the takeover = %q, want http", cur.Provider)
+			}
+			cur.Provider = tc.provider
+			if _, err := b.l.TakeOver(b.ctx, cur, lease); err != nil {
+				t.Fatalf("TakeOver: %v", err)
+			}
+			if got := b.get(t, e.Key).Provider; got != tc.want {
+				t.Errorf("Provider after the takeover = %q, want %q", got, tc.want)
+			}
+		})
+	}
+
 	for _, tc := range []struct {
 		name    string
 		arrange func(t *testing.T, b *bundle, c ledger.Claim) ledger.Record

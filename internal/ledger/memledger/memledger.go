@@ -170,6 +170,9 @@ func (l *Ledger) TakeOver(ctx context.Context, cur ledger.Record, lease time.Dur
 	case r.LookupFrom.IsZero():
 		r.LookupFrom = r.AttemptedAt
 	}
+	if cur.Provider != "" {
+		r.Provider = cur.Provider
+	}
 	r.AttemptedAt = now
 	r.UpdatedAt = now
 	r.ExpiresAt = l.expiry(now)

@@ -9,8 +9,10 @@
 // the ledger row by primary key.
 //
 // Lookup lists the messages sent to the recipient since the claim's day
-// and matches ours by body (and sender), created no earlier than the
-// attempt: Twilio has no client reference to search by.
+// and finds those that match by body (and sender) within the attempt's
+// window: Twilio has no client reference to search by, so a match is this
+// key's message only with evidence (a status callback's SID), else the
+// answer is "unproven" (provider.Attribute).
 package twilio
 
 import (
@@ -117,8 +119,8 @@ func New(cfg Config) (*Provider, error) {
 // Name returns "twilio".
 func (p *Provider) Name() string { return Name }
 
-// Capabilities: no idempotent sends; lookup by reference (by recipient,
-// body and time).
+// Capabilities: no idempotent sends; lookup (by recipient, body and time,
+// proven by a status callback's SID: Lookup).
 func (p *Provider) Capabilities() provider.Capabilities {
 	return provider.Capabilities{IdempotentSends: false, LookupByReference: true}
 }
@@ -318,16 +320,29 @@ type listPage struct {
 	NextPageURI string    `json:"next_page_uri"`
 }
 
-// Lookup asks Twilio whether it has m: it lists messages to m.To sent
-// since the UTC day of m.AttemptedAt (from our sender) and matches one
-// whose body is m.Body and that was created no earlier than AttemptedAt
-// (less a minute of clock skew). A match that failed or was undelivered
-// (or canceled) is LookupRejected with Twilio's error code; any other
-// match is LookupAccepted; none is LookupNotFound.
+// Lookup asks Twilio whether it has m. Twilio takes no client reference,
+// so it searches by content: it lists the messages to m.To sent since the
+// UTC day of m.AttemptedAt (from our sender), and a message is a
+// candidate when its body is m.Body and it was created within the
+// attempt's window, no earlier than AttemptedAt and no later than
+// AttemptedUntil (each widened by a minute of clock skew). A candidate
+// that failed, was undelivered or was canceled is rejected, any other is
+// accepted.
 //
-// Limitation: Twilio filters on date_sent, which a message gets only once
+// What the search can prove (provider.Attribute): no candidate means the
+// message never reached Twilio (LookupNotFound). A candidate is this
+// key's message only with evidence: its SID is the one a status callback
+// recorded for this key (the callback URL carries the key, and the
+// webhook stores the SID in the row: m.ProviderMessageID). Without it, a
+// candidate may be another message with the same text to the same
+// recipient, and the answer is LookupUnproven: the class policy decides.
+// Configure status callbacks (CallbackBaseURL) so that lookups can prove.
+//
+// Limitations: Twilio filters on date_sent, which a message gets only once
 // it leaves Twilio; a message still queued is not listed (NotFound), so
-// the reconciler should only trust NotFound after its settle time.
+// the reconciler trusts NotFound only after its settle time. A search
+// that needs more than maxLookupPages pages is incomplete: an error
+// (Transient), never LookupNotFound.
 //
 // Errors are *provider.Error: 401/403 Config, 429/5xx and network
 // failures Transient, other 4xx Permanent.
@@ -340,7 +355,7 @@ func (p *Provider) Lookup(ctx context.Context, m provider.Message) (provider.Loo
 		q.Set("DateSent>", m.AttemptedAt.UTC().Format("2006-01-02"))
 	}
 	next := p.messagesURL() + "?" + q.Encode()
-	var rejected *message
+	var candidates []provider.Candidate
 	for range maxLookupPages {
 		page, err := p.listPage(ctx, next, m)
 		if err != nil {
@@ -351,32 +366,28 @@ func (p *Provider) Lookup(ctx context.Context, m provider.Message) (provider.Loo
 			if !p.ours(msg, m) {
 				continue
 			}
+			c := provider.Candidate{ID: msg.SID, Status: provider.LookupAccepted}
 			switch msg.Status {
 			case "failed", "undelivered", "canceled":
-				if rejected == nil {
-					rejected = msg
+				c.Status, c.Reason = provider.LookupRejected, "twilio status "+msg.Status
+				if msg.ErrorCode != nil {
+					c.Reason += fmt.Sprintf(" (error %d)", *msg.ErrorCode)
 				}
-			default:
-				return provider.LookupResult{Status: provider.LookupAccepted, MessageID: msg.SID}, nil
 			}
+			candidates = append(candidates, c)
 		}
 		if page.NextPageURI == "" {
-			break
+			return provider.Attribute(m, candidates), nil
 		}
 		next = p.base + page.NextPageURI
 	}
-	if rejected != nil {
-		reason := "twilio status " + rejected.Status
-		if rejected.ErrorCode != nil {
-			reason += fmt.Sprintf(" (error %d)", *rejected.ErrorCode)
-		}
-		return provider.LookupResult{Status: provider.LookupRejected, MessageID: rejected.SID, Reason: reason}, nil
-	}
-	return provider.LookupResult{Status: provider.LookupNotFound}, nil
+	return provider.LookupResult{}, p.fail(ctx, m, "lookup", &provider.Error{Kind: provider.Transient, Provider: Name, Op: "lookup",
+		Reason: fmt.Sprintf("search incomplete: more than %d pages of messages to the recipient", maxLookupPages)})
 }
 
-// ours reports whether msg is the message m: same recipient, body and
-// sender, created no earlier than the attempt.
+// ours reports whether msg matches m by content: same recipient, body and
+// sender, created within the attempt's window. A match is a candidate,
+// not proof (Lookup).
 func (p *Provider) ours(msg *message, m provider.Message) bool {
 	if msg.To != m.To || msg.Body != m.Body {
 		return false
@@ -388,14 +399,17 @@ func (p *Provider) ours(msg *message, m provider.Message) bool {
 	} else if msg.From != p.cfg.From {
 		return false
 	}
-	if m.AttemptedAt.IsZero() {
+	if m.AttemptedAt.IsZero() && m.AttemptedUntil.IsZero() {
 		return true
 	}
 	created, err := time.Parse(time.RFC1123Z, msg.DateCreated)
 	if err != nil {
 		return false
 	}
-	return !created.Before(m.AttemptedAt.Add(-clockSkew))
+	if !m.AttemptedAt.IsZero() && created.Before(m.AttemptedAt.Add(-clockSkew)) {
+		return false
+	}
+	return m.AttemptedUntil.IsZero() || !created.After(m.AttemptedUntil.Add(clockSkew))
 }
 
 func (p *Provider) listPage(ctx context.Context, u string, m provider.Message) (listPage, *provider.Error) {

@@ -3,6 +3,7 @@ package twilio_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/url"
 	"strings"
@@ -91,7 +92,9 @@ func TestSendMessagingService(t *testing.T) {
 	if got := b.fake.Messages()[0]; got.MessagingServiceSID != "MG123" || got.From != "" {
 		t.Errorf("fake got %+v, want MessagingServiceSid MG123 and no From", got)
 	}
-	res, err := b.p.Lookup(context.Background(), msg("v1_svc", "hello"))
+	m := msg("v1_svc", "hello")
+	m.ProviderMessageID = b.fake.Messages()[0].SID // as the status callback recorded it
+	res, err := b.p.Lookup(context.Background(), m)
 	if err != nil || res.Status != provider.LookupAccepted {
 		t.Errorf("Lookup = %+v, %v; want accepted", res, err)
 	}
@@ -184,9 +187,68 @@ func TestLookup(t *testing.T) {
 		b := setup(t)
 		m := msg("v1_f", "Your order shipped")
 		rc := b.send(t, m)
+		// A content match alone proves nothing.
 		res, err := b.p.Lookup(ctx, m)
+		if err != nil || res.Status != provider.LookupUnproven {
+			t.Errorf("Lookup without evidence = %+v, %v; want unproven", res, err)
+		}
+		// The SID a status callback recorded for the key proves it.
+		m.ProviderMessageID = rc.MessageID
+		res, err = b.p.Lookup(ctx, m)
 		if err != nil || res.Status != provider.LookupAccepted || res.MessageID != rc.MessageID {
 			t.Errorf("Lookup = %+v, %v; want accepted %s", res, err, rc.MessageID)
+		}
+	})
+	// Regression (issue 21, defect 2): two logical messages with the same
+	// text to one recipient. A never reached Twilio; B was sent. A's
+	// lookup must not take B's message for A's: neither SENT nor, once B
+	// is undelivered, FAILED.
+	t.Run("IdenticalTextIsNotProof", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		a := msg("v1_a", "You have a new message")
+		rcB := b.send(t, msg("v1_b", "You have a new message"))
+		res, err := b.p.Lookup(ctx, a)
+		if err != nil || res.Status != provider.LookupUnproven || res.MessageID != "" {
+			t.Errorf("A's lookup = %+v, %v; want unproven, not B's message %s", res, err, rcB.MessageID)
+		}
+		b.fake.SetStatus(rcB.MessageID, "undelivered", 30007)
+		res, err = b.p.Lookup(ctx, a)
+		if err != nil || res.Status != provider.LookupUnproven {
+			t.Errorf("A's lookup after B was undelivered = %+v, %v; want unproven", res, err)
+		}
+		// A's own callback evidence names a SID that is not B's: B is not
+		// A's, and A's message is not listed.
+		a.ProviderMessageID = "SMnot-listed"
+		if res, err = b.p.Lookup(ctx, a); err != nil || res.Status != provider.LookupUnproven {
+			t.Errorf("A's lookup with unlisted evidence = %+v, %v; want unproven", res, err)
+		}
+	})
+	t.Run("AfterTheAttemptIsNotOurs", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		m := msg("v1_late", "same text")
+		m.AttemptedAt = time.Now().Add(-10 * time.Minute)
+		m.AttemptedUntil = time.Now().Add(-5 * time.Minute)
+		b.send(t, msg("v1_b", "same text")) // created now, after A's claim ran out
+		res, err := b.p.Lookup(ctx, m)
+		if err != nil || res.Status != provider.LookupNotFound {
+			t.Errorf("Lookup = %+v, %v; want not found (the match postdates the attempt)", res, err)
+		}
+	})
+	// Regression (issue 21, defect 6): a search cut off at the page cap
+	// is incomplete, an error, never "not found".
+	t.Run("PageCapIsAnError", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		for i := range 20*100 + 1 {
+			if _, err := b.p.Send(ctx, msg("v1_n", fmt.Sprintf("filler %d", i))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		res, err := b.p.Lookup(ctx, msg("v1_cap", "never sent"))
+		if err == nil || provider.KindOf(err) != provider.Transient {
+			t.Errorf("Lookup = %+v, %v; want a transient error (search incomplete)", res, err)
 		}
 	})
 	t.Run("FoundAfterLostAnswer", func(t *testing.T) {
@@ -197,6 +259,7 @@ func TestLookup(t *testing.T) {
 		if _, err := b.p.Send(ctx, m); provider.KindOf(err) != provider.Ambiguous {
 			t.Fatalf("Send: %v, want ambiguous", err)
 		}
+		m.ProviderMessageID = b.fake.Messages()[0].SID // from the status callback
 		res, err := b.p.Lookup(ctx, m)
 		if err != nil || res.Status != provider.LookupAccepted || res.MessageID != b.fake.Messages()[0].SID {
 			t.Errorf("Lookup = %+v, %v; want accepted", res, err)
@@ -230,6 +293,7 @@ func TestLookup(t *testing.T) {
 		m := msg("v1_fail", "will fail")
 		rc := b.send(t, m)
 		b.fake.SetStatus(rc.MessageID, "undelivered", 30007)
+		m.ProviderMessageID = rc.MessageID
 		res, err := b.p.Lookup(ctx, m)
 		if err != nil || res.Status != provider.LookupRejected || res.Reason != "twilio status undelivered (error 30007)" {
 			t.Errorf("Lookup = %+v, %v; want rejected 30007", res, err)
@@ -239,7 +303,7 @@ func TestLookup(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		m := msg("v1_page", "the one")
-		b.send(t, m)
+		m.ProviderMessageID = b.send(t, m).MessageID
 		for i := range 150 { // newer messages push ours to the second page
 			if _, err := b.p.Send(ctx, msg("v1_n", "filler "+url.QueryEscape(string(rune('a'+i%26))))); err != nil {
 				t.Fatal(err)
