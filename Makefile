@@ -2,7 +2,8 @@
 #
 # Every target that needs local AWS starts DynamoDB Local and moto_server on
 # free loopback ports (scripts/local-aws.sh) and stops them again when the
-# recipe ends, whether it passes or fails.
+# recipe ends, whether it passes or fails; services-start and demo KEEP=1
+# leave them running (in .local/) until services-stop.
 
 SHELL := bash
 .SHELLFLAGS := -euo pipefail -c
@@ -14,6 +15,8 @@ FUNCTIONS := sender reconciler webhook api sesevents
 FUZZTIME ?= 5s
 N ?= 2000
 SEED ?=
+# make demo KEEP=1 leaves local AWS running afterwards.
+KEEP ?=
 # Architecture of `make build`'s bootstraps; the host's by default so that
 # they run under the local emulator (the template deploys arm64).
 BUILD_GOARCH ?= $(shell go env GOARCH 2>/dev/null)
@@ -60,11 +63,17 @@ test: prereqs deps bench-deps rie ## Run everything CI runs (gofmt, vet, race te
 	services_down
 	summary "make test"
 
-demo: prereqs deps rie ## Run the whole pipeline locally (go run ./cmd/demo).
+demo: prereqs deps rie ## Run the whole pipeline locally (go run ./cmd/demo); KEEP=1 leaves local AWS running with the demo's rows, queues and bin/sendonce to look around (make services-stop stops it).
 	@source scripts/steps.sh
 	require_cmd_dir cmd/demo "make demo"
-	services_up
-	go run ./cmd/demo
+	if [ -z "$(KEEP)" ] || [ "$(KEEP)" = 0 ]; then
+		services_up
+		go run ./cmd/demo
+	else
+		services_keep
+		go build -o bin/sendonce ./cmd/sendonce
+		go run ./cmd/demo -keep "$${SENDONCE_LOCAL_DIR:-.local}"
+	fi
 
 bench-deps: ## Install bench/'s Node package (Powertools idempotency) from its lockfile if it is missing or stale.
 	@if [ ! -d bench/node_modules/@aws-lambda-powertools/idempotency ] || [ bench/package-lock.json -nt bench/node_modules/.package-lock.json ]; then
@@ -136,11 +145,14 @@ $(addprefix invoke-,$(FUNCTIONS)): invoke-%: prereqs deps rie
 	services_up
 	go run ./scripts/invoke -function "$$fn" -event "$$event" -bootstrap .build/$$fn/bootstrap
 
-services-start: deps rie ## Start local AWS and leave it running (source .local/env; stop with make services-stop).
+services-start: deps rie ## Start local AWS and leave it running, with bin/sendonce and the table sendonce-local (source .local/env; stop with make services-stop).
 	@scripts/local-aws.sh start
-	echo "run: source .local/env"
+	go build -o bin/sendonce ./cmd/sendonce
+	source "$${SENDONCE_LOCAL_DIR:-.local}/env"
+	bin/sendonce create-tables
+	echo "run: source $${SENDONCE_LOCAL_DIR:-.local}/env   (then e.g. bin/sendonce list --state failed, aws dynamodb list-tables; make services-stop stops it)"
 
-services-stop: ## Stop what services-start started.
+services-stop: ## Stop what services-start (or make demo KEEP=1) started.
 	@scripts/local-aws.sh stop
 
 # SAM builds (template.yaml: Metadata BuildMethod: makefile). sam build

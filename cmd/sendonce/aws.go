@@ -3,69 +3,54 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
+	"sync"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sts"
+	"github.com/aws/smithy-go/logging"
+	"github.com/aws/smithy-go/middleware"
 )
 
-// common holds the flags every command takes: the AWS CLI's --region,
-// --profile and --endpoint-url, and --output.
-type common struct {
-	region, profile, endpoint string
-	output                    string
+// resources are what a command works on, named in its error messages.
+type resources struct {
+	table            string // the DynamoDB table
+	dynamoDBEndpoint string // DynamoDB's endpoint, when one is configured
 }
 
-// commonFlags adds the common flags to fs.
-func commonFlags(fs *flag.FlagSet) *common {
-	g := awsFlags(fs)
-	fs.StringVar(&g.output, "output", "", "")
-	return g
-}
-
-// awsFlags adds only the AWS CLI's --region, --profile and --endpoint-url
-// to fs, for commands whose --output has formats of their own (template).
-func awsFlags(fs *flag.FlagSet) *common {
-	g := &common{}
-	fs.StringVar(&g.region, "region", "", "")
-	fs.StringVar(&g.profile, "profile", "", "")
-	fs.StringVar(&g.endpoint, "endpoint-url", "", "")
-	return g
-}
-
-// format returns the output format: --output if given (a usage error
-// unless json or table), else table on a terminal and json otherwise.
-func (g *common) format(c *command, e env) (string, error) {
-	switch g.output {
-	case "json", "table":
-		return g.output, nil
-	case "":
-		if e.terminal {
-			return "table", nil
-		}
-		return "json", nil
+// awsConfig returns the AWS configuration, loaded once per run the SDK's
+// standard way (config.LoadDefaultConfig: AWS_REGION, AWS_PROFILE, the
+// credential variables, AWS_ENDPOINT_URL_<SERVICE> and AWS_ENDPOINT_URL,
+// the shared files), with --region and --profile as its options and
+// --endpoint-url, as in the AWS CLI, before any configured endpoint of
+// every service. A missing region is an error; so are credentials that
+// cannot be loaded, found here, before the first call, so that the
+// message can say so plainly (credentialsError). The SDK logs nothing
+// unless --debug.
+func (a *app) awsConfig(ctx context.Context) (aws.Config, error) {
+	if a.cfg != nil {
+		return *a.cfg, nil
 	}
-	return "", &usageError{cmd: c, msg: fmt.Sprintf("--output %q: want json or table", g.output)}
-}
-
-// awsConfig loads the AWS configuration the SDK's standard way
-// (config.LoadDefaultConfig: AWS_REGION, AWS_PROFILE, the credential
-// variables, AWS_ENDPOINT_URL_<SERVICE> and AWS_ENDPOINT_URL, the shared
-// files), with --region and --profile as its options, and --endpoint-url,
-// as in the AWS CLI, before any configured endpoint of every service.
-func awsConfig(ctx context.Context, e env, g *common) (aws.Config, error) {
 	var opts []func(*config.LoadOptions) error
-	if g.region != "" {
-		opts = append(opts, config.WithRegion(g.region))
+	if a.region != "" {
+		opts = append(opts, config.WithRegion(a.region))
 	}
-	if g.profile != "" {
-		opts = append(opts, config.WithSharedConfigProfile(g.profile))
+	if a.profile != "" {
+		opts = append(opts, config.WithSharedConfigProfile(a.profile))
 	}
-	load := e.loadAWS
+	if a.debug {
+		opts = append(opts, config.WithLogger(logging.NewStandardLogger(a.stderr)),
+			config.WithClientLogMode(aws.LogRetries|aws.LogRequest|aws.LogResponse))
+	} else {
+		// Not the SDK's warnings ("falling back to IMDSv1") either: the
+		// error, if any, says what went wrong.
+		opts = append(opts, config.WithLogger(logging.Nop{}))
+	}
+	load := a.loadAWS
 	if load == nil {
 		load = config.LoadDefaultConfig
 	}
@@ -76,15 +61,31 @@ func awsConfig(ctx context.Context, e env, g *common) (aws.Config, error) {
 	if cfg.Region == "" {
 		return aws.Config{}, errors.New("no AWS region: pass --region or set AWS_REGION (or a region in your AWS profile)")
 	}
-	if g.endpoint != "" {
+	if a.endpoint != "" {
 		// A service's configured endpoint (AWS_ENDPOINT_URL_DYNAMODB, a
 		// profile's services section) outranks cfg.BaseEndpoint in the
 		// SDK; the flag is offered first as every service's endpoint.
-		cfg.BaseEndpoint = aws.String(g.endpoint)
-		cfg.ConfigSources = append([]any{serviceEndpoints(func(string) string { return g.endpoint })}, cfg.ConfigSources...)
+		cfg.BaseEndpoint = aws.String(a.endpoint)
+		cfg.ConfigSources = append([]any{serviceEndpoints(func(string) string { return a.endpoint })}, cfg.ConfigSources...)
 	}
+	if cfg.Credentials == nil {
+		return aws.Config{}, &credentialsError{profile: a.profile, err: errors.New("no credential provider")}
+	}
+	if _, err := cfg.Credentials.Retrieve(ctx); err != nil {
+		return aws.Config{}, &credentialsError{profile: a.profile, err: err}
+	}
+	a.cfg = &cfg
 	return cfg, nil
 }
+
+// credentialsError is the failure to load AWS credentials.
+type credentialsError struct {
+	profile string
+	err     error
+}
+
+func (e *credentialsError) Error() string { return "load AWS credentials: " + e.err.Error() }
+func (e *credentialsError) Unwrap() error { return e.err }
 
 // serviceEndpoints is a configuration source of the SDK that gives the
 // endpoint of a service by its SDK id ("DynamoDB", "Secrets Manager").
@@ -96,31 +97,25 @@ func (f serviceEndpoints) GetServiceBaseEndpoint(_ context.Context, sdkID string
 	return ep, ep != "", nil
 }
 
-// dynamoClient returns a DynamoDB client (see awsConfig). When an endpoint
-// is set, from any source, response checksum validation is off: DynamoDB
-// Local's error responses carry a wrong CRC32.
-func dynamoClient(ctx context.Context, e env, g *common) (*dynamodb.Client, error) {
-	cfg, err := awsConfig(ctx, e, g)
+// dynamoClient returns a DynamoDB client (see awsConfig) whose Scan pages
+// feed the run's scan totals and progress. When an endpoint is set, from
+// any source, response checksum validation is off: DynamoDB Local's error
+// responses carry a wrong CRC32.
+func (a *app) dynamoClient(ctx context.Context) (*dynamodb.Client, error) {
+	cfg, err := a.awsConfig(ctx)
 	if err != nil {
 		return nil, err
 	}
 	return dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) {
 		o.DisableValidateResponseChecksum = o.BaseEndpoint != nil
+		a.where.dynamoDBEndpoint = aws.ToString(o.BaseEndpoint)
+		o.APIOptions = append(o.APIOptions, a.observeScans)
 	}), nil
 }
 
-// tableClient returns a DynamoDB client (see dynamoClient) for a command
-// on table, or needTable's usage error when no table was named.
-func tableClient(ctx context.Context, c *command, e env, g *common, table string) (*dynamodb.Client, error) {
-	if err := needTable(c, table); err != nil {
-		return nil, err
-	}
-	return dynamoClient(ctx, e, g)
-}
-
 // sqsClient returns an SQS client (see awsConfig).
-func sqsClient(ctx context.Context, e env, g *common) (*sqs.Client, error) {
-	cfg, err := awsConfig(ctx, e, g)
+func (a *app) sqsClient(ctx context.Context) (*sqs.Client, error) {
+	cfg, err := a.awsConfig(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -129,8 +124,8 @@ func sqsClient(ctx context.Context, e env, g *common) (*sqs.Client, error) {
 
 // callerIdentity returns the caller's ARN as STS GetCallerIdentity reports
 // it for the configured credentials: the "who" of a resolve.
-func callerIdentity(ctx context.Context, e env, g *common) (string, error) {
-	cfg, err := awsConfig(ctx, e, g)
+func (a *app) callerIdentity(ctx context.Context) (string, error) {
+	cfg, err := a.awsConfig(ctx)
 	if err != nil {
 		return "", err
 	}
@@ -142,4 +137,55 @@ func callerIdentity(ctx context.Context, e env, g *common) (string, error) {
 		return arn, nil
 	}
 	return "", errors.New("find the caller's identity: STS returned no ARN")
+}
+
+// scanStats are the DynamoDB Scan pages a run read: every scan of the
+// table goes through the CLI's client, whichever package pages it
+// (list --state failed, find by event and apikey list without the event
+// index).
+type scanStats struct {
+	mu               sync.Mutex
+	start            time.Time
+	pages            int
+	scanned, matched int64
+}
+
+// observeScans adds to a DynamoDB client's stack a step that counts every
+// Scan page's items (read, and left by the filter) and shows the progress.
+func (a *app) observeScans(stack *middleware.Stack) error {
+	return stack.Initialize.Add(middleware.InitializeMiddlewareFunc("sendonce/scan-totals",
+		func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
+			s := &a.scan
+			if _, ok := in.Parameters.(*dynamodb.ScanInput); ok {
+				s.mu.Lock()
+				if s.start.IsZero() {
+					s.start = time.Now()
+				}
+				s.mu.Unlock()
+			}
+			out, md, err := next.HandleInitialize(ctx, in)
+			if page, ok := out.Result.(*dynamodb.ScanOutput); ok && err == nil {
+				s.mu.Lock()
+				s.pages++
+				s.scanned += int64(page.ScannedCount)
+				s.matched += int64(page.Count)
+				line := fmt.Sprintf("scanning table %s: %d items read, %d matched (%d pages)", a.where.table, s.scanned, s.matched, s.pages)
+				s.mu.Unlock()
+				a.prog.show(line)
+			}
+			return out, md, err
+		}), middleware.After)
+}
+
+// scanned reports whether the run scanned the table, and its totals as
+// one phrase: "read 1200 items in 2 pages (1.3s), 4 matched the filter".
+func (a *app) scanned() (bool, string) {
+	s := &a.scan
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.pages == 0 {
+		return false, ""
+	}
+	return true, fmt.Sprintf("read %d items in %d pages (%s), %d matched the filter",
+		s.scanned, s.pages, time.Since(s.start).Round(100*time.Millisecond), s.matched)
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/spf13/cobra"
 	"gopkg.in/yaml.v3"
 )
 
@@ -60,20 +61,36 @@ func TestVersionAndHelp(t *testing.T) {
 			t.Errorf("%v: exit %d, stdout %q", args, r.code, r.stdout)
 		}
 	}
-	for _, c := range commands() {
-		words := strings.Fields(c.name)
+	for _, c := range leaves(newRoot(&app{})) {
+		words := strings.Fields(name(c))
 		for _, args := range [][]string{append([]string{"help"}, words...), append(words, "-h")} {
 			r := runWith(t, nil, "", args...)
-			if r.code != 0 || !strings.HasPrefix(r.stdout, "Usage:\n  sendonce "+c.name) || !strings.Contains(r.stdout, "--endpoint-url") {
+			if r.code != 0 || !strings.HasPrefix(r.stdout, "Usage:\n  sendonce "+name(c)) || !strings.Contains(r.stdout, "--endpoint-url") {
 				t.Errorf("%v: exit %d, stdout %.80q", args, r.code, r.stdout)
 			}
 		}
 	}
-	for _, g := range []string{"apikey", "dlq"} {
+	for _, g := range []string{"apikey", "dlq", "template"} {
 		if r := runWith(t, nil, "", "help", g); r.code != 0 || !strings.Contains(r.stdout, "sendonce "+g+" list") {
 			t.Errorf("help %s: exit %d %q", g, r.code, r.stdout)
 		}
 	}
+}
+
+// leaves returns the commands under c that do the work (not the groups,
+// not help), depth first.
+func leaves(c *cobra.Command) []*cobra.Command {
+	var out []*cobra.Command
+	for _, s := range c.Commands() {
+		switch {
+		case !s.IsAvailableCommand() || s.Name() == "help":
+		case s.HasSubCommands():
+			out = append(out, leaves(s)...)
+		default:
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // TestRunbook checks docs/operations.md against template.yaml and the
@@ -138,8 +155,8 @@ func TestRunbook(t *testing.T) {
 		// command's help is printed (exit 0); an unknown command or flag,
 		// or a bad flag value, is a usage error (exit 2).
 		r := runWith(t, nil, "", append(args, "-h")...)
-		c, _, _ := lookup(args)
-		if r.code != 0 || c == nil || !strings.HasPrefix(r.stdout, "Usage:\n  sendonce "+c.name) {
+		c, _, err := newRoot(&app{}).Find(args)
+		if r.code != 0 || err != nil || !c.HasParent() || !strings.HasPrefix(r.stdout, "Usage:\n  sendonce "+name(c)) {
 			t.Errorf("runbook command %q: exit %d, stderr %q", strings.Join(args, " "), r.code, r.stderr)
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/spf13/cobra"
 
 	"github.com/sendonce/sendonce/internal/notify"
 	"github.com/sendonce/sendonce/internal/redact"
@@ -20,11 +21,11 @@ import (
 	"github.com/sendonce/sendonce/internal/sendkey"
 )
 
-var dlqListCmd = &command{
-	name:     "dlq list",
-	synopsis: "dlq list [--limit N] [--dlq-url URL]",
-	summary:  "show dead-lettered messages: reasons, receive counts, keys",
-	help: `
+func dlqListCmd(a *app) *cobra.Command {
+	c := &cobra.Command{
+		Use:   "list [--limit N] [--dlq-url URL]",
+		Short: "show dead-lettered messages: reasons, receive counts, keys",
+		Long: `
 Shows the messages in the dead-letter queue, one per line (--output json) or
 as a table: the SQS message id, how often it was received, when it was first
 sent, the reason the sender gave (the sendonce-error attributes; empty for a
@@ -36,20 +37,51 @@ body is not printed.
 
 Listing receives the messages (with a visibility timeout of 30s) and then
 makes them visible again at once, as the console's "poll for messages"
-does: each listing adds one to their receive count.
-
-Flags:
-  --limit N       at most N messages (default 100)
-  --dlq-url URL   the dead-letter queue (default $SENDONCE_DLQ_URL)
-`,
-	run: runDLQList,
+does: each listing adds one to their receive count.`,
+		Args: noArgs,
+	}
+	dlq := dlqFlag(c)
+	limit := c.Flags().Int("limit", 100, "at most `N` messages")
+	c.RunE = func(c *cobra.Command, _ []string) error {
+		ctx := c.Context()
+		url, err := a.dlqURL(c, *dlq)
+		if err != nil {
+			return err
+		}
+		if *limit <= 0 {
+			return &usageError{cmd: c, msg: "--limit must be positive"}
+		}
+		q, rd, err := a.dlqOpen(ctx)
+		if err != nil {
+			return err
+		}
+		var views []dlqView
+		var handles []string
+		err = receiveAll(ctx, q, url, 30*time.Second, *limit, func(m types.Message) error {
+			views = append(views, describeMessage(m, rd))
+			handles = append(handles, aws.ToString(m.ReceiptHandle))
+			a.prog.show(fmt.Sprintf("dlq list: %d messages received", len(views)))
+			return nil
+		})
+		// Visible again at once, whatever happened.
+		release(context.WithoutCancel(ctx), q, url, handles)
+		if err != nil {
+			return fmt.Errorf("dlq list: %w", err)
+		}
+		a.prog.clear()
+		return writeList(a.printer(), views, []string{"MESSAGE_ID", "RECEIVES", "VALID", "KEY", "TENANT", "CHANNEL", "REASON"},
+			func(v dlqView) []string {
+				return []string{v.MessageID, strconv.Itoa(v.ReceiveCount), strconv.FormatBool(v.Valid), v.Key, v.Tenant, v.Channel, cmp.Or(v.Reason, v.Invalid)}
+			})
+	}
+	return c
 }
 
-var dlqRedriveCmd = &command{
-	name:     "dlq redrive",
-	synopsis: "dlq redrive [--dry-run] [--reason-match RE] [--queue-url URL] [--dlq-url URL]",
-	summary:  "move the valid dead-lettered messages back to the queue",
-	help: `
+func dlqRedriveCmd(a *app) *cobra.Command {
+	c := &cobra.Command{
+		Use:   "redrive [--dry-run] [--reason-match RE] [--queue-url URL] [--dlq-url URL]",
+		Short: "move the valid dead-lettered messages back to the queue",
+		Long: `
 Re-validates every message in the dead-letter queue (as the sender does) and
 moves the valid ones back to the notification queue, body unchanged. Each
 message is deleted from the DLQ only after SendMessage to the queue
@@ -61,20 +93,88 @@ messages whose reason does not match --reason-match, stay where they are
 A redriven message whose ledger row has expired (past the retention) is
 sent again: do not redrive messages older than the ledger's retention.
 
-It prints one line per message: the action (moved, would-move, invalid,
-no-match, failed), the message id, the key and the reason. A failed send
-or delete makes the exit status 1 after every message was tried.
-
-Flags:
-  --dry-run          only say what would move
-  --reason-match RE  only messages whose sendonce-error reason matches the
-                     regular expression RE
-  --queue-url URL    where to move them (default $SENDONCE_QUEUE_URL, else
-                     the one queue whose dead-letter queue this is)
-  --dlq-url URL      the dead-letter queue (default $SENDONCE_DLQ_URL)
-  --visibility D     how long a message is hidden while it is handled (default 60s)
-`,
-	run: runDLQRedrive,
+It prints one line per message as it goes: the action (moved, would-move,
+invalid, no-match, failed), the message id, the key and the reason (with
+--query, the lines are collected and the query runs over all of them at the
+end). On a terminal a progress line on stderr counts them while it runs;
+the totals go to stderr at the end:
+  sendonce: dlq redrive: 12 messages: 9 moved, 2 invalid, 1 no-match, 0 failed
+A failed send or delete makes the exit status 1 after every message was
+tried, with the totals in the error line.`,
+		Args: noArgs,
+	}
+	dlq := dlqFlag(c)
+	f := c.Flags()
+	queue := f.String("queue-url", "", "the `URL` of the queue to move them to (default: SENDONCE_QUEUE_URL, else the one queue whose dead-letter queue this is)")
+	dryRun := f.Bool("dry-run", false, "only say what would move")
+	match := f.String("reason-match", "", "only messages whose sendonce-error reason matches the regular expression `RE`")
+	visibility := f.Duration("visibility", 60*time.Second, "`D`: how long a message is hidden while it is handled")
+	c.RunE = func(c *cobra.Command, _ []string) error {
+		ctx := c.Context()
+		url, err := a.dlqURL(c, *dlq)
+		if err != nil {
+			return err
+		}
+		if *visibility < time.Second || *visibility > 12*time.Hour {
+			return &usageError{cmd: c, msg: "--visibility must be between 1s and 12h"}
+		}
+		var re *regexp.Regexp
+		if *match != "" {
+			if re, err = regexp.Compile(*match); err != nil {
+				return &usageError{cmd: c, msg: fmt.Sprintf("--reason-match: %v", err)}
+			}
+		}
+		q, rd, err := a.dlqOpen(ctx)
+		if err != nil {
+			return err
+		}
+		target := cmp.Or(*queue, strings.TrimSpace(a.getenv("SENDONCE_QUEUE_URL")))
+		if target == "" {
+			if target, err = sourceQueue(ctx, q, url); err != nil {
+				return fmt.Errorf("dlq redrive: %w", err)
+			}
+		}
+		var (
+			skipped []string
+			tally   = &tally{n: map[string]int{}, dryRun: *dryRun}
+			out     = a.redriveLines()
+		)
+		err = receiveAll(ctx, q, url, *visibility, 0, func(m types.Message) error {
+			v := describeMessage(m, rd)
+			rv := redriveView{MessageID: v.MessageID, Key: v.Key, Reason: cmp.Or(v.Reason, v.Invalid)}
+			switch {
+			case !v.Valid:
+				rv.Action, rv.Reason = "invalid", v.Invalid
+			case re != nil && !re.MatchString(stringAttr(m, sender.AttrErrorReason)):
+				rv.Action = "no-match"
+			case *dryRun:
+				rv.Action = "would-move"
+			}
+			if rv.Action != "" {
+				skipped = append(skipped, aws.ToString(m.ReceiptHandle))
+			} else if err := move(ctx, q, target, url, m); err != nil {
+				rv.Action, rv.Reason = "failed", err.Error()
+			} else {
+				rv.Action = "moved"
+			}
+			tally.add(rv.Action)
+			a.prog.show("dlq redrive: " + tally.String())
+			return out.line(rv)
+		})
+		release(context.WithoutCancel(ctx), q, url, skipped)
+		if err == nil {
+			err = out.flush()
+		}
+		if err != nil {
+			return fmt.Errorf("dlq redrive: %w (so far %s)", err, tally)
+		}
+		if n := tally.n["failed"]; n > 0 {
+			return fmt.Errorf("dlq redrive: %d message(s) could not be moved; they are still in the dead-letter queue (or in both queues, which the ledger absorbs): %s", n, tally)
+		}
+		a.note("dlq redrive: %s", tally)
+		return nil
+	}
+	return c
 }
 
 // sqsAPI is the part of the SQS client the dlq commands use.
@@ -104,66 +204,33 @@ type dlqView struct {
 	RecipientID     string `json:"recipient_id,omitempty"`
 }
 
-// needDLQ returns a usage error when no dead-letter queue was named.
-func needDLQ(c *command, url string) error {
+// dlqFlag adds --dlq-url to c.
+func dlqFlag(c *cobra.Command) *string {
+	return c.Flags().String("dlq-url", "", "the dead-letter queue's `URL` (default: SENDONCE_DLQ_URL)")
+}
+
+// dlqURL returns the dead-letter queue: --dlq-url, else SENDONCE_DLQ_URL;
+// a usage error when neither names one.
+func (a *app) dlqURL(c *cobra.Command, flag string) (string, error) {
+	url := cmp.Or(flag, strings.TrimSpace(a.getenv("SENDONCE_DLQ_URL")))
 	if url == "" {
-		return &usageError{cmd: c, msg: "no dead-letter queue: pass --dlq-url URL or set SENDONCE_DLQ_URL"}
+		return "", &usageError{cmd: c, msg: "no dead-letter queue: pass --dlq-url URL or set SENDONCE_DLQ_URL"}
 	}
-	return nil
+	return url, nil
 }
 
 // dlqOpen returns what the dlq commands start from once their flags are
-// checked: the output format, the SQS client and the redactor.
-func dlqOpen(ctx context.Context, c *command, e env, g *common) (string, *sqs.Client, *redact.Redactor, error) {
-	format, err := g.format(c, e)
+// checked: the SQS client and the redactor.
+func (a *app) dlqOpen(ctx context.Context) (*sqs.Client, *redact.Redactor, error) {
+	q, err := a.sqsClient(ctx)
 	if err != nil {
-		return "", nil, nil, err
+		return nil, nil, err
 	}
-	q, err := sqsClient(ctx, e, g)
+	rd, err := a.redactor(ctx)
 	if err != nil {
-		return "", nil, nil, err
+		return nil, nil, err
 	}
-	rd, err := redactor(ctx, e, g)
-	if err != nil {
-		return "", nil, nil, err
-	}
-	return format, q, rd, nil
-}
-
-func runDLQList(ctx context.Context, c *command, e env, args []string) error {
-	fs := newFlags(c)
-	g := commonFlags(fs)
-	dlq := fs.String("dlq-url", strings.TrimSpace(e.getenv("SENDONCE_DLQ_URL")), "")
-	limit := fs.Int("limit", 100, "")
-	if err := noArgs(c, fs, args); err != nil {
-		return err
-	}
-	if err := needDLQ(c, *dlq); err != nil {
-		return err
-	}
-	if *limit <= 0 {
-		return &usageError{cmd: c, msg: "--limit must be positive"}
-	}
-	format, q, rd, err := dlqOpen(ctx, c, e, g)
-	if err != nil {
-		return err
-	}
-	var views []dlqView
-	var handles []string
-	err = receiveAll(ctx, q, *dlq, 30*time.Second, *limit, func(m types.Message) error {
-		views = append(views, describeMessage(m, rd))
-		handles = append(handles, aws.ToString(m.ReceiptHandle))
-		return nil
-	})
-	// Visible again at once, whatever happened.
-	release(context.WithoutCancel(ctx), q, *dlq, handles)
-	if err != nil {
-		return fmt.Errorf("dlq list: %w", err)
-	}
-	return writeList(e.stdout, format, views, []string{"MESSAGE_ID", "RECEIVES", "VALID", "KEY", "TENANT", "CHANNEL", "REASON"},
-		func(v dlqView) []string {
-			return []string{v.MessageID, strconv.Itoa(v.ReceiveCount), strconv.FormatBool(v.Valid), v.Key, v.Tenant, v.Channel, cmp.Or(v.Reason, v.Invalid)}
-		})
+	return q, rd, nil
 }
 
 // redriveView is one message's fate in dlq redrive.
@@ -174,75 +241,65 @@ type redriveView struct {
 	Reason    string `json:"reason,omitempty"`
 }
 
-func runDLQRedrive(ctx context.Context, c *command, e env, args []string) error {
-	fs := newFlags(c)
-	g := commonFlags(fs)
-	dlq := fs.String("dlq-url", strings.TrimSpace(e.getenv("SENDONCE_DLQ_URL")), "")
-	queue := fs.String("queue-url", strings.TrimSpace(e.getenv("SENDONCE_QUEUE_URL")), "")
-	dryRun := fs.Bool("dry-run", false, "")
-	match := fs.String("reason-match", "", "")
-	visibility := fs.Duration("visibility", 60*time.Second, "")
-	if err := noArgs(c, fs, args); err != nil {
-		return err
-	}
-	if err := needDLQ(c, *dlq); err != nil {
-		return err
-	}
-	if *visibility < time.Second || *visibility > 12*time.Hour {
-		return &usageError{cmd: c, msg: "--visibility must be between 1s and 12h"}
-	}
-	var re *regexp.Regexp
-	if *match != "" {
-		var err error
-		if re, err = regexp.Compile(*match); err != nil {
-			return &usageError{cmd: c, msg: fmt.Sprintf("--reason-match: %v", err)}
+// redriveActions are the actions in the order the totals name them.
+var redriveActions = []string{"moved", "would-move", "invalid", "no-match", "failed"}
+
+// tally counts the redrive's actions.
+type tally struct {
+	n      map[string]int
+	dryRun bool
+}
+
+func (t *tally) add(action string) { t.n[action]++ }
+
+// String is "12 messages: 9 moved, 2 invalid, 1 no-match, 0 failed"
+// ("would-move" instead of "moved" for a dry run); an action that did not
+// happen is left out, except those two and failed.
+func (t *tally) String() string {
+	total := 0
+	var parts []string
+	for _, act := range redriveActions {
+		total += t.n[act]
+		if t.n[act] > 0 || act == "failed" || act == map[bool]string{false: "moved", true: "would-move"}[t.dryRun] {
+			parts = append(parts, fmt.Sprintf("%d %s", t.n[act], act))
 		}
 	}
-	format, q, rd, err := dlqOpen(ctx, c, e, g)
-	if err != nil {
-		return err
+	return fmt.Sprintf("%d messages: %s", total, strings.Join(parts, ", "))
+}
+
+// redriveOut prints redrive lines as they happen (a JSON object, aligned
+// or tab-separated cells per line), or collects them for --query.
+type redriveOut struct {
+	a         *app
+	collected []redriveView
+}
+
+func (a *app) redriveLines() *redriveOut { return &redriveOut{a: a} }
+
+func (o *redriveOut) line(v redriveView) error {
+	p := o.a.printer()
+	if p.query != nil {
+		o.collected = append(o.collected, v)
+		return nil
 	}
-	if *queue == "" {
-		if *queue, err = sourceQueue(ctx, q, *dlq); err != nil {
-			return fmt.Errorf("dlq redrive: %w", err)
-		}
+	o.a.prog.clear()
+	switch p.format {
+	case "json":
+		return writeJSON(p.w, v, false)
+	case "text":
+		return writeRows(p.w, "text", nil, [][]string{{v.Action, v.MessageID, v.Key, v.Reason}})
 	}
-	var (
-		skipped []string
-		failed  int
-		out     = jsonOrTable(e, format)
-	)
-	err = receiveAll(ctx, q, *dlq, *visibility, 0, func(m types.Message) error {
-		v := describeMessage(m, rd)
-		rv := redriveView{MessageID: v.MessageID, Key: v.Key, Reason: cmp.Or(v.Reason, v.Invalid)}
-		switch {
-		case !v.Valid:
-			rv.Action, rv.Reason = "invalid", v.Invalid
-		case re != nil && !re.MatchString(stringAttr(m, sender.AttrErrorReason)):
-			rv.Action = "no-match"
-		case *dryRun:
-			rv.Action = "would-move"
-		}
-		if rv.Action != "" {
-			skipped = append(skipped, aws.ToString(m.ReceiptHandle))
-			return out(rv)
-		}
-		if err := move(ctx, q, *queue, *dlq, m); err != nil {
-			failed++
-			rv.Action, rv.Reason = "failed", err.Error()
-			return out(rv)
-		}
-		rv.Action = "moved"
-		return out(rv)
-	})
-	release(context.WithoutCancel(ctx), q, *dlq, skipped)
-	if err != nil {
-		return fmt.Errorf("dlq redrive: %w", err)
+	_, err := fmt.Fprintf(p.w, "%-10s %s %s %s\n", v.Action, v.MessageID, cmp.Or(v.Key, "-"), oneLine(v.Reason))
+	return err
+}
+
+// flush runs --query over the collected lines.
+func (o *redriveOut) flush() error {
+	p := o.a.printer()
+	if p.query == nil {
+		return nil
 	}
-	if failed > 0 {
-		return fmt.Errorf("dlq redrive: %d message(s) could not be moved; they are still in the dead-letter queue (or in both queues, which the ledger absorbs)", failed)
-	}
-	return nil
+	return writeList(p, o.collected, nil, nil)
 }
 
 // move sends m's body to queue, then deletes m from dlq: in that order,
@@ -258,7 +315,7 @@ func move(ctx context.Context, q sqsAPI, queue, dlq string, m types.Message) err
 		in.MessageDeduplicationId = m.MessageId
 	}
 	if _, err := q.SendMessage(ctx, in); err != nil {
-		return fmt.Errorf("send to the queue: %w", err)
+		return &queueError{url: queue, flag: "--queue-url or SENDONCE_QUEUE_URL", err: fmt.Errorf("send to the queue: %w", err)}
 	}
 	if _, err := q.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(dlq), ReceiptHandle: m.ReceiptHandle}); err != nil {
 		return fmt.Errorf("sent to the queue, but not deleted from the dead-letter queue (a duplicate the ledger absorbs): %w", err)
@@ -284,7 +341,7 @@ func receiveAll(ctx context.Context, q sqsAPI, dlq string, visibility time.Durat
 			MessageAttributeNames:       []string{"All"},
 		})
 		if err != nil {
-			return fmt.Errorf("receive from %s: %w", dlq, err)
+			return &queueError{url: dlq, flag: "--dlq-url or SENDONCE_DLQ_URL", err: fmt.Errorf("receive from %s: %w", dlq, err)}
 		}
 		fresh := 0
 		for _, m := range out.Messages {
@@ -318,7 +375,7 @@ func release(ctx context.Context, q sqsAPI, dlq string, handles []string) {
 func sourceQueue(ctx context.Context, q sqsAPI, dlq string) (string, error) {
 	out, err := q.ListDeadLetterSourceQueues(ctx, &sqs.ListDeadLetterSourceQueuesInput{QueueUrl: aws.String(dlq)})
 	if err != nil {
-		return "", fmt.Errorf("find the queue of %s (pass --queue-url or set SENDONCE_QUEUE_URL): %w", dlq, err)
+		return "", &queueError{url: dlq, flag: "--dlq-url or SENDONCE_DLQ_URL", err: fmt.Errorf("find the queue of %s (pass --queue-url or set SENDONCE_QUEUE_URL): %w", dlq, err)}
 	}
 	if len(out.QueueUrls) != 1 {
 		return "", fmt.Errorf("%s is the dead-letter queue of %d queues: pass --queue-url or set SENDONCE_QUEUE_URL", dlq, len(out.QueueUrls))
@@ -363,17 +420,4 @@ func stringAttr(m types.Message, name string) string {
 		return aws.ToString(a.StringValue)
 	}
 	return ""
-}
-
-// jsonOrTable returns a printer of redrive lines that writes each as it
-// happens: a JSON object per line, or a tab-separated line.
-func jsonOrTable(e env, format string) func(redriveView) error {
-	enc := json.NewEncoder(e.stdout)
-	return func(v redriveView) error {
-		if format == "json" {
-			return enc.Encode(v)
-		}
-		_, err := fmt.Fprintf(e.stdout, "%-10s %s %s %s\n", v.Action, v.MessageID, cmp.Or(v.Key, "-"), strings.Join(strings.Fields(v.Reason), " "))
-		return err
-	}
 }

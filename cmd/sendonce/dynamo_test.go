@@ -234,7 +234,7 @@ func TestCreateTablesUnreachable(t *testing.T) {
 	vars := localVars(t, "t")
 	vars["AWS_ENDPOINT_URL_DYNAMODB"] = "http://127.0.0.1:1" // nothing listens on port 1
 	r := runWith(t, vars, "", "create-tables")
-	oneLineError(t, r, "create table t: ")
+	oneLineError(t, r, "create-tables: cannot reach DynamoDB at http://127.0.0.1:1: connection refused")
 }
 
 func TestInspect(t *testing.T) {

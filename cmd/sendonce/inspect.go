@@ -9,19 +9,22 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/spf13/cobra"
+
 	"github.com/sendonce/sendonce/internal/ledger"
 	"github.com/sendonce/sendonce/internal/ledger/dynamoledger"
 	"github.com/sendonce/sendonce/internal/redact"
 	"github.com/sendonce/sendonce/internal/sendkey"
 )
 
-var inspectCmd = &command{
-	name:     "inspect",
-	synopsis: "inspect [--table NAME] KEY",
-	summary:  "print a ledger row as JSON, addresses redacted",
-	help: `
-Prints the ledger row of KEY (an idempotency key, as "sendonce key" prints it)
-as one JSON object on stdout, read with a strongly consistent read.
+func inspectCmd(a *app) *cobra.Command {
+	c := &cobra.Command{
+		Use:   "inspect [--table NAME] KEY",
+		Short: "print a ledger row, addresses redacted",
+		Long: `
+Prints the ledger row of KEY (an idempotency key, as "sendonce key" prints it),
+read with a strongly consistent read: one JSON object (--output json), or
+"field: value" lines (table) or "field<TAB>value" lines (text).
 
 Nothing personal is printed raw:
   - address is redacted ("phone:3f2a9c01b7e45d10": a kind and 16 hex digits
@@ -45,57 +48,50 @@ Times are RFC 3339 UTC; fields that are empty or zero are left out. A key
 with no live row (never claimed, or past its retention) is an error (exit
 status 1), as is a string that is not a key.
 
-Flags:
-  --table NAME   the table (default $SENDONCE_TABLE)
-`,
-	run: runInspect,
+  sendonce inspect KEY --query state --output text     prints SENT, FAILED, ...`,
+		Args: oneArg("KEY"),
+	}
+	tableF := tableFlag(c)
+	c.RunE = func(c *cobra.Command, args []string) error {
+		ctx := c.Context()
+		_, r, err := a.openRow(ctx, c, *tableF, args[0])
+		if err != nil {
+			return err
+		}
+		rd, err := a.redactor(ctx)
+		if err != nil {
+			return fmt.Errorf("inspect: %w", err)
+		}
+		return a.printer().object(view(r, rd))
+	}
+	return c
 }
 
-func runInspect(ctx context.Context, c *command, e env, args []string) error {
-	fs, g, table := tableFlags(c, e)
-	key, err := parseOne(c, fs, args, "KEY")
+// openRow checks the table and key, then opens the ledger on the table
+// and reads key's row: the start of the commands that act on one key.
+// Its errors name the command.
+func (a *app) openRow(ctx context.Context, c *cobra.Command, tableFlag, key string) (*dynamoledger.Ledger, ledger.Record, error) {
+	table, err := a.table(c, tableFlag)
 	if err != nil {
-		return err
-	}
-	format, err := g.format(c, e)
-	if err != nil {
-		return err
-	}
-	_, r, err := openRow(ctx, c, e, g, *table, key)
-	if err != nil {
-		return err
-	}
-	rd, err := redactor(ctx, e, g)
-	if err != nil {
-		return fmt.Errorf("inspect: %w", err)
-	}
-	return writeObject(e.stdout, format, view(r, rd))
-}
-
-// openRow checks table and key, then opens the ledger on table and reads
-// key's row: the start of the commands that act on one key. Its errors
-// name the command.
-func openRow(ctx context.Context, c *command, e env, g *common, table, key string) (*dynamoledger.Ledger, ledger.Record, error) {
-	if err := needTable(c, table); err != nil {
 		return nil, ledger.Record{}, err
 	}
 	if !sendkey.Valid(key) {
-		return nil, ledger.Record{}, fmt.Errorf("%s: %q is not an idempotency key (v1_ and 64 lowercase hex digits)", c.name, truncate(key))
+		return nil, ledger.Record{}, fmt.Errorf("%s: %q is not an idempotency key (v1_ and 64 lowercase hex digits)", name(c), truncate(key))
 	}
-	led, err := openLedger(ctx, e, g, table)
+	led, err := a.openLedger(ctx, table)
 	if err != nil {
-		return nil, ledger.Record{}, fmt.Errorf("%s: %w", c.name, err)
+		return nil, ledger.Record{}, fmt.Errorf("%s: %w", name(c), err)
 	}
 	r, err := getRow(ctx, led, key, table)
 	if err != nil {
-		return nil, ledger.Record{}, fmt.Errorf("%s: %w", c.name, err)
+		return nil, ledger.Record{}, fmt.Errorf("%s: %w", name(c), err)
 	}
 	return led, r, nil
 }
 
 // openLedger returns the DynamoDB ledger on table.
-func openLedger(ctx context.Context, e env, g *common, table string, opts ...dynamoledger.Option) (*dynamoledger.Ledger, error) {
-	db, err := dynamoClient(ctx, e, g)
+func (a *app) openLedger(ctx context.Context, table string, opts ...dynamoledger.Option) (*dynamoledger.Ledger, error) {
+	db, err := a.dynamoClient(ctx)
 	if err != nil {
 		return nil, err
 	}

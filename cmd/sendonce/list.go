@@ -9,15 +9,17 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/sendonce/sendonce/internal/ledger"
 	"github.com/sendonce/sendonce/internal/ledger/dynamoledger"
 )
 
-var listCmd = &command{
-	name:     "list",
-	synopsis: "list --state pending|uncertain|abandoned|failed [--older-than D] [--tenant T] [--channel C] [--limit N] [--table NAME]",
-	summary:  "rows that need a human, oldest first",
-	help: `
+func listCmd(a *app) *cobra.Command {
+	c := &cobra.Command{
+		Use:   "list --state pending|uncertain|abandoned|failed [--older-than D] [--tenant T] [--channel C] [--limit N] [--table NAME]",
+		Short: "rows that need a human, oldest first",
+		Long: `
 Lists ledger rows in one state, oldest first, with key, tenant, channel,
 class, attempts, age and reason: one JSON object per line (--output json,
 each the row as "inspect" prints it plus "due_at" and "age"), or a table.
@@ -34,20 +36,83 @@ Where the rows come from, and what it costs:
   failed               a paginated Scan of the whole table (FAILED rows
                        leave every index): it reads every item, so it costs
                        about (table size / 4 KB) / 2 read units and takes
-                       time on a big table. A warning goes to stderr.
+                       time on a big table. A warning goes to stderr first,
+                       progress while it reads (on a terminal) and the
+                       scan's totals at the end.
 
 --tenant and --channel filter what is read (the indexes are not per
 tenant), so a narrow filter on a big backlog still reads the backlog.
 
-Flags:
-  --state S         pending, uncertain, abandoned or failed (required)
-  --older-than D    only rows whose age is at least D (a Go duration: 15m, 2h)
-  --tenant T        only this tenant's rows
-  --channel C       only this channel's rows
-  --limit N         at most N rows (default 100)
-  --table NAME      the table (default $SENDONCE_TABLE)
-`,
-	run: runList,
+  sendonce list --state uncertain --older-than 15m --query '[].key' --output text`,
+		Args: noArgs,
+	}
+	tableF := tableFlag(c)
+	f := c.Flags()
+	state := f.String("state", "", "the `STATE`: pending, uncertain, abandoned or failed (required)")
+	olderThan := f.Duration("older-than", 0, "only rows whose age is at least `D` (a Go duration: 15m, 2h)")
+	tenant := f.String("tenant", "", "only this `TENANT`'s rows")
+	channel := f.String("channel", "", "only this `CHANNEL`'s rows")
+	limit := f.Int("limit", 100, "at most `N` rows")
+	c.RunE = func(c *cobra.Command, _ []string) error {
+		ctx := c.Context()
+		want := ledger.State(strings.ToUpper(*state))
+		switch want {
+		case ledger.StatePending, ledger.StateUncertain, ledger.StateAbandoned, ledger.StateFailed:
+		case "":
+			return &usageError{cmd: c, msg: "list needs --state pending, uncertain, abandoned or failed"}
+		default:
+			return &usageError{cmd: c, msg: fmt.Sprintf("--state %q: want pending, uncertain, abandoned or failed", *state)}
+		}
+		if *limit <= 0 {
+			return &usageError{cmd: c, msg: "--limit must be positive"}
+		}
+		if *olderThan < 0 {
+			return &usageError{cmd: c, msg: "--older-than must not be negative"}
+		}
+		table, err := a.table(c, *tableF)
+		if err != nil {
+			return err
+		}
+		led, err := a.openLedger(ctx, table)
+		if err != nil {
+			return fmt.Errorf("list: %w", err)
+		}
+		now := time.Now()
+		keep := func(r ledger.Record) bool {
+			return r.State == want && (*tenant == "" || r.Tenant == *tenant) && (*channel == "" || r.Channel == *channel) &&
+				(*olderThan == 0 || !r.DueAt().After(now.Add(-*olderThan)))
+		}
+		var recs []ledger.Record
+		if want == ledger.StateFailed {
+			a.note("warning: listing failed rows scans the whole table %s (every item is read and billed); it may take a while", table)
+			recs, err = scanFailed(ctx, led, keep)
+			if err == nil {
+				slices.SortStableFunc(recs, func(a, b ledger.Record) int { return a.DueAt().Compare(b.DueAt()) })
+				_, totals := a.scanned()
+				a.note("scanned table %s for FAILED rows: %s; %d left after --tenant, --channel and --older-than, %d printed",
+					table, totals, len(recs), min(len(recs), *limit))
+				recs = recs[:min(len(recs), *limit)]
+			}
+		} else {
+			recs, err = merged(ctx, shardPager(led, want, now, *olderThan), keep, *limit)
+		}
+		if err != nil {
+			return fmt.Errorf("list: %w", err)
+		}
+		rd, err := a.redactor(ctx)
+		if err != nil {
+			return fmt.Errorf("list: %w", err)
+		}
+		views := make([]listView, len(recs))
+		for i, r := range recs {
+			views[i] = listView{rowView: view(r, rd), DueAt: timeString(r.DueAt()), Age: now.Sub(r.DueAt()).Round(time.Second).String()}
+		}
+		return writeList(a.printer(), views, []string{"KEY", "STATE", "TENANT", "CHANNEL", "CLASS", "ATTEMPTS", "AGE", "REASON"},
+			func(v listView) []string {
+				return []string{v.Key, string(v.State), v.Tenant, v.Channel, v.Class, fmt.Sprint(v.Attempts), v.Age, v.Reason}
+			})
+	}
+	return c
 }
 
 // listView is one row of list's output.
@@ -55,74 +120,6 @@ type listView struct {
 	rowView
 	DueAt string `json:"due_at"`
 	Age   string `json:"age"`
-}
-
-func runList(ctx context.Context, c *command, e env, args []string) error {
-	fs, g, table := tableFlags(c, e)
-	state := fs.String("state", "", "")
-	olderThan := fs.Duration("older-than", 0, "")
-	tenant := fs.String("tenant", "", "")
-	channel := fs.String("channel", "", "")
-	limit := fs.Int("limit", 100, "")
-	if err := noArgs(c, fs, args); err != nil {
-		return err
-	}
-	want := ledger.State(strings.ToUpper(*state))
-	switch want {
-	case ledger.StatePending, ledger.StateUncertain, ledger.StateAbandoned, ledger.StateFailed:
-	case "":
-		return &usageError{cmd: c, msg: "list needs --state pending, uncertain, abandoned or failed"}
-	default:
-		return &usageError{cmd: c, msg: fmt.Sprintf("--state %q: want pending, uncertain, abandoned or failed", *state)}
-	}
-	if *limit <= 0 {
-		return &usageError{cmd: c, msg: "--limit must be positive"}
-	}
-	if *olderThan < 0 {
-		return &usageError{cmd: c, msg: "--older-than must not be negative"}
-	}
-	format, err := g.format(c, e)
-	if err != nil {
-		return err
-	}
-	if err := needTable(c, *table); err != nil {
-		return err
-	}
-	led, err := openLedger(ctx, e, g, *table)
-	if err != nil {
-		return fmt.Errorf("list: %w", err)
-	}
-	now := time.Now()
-	keep := func(r ledger.Record) bool {
-		return r.State == want && (*tenant == "" || r.Tenant == *tenant) && (*channel == "" || r.Channel == *channel) &&
-			(*olderThan == 0 || !r.DueAt().After(now.Add(-*olderThan)))
-	}
-	var recs []ledger.Record
-	if want == ledger.StateFailed {
-		fmt.Fprintf(e.stderr, "sendonce: warning: listing failed rows scans the whole table %s (every item is read and billed); it may take a while\n", *table)
-		recs, err = scanFailed(ctx, led, keep)
-		if err == nil {
-			slices.SortStableFunc(recs, func(a, b ledger.Record) int { return a.DueAt().Compare(b.DueAt()) })
-			recs = recs[:min(len(recs), *limit)]
-		}
-	} else {
-		recs, err = merged(ctx, shardPager(led, want, now, *olderThan), keep, *limit)
-	}
-	if err != nil {
-		return fmt.Errorf("list: %w", err)
-	}
-	rd, err := redactor(ctx, e, g)
-	if err != nil {
-		return fmt.Errorf("list: %w", err)
-	}
-	views := make([]listView, len(recs))
-	for i, r := range recs {
-		views[i] = listView{rowView: view(r, rd), DueAt: timeString(r.DueAt()), Age: now.Sub(r.DueAt()).Round(time.Second).String()}
-	}
-	return writeList(e.stdout, format, views, []string{"KEY", "STATE", "TENANT", "CHANNEL", "CLASS", "ATTEMPTS", "AGE", "REASON"},
-		func(v listView) []string {
-			return []string{v.Key, string(v.State), v.Tenant, v.Channel, v.Class, fmt.Sprint(v.Attempts), v.Age, v.Reason}
-		})
 }
 
 // pager reads one page of one shard.

@@ -1,6 +1,6 @@
 // Command sendonce is the operator CLI of sendonce (docs/cli.md).
 //
-//	sendonce create-tables [--table NAME] [--wait DURATION]
+//	sendonce create-tables [--table NAME] [--event-index] [--wait DURATION]
 //	sendonce key < request.json
 //	sendonce inspect KEY
 //	sendonce find --tenant T --event E [--recipient R --channel C --template N]
@@ -8,30 +8,29 @@
 //	sendonce resolve KEY --as sent|failed|abandoned --reason TEXT [--provider-id ID] [--force]
 //	sendonce dlq list [--limit N]
 //	sendonce dlq redrive [--dry-run] [--reason-match RE]
-//	sendonce apikey create --tenant TENANT
-//	sendonce apikey list --tenant TENANT
-//	sendonce apikey revoke KEY-ID
+//	sendonce apikey create|list|revoke ...
+//	sendonce template put|get|list|render|import-examples ...
 //	sendonce help [COMMAND]
 //	sendonce --version
 //
-// Every command takes --region, --profile and --endpoint-url as the AWS CLI
-// does (otherwise the SDK's standard variables and files apply), --output
-// json|table (table by default on a terminal, else json) and, where it
-// reads the ledger, --table (default $SENDONCE_TABLE). Results go to
-// stdout alone, so they can be piped; messages go to stderr.
+// The global flags go before or after the command, as in the AWS CLI:
+// --region, --profile, --endpoint-url, --output json|text|table (table by
+// default on a terminal, else json), --query JMESPATH and --debug.
+// Commands that read the ledger take --table (default $SENDONCE_TABLE).
+// Results go to stdout alone, so they can be piped; messages, progress and
+// totals go to stderr.
 //
-// Exit status: 0 on success, 1 on a user error (an invalid request, an
-// unknown key, a table with a different schema, an AWS error) with a
-// one-line message on stderr, 2 on a usage error (unknown command, missing
-// argument, bad flag) with the usage on stderr.
+// Exit status: 0 on success, 1 on an error (an invalid request, an unknown
+// key, a missing table or credentials, an AWS error) with one line on
+// stderr, 2 on a usage error (unknown command, missing argument, bad flag)
+// with one line on stderr that names "sendonce help COMMAND".
 //
-// See docs/cli.md.
+// The commands are github.com/spf13/cobra commands; see docs/cli.md.
 package main
 
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -42,7 +41,13 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/jmespath/go-jmespath"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
+
+// The overview lists the commands in the order newRoot adds them.
+func init() { cobra.EnableCommandSorting = false }
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -58,91 +63,49 @@ const (
 	exitUsage = 2
 )
 
-// env is what every command gets: its streams and the environment.
+// env is what a run gets from outside: its streams and the environment.
 type env struct {
 	stdin          io.Reader
 	stdout, stderr io.Writer
 	getenv         func(string) string
-	// terminal is true when stdout is a terminal: --output defaults to
-	// table there.
-	terminal bool
+	// terminal is true when stdout is a terminal (--output defaults to
+	// table there); errTerminal when stderr is one (progress is shown
+	// there).
+	terminal, errTerminal bool
 	// loadAWS loads the AWS configuration with the flags' options; nil
 	// is config.LoadDefaultConfig. Tests load it from their own variables.
 	loadAWS func(context.Context, ...func(*config.LoadOptions) error) (aws.Config, error)
 }
 
-// command is one (sub)command: its name as typed, a one-line summary, its
-// synopsis and help, and what it does with its arguments.
-type command struct {
-	name     string
-	synopsis string
-	summary  string
-	help     string
-	run      func(ctx context.Context, c *command, e env, args []string) error
+// app is one run: its environment, the global flags and what the command
+// learns on the way (for the error messages and the totals).
+type app struct {
+	env
+
+	// The global flags.
+	region, profile, endpoint string
+	output, query             string
+	debug                     bool
+
+	format string             // --output, checked, with its default
+	jq     *jmespath.JMESPath // --query, compiled; nil without
+
+	running bool        // a command's own code runs: its errors are not usage errors
+	command string      // its name ("dlq list")
+	cfg     *aws.Config // the AWS configuration, loaded once
+	where   resources   // what the command works on, for error messages
+	scan    scanStats   // the DynamoDB Scan pages read
+	prog    *progress   // the live progress line on stderr
 }
 
-// usageError is a usage mistake: exit status 2, with the command's usage.
+// usageError is a usage mistake: exit status 2, one line naming the help
+// of cmd.
 type usageError struct {
-	cmd *command // nil: the top-level usage
+	cmd *cobra.Command
 	msg string
 }
 
 func (e *usageError) Error() string { return e.msg }
-
-// helpRequest is returned when -h/--help was given: the usage goes to
-// stdout and the exit status is 0.
-type helpRequest struct {
-	cmd   *command
-	group string // "apikey": the overview of that group's commands
-}
-
-func (helpRequest) Error() string { return "help requested" }
-
-// commands is the command table, in the order the overview lists it. A
-// name of two words ("apikey create") is a subcommand of a group; the
-// group needs no entry of its own. Add a command by adding its entry here.
-func commands() []*command {
-	return []*command{
-		createTablesCmd, keyCmd, inspectCmd, findCmd, listCmd, resolveCmd,
-		dlqListCmd, dlqRedriveCmd,
-		apikeyCreateCmd, apikeyListCmd, apikeyRevokeCmd,
-		templateCmd,
-	}
-}
-
-// lookup finds the command args start with (a one- or two-word name) and
-// returns it with the remaining arguments. A group word alone ("apikey")
-// asks for one of its subcommands; "apikey -h" is a help request for the
-// group.
-func lookup(args []string) (*command, []string, error) {
-	if len(args) == 0 {
-		return nil, nil, &usageError{msg: "no command given"}
-	}
-	var sub []string
-	for _, c := range commands() {
-		switch group, name, two := strings.Cut(c.name, " "); {
-		case !two && c.name == args[0]:
-			return c, args[1:], nil
-		case two && group == args[0]:
-			if len(args) > 1 && args[1] == name {
-				return c, args[2:], nil
-			}
-			sub = append(sub, name)
-		}
-	}
-	if len(sub) == 0 {
-		return nil, nil, &usageError{msg: fmt.Sprintf("unknown command %q", args[0])}
-	}
-	want := strings.Join(sub[:len(sub)-1], ", ") + " or " + sub[len(sub)-1]
-	if len(args) < 2 {
-		return nil, nil, &usageError{msg: fmt.Sprintf("%s needs a subcommand: %s", args[0], want)}
-	}
-	switch args[1] {
-	case "-h", "-help", "--help", "help":
-		return nil, nil, helpRequest{group: args[0]}
-	}
-	return nil, nil, &usageError{msg: fmt.Sprintf("unknown %s subcommand %q (want %s)", args[0], args[1], want)}
-}
 
 // run runs the command args name (args excludes the program name) and
 // returns the exit status. getenv stands for os.Getenv.
@@ -150,156 +113,255 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	if getenv == nil {
 		getenv = os.Getenv
 	}
-	return runEnv(ctx, env{stdin: stdin, stdout: stdout, stderr: stderr, getenv: getenv, terminal: isTerminal(stdout)}, args)
+	return runEnv(ctx, env{stdin: stdin, stdout: stdout, stderr: stderr, getenv: getenv,
+		terminal: isTerminal(stdout), errTerminal: isTerminal(stderr)}, args)
 }
 
 // runEnv is run with e.
 func runEnv(ctx context.Context, e env, args []string) int {
-	stdout, stderr := e.stdout, e.stderr
-	err := dispatch(ctx, e, args)
-	var (
-		ue *usageError
-		hr helpRequest
-	)
+	a := &app{env: e}
+	a.prog = newProgress(e.stderr, e.errTerminal)
+	root := newRoot(a)
+	root.SetArgs(args)
+	cmd, err := root.ExecuteContextC(ctx)
+	a.prog.clear()
+	var ue *usageError
 	switch {
 	case err == nil:
 		return exitOK
-	case errors.As(err, &hr):
-		if hr.group != "" {
-			printGroup(stdout, hr.group)
-		} else {
-			printUsage(stdout, hr.cmd)
-		}
-		return exitOK
 	case errors.As(err, &ue):
-		fmt.Fprintf(stderr, "sendonce: %s\n\n", oneLine(ue.msg))
-		printUsage(stderr, ue.cmd)
+		fmt.Fprintf(e.stderr, "sendonce: %s (see %q)\n", oneLine(ue.msg), helpHint(ue.cmd))
+		return exitUsage
+	case !a.running:
+		// Cobra's own findings before the command ran: an unknown
+		// command or flag, a bad flag value.
+		fmt.Fprintf(e.stderr, "sendonce: %s (see %q)\n", oneLine(err.Error()), helpHint(cmd))
 		return exitUsage
 	default:
-		fmt.Fprintf(stderr, "sendonce: %s\n", oneLine(err.Error()))
+		fmt.Fprintf(e.stderr, "sendonce: %s\n", oneLine(a.plain(err)))
 		return exitError
 	}
 }
 
-func dispatch(ctx context.Context, e env, args []string) error {
-	if len(args) > 0 {
-		switch args[0] {
-		case "-h", "-help", "--help":
-			return helpRequest{}
-		case "--version", "-version", "version":
-			_, err := fmt.Fprintln(e.stdout, version())
-			return err
-		case "help":
-			if len(args) == 1 {
-				return helpRequest{}
+// helpHint is the help command that explains c.
+func helpHint(c *cobra.Command) string {
+	if c == nil || !c.HasParent() {
+		return "sendonce help"
+	}
+	return "sendonce help " + name(c)
+}
+
+// name is c's path without the program: "inspect", "apikey create".
+func name(c *cobra.Command) string {
+	return strings.TrimPrefix(c.CommandPath(), "sendonce ")
+}
+
+// newRoot builds the command tree for one run of a.
+func newRoot(a *app) *cobra.Command {
+	root := &cobra.Command{
+		Use:           "sendonce",
+		Short:         "operator CLI of sendonce, effectively exactly-once notifications on AWS",
+		Long:          overview,
+		Version:       version(),
+		SilenceErrors: true,
+		SilenceUsage:  true,
+		// An argument that names no command reaches the root.
+		Args: func(c *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return unknownCommand(c, args[0])
 			}
-			c, rest, err := lookup(args[1:])
-			var hr helpRequest
-			if errors.As(err, &hr) || (err != nil && len(args) == 2 && isGroup(args[1])) {
-				return helpRequest{group: args[1]}
-			}
-			if err != nil {
+			return nil
+		},
+		RunE: func(c *cobra.Command, _ []string) error {
+			return &usageError{cmd: c, msg: "no command given"}
+		},
+		PersistentPreRunE: a.prepare,
+		CompletionOptions: cobra.CompletionOptions{HiddenDefaultCmd: true},
+		// "lsit" suggests "list" (cobra's default is no suggestion here).
+		SuggestionsMinimumDistance: 2,
+		// "sendonce lsit --state failed" is an unknown command, not an
+		// unknown flag of the root.
+		FParseErrWhitelist: cobra.FParseErrWhitelist{UnknownFlags: true},
+	}
+	pf := root.PersistentFlags()
+	pf.StringVar(&a.region, "region", "", "the AWS `REGION` (default: AWS_REGION or the profile's region)")
+	pf.StringVar(&a.profile, "profile", "", "a `PROFILE` of the AWS config files (default: AWS_PROFILE)")
+	pf.StringVar(&a.endpoint, "endpoint-url", "", "send every AWS call to `URL` (DynamoDB Local, moto_server)")
+	pf.StringVar(&a.output, "output", "", "the `FORMAT`: json, text or table (default: table on a terminal, else json)")
+	pf.StringVar(&a.query, "query", "", "a JMESPath `EXPRESSION` applied to the JSON result (a list is an array)")
+	pf.BoolVar(&a.debug, "debug", false, "log the AWS SDK's retries and requests and print errors unabridged")
+
+	root.AddCommand(
+		createTablesCmd(a), keyCmd(a), inspectCmd(a), findCmd(a), listCmd(a), resolveCmd(a),
+		group("dlq", "dead-lettered messages: list them, move the valid ones back", dlqListCmd(a), dlqRedriveCmd(a)),
+		group("apikey", "the HTTP API's keys: issue, list, revoke", apikeyCreateCmd(a), apikeyListCmd(a), apikeyRevokeCmd(a)),
+		templateCmd(a),
+		&cobra.Command{Use: "version", Short: "print the version", Hidden: true, Args: noArgs,
+			RunE: func(c *cobra.Command, _ []string) error {
+				_, err := fmt.Fprintln(c.OutOrStdout(), version())
 				return err
+			}},
+	)
+	root.SetHelpCommand(helpCmd(a))
+	root.SetHelpFunc(func(c *cobra.Command, _ []string) { printHelp(c.OutOrStdout(), c) })
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return &usageError{cmd: c, msg: err.Error()} })
+	root.SetVersionTemplate("{{.Version}}\n")
+	root.SetOut(a.stdout)
+	root.SetErr(a.stderr)
+	root.SetIn(a.stdin)
+	markRunning(a, root)
+	return root
+}
+
+// markRunning wraps every command's RunE so that a.running tells a
+// command's own errors (exit 1) from cobra's usage errors (exit 2).
+func markRunning(a *app, c *cobra.Command) {
+	if f := c.RunE; f != nil {
+		c.RunE = func(c *cobra.Command, args []string) error {
+			a.running, a.command = true, name(c)
+			return f(c, args)
+		}
+	}
+	for _, sub := range c.Commands() {
+		markRunning(a, sub)
+	}
+}
+
+// Annotation keys of a command.
+const (
+	// annotValue marks a command that prints one value alone (a key, a
+	// version number) or nothing: --query does not apply to it.
+	annotValue = "sendonce/value"
+)
+
+// prepare checks the global flags before any command runs: --output and
+// --query are usage errors when wrong, before any AWS call.
+func (a *app) prepare(c *cobra.Command, _ []string) error {
+	switch a.output {
+	case "json", "text", "table":
+		a.format = a.output
+	case "":
+		a.format = "json"
+		if a.terminal {
+			a.format = "table"
+		}
+	default:
+		return &usageError{cmd: c, msg: fmt.Sprintf("--output %q: want json, text or table", a.output)}
+	}
+	if a.query == "" {
+		return nil
+	}
+	if what, ok := c.Annotations[annotValue]; ok {
+		return &usageError{cmd: c, msg: fmt.Sprintf("--query does not apply to %s, which %s", name(c), what)}
+	}
+	jq, err := compileQuery(a.query)
+	if err != nil {
+		return &usageError{cmd: c, msg: err.Error()}
+	}
+	a.jq = jq
+	return nil
+}
+
+// group is a command word whose subcommands do the work ("apikey").
+func group(word, short string, subs ...*cobra.Command) *cobra.Command {
+	g := &cobra.Command{
+		Use:   word + " COMMAND",
+		Short: short,
+		Args:  cobra.ArbitraryArgs,
+		RunE: func(c *cobra.Command, args []string) error {
+			var names []string
+			for _, s := range c.Commands() {
+				if s.IsAvailableCommand() {
+					names = append(names, s.Name())
+				}
+			}
+			want := strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
+			if len(args) == 0 {
+				return &usageError{cmd: c, msg: fmt.Sprintf("%s needs a subcommand: %s", word, want)}
+			}
+			return &usageError{cmd: c, msg: fmt.Sprintf("unknown %s subcommand %q (want %s)", word, args[0], want)}
+		},
+	}
+	g.AddCommand(subs...)
+	return g
+}
+
+// unknownCommand is the usage error for word under c, with cobra's
+// suggestion when one is close.
+func unknownCommand(c *cobra.Command, word string) error {
+	msg := fmt.Sprintf("unknown command %q", word)
+	if s := c.SuggestionsFor(word); len(s) > 0 {
+		msg += fmt.Sprintf("; did you mean %q?", s[0])
+	}
+	return &usageError{cmd: c, msg: msg}
+}
+
+// helpCmd is "sendonce help [COMMAND]": a command's help on stdout, exit
+// 0; an unknown command is a usage error (cobra's own help command
+// prints the overview then, with exit status 0).
+func helpCmd(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:   "help [COMMAND]",
+		Short: "show this help, or a command's",
+		RunE: func(c *cobra.Command, args []string) error {
+			root := c.Root()
+			if len(args) == 0 {
+				printHelp(a.stdout, root)
+				return nil
+			}
+			found, rest, err := root.Find(args)
+			if err != nil || found == root {
+				return unknownCommand(root, args[0])
 			}
 			if len(rest) > 0 {
-				return &usageError{cmd: c, msg: "help takes one command"}
+				return &usageError{cmd: root, msg: "help takes one command, got: " + strings.Join(args, " ")}
 			}
-			return helpRequest{cmd: c}
-		}
-	}
-	c, rest, err := lookup(args)
-	if err != nil {
-		return err
-	}
-	return c.run(ctx, c, e, rest)
-}
-
-// newFlags returns a FlagSet for c that prints nothing itself: parse
-// reports its errors as usage errors and -h as a help request.
-func newFlags(c *command) *flag.FlagSet {
-	fs := flag.NewFlagSet(c.name, flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	fs.Usage = func() {}
-	return fs
-}
-
-// parse parses args with fs, allowing flags after positional arguments
-// ("inspect KEY --table T"), and returns the positional arguments.
-// Everything after "--" is positional.
-func parse(c *command, fs *flag.FlagSet, args []string) ([]string, error) {
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return nil, helpRequest{cmd: c}
-			}
-			return nil, &usageError{cmd: c, msg: err.Error()}
-		}
-		rest := fs.Args()
-		if consumed := args[:len(args)-len(rest)]; len(consumed) > 0 && consumed[len(consumed)-1] == "--" {
-			return append(pos, rest...), nil
-		}
-		if len(rest) == 0 {
-			return pos, nil
-		}
-		pos = append(pos, rest[0])
-		args = rest[1:]
+			printHelp(a.stdout, found)
+			return nil
+		},
 	}
 }
 
-// tableFlag adds --table to fs, defaulting to SENDONCE_TABLE.
-func tableFlag(fs *flag.FlagSet, e env) *string {
-	return fs.String("table", strings.TrimSpace(e.getenv("SENDONCE_TABLE")), "the sendonce table (default $SENDONCE_TABLE)")
-}
+// Positional argument checks, as cobra.PositionalArgs with the CLI's
+// messages.
 
-// onePositional returns the single positional argument a command takes,
-// or a usage error naming it (what) when there is none or more than one.
-func onePositional(c *command, pos []string, what string) (string, error) {
-	switch {
-	case len(pos) == 0:
-		return "", &usageError{cmd: c, msg: c.name + " needs a " + what}
-	case len(pos) > 1:
-		return "", &usageError{cmd: c, msg: c.name + " takes one " + what + ", got: " + strings.Join(pos, " ")}
-	}
-	return pos[0], nil
-}
-
-// parseOne parses args with fs and returns the single positional argument
-// (what) the command takes; see parse and onePositional.
-func parseOne(c *command, fs *flag.FlagSet, args []string, what string) (string, error) {
-	pos, err := parse(c, fs, args)
-	if err != nil {
-		return "", err
-	}
-	return onePositional(c, pos, what)
-}
-
-// noArgs parses args with fs for a command that takes no positional
-// arguments.
-func noArgs(c *command, fs *flag.FlagSet, args []string) error {
-	pos, err := parse(c, fs, args)
-	if err != nil {
-		return err
-	}
-	if len(pos) > 0 {
-		return &usageError{cmd: c, msg: "unexpected arguments: " + strings.Join(pos, " ")}
+func noArgs(c *cobra.Command, args []string) error {
+	if len(args) > 0 {
+		return &usageError{cmd: c, msg: "unexpected arguments: " + strings.Join(args, " ")}
 	}
 	return nil
 }
 
-// tableFlags returns c's FlagSet with the common flags and --table, the
-// start of every command on the table.
-func tableFlags(c *command, e env) (*flag.FlagSet, *common, *string) {
-	fs := newFlags(c)
-	return fs, commonFlags(fs), tableFlag(fs, e)
+// oneArg wants a single positional argument, what.
+func oneArg(what string) cobra.PositionalArgs {
+	return func(c *cobra.Command, args []string) error {
+		switch {
+		case len(args) == 0:
+			return &usageError{cmd: c, msg: name(c) + " needs a " + what}
+		case len(args) > 1:
+			return &usageError{cmd: c, msg: name(c) + " takes one " + what + ", got: " + strings.Join(args, " ")}
+		}
+		return nil
+	}
 }
 
-// needTable returns a usage error when no table was named.
-func needTable(c *command, table string) error {
-	if table == "" {
-		return &usageError{cmd: c, msg: "no table: pass --table NAME or set SENDONCE_TABLE"}
+// tableFlag adds --table to c; table returns its value.
+func tableFlag(c *cobra.Command) *string {
+	return c.Flags().String("table", "", "the sendonce `TABLE` (default: SENDONCE_TABLE)")
+}
+
+// table returns the table c works on: --table, else SENDONCE_TABLE; a
+// usage error when neither names one.
+func (a *app) table(c *cobra.Command, flag string) (string, error) {
+	t := flag
+	if t == "" {
+		t = strings.TrimSpace(a.getenv("SENDONCE_TABLE"))
 	}
-	return nil
+	if t == "" {
+		return "", &usageError{cmd: c, msg: "no table: pass --table NAME or set SENDONCE_TABLE"}
+	}
+	a.where.table = t
+	return t, nil
 }
 
 // isTerminal reports whether w is a terminal (a character device).
@@ -317,71 +379,77 @@ func oneLine(s string) string {
 	return strings.Join(strings.Fields(s), " ")
 }
 
-const overview = `sendonce: operator CLI of sendonce, effectively exactly-once notifications on AWS.
+const overview = `Every command takes the global flags, before or after it, as the AWS CLI
+does: --region, --profile and --endpoint-url (otherwise AWS_REGION,
+AWS_PROFILE, AWS_ENDPOINT_URL_DYNAMODB, ... and the AWS config files
+apply), --output json|text|table (table on a terminal, else json),
+--query JMESPATH and --debug. The table comes from --table or
+SENDONCE_TABLE, the queues from --queue-url / --dlq-url or
+SENDONCE_QUEUE_URL / SENDONCE_DLQ_URL.
 
-Usage:
-  sendonce COMMAND [ARGUMENTS]
+Exit status: 0 on success; 1 on an error, with a one-line message on
+stderr; 2 on a usage error, with a one-line message naming the help.`
 
-Commands:
-%s  sendonce help [COMMAND]
-      show this help, or a command's
-
-  sendonce --version
-      print the version
-
-Every command takes --region, --profile and --endpoint-url (as the AWS CLI
-does; otherwise AWS_REGION, AWS_PROFILE, AWS_ENDPOINT_URL_DYNAMODB, ... and
-the AWS config files apply) and --output json|table (table on a terminal,
-else json). The table comes from --table or SENDONCE_TABLE, the queues from
---queue-url / --dlq-url or SENDONCE_QUEUE_URL / SENDONCE_DLQ_URL.
-
-Exit status: 0 on success; 1 on an error, with a one-line message on stderr;
-2 on a usage error, with this usage on stderr.
-
-Run "sendonce help COMMAND" for a command's details. See docs/cli.md.
-`
-
-func printUsage(w io.Writer, c *command) {
-	if c == nil {
-		var b strings.Builder
-		for _, c := range commands() {
-			fmt.Fprintf(&b, "  sendonce %s\n      %s\n", c.synopsis, c.summary)
+// printHelp prints c's help: its synopsis, its text, its subcommands and
+// its flags.
+func printHelp(w io.Writer, c *cobra.Command) {
+	var b strings.Builder
+	if !c.HasParent() {
+		b.WriteString("sendonce: " + c.Short + ".\n\nUsage:\n  sendonce COMMAND [ARGUMENTS] [FLAGS]\n\nCommands:\n")
+		for _, s := range c.Commands() {
+			if !s.IsAvailableCommand() || s.Name() == "help" {
+				continue
+			}
+			if s.HasAvailableSubCommands() {
+				for _, ss := range s.Commands() {
+					fmt.Fprintf(&b, "  sendonce %s %s\n      %s\n", s.Name(), ss.Use, ss.Short)
+				}
+				continue
+			}
+			fmt.Fprintf(&b, "  sendonce %s\n      %s\n", s.Use, s.Short)
 		}
-		fmt.Fprintf(w, overview, b.String())
+		b.WriteString("  sendonce help [COMMAND]\n      show this help, or a command's\n  sendonce --version\n      print the version\n\n")
+		b.WriteString(overview + "\n\nRun \"sendonce help COMMAND\" for a command's details. See docs/cli.md.\n")
+		b.WriteString("\nGlobal flags:\n" + c.PersistentFlags().FlagUsages())
+		io.WriteString(w, b.String())
 		return
 	}
-	fmt.Fprintf(w, "Usage:\n  sendonce %s\n\n%s\n%s", c.synopsis, strings.TrimSpace(c.help), commonHelp)
-}
-
-// commonHelp closes every command's help.
-const commonHelp = `
-Common flags:
-  --output json|table   json: one object per line for lists; table: aligned
-                        columns (default: table on a terminal, else json)
-  --region REGION       the AWS region (default: AWS_REGION or the profile's)
-  --profile NAME        a profile of the AWS config files (default: AWS_PROFILE)
-  --endpoint-url URL    send every AWS call to URL (e.g. DynamoDB Local)
-`
-
-// isGroup reports whether word names a group of subcommands.
-func isGroup(word string) bool {
-	for _, c := range commands() {
-		if g, _, ok := strings.Cut(c.name, " "); ok && g == word {
-			return true
+	parent := strings.TrimSuffix(strings.TrimPrefix(c.Parent().CommandPath(), "sendonce"), " ")
+	fmt.Fprintf(&b, "Usage:\n  sendonce%s %s\n", parent, c.Use)
+	if c.HasAvailableSubCommands() {
+		b.WriteString("\nCommands:\n")
+		for _, s := range c.Commands() {
+			if s.IsAvailableCommand() {
+				fmt.Fprintf(&b, "  sendonce %s %s\n      %s\n", name(c), s.Use, s.Short)
+			}
 		}
 	}
-	return false
+	if long := strings.TrimSpace(c.Long); long != "" {
+		b.WriteString("\n" + long + "\n")
+	} else {
+		b.WriteString("\n" + upperFirst(c.Short) + ".\n")
+	}
+	local := pflag.NewFlagSet(c.Name(), pflag.ContinueOnError)
+	c.LocalNonPersistentFlags().VisitAll(func(f *pflag.Flag) {
+		if f.Name != "help" {
+			local.AddFlag(f)
+		}
+	})
+	if local.HasAvailableFlags() {
+		b.WriteString("\nFlags:\n" + local.FlagUsages())
+	}
+	b.WriteString("\nGlobal flags:\n" + c.Root().PersistentFlags().FlagUsages())
+	if c.HasAvailableSubCommands() {
+		fmt.Fprintf(&b, "\nRun \"sendonce help %s COMMAND\" for a subcommand's details.\n", name(c))
+	}
+	io.WriteString(w, b.String())
 }
 
-// printGroup prints the usage of group's subcommands.
-func printGroup(w io.Writer, group string) {
-	fmt.Fprintf(w, "Usage:\n")
-	for _, c := range commands() {
-		if g, _, ok := strings.Cut(c.name, " "); ok && g == group {
-			fmt.Fprintf(w, "  sendonce %s\n      %s\n", c.synopsis, c.summary)
-		}
+func upperFirst(s string) string {
+	if s == "" {
+		return s
 	}
-	fmt.Fprintf(w, "\nRun \"sendonce help %s SUBCOMMAND\" for a subcommand's details.\n", group)
+	return strings.ToUpper(s[:1]) + s[1:]
 }
 
 // version is this binary's version from its build information: the module

@@ -15,8 +15,8 @@ import (
 // configuration) or SENDONCE_REDACT_KEY, so that its tokens match the
 // functions' log lines; with neither set, this process's random key
 // (tokens that match nothing outside this run).
-func redactor(ctx context.Context, e env, g *common) (*redact.Redactor, error) {
-	get := func(name string) string { return strings.TrimSpace(e.getenv(name)) }
+func (a *app) redactor(ctx context.Context) (*redact.Redactor, error) {
+	get := func(name string) string { return strings.TrimSpace(a.getenv(name)) }
 	if get(lambdaenv.EnvRedactKey) == "" && get(lambdaenv.EnvRedactKeyParam) == "" {
 		return redact.Default(), nil
 	}
@@ -24,11 +24,11 @@ func redactor(ctx context.Context, e env, g *common) (*redact.Redactor, error) {
 	if get(lambdaenv.EnvRedactKeyParam) != "" {
 		// The key is in Secrets Manager or SSM: the SDK's standard
 		// configuration, with --region, --profile and --endpoint-url.
-		cfg, err := awsConfig(ctx, e, g)
+		cfg, err := a.awsConfig(ctx)
 		if err != nil {
 			return nil, err
 		}
 		res = secrets.NewFromConfig(cfg)
 	}
-	return lambdaenv.Redaction(ctx, e.getenv, res)
+	return lambdaenv.Redaction(ctx, a.getenv, res)
 }

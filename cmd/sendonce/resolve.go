@@ -1,20 +1,21 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"strings"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/sendonce/sendonce/internal/ledger"
 )
 
-var resolveCmd = &command{
-	name:     "resolve",
-	synopsis: "resolve KEY --as sent|failed|abandoned --reason TEXT [--provider-id ID] [--force] [--table NAME]",
-	summary:  "settle a row by hand after checking with the provider (fenced, audited)",
-	help: `
+func resolveCmd(a *app) *cobra.Command {
+	c := &cobra.Command{
+		Use:   "resolve KEY --as sent|failed|abandoned --reason TEXT [--provider-id ID] [--force] [--table NAME]",
+		Short: "settle a row by hand after checking with the provider (fenced, audited)",
+		Long: `
 Settles the row of KEY in a final state after an operator has checked with
 the provider: sent (the provider has it), failed (it will never go out) or
 abandoned (nobody can tell). It reads the row, then writes with one
@@ -33,67 +34,54 @@ the state it was in; "sendonce inspect KEY" shows them. --provider-id
 records the provider's message id the operator found. Like every final
 row it drops the address and the rendered message and leaves the attention
 index: the reconciler never touches it again, and a redelivery of the
-message finds it final and sends nothing. It prints the row as written.
-
-Flags:
-  --as STATE          sent, failed or abandoned (required)
-  --reason TEXT       why (required; kept in the row)
-  --provider-id ID    the provider's message id, if known
-  --force             settle a final or in-flight row anyway
-  --table NAME        the table (default $SENDONCE_TABLE)
-`,
-	run: runResolve,
-}
-
-func runResolve(ctx context.Context, c *command, e env, args []string) error {
-	fs, g, table := tableFlags(c, e)
-	as := fs.String("as", "", "")
-	reason := fs.String("reason", "", "")
-	providerID := fs.String("provider-id", "", "")
-	force := fs.Bool("force", false, "")
-	key, err := parseOne(c, fs, args, "KEY")
-	if err != nil {
-		return err
+message finds it final and sends nothing. It prints the row as written.`,
+		Args: oneArg("KEY"),
 	}
-	to := ledger.State(strings.ToUpper(*as))
-	if !to.Final() {
-		return &usageError{cmd: c, msg: fmt.Sprintf("--as %q: want sent, failed or abandoned", *as)}
+	tableF := tableFlag(c)
+	f := c.Flags()
+	as := f.String("as", "", "`STATE`: sent, failed or abandoned (required)")
+	reason := f.String("reason", "", "why, in `TEXT` (required; kept in the row)")
+	providerID := f.String("provider-id", "", "the provider's message `ID`, if known")
+	force := f.Bool("force", false, "settle a final or in-flight row anyway")
+	c.RunE = func(c *cobra.Command, args []string) error {
+		ctx, key := c.Context(), args[0]
+		to := ledger.State(strings.ToUpper(*as))
+		if !to.Final() {
+			return &usageError{cmd: c, msg: fmt.Sprintf("--as %q: want sent, failed or abandoned", *as)}
+		}
+		if strings.TrimSpace(*reason) == "" {
+			return &usageError{cmd: c, msg: "resolve needs --reason TEXT"}
+		}
+		led, cur, err := a.openRow(ctx, c, *tableF, key)
+		if err != nil {
+			return err
+		}
+		res := ledger.Resolution{
+			Key: key, FromState: cur.State, FromClaimID: cur.ClaimID, State: to,
+			Reason: strings.TrimSpace(*reason), ProviderMessageID: *providerID, Force: *force,
+		}
+		if err := res.Refused(cur, time.Now()); err != nil {
+			return fmt.Errorf("resolve %s: %w (pass --force to settle it anyway)", key, err)
+		}
+		if res.By, err = a.callerIdentity(ctx); err != nil {
+			return fmt.Errorf("resolve: %w", err)
+		}
+		r, err := led.Resolve(ctx, res)
+		if moved, ok := ledger.AsConflict(err); ok {
+			return fmt.Errorf("resolve %s: the row moved since it was read (now %s, attempt %d); nothing written: inspect it and decide again", key, moved.State, moved.Attempts)
+		}
+		if errors.Is(err, ledger.ErrFinal) || errors.Is(err, ledger.ErrInFlight) {
+			return fmt.Errorf("resolve %s: %w (pass --force to settle it anyway)", key, err)
+		}
+		if err != nil {
+			return fmt.Errorf("resolve: %w", err)
+		}
+		a.note("resolved %s as %s (was %s), by %s", key, r.State, cur.State, r.ResolvedBy)
+		rd, err := a.redactor(ctx)
+		if err != nil {
+			return fmt.Errorf("resolve: %w", err)
+		}
+		return a.printer().object(view(r, rd))
 	}
-	if strings.TrimSpace(*reason) == "" {
-		return &usageError{cmd: c, msg: "resolve needs --reason TEXT"}
-	}
-	format, err := g.format(c, e)
-	if err != nil {
-		return err
-	}
-	led, cur, err := openRow(ctx, c, e, g, *table, key)
-	if err != nil {
-		return err
-	}
-	res := ledger.Resolution{
-		Key: key, FromState: cur.State, FromClaimID: cur.ClaimID, State: to,
-		Reason: strings.TrimSpace(*reason), ProviderMessageID: *providerID, Force: *force,
-	}
-	if err := res.Refused(cur, time.Now()); err != nil {
-		return fmt.Errorf("resolve %s: %w (pass --force to settle it anyway)", key, err)
-	}
-	if res.By, err = callerIdentity(ctx, e, g); err != nil {
-		return fmt.Errorf("resolve: %w", err)
-	}
-	r, err := led.Resolve(ctx, res)
-	if moved, ok := ledger.AsConflict(err); ok {
-		return fmt.Errorf("resolve %s: the row moved since it was read (now %s, attempt %d); nothing written: inspect it and decide again", key, moved.State, moved.Attempts)
-	}
-	if errors.Is(err, ledger.ErrFinal) || errors.Is(err, ledger.ErrInFlight) {
-		return fmt.Errorf("resolve %s: %w (pass --force to settle it anyway)", key, err)
-	}
-	if err != nil {
-		return fmt.Errorf("resolve: %w", err)
-	}
-	fmt.Fprintf(e.stderr, "sendonce: resolved %s as %s (was %s), by %s\n", key, r.State, cur.State, r.ResolvedBy)
-	rd, err := redactor(ctx, e, g)
-	if err != nil {
-		return fmt.Errorf("resolve: %w", err)
-	}
-	return writeObject(e.stdout, format, view(r, rd))
+	return c
 }

@@ -12,15 +12,16 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/spf13/cobra"
 
 	"github.com/sendonce/sendonce/internal/tableschema"
 )
 
-var createTablesCmd = &command{
-	name:     "create-tables",
-	synopsis: "create-tables [--table NAME] [--event-index] [--wait DURATION]",
-	summary:  "create the sendonce table (as template.yaml declares it), idempotently",
-	help: `
+func createTablesCmd(a *app) *cobra.Command {
+	c := &cobra.Command{
+		Use:   "create-tables [--table NAME] [--event-index] [--wait DURATION]",
+		Short: "create the sendonce table (as template.yaml declares it), idempotently",
+		Long: `
 Creates the one sendonce table with the schema template.yaml declares
 (internal/tableschema): partition key pk (S), on-demand billing, the sparse
 "attention" global secondary index (attn_pk HASH, attn_sk RANGE, all
@@ -34,48 +35,43 @@ claim writes an entry: 3 per first send instead of 2).
 
 The endpoint, region and credentials come from the SDK's standard variables:
 for DynamoDB Local, set AWS_ENDPOINT_URL_DYNAMODB=http://127.0.0.1:8000 and
-dummy AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and AWS_REGION.
+dummy AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and AWS_REGION (after "make
+services-start", "source .local/env" sets them).
 
 Running it again is safe: a table that already exists with the same key
 schema, attribute types, indexes and TTL attribute is success (TTL is
 enabled on it if it was off), with a message on stderr; a table that has the
 event index is accepted without --event-index too. A table that lacks only
 indexes (one made by an older sendonce, or without --event-index) gets them
-added. A table of that
-name with any other schema is an error (exit status 1) naming the differences;
-nothing is changed. Billing mode, encryption and backups are not compared.
-
-Flags:
-  --table NAME      the table (default $SENDONCE_TABLE)
-  --event-index     add the "event" index (default: none)
-  --wait DURATION   how long to wait for the table to become ACTIVE (default 5m)
-`,
-	run: runCreateTables,
-}
-
-func runCreateTables(ctx context.Context, c *command, e env, args []string) error {
-	fs, g, table := tableFlags(c, e)
-	wait := fs.Duration("wait", 5*time.Minute, "")
-	eventIndex := fs.Bool("event-index", false, "")
-	if err := noArgs(c, fs, args); err != nil {
-		return err
+added. A table of that name with any other schema is an error (exit status
+1) naming the differences; nothing is changed. Billing mode, encryption and
+backups are not compared.`,
+		Args:        noArgs,
+		Annotations: map[string]string{annotValue: "prints nothing on stdout"},
 	}
-	if err := needTable(c, *table); err != nil {
-		return err
+	tableF := tableFlag(c)
+	wait := c.Flags().Duration("wait", 5*time.Minute, "`DURATION`: how long to wait for the table to become ACTIVE")
+	eventIndex := c.Flags().Bool("event-index", false, `add the "event" index`)
+	c.RunE = func(c *cobra.Command, _ []string) error {
+		table, err := a.table(c, *tableF)
+		if err != nil {
+			return err
+		}
+		if *wait <= 0 {
+			return &usageError{cmd: c, msg: "--wait must be positive"}
+		}
+		db, err := a.dynamoClient(c.Context())
+		if err != nil {
+			return err
+		}
+		msg, err := createTable(c.Context(), db, table, *eventIndex, *wait)
+		if err != nil {
+			return err
+		}
+		a.note("%s", msg)
+		return nil
 	}
-	if *wait <= 0 {
-		return &usageError{cmd: c, msg: "--wait must be positive"}
-	}
-	db, err := dynamoClient(ctx, e, g)
-	if err != nil {
-		return err
-	}
-	msg, err := createTable(ctx, db, *table, *eventIndex, *wait)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintln(e.stderr, "sendonce: "+msg)
-	return nil
+	return c
 }
 
 // tableAPI is the part of the DynamoDB client create-tables uses.

@@ -61,15 +61,15 @@ func TestTemplateCommands(t *testing.T) {
 	})
 
 	t.Run("Render", func(t *testing.T) {
-		r := b.run(t, "template", "render", "--tenant", "acme", "--name", "greet", "--channel", "sms", "--locale", "pt-BR", "--data", `{"name":"Ana"}`)
+		r := b.run(t, "template", "render", "--tenant", "acme", "--name", "greet", "--channel", "sms", "--locale", "pt-BR", "--data", `{"name":"Ana"}`, "--output", "text")
 		if r.code != exitOK || r.stdout != "Olá Ana\n" {
 			t.Fatalf("render pt-BR: exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
 		}
 		r = b.run(t, "template", "render", "--tenant", "acme", "--name", "greet", "--channel", "sms", "--data", `{"name":"Ana"}`, "--output", "json")
-		if r.code != exitOK || !strings.Contains(r.stdout, `"version":2`) || !strings.Contains(r.stdout, `"text":"Hi Ana, v2"`) {
+		if r.code != exitOK || !strings.Contains(r.stdout, `"version": 2`) || !strings.Contains(r.stdout, `"text": "Hi Ana, v2"`) {
 			t.Fatalf("render json: exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
 		}
-		r = b.run(t, "template", "render", "--tenant", "acme", "--name", "greet", "--channel", "email", "--data", `{"name":"<b>"}`)
+		r = b.run(t, "template", "render", "--tenant", "acme", "--name", "greet", "--channel", "email", "--data", `{"name":"<b>"}`, "--output", "table")
 		if r.code != exitOK || !strings.Contains(r.stdout, "Subject: Hi <b>\n\nHello <b>\n") || !strings.Contains(r.stdout, "<p>Hello &lt;b&gt;</p>") {
 			t.Fatalf("render email: exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
 		}
@@ -81,21 +81,26 @@ func TestTemplateCommands(t *testing.T) {
 	})
 
 	t.Run("ListAndImport", func(t *testing.T) {
-		r := b.run(t, "template", "import-examples", "--tenant", "shop")
-		if r.code != exitOK || strings.Count(r.stdout, "\n") != 8 || !strings.Contains(r.stdout, "order_shipped\tsms\tes\tv1") {
+		r := b.run(t, "template", "import-examples", "--tenant", "shop", "--output", "text")
+		if r.code != exitOK || strings.Count(r.stdout, "\n") != 8 || !strings.Contains(r.stdout, "order_shipped\tsms\tes\t1\t") {
 			t.Fatalf("import: exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
 		}
-		r = b.run(t, "template", "list", "--tenant", "acme")
+		r = b.run(t, "template", "list", "--tenant", "acme", "--output", "table")
 		lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
 		if r.code != exitOK || len(lines) != 4 || !strings.HasPrefix(lines[0], "NAME") || !strings.Contains(lines[3], "greet  sms      pt      1") {
 			t.Fatalf("list: exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
 		}
-		r = b.run(t, "template", "list", "--tenant", "shop", "--output", "json")
-		if r.code != exitOK || strings.Count(r.stdout, "\n") != 8 || strings.Contains(r.stdout, `"text"`) {
+		// Piped, without --output: JSON lines, as every list (it printed
+		// a table here once, against its help).
+		r = b.run(t, "template", "list", "--tenant", "shop")
+		if r.code != exitOK || strings.Count(r.stdout, "\n") != 8 || strings.Contains(r.stdout, `"text"`) || !strings.HasPrefix(r.stdout, `{"tenant":"shop"`) {
 			t.Fatalf("list json: exit %d stdout %q", r.code, r.stdout)
 		}
-		if r := b.run(t, "template", "list", "--tenant", "nobody"); r.code != exitOK || strings.Count(r.stdout, "\n") != 1 {
+		if r := b.run(t, "template", "list", "--tenant", "nobody", "--output", "table"); r.code != exitOK || strings.Count(r.stdout, "\n") != 1 {
 			t.Errorf("empty list: exit %d stdout %q", r.code, r.stdout)
+		}
+		if r := b.run(t, "template", "list", "--tenant", "nobody"); r.code != exitOK || r.stdout != "" {
+			t.Errorf("empty list, json: exit %d stdout %q", r.code, r.stdout)
 		}
 	})
 }
@@ -108,8 +113,8 @@ func TestTemplateUsage(t *testing.T) {
 		{"template", "put", "--name", "n", "--channel", "sms", "--text", "f"}, {"template", "list"}, {"template", "get", "--tenant", "a", "--name", "n"},
 		{"template", "list", "--tenant", "a", "--output", "yaml"},
 	} {
-		if r := runWith(t, vars, "", args...); r.code != exitUsage || !strings.Contains(r.stderr, "Usage:") {
-			t.Errorf("%q: exit %d stderr %q, want usage error", args, r.code, r.stderr)
+		if r := runWith(t, vars, "", args...); r.code != exitUsage || strings.Count(r.stderr, "\n") != 1 || !strings.Contains(r.stderr, `(see "sendonce help template`) {
+			t.Errorf("%q: exit %d stderr %q, want a one-line usage error", args, r.code, r.stderr)
 		}
 	}
 	if r := runWith(t, vars, "", "help", "template"); r.code != exitOK || !strings.Contains(r.stdout, "import-examples") {

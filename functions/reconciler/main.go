@@ -33,6 +33,7 @@ func main() {
 		Ledger:          deps.Ledger,
 		Renderer:        renderer,
 		Providers:       deps.Providers,
+		Fallbacks:       deps.Fallbacks,
 		Metrics:         fn.Metrics,
 		Logger:          fn.Log,
 		ProviderTimeout: shared.ProviderTimeout,

@@ -36,6 +36,7 @@ func main() {
 	s, err := sender.New(sender.Config{
 		Ledger:          deps.Ledger,
 		Providers:       deps.Providers,
+		Fallbacks:       deps.Fallbacks,
 		Renderer:        renderer,
 		DeadLetters:     &sender.SQSDeadLetters{Client: sqs.NewFromConfig(fn.AWS), QueueURL: dlqURL},
 		Metrics:         fn.Metrics,

@@ -159,6 +159,9 @@ type Result struct {
 	// Attempt is the attempt number of the claim Resolve took over (0 when
 	// it took none).
 	Attempt int
+	// Released is true when a Retry's claim was released: the attempt
+	// provably sent nothing (SendRoute may fail over).
+	Released bool
 }
 
 // Dispatcher performs attempts. Its fields are set once at start-up, by
@@ -178,6 +181,9 @@ type Dispatcher struct {
 	// RetryBase is the base of the reconciler's backoff of released rows
 	// (decide.Backoff); decide.RetryBase when zero.
 	RetryBase time.Duration
+	// Health is the container's view of which providers keep failing
+	// (Pick); New makes one when nil.
+	Health *Health
 }
 
 // New checks d and returns it with the defaults filled in: metrics.Discard
@@ -202,28 +208,10 @@ func New(d Dispatcher, lease time.Duration) (*Dispatcher, error) {
 	if d.Now == nil {
 		d.Now = time.Now
 	}
+	if d.Health == nil {
+		d.Health = &Health{Now: d.Now}
+	}
 	return &d, nil
-}
-
-// AttemptAdapter returns the adapter that must resolve row rec, given
-// current, the adapter that serves rec's channel now (nil when none does).
-// While an earlier attempt of rec may have reached a provider unrecorded
-// (rec.Attempts > rec.Releases), every lookup, every "drops repeats"
-// judgement and every resend belongs to the provider that attempt went
-// through, rec.Provider: current only when it is that provider. A row
-// whose every attempt was released (nothing was sent), or that never
-// reached a provider, may go to current. It returns nil and false when
-// the attempt's provider no longer serves the channel: the row then waits
-// (counted as ConfigErrors, alarmed) and is never sent elsewhere on a
-// guess.
-func AttemptAdapter(rec ledger.Record, current provider.Adapter) (provider.Adapter, bool) {
-	if current == nil {
-		return nil, false
-	}
-	if rec.Provider == "" || rec.Attempts <= rec.Releases || rec.Provider == current.Name() {
-		return current, true
-	}
-	return nil, false
 }
 
 // ErrNoTime is Decide's error when too little time is left before the
@@ -232,8 +220,7 @@ func AttemptAdapter(rec ledger.Record, current provider.Adapter) (provider.Adapt
 var ErrNoTime = errors.New("too little time left before the deadline for a lookup and a send")
 
 // Decide makes the one decision about row in.Row (decide.Of), resolved
-// through p, the adapter AttemptAdapter chose (nil when none is
-// configured); it sets in.Configured and in.Caps from p. When the
+// through p, the first provider of Pick (nil when none may resolve it); it sets in.Configured and in.Caps from p. When the
 // decision needs the row's message (a lookup or a send) it renders what
 // the row pins (Render: the row's template version, never the tenant's
 // latest), and decides again with in.Unrenderable when that fails for
@@ -488,6 +475,7 @@ func (d *Dispatcher) Send(ctx context.Context, c ledger.Claim, e ledger.Entry, p
 	receipt, err := p.Send(callCtx, Message(e, c.AttemptedAt))
 	cancel()
 	d.Metrics.Latency(metrics.SendLatency, d.Now().Sub(start), dims...)
+	d.Health.Record(p.Name(), err == nil || provider.KindOf(err) == provider.Permanent)
 
 	if err == nil {
 		return d.mark(ctx, log, c, ledger.Outcome{State: ledger.StateSent, ProviderMessageID: receipt.MessageID}, true, dims)
@@ -516,6 +504,7 @@ func (d *Dispatcher) Send(ctx context.Context, c ledger.Claim, e ledger.Entry, p
 			}
 		} else {
 			d.Metrics.Count(metrics.Released, 1, dims...)
+			return Result{Key: c.Key, Disposition: Retry, Kind: kind, Reason: reason, Err: err, Released: true}
 		}
 		return Result{Key: c.Key, Disposition: Retry, Kind: kind, Reason: reason, Err: err}
 	default: // ambiguous: the message may be at the provider
@@ -613,10 +602,17 @@ func (d *Dispatcher) mark(ctx context.Context, log *slog.Logger, c ledger.Claim,
 // Resolve performs decision dec (decide.Of) on row rec as read: a fenced
 // takeover of rec for lease, then what the action asks for, with the
 // stored entry (what the earlier attempt would have sent). found is the
-// lookup's answer for MarkSent and MarkFailed. Acknowledge, HandOff, Wait
-// and LookUp need no write: Resolve returns Skipped for them. A takeover
+// lookup's answer for MarkSent and MarkFailed. route is the Pick of
+// providers for rec: its first resolves the row, and a Send fails over
+// to the rest while an attempt provably sends nothing (SendRoute).
+// Acknowledge, HandOff, Wait and LookUp need no write: Resolve returns
+// Skipped for them. A takeover
 // that loses to another worker, or finds the row gone, is Conflict.
-func (d *Dispatcher) Resolve(ctx context.Context, rec ledger.Record, dec decide.Decision, p provider.Adapter, found provider.LookupResult, lease time.Duration) Result {
+func (d *Dispatcher) Resolve(ctx context.Context, rec ledger.Record, dec decide.Decision, route []provider.Adapter, found provider.LookupResult, lease time.Duration) Result {
+	var p provider.Adapter
+	if len(route) > 0 {
+		p = route[0]
+	}
 	switch dec.Action {
 	case decide.Send, decide.MarkSent, decide.MarkFailed, decide.MarkUncertain, decide.Abandon, decide.Postpone:
 	default:
@@ -658,7 +654,7 @@ func (d *Dispatcher) Resolve(ctx context.Context, rec ledger.Record, dec decide.
 		case err != nil:
 			r = d.Mark(ctx, c, rec.Entry, name, ledger.Outcome{State: ledger.StateFailed, Reason: err.Error()})
 		default:
-			r = d.Send(ctx, c, e, p)
+			r = d.SendRoute(ctx, c, e, route)
 		}
 	case decide.MarkSent:
 		r = d.Mark(ctx, c, rec.Entry, name, ledger.Outcome{State: ledger.StateSent, ProviderMessageID: found.MessageID})
@@ -675,6 +671,6 @@ func (d *Dispatcher) Resolve(ctx context.Context, rec ledger.Record, dec decide.
 			r = Result{Disposition: LedgerError, Reason: dec.Reason, Err: err}
 		}
 	}
-	r.Key, r.Attempt = rec.Key, c.Attempt
+	r.Key, r.Attempt = rec.Key, max(r.Attempt, c.Attempt)
 	return r
 }

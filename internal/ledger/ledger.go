@@ -154,7 +154,9 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"slices"
 	"time"
+	"unicode/utf8"
 )
 
 // State is where a row is in the state machine of the package doc.
@@ -275,12 +277,62 @@ type Record struct {
 	DeliveryStatus string
 	DeliveryRank   int
 	DeliveryAt     time.Time
+	// History lists the row's earlier attempts, oldest first, as
+	// AttemptSummary wrote them when a takeover replaced each: its number,
+	// its provider and how it ended ("released: ...", "uncertain: ...",
+	// "lease passed"). The latest attempt is the row itself. At most
+	// MaxHistory are kept (the latest).
+	History []string
 	// The audit of a hand-made settlement (Admin.Resolve): who, when, why,
 	// and the state the row was in. Empty unless the row was resolved.
 	ResolvedBy     string
 	ResolvedAt     time.Time
 	ResolvedReason string
 	ResolvedFrom   State
+}
+
+// MaxHistory bounds Record.History, and maxSummary each of its entries,
+// so that a row taken over many times stays small (a row under 1 KB costs
+// one write unit per write).
+const (
+	MaxHistory = 5
+	maxSummary = 80
+)
+
+// AttemptSummary describes how r's latest attempt ended, as a takeover
+// records it in History: "2 twilio released: transient: 20429: too many
+// requests", "1 http uncertain: timeout", "1 sns lease passed".
+func AttemptSummary(r Record) string {
+	p := r.Provider
+	if p == "" {
+		p = "none"
+	}
+	s := fmt.Sprintf("%d %s ", r.Attempts, p)
+	switch {
+	case r.Released:
+		s += "released: " + r.Reason
+	case r.State == StateUncertain:
+		s += "uncertain: " + r.Reason
+	default:
+		s += "lease passed"
+	}
+	if len(s) > maxSummary {
+		s = s[:maxSummary-3] + "..."
+		for !utf8.ValidString(s) {
+			s = s[:len(s)-4] + "..."
+		}
+	}
+	return s
+}
+
+// NextHistory is r.History with AttemptSummary(r) appended, at most
+// MaxHistory entries (the latest): what a takeover of r writes.
+func NextHistory(r Record) []string {
+	h := append(slices.Clone(r.History), AttemptSummary(r))
+	if len(h) > MaxHistory {
+		h = h[len(h)-MaxHistory:]
+	}
+	return h
 }
 
 // LookupStart is where a lookup's time window for r starts: LookupFrom,
@@ -437,7 +489,9 @@ type Ledger interface {
 	// Claim it tried to take (Attempt cur.Attempts+1), for the caller to
 	// Release. The row's LookupFrom becomes the takeover's time when cur
 	// was read released (nothing was sent before), and is kept otherwise.
-	// The row's Provider becomes cur.Provider when that is set: the
+	// The row's History becomes NextHistory(cur): the attempt it replaces
+	// is summarised there. The row's Provider becomes cur.Provider when
+	// that is set: the
 	// provider of the new attempt, which the caller chooses (the row's own
 	// while an earlier attempt may have sent, dispatch.AttemptAdapter).
 	TakeOver(ctx context.Context, cur Record, lease time.Duration) (Claim, error)

@@ -141,6 +141,11 @@ type Options struct {
 	// nil discards.
 	Progress io.Writer
 
+	// KeepResources makes Close leave the table and queues (and what they
+	// hold) in the emulators, for a person to look at afterwards (make
+	// demo KEEP=1). Default false: Close deletes them.
+	KeepResources bool
+
 	// Twin, if set, is called with every batch a poller received; the
 	// records it returns are handed at the same moment to a second free
 	// sender instance (if one is free), as Lambda does when it delivers
@@ -548,6 +553,10 @@ func (p *Pipeline) Senders() []*rie.Instance { return slices.Clone(p.senders) }
 // ReconcilerInstance returns the reconciler's emulator instance.
 func (p *Pipeline) ReconcilerInstance() *rie.Instance { return p.reconciler }
 
+// RedactKeyARN returns the ARN of the pipeline's redaction key secret on
+// moto_server (every function's SENDONCE_REDACT_KEY_PARAM).
+func (p *Pipeline) RedactKeyARN() string { return p.redactKeyARN }
+
 // Ledger returns a ledger client on the pipeline's table.
 func (p *Pipeline) Ledger() ledger.Ledger { return p.ledger }
 
@@ -786,7 +795,8 @@ func (p *Pipeline) Logs() map[string]string {
 }
 
 // Close stops the pollers, the timer, every emulator, the front and the
-// simulator, and deletes the table and queues. It is idempotent.
+// simulator, and deletes the table and queues (unless
+// Options.KeepResources). It is idempotent.
 func (p *Pipeline) Close() error {
 	p.closeOnce.Do(func() {
 		if p.cancel != nil {
@@ -818,12 +828,14 @@ func (p *Pipeline) Close() error {
 				}
 			}
 		}
-		if p.Table != "" {
-			_, _ = p.ddb.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: aws.String(p.Table)})
-		}
-		for _, u := range []string{p.QueueURL, p.DLQURL} {
-			if u != "" {
-				_, _ = p.sqs.DeleteQueue(ctx, &sqs.DeleteQueueInput{QueueUrl: aws.String(u)})
+		if !p.opts.KeepResources {
+			if p.Table != "" {
+				_, _ = p.ddb.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: aws.String(p.Table)})
+			}
+			for _, u := range []string{p.QueueURL, p.DLQURL} {
+				if u != "" {
+					_, _ = p.sqs.DeleteQueue(ctx, &sqs.DeleteQueueInput{QueueUrl: aws.String(u)})
+				}
 			}
 		}
 		p.closeErr = errors.Join(errs...)

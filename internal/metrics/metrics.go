@@ -55,6 +55,10 @@ const (
 	UncertainAttempts   = "UncertainAttempts"
 	Failed              = "Failed"
 	Released            = "Released"
+	// Failovers counts attempts handed to the next provider of a channel's
+	// route after the previous attempt provably sent nothing (dimensions
+	// channel, from, to).
+	Failovers = "Failovers"
 	// ConfigErrors counts requests for a channel with no configured
 	// provider (released and retried, never FAILED).
 	ConfigErrors        = "ConfigErrors"

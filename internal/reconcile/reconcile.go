@@ -120,6 +120,9 @@ type Config struct {
 	Renderer *render.Renderer
 	// Providers maps a channel to its provider.
 	Providers map[string]provider.Adapter
+	// Fallbacks maps a channel to the providers tried after its provider
+	// (sender.Config.Fallbacks).
+	Fallbacks map[string][]provider.Adapter
 	Metrics   metrics.Recorder
 	Logger    *slog.Logger
 	// ProviderTimeout bounds one provider call.
@@ -312,7 +315,15 @@ func (r *Reconciler) reconcile(ctx context.Context, rec ledger.Record) Action {
 	dims := []metrics.Dim{{Name: "channel", Value: rec.Channel}}
 	// The row is resolved against the provider its attempt went through
 	// and with the message it pins (dispatch.Decide).
-	p, _ := dispatch.AttemptAdapter(rec, r.cfg.Providers[rec.Channel])
+	var route []provider.Adapter
+	if p := r.cfg.Providers[rec.Channel]; p != nil {
+		route = append(route, p)
+	}
+	picked := r.dispatch.Pick(rec, append(route, r.cfg.Fallbacks[rec.Channel]...))
+	var p provider.Adapter
+	if len(picked) > 0 {
+		p = picked[0]
+	}
 	in := decide.Input{
 		Caller: decide.Reconciler, Row: rec, Now: r.cfg.Now(),
 		Policy: r.cfg.Policies[rec.Class], Settle: r.cfg.Settle, MaxAge: r.cfg.MaxAge, MaxAttempts: r.cfg.MaxAttempts,
@@ -339,7 +350,7 @@ func (r *Reconciler) reconcile(ctx context.Context, rec ledger.Record) Action {
 		log.Debug("row left for a later run", "why", d.Reason)
 		return ActionWaiting
 	}
-	res := r.dispatch.Resolve(ctx, rec, d, p, found, r.cfg.ClaimTimeout)
+	res := r.dispatch.Resolve(ctx, rec, d, picked, found, r.cfg.ClaimTimeout)
 	switch res.Disposition {
 	case dispatch.Sent:
 		if d.Action == decide.MarkSent {

@@ -94,6 +94,12 @@ type Config struct {
 	// request for a channel not in the map is a configuration error: its
 	// claim is released and it is retried, never FAILED.
 	Providers map[string]provider.Adapter
+	// Fallbacks maps a channel to the providers tried after its provider,
+	// in order (a route: SENDONCE_SMS_PROVIDER=twilio,sns), only after an
+	// attempt provably sent nothing (dispatch.SendRoute). A row is always
+	// resolved against the provider its attempt went through, which must
+	// be the channel's provider or one of its fallbacks.
+	Fallbacks map[string][]provider.Adapter
 	// RetryBase is the base of the reconciler's backoff of the rows this
 	// sender releases (SENDONCE_RECONCILE_RETRY_BASE); decide.RetryBase
 	// when zero. A redelivery may take a released row over at once.
@@ -173,7 +179,11 @@ func (s *Sender) WithLogger(log *slog.Logger) *Sender {
 func (s *Sender) Process(ctx context.Context, req notify.Request) dispatch.Result {
 	key := req.Key()
 	log := s.cfg.Logger.With("key", key, "channel", string(req.Channel), "tenant", req.TenantID)
-	p, configured := s.cfg.Providers[string(req.Channel)]
+	route := s.route(string(req.Channel))
+	// A new message may take any provider of the route: the first that is
+	// not cooling down.
+	picked := s.dispatch.Pick(ledger.Record{}, route)
+	configured := len(picked) > 0
 	entry := ledger.Entry{
 		Key:         key,
 		Tenant:      req.TenantID,
@@ -185,7 +195,7 @@ func (s *Sender) Process(ctx context.Context, req notify.Request) dispatch.Resul
 		EventID:     req.EventID,
 	}
 	if configured {
-		entry.Provider = p.Name()
+		entry.Provider = picked[0].Name()
 	}
 	// The message is rendered whether or not its channel is served yet: the
 	// row then holds what a later attempt sends once it is.
@@ -234,7 +244,7 @@ func (s *Sender) Process(ctx context.Context, req notify.Request) dispatch.Resul
 			log.Error("claim", "error", err)
 			return dispatch.Result{Key: key, Disposition: dispatch.Retry, Reason: "ledger unavailable"}
 		}
-		return s.redelivered(ctx, log, cur, p)
+		return s.redelivered(ctx, log, cur, route)
 	}
 	switch {
 	case unservable != "":
@@ -244,7 +254,17 @@ func (s *Sender) Process(ctx context.Context, req notify.Request) dispatch.Resul
 		return s.unconfigured(ctx, log, c, entry)
 	}
 	log.Debug("claimed", "to", redact.Address(entry.Address))
-	return forBatch(s.dispatch.Send(ctx, c, rendered, p))
+	return forBatch(s.dispatch.SendRoute(ctx, c, rendered, picked))
+}
+
+// route returns channel's providers in order: its provider, then its
+// fallbacks.
+func (s *Sender) route(channel string) []provider.Adapter {
+	var route []provider.Adapter
+	if p := s.cfg.Providers[channel]; p != nil {
+		route = append(route, p)
+	}
+	return append(route, s.cfg.Fallbacks[channel]...)
 }
 
 // unconfigured gives up the claim of a message whose channel has no
@@ -266,13 +286,17 @@ func (s *Sender) unconfigured(ctx context.Context, log *slog.Logger, c ledger.Cl
 // redelivered handles a request whose key already has a live row: one
 // decision (package decide, through dispatch.Decide), then its action
 // (dispatch.Resolve). The row is resolved against the provider its
-// attempt went through (dispatch.AttemptAdapter; current serves the
-// channel now) and with the message it pins: the request's own render,
+// attempt went through (dispatch.Pick over route, the providers that
+// serve the channel now) and with the message it pins: the request's own render,
 // against the tenant's latest templates, plays no part.
-func (s *Sender) redelivered(ctx context.Context, log *slog.Logger, cur ledger.Record, current provider.Adapter) dispatch.Result {
+func (s *Sender) redelivered(ctx context.Context, log *slog.Logger, cur ledger.Record, route []provider.Adapter) dispatch.Result {
 	key := cur.Key
 	dims := metrics.Dim{Name: "channel", Value: cur.Channel}
-	p, _ := dispatch.AttemptAdapter(cur, current)
+	picked := s.dispatch.Pick(cur, route)
+	var p provider.Adapter
+	if len(picked) > 0 {
+		p = picked[0]
+	}
 	in := decide.Input{Caller: decide.Sender, Row: cur, Now: s.cfg.Now(), Settle: s.cfg.Settle}
 	d, found, rec, err := s.dispatch.Decide(ctx, in, p)
 	switch {
@@ -314,7 +338,7 @@ func (s *Sender) redelivered(ctx context.Context, log *slog.Logger, cur ledger.R
 		s.cfg.Metrics.Count(metrics.ConfigErrors, 1, dims)
 		log.Error("no provider serves the row: marked uncertain for the reconciler", "reason", d.Reason, "provider", cur.Provider)
 	}
-	r := s.dispatch.Resolve(ctx, rec, d, p, found, s.cfg.ClaimTimeout)
+	r := s.dispatch.Resolve(ctx, rec, d, picked, found, s.cfg.ClaimTimeout)
 	if r.Attempt > 0 {
 		s.cfg.Metrics.Count(metrics.Reclaims, 1, dims)
 	}

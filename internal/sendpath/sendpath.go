@@ -48,15 +48,22 @@ func Read(env *lambdaenv.Env) Settings {
 
 // Deps are the clients built once per container.
 type Deps struct {
-	Ledger    *dynamoledger.Ledger
+	Ledger *dynamoledger.Ledger
+	// Providers and Fallbacks are each channel's route (registry.ReadRoutes):
+	// its first provider, and the rest in order.
 	Providers map[string]provider.Adapter
+	Fallbacks map[string][]provider.Adapter
 }
 
-// Build builds the ledger (f.Ledger) and the providers (registry.Read)
-// with s's provider timeout. Every problem is recorded in f.Env: call
-// f.Ready after.
+// Build builds the ledger (f.Ledger) and the providers' routes
+// (registry.ReadRoutes) with s's provider timeout. Every problem is
+// recorded in f.Env: call f.Ready after.
 func Build(ctx context.Context, f *lambdaenv.Function, s Settings) Deps {
 	opts := registry.Clients(f.AWS)
 	opts.Timeout = s.ProviderTimeout
-	return Deps{Ledger: f.Ledger(), Providers: registry.Read(ctx, f.Env, opts)}
+	d := Deps{Ledger: f.Ledger(), Providers: map[string]provider.Adapter{}, Fallbacks: map[string][]provider.Adapter{}}
+	for ch, route := range registry.ReadRoutes(ctx, f.Env, opts) {
+		d.Providers[ch], d.Fallbacks[ch] = route[0], route[1:]
+	}
+	return d
 }

@@ -106,9 +106,12 @@ func localEnv(ctx context.Context, ddbURL, motoURL string) (map[string]string, e
 		"SENDONCE_SMS_PROVIDER": "sns", "SENDONCE_PUSH_PROVIDER": "sns",
 		"SENDONCE_HTTP_PROVIDER_CALLBACK_SECRET": "local-callback-secret",
 	})
+	// The caller's SENDONCE_* settings apply, except the table and queues
+	// just created (a shell that sourced .local/env names others).
+	fixed := res.Env(ddbURL, motoURL)
 	for _, kv := range os.Environ() {
 		k, v, _ := strings.Cut(kv, "=")
-		if strings.HasPrefix(k, "SENDONCE_") && !strings.HasPrefix(k, "SENDONCE_TEST_") && !strings.HasPrefix(k, "SENDONCE_LOCAL_") {
+		if _, ours := fixed[k]; !ours && strings.HasPrefix(k, "SENDONCE_") && !strings.HasPrefix(k, "SENDONCE_TEST_") && !strings.HasPrefix(k, "SENDONCE_LOCAL_") {
 			env[k] = v
 		}
 	}

@@ -308,11 +308,15 @@ func (l *Ledger) Failed(ctx context.Context, q ledger.ScanQuery) (ledger.Attenti
 		ReturnConsumedCapacity: l.rcc,
 	}
 	if q.Cursor != "" {
+		// The page may have ended on any item of the table (a template,
+		// an API key), not only a ledger row: the cursor marks itself
+		// rather than its key.
 		b, err := base64.RawURLEncoding.DecodeString(q.Cursor)
-		if err != nil || !strings.HasPrefix(string(b), "v1_") {
+		pk, ok := strings.CutPrefix(string(b), scanCursorPrefix)
+		if err != nil || !ok || pk == "" {
 			return ledger.AttentionPage{}, wrap(errors.New("malformed cursor: not a scan cursor"))
 		}
-		in.ExclusiveStartKey = keyOf(string(b))
+		in.ExclusiveStartKey = keyOf(pk)
 	}
 	out, err := sc.Scan(ctx, in)
 	if err != nil {
@@ -328,10 +332,14 @@ func (l *Ledger) Failed(ctx context.Context, q ledger.ScanQuery) (ledger.Attenti
 		p.Records = append(p.Records, r)
 	}
 	if k := sAttr(out.LastEvaluatedKey, attrPK); k != "" {
-		p.Cursor = base64.RawURLEncoding.EncodeToString([]byte(k))
+		p.Cursor = base64.RawURLEncoding.EncodeToString([]byte(scanCursorPrefix + k))
 	}
 	return p, nil
 }
+
+// scanCursorPrefix starts a Failed cursor (before base64): the partition
+// key of the item the page ended on follows.
+const scanCursorPrefix = "failed-scan:"
 
 func pageLimit(n int) int32 {
 	if n == 0 {

@@ -2,10 +2,16 @@ package dynamoledger_test
 
 import (
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/sendonce/sendonce/internal/ledger"
 	"github.com/sendonce/sendonce/internal/ledger/dynamoledger"
 	"github.com/sendonce/sendonce/internal/ledger/ledgertest"
 	"github.com/sendonce/sendonce/internal/tableschema"
@@ -63,5 +69,63 @@ func TestByEventScanWarning(t *testing.T) {
 		if want := map[bool]int{false: 1, true: 0}[indexed]; len(warned) != want {
 			t.Errorf("EventIndex=%v: scan warnings %v, want %d", indexed, warned, want)
 		}
+	}
+}
+
+// TestFailedPagesPastOtherItems: the table holds more than ledger rows
+// (templates, API keys, callback and idempotency records), and a Failed
+// scan page may end on one of them; its cursor must carry the scan on.
+// With a page of one item every item ends a page once.
+func TestFailedPagesPastOtherItems(t *testing.T) {
+	t.Parallel()
+	c := dynamo(t)
+	table := testenv.NewTable(t, c)
+	l, err := dynamoledger.New(c, table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for i := range 3 {
+		e := ledgertest.NewEntry(ledgertest.Key(fmt.Sprint("failed-", i)))
+		claim, err := l.Claim(t.Context(), e, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Mark(t.Context(), claim, ledger.Outcome{State: ledger.StateFailed, Reason: "rejected"}); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, e.Key)
+	}
+	for _, pk := range []string{"tpl#acme#greet#sms#", "apikey#0123456789abcdef", "cb#http#evt-1", "idem#acme#k1"} {
+		_, err := c.PutItem(t.Context(), &dynamodb.PutItemInput{TableName: aws.String(table),
+			Item: map[string]types.AttributeValue{tableschema.PartitionKey: &types.AttributeValueMemberS{Value: pk}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	var got []string
+	cursor := ""
+	for pages := 0; ; pages++ {
+		if pages > 20 {
+			t.Fatal("Failed never ends")
+		}
+		p, err := l.Failed(t.Context(), ledger.ScanQuery{Limit: 1, Cursor: cursor})
+		if err != nil {
+			t.Fatalf("page %d: %v", pages, err)
+		}
+		for _, r := range p.Records {
+			got = append(got, r.Key)
+		}
+		if cursor = p.Cursor; cursor == "" {
+			break
+		}
+	}
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("Failed = %v, want %v", got, want)
+	}
+	if _, err := l.Failed(t.Context(), ledger.ScanQuery{Cursor: "bm90LWEtY3Vyc29y"}); err == nil {
+		t.Error("Failed accepted a cursor it did not make")
 	}
 }

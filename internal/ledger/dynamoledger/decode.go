@@ -37,6 +37,15 @@ func decode(item map[string]types.AttributeValue) (ledger.Record, error) {
 	r.Reason = sAttr(item, attrReason)
 	r.DeliveryStatus = sAttr(item, attrDlvStatus)
 	decodeAdmin(item, &r) // event id and resolution audit (admin.go)
+	if l, ok := item[attrHistory].(*types.AttributeValueMemberL); ok {
+		for _, v := range l.Value {
+			s, ok := v.(*types.AttributeValueMemberS)
+			if !ok {
+				return r, fmt.Errorf("dynamoledger: attribute %s: an entry is not a string", attrHistory)
+			}
+			r.History = append(r.History, s.Value)
+		}
+	}
 	if b, ok := item[attrReleased].(*types.AttributeValueMemberBOOL); ok {
 		r.Released = b.Value
 	}
@@ -104,4 +113,13 @@ func intAttr(item map[string]types.AttributeValue, name string) (int64, error) {
 		return 0, fmt.Errorf("decode: attribute %s: %w", name, err)
 	}
 	return n, nil
+}
+
+// strList encodes ss as a DynamoDB list of strings, in order.
+func strList(ss []string) types.AttributeValue {
+	l := &types.AttributeValueMemberL{Value: make([]types.AttributeValue, len(ss))}
+	for i, s := range ss {
+		l.Value[i] = str(s)
+	}
+	return l
 }

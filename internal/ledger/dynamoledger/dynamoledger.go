@@ -124,6 +124,7 @@ const (
 	attrChannel     = "channel"
 	attrClass       = "class"
 	attrProvider    = "provider"
+	attrHistory     = "history"
 	attrTemplate    = "template"
 	attrRecipientID = "recipient_id"
 	attrAddress     = "address"
@@ -369,7 +370,7 @@ func (l *Ledger) TakeOver(ctx context.Context, cur ledger.Record, lease time.Dur
 		"#state": attrState, "#claim_id": attrClaimID, "#attempts": attrAttempts,
 		"#lease_until": attrLeaseUntil, "#attempted_at": attrAttemptedAt, "#updated_at": attrUpdatedAt,
 		"#expires_at": attrExpiresAt, "#attn_pk": attrAttnPK, "#attn_sk": attrAttnSK, "#released": attrReleased,
-		"#retry_at": attrRetryAt, "#lookup_from": attrLookupFrom,
+		"#retry_at": attrRetryAt, "#lookup_from": attrLookupFrom, "#history": attrHistory,
 	}
 	// The new attempt's provider, when the caller names one.
 	setProvider := ""
@@ -380,7 +381,7 @@ func (l *Ledger) TakeOver(ctx context.Context, cur ledger.Record, lease time.Dur
 		ConditionExpression: aws.String(condTake),
 		UpdateExpression: aws.String("SET #state = :pending, #claim_id = :new, #attempts = #attempts + :one, " +
 			"#lease_until = :lease, #attempted_at = :now_ms, #updated_at = :now_ms, #expires_at = :ttl, " +
-			"#attn_pk = :shard, #attn_sk = :due, " + lookupFrom + setProvider + " REMOVE #released, #retry_at"),
+			"#attn_pk = :shard, #attn_sk = :due, #history = :history, " + lookupFrom + setProvider + " REMOVE #released, #retry_at"),
 		ExpressionAttributeNames: names,
 		ExpressionAttributeValues: map[string]types.AttributeValue{
 			":prev_ms":   prev,
@@ -395,6 +396,7 @@ func (l *Ledger) TakeOver(ctx context.Context, cur ledger.Record, lease time.Dur
 			":ttl":       l.ttl(now),
 			":shard":     str(attnPK(ledger.Shard(cur.Key))),
 			":due":       str(attnSK(leaseUntil, cur.Key)),
+			":history":   strList(ledger.NextHistory(cur)),
 		},
 		ReturnValues: types.ReturnValueUpdatedNew,
 	}

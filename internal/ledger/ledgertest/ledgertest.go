@@ -22,6 +22,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -755,7 +756,11 @@ func runTakeOver(t *testing.T, setup setupFunc) {
 			}
 			want.UpdatedAt = now
 			want.ExpiresAt = got.ExpiresAt
+			want.History = ledger.NextHistory(cur)
 			sameRecord(t, "row", got, want)
+			if len(got.History) != 1 || !strings.HasPrefix(got.History[0], "1 http ") {
+				t.Errorf("History = %q, want the first attempt through http", got.History)
+			}
 
 			// The new claim holds the row; the old one does not.
 			if err := b.l.Mark(b.ctx, c, ledger.Outcome{State: ledger.StateSent}); !errors.Is(err, ledger.ErrFencingLost) {
@@ -764,6 +769,28 @@ func runTakeOver(t *testing.T, setup setupFunc) {
 			b.mark(t, c2, ledger.Outcome{State: ledger.StateSent, ProviderMessageID: "msg_2"})
 		})
 	}
+
+	// Each takeover adds the attempt it replaces to History, which keeps
+	// the latest MaxHistory.
+	t.Run("HistoryIsBounded", func(t *testing.T) {
+		b := setup(t)
+		e, c := b.claim(t)
+		for i := range ledger.MaxHistory + 2 {
+			b.release(t, c, fmt.Sprintf("provider 503 #%d", i+1), time.Time{})
+			cur := b.get(t, e.Key)
+			var err error
+			if c, err = b.l.TakeOver(b.ctx, cur, lease); err != nil {
+				t.Fatalf("TakeOver %d: %v", i+1, err)
+			}
+		}
+		h := b.get(t, e.Key).History
+		if len(h) != ledger.MaxHistory {
+			t.Fatalf("History holds %d entries, want %d: %q", len(h), ledger.MaxHistory, h)
+		}
+		if want := fmt.Sprintf("%d http released: provider 503 #%d", ledger.MaxHistory+2, ledger.MaxHistory+2); h[len(h)-1] != want {
+			t.Errorf("the latest entry = %q, want %q", h[len(h)-1], want)
+		}
+	})
 
 	// The takeover records the new attempt's provider when the caller
 	// names one, and keeps the row's otherwise.

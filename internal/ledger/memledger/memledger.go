@@ -170,6 +170,7 @@ func (l *Ledger) TakeOver(ctx context.Context, cur ledger.Record, lease time.Dur
 	case r.LookupFrom.IsZero():
 		r.LookupFrom = r.AttemptedAt
 	}
+	r.History = ledger.NextHistory(cur)
 	if cur.Provider != "" {
 		r.Provider = cur.Provider
 	}

@@ -10,7 +10,9 @@
 //	400, 404, 413, 422, other 4xx         Permanent, with the provider's reason
 //	401, 403, 407                         Config
 //	408, 409, 425, 429                    Transient: the provider did not take it
-//	5xx, idempotent provider              Transient (a retry with the same key is harmless)
+//	503, idempotent provider              Transient: the provider took nothing
+//	other 5xx                             Ambiguous (it may have taken the message; a repeat
+//	                                      with the same key is harmless, another provider is not)
 //	5xx, DisableIdempotency               Ambiguous: the provider may have accepted
 //	                                      before failing, and a retry would duplicate
 //	any other status                      Ambiguous
@@ -275,9 +277,12 @@ func (p *Provider) Send(ctx context.Context, m provider.Message) (provider.Recei
 		return provider.Receipt{MessageID: info.ID}, nil
 	}
 	kind := statusKind(resp.StatusCode)
-	if kind == provider.Transient && resp.StatusCode >= 500 && !p.idempotent {
-		// The protocol lets a provider fail after it accepted; one that
-		// ignores Idempotency-Key would send a retry again.
+	if kind == provider.Transient && resp.StatusCode >= 500 && (!p.idempotent || resp.StatusCode != http.StatusServiceUnavailable) {
+		// The protocol lets a provider fail after it accepted: a 5xx may
+		// hide an accepted message. Only 503 says it took nothing. A
+		// repeat through a provider that honours Idempotency-Key is
+		// harmless, so the reconciler repeats it (with a lookup first);
+		// but the message must never go to another provider of the route.
 		kind = provider.Ambiguous
 	}
 	return provider.Receipt{}, p.fail(op, m, &provider.Error{Kind: kind, Code: code, Reason: p.reason(resp.StatusCode, data, m)})

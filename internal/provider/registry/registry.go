@@ -4,9 +4,11 @@
 // recorded there, so start-up names all of them at once.
 //
 // SENDONCE_SMS_PROVIDER, SENDONCE_EMAIL_PROVIDER and SENDONCE_PUSH_PROVIDER
-// name the provider of each channel: http, sns, twilio, smtp or ses. A channel
-// left unset is absent from the map (a request for it then fails
-// permanently in the sender). A channel set to an unknown provider, to a
+// name the provider of each channel: http, sns, twilio, smtp or ses, or a
+// route, a comma-separated list (twilio,sns) tried in order only after an
+// attempt provably sent nothing (ReadRoutes; dispatch.SendRoute). A
+// channel left unset is absent from the map (a request for it is a
+// configuration error in the sender, retried and alarmed). A channel set to an unknown provider, to a
 // provider that cannot serve it, or a provider missing a required setting
 // is a start-up error that names the variable.
 //
@@ -147,36 +149,73 @@ func Clients(awsCfg aws.Config) Options {
 	return Options{SNS: sns.NewFromConfig(awsCfg), SES: sesv2.NewFromConfig(awsCfg)}
 }
 
-// Read builds the channel → Sender map from env, reading secrets through
-// env.Secret. Every problem is recorded in env, naming its variable (call
-// env.Err after); a channel whose provider has one is left out of the map.
+// Read builds the channel → provider map from env: the first provider of
+// each channel's route (ReadRoutes has the rest).
 func Read(ctx context.Context, env *lambdaenv.Env, opts Options) map[string]provider.Adapter {
+	out := map[string]provider.Adapter{}
+	for ch, route := range ReadRoutes(ctx, env, opts) {
+		out[ch] = route[0]
+	}
+	return out
+}
+
+// ReadRoutes builds each channel's route from env, reading secrets
+// through env.Secret: the providers its variable lists, in order, each
+// built once however many channels use it. Every problem is recorded in
+// env, naming its variable (call env.Err after): an unknown provider, one
+// that cannot serve the channel, one listed twice, or one missing a
+// setting. A channel whose route has a problem is left out of the map.
+func ReadRoutes(ctx context.Context, env *lambdaenv.Env, opts Options) map[string][]provider.Adapter {
 	b := &builder{ctx: ctx, env: env, opts: opts, made: map[string]provider.Adapter{}}
 	if b.opts.Timeout == 0 {
 		b.opts.Timeout = env.Duration(EnvTimeout, decide.DefaultProviderTimeout)
 	}
 	env.URL(EnvCallbackBase)
-	out := map[string]provider.Adapter{}
+	out := map[string][]provider.Adapter{}
 	for _, c := range channelEnv {
-		name := strings.ToLower(env.String(c.env, ""))
-		switch {
-		case name == "":
-			continue
-		case !slices.Contains([]string{"http", "sns", "twilio", "smtp", "ses"}, name):
-			env.Fail(fmt.Errorf("%s: unknown provider %q (want one of %s)", c.env, name, strings.Join(serves[c.channel], ", ")))
-			continue
-		case !slices.Contains(serves[c.channel], name):
-			env.Fail(fmt.Errorf("%s: provider %q cannot send %s (want one of %s)", c.env, name, c.channel, strings.Join(serves[c.channel], ", ")))
-			continue
-		case name == "sns" && c.channel == "email" && env.String(EnvSNSEmailTopicARN, "") == "":
-			env.Fail(fmt.Errorf("%s: sns sends email only through a topic: set %s", c.env, EnvSNSEmailTopicARN))
+		value := strings.ToLower(strings.TrimSpace(env.String(c.env, "")))
+		if value == "" {
 			continue
 		}
-		if s := b.provider(name); s != nil {
-			out[c.channel] = s
+		var route []provider.Adapter
+		ok := true
+		for _, name := range strings.Split(value, ",") {
+			name = strings.TrimSpace(name)
+			if p := b.channelProvider(c.channel, c.env, name, route); p != nil {
+				route = append(route, p)
+			} else {
+				ok = false
+			}
+		}
+		if ok && len(route) > 0 {
+			out[c.channel] = route
 		}
 	}
 	return out
+}
+
+// channelProvider returns provider name for channel (from variable env),
+// nil with the problem recorded when it cannot serve it or is already in
+// route.
+func (b *builder) channelProvider(channel, env, name string, route []provider.Adapter) provider.Adapter {
+	switch {
+	case name == "":
+		b.env.Fail(fmt.Errorf("%s: an empty provider name in the route", env))
+		return nil
+	case !slices.Contains([]string{"http", "sns", "twilio", "smtp", "ses"}, name):
+		b.env.Fail(fmt.Errorf("%s: unknown provider %q (want one of %s)", env, name, strings.Join(serves[channel], ", ")))
+		return nil
+	case !slices.Contains(serves[channel], name):
+		b.env.Fail(fmt.Errorf("%s: provider %q cannot send %s (want one of %s)", env, name, channel, strings.Join(serves[channel], ", ")))
+		return nil
+	case name == "sns" && channel == "email" && b.env.String(EnvSNSEmailTopicARN, "") == "":
+		b.env.Fail(fmt.Errorf("%s: sns sends email only through a topic: set %s", env, EnvSNSEmailTopicARN))
+		return nil
+	case slices.ContainsFunc(route, func(p provider.Adapter) bool { return p.Name() == name }):
+		b.env.Fail(fmt.Errorf("%s: provider %q is listed twice", env, name))
+		return nil
+	}
+	return b.provider(name)
 }
 
 type builder struct {

@@ -9,6 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
 
+	"github.com/sendonce/sendonce/internal/lambdaenv"
 	"github.com/sendonce/sendonce/internal/provider"
 	"github.com/sendonce/sendonce/internal/provider/registry"
 	"github.com/sendonce/sendonce/internal/provider/twilio/twiliotest"
@@ -245,5 +246,55 @@ func TestFromEnvReportsEveryProblem(t *testing.T) {
 	}
 	if strings.Contains(err.Error(), "http-token") {
 		t.Errorf("err %q holds a secret", err)
+	}
+}
+
+// TestReadRoutes: a channel's variable may list a route, tried in order;
+// each provider is built once, and a route that lists an unknown provider,
+// one that cannot serve the channel, or one twice is a start-up error
+// naming the variable.
+func TestReadRoutes(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name    string
+		sms     string
+		email   string
+		want    []string
+		wantErr string
+	}{
+		{name: "One", sms: "twilio", want: []string{"twilio"}},
+		{name: "Two", sms: "twilio, http", email: "smtp,http", want: []string{"twilio", "http"}},
+		{name: "Twice", sms: "twilio,twilio", wantErr: "listed twice"},
+		{name: "CannotServe", sms: "twilio,smtp", wantErr: `provider "smtp" cannot send sms`},
+		{name: "Empty", sms: "twilio,", wantErr: "an empty provider name"},
+		{name: "Unknown", sms: "twilio,vonage", wantErr: `unknown provider "vonage"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			m := base()
+			m[registry.EnvSMSProvider], m[registry.EnvEmailProvider] = tc.sms, tc.email
+			e := lambdaenv.New(env(m))
+			routes := registry.ReadRoutes(context.Background(), e, registry.Options{Logger: nil})
+			err := e.Err()
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) || !strings.Contains(err.Error(), registry.EnvSMSProvider) {
+					t.Fatalf("err = %v, want one naming %s: %s", err, registry.EnvSMSProvider, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, p := range routes["sms"] {
+				got = append(got, p.Name())
+			}
+			if strings.Join(got, ",") != strings.Join(tc.want, ",") {
+				t.Errorf("sms route = %v, want %v", got, tc.want)
+			}
+			if tc.email != "" && routes["email"][1] != routes["sms"][1] {
+				t.Error("the http provider was built twice for two routes")
+			}
+		})
 	}
 }

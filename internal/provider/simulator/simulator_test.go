@@ -339,7 +339,7 @@ func TestFaultMatching(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	must(b.sim.AddFault(simulator.Fault{Kind: simulator.FaultStatus, Status: 500, Count: 2, Reference: "bad-ref"}))
+	must(b.sim.AddFault(simulator.Fault{Kind: simulator.FaultStatus, Status: 503, Count: 2, Reference: "bad-ref"}))
 	must(b.sim.AddFault(simulator.Fault{Kind: simulator.FaultStatus, Status: 422, To: "+15550000000"}))
 	for i := range 2 {
 		if _, err := p.Send(ctx, msg("bad-ref")); provider.KindOf(err) != provider.Transient {

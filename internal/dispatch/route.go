@@ -1,0 +1,209 @@
+package dispatch
+
+import (
+	"cmp"
+	"context"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/sendonce/sendonce/internal/decide"
+	"github.com/sendonce/sendonce/internal/ledger"
+	"github.com/sendonce/sendonce/internal/metrics"
+	"github.com/sendonce/sendonce/internal/provider"
+)
+
+// # Routes
+//
+// A channel is served by a route: an ordered list of providers (the
+// first is the channel's provider, the rest its fallbacks). The next
+// provider is tried only after an attempt provably sent nothing: a
+// refusal before acceptance (provider.Transient, or provider.Config: a
+// problem of the provider or the deployment, never the recipient's),
+// which releases the claim. After an ambiguous attempt the row stays
+// with the provider it went through (lookup, a repeat with the same key,
+// or the class policy), and a recipient's permanent error ends the
+// message FAILED on every route.
+
+// Candidates returns the providers of route that may take row rec's next
+// attempt, in order. While an earlier attempt may have reached a provider
+// unrecorded (rec.Attempts > rec.Releases), only that provider may:
+// every lookup, every "drops repeats" judgement and every resend belongs
+// to it, and Candidates returns it alone, or nothing when route no longer
+// holds it (the row then waits, counted as ConfigErrors, and is never
+// sent elsewhere on a guess). A row whose every attempt was released (or
+// a message with no row yet: the zero Record) may go to any provider of
+// route: Candidates returns them all, starting after the provider that
+// refused the latest attempt. Nil entries of route are skipped.
+func Candidates(rec ledger.Record, route []provider.Adapter) []provider.Adapter {
+	route = slices.DeleteFunc(slices.Clone(route), func(p provider.Adapter) bool { return p == nil })
+	if rec.Provider != "" && rec.Attempts > rec.Releases {
+		for _, p := range route {
+			if p.Name() == rec.Provider {
+				return []provider.Adapter{p}
+			}
+		}
+		return nil
+	}
+	start := 0
+	if rec.Released {
+		if i := slices.IndexFunc(route, func(p provider.Adapter) bool { return p.Name() == rec.Provider }); i >= 0 {
+			start = i + 1
+		}
+	}
+	return append(route[start:len(route):len(route)], route[:start]...)
+}
+
+// AttemptAdapter returns the adapter that must resolve row rec given
+// route, the providers that serve its channel now: the first of
+// Candidates. It returns nil and false when none may (no provider serves
+// the channel, or the provider an earlier attempt may have reached no
+// longer does).
+func AttemptAdapter(rec ledger.Record, route ...provider.Adapter) (provider.Adapter, bool) {
+	if c := Candidates(rec, route); len(c) > 0 {
+		return c[0], true
+	}
+	return nil, false
+}
+
+// Pick is Candidates with the providers that Health skips moved last:
+// a new message, or a row whose every attempt was released, goes first
+// to a provider that is not cooling down. The order among healthy (and
+// among skipped) providers is kept, so an outage of every provider still
+// tries them in the route's order.
+func (d *Dispatcher) Pick(rec ledger.Record, route []provider.Adapter) []provider.Adapter {
+	c := Candidates(rec, route)
+	if len(c) < 2 {
+		return c
+	}
+	healthy := func(p provider.Adapter) bool { return d.Health.Healthy(p.Name()) }
+	out := slices.Clone(c)
+	slices.SortStableFunc(out, func(a, b provider.Adapter) int {
+		switch ha, hb := healthy(a), healthy(b); {
+		case ha == hb:
+			return 0
+		case ha:
+			return -1
+		}
+		return 1
+	})
+	return out
+}
+
+// SendRoute sends e under claim c through route[0], as Send does, and
+// fails over: while the attempt provably sent nothing (a transient or
+// configuration refusal that released the claim) and route holds another
+// provider, it takes the released row over for that provider (the
+// takeover records it) and sends again, as long as the invocation leaves
+// time for a send. route is a Pick: the row's own provider alone while an
+// earlier attempt may have sent. Each failover is counted (Failovers,
+// with the channel and both providers).
+func (d *Dispatcher) SendRoute(ctx context.Context, c ledger.Claim, e ledger.Entry, route []provider.Adapter) Result {
+	p := route[0]
+	r := d.Send(ctx, c, e, p)
+	for _, next := range route[1:] {
+		if r.Disposition != Retry || (r.Kind != provider.Transient && r.Kind != provider.Config) || !r.Released {
+			return r
+		}
+		if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < decide.SendBudget(d.ProviderTimeout)+LostAnswerReserve {
+			return r
+		}
+		// The row as this worker's release left it: fenced on its claim.
+		cur := ledger.Record{Entry: e, State: ledger.StatePending, ClaimID: c.ClaimID, Attempts: c.Attempt,
+			Released: true, AttemptedAt: c.AttemptedAt, LeaseUntil: c.AttemptedAt}
+		cur.Provider = next.Name()
+		nc, err := d.TakeOver(ctx, cur, c.LeaseUntil.Sub(c.AttemptedAt))
+		if err != nil {
+			d.Logger.Info("failover: the row changed since the release", "key", e.Key, "error", err)
+			return r
+		}
+		d.Metrics.Count(metrics.Failovers, 1, metrics.Dim{Name: "channel", Value: e.Channel},
+			metrics.Dim{Name: "from", Value: p.Name()}, metrics.Dim{Name: "to", Value: next.Name()})
+		d.Logger.Warn("failing over: the previous provider refused before accepting", "key", e.Key, "channel", e.Channel,
+			"from", p.Name(), "to", next.Name(), "reason", r.Reason)
+		c, p = nc, next
+		r = d.Send(ctx, c, e, p)
+		r.Attempt = c.Attempt
+	}
+	return r
+}
+
+// Health tracks, per container, the providers that keep failing, so that
+// new messages (and rows whose every attempt was released) skip a
+// provider in an outage for a cool-down instead of paying a doomed first
+// call each. It lives in the process, not in the table: each container
+// learns within Threshold failures, which is enough to stop the storm,
+// while shared state would cost a write per failure and a read per
+// message (the write-unit floor). A provider's failures are refusals
+// (transient, configuration) and ambiguous outcomes; any answer (accepted,
+// or a recipient's permanent rejection) resets them. After the cool-down
+// the provider is tried again, and one more failure starts another.
+// The zero Health (and a nil *Health) uses the defaults; it is safe for
+// concurrent use.
+type Health struct {
+	// Threshold is how many failures in a row make a provider skipped;
+	// DefaultHealthThreshold when zero.
+	Threshold int
+	// Cooldown is how long it is skipped; DefaultHealthCooldown when zero.
+	Cooldown time.Duration
+	// Now is the clock; time.Now when nil.
+	Now func() time.Time
+
+	mu    sync.Mutex
+	state map[string]*healthState
+}
+
+// The defaults of Health.
+const (
+	DefaultHealthThreshold = 3
+	DefaultHealthCooldown  = 30 * time.Second
+)
+
+type healthState struct {
+	failures int
+	until    time.Time
+}
+
+func (h *Health) now() time.Time {
+	if h.Now != nil {
+		return h.Now()
+	}
+	return time.Now()
+}
+
+// Healthy reports whether provider name is not cooling down.
+func (h *Health) Healthy(name string) bool {
+	if h == nil {
+		return true
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	st := h.state[name]
+	return st == nil || !h.now().Before(st.until)
+}
+
+// Record notes the outcome of one call to provider name: ok when it
+// answered (accepted, or rejected the message for the recipient's sake).
+func (h *Health) Record(name string, ok bool) {
+	if h == nil {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.state == nil {
+		h.state = map[string]*healthState{}
+	}
+	st := h.state[name]
+	if st == nil {
+		st = &healthState{}
+		h.state[name] = st
+	}
+	if ok {
+		*st = healthState{}
+		return
+	}
+	st.failures++
+	if st.failures >= cmp.Or(h.Threshold, DefaultHealthThreshold) {
+		st.until = h.now().Add(cmp.Or(h.Cooldown, DefaultHealthCooldown))
+	}
+}

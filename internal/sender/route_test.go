@@ -1,0 +1,139 @@
+package sender_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/sendonce/sendonce/internal/dispatch"
+	"github.com/sendonce/sendonce/internal/ledger"
+	"github.com/sendonce/sendonce/internal/metrics"
+	"github.com/sendonce/sendonce/internal/provider"
+	"github.com/sendonce/sendonce/internal/provider/twilio/twiliotest"
+	"github.com/sendonce/sendonce/internal/reconcile"
+	"github.com/sendonce/sendonce/internal/sender"
+)
+
+// routeSender builds a sender whose SMS route is primary, then fallbacks.
+func (w *world) routeSender(t *testing.T, primary provider.Adapter, fallbacks ...provider.Adapter) *sender.Sender {
+	t.Helper()
+	s, err := sender.New(sender.Config{
+		Ledger: w.mem, Providers: map[string]provider.Adapter{"sms": primary}, Fallbacks: map[string][]provider.Adapter{"sms": fallbacks},
+		Renderer: w.render, DeadLetters: discardDLQ{}, Metrics: w.tally, Logger: quiet,
+		ProviderTimeout: time.Second, ClaimTimeout: time.Minute, Settle: settleTime, Now: w.clock.Now,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// TestRouteFailsOverAfterARefusal: Twilio refuses before accepting (a
+// 429, then its account suspended), so the attempt provably sent
+// nothing; the same delivery fails over to the next provider, which
+// sends. The row records the provider that sent, and the failover is
+// counted.
+func TestRouteFailsOverAfterARefusal(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		fault twiliotest.Fault
+	}{
+		{"Throttled", twiliotest.Fault{Status: 429, Code: 20429, Message: "Too Many Requests"}},
+		{"AccountSuspended", twiliotest.Fault{Status: 401, Code: 20005, Message: "Account not active"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			w := newWorld(t)
+			r := req("evt-failover-" + tc.name)
+			w.twilio.Fail(tc.fault)
+			processWant(t, w.routeSender(t, w.tw, w.http), r, dispatch.Sent)
+			row := w.row(t, r.Key())
+			if row.State != ledger.StateSent || row.Provider != "http" || row.Attempts != 2 {
+				t.Errorf("row %s through %q after %d attempts, want SENT through http after 2", row.State, row.Provider, row.Attempts)
+			}
+			if n, d := len(w.twilio.Messages()), w.sim.Delivered(r.Key()); n != 0 || d != 1 {
+				t.Errorf("twilio holds %d, http delivered %d; want 0 and 1", n, d)
+			}
+			if got := w.tally.Get(metrics.Failovers); got != 1 {
+				t.Errorf("Failovers = %d, want 1", got)
+			}
+		})
+	}
+}
+
+// TestRouteNeverFailsOverAfterAnAmbiguousAttempt: Twilio accepted and the
+// answer was lost. The message may be out, so the next provider must not
+// send it: the row is UNCERTAIN, and the reconciler (with the same route)
+// settles it against Twilio, its attempt's provider.
+func TestRouteNeverFailsOverAfterAnAmbiguousAttempt(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	r := req("evt-failover-ambiguous")
+	w.twilio.Fail(twiliotest.Fault{AcceptThenHang: true})
+	processWant(t, w.routeSender(t, w.tw, w.http), r, dispatch.Uncertain)
+	w.statusCallback(t, r.Key(), w.twilio.Messages()[0].SID)
+	w.clock.Advance(time.Minute + settleTime)
+	rec, err := reconcile.New(reconcile.Config{
+		Ledger: w.mem, Renderer: w.render, Providers: map[string]provider.Adapter{"sms": w.http},
+		Fallbacks: map[string][]provider.Adapter{"sms": {w.tw}}, Metrics: w.tally, Logger: quiet,
+		ProviderTimeout: time.Second, ClaimTimeout: time.Minute, Settle: settleTime, Now: w.clock.Now,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.run(t, rec)
+	if row := w.row(t, r.Key()); row.State != ledger.StateSent || row.Provider != "twilio" {
+		t.Errorf("row %s through %q, want SENT through twilio (by its lookup)", row.State, row.Provider)
+	}
+	if n, d := len(w.twilio.Messages()), w.sim.Delivered(r.Key()); n != 1 || d != 0 {
+		t.Errorf("twilio holds %d, http delivered %d; want 1 and 0", n, d)
+	}
+	if got := w.tally.Get(metrics.Failovers); got != 0 {
+		t.Errorf("Failovers = %d, want 0", got)
+	}
+}
+
+// TestRouteRecipientRejectionIsFinal: an invalid number is the
+// recipient's fault: FAILED on every route, no failover.
+func TestRouteRecipientRejectionIsFinal(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	r := req("evt-failover-invalid")
+	w.twilio.Fail(twiliotest.Fault{Status: 400, Code: 21211, Message: "Invalid 'To' Phone Number"})
+	processWant(t, w.routeSender(t, w.tw, w.http), r, dispatch.Failed)
+	if d := w.sim.Delivered(r.Key()); d != 0 {
+		t.Errorf("http delivered %d, want 0", d)
+	}
+}
+
+// TestRouteSkipsAFailingProvider: once Twilio has refused three times in
+// a row, new messages go to the next provider first, without a doomed
+// call to Twilio, until its cool-down passes.
+func TestRouteSkipsAFailingProvider(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	w.twilio.SetDecide(func(string) twiliotest.Fault {
+		return twiliotest.Fault{Status: 429, Code: 20429, Message: "Too Many Requests"}
+	})
+	s := w.routeSender(t, w.tw, w.http)
+	for i := range dispatch.DefaultHealthThreshold {
+		processWant(t, s, req("evt-health-"+string(rune('a'+i))), dispatch.Sent)
+	}
+	creates, _ := w.twilio.Requests()
+	skip := req("evt-health-skip")
+	processWant(t, s, skip, dispatch.Sent)
+	if after, _ := w.twilio.Requests(); after != creates {
+		t.Errorf("twilio got %d more requests, want none while it cools down", after-creates)
+	}
+	if row := w.row(t, skip.Key()); row.Provider != "http" || row.Attempts != 1 {
+		t.Errorf("row through %q after %d attempts, want http after 1", row.Provider, row.Attempts)
+	}
+	// After the cool-down Twilio is tried again.
+	w.twilio.SetDecide(nil)
+	w.clock.Advance(dispatch.DefaultHealthCooldown)
+	back := req("evt-health-back")
+	processWant(t, s, back, dispatch.Sent)
+	if row := w.row(t, back.Key()); row.Provider != "twilio" {
+		t.Errorf("row through %q, want twilio after its cool-down", row.Provider)
+	}
+}
