@@ -31,6 +31,11 @@ const (
 	InvStaleLeft       = "stale-claim-left"
 )
 
+// KindNoTimeForLookup is a stale-claim-left violation by a sender whose
+// function timeout is at most decide.TakeOverBudget: it never has the
+// time for a lookup and a send.
+const KindNoTimeForLookup = "no-time-for-lookup"
+
 // invariants lists every invariant in the order reports show them.
 var invariants = []string{
 	InvDuplicate, InvUnpermitted, InvElsewhere, InvStaleClaim, InvFinalChanged, InvSentUndelivered,
@@ -56,9 +61,13 @@ func (w *World) checkStep() {
 		for _, name := range kt.deliveredBy {
 			plain = plain && w.byName[name].class == classPlain
 		}
-		if plain {
+		switch pm := kt.dupPremature; {
+		case plain:
 			w.violate(InvUnpermitted, m.key, fmt.Sprintf("delivered %d times through %v, which can neither drop repeats nor be asked, with %d class-policy resends", n, kt.deliveredBy, kt.policyResends))
-		} else {
+		case pm.worker != nil && pm.settle != pm.configured:
+			w.violateKind(InvDuplicate, KindSettleNotConfigured, m.key, fmt.Sprintf("delivered %d times through %v with %d class-policy resends, after %s trusted a premature \"no record\" with a settle time of %s where its deployment configures %s",
+				n, kt.deliveredBy, kt.policyResends, pm.worker.name, pm.settle, pm.configured))
+		default:
 			w.violate(InvDuplicate, m.key, fmt.Sprintf("delivered %d times through %v with %d class-policy resends", n, kt.deliveredBy, kt.policyResends))
 		}
 	}
@@ -114,6 +123,15 @@ func (w *World) checkDrained() {
 		// (alarmed) for `sendonce dlq redrive`, whose redelivery takes the
 		// row over. That is the designed resting state, not a stranding.
 		if !r.Indexed() && slices.ContainsFunc(m.sqs, func(s *sqsMsg) bool { return s.dlq }) {
+			continue
+		}
+		// A busy number: the Twilio adapter cannot complete its search
+		// (more messages to the recipient since the attempt's day than its
+		// page cap reads), so the lookup is an error and the row waits,
+		// UNCERTAIN, for a complete answer or its maximum age
+		// (docs/providers.md). Counted, not a violation.
+		if w.keys[m.key].searchIncomplete && r.Indexed() {
+			w.faults["rows_waiting_on_busy_numbers"]++
 			continue
 		}
 		w.violate(InvStuck, m.key, fmt.Sprintf("row still %s (attempt %d) after %d calm reconciler runs; %d expired rows in the index", r.State, r.Attempts, drainRounds, w.faults["expired_backlog_rows"]))
@@ -187,7 +205,14 @@ func (w *World) noteStale(wk *worker, cur ledger.Record) {
 	if wk.deadline.Sub(w.now()) < budget+time.Second && wk.timeout >= 2*budget {
 		return
 	}
-	w.staleSeen[heldKey{wk.id, cur.Key}] = w.now()
+	w.staleSeen[heldKey{wk.id, cur.Key}] = staleSight{at: w.now(), left: wk.deadline.Sub(w.now())}
+}
+
+// staleSight is when a sender found a stale first claim, and how much of
+// its invocation was left.
+type staleSight struct {
+	at   time.Time
+	left time.Duration
 }
 
 // checkStaleLeft, once sender wk has returned, reports every stale first
@@ -202,23 +227,49 @@ func (w *World) checkStaleLeft(wk *worker) {
 	}
 	slices.Sort(keys)
 	for _, k := range keys {
+		seen := w.staleSeen[heldKey{wk.id, k}]
 		delete(w.staleSeen, heldKey{wk.id, k})
 		if !wk.dead {
-			w.violate(InvStaleLeft, k, fmt.Sprintf("%s found the first claim stale and left it as it was (neither taken over nor marked UNCERTAIN): the reconciler never sees it, and the message may reach the dead-letter queue", wk.name))
+			kind := ""
+			if wk.timeout <= decide.TakeOverBudget(providerTimeout) {
+				kind = KindNoTimeForLookup
+			}
+			w.violateKind(InvStaleLeft, kind, k, fmt.Sprintf("%s (function timeout %s, %s left) found the first claim stale and left it as it was (neither taken over nor marked UNCERTAIN): the reconciler never sees it, and the message may reach the dead-letter queue",
+				wk.name, wk.timeout, seen.left.Round(time.Millisecond)))
 		}
 	}
 }
 
-// noteLookup records a lookup's answer for the policy-resend permission.
-// w.mu is held.
-func (w *World) noteLookup(wk *worker, key string, res provider.LookupResult) {
-	st := res.Status
-	if st.String() == "unproven" {
-		st = lookupUnproven
+// noteLookup records a lookup's answer through p for the policy-resend
+// permission, and whether a "no record" came while a message of the key
+// that p accepted was not listed yet (premature: only the settle time
+// makes such an answer safe to act on). w.mu is held.
+func (w *World) noteLookup(wk *worker, p *simProvider, key string, res provider.LookupResult) {
+	w.lastLookup[heldKey{wk.id, key}] = res.Status
+	if res.Status != provider.LookupNotFound {
+		return
 	}
-	w.lastLookup[heldKey{wk.id, key}] = st
+	now := w.now().Add(p.skew)
+	kt := w.truth(key)
+	kt.premature = premature{}
+	for _, d := range p.sent {
+		if d.key == key && !now.Before(d.created) && now.Before(d.visible) {
+			kt.premature = premature{worker: wk, settle: wk.settle, configured: wk.configuredSettle}
+			break
+		}
+	}
 }
 
-// lookupUnproven stands for the answer "matches by content, none proven
-// to be the key's".
-const lookupUnproven provider.LookupStatus = -1
+// premature is the latest "no record" answer about a key that came before
+// a message of the key that the provider had accepted was listed.
+type premature struct {
+	worker *worker
+	// settle is the asking worker's settle time; configured is the settle
+	// time its deployment configures (ReconcileSettleSeconds).
+	settle, configured time.Duration
+}
+
+// KindSettleNotConfigured is a duplicate-delivery after a premature "no
+// record" answer to a worker whose settle time is not the one its
+// deployment configures (its environment does not carry it).
+const KindSettleNotConfigured = "settle-not-configured"

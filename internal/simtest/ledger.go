@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/sendonce/sendonce/internal/ledger"
@@ -156,16 +157,16 @@ func (l *simLedger) TakeOver(ctx context.Context, cur ledger.Record, lease time.
 		}
 		kt.claimID = c.ClaimID
 		a := &attempt{claimID: c.ClaimID, worker: wk, key: cur.Key}
-		// A resend the class policy allows: the reconciler takes over a row
-		// whose last attempt may have delivered, through a provider that
-		// can neither drop a repeat nor be asked.
-		// A released policy resend passes the policy on: the message may
-		// still have gone out before it.
+		// A resend the class policy allows (policyResend) starts a policy
+		// chain: one decision that accepts one possible duplicate. The
+		// attempts that take it over after it continue the chain: a
+		// released one sent nothing, and one that may have sent is looked
+		// up or resent in its place. A chain may deliver once.
 		if w.policyResend(wk, before) {
-			a.policyResend = true
-		}
-		if p := w.attempts[cur.ClaimID]; cur.Released && p != nil && p.policyResend {
-			a.policyResend = true
+			w.chains++
+			a.chain = w.chains
+		} else if p := w.attempts[cur.ClaimID]; p != nil {
+			a.chain = p.chain
 		}
 		w.attempts[c.ClaimID] = a
 		w.snapshot(cur.Key)
@@ -301,7 +302,12 @@ func (l *simLedger) Release(ctx context.Context, c ledger.Claim, reason string, 
 	}
 	switch {
 	case err == nil:
-		w.expect(wk.service, metrics.Released)
+		// A reconciler that postpones a released row whose provider is
+		// not configured releases it again and counts a configuration
+		// error, not a release (reconcile: ActionPostponed).
+		if wk.service != "reconciler" || !strings.HasPrefix(reason, "config: no provider is configured") {
+			w.expect(wk.service, metrics.Released)
+		}
 		w.reclaimDone(a)
 		w.tracef(c.Key, "%s release %s: ok (%s)", wk.name, w.short(c.Key), reason)
 	case errors.Is(err, ledger.ErrFencingLost):

@@ -25,21 +25,27 @@ type stack struct {
 	root *yaml.Node
 }
 
-// stackPath is template.yaml from the package directory (where go test
-// runs).
-const stackPath = "../../template.yaml"
+// stackPaths are the templates, from the package directory (where go
+// test runs): the full template, which keeps every setting as a
+// parameter, where there is one, else template.yaml.
+var stackPaths = []string{"../../template.full.yaml", "../../template.yaml"}
 
 var (
 	stackOnce sync.Once
+	stackPath string
 	theStack  *stack
 	stackErr  error
 )
 
 func loadStack() *stack {
 	stackOnce.Do(func() {
-		data, err := os.ReadFile(stackPath)
-		if err != nil {
-			stackErr = err
+		var data []byte
+		for _, stackPath = range stackPaths {
+			if data, stackErr = os.ReadFile(stackPath); stackErr == nil {
+				break
+			}
+		}
+		if stackErr != nil {
 			return
 		}
 		var doc yaml.Node

@@ -97,12 +97,14 @@ func (a twilioAdapter) Lookup(ctx context.Context, m provider.Message) (provider
 	wk := workerOf(ctx)
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	kt := w.truth(m.Key)
+	kt.searchIncomplete = err != nil && strings.Contains(provider.ReasonOf(err), "incomplete")
 	if err != nil {
-		w.tracef(m.Key, "%s lookup %s via twilio from %s: %s", wk.name, w.short(m.Key), w.at(m.AttemptedAt), provider.ReasonOf(err))
+		w.tracef(m.Key, "%s lookup %s via twilio from %s (evidence %q): %s", wk.name, w.short(m.Key), w.at(m.AttemptedAt), m.ProviderMessageID, provider.ReasonOf(err))
 		return res, err
 	}
-	w.noteLookup(wk, m.Key, res)
-	w.tracef(m.Key, "%s lookup %s via twilio from %s: %s %s %s", wk.name, w.short(m.Key), w.at(m.AttemptedAt), res.Status, res.MessageID, res.Reason)
+	w.noteLookup(wk, a.api.p, m.Key, res)
+	w.tracef(m.Key, "%s lookup %s via twilio from %s (evidence %q): %s %s %s", wk.name, w.short(m.Key), w.at(m.AttemptedAt), m.ProviderMessageID, res.Status, res.MessageID, res.Reason)
 	return res, nil
 }
 
@@ -235,15 +237,21 @@ func (t *twilioAPI) resource(d *delivery, now time.Time) map[string]any {
 }
 
 // list serves one page of the message list, newest first. Only messages
-// with a date sent are listed; DateSent> keeps those sent on or after the
-// given day; PageToken is the SID of the previous page's last message.
+// with a date sent are listed; DateSent> and DateSent< keep those sent on
+// or after, and before, a day (YYYY-MM-DD) or a time (RFC 3339);
+// PageToken is the SID of the previous page's last message. The first
+// page is a yield point of the calling worker; the pages that follow it
+// are requested at once (each may still fail).
 func (t *twilioAPI) list(req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
 	key := keyOf(ctx)
 	q := req.URL.Query()
 	p := t.p
 	w := p.w
-	wk := w.yield(ctx, "lookup", key)
+	wk := workerOf(ctx)
+	if q.Get("PageToken") == "" {
+		w.yield(ctx, "lookup", key)
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if !wk.calm && !w.calm && w.rng.Float64()/w.sc.intensity < 0.03 {
@@ -252,13 +260,11 @@ func (t *twilioAPI) list(req *http.Request) (*http.Response, error) {
 		return t.answer(req, http.StatusServiceUnavailable, map[string]any{"code": 20503, "message": "Service Unavailable", "status": 503}), nil
 	}
 	now := w.now().Add(p.skew)
-	var day time.Time
-	if s := q.Get("DateSent>"); s != "" {
-		day, _ = time.Parse("2006-01-02", s)
-	}
+	after, before := dateFilter(q.Get("DateSent>")), dateFilter(q.Get("DateSent<"))
 	var match []*delivery
 	for _, d := range p.sent {
-		if d.to != q.Get("To") || (q.Get("From") != "" && q.Get("From") != t.from) || now.Before(d.visible) || d.visible.Before(day) {
+		if d.to != q.Get("To") || (q.Get("From") != "" && q.Get("From") != t.from) || now.Before(d.visible) ||
+			d.visible.Before(after) || (!before.IsZero() && !d.visible.Before(before)) {
 			continue
 		}
 		match = append(match, d)
@@ -313,4 +319,13 @@ func (t *twilioAPI) addNoise(n int, texts []string) {
 			visible: created.Add(time.Duration(w.rng.IntN(30)) * time.Second), noise: true})
 	}
 	w.faults["twilio_noise_messages"] += n
+}
+
+// dateFilter parses a DateSent bound: a day or a time; zero when empty.
+func dateFilter(s string) time.Time {
+	if t, err := time.Parse(time.RFC3339, s); err == nil {
+		return t
+	}
+	t, _ := time.Parse("2006-01-02", s)
+	return t
 }

@@ -94,10 +94,11 @@ type attempt struct {
 	key     string
 	acked   bool
 	// receipt: a send under this claim returned a receipt.
-	receipt      bool
-	released     bool
-	ended        bool
-	policyResend bool
+	receipt  bool
+	released bool
+	ended    bool
+	// chain is the policy chain of the attempt (0: none): see TakeOver.
+	chain int
 	// overran: its worker stalled past the lease while holding it.
 	overran bool
 	// reclaim is the sender's Reclaims count of this takeover, which the
@@ -140,8 +141,10 @@ type keyTruth struct {
 	claimID    string
 	deliveries []delivery
 	// deliveredBy names the provider of each delivery.
-	deliveredBy   []string
+	deliveredBy []string
+	// policyResends counts the policy chains that delivered (chains).
 	policyResends int
+	chains        map[int]bool
 	ambiguous     bool
 	lostClaim     bool
 	lostTakeOver  bool
@@ -151,6 +154,14 @@ type keyTruth struct {
 	reached map[string]bool
 	// refused: a provider refused the key's message for good (4xx).
 	refused bool
+	// premature is the latest premature "no record" answer (noteLookup).
+	premature premature
+	// dupPremature is premature when the key's second delivery happened.
+	dupPremature premature
+	// searchIncomplete: the latest Twilio lookup of the key could not
+	// complete its search (more messages to the recipient than its page
+	// cap lets it read).
+	searchIncomplete bool
 }
 
 func (k *keyTruth) delivered() int { return len(k.deliveries) }
@@ -203,11 +214,14 @@ func (k *keyTruth) msgKey() string {
 // Violation is a broken invariant.
 type Violation struct {
 	Invariant string
-	Key       string
-	Detail    string
-	Step      int
-	At        time.Duration
-	Trace     []string
+	// Kind narrows the invariant where one cause of it is told apart
+	// (knownDefects may list "invariant/kind"); often empty.
+	Kind   string
+	Key    string
+	Detail string
+	Step   int
+	At     time.Duration
+	Trace  []string
 }
 
 type traceLine struct {
@@ -260,7 +274,7 @@ type World struct {
 	exp         map[string]map[string]int
 	// staleSeen: a sender's redelivery found a stale first claim it must
 	// take over or mark (heldKey → when).
-	staleSeen map[heldKey]time.Time
+	staleSeen map[heldKey]staleSight
 	// lastLookup is the latest lookup answer each worker got per key.
 	lastLookup map[heldKey]provider.LookupStatus
 
@@ -275,6 +289,8 @@ type World struct {
 	callbacks    []*callback
 	nextRecon    time.Time
 	claimN       int
+	// chains numbers the policy chains (attempt.chain).
+	chains int
 
 	steps      int
 	faults     map[string]int
@@ -307,7 +323,7 @@ func newWorld(seed uint64) *World {
 		tally:    map[string]*metrics.Tally{"sender": metrics.NewTally(), "reconciler": metrics.NewTally(), "webhook": metrics.NewTally()},
 		exp:      map[string]map[string]int{"sender": {}, "reconciler": {}, "webhook": {}},
 
-		staleSeen:  map[heldKey]time.Time{},
+		staleSeen:  map[heldKey]staleSight{},
 		lastLookup: map[heldKey]provider.LookupStatus{},
 	}
 	w.tmpl = newTemplates()
@@ -342,7 +358,7 @@ func (w *World) at(t time.Time) string {
 func (w *World) truth(key string) *keyTruth {
 	kt, ok := w.keys[key]
 	if !ok {
-		kt = &keyTruth{name: fmt.Sprintf("x%d", len(w.keys)), reached: map[string]bool{}}
+		kt = &keyTruth{name: fmt.Sprintf("x%d", len(w.keys)), reached: map[string]bool{}, chains: map[int]bool{}}
 		w.keys[key] = kt
 	}
 	return kt
@@ -458,17 +474,21 @@ func (w *World) policyResend(wk *worker, before ledger.Record) bool {
 	case classPlain:
 		return true
 	case classTwilio:
-		return w.lastLookup[heldKey{wk.id, before.Key}] == lookupUnproven
+		return w.lastLookup[heldKey{wk.id, before.Key}] == provider.LookupUnproven
 	}
 	return false
 }
 
-func (w *World) violate(inv, key, detail string) {
-	if w.violated[inv] {
+func (w *World) violate(inv, key, detail string) { w.violateKind(inv, "", key, detail) }
+
+// violateKind records the first violation of inv (of that kind) in the
+// run.
+func (w *World) violateKind(inv, kind, key, detail string) {
+	if w.violated[inv+"/"+kind] {
 		return
 	}
-	w.violated[inv] = true
-	w.violations = append(w.violations, Violation{Invariant: inv, Key: w.short(key), Detail: detail, Step: w.steps, At: w.now().Sub(w.t0), Trace: w.traceOf(key)})
+	w.violated[inv+"/"+kind] = true
+	w.violations = append(w.violations, Violation{Invariant: inv, Kind: kind, Key: w.short(key), Detail: detail, Step: w.steps, At: w.now().Sub(w.t0), Trace: w.traceOf(key)})
 }
 
 // traceOf returns the trace lines about key (a worker's death is traced
@@ -696,7 +716,7 @@ func (w *World) startSender(batch []*sqsMsg) {
 	// redeploy would.
 	d := w.dep[senderFn]
 	cfg := d.fn[senderFn]
-	wk.claim = cfg.ClaimTimeout
+	wk.claim, wk.settle, wk.configuredSettle = cfg.ClaimTimeout, cfg.Settle, d.settle()
 	s, err := sender.New(sender.Config{
 		Ledger: w.led, Providers: w.providers(d), Renderer: w.renderer(senderFn, d), DeadLetters: simDLQ{w}, Metrics: w.tally["sender"],
 		ProviderTimeout: cfg.ProviderTimeout, ClaimTimeout: cfg.ClaimTimeout, Settle: cfg.Settle, RetryBase: cfg.RetryBase, Now: clock,
@@ -716,7 +736,7 @@ func (w *World) startReconciler(calm bool) *worker {
 	clock := func() time.Time { return time.Now().Add(wk.skew) }
 	d := w.dep[reconcilerFn]
 	cfg := d.fn[reconcilerFn]
-	wk.claim = cfg.ClaimTimeout
+	wk.claim, wk.settle, wk.configuredSettle = cfg.ClaimTimeout, cfg.Settle, d.settle()
 	r, err := reconcile.New(reconcile.Config{
 		Ledger: w.led, Providers: w.providers(d), Renderer: w.renderer(reconcilerFn, d), Metrics: w.tally["reconciler"],
 		ProviderTimeout: cfg.ProviderTimeout, ClaimTimeout: cfg.ClaimTimeout, Settle: cfg.Settle, MaxAge: cfg.MaxAge, RetryBase: cfg.RetryBase,
@@ -975,19 +995,24 @@ func (w *World) run() {
 }
 
 // drain runs the reconciler without faults until every workload row is
-// final, as its schedule would over the following hours.
+// final, as its schedule would over the following hours: each run at the
+// next time a row is due (at least a minute apart). A row whose earlier
+// attempt went through a provider the deployment no longer has waits for
+// that provider, so half way through, or once only such rows are left,
+// the drain deploys each channel's other provider.
 func (w *World) drain() {
 	w.calm = true
 	for len(w.events) > 0 {
 		w.fireEvent()
 	}
+	switched := false
 	for round := range drainRounds {
-		if round == drainRounds/2 {
-			// Rows whose attempt went through the provider the channel had
-			// before wait for it: deploy it again.
-			w.switchAll()
-		}
 		due, ok := w.earliestDue()
+		if (!ok || round == drainRounds/2) && !switched {
+			w.switchAll()
+			switched = true
+			due, ok = w.earliestDue()
+		}
 		if !ok {
 			return
 		}
@@ -1022,18 +1047,23 @@ func (w *World) drain() {
 	}
 }
 
-// earliestDue is when the first non-final workload row becomes due.
+// earliestDue is when the first non-final workload row that the
+// reconciler's deployment can resolve becomes due: rows waiting for a
+// provider it does not have (an earlier attempt went through it and may
+// have sent: attempts beyond releases) and rows on a busy number do not
+// count.
 func (w *World) earliestDue() (time.Time, bool) {
 	var best time.Time
+	dep := w.dep[reconcilerFn]
 	for _, m := range w.msgs {
 		r, err := w.mem.Get(context.Background(), m.key)
-		if err != nil || r.State.Final() {
+		if err != nil || r.State.Final() || w.keys[m.key].searchIncomplete {
 			continue
 		}
-		d := r.LeaseUntil
-		if r.State == ledger.StateUncertain {
-			d = r.UpdatedAt
+		if r.Provider != "" && r.Attempts > r.Releases && r.Provider != w.chans[r.Channel][dep.pick[r.Channel]].name {
+			continue
 		}
+		d := ledger.Due(r)
 		if best.IsZero() || d.Before(best) {
 			best = d
 		}
