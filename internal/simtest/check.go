@@ -47,6 +47,7 @@ var checkedMetrics = []string{
 	metrics.Sent, metrics.Failed, metrics.Released, metrics.Abandoned, metrics.Reclaims,
 	metrics.ProviderErrors, metrics.UncertainAttempts, metrics.FencingLost, metrics.Resent,
 	metrics.ReconciledSent, metrics.ReconciledFailed, metrics.DuplicatesPrevented, metrics.CallbacksApplied,
+	metrics.Failovers,
 }
 
 // checkStep checks the invariants that hold after every step.

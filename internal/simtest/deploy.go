@@ -30,9 +30,11 @@ type deployment struct {
 	n      int
 	params map[string]string
 	// pick is the index into World.chans[channel] of the provider that
-	// serves the channel.
-	pick map[string]int
-	fn   map[string]fnConfig
+	// serves the channel; fallback says whether the channel's route holds
+	// its other provider after it (SENDONCE_SMS_PROVIDER=twilio,http).
+	pick     map[string]int
+	fallback map[string]bool
+	fn       map[string]fnConfig
 }
 
 // settle is the settle time d configures (ReconcileSettleSeconds).
@@ -101,7 +103,7 @@ func (w *World) drawSettings(redeploys int) {
 		claim, _ := strconv.Atoi(params["ClaimTimeoutSeconds"])
 		timeout, _ := strconv.Atoi(params["SenderTimeoutSeconds"])
 		need = max(need, time.Duration(claim+timeout)*time.Second)
-		sc.deps = append(sc.deps, deployment{n: i, params: params, pick: map[string]int{}})
+		sc.deps = append(sc.deps, deployment{n: i, params: params, pick: map[string]int{}, fallback: map[string]bool{}})
 	}
 	sc.maxReceive = max(2, int((need+sc.visibility-1)/sc.visibility)+1+r.IntN(3))
 	for i := range sc.deps {
@@ -157,12 +159,19 @@ func (w *World) drawProviders() {
 func (w *World) scheduleRedeploys() {
 	r := w.rng
 	deps := w.sc.deps
+	for _, ch := range channels {
+		deps[0].fallback[ch] = len(w.chans[ch]) > 1 && r.IntN(10) < 3
+	}
 	for i := 1; i < len(deps); i++ {
 		d := &deps[i]
 		for _, ch := range channels {
 			d.pick[ch] = deps[i-1].pick[ch]
+			d.fallback[ch] = deps[i-1].fallback[ch]
 			if len(w.chans[ch]) > 1 && r.IntN(10) < 6 {
 				d.pick[ch] = 1 - d.pick[ch]
+			}
+			if len(w.chans[ch]) > 1 && r.IntN(10) < 3 {
+				d.fallback[ch] = !d.fallback[ch]
 			}
 		}
 		at := w.t0.Add(30*time.Second + time.Duration(r.Int64N(int64(15*time.Minute))))
@@ -185,8 +194,8 @@ func (w *World) redeploy(d *deployment, fn string) {
 	}
 	var switched []string
 	for _, ch := range channels {
-		if d.pick[ch] != cur.pick[ch] {
-			switched = append(switched, fmt.Sprintf("%s %s→%s", ch, w.chans[ch][cur.pick[ch]].name, w.chans[ch][d.pick[ch]].name))
+		if d.pick[ch] != cur.pick[ch] || d.fallback[ch] != cur.fallback[ch] {
+			switched = append(switched, fmt.Sprintf("%s %s→%s", ch, w.route(cur, ch), w.route(d, ch)))
 		}
 	}
 	w.dep[fn] = d
@@ -196,13 +205,32 @@ func (w *World) redeploy(d *deployment, fn string) {
 }
 
 // providers are the adapters of deployment d, as a function built from it
-// gets them.
-func (w *World) providers(d *deployment) map[string]provider.Adapter {
-	out := map[string]provider.Adapter{}
+// gets them: each channel's provider, and the fallbacks of the channels
+// whose route has one.
+func (w *World) providers(d *deployment) (map[string]provider.Adapter, map[string][]provider.Adapter) {
+	out, fallbacks := map[string]provider.Adapter{}, map[string][]provider.Adapter{}
 	for _, ch := range channels {
 		out[ch] = w.chans[ch][d.pick[ch]].adapter()
+		if d.fallback[ch] {
+			fallbacks[ch] = []provider.Adapter{w.chans[ch][1-d.pick[ch]].adapter()}
+		}
 	}
-	return out
+	return out, fallbacks
+}
+
+// route names the providers of channel ch's route under d.
+func (w *World) route(d *deployment, ch string) string {
+	s := w.chans[ch][d.pick[ch]].name
+	if d.fallback[ch] {
+		s += "," + w.chans[ch][1-d.pick[ch]].name
+	}
+	return s
+}
+
+// serves reports whether d's route for channel ch holds the provider
+// named name.
+func (w *World) serves(d *deployment, ch, name string) bool {
+	return w.chans[ch][d.pick[ch]].name == name || d.fallback[ch] && w.chans[ch][1-d.pick[ch]].name == name
 }
 
 // switchAll deploys, for the drain, every channel's other provider: a
@@ -216,6 +244,7 @@ func (w *World) switchAll() {
 	d := *cur
 	d.n = cur.n + 1
 	d.pick = map[string]int{}
+	d.fallback = cur.fallback
 	for _, ch := range channels {
 		d.pick[ch] = cur.pick[ch]
 		if len(w.chans[ch]) > 1 {

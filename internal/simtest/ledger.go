@@ -179,7 +179,19 @@ func (l *simLedger) TakeOver(ctx context.Context, cur ledger.Record, lease time.
 	if err == nil {
 		w.held[heldKey{wk.id, cur.Key}] = c.ClaimID
 		w.attempts[c.ClaimID].acked = true
-		if wk.service == "sender" {
+		// A failover (dispatch.SendRoute) takes over the worker's own
+		// released claim for the route's next provider: counted as
+		// Failovers, and the sender counts one Reclaims for the route.
+		prev := w.attempts[cur.ClaimID]
+		switch {
+		case prev != nil && prev.worker == wk && prev.released:
+			w.expect(wk.service, metrics.Failovers)
+			w.faults["failovers"]++
+			if prev.reclaim == reclaimReleased {
+				prev.reclaim = reclaimNone
+				w.attempts[c.ClaimID].reclaim = reclaimPending
+			}
+		case wk.service == "sender":
 			w.attempts[c.ClaimID].reclaim = reclaimPending
 		}
 		w.tracef(cur.Key, "%s takeover %s from %s: ok (attempt %d)", wk.name, w.short(cur.Key), cur.State, c.Attempt)
@@ -308,7 +320,9 @@ func (l *simLedger) Release(ctx context.Context, c ledger.Claim, reason string, 
 		if wk.service != "reconciler" || !strings.HasPrefix(reason, "config: no provider is configured") {
 			w.expect(wk.service, metrics.Released)
 		}
-		w.reclaimDone(a)
+		if a != nil && a.reclaim == reclaimPending {
+			a.reclaim = reclaimReleased // it may fail over yet
+		}
 		w.tracef(c.Key, "%s release %s: ok (%s)", wk.name, w.short(c.Key), reason)
 	case errors.Is(err, ledger.ErrFencingLost):
 		w.reclaimDone(a)

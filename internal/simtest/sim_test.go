@@ -128,7 +128,7 @@ var regressions = []struct {
 	// timeout: a redelivery of a stale first claim through a provider it
 	// must ask never has the time for the lookup, gives up and leaves the
 	// row outside the attention index.
-	{"W21NoTimeForLookup", 128, InvStaleLeft, 2, KindNoTimeForLookup},
+	{"W21NoTimeForLookup", 147, InvStaleLeft, 2, KindNoTimeForLookup},
 }
 
 // currentWorld numbers the simulated world: 1 is the world of issue 10

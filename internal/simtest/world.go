@@ -127,6 +127,10 @@ const (
 	// reclaimMaybe: its worker died after a failed Release, which may
 	// have been the dispatcher's last try (counted) or not.
 	reclaimMaybe
+	// reclaimReleased: the attempt was released, and its worker may still
+	// fail over to the route's next provider (dispatch.SendRoute): the
+	// sender counts the takeover once the whole route returns.
+	reclaimReleased
 )
 
 type heldKey struct {
@@ -413,13 +417,14 @@ func (w *World) reclaimDone(a *attempt) {
 func (w *World) workerEnded(wk *worker) {
 	w.checkStaleLeft(wk)
 	for _, a := range w.attempts {
-		if a.worker != wk || a.reclaim != reclaimPending {
+		if a.worker != wk || (a.reclaim != reclaimPending && a.reclaim != reclaimReleased) {
 			continue
 		}
 		switch {
 		case !wk.dead:
+			a.reclaim = reclaimPending
 			w.reclaimDone(a)
-		case a.recordFailures > 0:
+		case a.recordFailures > 0 || a.reclaim == reclaimReleased:
 			a.reclaim = reclaimMaybe
 		default:
 			a.reclaim = reclaimNone
@@ -717,8 +722,9 @@ func (w *World) startSender(batch []*sqsMsg) {
 	d := w.dep[senderFn]
 	cfg := d.fn[senderFn]
 	wk.claim, wk.settle, wk.configuredSettle = cfg.ClaimTimeout, cfg.Settle, d.settle()
+	providers, fallbacks := w.providers(d)
 	s, err := sender.New(sender.Config{
-		Ledger: w.led, Providers: w.providers(d), Renderer: w.renderer(senderFn, d), DeadLetters: simDLQ{w}, Metrics: w.tally["sender"],
+		Ledger: w.led, Providers: providers, Fallbacks: fallbacks, Renderer: w.renderer(senderFn, d), DeadLetters: simDLQ{w}, Metrics: w.tally["sender"],
 		ProviderTimeout: cfg.ProviderTimeout, ClaimTimeout: cfg.ClaimTimeout, Settle: cfg.Settle, RetryBase: cfg.RetryBase, Now: clock,
 	})
 	if err != nil {
@@ -737,8 +743,9 @@ func (w *World) startReconciler(calm bool) *worker {
 	d := w.dep[reconcilerFn]
 	cfg := d.fn[reconcilerFn]
 	wk.claim, wk.settle, wk.configuredSettle = cfg.ClaimTimeout, cfg.Settle, d.settle()
+	providers, fallbacks := w.providers(d)
 	r, err := reconcile.New(reconcile.Config{
-		Ledger: w.led, Providers: w.providers(d), Renderer: w.renderer(reconcilerFn, d), Metrics: w.tally["reconciler"],
+		Ledger: w.led, Providers: providers, Fallbacks: fallbacks, Renderer: w.renderer(reconcilerFn, d), Metrics: w.tally["reconciler"],
 		ProviderTimeout: cfg.ProviderTimeout, ClaimTimeout: cfg.ClaimTimeout, Settle: cfg.Settle, MaxAge: cfg.MaxAge, RetryBase: cfg.RetryBase,
 		PageSize: w.sc.pageSize, Concurrency: w.sc.concurrency, Now: clock,
 	})
@@ -1060,7 +1067,7 @@ func (w *World) earliestDue() (time.Time, bool) {
 		if err != nil || r.State.Final() || w.keys[m.key].searchIncomplete {
 			continue
 		}
-		if r.Provider != "" && r.Attempts > r.Releases && r.Provider != w.chans[r.Channel][dep.pick[r.Channel]].name {
+		if r.Provider != "" && r.Attempts > r.Releases && !w.serves(dep, r.Channel, r.Provider) {
 			continue
 		}
 		d := ledger.Due(r)
