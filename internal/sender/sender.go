@@ -254,7 +254,7 @@ func (s *Sender) Process(ctx context.Context, req notify.Request) dispatch.Resul
 		return s.unconfigured(ctx, log, c, entry)
 	}
 	log.Debug("claimed", "to", redact.Address(entry.Address))
-	return forBatch(s.dispatch.SendRoute(ctx, c, rendered, picked))
+	return forBatch(s.dispatch.SendRoute(ctx, c, rendered, nil, picked))
 }
 
 // route returns channel's providers in order: its provider, then its

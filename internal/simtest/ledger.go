@@ -136,7 +136,7 @@ func (l *simLedger) Claim(ctx context.Context, e ledger.Entry, lease time.Durati
 	return c, err
 }
 
-func (l *simLedger) TakeOver(ctx context.Context, cur ledger.Record, lease time.Duration) (ledger.Claim, error) {
+func (l *simLedger) TakeOver(ctx context.Context, cur ledger.Record, provider string, lease time.Duration) (ledger.Claim, error) {
 	wk := l.begin(ctx, "takeover", cur.Key)
 	defer l.end()
 	w := l.w
@@ -150,7 +150,7 @@ func (l *simLedger) TakeOver(ctx context.Context, cur ledger.Record, lease time.
 	}
 	latest := kt.claimID
 	before, _ := l.inner.Get(ctx, cur.Key)
-	c, err := l.inner.TakeOver(ctx, cur, lease)
+	c, err := l.inner.TakeOver(ctx, cur, provider, lease)
 	if err == nil {
 		if latest != "" && cur.ClaimID != latest {
 			w.violate(InvStaleClaim, cur.Key, fmt.Sprintf("TakeOver applied over claim %s, but the row's latest claim is %s", cur.ClaimID, latest))
