@@ -14,6 +14,10 @@ import (
 // template allows any positive number; the default is 2 minutes).
 var settles = []time.Duration{30 * time.Second, time.Minute, 2 * time.Minute, 5 * time.Minute, 10 * time.Minute}
 
+// drawnParams are the template parameters the simulation sets; the
+// others keep their defaults.
+var drawnParams = []string{"ProviderTimeoutSeconds", "QueueVisibilityTimeoutSeconds", "SenderTimeoutSeconds", "ClaimTimeoutSeconds", "ReconcileSettleSeconds", "MaxReceiveCount"}
+
 // Functions of the stack that the simulation runs, by resource name.
 const (
 	senderFn     = "SenderFunction"
@@ -77,7 +81,7 @@ func (w *World) drawSettings(redeploys int) {
 			vis = append(vis, v)
 		}
 	}
-	sc.visibility = pick(vis)
+	sc.visibility = min(pick(vis), pick(vis)) // long ones less often: they make long runs
 	var timeouts []time.Duration
 	for _, t := range st.allowed("SenderTimeoutSeconds") {
 		if 6*t <= sc.visibility {
@@ -94,7 +98,7 @@ func (w *World) drawSettings(redeploys int) {
 	secs := func(d time.Duration) string { return strconv.Itoa(int(d / time.Second)) }
 	need := time.Duration(0)
 	for i := range redeploys + 1 {
-		params := st.defaults()
+		params := st.params()
 		params["ProviderTimeoutSeconds"] = secs(providerTimeout)
 		params["QueueVisibilityTimeoutSeconds"] = secs(sc.visibility)
 		params["SenderTimeoutSeconds"] = secs(pick(timeouts))
@@ -109,7 +113,7 @@ func (w *World) drawSettings(redeploys int) {
 	for i := range sc.deps {
 		d := &sc.deps[i]
 		d.params["MaxReceiveCount"] = strconv.Itoa(sc.maxReceive)
-		d.fn = map[string]fnConfig{senderFn: st.config(senderFn, d.params), reconcilerFn: st.config(reconcilerFn, d.params)}
+		d.fn = map[string]fnConfig{senderFn: st.config(senderFn, d.params, drawnParams), reconcilerFn: st.config(reconcilerFn, d.params, drawnParams)}
 	}
 	sc.lagMax = settles[base] - 3*time.Second
 }

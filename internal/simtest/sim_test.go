@@ -165,7 +165,7 @@ func runSeed(t *testing.T, seed uint64) Report {
 		w.run()
 		res = Report{Seed: seed, Steps: w.steps, Faults: w.faults, Violations: w.violations}
 		for _, l := range w.trace {
-			res.Trace = append(res.Trace, l.text)
+			res.Trace = append(res.Trace, l.text())
 		}
 	})
 	return res

@@ -2,9 +2,11 @@ package simtest
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"regexp"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -23,6 +25,11 @@ import (
 // function takes sendpath's default there too.
 type stack struct {
 	root *yaml.Node
+
+	once     sync.Once
+	defaults map[string]string
+	mu       sync.Mutex
+	configs  map[string]fnConfig
 }
 
 // stackPaths are the templates, from the package directory (where go
@@ -100,8 +107,14 @@ func (s *stack) allowed(name string) []time.Duration {
 	return out
 }
 
-// defaults returns every parameter's Default.
-func (s *stack) defaults() map[string]string {
+// params returns every parameter's Default, to be changed by the
+// caller.
+func (s *stack) params() map[string]string {
+	s.once.Do(func() { s.defaults = s.readDefaults() })
+	return maps.Clone(s.defaults)
+}
+
+func (s *stack) readDefaults() map[string]string {
 	out := map[string]string{}
 	if n := s.get("Parameters"); n != nil {
 		for i := 0; i+1 < len(n.Content); i += 2 {
@@ -198,7 +211,29 @@ type fnConfig struct {
 // config returns function fn's settings under params, read as its main
 // reads them. It panics when the environment does not parse: the
 // template's own values must.
-func (s *stack) config(fn string, params map[string]string) fnConfig {
+//
+// set names the parameters params sets to other values than their
+// defaults: the config is read once per function and values of them.
+func (s *stack) config(fn string, params map[string]string, set []string) fnConfig {
+	var b strings.Builder
+	b.WriteString(fn)
+	for _, k := range set {
+		b.WriteString("\x00" + k + "=" + params[k])
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c, ok := s.configs[b.String()]; ok {
+		return c
+	}
+	c := s.readConfig(fn, params)
+	if s.configs == nil {
+		s.configs = map[string]fnConfig{}
+	}
+	s.configs[b.String()] = c
+	return c
+}
+
+func (s *stack) readConfig(fn string, params map[string]string) fnConfig {
 	env := s.env(fn, params)
 	e := lambdaenv.New(func(k string) string { return env[k] })
 	st := sendpath.Read(e)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/sendonce/sendonce/internal/ledger"
@@ -47,11 +48,11 @@ func newTemplates() *memtemplates.Store {
 	return s
 }
 
-// renderer is the renderer of the functions of deployment d: one per
-// function and deployment (a container's), with the template cache its
-// environment sets (SENDONCE_TEMPLATE_CACHE), on the virtual clock.
+// renderer is function fn's renderer under deployment d (a container's),
+// with the template cache its environment sets (SENDONCE_TEMPLATE_CACHE),
+// on the virtual clock: one per function and cache setting.
 func (w *World) renderer(fn string, d *deployment) *render.Renderer {
-	k := fmt.Sprintf("%s/%d", fn, d.n)
+	k := fn + "/" + d.fn[fn].env[render.CacheEnv]
 	if r, ok := w.renderers[k]; ok {
 		return r
 	}
@@ -129,17 +130,54 @@ func (w *World) pinnedText(r ledger.Record) (text string, ok bool) {
 	if r.Rendered() {
 		return r.Body, true
 	}
+	k := fmt.Sprintf("%s\x00%s\x00%d\x00%s\x00%s", r.Channel, r.Template, r.TemplateVersion, r.TemplateLocale, r.Data)
+	if p, ok := w.pinned[k]; ok {
+		return p.text, p.ok
+	}
+	text, ok = w.renderPinned(r)
+	w.pinned[k] = pinned{text, ok}
+	return text, ok
+}
+
+// pinned is a text a row pins, rendered once.
+type pinned struct {
+	text string
+	ok   bool
+}
+
+func (w *World) renderPinned(r ledger.Record) (text string, ok bool) {
 	var data map[string]any
-	dec := json.NewDecoder(strings.NewReader(r.Data))
-	dec.UseNumber()
 	if r.Data != "" {
+		dec := json.NewDecoder(strings.NewReader(r.Data))
+		dec.UseNumber()
 		if err := dec.Decode(&data); err != nil {
 			return "", false
 		}
 	}
-	msg, err := w.truthRender.RenderVersion(context.Background(), r.Tenant, r.Template, r.Channel, r.TemplateVersion, r.TemplateLocale, data)
+	t, err := w.tmpl.Get(context.Background(), templates.ID{Tenant: r.Tenant, Name: r.Template, Channel: r.Channel, Locale: r.TemplateLocale}, r.TemplateVersion)
 	if err != nil {
 		return "", false
 	}
-	return msg.Body, true
+	c, err := compiled(t)
+	if err != nil {
+		return "", false
+	}
+	_, body, _, err := c.Execute(data)
+	return body, err == nil
+}
+
+// compiledTemplates caches compiled templates by content across runs
+// (every run puts the same few versions).
+var compiledTemplates sync.Map // templates.Template (Version, CreatedAt zero) → *templates.Compiled
+
+func compiled(t templates.Template) (*templates.Compiled, error) {
+	t.Version, t.CreatedAt = 0, time.Time{}
+	if c, ok := compiledTemplates.Load(t); ok {
+		return c.(*templates.Compiled), nil
+	}
+	c, err := templates.Compile(t)
+	if err == nil {
+		compiledTemplates.Store(t, c)
+	}
+	return c, err
 }

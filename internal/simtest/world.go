@@ -228,9 +228,18 @@ type Violation struct {
 	Trace  []string
 }
 
+// traceLine is one line of the trace, formatted only when it is read
+// (its arguments are values: strings, numbers, times).
 type traceLine struct {
-	key  string
-	text string
+	key    string
+	step   int
+	at     string
+	format string
+	args   []any
+}
+
+func (l traceLine) text() string {
+	return fmt.Sprintf("#%d %s ", l.step, l.at) + fmt.Sprintf(l.format, l.args...)
 }
 
 // World is one simulated run.
@@ -272,10 +281,15 @@ type World struct {
 	tmpl   *memtemplates.Store
 	// renderers are the functions' renderers by function and deployment.
 	renderers map[string]*render.Renderer
-	// truthRender renders what a row pins, for the invariants.
+	// truthRender renders what a row pins, for the invariants; pinned
+	// keeps what it rendered (pinnedText).
 	truthRender *render.Renderer
-	tally       map[string]*metrics.Tally
+	pinned      map[string]pinned
+	tally       map[string]simTally
 	exp         map[string]map[string]int
+	// metricsDirty: a count, an expectation or a pending count changed
+	// since the metrics were last compared.
+	metricsDirty bool
 	// staleSeen: a sender's redelivery found a stale first claim it must
 	// take over or mark (heldKey → when).
 	staleSeen map[heldKey]staleSight
@@ -324,15 +338,19 @@ func newWorld(seed uint64) *World {
 		woke:     make(chan struct{}, 1),
 		faults:   map[string]int{},
 		violated: map[string]bool{},
-		tally:    map[string]*metrics.Tally{"sender": metrics.NewTally(), "reconciler": metrics.NewTally(), "webhook": metrics.NewTally()},
+		tally:    map[string]simTally{},
 		exp:      map[string]map[string]int{"sender": {}, "reconciler": {}, "webhook": {}},
 
 		staleSeen:  map[heldKey]staleSight{},
 		lastLookup: map[heldKey]provider.LookupStatus{},
 	}
+	for _, svc := range []string{"sender", "reconciler", "webhook"} {
+		w.tally[svc] = simTally{metrics.NewTally(), &w.metricsDirty}
+	}
 	w.tmpl = newTemplates()
 	w.renderers = map[string]*render.Renderer{}
 	w.truthRender = render.New(w.tmpl, render.WithCacheTTL(0))
+	w.pinned = map[string]pinned{}
 	w.mem = memledger.New(memledger.WithNow(w.ledgerNow), memledger.WithClaimID(w.newClaimID), memledger.WithRetention(retention))
 	w.led = &simLedger{w: w, inner: w.mem}
 	w.dedup = &simDedup{w: w, seen: map[string]bool{}}
@@ -376,10 +394,24 @@ func (w *World) short(key string) string {
 }
 
 func (w *World) tracef(key, format string, args ...any) {
-	w.trace = append(w.trace, traceLine{key: key, text: fmt.Sprintf("#%d %s ", w.steps, w.at(w.now())) + fmt.Sprintf(format, args...)})
+	w.trace = append(w.trace, traceLine{key: key, step: w.steps, at: w.at(w.now()), format: format, args: args})
 }
 
-func (w *World) expect(service, metric string) { w.exp[service][metric]++ }
+func (w *World) expect(service, metric string) {
+	w.exp[service][metric]++
+	w.metricsDirty = true
+}
+
+// simTally is a service's metrics.Tally that notes every count.
+type simTally struct {
+	*metrics.Tally
+	dirty *bool
+}
+
+func (t simTally) Count(name string, n int, dims ...metrics.Dim) {
+	t.Tally.Count(name, n, dims...)
+	*t.dirty = true
+}
 
 func (w *World) expectMark(wk *worker, a *attempt, st ledger.State) {
 	switch st {
@@ -415,6 +447,7 @@ func (w *World) reclaimDone(a *attempt) {
 // worker that finished returned from every attempt; one that died counted
 // none that had not returned, except perhaps one whose Release failed.
 func (w *World) workerEnded(wk *worker) {
+	w.metricsDirty = true
 	w.checkStaleLeft(wk)
 	for _, a := range w.attempts {
 		if a.worker != wk || (a.reclaim != reclaimPending && a.reclaim != reclaimReleased) {
@@ -502,7 +535,7 @@ func (w *World) traceOf(key string) []string {
 	var out []string
 	for _, l := range w.trace {
 		if l.key == key {
-			out = append(out, l.text)
+			out = append(out, l.text())
 		}
 	}
 	if len(out) > 40 {
