@@ -238,6 +238,11 @@ func (p *simProvider) Send(ctx context.Context, m provider.Message) (provider.Re
 	if b != provAccept {
 		w.faults[b]++
 	}
+	switch b {
+	case provAccept, provHangAfter, provHangBefore, provLost:
+		// Noted before the call may hang: its worker may die there.
+		kt.reached[p.name] = true
+	}
 	var (
 		rcpt provider.Receipt
 		err  error
@@ -264,10 +269,6 @@ func (p *simProvider) Send(ctx context.Context, m provider.Message) (provider.Re
 		err = p.perr(provider.Transient, "send", "429", "too many requests", nil)
 	case provConfig:
 		err = p.perr(provider.Config, "send", "401", "bad credentials", nil)
-	}
-	switch b {
-	case provAccept, provHangAfter, provHangBefore, provLost:
-		kt.reached[p.name] = true
 	}
 	if err != nil {
 		w.expect(wk.service, metrics.ProviderErrors)

@@ -161,6 +161,11 @@ func (t *twilioAPI) create(req *http.Request) (*http.Response, error) {
 	if b != provAccept {
 		w.faults[b]++
 	}
+	switch b {
+	case provAccept, provHangAfter, provHangBefore, provLost, prov5xx:
+		// Noted before the call may hang: its worker may die there.
+		kt.reached[p.name] = true
+	}
 	fail := func(status, code int, msg string) (*http.Response, error) {
 		return t.answer(req, status, map[string]any{"code": code, "message": msg, "status": status}), nil
 	}
@@ -208,10 +213,6 @@ func (t *twilioAPI) create(req *http.Request) (*http.Response, error) {
 		w.expect(wk.service, metrics.ProviderErrors)
 	default:
 		w.expect(wk.service, metrics.ProviderErrors)
-	}
-	switch b {
-	case provAccept, provHangAfter, provHangBefore, provLost, prov5xx:
-		kt.reached[p.name] = true
 	}
 	w.tracef(key, "%s send %s via twilio: %s", wk.name, w.short(key), b)
 	return resp, err
