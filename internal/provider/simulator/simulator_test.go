@@ -138,6 +138,39 @@ func TestIdempotency(t *testing.T) {
 	}
 }
 
+// TestHTML: the simulator records an email's HTML part, shows it in
+// /_sim/messages, and treats a repeat of the key with another HTML part as
+// another message (422); a send without one records none.
+func TestHTML(t *testing.T) {
+	t.Parallel()
+	b := setup(t, simulator.Options{}, "")
+	ctx := context.Background()
+	m := provider.Message{Key: "k-html", Channel: "email", To: "ana@example.com", Subject: "Shipped",
+		Body: "Your order shipped", HTML: "<p>Your order <b>shipped</b></p>"}
+	if _, err := b.p.Send(ctx, m); err != nil {
+		t.Fatalf("Send: %v", err)
+	}
+	if _, err := b.p.Send(ctx, msg("k-text")); err != nil {
+		t.Fatalf("Send without html: %v", err)
+	}
+	msgs := b.sim.Messages()
+	if len(msgs) != 2 || msgs[0].HTML != m.HTML || msgs[0].Body != m.Body || msgs[1].HTML != "" {
+		t.Fatalf("messages = %+v, want the email with its HTML part, then an sms without one", msgs)
+	}
+	status, body := post(t, b, "GET", "/_sim/messages", token, nil, "")
+	if status != http.StatusOK || !strings.Contains(body, `"html":"\u003cp\u003eYour order`) {
+		t.Errorf("GET /_sim/messages = %d %s, want the html part", status, body)
+	}
+	other := m
+	other.HTML = "<p>changed</p>"
+	if _, err := b.p.Send(ctx, other); provider.KindOf(err) != provider.Permanent {
+		t.Errorf("repeat with another HTML part: %v, want a permanent 422", err)
+	}
+	if got := b.sim.Delivered("k-html"); got != 1 {
+		t.Errorf("Delivered = %d, want 1", got)
+	}
+}
+
 func TestIdempotencyDisabled(t *testing.T) {
 	t.Parallel()
 	b := setup(t, simulator.Options{IdempotencyDisabled: true}, "")
