@@ -25,16 +25,14 @@ var (
 	flagShow     = flag.Int("show", 8, "how many tolerated violations TestSim prints with their traces")
 )
 
-// knownDefects are the invariants that the code on this branch still
+// knownDefects are the invariants, or the kinds of an invariant
+// ("invariant/kind", Violation.Kind), that the code on this branch still
 // breaks, with the defect that breaks them. Their violations are reported
-// and counted but do not fail the test. (While issue 10's defects were
-// open it listed duplicate-delivery, abandoned-never-sent and
-// stuck-after-drain.) Issue 21's world finds these on the code before its
-// fixes:
-var knownDefects = map[string]string{
-	InvDuplicate + "/" + KindSettleNotConfigured: "issue 21 defect 5: template.yaml does not give the sender SENDONCE_RECONCILE_SETTLE (fixed on the ops branch, aed51b0, not on main yet)",
-	InvStaleLeft + "/" + KindNoTimeForLookup:     "a sender whose timeout is at most decide.TakeOverBudget (SenderTimeoutSeconds 15, provider timeout 5 s) never has the time to look a stale first claim up, and leaves it unmarked",
-}
+// and counted but do not fail the test. It is empty: every seed must
+// pass. (While issue 10's defects were open it listed duplicate-delivery,
+// abandoned-never-sent and stuck-after-drain; while issue 21's were, the
+// six invariants and kinds the regressions of world 2 name.)
+var knownDefects = map[string]string{}
 
 // regressions are seeds that broke an invariant on the code of their
 // time, named for the defect they found. While the invariant is a known
@@ -111,12 +109,11 @@ var regressions = []struct {
 	// A stale first claim's redelivery finds the lookup failing and
 	// leaves the row waiting, outside the attention index.
 	{"W21StaleFirstClaimLeft", 53, InvStaleLeft, 2, ""},
-	// The sender's environment in template.yaml lacks the settle time: it
-	// trusts "no record" after the default 2 minutes, while the provider
-	// lists messages up to the configured settle late, and resends. Found
-	// by seed 166 before the fixes; still open on main (the template fix
-	// is on the ops branch), so this seed of the current world must still
-	// find it.
+	// The sender's environment in template.yaml lacked the settle time: it
+	// trusted "no record" after the default 2 minutes, while the provider
+	// lists messages up to the configured settle late, and resent. Found
+	// by seed 166 before the fixes, and by seed 358 on the fixed code
+	// until the template's fix (the ops branch) reached main.
 	{"W21SenderIgnoresSettle", 358, InvDuplicate, 2, KindSettleNotConfigured},
 	// A busy number: more than 20 pages of messages to the recipient;
 	// the Twilio lookup stops at its page cap and answers "not found".
@@ -129,8 +126,9 @@ var regressions = []struct {
 	// Found by world 2 on the code with issue 21's fixes (first by seed
 	// 128): the sender's function timeout is 15 s, decide.TakeOverBudget
 	// at the 5 s provider timeout: a redelivery of a stale first claim
-	// through a provider it must ask never has the time for the lookup,
-	// gives up and leaves the row outside the attention index.
+	// through a provider it must ask never had the time for the lookup,
+	// gave up and left the row outside the attention index. Fixed in
+	// 8f06c27 (it marks the row UNCERTAIN).
 	{"W21NoTimeForLookup", 82, InvStaleLeft, 2, KindNoTimeForLookup},
 }
 
