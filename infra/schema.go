@@ -17,9 +17,14 @@ import (
 // billing mode and the TTL attribute of package tableschema, which the code
 // and create-tables use, and no local index, both with EventIndex false
 // and true: the event index and its attribute exist only under the
-// condition that parameter sets.
+// condition that parameter sets (only false in a template without that
+// parameter, template.yaml, which fixes it at its default).
 func (t *Template) CheckTableSchema() error {
-	for _, on := range []bool{false, true} {
+	ons := []bool{false, true}
+	if t.Parameters["EventIndex"] == nil {
+		ons = []bool{false} // a variant that fixes EventIndex at its default
+	}
+	for _, on := range ons {
 		if err := t.checkTableSchema(on); err != nil {
 			return err
 		}

@@ -1,11 +1,21 @@
-// Package infra checks the properties of template.yaml, the project's AWS
-// SAM template, that no tool checks: the arithmetic invariants between its
+// Package infra checks the properties of the project's AWS SAM templates
+// that no tool checks, and makes the parts of them that are worked out
+// rather than written. template.full.yaml has every setting as a
+// parameter; template.yaml, what a first deployment and the Serverless
+// Application Repository take, is made from it (Variant, QuickStart) with
+// all but a handful of parameters fixed at their defaults.
+//
+// For template.full.yaml it checks the arithmetic invariants between its
 // parameters (queue visibility, function and provider timeouts, claim
 // lease, redelivery, retention and the reconciler's maximum age),
 // evaluated at the extremes of each parameter's allowed range against the
 // template's Rules, since CloudFormation Rules cannot do arithmetic; and
 // the ledger table against package tableschema, with and without the
-// event index.
+// event index; the Rule that enforces the redelivery invariant is worked
+// out from the parameters' values (RedeliveryRule). For both templates it
+// checks, in the CloudFormation they translate to, that every alarm
+// reaches a person (CheckAlarms), and that the sender and the reconciler
+// agree on every setting both read.
 //
 // Everything else about the template is checked by cfn-lint with this
 // repository's rules in scripts/cfnlint_rules (make lint): which property
@@ -32,6 +42,7 @@ import (
 
 // Template is template.yaml, intrinsic functions in long form.
 type Template struct {
+	Metadata   map[string]any            `yaml:"Metadata"`
 	Parameters map[string]map[string]any `yaml:"Parameters"`
 	Conditions map[string]any            `yaml:"Conditions"`
 	Rules      map[string]map[string]any `yaml:"Rules"`

@@ -40,6 +40,9 @@ command -v moto_server >/dev/null 2>&1 || miss moto_server "not found (local SQS
 command -v cfn-lint >/dev/null 2>&1 || miss cfn-lint "not found (template check)" "pip install cfn-lint"
 command -v curl >/dev/null 2>&1 || miss curl "not found" "apt-get install curl"
 
+# Only `make diagram` (which checks it again) needs Graphviz: a note, not a failure.
+command -v dot >/dev/null 2>&1 || echo "note: Graphviz's dot is not installed; only make diagram needs it -> apt-get install graphviz" >&2
+
 if [ "$missing" -ne 0 ]; then
 	echo "prerequisites missing: install the tools above, then run make again" >&2
 	exit 1

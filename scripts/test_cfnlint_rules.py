@@ -3,9 +3,10 @@
 
     python3 scripts/test_cfnlint_rules.py        # make test and make lint run it
 
-Each case breaks template.yaml in memory, translates it as `sam deploy`
-would and expects the rule it names to report it; the real template must
-pass every rule. TestLintTemplate runs make's lint step (lint_template in
+Each case breaks template.full.yaml in memory, translates it as `sam
+deploy` would and expects the rule it names to report it; the real
+templates (template.full.yaml, and template.yaml and template.sar.yaml,
+made from it with most parameters fixed) must pass every rule. TestLintTemplate runs make's lint step (lint_template in
 scripts/steps.sh, cfn-lint itself) on a broken template and expects it to
 fail with our rules, so they are wired into make test, and with
 cfn-lint's W3037 (an IAM action that does not exist), which only the
@@ -28,12 +29,14 @@ _spec = importlib.util.spec_from_file_location("sam_translate", os.path.join(ROO
 sam = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(sam)
 
-TEMPLATE = sam.load(os.path.join(ROOT, "template.yaml"))
+TEMPLATE = sam.load(os.path.join(ROOT, "template.full.yaml"))
+VARIANTS = {name: sam.load(os.path.join(ROOT, name)) for name in ("template.yaml", "template.sar.yaml")}
 RULES = [r for r in vars(sendonce).values() if isinstance(r, type) and issubclass(r, sendonce.CloudFormationLintRule)
          and r is not sendonce.CloudFormationLintRule]
 
 
 TRANSLATED = sam.translate(copy.deepcopy(TEMPLATE))
+VARIANTS_TRANSLATED = {name: sam.translate(copy.deepcopy(tpl)) for name, tpl in VARIANTS.items()}
 
 
 def sam_part(tpl):
@@ -79,6 +82,14 @@ def sid(tpl, role, name):
 
 def env(tpl, fn):
     return res(tpl, fn)["Environment"]["Variables"]
+
+
+def redact_branch(tpl, role, n):
+    """Branch n (1: the generated secret, 2: the SSM parameter) of the role's
+    statement that reads the address-token key."""
+    st = next(s for s in statements(tpl, role) if isinstance(s, dict) and "Fn::If" in s
+              and s["Fn::If"][0] == "CreateRedactKey" and isinstance(s["Fn::If"][1], dict))
+    return st["Fn::If"][n]
 
 
 def add(role, st):
@@ -140,8 +151,10 @@ BREAKAGES = {
         "GroupListsNothing": lambda t: t["Metadata"]["AWS::CloudFormation::Interface"]["ParameterGroups"][0]["Parameters"].append("Gone"),
     },
     sendonce.GradualDeployment: {
-        "NoAlias": lambda t: [glob(t).pop("AutoPublishAlias"), glob(t).pop("DeploymentPreference"),
-                              res(t, "SenderFunction").pop("DeploymentPreference")],
+        "NoAlias": lambda t: [glob(t).pop("AutoPublishAlias"), glob(t).pop("DeploymentPreference")] +
+        [r["Properties"].pop("DeploymentPreference", None) for r in t["Resources"].values()
+         if r["Type"] == "AWS::Serverless::Function"],
+        "ApiIgnoresErrors": lambda t: res(t, "ApiFunction").pop("DeploymentPreference"),
         "SenderIgnoresErrors": lambda t: res(t, "SenderFunction").pop("DeploymentPreference"),
         "NoFencingRollback": lambda t: glob(t)["DeploymentPreference"].update(Alarms=[{"Ref": "UncertainAttemptsAlarm"}]),
         "AllAtOnceOnly": lambda t: glob(t)["DeploymentPreference"].update(Type="AllAtOnce"),
@@ -150,10 +163,13 @@ BREAKAGES = {
         "ShortKey": lambda t: res(t, "RedactKeySecret")["GenerateSecretString"].update(PasswordLength=32),
         "FixedKey": lambda t: res(t, "RedactKeySecret").update(SecretString="k"),
         "FunctionWithoutKey": lambda t: env(t, "ApiFunction").pop("SENDONCE_REDACT_KEY_PARAM"),
-        "EverySecret": lambda t: sid(t, "WebhookRole", "RedactKey").update(Resource="*"),
+        "GeneratedKeyOnly": lambda t: env(t, "SenderFunction").update(SENDONCE_REDACT_KEY_PARAM={"Ref": "RedactKeySecret"}),
+        "EverySecret": lambda t: redact_branch(t, "WebhookRole", 1).update(Resource="*"),
+        "EveryParameter": lambda t: redact_branch(t, "SesEventsRole", 2).update(
+            Resource={"Fn::Sub": "arn:${AWS::Partition}:ssm:${AWS::Region}:${AWS::AccountId}:parameter/*"}),
         "SecondSecret": add("SenderRole", {"Effect": "Allow", "Action": "secretsmanager:GetSecretValue",
                                            "Resource": "arn:aws:secretsmanager:us-east-1:1:secret:x"}),
-        "ListSecrets": lambda t: sid(t, "ReconcilerRole", "RedactKey").update(
+        "ListSecrets": lambda t: redact_branch(t, "ReconcilerRole", 1).update(
             Action=["secretsmanager:GetSecretValue", "secretsmanager:ListSecrets"]),
     },
     sendonce.OneLedgerTable: {
@@ -176,6 +192,8 @@ BREAKAGES = {
         "SenderWithoutRetention": lambda t: env(t, "SenderFunction").pop("SENDONCE_RETENTION"),
         "WebhookRetentionLiteral": lambda t: env(t, "WebhookFunction").update(SENDONCE_RETENTION="1h"),
         "LongMaxAge": lambda t: env(t, "ReconcilerFunction").update(SENDONCE_MAX_AGE="720h"),
+        "FixedParameterStillReferenced": lambda t: [t["Parameters"].pop("ClaimTimeoutSeconds"),
+                                                    env(t, "SenderFunction").update(SENDONCE_CLAIM_TIMEOUT={"Ref": "LedgerMode"})],
     },
     sendonce.FunctionGrants: {
         "ReconcilerPutItem": lambda t: sid(t, "ReconcilerRole", "Ledger")["Action"].append("dynamodb:PutItem"),
@@ -206,8 +224,11 @@ BREAKAGES = {
 class TestRules(unittest.TestCase):
     def test_template_passes(self):
         for rule in RULES:
-            with self.subTest(rule=rule.id):
+            with self.subTest(rule=rule.id, template="template.full.yaml"):
                 self.assertEqual(findings(rule, TEMPLATE, TRANSLATED), [])
+            for name, tpl in VARIANTS.items():
+                with self.subTest(rule=rule.id, template=name):
+                    self.assertEqual(findings(rule, tpl, VARIANTS_TRANSLATED[name]), [])
 
     def test_breakage_reported(self):
         self.assertEqual(sorted(r.id for r in BREAKAGES), sorted(r.id for r in RULES))
@@ -270,6 +291,40 @@ class TestLintTemplate(unittest.TestCase):
         self.assertNotEqual(run.returncode, 0, run.stdout + run.stderr)
         for want in LINT_FINDINGS:
             self.assertIn(want, run.stdout, run.stdout + run.stderr)
+
+
+class TestPackage(unittest.TestCase):
+    """scripts/package.py (make package) points the functions at their
+    bootstraps and refuses a missing or non-arm64 one."""
+
+    def run_package(self, machine):
+        import tempfile
+        with tempfile.TemporaryDirectory() as d:
+            for fn in ("SenderFunction", "ReconcilerFunction", "WebhookFunction", "ApiFunction", "SesEventsFunction"):
+                os.makedirs(os.path.join(d, fn))
+                with open(os.path.join(d, fn, "bootstrap"), "wb") as f:
+                    # an ELF header: 64-bit, little-endian, e_machine at byte 18
+                    f.write(b"\x7fELF\x02\x01" + bytes(12) + machine.to_bytes(2, "little") + bytes(40))
+            run = subprocess.run([sys.executable, "scripts/package.py", "template.sar.yaml", d],
+                                 cwd=ROOT, capture_output=True, text=True)
+            out = ""
+            if run.returncode == 0:
+                with open(os.path.join(d, "template.yaml"), encoding="utf-8") as f:
+                    out = f.read()
+            return run, out
+
+    def test_arm64(self):
+        run, out = self.run_package(183)
+        self.assertEqual(run.returncode, 0, run.stderr)
+        packaged = sam.yaml.load(out, Loader=sam.Loader)
+        for name, r in packaged["Resources"].items():
+            if r["Type"] == "AWS::Serverless::Function":
+                self.assertEqual(r["Properties"]["CodeUri"], name)
+
+    def test_x86_refused(self):
+        run, _ = self.run_package(62)  # EM_X86_64
+        self.assertNotEqual(run.returncode, 0)
+        self.assertIn("not a linux/arm64 executable", run.stderr)
 
 
 if __name__ == "__main__":

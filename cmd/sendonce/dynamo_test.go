@@ -293,6 +293,34 @@ func TestInspect(t *testing.T) {
 				}
 			}
 		}},
+		// A failover: the first attempt through http was refused, the
+		// second went through sns. inspect shows each attempt's provider
+		// and outcome.
+		{"AttemptHistory", func(t *testing.T, key string) {
+			c, err := led.Claim(ctx, entry(key), time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := led.Release(ctx, c, "transient: 503: provider unavailable", time.Time{}); err != nil {
+				t.Fatal(err)
+			}
+			cur, err := led.Get(ctx, key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c2, err := led.TakeOver(ctx, cur, "sns", time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := led.Mark(ctx, c2, ledger.Outcome{State: ledger.StateSent, ProviderMessageID: "sns-1"}); err != nil {
+				t.Fatal(err)
+			}
+		}, func(t *testing.T, v map[string]any) {
+			h, _ := v["history"].([]any)
+			if v["provider"] != "sns" || len(h) != 1 || h[0] != "1 http released: transient: 503: provider unavailable" {
+				t.Errorf("provider %v, history %v; want sns after [1 http released: transient: 503: provider unavailable]", v["provider"], v["history"])
+			}
+		}},
 		{"FailedReasonWithAddress", func(t *testing.T, key string) {
 			c, err := led.Claim(ctx, entry(key), time.Minute)
 			if err != nil {

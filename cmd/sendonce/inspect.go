@@ -111,12 +111,14 @@ func getRow(ctx context.Context, led ledger.Ledger, key, table string) (ledger.R
 // rowView is what inspect prints: a ledger.Record with every address
 // redacted and the rendered message reduced to its length.
 type rowView struct {
-	Key               string       `json:"key"`
-	State             ledger.State `json:"state"`
-	Tenant            string       `json:"tenant,omitempty"`
-	Channel           string       `json:"channel,omitempty"`
-	Class             string       `json:"class,omitempty"`
-	Provider          string       `json:"provider,omitempty"`
+	Key      string       `json:"key"`
+	State    ledger.State `json:"state"`
+	Tenant   string       `json:"tenant,omitempty"`
+	Channel  string       `json:"channel,omitempty"`
+	Class    string       `json:"class,omitempty"`
+	Provider string       `json:"provider,omitempty"`
+	// History is each earlier attempt: its number, provider and outcome.
+	History           []string     `json:"history,omitempty"`
 	Template          string       `json:"template,omitempty"`
 	TemplateVersion   int          `json:"template_version,omitempty"`
 	TemplateLocale    string       `json:"template_locale,omitempty"`
@@ -152,6 +154,7 @@ func view(r ledger.Record, rd *redact.Redactor) rowView {
 		Channel:           r.Channel,
 		Class:             r.Class,
 		Provider:          r.Provider,
+		History:           scrubAll(rd, r.History, r.Address),
 		Template:          r.Template,
 		TemplateVersion:   r.TemplateVersion,
 		TemplateLocale:    r.TemplateLocale,
@@ -207,4 +210,13 @@ func truncate(s string) string {
 		return string([]rune(s)[:80]) + "…"
 	}
 	return s
+}
+
+// scrubAll is scrub of each of ss.
+func scrubAll(rd *redact.Redactor, ss []string, addr string) []string {
+	var out []string
+	for _, s := range ss {
+		out = append(out, scrub(rd, s, addr))
+	}
+	return out
 }

@@ -54,7 +54,7 @@ func TestOperation(t *testing.T) {
 		call func() error
 	}{
 		{"claim", func() error { _, err := l.Claim(ctx, e, time.Minute); return err }},
-		{"takeover", func() error { _, err := l.TakeOver(ctx, cur, time.Minute); return err }},
+		{"takeover", func() error { _, err := l.TakeOver(ctx, cur, "", time.Minute); return err }},
 		{"release", func() error { return l.Release(ctx, c, "transient", time.Time{}) }},
 		{"release", func() error { return l.Release(ctx, c, "", time.Time{}) }},
 		{"mark", func() error { return l.Mark(ctx, c, ledger.Outcome{State: ledger.StateSent}) }},

@@ -346,9 +346,9 @@ func (d *Dispatcher) Claim(ctx context.Context, e ledger.Entry, lease time.Durat
 // lost it releases the claim it tried to take if cur was released
 // (nothing was sent, and nothing is by this worker), and returns the
 // error.
-func (d *Dispatcher) TakeOver(ctx context.Context, cur ledger.Record, lease time.Duration) (ledger.Claim, error) {
+func (d *Dispatcher) TakeOver(ctx context.Context, cur ledger.Record, provider string, lease time.Duration) (ledger.Claim, error) {
 	wctx, cancel := reserve(ctx)
-	c, err := d.Ledger.TakeOver(wctx, cur, lease)
+	c, err := d.Ledger.TakeOver(wctx, cur, provider, lease)
 	cancel()
 	if err == nil {
 		return c, nil
@@ -621,13 +621,13 @@ func (d *Dispatcher) Resolve(ctx context.Context, rec ledger.Record, dec decide.
 	if dec.Action == decide.Send && p == nil {
 		return Result{Key: rec.Key, Disposition: Skipped, Reason: "no provider"}
 	}
+	// The takeover records the new attempt's provider (Pick's choice:
+	// the row's own while an earlier attempt may have sent).
+	next := ""
 	if p != nil {
-		// The takeover records the new attempt's provider
-		// (AttemptAdapter's choice: the row's own while an earlier attempt
-		// may have sent).
-		rec.Provider = p.Name()
+		next = p.Name()
 	}
-	c, err := d.TakeOver(ctx, rec, lease)
+	c, err := d.TakeOver(ctx, rec, next, lease)
 	if err != nil {
 		if _, conflict := ledger.AsConflict(err); conflict || errors.Is(err, ledger.ErrNotFound) {
 			d.Logger.Info("row changed since it was read: another worker has it", "key", rec.Key)
@@ -654,7 +654,7 @@ func (d *Dispatcher) Resolve(ctx context.Context, rec ledger.Record, dec decide.
 		case err != nil:
 			r = d.Mark(ctx, c, rec.Entry, name, ledger.Outcome{State: ledger.StateFailed, Reason: err.Error()})
 		default:
-			r = d.SendRoute(ctx, c, e, route)
+			r = d.SendRoute(ctx, c, e, ledger.NextHistory(rec), route)
 		}
 	case decide.MarkSent:
 		r = d.Mark(ctx, c, rec.Entry, name, ledger.Outcome{State: ledger.StateSent, ProviderMessageID: found.MessageID})

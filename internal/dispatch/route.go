@@ -96,9 +96,11 @@ func (d *Dispatcher) Pick(rec ledger.Record, route []provider.Adapter) []provide
 // provider, it takes the released row over for that provider (the
 // takeover records it) and sends again, as long as the invocation leaves
 // time for a send. route is a Pick: the row's own provider alone while an
-// earlier attempt may have sent. Each failover is counted (Failovers,
-// with the channel and both providers).
-func (d *Dispatcher) SendRoute(ctx context.Context, c ledger.Claim, e ledger.Entry, route []provider.Adapter) Result {
+// earlier attempt may have sent. history is the row's History under c
+// (nil for a first claim): each failover's takeover adds the refused
+// attempt to it. Each failover is counted (Failovers, with the channel
+// and both providers).
+func (d *Dispatcher) SendRoute(ctx context.Context, c ledger.Claim, e ledger.Entry, history []string, route []provider.Adapter) Result {
 	p := route[0]
 	r := d.Send(ctx, c, e, p)
 	for _, next := range route[1:] {
@@ -110,9 +112,11 @@ func (d *Dispatcher) SendRoute(ctx context.Context, c ledger.Claim, e ledger.Ent
 		}
 		// The row as this worker's release left it: fenced on its claim.
 		cur := ledger.Record{Entry: e, State: ledger.StatePending, ClaimID: c.ClaimID, Attempts: c.Attempt,
-			Released: true, AttemptedAt: c.AttemptedAt, LeaseUntil: c.AttemptedAt}
-		cur.Provider = next.Name()
-		nc, err := d.TakeOver(ctx, cur, c.LeaseUntil.Sub(c.AttemptedAt))
+			Released: true, AttemptedAt: c.AttemptedAt, LeaseUntil: c.AttemptedAt, Reason: r.Kind.String() + ": " + r.Reason,
+			History: history}
+		cur.Provider = p.Name()
+		history = ledger.NextHistory(cur)
+		nc, err := d.TakeOver(ctx, cur, next.Name(), c.LeaseUntil.Sub(c.AttemptedAt))
 		if err != nil {
 			d.Logger.Info("failover: the row changed since the release", "key", e.Key, "error", err)
 			return r

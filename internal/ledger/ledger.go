@@ -490,11 +490,11 @@ type Ledger interface {
 	// Release. The row's LookupFrom becomes the takeover's time when cur
 	// was read released (nothing was sent before), and is kept otherwise.
 	// The row's History becomes NextHistory(cur): the attempt it replaces
-	// is summarised there. The row's Provider becomes cur.Provider when
-	// that is set: the
+	// is summarised there, so cur must be the row as read. The row's
+	// Provider becomes provider when that is set: the
 	// provider of the new attempt, which the caller chooses (the row's own
 	// while an earlier attempt may have sent, dispatch.AttemptAdapter).
-	TakeOver(ctx context.Context, cur Record, lease time.Duration) (Claim, error)
+	TakeOver(ctx context.Context, cur Record, provider string, lease time.Duration) (Claim, error)
 
 	// Mark records the outcome of claim c. It is conditional on the row
 	// being PENDING under c.ClaimID; otherwise it returns an error matching

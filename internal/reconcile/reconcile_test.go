@@ -239,7 +239,7 @@ func TestStaleAndReleasedPending(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.ledger.TakeOver(ctx, cur, time.Minute); err != nil {
+	if _, err := b.ledger.TakeOver(ctx, cur, "", time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	b.clock.Advance(2 * time.Minute)

@@ -1,6 +1,7 @@
 package sender_test
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -50,6 +51,9 @@ func TestRouteFailsOverAfterARefusal(t *testing.T) {
 			row := w.row(t, r.Key())
 			if row.State != ledger.StateSent || row.Provider != "http" || row.Attempts != 2 {
 				t.Errorf("row %s through %q after %d attempts, want SENT through http after 2", row.State, row.Provider, row.Attempts)
+			}
+			if len(row.History) != 1 || !strings.HasPrefix(row.History[0], "1 twilio released: ") {
+				t.Errorf("History = %q, want the first attempt released by twilio", row.History)
 			}
 			if n, d := len(w.twilio.Messages()), w.sim.Delivered(r.Key()); n != 0 || d != 1 {
 				t.Errorf("twilio holds %d, http delivered %d; want 0 and 1", n, d)

@@ -254,7 +254,7 @@ func (s *Sender) Process(ctx context.Context, req notify.Request) dispatch.Resul
 		return s.unconfigured(ctx, log, c, entry)
 	}
 	log.Debug("claimed", "to", redact.Address(entry.Address))
-	return forBatch(s.dispatch.SendRoute(ctx, c, rendered, picked))
+	return forBatch(s.dispatch.SendRoute(ctx, c, rendered, nil, picked))
 }
 
 // route returns channel's providers in order: its provider, then its
@@ -300,6 +300,13 @@ func (s *Sender) redelivered(ctx context.Context, log *slog.Logger, cur ledger.R
 	in := decide.Input{Caller: decide.Sender, Row: cur, Now: s.cfg.Now(), Settle: s.cfg.Settle}
 	d, found, rec, err := s.dispatch.Decide(ctx, in, p)
 	switch {
+	case errors.Is(err, dispatch.ErrNoTime) && cur.Stale(in.Now) && !cur.Indexed():
+		// A stale first claim this invocation has no time to look up: left
+		// as it is, it would depend on the receives its SQS message has
+		// left (a sender whose timeout never fits a lookup and a send
+		// would never settle it). Marked UNCERTAIN, it is the reconciler's
+		// (decide's Wait†); the takeover and the mark call no provider.
+		d = decide.Decision{Action: decide.MarkUncertain, Reason: "no time left in this invocation for a lookup and a send; marked uncertain for the reconciler"}
 	case errors.Is(err, dispatch.ErrNoTime):
 		left := time.Duration(0)
 		if deadline, ok := ctx.Deadline(); ok {

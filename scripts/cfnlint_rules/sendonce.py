@@ -9,11 +9,17 @@ The arithmetic between parameters and the table schema are checked by the
 Go tests in infra/; the negative tests of these rules are in
 scripts/test_cfnlint_rules.py.
 """
+import re
+
 from cfnlint.decode import decode
 from cfnlint.rules import CloudFormationLintRule, RuleMatch
 
 ROLLBACK_ALARMS = ["FencingLostAlarm", "UncertainAttemptsAlarm"]
-SENDER_ALARMS = {"SenderFunction": ["SenderErrorsAlarm"]}
+# Each function's deployment also rolls back on its own errors alarm (the
+# SES events function's cannot: SAM creates the deployment group of a
+# function under a Condition unconditionally, and its alarm is not).
+OWN_ALARMS = {"SenderFunction": ["SenderErrorsAlarm"], "ReconcilerFunction": ["ReconcilerErrorsAlarm"],
+              "WebhookFunction": ["WebhookErrorsAlarm"], "ApiFunction": ["ApiErrorsAlarm"]}
 REDACT_KEY = {"Ref": "RedactKeySecret"}
 FUNCTION = "AWS::Lambda::Function"
 
@@ -188,7 +194,7 @@ def ParametersDocumented(cfn):
 def GradualDeployment(cfn):
     """Each function publishes an alias updated by a CodeDeploy deployment group
     that offers a canary and rolls back when FencingLost, UncertainAttempts
-    (and, for the sender, its errors) alarm."""
+    or the function's own errors alarm fires."""
     res = cfn.template.get("Resources") or {}
     aliases = {(p.get("FunctionName") or {}).get("Ref"): a for _, a, p in resources(cfn, "AWS::Lambda::Alias")}
     for name, _, _ in resources(cfn, FUNCTION):
@@ -203,7 +209,7 @@ def GradualDeployment(cfn):
             yield path, f"{name}: DeploymentConfigName {props.get('DeploymentConfigName')} offers no canary"
         alarms = props.get("AlarmConfiguration") or {}
         got = [(a.get("Name") or {}).get("Ref") for a in alarms.get("Alarms") or [] if isinstance(a.get("Name"), dict)]
-        for a in ROLLBACK_ALARMS + SENDER_ALARMS.get(name, []):
+        for a in ROLLBACK_ALARMS + OWN_ALARMS.get(name, []):
             if a not in got or not alarms.get("Enabled"):
                 yield path, f"{name}: deployment does not roll back on {a} (has {got})"
             elif (res.get(a) or {}).get("Type") != "AWS::CloudWatch::Alarm":
@@ -213,30 +219,50 @@ def GradualDeployment(cfn):
             yield path, f"{name}: deployment does not roll back when an alarm fires"
 
 
-@rule("E9108", "Every function reads the generated address-token key, and no other secret")
+REDACT_PARAM = {"Ref": "RedactKeyParam"}
+REDACT_PARAM_ARN = {"Fn::Sub": "arn:${AWS::Partition}:ssm:${AWS::Region}:${AWS::AccountId}:parameter${RedactKeyParam}"}
+
+
+@rule("E9108", "Every function reads the address-token key, and no other secret")
 def RedactKeySecret(cfn):
-    """RedactKeySecret is a generated 64-character secret, passed to every
-    function as SENDONCE_REDACT_KEY_PARAM; each function's role may
-    GetSecretValue on it and on nothing else."""
+    """The address-token key is a generated 64-character Secrets Manager secret
+    (RedactKeySecret) or the SSM SecureString RedactKeyParam names (or, with
+    both, the first when the second is empty); every function gets it as
+    SENDONCE_REDACT_KEY_PARAM, and its role may read it: GetSecretValue on the
+    generated secret and on no other secret, GetParameter on that parameter."""
     res = cfn.template.get("Resources") or {}
+    has_secret = "RedactKeySecret" in res
+    has_param = "RedactKeyParam" in (cfn.template.get("Parameters") or {})
     sec = res.get("RedactKeySecret") or {}
     props = sec.get("Properties") or {}
-    if sec.get("Type") != "AWS::SecretsManager::Secret" or "SecretString" in props \
-            or (props.get("GenerateSecretString") or {}).get("PasswordLength") != 64:
+    if has_secret and (sec.get("Type") != "AWS::SecretsManager::Secret" or "SecretString" in props
+                       or (props.get("GenerateSecretString") or {}).get("PasswordLength") != 64):
         yield ["Resources", "RedactKeySecret"], "RedactKeySecret: want a generated 64-character Secrets Manager secret"
+    if not has_secret and not has_param:
+        yield ["Resources"], "no address-token key: neither RedactKeySecret nor a RedactKeyParam parameter"
+        return
+    want = REDACT_KEY if not has_param else REDACT_PARAM if not has_secret else \
+        {"Fn::If": ["CreateRedactKey", REDACT_KEY, REDACT_PARAM]}
     for name, _, props in resources(cfn, FUNCTION):
         path = ["Resources", name]
-        if env(props).get("SENDONCE_REDACT_KEY_PARAM") != REDACT_KEY:
-            yield path, f"{name}: SENDONCE_REDACT_KEY_PARAM is not !Ref RedactKeySecret"
-        reads = 0
+        if env(props).get("SENDONCE_REDACT_KEY_PARAM") != want:
+            yield path, f"{name}: SENDONCE_REDACT_KEY_PARAM is {env(props).get('SENDONCE_REDACT_KEY_PARAM')}, want {want}"
+        secret_reads = param_reads = 0
         for st in allows(role_docs((res.get(get_att(props.get("Role")) or "") or {}).get("Properties") or {})):
-            sm = [a for a in strings(st.get("Action")) if a.lower().startswith("secretsmanager:")]
+            actions = strings(st.get("Action"))
+            sm = [a for a in actions if a.lower().startswith("secretsmanager:")]
             if sm:
-                reads += 1
+                secret_reads += 1
                 if sm != ["secretsmanager:GetSecretValue"] or st.get("Resource") != REDACT_KEY:
                     yield path, f"{name}: its role's {sm} on {st.get('Resource')}: want GetSecretValue on RedactKeySecret only"
-        if reads != 1:
-            yield path, f"{name}: {reads} statements of its role read Secrets Manager, want 1 (the redaction key)"
+            if st.get("Resource") == REDACT_PARAM_ARN:
+                param_reads += 1
+                if actions != ["ssm:GetParameter"]:
+                    yield path, f"{name}: its role's {actions} on RedactKeyParam: want ssm:GetParameter only"
+        if secret_reads != int(has_secret):
+            yield path, f"{name}: {secret_reads} statements of its role read Secrets Manager, want {int(has_secret)} (the generated key)"
+        if param_reads != int(has_param):
+            yield path, f"{name}: {param_reads} statements of its role read RedactKeyParam, want {int(has_param)}"
 
 
 @rule("E9109", "Each LedgerMode creates at most one table, and every function names it")
@@ -246,7 +272,11 @@ def OneLedgerTable(cfn):
     conds = cfn.template.get("Conditions") or {}
     modes = []
     tables = list(resources(cfn, "AWS::DynamoDB::Table", "AWS::DynamoDB::GlobalTable"))
-    for name, res, _ in tables:
+    if "LedgerMode" not in (cfn.template.get("Parameters") or {}):  # a variant with the mode fixed
+        if len(tables) != 1 or "Condition" in tables[0][1]:
+            yield ["Resources"], f"without a LedgerMode parameter, want one table, unconditional; have {[t[0] for t in tables]}"
+        tables = tables[:1]
+    for name, res, _ in (t for t in tables if "LedgerMode" in (cfn.template.get("Parameters") or {})):
         eq = list((conds.get(res.get("Condition")) or {}).get("Fn::Equals") or [])
         # cfn-lint may put the literal first
         mode = next((m for m in eq if isinstance(m, str)), None) if {"Ref": "LedgerMode"} in eq else None
@@ -287,21 +317,60 @@ TIMING_ENV = {"SenderFunction": CLAIM_ENV, "ReconcilerFunction": {**CLAIM_ENV, "
 BATCHING_WINDOW = {"Fn::If": ["IsFifo", ref("AWS::NoValue"), ref("MaximumBatchingWindowInSeconds")]}
 
 
+INTRINSICS = ("Ref", "Fn::Sub", "Fn::If", "Fn::GetAtt")
+
+
+def param_names(v):
+    """The parameters v (a Ref, a Fn::Sub string or a Fn::If) names."""
+    if isinstance(v, dict) and len(v) == 1:
+        (fn, arg), = v.items()
+        if fn == "Ref":
+            return {arg}
+        if fn == "Fn::Sub" and isinstance(arg, str):
+            return set(re.findall(r"\$\{([A-Za-z0-9]+)\}", arg))
+        if fn == "Fn::If":
+            return param_names(arg[1]) | param_names(arg[2])
+    return set()
+
+
+def literal(v):
+    """True when v holds no intrinsic function."""
+    if isinstance(v, dict):
+        return not any(k in INTRINSICS for k in v) and all(literal(x) for x in v.values())
+    if isinstance(v, list):
+        return all(literal(x) for x in v)
+    return True
+
+
+def fits(cfn, got, want):
+    """got is want, or, in a variant that fixes want's parameters at their
+    defaults (template.yaml, made from template.full.yaml), a literal value;
+    a mapping fits key by key."""
+    if got == want:
+        return True
+    if isinstance(want, dict) and isinstance(got, dict) and not set(want) & set(INTRINSICS):
+        return set(got) == set(want) and all(fits(cfn, got[k], want[k]) for k in want)
+    params = cfn.template.get("Parameters") or {}
+    names = param_names(want)
+    return bool(names) and not names & set(params) and got is not None and literal(got)
+
+
 @rule("E9110", "The timing parameters set the properties the infra/ invariants relate")
 def TimingParameters(cfn):
     """infra/ checks the arithmetic between the timing parameters; this checks
     that each sets its property: the sender's timeout and SQS event source, the
-    queues, and the functions' timing variables."""
+    queues, and the functions' timing variables (in template.yaml, which fixes
+    them, to a literal value)."""
     res = cfn.template.get("Resources") or {}
     for name, want in TIMING.items():
         props = (res.get(name) or {}).get("Properties") or {}
         for k, v in want.items():
-            if props.get(k) != v:
+            if not fits(cfn, props.get(k), v):
                 yield ["Resources", name], f"{name}: {k} is {props.get(k)}, want {v}"
     for name, _, props in resources(cfn, FUNCTION):
         want = {"SENDONCE_RETENTION": CLAIM_ENV["SENDONCE_RETENTION"]} if "SENDONCE_RETENTION" in env(props) else {}
         for k, v in {**want, **TIMING_ENV.get(name, {})}.items():
-            if env(props).get(k) != v:
+            if not (env(props).get(k) == v or v is not None and fits(cfn, env(props).get(k), v)):
                 yield ["Resources", name], f"{name}: {k} is {env(props).get(k)}, want {v}"
     polls = [(name, props) for name, _, props in resources(cfn, "AWS::Lambda::EventSourceMapping")
              if (res.get(get_att(props.get("EventSourceArn")) or "") or {}).get("Type") == "AWS::SQS::Queue"]
@@ -311,7 +380,7 @@ def TimingParameters(cfn):
             target = (res[target]["Properties"].get("FunctionName") or {}).get("Ref")
         if (target, get_att(props["EventSourceArn"])) != ("SenderFunction", "NotificationQueue"):
             yield ["Resources", name], f"{name}: polls {get_att(props['EventSourceArn'])} for {target}; only SenderFunction polls NotificationQueue"
-        elif props.get("MaximumBatchingWindowInSeconds") != BATCHING_WINDOW:
+        elif not fits(cfn, props.get("MaximumBatchingWindowInSeconds"), BATCHING_WINDOW):
             yield ["Resources", name], f"{name}: MaximumBatchingWindowInSeconds is {props.get('MaximumBatchingWindowInSeconds')}, want {BATCHING_WINDOW}"
     if len(polls) != 1:
         yield ["Resources"], f"{len(polls)} SQS event sources, want 1 (SenderFunction on NotificationQueue)"
@@ -321,9 +390,10 @@ def TimingParameters(cfn):
 # tableschema), as IAM's dynamodb:LeadingKeys patterns.
 LEDGER, CALLBACKS, IDEMPOTENCY, RATE, API_KEYS, TEMPLATES, ATTENTION = \
     "v1_*", "cb#*", "idem#*", "rate#*", "apikey#*", "tpl#*", "attn#*"
-# Logs, tracing and the log-redaction key, which every role may hold.
+# Logs, tracing and the log-redaction key (a generated secret, or an SSM
+# SecureString decrypted through SSM), which every role may hold.
 BASE = ["logs:CreateLogStream", "logs:PutLogEvents", "xray:PutTraceSegments", "xray:PutTelemetryRecords",
-        "secretsmanager:GetSecretValue"]
+        "secretsmanager:GetSecretValue", "ssm:GetParameter", "kms:Decrypt"]
 # What the sender and the reconciler need to reach the providers: SNS (SMS
 # and push), SES, and provider secrets from SSM.
 SEND = ["sns:Publish", "ses:SendEmail", "ssm:GetParameter", "kms:Decrypt"]

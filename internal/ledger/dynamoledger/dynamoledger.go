@@ -351,7 +351,7 @@ func (l *Ledger) Claim(ctx context.Context, e ledger.Entry, lease time.Duration)
 // the row is held by another claim or is neither a stale PENDING nor an
 // UNCERTAIN row, ledger.ErrNotFound when no live row exists, or the
 // DynamoDB error, wrapped with the operation and key.
-func (l *Ledger) TakeOver(ctx context.Context, cur ledger.Record, lease time.Duration) (ledger.Claim, error) {
+func (l *Ledger) TakeOver(ctx context.Context, cur ledger.Record, provider string, lease time.Duration) (ledger.Claim, error) {
 	if err := ledger.CheckClaim(cur.Key, lease); err != nil {
 		return ledger.Claim{}, fmt.Errorf("dynamoledger: takeover %s: %w", cur.Key, err)
 	}
@@ -374,7 +374,7 @@ func (l *Ledger) TakeOver(ctx context.Context, cur ledger.Record, lease time.Dur
 	}
 	// The new attempt's provider, when the caller names one.
 	setProvider := ""
-	if cur.Provider != "" {
+	if provider != "" {
 		setProvider, names["#provider"] = ", #provider = :provider", attrProvider
 	}
 	input := &dynamodb.UpdateItemInput{
@@ -400,8 +400,8 @@ func (l *Ledger) TakeOver(ctx context.Context, cur ledger.Record, lease time.Dur
 		},
 		ReturnValues: types.ReturnValueUpdatedNew,
 	}
-	if cur.Provider != "" {
-		input.ExpressionAttributeValues[":provider"] = str(cur.Provider)
+	if provider != "" {
+		input.ExpressionAttributeValues[":provider"] = str(provider)
 	}
 	out, old, failed, err := l.update(ctx, "takeover", cur.Key, input)
 	switch {

@@ -307,7 +307,7 @@ func TestRetriedWriteFindsItsOwnRow(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Get: %v", err)
 	}
-	c2, err := l.TakeOver(ctx, cur, time.Minute)
+	c2, err := l.TakeOver(ctx, cur, "", time.Minute)
 	if err != nil {
 		t.Fatalf("TakeOver: %v", err)
 	}

@@ -66,7 +66,7 @@ func RunAdmin(t *testing.T, newLedger NewAdminLedgerFunc) {
 		if keys := b.attentionKeys(); slices.Contains(keys, c.Key) {
 			t.Errorf("resolved row still in the attention index")
 		}
-		if _, err := b.l.TakeOver(b.ctx, stored, time.Minute); !errors.Is(err, ledger.ErrExists) {
+		if _, err := b.l.TakeOver(b.ctx, stored, "", time.Minute); !errors.Is(err, ledger.ErrExists) {
 			t.Errorf("TakeOver of a resolved row: %v, want ErrExists", err)
 		}
 	})

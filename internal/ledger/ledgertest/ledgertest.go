@@ -150,7 +150,7 @@ func (b *bundle) release(t *testing.T, c ledger.Claim, reason string, retryAt ti
 // takeOver takes over the current row of key and fails t on error.
 func (b *bundle) takeOver(t *testing.T, key string) ledger.Claim {
 	t.Helper()
-	c, err := b.l.TakeOver(b.ctx, b.get(t, key), lease)
+	c, err := b.l.TakeOver(b.ctx, b.get(t, key), "", lease)
 	if err != nil {
 		t.Fatalf("TakeOver(%s): %v", key, err)
 	}
@@ -652,7 +652,7 @@ func runRelease(t *testing.T, setup setupFunc) {
 		}
 		// A takeover at once (a sender's redelivery) clears the backoff and
 		// keeps the release count.
-		c2, err := b.l.TakeOver(b.ctx, got, lease)
+		c2, err := b.l.TakeOver(b.ctx, got, "", lease)
 		if err != nil {
 			t.Fatalf("TakeOver of a backing-off row: %v", err)
 		}
@@ -727,7 +727,7 @@ func runTakeOver(t *testing.T, setup setupFunc) {
 				t.Fatalf("state before takeover = %s, want %s", cur.State, tc.state)
 			}
 			now := b.clock.Now()
-			c2, err := b.l.TakeOver(b.ctx, cur, lease)
+			c2, err := b.l.TakeOver(b.ctx, cur, "", lease)
 			if err != nil {
 				t.Fatalf("TakeOver: %v", err)
 			}
@@ -779,7 +779,7 @@ func runTakeOver(t *testing.T, setup setupFunc) {
 			b.release(t, c, fmt.Sprintf("provider 503 #%d", i+1), time.Time{})
 			cur := b.get(t, e.Key)
 			var err error
-			if c, err = b.l.TakeOver(b.ctx, cur, lease); err != nil {
+			if c, err = b.l.TakeOver(b.ctx, cur, "", lease); err != nil {
 				t.Fatalf("TakeOver %d: %v", i+1, err)
 			}
 		}
@@ -806,8 +806,7 @@ func runTakeOver(t *testing.T, setup setupFunc) {
 			if cur.Provider != "http" {
 				t.Fatalf("Provider before the takeover = %q, want http", cur.Provider)
 			}
-			cur.Provider = tc.provider
-			if _, err := b.l.TakeOver(b.ctx, cur, lease); err != nil {
+			if _, err := b.l.TakeOver(b.ctx, cur, tc.provider, lease); err != nil {
 				t.Fatalf("TakeOver: %v", err)
 			}
 			if got := b.get(t, e.Key).Provider; got != tc.want {
@@ -850,7 +849,7 @@ func runTakeOver(t *testing.T, setup setupFunc) {
 			_, c := b.claim(t)
 			cur := tc.arrange(t, b, c)
 			before := b.get(t, c.Key)
-			_, err := b.l.TakeOver(b.ctx, cur, lease)
+			_, err := b.l.TakeOver(b.ctx, cur, "", lease)
 			got, ok := ledger.AsConflict(err)
 			if !ok || !errors.Is(err, ledger.ErrExists) {
 				t.Fatalf("TakeOver: err = %v, want a *ConflictError matching ErrExists", err)
@@ -889,7 +888,7 @@ func runTakeOver(t *testing.T, setup setupFunc) {
 		cur := b.get(t, e.Key)
 		ctx, cancel := context.WithCancel(b.ctx)
 		cancel()
-		c2, err := b.l.TakeOver(ctx, cur, lease)
+		c2, err := b.l.TakeOver(ctx, cur, "", lease)
 		if err == nil || errors.Is(err, ledger.ErrExists) || errors.Is(err, ledger.ErrNotFound) {
 			t.Fatalf("TakeOver with a cancelled context: err = %v, want a lost answer", err)
 		}
@@ -904,14 +903,14 @@ func runTakeOver(t *testing.T, setup setupFunc) {
 
 	t.Run("NotFound/Absent", func(t *testing.T) {
 		onAbsent(t, setup, "TakeOver", ledger.ErrNotFound, func(b *bundle, key string) error {
-			_, err := b.l.TakeOver(b.ctx, ledger.Record{Entry: NewEntry(key), State: ledger.StateUncertain, ClaimID: "c1", Attempts: 1}, lease)
+			_, err := b.l.TakeOver(b.ctx, ledger.Record{Entry: NewEntry(key), State: ledger.StateUncertain, ClaimID: "c1", Attempts: 1}, "", lease)
 			return err
 		})
 	})
 
 	t.Run("NotFound/Expired", func(t *testing.T) {
 		onExpired(t, setup, "TakeOver", ledger.ErrNotFound, ledger.Outcome{State: ledger.StateUncertain, Reason: "timeout"}, func(b *bundle, _ ledger.Claim, cur ledger.Record) error {
-			_, err := b.l.TakeOver(b.ctx, cur, lease)
+			_, err := b.l.TakeOver(b.ctx, cur, "", lease)
 			return err
 		})
 	})
@@ -921,7 +920,7 @@ func runTakeOver(t *testing.T, setup setupFunc) {
 		e, c := b.claim(t)
 		b.mark(t, c, ledger.Outcome{State: ledger.StateUncertain, Reason: "timeout"})
 		cur := b.get(t, e.Key)
-		_, err := b.l.TakeOver(b.ctx, cur, 0)
+		_, err := b.l.TakeOver(b.ctx, cur, "", 0)
 		if err == nil || errors.Is(err, ledger.ErrExists) || errors.Is(err, ledger.ErrNotFound) {
 			t.Fatalf("TakeOver with zero lease: err = %v, want an input error", err)
 		}
@@ -939,7 +938,7 @@ func runTakeOver(t *testing.T, setup setupFunc) {
 				b.clock.Advance(lease)
 			}
 			cur := b.get(t, e.Key)
-			winner, conflicts := contend(t, i, workers, func() (ledger.Claim, error) { return b.l.TakeOver(b.ctx, cur, lease) })
+			winner, conflicts := contend(t, i, workers, func() (ledger.Claim, error) { return b.l.TakeOver(b.ctx, cur, "", lease) })
 			for _, got := range conflicts {
 				if got.ClaimID != winner.ClaimID || got.State != ledger.StatePending || got.Attempts != 2 {
 					t.Errorf("key %d: conflict row %s/%s/%d, want PENDING/%s/2", i, got.State, got.ClaimID, got.Attempts, winner.ClaimID)
@@ -1186,7 +1185,7 @@ func runAttention(t *testing.T, setup setupFunc) {
 			t.Fatalf("attention lists %d rows, want 1 uncertain", len(byKey))
 		}
 		cur := b.get(t, e.Key)
-		c2, err := b.l.TakeOver(b.ctx, cur, lease)
+		c2, err := b.l.TakeOver(b.ctx, cur, "", lease)
 		if err != nil {
 			t.Fatalf("TakeOver: %v", err)
 		}

@@ -107,12 +107,12 @@ func (l *Lossy) Claim(ctx context.Context, e ledger.Entry, lease time.Duration) 
 }
 
 // TakeOver implements ledger.Ledger.
-func (l *Lossy) TakeOver(ctx context.Context, cur ledger.Record, lease time.Duration) (ledger.Claim, error) {
+func (l *Lossy) TakeOver(ctx context.Context, cur ledger.Record, provider string, lease time.Duration) (ledger.Claim, error) {
 	failBefore, loseAfter := l.take(OpTakeOver)
 	if failBefore {
 		return ledger.Claim{Key: cur.Key, ClaimID: "never-written-" + cur.Key, Attempt: cur.Attempts + 1}, lost(OpTakeOver, cur.Key, false)
 	}
-	c, err := l.Ledger.TakeOver(ctx, cur, lease)
+	c, err := l.Ledger.TakeOver(ctx, cur, provider, lease)
 	if err == nil && loseAfter {
 		return c, lost(OpTakeOver, cur.Key, true)
 	}

@@ -140,7 +140,7 @@ func (l *Ledger) Claim(ctx context.Context, e ledger.Entry, lease time.Duration)
 // row is neither stale PENDING nor UNCERTAIN, ledger.ErrNotFound when no
 // live row exists, and the context's error (with the claim it would have
 // taken, as a lost answer) when ctx is done.
-func (l *Ledger) TakeOver(ctx context.Context, cur ledger.Record, lease time.Duration) (ledger.Claim, error) {
+func (l *Ledger) TakeOver(ctx context.Context, cur ledger.Record, provider string, lease time.Duration) (ledger.Claim, error) {
 	if err := ledger.CheckClaim(cur.Key, lease); err != nil {
 		return ledger.Claim{}, fmt.Errorf("memledger: takeover %s: %w", cur.Key, err)
 	}
@@ -171,8 +171,8 @@ func (l *Ledger) TakeOver(ctx context.Context, cur ledger.Record, lease time.Dur
 		r.LookupFrom = r.AttemptedAt
 	}
 	r.History = ledger.NextHistory(cur)
-	if cur.Provider != "" {
-		r.Provider = cur.Provider
+	if provider != "" {
+		r.Provider = provider
 	}
 	r.AttemptedAt = now
 	r.UpdatedAt = now

@@ -213,7 +213,7 @@ func (p *Provider) Capabilities() provider.Capabilities {
 }
 
 // Send posts m to {base}/messages with m.Key as Idempotency-Key and
-// reference. It returns the provider's message id, or a *provider.Error
+// reference, and m.HTML, when set, as "html". It returns the provider's message id, or a *provider.Error
 // classified as the package documentation describes. A message without a
 // key is refused (Config: the caller is miswired) before any call.
 func (p *Provider) Send(ctx context.Context, m provider.Message) (provider.Receipt, error) {
@@ -222,7 +222,7 @@ func (p *Provider) Send(ctx context.Context, m provider.Message) (provider.Recei
 		return provider.Receipt{}, p.fail(op, m, &provider.Error{Kind: provider.Config, Reason: "message has no idempotency key"})
 	}
 	body, err := json.Marshal(SendRequest{
-		Channel: m.Channel, To: m.To, Subject: m.Subject, Body: m.Body,
+		Channel: m.Channel, To: m.To, Subject: m.Subject, Body: m.Body, HTML: m.HTML,
 		Reference: m.Key, CallbackURL: p.callbackURL,
 	})
 	if err != nil {

@@ -241,7 +241,7 @@ func TestSendRequest(t *testing.T) {
 	t.Cleanup(srv.Close)
 	b := setup(t, srv.URL+"/", 0)
 	m := message()
-	m.Subject = "Shipped"
+	m.Channel, m.To, m.Subject, m.HTML = "email", "ana@example.com", "Shipped", "<p>Your order <b>shipped</b></p>"
 	if _, err := b.p.Send(context.Background(), m); err != nil {
 		t.Fatalf("Send: %v", err)
 	}
@@ -253,10 +253,11 @@ func TestSendRequest(t *testing.T) {
 		{"Authorization", got.Header.Get("Authorization"), "Bearer " + testToken},
 		{"Idempotency-Key", got.Header.Get("Idempotency-Key"), testKey},
 		{"Content-Type", got.Header.Get("Content-Type"), "application/json"},
-		{"channel", req.Channel, "sms"},
-		{"to", req.To, testPhone},
+		{"channel", req.Channel, "email"},
+		{"to", req.To, "ana@example.com"},
 		{"subject", req.Subject, "Shipped"},
 		{"body", req.Body, "Your order shipped"},
+		{"html", req.HTML, "<p>Your order <b>shipped</b></p>"},
 		{"reference", req.Reference, testKey},
 		{"callback_url", req.CallbackURL, "http://127.0.0.1:1/callbacks/http"},
 	}
@@ -264,6 +265,39 @@ func TestSendRequest(t *testing.T) {
 		if c.got != c.want {
 			t.Errorf("%s = %q, want %q", c.name, c.got, c.want)
 		}
+	}
+}
+
+// TestSendRequestWithoutHTML: a message without an HTML part is sent with
+// no "html" member at all, as before the field existed, so a gateway that
+// refuses unknown fields keeps working.
+func TestSendRequestWithoutHTML(t *testing.T) {
+	t.Parallel()
+	bodies := make(chan map[string]json.RawMessage, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var v map[string]json.RawMessage
+		if err := json.NewDecoder(r.Body).Decode(&v); err != nil {
+			t.Errorf("decode body: %v", err)
+		}
+		bodies <- v
+		reply(202, `{"id":"msg_9","status":"accepted"}`)(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	b := setup(t, srv.URL, 0)
+	if _, err := b.p.Send(context.Background(), message()); err != nil {
+		t.Fatalf("Send: %v", err)
+	}
+	got := <-bodies
+	if _, ok := got["html"]; ok {
+		t.Errorf("body has an html member %s for a message without an HTML part", got["html"])
+	}
+	for _, k := range []string{"channel", "to", "subject", "body", "reference", "callback_url"} {
+		if _, ok := got[k]; !ok {
+			t.Errorf("body lacks %q", k)
+		}
+	}
+	if len(got) != 6 {
+		t.Errorf("body has %d members, want the 6 of the protocol before html: %v", len(got), got)
 	}
 }
 

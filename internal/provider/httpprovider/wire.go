@@ -5,10 +5,14 @@ package httpprovider
 
 // SendRequest is the body of POST {base}/messages.
 type SendRequest struct {
-	Channel     string `json:"channel"`
-	To          string `json:"to"`
-	Subject     string `json:"subject"`
-	Body        string `json:"body"`
+	Channel string `json:"channel"`
+	To      string `json:"to"`
+	Subject string `json:"subject"`
+	Body    string `json:"body"`
+	// HTML is an email's HTML part, sent beside Body (the text part) when
+	// the message has one. Optional and omitted when empty, so a gateway
+	// written before it existed reads the same body as before.
+	HTML        string `json:"html,omitempty"`
 	Reference   string `json:"reference"`
 	CallbackURL string `json:"callback_url,omitempty"`
 }

@@ -4,7 +4,7 @@
 // recorded there, so start-up names all of them at once.
 //
 // SENDONCE_SMS_PROVIDER, SENDONCE_EMAIL_PROVIDER and SENDONCE_PUSH_PROVIDER
-// name the provider of each channel: http, sns, twilio, smtp or ses, or a
+// name the provider of each channel: http, sns, twilio, smtp, ses or lambda, or a
 // route, a comma-separated list (twilio,sns) tried in order only after an
 // attempt provably sent nothing (ReadRoutes; dispatch.SendRoute). A
 // channel left unset is absent from the map (a request for it is a
@@ -17,7 +17,12 @@
 // (SENDONCE_X_PARAM, production; lambdaenv.Env.Secret); setting both is an
 // error. They are read once, when the map is built.
 //
-// Provider, lookup and callback URLs (SENDONCE_HTTP_PROVIDER_URL,
+// Most providers are one adapter shared by the channels that use them. A
+// lambda provider is one function per channel (SENDONCE_<CHANNEL>_LAMBDA_ARN,
+// with its declared capabilities), and an http channel with a URL of its
+// own (SENDONCE_HTTP_PROVIDER_URL_<CHANNEL>) gets an adapter of its own.
+//
+// Provider, lookup and callback URLs (SENDONCE_HTTP_PROVIDER_URL(_<CHANNEL>),
 // SENDONCE_TWILIO_BASE_URL, SENDONCE_CALLBACK_BASE_URL) must be https://;
 // plain http:// is accepted only for a loopback host (127.0.0.0/8, ::1,
 // localhost), as local runs and tests use.
@@ -34,6 +39,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/sesv2"
 	"github.com/aws/aws-sdk-go-v2/service/sns"
 
@@ -41,6 +47,7 @@ import (
 	"github.com/sendonce/sendonce/internal/lambdaenv"
 	"github.com/sendonce/sendonce/internal/provider"
 	"github.com/sendonce/sendonce/internal/provider/httpprovider"
+	"github.com/sendonce/sendonce/internal/provider/lambdaprovider"
 	"github.com/sendonce/sendonce/internal/provider/sesprovider"
 	"github.com/sendonce/sendonce/internal/provider/smtpprovider"
 	"github.com/sendonce/sendonce/internal/provider/snsprovider"
@@ -56,8 +63,13 @@ const (
 	EnvTimeout       = "SENDONCE_PROVIDER_TIMEOUT"
 	EnvCallbackBase  = "SENDONCE_CALLBACK_BASE_URL"
 
-	EnvHTTPURL   = "SENDONCE_HTTP_PROVIDER_URL"
-	EnvHTTPToken = "SENDONCE_HTTP_PROVIDER_TOKEN"
+	EnvHTTPURL = "SENDONCE_HTTP_PROVIDER_URL"
+	// EnvHTTPURLSMS, EnvHTTPURLEmail and EnvHTTPURLPush give a channel a
+	// gateway of its own: each overrides EnvHTTPURL for its channel.
+	EnvHTTPURLSMS   = "SENDONCE_HTTP_PROVIDER_URL_SMS"
+	EnvHTTPURLEmail = "SENDONCE_HTTP_PROVIDER_URL_EMAIL"
+	EnvHTTPURLPush  = "SENDONCE_HTTP_PROVIDER_URL_PUSH"
+	EnvHTTPToken    = "SENDONCE_HTTP_PROVIDER_TOKEN"
 	// EnvHTTPIdempotent is "true" (the default) when the HTTP provider
 	// honours Idempotency-Key, "false" for a gateway that ignores it.
 	EnvHTTPIdempotent = "SENDONCE_HTTP_PROVIDER_IDEMPOTENT"
@@ -84,7 +96,27 @@ const (
 	EnvSNSSMSTopicARN       = "SENDONCE_SNS_SMS_TOPIC_ARN"
 	EnvSNSEmailTopicARN     = "SENDONCE_SNS_EMAIL_TOPIC_ARN"
 	EnvSNSPushTopicARN      = "SENDONCE_SNS_PUSH_TOPIC_ARN"
+
+	// The lambda provider of each channel: the function's ARN (or name),
+	// and its declared capabilities ("true" or "false", default false:
+	// a capability claimed wrongly can send twice).
+	EnvSMSLambdaARN          = "SENDONCE_SMS_LAMBDA_ARN"
+	EnvSMSLambdaIdempotent   = "SENDONCE_SMS_LAMBDA_IDEMPOTENT"
+	EnvSMSLambdaLookup       = "SENDONCE_SMS_LAMBDA_LOOKUP"
+	EnvEmailLambdaARN        = "SENDONCE_EMAIL_LAMBDA_ARN"
+	EnvEmailLambdaIdempotent = "SENDONCE_EMAIL_LAMBDA_IDEMPOTENT"
+	EnvEmailLambdaLookup     = "SENDONCE_EMAIL_LAMBDA_LOOKUP"
+	EnvPushLambdaARN         = "SENDONCE_PUSH_LAMBDA_ARN"
+	EnvPushLambdaIdempotent  = "SENDONCE_PUSH_LAMBDA_IDEMPOTENT"
+	EnvPushLambdaLookup      = "SENDONCE_PUSH_LAMBDA_LOOKUP"
 )
+
+// perChannel holds each channel's own variables.
+var perChannel = map[string]struct{ httpURL, lambdaARN, lambdaIdempotent, lambdaLookup string }{
+	"sms":   {EnvHTTPURLSMS, EnvSMSLambdaARN, EnvSMSLambdaIdempotent, EnvSMSLambdaLookup},
+	"email": {EnvHTTPURLEmail, EnvEmailLambdaARN, EnvEmailLambdaIdempotent, EnvEmailLambdaLookup},
+	"push":  {EnvHTTPURLPush, EnvPushLambdaARN, EnvPushLambdaIdempotent, EnvPushLambdaLookup},
+}
 
 // channelEnv maps each channel to its variable, in a stable order.
 var channelEnv = []struct{ channel, env string }{
@@ -95,9 +127,9 @@ var channelEnv = []struct{ channel, env string }{
 
 // serves lists the providers that can serve each channel.
 var serves = map[string][]string{
-	"sms":   {"http", "sns", "twilio"},
-	"email": {"http", "ses", "smtp", "sns"},
-	"push":  {"http", "sns"},
+	"sms":   {"http", "lambda", "sns", "twilio"},
+	"email": {"http", "lambda", "ses", "smtp", "sns"},
+	"push":  {"http", "lambda", "sns"},
 }
 
 // Options are the dependencies of Read and FromEnvWith.
@@ -109,6 +141,9 @@ type Options struct {
 	SNS snsprovider.Publisher
 	// SES sends for the ses provider. Required when it is used.
 	SES sesprovider.EmailSender
+	// Lambda invokes the functions of the lambda provider. Required when
+	// it is used.
+	Lambda lambdaprovider.Invoker
 	// Logger is given to every adapter; nil means slog.Default().
 	Logger *slog.Logger
 	// Timeout bounds one provider call. Zero: SENDONCE_PROVIDER_TIMEOUT
@@ -118,7 +153,7 @@ type Options struct {
 }
 
 // FromEnv builds the channel → Sender map from getenv (usually
-// os.Getenv), with AWS clients (SNS, SES, SSM, Secrets Manager) made from
+// os.Getenv), with AWS clients (SNS, SES, Lambda, SSM, Secrets Manager) made from
 // awsCfg. Call it once per process (at a Lambda's cold start): it reads
 // each secret then.
 //
@@ -129,6 +164,7 @@ func FromEnv(ctx context.Context, getenv func(string) string, awsCfg aws.Config)
 		Secrets: secrets.NewFromConfig(awsCfg),
 		SNS:     sns.NewFromConfig(awsCfg),
 		SES:     sesv2.NewFromConfig(awsCfg),
+		Lambda:  lambda.NewFromConfig(awsCfg),
 	})
 }
 
@@ -143,10 +179,10 @@ func FromEnvWith(ctx context.Context, getenv func(string) string, opts Options) 
 	return out, nil
 }
 
-// Clients returns the Options of the AWS-backed providers (SNS, SES) built
-// from awsCfg.
+// Clients returns the Options of the AWS-backed providers (SNS, SES,
+// Lambda) built from awsCfg.
 func Clients(awsCfg aws.Config) Options {
-	return Options{SNS: sns.NewFromConfig(awsCfg), SES: sesv2.NewFromConfig(awsCfg)}
+	return Options{SNS: sns.NewFromConfig(awsCfg), SES: sesv2.NewFromConfig(awsCfg), Lambda: lambda.NewFromConfig(awsCfg)}
 }
 
 // Read builds the channel → provider map from env: the first provider of
@@ -161,7 +197,8 @@ func Read(ctx context.Context, env *lambdaenv.Env, opts Options) map[string]prov
 
 // ReadRoutes builds each channel's route from env, reading secrets
 // through env.Secret: the providers its variable lists, in order, each
-// built once however many channels use it. Every problem is recorded in
+// built once however many channels use it (but a lambda function, or a
+// channel's own http gateway, is its channel's). Every problem is recorded in
 // env, naming its variable (call env.Err after): an unknown provider, one
 // that cannot serve the channel, one listed twice, or one missing a
 // setting. A channel whose route has a problem is left out of the map.
@@ -202,7 +239,7 @@ func (b *builder) channelProvider(channel, env, name string, route []provider.Ad
 	case name == "":
 		b.env.Fail(fmt.Errorf("%s: an empty provider name in the route", env))
 		return nil
-	case !slices.Contains([]string{"http", "sns", "twilio", "smtp", "ses"}, name):
+	case !slices.Contains([]string{"http", "sns", "twilio", "smtp", "ses", "lambda"}, name):
 		b.env.Fail(fmt.Errorf("%s: unknown provider %q (want one of %s)", env, name, strings.Join(serves[channel], ", ")))
 		return nil
 	case !slices.Contains(serves[channel], name):
@@ -215,7 +252,7 @@ func (b *builder) channelProvider(channel, env, name string, route []provider.Ad
 		b.env.Fail(fmt.Errorf("%s: provider %q is listed twice", env, name))
 		return nil
 	}
-	return b.provider(name)
+	return b.provider(name, channel)
 }
 
 type builder struct {
@@ -228,16 +265,18 @@ type builder struct {
 	tried map[string]bool
 }
 
-// provider returns the one adapter of that name, built on first use; nil
-// when its settings have a problem (recorded in b.env).
-func (b *builder) provider(name string) provider.Adapter {
-	if s, ok := b.made[name]; ok || b.tried[name] {
+// provider returns the adapter of that name for channel, built on first
+// use; nil when its settings have a problem (recorded in b.env). Channels
+// share an adapter unless instance tells them apart.
+func (b *builder) provider(name, channel string) provider.Adapter {
+	id := b.instance(name, channel)
+	if s, ok := b.made[id]; ok || b.tried[id] {
 		return s
 	}
 	if b.tried == nil {
 		b.tried = map[string]bool{}
 	}
-	b.tried[name] = true
+	b.tried[id] = true
 	n := b.env.Problems()
 	var (
 		s   provider.Adapter
@@ -245,7 +284,9 @@ func (b *builder) provider(name string) provider.Adapter {
 	)
 	switch name {
 	case "http":
-		s, err = b.http(n)
+		s, err = b.http(n, channel)
+	case "lambda":
+		s, err = b.lambda(n, channel)
 	case "twilio":
 		s, err = b.twilio(n)
 	case "smtp":
@@ -259,8 +300,21 @@ func (b *builder) provider(name string) provider.Adapter {
 		b.env.Fail(err)
 		return nil
 	}
-	b.made[name] = s
+	b.made[id] = s
 	return s
+}
+
+// instance names the adapter provider name builds for channel: the name
+// itself for a provider the channels share; with the channel for a lambda
+// function and for an http channel with a URL of its own.
+func (b *builder) instance(name, channel string) string {
+	switch {
+	case name == "lambda":
+		return name + "/" + channel
+	case name == "http" && b.env.String(perChannel[channel].httpURL, "") != "":
+		return name + "/" + channel
+	}
+	return name
 }
 
 // required returns env's value, recording a problem when it is unset.
@@ -298,12 +352,23 @@ func (b *builder) callback(path string) string {
 // to a loopback host, as they carry tokens, addresses and bodies), and
 // build nothing when one of them had a problem (n: the problems before).
 
-func (b *builder) http(n int) (provider.Adapter, error) {
-	base := b.required(EnvHTTPURL, "http")
-	b.env.URL(EnvHTTPURL)
+// http builds the adapter of channel's gateway: SENDONCE_HTTP_PROVIDER_URL_<CHANNEL>
+// when set, else SENDONCE_HTTP_PROVIDER_URL; the token and the other
+// settings are shared.
+func (b *builder) http(n int, channel string) (provider.Adapter, error) {
+	urlEnv := perChannel[channel].httpURL
+	base := b.env.URL(urlEnv)
+	if base == "" {
+		urlEnv = EnvHTTPURL
+		if base = b.env.URL(EnvHTTPURL); base == "" {
+			b.env.Fail(fmt.Errorf("%s is required when a channel uses http (for %s alone: %s)", EnvHTTPURL, channel, perChannel[channel].httpURL))
+		}
+	}
 	token := b.secret(EnvHTTPToken, "http", true)
 	idempotent := b.env.Bool(EnvHTTPIdempotent, true)
-	if b.failed(n) {
+	if b.failed(n) || base == "" || token == "" {
+		// A problem of a setting the channels share is recorded once: a
+		// second instance sees no new one, but must not be built either.
 		return nil, nil
 	}
 	p, err := httpprovider.New(httpprovider.Config{
@@ -312,7 +377,7 @@ func (b *builder) http(n int) (provider.Adapter, error) {
 		DisableIdempotency: !idempotent,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("http provider (%s, %s): %w", EnvHTTPURL, EnvCallbackBase, err)
+		return nil, fmt.Errorf("http provider (%s, %s): %w", urlEnv, EnvCallbackBase, err)
 	}
 	return p, nil
 }
@@ -414,6 +479,33 @@ func (b *builder) ses(n int) (provider.Adapter, error) {
 	})
 	if err != nil {
 		return nil, fmt.Errorf("ses provider (%s): %w", EnvSESFrom, err)
+	}
+	return p, nil
+}
+
+// lambda builds the adapter of channel's function.
+func (b *builder) lambda(n int, channel string) (provider.Adapter, error) {
+	vars := perChannel[channel]
+	fn := b.env.String(vars.lambdaARN, "")
+	if fn == "" {
+		b.env.Fail(fmt.Errorf("%s is required when %s uses lambda", vars.lambdaARN, channel))
+	} else if err := lambdaprovider.CheckFunction(fn); err != nil {
+		b.env.Fail(fmt.Errorf("%s: %w", vars.lambdaARN, err))
+	}
+	idempotent := b.env.Bool(vars.lambdaIdempotent, false)
+	lookup := b.env.Bool(vars.lambdaLookup, false)
+	if b.failed(n) {
+		return nil, nil
+	}
+	if b.opts.Lambda == nil {
+		return nil, errors.New("lambda provider: no Lambda client")
+	}
+	p, err := lambdaprovider.New(lambdaprovider.Config{
+		Client: b.opts.Lambda, Function: fn, Idempotent: idempotent, Lookup: lookup,
+		Timeout: b.opts.Timeout, Logger: b.opts.Logger,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("lambda provider (%s): %w", vars.lambdaARN, err)
 	}
 	return p, nil
 }

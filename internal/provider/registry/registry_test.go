@@ -2,6 +2,9 @@ package registry_test
 
 import (
 	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -12,8 +15,10 @@ import (
 	"github.com/sendonce/sendonce/internal/lambdaenv"
 	"github.com/sendonce/sendonce/internal/provider"
 	"github.com/sendonce/sendonce/internal/provider/registry"
+	"github.com/sendonce/sendonce/internal/provider/simulator"
 	"github.com/sendonce/sendonce/internal/provider/twilio/twiliotest"
 	"github.com/sendonce/sendonce/internal/testenv"
+	"github.com/sendonce/sendonce/internal/testsupport"
 )
 
 func env(m map[string]string) func(string) string {
@@ -94,6 +99,24 @@ func TestFromEnv(t *testing.T) {
 		{name: "HTTPBadIdempotent", set: map[string]string{registry.EnvSMSProvider: "http", registry.EnvHTTPIdempotent: "sometimes"}, wantErr: registry.EnvHTTPIdempotent},
 		{name: "BadTimeout", set: map[string]string{registry.EnvSMSProvider: "http", registry.EnvTimeout: "five"}, wantErr: registry.EnvTimeout},
 		{name: "NegativeTimeout", set: map[string]string{registry.EnvSMSProvider: "http", registry.EnvTimeout: "-1s"}, wantErr: registry.EnvTimeout},
+		{name: "LambdaSMS", set: map[string]string{registry.EnvSMSProvider: "lambda", registry.EnvSMSLambdaARN: "arn:aws:lambda:us-east-1:123456789012:function:sms-provider"},
+			want: map[string]string{"sms": "lambda"}},
+		{name: "LambdaEverywhere", set: map[string]string{registry.EnvSMSProvider: "lambda", registry.EnvEmailProvider: "Lambda", registry.EnvPushProvider: "lambda",
+			registry.EnvSMSLambdaARN: "sms-provider", registry.EnvEmailLambdaARN: "arn:aws:lambda:eu-west-1:123456789012:function:mail:live",
+			registry.EnvPushLambdaARN: "function"},
+			want: map[string]string{"sms": "lambda", "email": "lambda", "push": "lambda"}},
+		{name: "LambdaInARoute", set: map[string]string{registry.EnvSMSProvider: "lambda, twilio", registry.EnvSMSLambdaARN: "sms-provider"}, want: map[string]string{"sms": "lambda"}},
+		{name: "LambdaAfterHTTP", set: map[string]string{registry.EnvEmailProvider: "http,lambda", registry.EnvEmailLambdaARN: "mail"}, want: map[string]string{"email": "http"}},
+		{name: "LambdaTwice", set: map[string]string{registry.EnvSMSProvider: "lambda,lambda", registry.EnvSMSLambdaARN: "f"}, wantErr: "listed twice"},
+		{name: "LambdaNoARN", set: map[string]string{registry.EnvEmailProvider: "lambda", registry.EnvSMSLambdaARN: "sms-provider"}, wantErr: registry.EnvEmailLambdaARN + " is required"},
+		{name: "LambdaBadARN", set: map[string]string{registry.EnvPushProvider: "lambda", registry.EnvPushLambdaARN: "arn:aws:sns:us-east-1:123456789012:topic"}, wantErr: registry.EnvPushLambdaARN},
+		{name: "LambdaBadIdempotent", set: map[string]string{registry.EnvSMSProvider: "lambda", registry.EnvSMSLambdaARN: "f", registry.EnvSMSLambdaIdempotent: "maybe"}, wantErr: registry.EnvSMSLambdaIdempotent},
+		{name: "LambdaBadLookup", set: map[string]string{registry.EnvSMSProvider: "lambda", registry.EnvSMSLambdaARN: "f", registry.EnvSMSLambdaLookup: "yes please"}, wantErr: registry.EnvSMSLambdaLookup},
+		{name: "HTTPChannelURLOnly", set: map[string]string{registry.EnvSMSProvider: "http", registry.EnvHTTPURLSMS: "https://sms.example.com"}, unset: []string{registry.EnvHTTPURL},
+			want: map[string]string{"sms": "http"}},
+		{name: "HTTPChannelURLOnlyOtherChannel", set: map[string]string{registry.EnvSMSProvider: "http", registry.EnvEmailProvider: "http", registry.EnvHTTPURLSMS: "https://sms.example.com"},
+			unset: []string{registry.EnvHTTPURL}, wantErr: registry.EnvHTTPURL + " is required when a channel uses http (for email alone: " + registry.EnvHTTPURLEmail + ")"},
+		{name: "HTTPChannelURLPlain", set: map[string]string{registry.EnvPushProvider: "http", registry.EnvHTTPURLPush: "http://push.example.com"}, wantErr: registry.EnvHTTPURLPush},
 		{name: "MissingParam", set: map[string]string{registry.EnvSMSProvider: "twilio", registry.EnvTwilioAuthToken + "_PARAM": "/sendonce/missing-" + testenv.RandomID()}, unset: []string{registry.EnvTwilioAuthToken}, wantErr: registry.EnvTwilioAuthToken + "_PARAM"},
 	}
 	for _, tt := range tests {
@@ -246,6 +269,106 @@ func TestFromEnvReportsEveryProblem(t *testing.T) {
 	}
 	if strings.Contains(err.Error(), "http-token") {
 		t.Errorf("err %q holds a secret", err)
+	}
+}
+
+// TestLambdaCapabilities: each channel's function has the capabilities its
+// own variables declare (none by default), implements provider.Looker
+// exactly when lookup is declared, and is an adapter of its own.
+func TestLambdaCapabilities(t *testing.T) {
+	t.Parallel()
+	m := map[string]string{
+		registry.EnvSMSProvider: "lambda", registry.EnvEmailProvider: "lambda", registry.EnvPushProvider: "lambda",
+		registry.EnvSMSLambdaARN: "arn:aws:lambda:us-east-1:123456789012:function:sms", registry.EnvSMSLambdaIdempotent: "true",
+		registry.EnvEmailLambdaARN: "arn:aws:lambda:us-east-1:123456789012:function:email", registry.EnvEmailLambdaLookup: "TRUE",
+		registry.EnvPushLambdaARN: "arn:aws:lambda:us-east-1:123456789012:function:push:3",
+	}
+	got, err := registry.FromEnv(context.Background(), env(m), awsConfig(t))
+	if err != nil {
+		t.Fatalf("FromEnv: %v", err)
+	}
+	tests := []struct {
+		channel, function string
+		caps              provider.Capabilities
+	}{
+		{"sms", m[registry.EnvSMSLambdaARN], provider.Capabilities{IdempotentSends: true}},
+		{"email", m[registry.EnvEmailLambdaARN], provider.Capabilities{LookupByReference: true}},
+		{"push", m[registry.EnvPushLambdaARN], provider.Capabilities{}},
+	}
+	for _, tt := range tests {
+		a := got[tt.channel]
+		if a == nil || a.Name() != "lambda" {
+			t.Fatalf("%s: adapter %v, want lambda", tt.channel, a)
+		}
+		if c := a.Capabilities(); c != tt.caps {
+			t.Errorf("%s: capabilities %+v, want %+v", tt.channel, c, tt.caps)
+		}
+		if _, ok := a.(provider.Looker); ok != tt.caps.LookupByReference {
+			t.Errorf("%s: implements Looker = %v, want %v", tt.channel, ok, tt.caps.LookupByReference)
+		}
+		fn := a.(interface{ Function() string })
+		if fn.Function() != tt.function {
+			t.Errorf("%s: invokes %q, want %q", tt.channel, fn.Function(), tt.function)
+		}
+	}
+}
+
+// TestLambdaInvokes: the lambda adapter FromEnv builds invokes the
+// configured function through the Lambda client made from the AWS
+// configuration, at its endpoint (here a fake of the Invoke API).
+func TestLambdaInvokes(t *testing.T) {
+	t.Parallel()
+	paths := make(chan string, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		paths <- r.URL.EscapedPath()
+		io.WriteString(w, `{"status":"accepted","id":"fn-1"}`)
+	}))
+	t.Cleanup(srv.Close)
+	cfg := testenv.Config()
+	cfg.BaseEndpoint = aws.String(srv.URL)
+	m := map[string]string{registry.EnvSMSProvider: "lambda", registry.EnvSMSLambdaARN: "arn:aws:lambda:us-east-1:123456789012:function:sms-provider"}
+	got, err := registry.FromEnv(context.Background(), env(m), cfg)
+	if err != nil {
+		t.Fatalf("FromEnv: %v", err)
+	}
+	r, err := got["sms"].Send(context.Background(), provider.Message{Key: "v1_reg", Tenant: "acme", Channel: "sms", To: "+15557654321", Body: "from registry"})
+	if err != nil || r.MessageID != "fn-1" {
+		t.Fatalf("Send = %+v, %v; want fn-1", r, err)
+	}
+	if p, want := <-paths, "/2015-03-31/functions/arn%3Aaws%3Alambda%3Aus-east-1%3A123456789012%3Afunction%3Asms-provider/invocations"; p != want {
+		t.Errorf("invoked %s, want %s", p, want)
+	}
+}
+
+// TestHTTPChannelURL: a channel with its own URL sends to its own gateway;
+// the channels without one share the adapter of SENDONCE_HTTP_PROVIDER_URL.
+func TestHTTPChannelURL(t *testing.T) {
+	t.Parallel()
+	shared, sharedURL := testsupport.Simulator(t, simulator.Options{Token: "http-token"})
+	own, ownURL := testsupport.Simulator(t, simulator.Options{Token: "http-token"})
+	m := base()
+	m[registry.EnvHTTPURL], m[registry.EnvHTTPURLSMS] = sharedURL, ownURL
+	m[registry.EnvSMSProvider], m[registry.EnvEmailProvider], m[registry.EnvPushProvider] = "http", "http", "http"
+	got, err := registry.FromEnv(context.Background(), env(m), awsConfig(t))
+	if err != nil {
+		t.Fatalf("FromEnv: %v", err)
+	}
+	if got["sms"] == got["email"] || got["email"] != got["push"] {
+		t.Error("want sms on an adapter of its own, email and push sharing one")
+	}
+	ctx := context.Background()
+	for _, ch := range []string{"sms", "email", "push"} {
+		if _, err := got[ch].Send(ctx, provider.Message{Key: "v1_" + ch, Tenant: "acme", Channel: ch, To: "x-" + ch, Body: "hi"}); err != nil {
+			t.Fatalf("Send %s: %v", ch, err)
+		}
+	}
+	if own.Delivered("v1_sms") != 1 || shared.Delivered("v1_sms") != 0 {
+		t.Errorf("sms went to the shared gateway (own %d, shared %d), want its own", own.Delivered("v1_sms"), shared.Delivered("v1_sms"))
+	}
+	for _, ch := range []string{"email", "push"} {
+		if shared.Delivered("v1_"+ch) != 1 || own.Delivered("v1_"+ch) != 0 {
+			t.Errorf("%s: shared %d, own %d; want the shared gateway", ch, shared.Delivered("v1_"+ch), own.Delivered("v1_"+ch))
+		}
 	}
 }
 

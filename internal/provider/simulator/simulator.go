@@ -4,8 +4,8 @@
 // ask how many times a reference was really delivered.
 //
 // It checks the bearer token, honours Idempotency-Key (a repeat answers
-// 200 with the original id and delivers nothing; a repeat with another body
-// answers 422), answers lookups by reference, assigns ids msg_1, msg_2, ...,
+// 200 with the original id and delivers nothing; a repeat with another body,
+// its "html" part included, answers 422), records an email's HTML part, answers lookups by reference, assigns ids msg_1, msg_2, ...,
 // and posts signed delivery callbacks (sent, then delivered or failed) from
 // a bounded worker pool.
 //
@@ -80,17 +80,19 @@ type Options struct {
 
 // Message is a message the simulator accepted.
 type Message struct {
-	ID             string                     `json:"id"`
-	Reference      string                     `json:"reference"`
-	IdempotencyKey string                     `json:"idempotency_key,omitempty"`
-	Channel        string                     `json:"channel"`
-	To             string                     `json:"to"`
-	Subject        string                     `json:"subject,omitempty"`
-	Body           string                     `json:"body"`
-	CallbackURL    string                     `json:"callback_url,omitempty"`
-	Status         httpprovider.MessageStatus `json:"status"`
-	Reason         string                     `json:"reason,omitempty"`
-	AcceptedAt     time.Time                  `json:"accepted_at"`
+	ID             string `json:"id"`
+	Reference      string `json:"reference"`
+	IdempotencyKey string `json:"idempotency_key,omitempty"`
+	Channel        string `json:"channel"`
+	To             string `json:"to"`
+	Subject        string `json:"subject,omitempty"`
+	Body           string `json:"body"`
+	// HTML is the email's HTML part, when the send carried one.
+	HTML        string                     `json:"html,omitempty"`
+	CallbackURL string                     `json:"callback_url,omitempty"`
+	Status      httpprovider.MessageStatus `json:"status"`
+	Reason      string                     `json:"reason,omitempty"`
+	AcceptedAt  time.Time                  `json:"accepted_at"`
 }
 
 // Stats are the simulator's totals since New.
@@ -484,7 +486,7 @@ func (s *Simulator) accept(req httpprovider.SendRequest, key string, undeliverab
 	s.nextID++
 	rec := &record{req: req, Message: Message{
 		ID: "msg_" + strconv.Itoa(s.nextID), Reference: req.Reference, IdempotencyKey: key,
-		Channel: req.Channel, To: req.To, Subject: req.Subject, Body: req.Body, CallbackURL: req.CallbackURL,
+		Channel: req.Channel, To: req.To, Subject: req.Subject, Body: req.Body, HTML: req.HTML, CallbackURL: req.CallbackURL,
 		Status: httpprovider.StatusAccepted, AcceptedAt: s.now(),
 	}}
 	final, reason := httpprovider.StatusDelivered, ""

@@ -138,6 +138,39 @@ func TestIdempotency(t *testing.T) {
 	}
 }
 
+// TestHTML: the simulator records an email's HTML part, shows it in
+// /_sim/messages, and treats a repeat of the key with another HTML part as
+// another message (422); a send without one records none.
+func TestHTML(t *testing.T) {
+	t.Parallel()
+	b := setup(t, simulator.Options{}, "")
+	ctx := context.Background()
+	m := provider.Message{Key: "k-html", Channel: "email", To: "ana@example.com", Subject: "Shipped",
+		Body: "Your order shipped", HTML: "<p>Your order <b>shipped</b></p>"}
+	if _, err := b.p.Send(ctx, m); err != nil {
+		t.Fatalf("Send: %v", err)
+	}
+	if _, err := b.p.Send(ctx, msg("k-text")); err != nil {
+		t.Fatalf("Send without html: %v", err)
+	}
+	msgs := b.sim.Messages()
+	if len(msgs) != 2 || msgs[0].HTML != m.HTML || msgs[0].Body != m.Body || msgs[1].HTML != "" {
+		t.Fatalf("messages = %+v, want the email with its HTML part, then an sms without one", msgs)
+	}
+	status, body := post(t, b, "GET", "/_sim/messages", token, nil, "")
+	if status != http.StatusOK || !strings.Contains(body, `"html":"\u003cp\u003eYour order`) {
+		t.Errorf("GET /_sim/messages = %d %s, want the html part", status, body)
+	}
+	other := m
+	other.HTML = "<p>changed</p>"
+	if _, err := b.p.Send(ctx, other); provider.KindOf(err) != provider.Permanent {
+		t.Errorf("repeat with another HTML part: %v, want a permanent 422", err)
+	}
+	if got := b.sim.Delivered("k-html"); got != 1 {
+		t.Errorf("Delivered = %d, want 1", got)
+	}
+}
+
 func TestIdempotencyDisabled(t *testing.T) {
 	t.Parallel()
 	b := setup(t, simulator.Options{IdempotencyDisabled: true}, "")
@@ -412,23 +445,28 @@ func TestRandomFaultsSeeded(t *testing.T) {
 	}
 }
 
+// TestLatency: a simulator with a latency answers no sooner than it, and
+// SetLatency(0, 0) takes it away. Judged against the latency itself (a
+// second), not a fixed bound, so that a loaded machine's slow answers do
+// not read as the latency.
 func TestLatency(t *testing.T) {
 	t.Parallel()
-	b := setup(t, simulator.Options{Latency: 80 * time.Millisecond, Jitter: 20 * time.Millisecond}, "")
+	b := setup(t, simulator.Options{Latency: time.Second, Jitter: 20 * time.Millisecond}, "")
+	p := b.patient(t)
 	start := time.Now()
-	if _, err := b.p.Send(context.Background(), msg("k")); err != nil {
+	if _, err := p.Send(context.Background(), msg("k")); err != nil {
 		t.Fatal(err)
 	}
-	if got := time.Since(start); got < 80*time.Millisecond {
-		t.Errorf("Send took %s, want at least 80ms", got)
+	if got := time.Since(start); got < time.Second {
+		t.Errorf("Send took %s, want at least the 1s latency", got)
 	}
 	b.sim.SetLatency(0, 0)
 	start = time.Now()
-	if _, err := b.p.Send(context.Background(), msg("k2")); err != nil {
+	if _, err := p.Send(context.Background(), msg("k2")); err != nil {
 		t.Fatal(err)
 	}
-	if got := time.Since(start); got > 70*time.Millisecond {
-		t.Errorf("Send after SetLatency(0,0) took %s, want fast", got)
+	if got := time.Since(start); got >= time.Second {
+		t.Errorf("Send after SetLatency(0,0) took %s, want less than the old 1s latency", got)
 	}
 }
 

@@ -1,0 +1,893 @@
+package infra
+
+import (
+	"bytes"
+	"fmt"
+	"maps"
+	"regexp"
+	"slices"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Variant describes a template made from another by fixing most of its
+// parameters at their defaults: every parameter it does not keep becomes
+// its default value wherever the source refers to it, and what that
+// decides is decided in the output (conditions, the Fn::If they choose,
+// the resources, outputs and Rules they hold or drop), so the variant
+// declares only what it can deploy and asks only what it keeps.
+type Variant struct {
+	// Keep names the parameters the variant keeps, in the order it asks
+	// for them, each with the values it may take: nil keeps the source's
+	// constraint, a list replaces its AllowedValues (a value the source
+	// allows whose settings the variant fixes cannot be offered).
+	Keep []Kept
+	// Fix sets parameters the variant does not keep to another value than
+	// their default: a YAML value, such as !Sub "${AWS::StackName}-x" (a
+	// Fn::Sub with text besides its ${...} is known not to be empty).
+	Fix map[string]string
+	// DropMetadata names Metadata keys the variant leaves out.
+	DropMetadata []string
+	// Header is the comment at the top of the variant (without "# ").
+	Header []string
+	// ParametersComment replaces the comment above Parameters.
+	ParametersComment []string
+}
+
+// Kept is a parameter a Variant keeps, with the values it may take (nil:
+// the source's).
+type Kept struct {
+	Name   string
+	Values []string
+	// Required drops the parameter's Default, so a value must be given
+	// (and it is known not to be empty); Pattern and Description, when
+	// set, replace the source's.
+	Required    bool
+	Pattern     string
+	Description string
+	// Label, when set, replaces the console's label.
+	Label string
+}
+
+// QuickStart is template.yaml, made from template.full.yaml: the eight
+// answers (at most) a first deployment needs (`sam deploy --guided` asks
+// for every parameter), AWS's own providers (SNS for SMS and push, SES
+// for email), and every other setting at the default template.full.yaml
+// documents. It is also what the Serverless Application Repository
+// publishes.
+var QuickStart = Variant{
+	Keep: []Kept{
+		{Name: "SmsProvider", Values: []string{"sns", ""}},
+		{Name: "SnsOriginationNumber"},
+		{Name: "EmailProvider", Values: []string{"", "ses"}},
+		{Name: "SesFrom"},
+		{Name: "AlarmEmail"},
+		{Name: "AlarmTopicArn"},
+		{Name: "PermissionsBoundary"},
+		{Name: "DeploymentType"},
+	},
+	DropMetadata: []string{"AWS::ServerlessRepo::Application"}, // template.sar.yaml is what the repository publishes
+	Header: []string{
+		"GENERATED from template.full.yaml by `make template` (infra.QuickStart):",
+		"do not edit; change template.full.yaml and run make template.",
+		"",
+		"The sendonce application as a first deployment and the Serverless",
+		"Application Repository take it: the parameters below are all that",
+		"`sam deploy --guided` asks (README, \"Deploying\"), and every other",
+		"setting is template.full.yaml's default (docs/deploy.md, \"Tuning\").",
+		"Deploy template.full.yaml instead to change one of them, to send",
+		"through Twilio, SMTP or an HTTP gateway, or for a multi-Region ledger.",
+	},
+	ParametersComment: []string{
+		"Every other parameter of template.full.yaml is fixed at its default,",
+		"which holds every invariant between them (infra's tests prove it for",
+		"template.full.yaml; the defaults are one of the combinations).",
+	},
+}
+
+// ServerlessRepo is template.sar.yaml, made from template.full.yaml, which
+// the Serverless Application Repository publishes: QuickStart's
+// questions, declaring only resource types the repository accepts. The
+// address-token key is an SSM SecureString the deployer creates first
+// (CloudFormation creates no SecureString, and the generated Secrets
+// Manager secret of the other templates is not a type on the repository's
+// list), named in RedactKeyParam; with email through SES, the deployer
+// creates the configuration set <stack name>-sendonce and its event
+// destination (AWS::SES::* is not on the list either). Releases are
+// canary.
+var ServerlessRepo = Variant{
+	Keep: []Kept{
+		{Name: "SmsProvider", Values: []string{"sns", ""}},
+		{Name: "SnsOriginationNumber"},
+		{Name: "EmailProvider", Values: []string{"", "ses"}},
+		{Name: "SesFrom"},
+		{Name: "AlarmEmail"},
+		{Name: "AlarmTopicArn"},
+		{Name: "PermissionsBoundary"},
+		{Name: "RedactKeyParam", Required: true, Pattern: `^/[a-zA-Z0-9_.\-/]+$`,
+			Label:       "Address-token key (SSM SecureString)",
+			Description: "The SSM SecureString (name starting with /) holding the address-token key, at least 32 bytes; create it first: aws ssm put-parameter --type SecureString --name /sendonce/NAME/redact-key --value \"$(openssl rand -hex 32)\"."},
+	},
+	Fix: map[string]string{"SesConfigurationSetName": `!Sub "${AWS::StackName}-sendonce"`},
+	Header: []string{
+		"GENERATED from template.full.yaml by `make template` (infra.ServerlessRepo):",
+		"do not edit; change template.full.yaml and run make template.",
+		"",
+		"The sendonce application as the Serverless Application Repository",
+		"publishes it (docs/deploy.md, \"Publishing\"): template.yaml's questions,",
+		"only resource types the repository accepts. Before deploying, create the",
+		"SSM SecureString RedactKeyParam names; with email through SES, create",
+		"the configuration set <stack name>-sendonce whose event destination",
+		"publishes to the SesEventTopicArn output (README, \"Deploying\").",
+	},
+	ParametersComment: []string{
+		"Every other parameter of template.full.yaml is fixed at its default",
+		"(which holds every invariant between them), but for",
+		"SesConfigurationSetName, fixed at <stack name>-sendonce, a configuration",
+		"set the deployer creates.",
+	},
+}
+
+// Generate returns the variant of the source template src.
+func (v Variant) Generate(src []byte) ([]byte, error) {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(src, &doc); err != nil {
+		return nil, err
+	}
+	if len(doc.Content) != 1 || doc.Content[0].Kind != yaml.MappingNode {
+		return nil, fmt.Errorf("infra: variant: the template is not a mapping")
+	}
+	g := &gen{v: v, root: doc.Content[0], fixed: map[string]*yaml.Node{}, conds: map[string]tri{}, alias: map[string]string{}, dropped: map[string]bool{}}
+	if err := g.run(); err != nil {
+		return nil, err
+	}
+	doc.HeadComment = comment(v.Header)
+	var b bytes.Buffer
+	enc := yaml.NewEncoder(&b)
+	enc.SetIndent(2)
+	if err := enc.Encode(&doc); err != nil {
+		return nil, err
+	}
+	if err := enc.Close(); err != nil {
+		return nil, err
+	}
+	return spaced(b.Bytes()), nil
+}
+
+// spaced puts a blank line before each top-level section and before each
+// resource and output (and the comments above it), as a person writes a
+// template; the YAML encoder keeps no blank lines.
+func spaced(text []byte) []byte {
+	lines := strings.SplitAfter(string(text), "\n")
+	var out []string
+	section := ""
+	for i, l := range lines {
+		top := l != "" && l[0] != ' ' && l[0] != '#' && l[0] != '\n'
+		if top {
+			section, _, _ = strings.Cut(l, ":")
+		}
+		entry := strings.HasPrefix(l, "  ") && len(l) > 2 && l[2] != ' ' && l[2] != '#' && l[2] != '-' &&
+			(section == "Resources" || section == "Outputs")
+		if (top || entry) && i > 0 {
+			// Before the comment block that belongs to this key.
+			j := len(out)
+			indent := "  "
+			if top {
+				indent = ""
+			}
+			for j > 0 && strings.HasPrefix(out[j-1], indent+"#") {
+				j--
+			}
+			if j > 0 && strings.TrimSpace(out[j-1]) != "" && !strings.HasSuffix(strings.TrimSpace(out[j-1]), ":") {
+				out = slices.Insert(out, j, "\n")
+			}
+		}
+		out = append(out, l)
+	}
+	return []byte(strings.Join(out, ""))
+}
+
+func comment(lines []string) string {
+	out := make([]string, len(lines))
+	for i, l := range lines {
+		out[i] = strings.TrimRight("# "+l, " ")
+	}
+	return strings.Join(out, "\n")
+}
+
+// tri is a condition's value as far as the variant decides it.
+type tri int
+
+const (
+	unknown tri = iota
+	false_
+	true_
+)
+
+func triOf(b bool) tri {
+	if b {
+		return true_
+	}
+	return false_
+}
+
+type gen struct {
+	v        Variant
+	root     *yaml.Node
+	fixed    map[string]*yaml.Node // parameter → its value: the default (a scalar), or Fix's
+	allowed  map[string][]string   // kept parameter → the values it may take (nil: any)
+	required map[string]bool       // kept parameter → it has no default and is not empty
+	conds    map[string]tri
+	alias    map[string]string // condition → the one it equals, once simplified
+	dropped  map[string]bool   // resources dropped
+	depth    int
+}
+
+func get(m *yaml.Node, key string) *yaml.Node {
+	if m == nil || m.Kind != yaml.MappingNode {
+		return nil
+	}
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if m.Content[i].Value == key {
+			return m.Content[i+1]
+		}
+	}
+	return nil
+}
+
+func keyNode(m *yaml.Node, key string) *yaml.Node {
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if m.Content[i].Value == key {
+			return m.Content[i]
+		}
+	}
+	return nil
+}
+
+func del(m *yaml.Node, key string) {
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if m.Content[i].Value == key {
+			m.Content = slices.Delete(m.Content, i, i+2)
+			return
+		}
+	}
+}
+
+func (g *gen) run() error {
+	params := get(g.root, "Parameters")
+	if params == nil {
+		return fmt.Errorf("infra: variant: no Parameters")
+	}
+	g.allowed = map[string][]string{}
+	for _, k := range g.v.Keep {
+		if get(params, k.Name) == nil {
+			return fmt.Errorf("infra: variant: kept parameter %s is not a parameter", k.Name)
+		}
+		g.allowed[k.Name] = k.Values
+	}
+	g.required = map[string]bool{}
+	for _, k := range g.v.Keep {
+		g.required[k.Name] = k.Required
+	}
+	for name, text := range g.v.Fix {
+		var n yaml.Node
+		if err := yaml.Unmarshal([]byte(text), &n); err != nil || len(n.Content) != 1 {
+			return fmt.Errorf("infra: variant: Fix %s: %q is not a YAML value", name, text)
+		}
+		if get(params, name) == nil {
+			return fmt.Errorf("infra: variant: Fix %s is not a parameter", name)
+		}
+		g.fixed[name] = n.Content[0]
+	}
+	for i := 0; i+1 < len(params.Content); i += 2 {
+		name, p := params.Content[i].Value, params.Content[i+1]
+		if _, keep := g.allowed[name]; keep {
+			continue
+		}
+		if _, ok := g.fixed[name]; ok {
+			continue
+		}
+		d := get(p, "Default")
+		if d == nil || d.Kind != yaml.ScalarNode {
+			return fmt.Errorf("infra: variant: parameter %s has no default to fix it at", name)
+		}
+		g.fixed[name] = d
+	}
+	// Conditions first: the rest asks for their values.
+	conds := get(g.root, "Conditions")
+	if conds != nil {
+		for i := 0; i+1 < len(conds.Content); i += 2 {
+			if _, err := g.condition(conds.Content[i].Value); err != nil {
+				return err
+			}
+		}
+	}
+	if conds != nil {
+		for i := 0; i+1 < len(conds.Content); i += 2 {
+			name := conds.Content[i].Value
+			if g.conds[name] != unknown {
+				continue
+			}
+			if e := g.simplify(conds.Content[i+1]); e.Tag == "!Condition" {
+				g.alias[name] = e.Value // a condition that equals another, once the variant decides
+			}
+		}
+	}
+	if err := g.rules(); err != nil {
+		return err
+	}
+	for _, section := range []string{"Resources", "Outputs"} {
+		if err := g.entries(get(g.root, section)); err != nil {
+			return fmt.Errorf("%s: %w", section, err)
+		}
+	}
+	for _, section := range []string{"Globals", "Metadata"} {
+		if n := get(g.root, section); n != nil {
+			if _, err := g.walk(n, nil); err != nil {
+				return fmt.Errorf("%s: %w", section, err)
+			}
+		}
+	}
+	g.dependsOn()
+	g.iface()
+	for _, k := range g.v.DropMetadata {
+		del(get(g.root, "Metadata"), k)
+	}
+	// Parameters: the fixed ones go, the kept ones take their values.
+	for name := range g.fixed {
+		del(params, name)
+	}
+	for _, k := range g.v.Keep {
+		name, vals, p := k.Name, k.Values, get(params, k.Name)
+		if k.Required {
+			del(p, "Default")
+		}
+		for prop, v := range map[string]string{"AllowedPattern": k.Pattern, "Description": k.Description} {
+			if v == "" {
+				continue
+			}
+			if get(p, prop) == nil {
+				return fmt.Errorf("infra: variant: %s has no %s to replace", name, prop)
+			}
+			for i := 0; i+1 < len(p.Content); i += 2 {
+				if p.Content[i].Value == prop {
+					p.Content[i+1] = &yaml.Node{Kind: yaml.ScalarNode, Value: v}
+				}
+			}
+		}
+		if k.Label != "" {
+			if l := get(get(get(get(g.root, "Metadata"), "AWS::CloudFormation::Interface"), "ParameterLabels"), name); l != nil {
+				for i := 0; i+1 < len(l.Content); i += 2 {
+					if l.Content[i].Value == "default" {
+						l.Content[i+1] = &yaml.Node{Kind: yaml.ScalarNode, Value: k.Label, Style: yaml.DoubleQuotedStyle}
+					}
+				}
+			}
+		}
+		if vals == nil {
+			continue
+		}
+		d, _ := g.scalarOf(get(p, "Default"))
+		if !slices.Contains(vals, d) {
+			return fmt.Errorf("infra: variant: %s's default %q is not among its values %q", name, d, vals)
+		}
+		list := &yaml.Node{Kind: yaml.SequenceNode, Style: yaml.FlowStyle}
+		for _, val := range vals {
+			list.Content = append(list.Content, &yaml.Node{Kind: yaml.ScalarNode, Value: val, Style: yaml.DoubleQuotedStyle})
+		}
+		if get(p, "AllowedValues") == nil {
+			return fmt.Errorf("infra: variant: %s has no AllowedValues to restrict", name)
+		}
+		for i := 0; i+1 < len(p.Content); i += 2 {
+			if p.Content[i].Value == "AllowedValues" {
+				p.Content[i+1] = list
+			}
+		}
+	}
+	var ordered []*yaml.Node
+	for _, k := range g.v.Keep {
+		for i := 0; i+1 < len(params.Content); i += 2 {
+			if params.Content[i].Value == k.Name {
+				params.Content[i].HeadComment = ""
+				ordered = append(ordered, params.Content[i], params.Content[i+1])
+			}
+		}
+	}
+	params.Content = ordered
+	if k := keyNode(g.root, "Parameters"); k != nil {
+		k.HeadComment = comment(g.v.ParametersComment)
+	}
+	// Conditions the variant decides, or that equal another, are gone; the
+	// others are simplified.
+	if conds != nil {
+		for i := 0; i+1 < len(conds.Content); {
+			name := conds.Content[i].Value
+			if g.conds[name] != unknown || g.alias[name] != "" {
+				conds.Content = slices.Delete(conds.Content, i, i+2)
+				continue
+			}
+			conds.Content[i+1] = g.simplify(conds.Content[i+1])
+			i += 2
+		}
+	}
+	return nil
+}
+
+// cond returns the condition a name stands for in the variant.
+func (g *gen) cond(name string) string {
+	for i := 0; i < maxDepth && g.alias[name] != ""; i++ {
+		name = g.alias[name]
+	}
+	return name
+}
+
+// scalarOf returns the string CloudFormation sees for a literal scalar, or
+// for a fixed parameter's Ref.
+func (g *gen) scalarOf(n *yaml.Node) (string, bool) {
+	if n == nil {
+		return "", false
+	}
+	switch {
+	case n.Kind == yaml.ScalarNode && (n.Tag == "" || !strings.HasPrefix(n.Tag, "!") || strings.HasPrefix(n.Tag, "!!")):
+		return n.Value, true
+	case n.Tag == "!Ref" && n.Kind == yaml.ScalarNode:
+		if d, ok := g.fixed[n.Value]; ok {
+			return g.scalarOf(d)
+		}
+		if vals := g.allowed[n.Value]; len(vals) == 1 {
+			return vals[0], true
+		}
+	}
+	return "", false
+}
+
+// keptRef returns the kept parameter n refers to and the values it may
+// take (nil: any).
+func (g *gen) keptRef(n *yaml.Node) (string, []string, bool) {
+	if n.Tag != "!Ref" || n.Kind != yaml.ScalarNode {
+		return "", nil, false
+	}
+	vals, ok := g.allowed[n.Value]
+	return n.Value, vals, ok
+}
+
+// condition returns the value of the named condition.
+func (g *gen) condition(name string) (tri, error) {
+	if t, ok := g.conds[name]; ok {
+		return t, nil
+	}
+	n := get(get(g.root, "Conditions"), name)
+	if n == nil {
+		return unknown, fmt.Errorf("infra: variant: no condition %s", name)
+	}
+	t, err := g.eval(n)
+	if err != nil {
+		return unknown, fmt.Errorf("condition %s: %w", name, err)
+	}
+	g.conds[name] = t
+	return t, nil
+}
+
+// eval returns the value of a condition or Rule expression.
+func (g *gen) eval(n *yaml.Node) (tri, error) {
+	if g.depth++; g.depth > maxDepth {
+		return unknown, fmt.Errorf("%w: nested more than %d deep", ErrUnresolved, maxDepth)
+	}
+	defer func() { g.depth-- }()
+	switch n.Tag {
+	case "!Condition":
+		return g.condition(n.Value)
+	case "!Not":
+		if len(n.Content) != 1 {
+			break
+		}
+		t, err := g.eval(n.Content[0])
+		switch t {
+		case true_:
+			return false_, err
+		case false_:
+			return true_, err
+		}
+		return unknown, err
+	case "!And", "!Or":
+		and := n.Tag == "!And"
+		all := true
+		for _, c := range n.Content {
+			t, err := g.eval(c)
+			if err != nil {
+				return unknown, err
+			}
+			if t == triOf(!and) {
+				return t, nil
+			}
+			all = all && t != unknown
+		}
+		if all {
+			return triOf(and), nil
+		}
+		return unknown, nil
+	case "!Equals":
+		if len(n.Content) != 2 {
+			break
+		}
+		a, aok := g.scalarOf(n.Content[0])
+		b, bok := g.scalarOf(n.Content[1])
+		switch {
+		case aok && bok:
+			return triOf(a == b), nil
+		case aok && a == "" && g.nonEmpty(n.Content[1]), bok && b == "" && g.nonEmpty(n.Content[0]):
+			return false_, nil
+		case aok:
+			return g.among(n.Content[1], []string{a}), nil
+		case bok:
+			return g.among(n.Content[0], []string{b}), nil
+		}
+		return unknown, nil
+	case "!Contains":
+		if len(n.Content) != 2 || n.Content[0].Kind != yaml.SequenceNode {
+			break
+		}
+		var list []string
+		for _, c := range n.Content[0].Content {
+			s, ok := g.scalarOf(c)
+			if !ok {
+				return unknown, nil
+			}
+			list = append(list, s)
+		}
+		if x, ok := g.scalarOf(n.Content[1]); ok {
+			return triOf(slices.Contains(list, x)), nil
+		}
+		return g.among(n.Content[1], list), nil
+	}
+	return unknown, fmt.Errorf("%w: %s %v is not a condition the variant evaluates", ErrUnresolved, n.Tag, n.Value)
+}
+
+// nonEmpty reports whether n is known not to be empty: a Ref to a
+// required kept parameter, or to a parameter fixed at a Fn::Sub with text
+// besides its ${...}.
+func (g *gen) nonEmpty(n *yaml.Node) bool {
+	if n.Tag != "!Ref" {
+		return false
+	}
+	if g.required[n.Value] {
+		return true
+	}
+	f, ok := g.fixed[n.Value]
+	return ok && f.Tag == "!Sub" && f.Kind == yaml.ScalarNode && subVar.ReplaceAllString(f.Value, "") != ""
+}
+
+// among returns whether ref, a kept parameter's Ref, takes one of vals:
+// decided when every value it may take is in vals, or none is.
+func (g *gen) among(ref *yaml.Node, vals []string) tri {
+	_, allowed, ok := g.keptRef(ref)
+	if !ok || allowed == nil {
+		return unknown
+	}
+	in := 0
+	for _, a := range allowed {
+		if slices.Contains(vals, a) {
+			in++
+		}
+	}
+	switch in {
+	case 0:
+		return false_
+	case len(allowed):
+		return true_
+	}
+	return unknown
+}
+
+// simplify returns expression n (of undecided value) without its decided
+// parts: an And drops what is true, an Or what is false, a fixed
+// parameter's Ref becomes its value.
+func (g *gen) simplify(n *yaml.Node) *yaml.Node {
+	switch n.Tag {
+	case "!And", "!Or":
+		keep := triOf(n.Tag == "!Or") // an Or drops what is false, an And what is true
+		var out []*yaml.Node
+		for _, c := range n.Content {
+			t, _ := g.eval(c)
+			if t != unknown && t != keep {
+				continue
+			}
+			out = append(out, g.simplify(c))
+		}
+		if len(out) == 1 {
+			return out[0]
+		}
+		m := *n
+		m.Content = out
+		return &m
+	case "!Not":
+		m := *n
+		m.Content = []*yaml.Node{g.simplify(n.Content[0])}
+		return &m
+	case "!Ref":
+		if d, ok := g.fixed[n.Value]; ok {
+			return literal(d)
+		}
+		return n
+	case "!Condition":
+		m := *n
+		m.Value = g.cond(n.Value)
+		return &m
+	}
+	if n.Kind == yaml.SequenceNode || n.Kind == yaml.MappingNode {
+		m := *n
+		m.Content = make([]*yaml.Node, len(n.Content))
+		for i, c := range n.Content {
+			m.Content[i] = g.simplify(c)
+		}
+		return &m
+	}
+	return n
+}
+
+// literal returns a copy of a parameter's value: its default as a plain
+// scalar, or the Fn::Sub a Variant fixes it at.
+func literal(d *yaml.Node) *yaml.Node {
+	if strings.HasPrefix(d.Tag, "!") && !strings.HasPrefix(d.Tag, "!!") {
+		c := *d
+		return &c
+	}
+	l := &yaml.Node{Kind: yaml.ScalarNode, Value: d.Value, Style: d.Style, Tag: d.Tag}
+	if l.Value == "" || l.Style == 0 && (l.Value == "true" || l.Value == "false") {
+		l.Style = yaml.DoubleQuotedStyle
+	}
+	return l
+}
+
+// rules decides every Rule: one whose condition is false, or whose every
+// assertion holds, goes; an assertion the variant breaks is an error.
+func (g *gen) rules() error {
+	rules := get(g.root, "Rules")
+	if rules == nil {
+		return nil
+	}
+	for i := 0; i+1 < len(rules.Content); {
+		name, r := rules.Content[i].Value, rules.Content[i+1]
+		drop := false
+		if c := get(r, "RuleCondition"); c != nil {
+			t, err := g.eval(c)
+			if err != nil {
+				return fmt.Errorf("rule %s: %w", name, err)
+			}
+			switch t {
+			case false_:
+				drop = true
+			case true_:
+				del(r, "RuleCondition")
+			default:
+				for j := 0; j+1 < len(r.Content); j += 2 {
+					if r.Content[j].Value == "RuleCondition" {
+						r.Content[j+1] = g.simplify(c)
+					}
+				}
+			}
+		}
+		asserts := get(r, "Assertions")
+		if !drop && asserts != nil {
+			var kept []*yaml.Node
+			for _, a := range asserts.Content {
+				expr := get(a, "Assert")
+				t, err := g.eval(expr)
+				if err != nil {
+					return fmt.Errorf("rule %s: %w", name, err)
+				}
+				switch t {
+				case false_:
+					return fmt.Errorf("infra: variant: rule %s rejects the variant's fixed values (%s): restrict a kept parameter's values", name, get(a, "AssertDescription").Value)
+				case unknown:
+					for j := 0; j+1 < len(a.Content); j += 2 {
+						if a.Content[j].Value == "Assert" {
+							a.Content[j+1] = g.simplify(expr)
+						}
+					}
+					kept = append(kept, a)
+				}
+			}
+			asserts.Content = kept
+			drop = len(kept) == 0
+		}
+		if drop {
+			rules.Content = slices.Delete(rules.Content, i, i+2)
+			continue
+		}
+		i += 2
+	}
+	if len(rules.Content) == 0 {
+		del(g.root, "Rules")
+	}
+	return nil
+}
+
+// entries decides the resources or outputs under a condition.
+func (g *gen) entries(m *yaml.Node) error {
+	if m == nil {
+		return nil
+	}
+	for i := 0; i+1 < len(m.Content); {
+		name, e := m.Content[i].Value, m.Content[i+1]
+		ctx := map[string]bool{}
+		if c := get(e, "Condition"); c != nil {
+			t, err := g.condition(c.Value)
+			if err != nil {
+				return err
+			}
+			switch t {
+			case false_:
+				g.dropped[name] = true
+				m.Content = slices.Delete(m.Content, i, i+2)
+				continue
+			case true_:
+				del(e, "Condition")
+			default:
+				c.Value = g.cond(c.Value)
+				ctx[c.Value] = true
+			}
+		}
+		if _, err := g.walk(e, ctx); err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		i += 2
+	}
+	return nil
+}
+
+// noValue reports whether n is !Ref AWS::NoValue.
+func noValue(n *yaml.Node) bool { return n.Tag == "!Ref" && n.Value == "AWS::NoValue" }
+
+// subVar matches a ${Name} of a Fn::Sub string.
+var subVar = regexp.MustCompile(`\$\{([A-Za-z0-9:.]+)\}`)
+
+// walk rewrites n in place (it returns n's replacement): a decided Fn::If
+// becomes the branch it chooses, a fixed parameter's Ref its value, a
+// Fn::Sub string the text with fixed parameters filled in (a plain string
+// when nothing is left to substitute), and what becomes AWS::NoValue
+// leaves its mapping or list.
+//
+// ctx holds the conditions known where n is (the Condition of the
+// resource it is in, the branches of the Fn::If around it): a Fn::If on
+// one of them is decided too.
+func (g *gen) walk(n *yaml.Node, ctx map[string]bool) (*yaml.Node, error) {
+	switch n.Tag {
+	case "!If":
+		if len(n.Content) != 3 {
+			return nil, fmt.Errorf("Fn::If with %d arguments", len(n.Content))
+		}
+		t, err := g.condition(n.Content[0].Value)
+		if err != nil {
+			return nil, err
+		}
+		c := g.cond(n.Content[0].Value)
+		if v, known := ctx[c]; known && t == unknown {
+			t = triOf(v)
+		}
+		switch t {
+		case true_:
+			return g.walk(n.Content[1], ctx)
+		case false_:
+			return g.walk(n.Content[2], ctx)
+		}
+		n.Content[0].Value = c
+		for i := 1; i < 3; i++ {
+			inner := maps.Clone(ctx)
+			if inner == nil {
+				inner = map[string]bool{}
+			}
+			inner[c] = i == 1
+			r, err := g.walk(n.Content[i], inner)
+			if err != nil {
+				return nil, err
+			}
+			n.Content[i] = r
+		}
+		return n, nil
+	case "!Ref":
+		if d, ok := g.fixed[n.Value]; ok {
+			return literal(d), nil
+		}
+		return n, nil
+	case "!Sub":
+		return g.sub(n, ctx)
+	}
+	switch n.Kind {
+	case yaml.MappingNode:
+		for i := 0; i+1 < len(n.Content); {
+			r, err := g.walk(n.Content[i+1], ctx)
+			if err != nil {
+				return nil, err
+			}
+			if noValue(r) {
+				n.Content = slices.Delete(n.Content, i, i+2)
+				continue
+			}
+			n.Content[i+1] = r
+			i += 2
+		}
+	case yaml.SequenceNode:
+		out := n.Content[:0]
+		for _, c := range n.Content {
+			r, err := g.walk(c, ctx)
+			if err != nil {
+				return nil, err
+			}
+			if !noValue(r) {
+				out = append(out, r)
+			}
+		}
+		n.Content = out
+	}
+	return n, nil
+}
+
+func (g *gen) sub(n *yaml.Node, ctx map[string]bool) (*yaml.Node, error) {
+	str, vars := n, (*yaml.Node)(nil)
+	if n.Kind == yaml.SequenceNode {
+		if len(n.Content) != 2 {
+			return nil, fmt.Errorf("Fn::Sub with %d arguments", len(n.Content))
+		}
+		str, vars = n.Content[0], n.Content[1]
+		if _, err := g.walk(vars, ctx); err != nil {
+			return nil, err
+		}
+	}
+	text := subVar.ReplaceAllStringFunc(str.Value, func(m string) string {
+		name := m[2 : len(m)-1]
+		if get(vars, name) != nil {
+			return m
+		}
+		if d, ok := g.fixed[name]; ok && (d.Tag == "" || d.Tag == "!Sub" || strings.HasPrefix(d.Tag, "!!")) && d.Kind == yaml.ScalarNode {
+			return d.Value
+		}
+		return m
+	})
+	if vars == nil && !strings.Contains(text, "${") {
+		return literal(&yaml.Node{Value: text, Style: yaml.DoubleQuotedStyle}), nil
+	}
+	s := *str
+	s.Value = text
+	if vars == nil {
+		return &s, nil
+	}
+	n.Content[0] = &s
+	return n, nil
+}
+
+// dependsOn drops dropped resources from every DependsOn.
+func (g *gen) dependsOn() {
+	res := get(g.root, "Resources")
+	for i := 1; i < len(res.Content); i += 2 {
+		d := get(res.Content[i], "DependsOn")
+		switch {
+		case d == nil:
+		case d.Kind == yaml.ScalarNode && g.dropped[d.Value]:
+			del(res.Content[i], "DependsOn")
+		case d.Kind == yaml.SequenceNode:
+			d.Content = slices.DeleteFunc(d.Content, func(c *yaml.Node) bool { return g.dropped[c.Value] })
+		}
+	}
+}
+
+// iface keeps the kept parameters in the console's groups and labels.
+func (g *gen) iface() {
+	i := get(get(g.root, "Metadata"), "AWS::CloudFormation::Interface")
+	if i == nil {
+		return
+	}
+	if groups := get(i, "ParameterGroups"); groups != nil {
+		groups.Content = slices.DeleteFunc(groups.Content, func(grp *yaml.Node) bool {
+			ps := get(grp, "Parameters")
+			ps.Content = slices.DeleteFunc(ps.Content, func(p *yaml.Node) bool { return g.fixed[p.Value] != nil })
+			return len(ps.Content) == 0
+		})
+	}
+	if labels := get(i, "ParameterLabels"); labels != nil {
+		for name := range g.fixed {
+			del(labels, name)
+		}
+	}
+}
