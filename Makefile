@@ -58,9 +58,7 @@ test: prereqs deps bench-deps rie ## Run everything CI runs (gofmt, vet, race te
 	step "simulation (2800 seeds)" go test -count=1 -run 'TestSim$$' ./internal/simtest -seeds=2800
 	step "simulation mutations apply and build" scripts/mutations.sh check $(MUTATIONS)
 	step fuzz env FUZZTIME=$(FUZZTIME) scripts/fuzz.sh
-	step "cfn-lint template.full.yaml" lint_template template.full.yaml
-	step "cfn-lint template.yaml" lint_template template.yaml
-	step "cfn-lint template.sar.yaml" lint_template template.sar.yaml
+	step "cfn-lint (template.full.yaml, template.yaml, template.sar.yaml)" lint_template template.full.yaml template.yaml template.sar.yaml
 	step "cfn-lint rules (negative tests)" python3 scripts/test_cfnlint_rules.py
 	services_down
 	summary "make test"
@@ -166,9 +164,7 @@ lint: prereqs ## gofmt, go vet and cfn-lint (template.full.yaml, template.yaml, 
 	@source scripts/steps.sh
 	step gofmt check_gofmt
 	step "go vet" go vet ./...
-	step "cfn-lint template.full.yaml" lint_template template.full.yaml
-	step "cfn-lint template.yaml" lint_template template.yaml
-	step "cfn-lint template.sar.yaml" lint_template template.sar.yaml
+	step "cfn-lint (template.full.yaml, template.yaml, template.sar.yaml)" lint_template template.full.yaml template.yaml template.sar.yaml
 	summary "make lint"
 
 ## invoke-<function>: Run sender, reconciler, webhook, api or sesevents under the RIE with its events/ sample.

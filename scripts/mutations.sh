@@ -47,9 +47,9 @@ check() {
 			failed=1
 			continue
 		fi
-		# go list -export compiles every package as go build ./... does,
-		# without linking the commands.
-		if ! out=$(go list -overlay="$ov" -export ./... 2>&1 >/dev/null && go vet -overlay="$ov" ./internal/simtest 2>&1); then
+		# go vet of the simulation compiles it and every package it runs
+		# (the mutated ones among them), where the mutation must build.
+		if ! out=$(go vet -overlay="$ov" ./internal/simtest 2>&1); then
 			echo "mutation $name: applies but does not build:"
 			echo "$out" | head -10
 			failed=1
