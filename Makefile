@@ -55,7 +55,7 @@ test: prereqs deps bench-deps rie ## Run everything CI runs (gofmt, vet, race te
 	step gofmt check_gofmt
 	step "go vet" go vet ./...
 	step "go test" go test -race -count=1 ./...
-	step "simulation (3000 seeds)" go test -count=1 -run 'TestSim$$' ./internal/simtest -seeds=3000
+	step "simulation (2800 seeds)" go test -count=1 -run 'TestSim$$' ./internal/simtest -seeds=2800
 	step "simulation mutations apply and build" scripts/mutations.sh check $(MUTATIONS)
 	step fuzz env FUZZTIME=$(FUZZTIME) scripts/fuzz.sh
 	step "cfn-lint (template.full.yaml, template.yaml, template.sar.yaml)" lint_template template.full.yaml template.yaml template.sar.yaml

@@ -184,14 +184,15 @@ func (w *World) scheduleRedeploys() {
 		if r.IntN(2) == 0 {
 			first, second = second, first
 		}
-		w.addEvent(at, fmt.Sprintf("redeploy %d", i), func() { w.redeploy(d, first) })
-		w.addEvent(at.Add(lag), fmt.Sprintf("redeploy %d", i), func() { w.redeploy(d, second) })
+		w.addEvent(at, fmt.Sprintf("redeploy %d", i), func() { w.redeploy(d, first, "") })
+		w.addEvent(at.Add(lag), fmt.Sprintf("redeploy %d", i), func() { w.redeploy(d, second, "") })
 	}
 	w.dep = map[string]*deployment{senderFn: &deps[0], reconcilerFn: &deps[0]}
 }
 
-// redeploy makes fn run deployment d from now on.
-func (w *World) redeploy(d *deployment, fn string) {
+// redeploy makes fn run deployment d from now on. Its faults are counted
+// with prefix ("drain_" for the drain's).
+func (w *World) redeploy(d *deployment, fn, prefix string) {
 	cur := w.dep[fn]
 	if d.n <= cur.n {
 		return // a later deploy came first: an older one never overwrites it
@@ -203,8 +204,8 @@ func (w *World) redeploy(d *deployment, fn string) {
 		}
 	}
 	w.dep[fn] = d
-	w.faults["redeploys"]++
-	w.faults["provider_switches"] += len(switched)
+	w.faults[prefix+"redeploys"]++
+	w.faults[prefix+"provider_switches"] += len(switched)
 	w.tracef("", "%s redeployed: %s; providers switched: %v", fn, d, switched)
 }
 
@@ -255,8 +256,8 @@ func (w *World) switchAll() {
 			d.pick[ch] = 1 - d.pick[ch]
 		}
 	}
-	w.redeploy(&d, senderFn)
-	w.redeploy(&d, reconcilerFn)
+	w.redeploy(&d, senderFn, "drain_")
+	w.redeploy(&d, reconcilerFn, "drain_")
 }
 
 var channels = []string{"sms", "email", "push"}

@@ -17,7 +17,7 @@ import (
 
 var (
 	flagSeed     = flag.Int64("seed", -1, "replay this one seed and print its whole trace")
-	flagSeeds    = flag.Int("seeds", 0, "number of seeds TestSim explores (0: 3000, or 500 under the race detector)")
+	flagSeeds    = flag.Int("seeds", 0, "number of seeds TestSim explores (0: 3000, or 400 under the race detector)")
 	flagFirst    = flag.Uint64("first", 1, "first seed TestSim explores")
 	flagUntil    = flag.Bool("until-violation", false, "run seeds in order and stop at the first violation that is not a known defect (mutation runs); fail if none is found")
 	flagProgress = flag.Duration("progress", 0, "print a progress line this often (0: never)")
@@ -264,7 +264,7 @@ func TestSim(t *testing.T) {
 	if *flagSeeds == 0 {
 		*flagSeeds = 3000
 		if raceEnabled {
-			*flagSeeds = 500
+			*flagSeeds = 400
 		}
 	}
 	if *flagSeed >= 0 {
