@@ -102,21 +102,28 @@ check_gofmt() {
 	fi
 }
 
-# lint_template [TEMPLATE] translates TEMPLATE (template.yaml) with the
-# SAM translator (the CloudFormation `sam deploy` submits) and runs
-# cfn-lint, with this repository's rules (scripts/cfnlint_rules), on both
-# in one run: on a SAM template cfn-lint skips its unknown-IAM-action
-# (W3037) and unused-parameter (W2001) checks. It fails when either does.
+# lint_template [TEMPLATE...] translates each TEMPLATE (template.yaml)
+# with the SAM translator (the CloudFormation `sam deploy` submits) and
+# runs cfn-lint, with this repository's rules (scripts/cfnlint_rules), on
+# all of them and their translations in one run (one start of cfn-lint and
+# its rules): on a SAM template cfn-lint skips its unknown-IAM-action
+# (W3037) and unused-parameter (W2001) checks. It fails when any does.
 lint_template() {
-	local tpl=${1:-template.yaml} out
-	out=.build/$(basename "$tpl" .yaml).translated.json
+	local tpl out files=() failed=0
+	[ $# -gt 0 ] || set -- template.yaml
 	mkdir -p .build
-	if ! python3 scripts/sam-translate.py "$tpl" >"$out"; then
-		echo "sam-translate: $tpl does not translate (samtranslator ships with cfn-lint: pip install cfn-lint)"
-		cfn-lint "$tpl" --append-rules scripts/cfnlint_rules
-		return 1
-	fi
-	cfn-lint "$tpl" "$out" --append-rules scripts/cfnlint_rules
+	for tpl in "$@"; do
+		out=.build/$(basename "$tpl" .yaml).translated.json
+		files+=("$tpl")
+		if python3 scripts/sam-translate.py "$tpl" >"$out"; then
+			files+=("$out")
+		else
+			echo "sam-translate: $tpl does not translate (samtranslator ships with cfn-lint: pip install cfn-lint)"
+			failed=1
+		fi
+	done
+	cfn-lint "${files[@]}" --append-rules scripts/cfnlint_rules || failed=1
+	return $failed
 }
 
 # has_go_pkg DIR: true when DIR holds a Go package (a non-test .go file).

@@ -12,7 +12,13 @@
 //     through a simulator that honours Idempotency-Key, email
 //     (Options.LookupOnly) through one that ignores it;
 //   - twilio: the Twilio adapter against twiliotest (a list by recipient
-//     filtered by send date, matched by body);
+//     filtered by send date, matched by body), whose accepted messages
+//     the lane follows with Twilio's signed status callbacks to the
+//     webhook (the evidence a content lookup needs to prove a message);
+//     its workload sends identical texts to shared recipients
+//     (shareTexts), and its tenant changes a template mid-run
+//     (TemplateChange: a version that cannot render the messages claimed
+//     before it);
 //   - sns and ses: the SNS adapter (SMS) and the SES adapter (email)
 //     against moto_server, read back from /moto-api/data.json (one
 //     motoLane each, through a front that injects the faults);
@@ -34,7 +40,9 @@
 //     answers near the provider timeout, planned permanent rejections;
 //   - an outage: every send of every lane refused (429/5xx) for longer
 //     than the reconciler's old give-up budget (5 attempts);
-//   - callbacks (http): duplicated, delayed and reordered;
+//   - callbacks (http): duplicated, delayed and reordered; (twilio)
+//     "sent" then "delivered" or "undelivered", retried when the webhook
+//     fails them;
 //   - DynamoDB (Proxy): throttling in bursts, answers lost after the
 //     write happened, answers of Claim, TakeOver and Release lost for good
 //     (the SDK's retries dropped too), and the worker killed right after
@@ -54,6 +62,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -70,6 +79,7 @@ import (
 	"github.com/sendonce/sendonce/internal/ledger"
 	"github.com/sendonce/sendonce/internal/localpipeline"
 	"github.com/sendonce/sendonce/internal/provider/simulator"
+	"github.com/sendonce/sendonce/internal/render"
 	"github.com/sendonce/sendonce/internal/rie"
 	"github.com/sendonce/sendonce/internal/sender"
 )
@@ -220,6 +230,12 @@ type lane struct {
 	// messages it found there and sent back to the queue.
 	deadLetters []localpipeline.DeadLetter
 	redriven    int
+	// tc is the lane's template change (nil: none); fed counts the
+	// first-wave bodies enqueued so far (the feeding loop's; the first
+	// wave is the feeder's first bodies, so its indices are theirs).
+	tc   *templateRun
+	fed  int
+	logf func(format string, args ...any)
 }
 
 type copyAt struct {
@@ -269,6 +285,15 @@ func Run(ctx context.Context, o Options) (rep Report, err error) {
 
 	proxy := NewProxy(o.DynamoDBEndpoint, o.Storm, proxySeed)
 	defer proxy.Close()
+	sqsFront, err := NewSQSFront(o.MotoEndpoint)
+	if err != nil {
+		return Report{}, fmt.Errorf("chaos: moto_server endpoint: %w", err)
+	}
+	sqsURL, stopFront, err := serve(sqsFront)
+	if err != nil {
+		return Report{}, err
+	}
+	defer stopFront()
 	var instMu sync.Mutex
 	instances := map[string]*rie.Instance{} // proxy tag → instance
 	var twinOn atomic.Bool
@@ -313,7 +338,7 @@ func Run(ctx context.Context, o Options) (rep Report, err error) {
 		}
 		n = max(1, min(n, left))
 		left -= n
-		l, err := startLane(ctx, o, d, n, i, seeds(), boot, proxy, twin, func(tag string, inst *rie.Instance) {
+		l, err := startLane(ctx, o, d, n, i, seeds(), boot, proxy, sqsURL, twin, logf, func(tag string, inst *rie.Instance) {
 			instMu.Lock()
 			instances[tag] = inst
 			instMu.Unlock()
@@ -388,6 +413,11 @@ func Run(ctx context.Context, o Options) (rep Report, err error) {
 	proxy.Enable(true)
 	twinOn.Store(true)
 	faultStart := time.Now()
+	for _, l := range lanes {
+		if l.tc != nil {
+			l.tc.since = faultStart
+		}
+	}
 	outageDone := func() bool { return o.Outage <= 0 || time.Since(faultStart) > o.OutageAt+o.Outage+2*time.Second }
 	crashCtx, stopCrash := context.WithCancel(runCtx)
 	var bg, faultWG sync.WaitGroup
@@ -547,24 +577,31 @@ func channelsOf(d Lane) string {
 	return strings.Join(s, "+")
 }
 
-// startLane starts lane d's counterpart and pipeline and builds its
-// workload of n messages. A lane returned with an error must still be
+// startLane starts lane d's counterpart and pipeline (reaching moto_server
+// at sqsURL, the SQSFront) and builds its workload of n messages. A lane returned with an error must still be
 // closed.
-func startLane(ctx context.Context, o Options, d Lane, n, idx int, seed uint64, boot localpipeline.Bootstraps, proxy *Proxy,
-	twin func([]types.Message) []types.Message, register func(string, *rie.Instance)) (*lane, error) {
+func startLane(ctx context.Context, o Options, d Lane, n, idx int, seed uint64, boot localpipeline.Bootstraps, proxy *Proxy, sqsURL string,
+	twin func([]types.Message) []types.Message, logf func(string, ...any), register func(string, *rie.Instance)) (*lane, error) {
 	cp, err := d.New(ctx, o, seed)
 	if err != nil {
 		return nil, fmt.Errorf("chaos: lane %s: %w", d.Name, err)
 	}
-	l := &lane{def: d, cp: cp, first: map[string]int{}}
+	l := &lane{def: d, cp: cp, first: map[string]int{}, logf: logf}
+	env := cp.Env()
+	if tc := d.TemplateChange; tc != nil && tc.CacheTTL > 0 {
+		env = maps.Clone(env)
+		env[render.CacheEnv] = tc.CacheTTL.String()
+	}
 	var endpointErr error
 	po := localpipeline.Options{
-		DynamoDBEndpoint: o.DynamoDBEndpoint, MotoEndpoint: o.MotoEndpoint, RIE: o.RIE,
+		// SQS (and the rest of moto) through the front that keeps
+		// moto_server's SQS from losing messages (SQSFront).
+		DynamoDBEndpoint: o.DynamoDBEndpoint, MotoEndpoint: sqsURL, RIE: o.RIE,
 		TemplateTenants: []string{"chaos-" + d.Name}, // the lane's workload tenant (below)
 		Bootstraps:      boot,
 		SenderInstances: d.Instances, VisibilityTimeout: o.VisibilityTimeout, ClaimTimeout: o.ClaimTimeout,
 		ProviderTimeout: o.ProviderTimeout, Settle: o.Settle,
-		Env: cp.Env(),
+		Env: env,
 		InstanceEnv: func(inst string) map[string]string {
 			u, err := proxy.Listen(d.Name + "/" + inst)
 			if err != nil {
@@ -603,6 +640,13 @@ func startLane(ctx context.Context, o Options, d Lane, n, idx int, seed uint64, 
 		N: n, Seed: seed, Tenant: "chaos-" + d.Name, Permanent: o.Permanent, Undeliverable: undeliverable, Invalid: invalid,
 		Channels: d.Channels, AddressBase: idx*1000000 + arng.IntN(900000),
 	})
+	if tc := d.TemplateChange; tc != nil {
+		l.w = tc.addParam(l.w, rand.New(rand.NewPCG(seed, 0x7e3)))
+		l.tc = newTemplateRun(tc, "chaos-"+d.Name, o.DynamoDBEndpoint, p.Table)
+	}
+	if d.Workload != nil {
+		l.w = d.Workload(l.w, rand.New(rand.NewPCG(seed, 0x5a7e)))
+	}
 	l.feed = p.NewFeeder(o.MaxDepth)
 	l.feed.SetParallel(4)
 	base := l.feed.Add(l.w.First...)
@@ -641,8 +685,27 @@ func (l *lane) feedLoop(ctx context.Context) {
 	for ctx.Err() == nil {
 		l.addDueCopies()
 		depth, n, err := l.feed.Step(ctx)
+		l.changeTemplate(ctx)
 		l.busy.Store(err != nil || depth > 0 || n > 0 || l.feed.Backlog() > 0 || int(l.nCopies.Load()) < len(l.copies))
 		localpipeline.Sleep(ctx, 500*time.Millisecond)
+	}
+}
+
+// changeTemplate carries the lane's template change on by the share of
+// its first wave enqueued so far (the feeding loop's).
+func (l *lane) changeTemplate(ctx context.Context) {
+	if l.tc == nil || len(l.w.First) == 0 {
+		return
+	}
+	for l.fed < len(l.w.First) && !l.feed.EnqueuedAt(l.fed).IsZero() {
+		l.fed++
+	}
+	var throttle func(bool)
+	if t, ok := l.cp.(interface{ Throttle(on bool) }); ok {
+		throttle = t.Throttle
+	}
+	for _, line := range l.tc.step(ctx, float64(l.fed)/float64(len(l.w.First)), time.Now(), throttle) {
+		l.logf("lane %s: %s", l.def.Name, line)
 	}
 }
 

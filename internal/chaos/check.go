@@ -35,8 +35,11 @@ type LaneReport struct {
 	// first (they get no verdict; the lane is "not drained").
 	N, Invalid, NotFed int
 	// DeliveredOnce counts messages the provider accepted once and the
-	// ledger holds SENT; DeliveredTwice those it accepted more than once.
-	DeliveredOnce, DeliveredTwice int
+	// ledger holds SENT; DeliveredTwice those it accepted more than once,
+	// of which TwiceByPolicy were repeated by a class policy's resend of
+	// an ambiguous attempt (counted per class in Classes, a violation
+	// only for a class that never resends).
+	DeliveredOnce, DeliveredTwice, TwiceByPolicy int
 	// Lost counts messages never delivered without a final state, or SENT
 	// without the provider having accepted them.
 	Lost int
@@ -53,9 +56,29 @@ type LaneReport struct {
 	// Failed counts FAILED rows by reason; States every final state.
 	Failed map[string]int
 	States map[ledger.State]int
-	// Classes counts duplicates and misses per class (adapters that can
-	// neither drop repeats nor be asked).
+	// Classes counts duplicates and misses per class (adapters whose
+	// ambiguous attempts a class policy may settle: Neither, ByContent).
 	Classes map[string]*ClassCount
+	// PolicySettled counts the messages a class policy settled after a
+	// lookup that could not prove them (ByContent: resent or abandoned);
+	// ProvenByLookup those the reconciler resolved by a lookup's proof.
+	PolicySettled, ProvenByLookup int
+	// MissesOthers counts the ByContent misses (AbandonedByPolicy) whose
+	// every message with the same recipient and text at the provider is
+	// another key's, as that key's row shows (its callback recorded the
+	// message's id): a lookup that also searched the ledger for those ids
+	// would have proven "no record" and sent them.
+	MissesOthers int
+	// FailedUnrenderable counts FAILED rows that hold no message: first
+	// claimed after a template version that cannot render them was put
+	// (Lane.TemplateChange); nothing was sent.
+	FailedUnrenderable int
+	// Template is the lane's template change, per version (nil: none).
+	Template *TemplateReport
+	// Callbacks are the status callbacks the counterpart posted (nil:
+	// it posts none), and RowsWithID the rows holding a provider id.
+	Callbacks  *CallbackStats
+	RowsWithID int
 	// Faults are the counterpart's injected faults, by name.
 	Faults map[string]int
 	// DeadLettered counts invalid bodies on the dead-letter queue;
@@ -122,6 +145,28 @@ func (l *lane) check(ctx context.Context, lostKeys map[string][]string) (LaneRep
 		onDLQ[d.Body] = true
 	}
 	evidence := sync.OnceValue(func() map[string]keyEvidence { return keysLogged(logs) })
+	// What a recording counterpart accepted, per key and per provider id.
+	rc, isRecorder := l.cp.(recorder)
+	owner, idStatus, accepted := map[string]string{}, map[string]string{}, map[string][]acceptedMessage{}
+	if isRecorder {
+		for _, a := range rc.Accepted() {
+			owner[a.ID], idStatus[a.ID] = a.Key, a.Status
+			accepted[a.Key] = append(accepted[a.Key], a)
+		}
+	}
+	if cb, ok := l.cp.(callbackPoster); ok {
+		st := cb.Callbacks()
+		lr.Callbacks = &st
+	}
+	tr := l.templateReport()
+	lr.Template = tr
+	rowIDs := map[string]string{} // key → the provider id its row holds
+	var abandoned []missCase      // ByContent misses
+	if l.tc != nil {
+		if _, err := l.tc.Put(); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	caps := map[Capability]bool{}
 	valid := map[string]bool{}
 	for _, m := range l.w.Messages {
@@ -150,70 +195,26 @@ func (l *lane) check(ctx context.Context, lostKeys map[string][]string) (LaneRep
 			continue
 		}
 		lr.States[state]++
-		if n > 1 {
-			lr.DeliveredTwice++
-			if capability == CanAvoid {
-				add(Violation{Kind: "delivered twice", Key: m.Key, Detail: fmt.Sprintf("%s %s delivered %d times (ledger %s)", m.Channel, m.Class, n, state)})
-			} else {
-				cc.Duplicates++
-				if reconcile.DefaultPolicies[m.Class] != reconcile.Resend {
-					// The class never resends an ambiguous attempt: the
-					// repeat came from a send believed safe to repeat.
-					add(Violation{Kind: "delivered twice against its class policy", Key: m.Key,
-						Detail: fmt.Sprintf("%s %s delivered %d times (ledger %s); class policy %s", m.Channel, m.Class, n, state, reconcile.DefaultPolicies[m.Class])})
-				}
-			}
+		rowIDs[m.Key] = rec.ProviderMessageID
+		if capability == ByContent && state == ledger.StateAbandoned && delivered[m.Key] == 0 {
+			abandoned = append(abandoned, missCase{key: m.Key, to: m.Address, text: l.tc.texts(request(m))[rec.TemplateVersion]})
 		}
-		switch {
-		case !state.Final() && n == 0:
-			where := ""
-			if onDLQ[m.Body] {
-				where = " (its body is on the dead-letter queue)"
-			}
-			add(Violation{Kind: "lost", Key: m.Key, Detail: fmt.Sprintf("%s, never delivered%s; enqueued %s", state, where, l.feed.EnqueuedAt(l.first[m.Body]).Format(time.RFC3339Nano))})
-		case !state.Final():
-			add(Violation{Kind: "unresolved", Key: m.Key, Detail: fmt.Sprintf("%s, but delivered", state)})
-		case state == ledger.StateSent && n == 0:
-			add(Violation{Kind: "lost", Key: m.Key, Detail: "SENT in the ledger, but the provider never accepted it"})
-		case state == ledger.StateFailed && n >= 1 && status[m.Key] != "failed":
-			add(Violation{Kind: "contradiction", Key: m.Key, Detail: fmt.Sprintf("FAILED (%s), but the provider accepted it (status %q)", rec.Reason, status[m.Key])})
-		case state == ledger.StateFailed && rec.Reason == "":
-			add(Violation{Kind: "contradiction", Key: m.Key, Detail: "FAILED without a reason"})
-		}
-		if rec.DeliveryStatus == "failed" || rec.DeliveryStatus == "undelivered" {
-			lr.deliveryFailed++
-		}
-		switch state {
-		case ledger.StateSent:
-			if n == 1 {
-				lr.DeliveredOnce++
-			}
-		case ledger.StateFailed:
-			lr.Failed[rec.Reason]++
-		case ledger.StateAbandoned:
-			lr.Abandoned++
-			switch {
-			case n >= 1:
-				lr.AbandonedDelivered++
-			case strings.Contains(rec.Reason, "maximum age") || strings.Contains(rec.Reason, "max age"):
-				lr.AbandonedMaxAge++
-			case capability == Neither && (strings.Contains(rec.Reason, "policy") || strings.Contains(rec.Reason, "gave up after")) &&
-				ambiguous(lostKeys[m.Key], evidence, m.Key):
-				lr.AbandonedByPolicy++
-				cc.Misses++
-			default:
-				lr.AbandonedNeverAccepted++
-				lr.NeverAcceptedCauses[neverAcceptedCause(rec.Reason, lostKeys[m.Key])]++
-				detail := fmt.Sprintf("%s %s ABANDONED after %d attempts (%s); the provider never accepted it", m.Channel, m.Class, rec.Attempts, rec.Reason)
-				if ops := lostKeys[m.Key]; len(ops) > 0 {
-					detail += "; DynamoDB answers lost for good: " + strings.Join(ops, ", ")
-				}
-				add(Violation{Kind: "abandoned, never accepted", Key: m.Key, Detail: detail})
-			}
+		before := lr.AbandonedByPolicy
+		l.judge(&lr, cc, facts{
+			m: m, capability: capability, n: n, status: status[m.Key], rec: rec, state: state,
+			lost: lostKeys[m.Key], evidence: evidence, onDLQ: onDLQ[m.Body], enqueued: l.feed.EnqueuedAt(l.first[m.Body]),
+			recorded: isRecorder, owner: owner, idStatus: idStatus, accepted: accepted[m.Key],
+		}, tr, add)
+		if lr.AbandonedByPolicy == before && len(abandoned) > 0 && abandoned[len(abandoned)-1].key == m.Key {
+			abandoned = abandoned[:len(abandoned)-1] // not a miss
 		}
 	}
+	lr.MissesOthers = missesOthers(abandoned, rowIDs, accepted)
 	if caps[Neither] {
 		lr.Capability = Neither
+	}
+	if caps[ByContent] {
+		lr.Capability = ByContent
 	}
 	if caps[CanAvoid] {
 		lr.Capability = CanAvoid
@@ -274,6 +275,189 @@ func (l *lane) check(ctx context.Context, lostKeys map[string][]string) (LaneRep
 	}
 	_, lr.ReconcileRuns, lr.ReconcileErrors = l.p.ReconcileTotals()
 	return lr, vs, errors.Join(errs...)
+}
+
+// facts are what the verdict reads about one valid message.
+type facts struct {
+	m          localpipeline.Message
+	capability Capability
+	// n counts the times its provider accepted it; status is the
+	// provider's delivery status of its own message ("failed" when it
+	// reports it undeliverable).
+	n      int
+	status string
+	// rec and state are its ledger row (state NoRow when there is none).
+	rec   ledger.Record
+	state ledger.State
+	// lost are its key's DynamoDB answers lost for good (Proxy.LostKeys);
+	// evidence what the workers' logs say per key (keysLogged).
+	lost     []string
+	evidence func() map[string]keyEvidence
+	// onDLQ: its body is on the dead-letter queue; enqueued: when its
+	// first copy was.
+	onDLQ    bool
+	enqueued time.Time
+	// recorded: the counterpart records owners (recorder): owner and
+	// idStatus map its provider ids to their keys and statuses, accepted
+	// are this message's own accepted messages.
+	recorded        bool
+	owner, idStatus map[string]string
+	accepted        []acceptedMessage
+}
+
+// judge draws the verdict on one valid message from f: it counts it in lr
+// and cc (its class) and reports each broken guarantee to add.
+func (l *lane) judge(lr *LaneReport, cc *ClassCount, f facts, tr *TemplateReport, add func(Violation)) {
+	m, n, rec, state, capability := f.m, f.n, f.rec, f.state, f.capability
+	ev := f.evidence()[m.Key]
+	if ev.provenLookup {
+		lr.ProvenByLookup++
+	}
+	if rec.ProviderMessageID != "" {
+		lr.RowsWithID++
+	}
+	if n > 1 {
+		lr.DeliveredTwice++
+		// Through Neither every repeat is a policy's (nothing else
+		// resends an ambiguous attempt); through ByContent only one
+		// after a logged policy resend; through CanAvoid none.
+		if capability == Neither || capability == ByContent && ev.policyResend {
+			lr.TwiceByPolicy++
+			cc.Duplicates++
+			if reconcile.DefaultPolicies[m.Class] != reconcile.Resend {
+				// The class never resends an ambiguous attempt: the
+				// repeat came from a send believed safe to repeat.
+				add(Violation{Kind: "delivered twice against its class policy", Key: m.Key,
+					Detail: fmt.Sprintf("%s %s delivered %d times (ledger %s); class policy %s", m.Channel, m.Class, n, state, reconcile.DefaultPolicies[m.Class])})
+			}
+		} else {
+			add(Violation{Kind: "delivered twice", Key: m.Key, Detail: fmt.Sprintf("%s %s delivered %d times (ledger %s)", m.Channel, m.Class, n, state)})
+		}
+	}
+	// The owner of the provider id the row holds, when the
+	// counterpart records owners: a row must never hold another
+	// message's id.
+	idOwner, foreignID := "", false
+	if f.recorded && rec.ProviderMessageID != "" {
+		idOwner = f.owner[rec.ProviderMessageID]
+		foreignID = idOwner != m.Key
+	}
+	foreign := func() string {
+		if idOwner == "" {
+			return fmt.Sprintf("provider id %s, which the provider never issued", rec.ProviderMessageID)
+		}
+		return fmt.Sprintf("provider id %s, the message of %s (status %s), with the same text to the same recipient", rec.ProviderMessageID, idOwner, f.idStatus[rec.ProviderMessageID])
+	}
+	switch {
+	case !state.Final() && n == 0:
+		lr.Lost++
+		where := ""
+		if f.onDLQ {
+			where = " (its body is on the dead-letter queue)"
+		}
+		add(Violation{Kind: "lost", Key: m.Key, Detail: fmt.Sprintf("%s, never delivered%s; enqueued %s", state, where, f.enqueued.Format(time.RFC3339Nano))})
+	case !state.Final():
+		add(Violation{Kind: "unresolved", Key: m.Key, Detail: fmt.Sprintf("%s, but delivered", state)})
+	case state == ledger.StateSent && foreignID:
+		if n == 0 {
+			lr.Lost++
+		}
+		add(Violation{Kind: "SENT with another message's id", Key: m.Key,
+			Detail: fmt.Sprintf("%s %s SENT with %s; its own messages accepted: %d", m.Channel, m.Class, foreign(), n)})
+	case state == ledger.StateSent && n == 0:
+		lr.Lost++
+		add(Violation{Kind: "lost", Key: m.Key, Detail: "SENT in the ledger, but the provider never accepted it"})
+	case state == ledger.StateFailed && foreignID:
+		add(Violation{Kind: "FAILED by another message's status", Key: m.Key,
+			Detail: fmt.Sprintf("%s %s FAILED (%s) with %s; its own messages accepted: %d", m.Channel, m.Class, rec.Reason, foreign(), n)})
+	case state == ledger.StateFailed && n >= 1 && f.status != "failed":
+		add(Violation{Kind: "contradiction", Key: m.Key, Detail: fmt.Sprintf("FAILED (%s), but the provider accepted it (status %q)", rec.Reason, f.status)})
+	case state == ledger.StateFailed && rec.Reason == "":
+		add(Violation{Kind: "contradiction", Key: m.Key, Detail: "FAILED without a reason"})
+	case state == ledger.StateFailed && n == 0 && !m.WantFailed:
+		// Never rejected by its provider: only a message that could
+		// not be rendered when first claimed may fail, and only when
+		// a version put during the run cannot render it.
+		if why := l.unrenderable(m, rec); why != "" {
+			add(Violation{Kind: "FAILED, never rejected", Key: m.Key,
+				Detail: fmt.Sprintf("%s %s FAILED (%s) though no provider rejected it and %s", m.Channel, m.Class, rec.Reason, why)})
+		} else {
+			lr.FailedUnrenderable++
+		}
+	}
+	if f.recorded {
+		l.checkTexts(m, rec, f.accepted, tr, add)
+	}
+	if rec.DeliveryStatus == "failed" || rec.DeliveryStatus == "undelivered" {
+		lr.deliveryFailed++
+	}
+	switch state {
+	case ledger.StateSent:
+		if n == 1 {
+			lr.DeliveredOnce++
+		}
+	case ledger.StateFailed:
+		lr.Failed[rec.Reason]++
+	case ledger.StateAbandoned:
+		lr.Abandoned++
+		byPolicy := strings.Contains(rec.Reason, "policy") || strings.Contains(rec.Reason, "gave up after")
+		if capability == ByContent && byPolicy {
+			lr.PolicySettled++
+		}
+		switch {
+		case n >= 1:
+			lr.AbandonedDelivered++
+		case strings.Contains(rec.Reason, "maximum age") || strings.Contains(rec.Reason, "max age"):
+			lr.AbandonedMaxAge++
+		case capability.settledByPolicy() && byPolicy && ambiguous(f.lost, f.evidence, m.Key):
+			lr.AbandonedByPolicy++
+			cc.Misses++
+		default:
+			lr.AbandonedNeverAccepted++
+			lr.NeverAcceptedCauses[neverAcceptedCause(rec.Reason, f.lost)]++
+			detail := fmt.Sprintf("%s %s ABANDONED after %d attempts (%s); the provider never accepted it", m.Channel, m.Class, rec.Attempts, rec.Reason)
+			if ops := f.lost; len(ops) > 0 {
+				detail += "; DynamoDB answers lost for good: " + strings.Join(ops, ", ")
+			}
+			add(Violation{Kind: "abandoned, never accepted", Key: m.Key, Detail: detail})
+		}
+	}
+	if capability == ByContent && state != ledger.StateAbandoned && ev.policyResend {
+		lr.PolicySettled++
+	}
+}
+
+// missCase is a ByContent miss: its key, recipient and the text its row
+// pins (what its lookups searched for).
+type missCase struct{ key, to, text string }
+
+// missesOthers counts the misses whose every message at the provider with
+// the same recipient and text belongs to another key whose row holds
+// that message's id (there is at least one: else the lookup would have
+// found no record).
+func missesOthers(misses []missCase, rowIDs map[string]string, accepted map[string][]acceptedMessage) int {
+	type content struct{ to, body string }
+	byContent := map[content][]acceptedMessage{}
+	for _, as := range accepted {
+		for _, a := range as {
+			c := content{a.To, a.Body}
+			byContent[c] = append(byContent[c], a)
+		}
+	}
+	n := 0
+	for _, m := range misses {
+		same := byContent[content{m.to, m.text}]
+		others := len(same) > 0
+		for _, a := range same {
+			if a.Key == m.key || rowIDs[a.Key] != a.ID {
+				others = false
+			}
+		}
+		if others {
+			n++
+		}
+	}
+	return n
 }
 
 // DumpEnv names a directory into which a run writes every function
@@ -344,6 +528,10 @@ type keyEvidence struct {
 	// deadWorker: the row was decided on as a stale claim whose worker
 	// never recorded an outcome.
 	deadWorker bool
+	// policyResend: a class policy resent the message (after an
+	// ambiguous attempt no lookup could prove); provenLookup: the
+	// reconciler resolved it by a lookup's proof.
+	policyResend, provenLookup bool
 }
 
 var keyField = regexp.MustCompile(`"key":"([^"]+)"`)
@@ -359,6 +547,10 @@ func keysLogged(logs map[string]string) map[string]keyEvidence {
 			}
 			ev := out[m[1]]
 			switch {
+			case strings.Contains(line, " policy: resend"):
+				ev.policyResend = true
+			case strings.Contains(line, `"msg":"reconciled by lookup"`):
+				ev.provenLookup = true
 			case strings.Contains(line, "ledger answer lost; releasing the claim it may have taken"):
 				ev.releasing++
 			case strings.Contains(line, "release claim failed") || strings.Contains(line, "record UNCERTAIN again failed"):
@@ -366,6 +558,8 @@ func keysLogged(logs map[string]string) map[string]keyEvidence {
 			case strings.Contains(line, `"kind":"ambiguous"`) || strings.Contains(line, "provider outcome ambiguous"):
 				ev.ambiguousOutcome = true
 			case strings.Contains(line, "a worker died holding the claim") ||
+				// A sender's lookup of a stale claim that proved nothing.
+				strings.Contains(line, "none is proven to be this key's") ||
 				strings.Contains(line, `"msg":"abandoned"`) && strings.Contains(line, `"state":"PENDING"`):
 				ev.deadWorker = true
 			}
@@ -386,4 +580,65 @@ func events(logs map[string]string, key string) []string {
 		}
 	}
 	return out
+}
+
+// acceptedMessage is one message a counterpart accepted, with the key it
+// belongs to (as the counterpart's own record shows it).
+type acceptedMessage struct {
+	Key, ID, To, Body, Status string
+	// At is when the provider accepted it.
+	At time.Time
+}
+
+// recorder is a counterpart that records which key each message it
+// accepted belongs to, its provider id and its text (twilio: the key is in
+// the StatusCallback URL of the create request). The verdict then checks
+// the provider ids rows hold and the texts sent (checkTexts).
+type recorder interface {
+	Accepted() []acceptedMessage
+}
+
+// CallbackStats are the status callbacks a counterpart posted to the
+// webhook.
+type CallbackStats struct {
+	// Accepted counts the messages accepted, WithoutURL those that
+	// carried no callback URL.
+	Accepted, WithoutURL int
+	// Posted counts callbacks the webhook took, Retried the repeated
+	// posts, GaveUp the callbacks never taken.
+	Posted, Retried, GaveUp int
+}
+
+// callbackPoster is a counterpart that posts status callbacks.
+type callbackPoster interface {
+	Callbacks() CallbackStats
+}
+
+// TemplateReport is a lane's template change as the verdict saw it.
+type TemplateReport struct {
+	// Template names it (tenant/name/channel).
+	Template string
+	// Versions has one row per version, 1 first.
+	Versions []VersionCount
+	// Other counts the messages of the template a provider took with a
+	// text no version renders for them (each a violation).
+	Other int
+	// Straddled counts the messages the last version cannot render that
+	// a provider took, with the text of the earlier version their rows
+	// pin, after the last version was live (put, and the renderers'
+	// cache passed): claimed before the change, sent after it.
+	Straddled int
+}
+
+// VersionCount is what happened with one version of a changed template.
+type VersionCount struct {
+	Version int
+	// Fed is the share of the lane's first wave enqueued when it was put
+	// (0 for version 1, stored at start); At how long after the faults
+	// started.
+	Fed float64
+	At  time.Duration
+	// Pinned counts the rows that pin it; Received the messages the
+	// provider took with its text.
+	Pinned, Received int
 }

@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"context"
+	"math/rand/v2"
 	"time"
 
 	"github.com/sendonce/sendonce/internal/localpipeline"
@@ -18,10 +19,23 @@ const (
 	// asked whether it accepted a message (lookup). Nothing may be
 	// delivered twice and nothing abandoned that it never accepted.
 	CanAvoid Capability = "drops repeats or can be asked"
+	// ByContent: the provider can be asked, but only by content
+	// (Twilio: recipient, text and time), and a match proves the message
+	// only with the provider id a status callback recorded for its key
+	// (provider.Attribute). A lookup that found a message with the same
+	// text and no such proof is unproven and the class policy settles the
+	// row: a duplicate of a policy resend and a miss of a policy abandon
+	// are counted per class, never a violation; every other duplicate,
+	// loss or abandon is one, as for CanAvoid.
+	ByContent Capability = "asked by content (proof: its callback)"
 	// Neither: the class policy decides after an ambiguous send;
 	// duplicates (resend) and misses (abandon) are counted per class.
 	Neither Capability = "neither"
 )
+
+// settledByPolicy reports whether c lets a class policy settle an
+// ambiguous attempt (its duplicates and misses are counted per class).
+func (c Capability) settledByPolicy() bool { return c == ByContent || c == Neither }
 
 // Counterpart is the provider an adapter talks to in a chaos run: real
 // (moto_server, an SMTP server) or faithful (the HTTP simulator,
@@ -75,6 +89,13 @@ type Lane struct {
 	// then comes more than a minute after the dead worker's send, as in
 	// production, which a provider looked up by time must survive.
 	LongClaim *Timings
+	// Workload, if set, reshapes the lane's generated workload (the
+	// twilio lane: identical texts to shared recipients); rng is the
+	// lane's.
+	Workload func(w localpipeline.Workload, rng *rand.Rand) localpipeline.Workload
+	// TemplateChange, if set, is the tenant's template change during the
+	// run (new versions put as the lane is fed).
+	TemplateChange *TemplateChange
 	// New starts the counterpart.
 	New func(ctx context.Context, o Options, seed uint64) (Counterpart, error)
 }
@@ -89,7 +110,8 @@ type Timings struct {
 var Lanes = []Lane{
 	{Name: "http", Channels: []notify.Channel{notify.ChannelSMS, notify.ChannelEmail}, Share: 0.4, Instances: 3, New: newHTTPLane},
 	{Name: "twilio", Channels: []notify.Channel{notify.ChannelSMS}, Share: 0.2, Instances: 2, New: newTwilioLane,
-		LongClaim: &Timings{Claim: 65 * time.Second, Visibility: 20 * time.Second, ReconcileEvery: 90 * time.Second}},
+		LongClaim: &Timings{Claim: 65 * time.Second, Visibility: 20 * time.Second, ReconcileEvery: 90 * time.Second},
+		Workload:  shareTexts, TemplateChange: orderShippedChange},
 	{Name: "sns", Channels: []notify.Channel{notify.ChannelSMS}, Share: 0.2, Instances: 2, New: newSNSLane},
 	{Name: "smtp", Channels: []notify.Channel{notify.ChannelEmail}, Share: 0.2, Instances: 2, New: newSMTPLane},
 	{Name: "ses", Channels: []notify.Channel{notify.ChannelEmail}, Share: 0.15, Instances: 2, New: newSESLane},

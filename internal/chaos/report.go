@@ -117,7 +117,7 @@ func (r Report) WriteTable(out io.Writer) {
 	_ = tw.Flush()
 	fmt.Fprintln(out)
 
-	fmt.Fprintln(tw, "ADAPTER\tCAN\tN\tONCE\tTWICE\tLOST\tABANDONED NEVER ACCEPTED\tABANDONED BY POLICY\tABANDONED (DELIVERED)\tFAILED\tDLQ\tLEAKS\tVERDICT")
+	fmt.Fprintln(tw, "ADAPTER\tCAN\tN\tONCE\tTWICE\tTWICE BY POLICY\tLOST\tABANDONED NEVER ACCEPTED\tMISSES BY POLICY\tABANDONED (DELIVERED)\tFAILED\tDLQ\tLEAKS\tVERDICT")
 	for _, l := range r.Lanes {
 		bad := 0
 		for _, v := range r.Violations {
@@ -129,16 +129,16 @@ func (r Report) WriteTable(out io.Writer) {
 		if bad > 0 {
 			verdict = fmt.Sprintf("%d violations", bad)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d/%d\t%d\t%s\n", l.Name, l.Capability, l.N, l.DeliveredOnce, l.DeliveredTwice, l.Lost,
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d/%d\t%d\t%s\n", l.Name, l.Capability, l.N, l.DeliveredOnce, l.DeliveredTwice, l.TwiceByPolicy, l.Lost,
 			l.AbandonedNeverAccepted, l.AbandonedByPolicy, l.AbandonedDelivered, l.States[ledger.StateFailed], l.DeadLettered, l.Invalid, len(l.Leaks), verdict)
 	}
 	_ = tw.Flush()
-	fmt.Fprintln(out, "  (TWICE must be 0 and ABANDONED NEVER ACCEPTED 0 where CAN is \"drops repeats or can be asked\"; LOST must be 0 everywhere)")
+	fmt.Fprintln(out, "  (LOST must be 0 everywhere; TWICE other than BY POLICY, and ABANDONED NEVER ACCEPTED, must be 0; a policy's repeats and misses are counted per class below)")
 	fmt.Fprintln(out)
 
-	fmt.Fprintln(tw, "ADAPTER\tCLASS\tMESSAGES\tDUPLICATES\tMISSES")
+	fmt.Fprintln(tw, "ADAPTER\tCLASS\tMESSAGES\tDUPLICATES (POLICY)\tMISSES (POLICY)")
 	for _, l := range r.Lanes {
-		if l.Capability != Neither {
+		if !l.Capability.settledByPolicy() {
 			continue
 		}
 		for _, c := range slices.Sorted(maps.Keys(l.Classes)) {
@@ -147,8 +147,41 @@ func (r Report) WriteTable(out io.Writer) {
 		}
 	}
 	_ = tw.Flush()
-	fmt.Fprintln(out, "  (adapters that can neither drop repeats nor be asked: the class policy trades a duplicate (resend) against a miss (abandon))")
+	fmt.Fprintln(out, "  (adapters whose ambiguous attempts a class policy settles: those that can neither drop repeats nor be asked, and those asked by content when the lookup proves nothing; the policy trades a duplicate (resend) against a miss (abandon))")
 	fmt.Fprintln(out)
+
+	for _, l := range r.Lanes {
+		if l.Capability != ByContent {
+			continue
+		}
+		fmt.Fprintf(out, "%s lookups: %d resolved by the reconciler with a proven lookup; %d settled by class policy after a lookup that proved nothing (a message with the same text, no callback for the key); %d of %d rows hold a provider id\n",
+			l.Name, l.ProvenByLookup, l.PolicySettled, l.RowsWithID, l.N)
+		fmt.Fprintf(out, "%s misses by policy: %d of %d had at the provider only messages with their text whose ids other keys' rows hold (their callbacks): a lookup that also searched the ledger for those ids would have proven \"no record\" and sent them\n",
+			l.Name, l.MissesOthers, l.AbandonedByPolicy)
+		if cb := l.Callbacks; cb != nil {
+			fmt.Fprintf(out, "%s status callbacks: %d messages accepted (%d without a callback URL); %d callbacks taken by the webhook, %d posts retried, %d given up\n",
+				l.Name, cb.Accepted, cb.WithoutURL, cb.Posted, cb.Retried, cb.GaveUp)
+		}
+		fmt.Fprintln(out)
+	}
+
+	for _, l := range r.Lanes {
+		tr := l.Template
+		if tr == nil {
+			continue
+		}
+		fmt.Fprintf(tw, "TEMPLATE\tVERSION\tPUT\tROWS PINNING IT\tPROVIDER TOOK ITS TEXT\n")
+		for _, v := range tr.Versions {
+			put := "at start"
+			if v.Version > 1 {
+				put = fmt.Sprintf("%s into the faults, %.0f%% of the lane enqueued", v.At.Round(time.Second), 100*v.Fed)
+			}
+			fmt.Fprintf(tw, "%s (%s)\t%d\t%s\t%d\t%d\n", tr.Template, l.Name, v.Version, put, v.Pinned, v.Received)
+		}
+		_ = tw.Flush()
+		fmt.Fprintf(out, "  (%s: claimed before the last version, which cannot render them, and taken after it was live with the text their rows pin: %d; FAILED at first claim, holding no message, by a version that cannot render the message's data: %d; taken with a text no version renders: %d; every message taken must carry the text of the version its row pins)\n\n",
+			l.Name, tr.Straddled, l.FailedUnrenderable, tr.Other)
+	}
 
 	fmt.Fprintln(tw, "ADAPTER\tDETAIL")
 	for _, l := range r.Lanes {

@@ -167,7 +167,10 @@ func TestConcurrentDeliveriesOfOneKey(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				<-start
-				if s.Process(context.Background(), r).Disposition == dispatch.Sent {
+				// The claim's winner reports sent, or uncertain when a
+				// loaded machine's provider call outlived its timeout after
+				// the simulator took the message (delivered once either way).
+				if d := s.Process(context.Background(), r).Disposition; d == dispatch.Sent || d == dispatch.Uncertain {
 					sent.Add(1)
 				}
 			}()
@@ -179,7 +182,7 @@ func TestConcurrentDeliveriesOfOneKey(t *testing.T) {
 		}
 	}
 	if sent.Load() != keys {
-		t.Errorf("%d workers reported sent, want exactly %d (one per key)", sent.Load(), keys)
+		t.Errorf("%d workers reported sent or uncertain, want exactly %d (one per key)", sent.Load(), keys)
 	}
 	if d := e.sim.Duplicates(); len(d) > 0 {
 		t.Errorf("duplicates: %v", d)

@@ -4,10 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
+	"time"
 
+	"github.com/sendonce/sendonce/internal/decide"
 	"github.com/sendonce/sendonce/internal/ledger"
 	"github.com/sendonce/sendonce/internal/metrics"
+	"github.com/sendonce/sendonce/internal/provider"
 )
 
 // Invariants, by name. Each Violation carries one.
@@ -21,28 +25,57 @@ const (
 	InvStuck           = "stuck-after-drain"
 	InvAbandoned       = "abandoned-never-sent"
 	InvMetrics         = "metrics"
+	InvFailedUnrefused = "failed-not-refused"
+	InvElsewhere       = "resent-elsewhere"
+	InvTextNotPinned   = "text-not-pinned"
+	InvStaleLeft       = "stale-claim-left"
 )
+
+// KindNoTimeForLookup is a stale-claim-left violation by a sender whose
+// function timeout is at most decide.TakeOverBudget: it never has the
+// time for a lookup and a send.
+const KindNoTimeForLookup = "no-time-for-lookup"
+
+// invariants lists every invariant in the order reports show them.
+var invariants = []string{
+	InvDuplicate, InvUnpermitted, InvElsewhere, InvStaleClaim, InvFinalChanged, InvSentUndelivered,
+	InvFailedUnrefused, InvTextNotPinned, InvQuiescence, InvStuck, InvStaleLeft, InvAbandoned, InvMetrics,
+}
 
 // checkedMetrics are the counters compared with what happened.
 var checkedMetrics = []string{
 	metrics.Sent, metrics.Failed, metrics.Released, metrics.Abandoned, metrics.Reclaims,
 	metrics.ProviderErrors, metrics.UncertainAttempts, metrics.FencingLost, metrics.Resent,
 	metrics.ReconciledSent, metrics.ReconciledFailed, metrics.DuplicatesPrevented, metrics.CallbacksApplied,
+	metrics.Failovers,
 }
 
 // checkStep checks the invariants that hold after every step.
 func (w *World) checkStep() {
 	for _, m := range w.msgs {
 		kt := w.keys[m.key]
-		p := w.provs[m.channel]
 		n := kt.delivered()
-		switch {
-		case p.class != classPlain && n > 1:
-			w.violate(InvDuplicate, m.key, fmt.Sprintf("delivered %d times through %s, which can %s", n, p.name, map[provClass]string{classDedup: "drop repeats", classLookup: "be asked"}[p.class]))
-		case p.class == classPlain && n-1 > kt.policyResends:
-			w.violate(InvUnpermitted, m.key, fmt.Sprintf("delivered %d times through %s with %d class-policy resends", n, p.name, kt.policyResends))
+		if n-1 <= kt.policyResends {
+			continue
+		}
+		plain := true
+		for _, name := range kt.deliveredBy {
+			plain = plain && w.byName[name].class == classPlain
+		}
+		switch pm := kt.dupPremature; {
+		case plain:
+			w.violate(InvUnpermitted, m.key, fmt.Sprintf("delivered %d times through %v, which can neither drop repeats nor be asked, with %d class-policy resends", n, kt.deliveredBy, kt.policyResends))
+		case pm.worker != nil && pm.settle != pm.configured:
+			w.violateKind(InvDuplicate, KindSettleNotConfigured, m.key, fmt.Sprintf("delivered %d times through %v with %d class-policy resends, after %s trusted a premature \"no record\" with a settle time of %s where its deployment configures %s",
+				n, kt.deliveredBy, kt.policyResends, pm.worker.name, pm.settle, pm.configured))
+		default:
+			w.violate(InvDuplicate, m.key, fmt.Sprintf("delivered %d times through %v with %d class-policy resends", n, kt.deliveredBy, kt.policyResends))
 		}
 	}
+	if !w.metricsDirty {
+		return
+	}
+	w.metricsDirty = false
 	for _, svc := range []string{"sender", "reconciler", "webhook"} {
 		counts := w.tally[svc].Snapshot()
 		for _, name := range checkedMetrics {
@@ -97,6 +130,153 @@ func (w *World) checkDrained() {
 		if !r.Indexed() && slices.ContainsFunc(m.sqs, func(s *sqsMsg) bool { return s.dlq }) {
 			continue
 		}
+		// A busy number: the Twilio adapter cannot complete its search
+		// (more messages to the recipient since the attempt's day than its
+		// page cap reads), so the lookup is an error and the row waits,
+		// UNCERTAIN, for a complete answer or its maximum age
+		// (docs/providers.md). Counted, not a violation.
+		if w.keys[m.key].searchIncomplete && r.Indexed() {
+			w.faults["rows_waiting_on_busy_numbers"]++
+			continue
+		}
 		w.violate(InvStuck, m.key, fmt.Sprintf("row still %s (attempt %d) after %d calm reconciler runs; %d expired rows in the index", r.State, r.Attempts, drainRounds, w.faults["expired_backlog_rows"]))
 	}
 }
+
+// checkSend checks a provider call that sends key's message with text
+// body through p, before it is made: the text is the one the key's row
+// pins (never the tenant's latest template), and no other provider may
+// already have the message (a send reached it and may have delivered:
+// accepted, or no answer). w.mu is held.
+func (w *World) checkSend(p *simProvider, key, body string) {
+	kt := w.truth(key)
+	for _, name := range slices.Sorted(maps.Keys(kt.reached)) {
+		if name != p.name {
+			w.violate(InvElsewhere, key, fmt.Sprintf("sent through %s, but an earlier send reached %s, which may have delivered it", p.name, name))
+			break
+		}
+	}
+	r, err := w.mem.Get(context.Background(), key)
+	if err != nil || r.Attempts == 1 && !r.Released {
+		// A first attempt sends what the request rendered to when its row
+		// was claimed with that render's inputs: nothing to compare.
+		return
+	}
+	want, ok := w.pinnedText(r)
+	switch {
+	case !ok:
+		w.violate(InvTextNotPinned, key, fmt.Sprintf("sent %q through %s, but its row holds no message", body, p.name))
+	case body != want:
+		w.violate(InvTextNotPinned, key, fmt.Sprintf("sent %q through %s, but its row pins %q (template version %d)", body, p.name, want, r.TemplateVersion))
+	}
+}
+
+// checkFailed checks a FAILED mark of key over row before: a row is
+// FAILED only when its message was refused (a provider refused the
+// key's send, or the carrier failed the key's own message) or the row
+// holds no message (its request could not be rendered when first
+// claimed). A message whose row pins a template version is never FAILED
+// because the tenant's latest version cannot render it. w.mu is held.
+func (w *World) checkFailed(key string, before ledger.Record, reason string) {
+	kt := w.truth(key)
+	if kt.refused {
+		return
+	}
+	now := w.now()
+	for _, name := range slices.Sorted(maps.Keys(kt.reached)) {
+		for _, d := range w.byName[name].sent {
+			if d.key == key && d.failedAt(now.Add(w.byName[name].skew)) {
+				return
+			}
+		}
+	}
+	if _, ok := w.pinnedText(before); !ok {
+		return
+	}
+	w.violate(InvFailedUnrefused, key, fmt.Sprintf("FAILED (%q), but no provider refused its message and its row pins one (template version %d)", reason, before.TemplateVersion))
+}
+
+// noteStale notes that sender wk found key's first claim stale (PENDING,
+// lease passed by more than the clocks' error, not released, not taken
+// over, so not in the attention index): it must take the row over or mark
+// it UNCERTAIN, or nobody but a later redelivery ever sees it. Only a
+// worker that found it late in its invocation (less than a lookup and a
+// send left, decide.TakeOverBudget) may leave it, and only when its
+// function's timeout leaves the next delivery that time. w.mu is held.
+func (w *World) noteStale(wk *worker, cur ledger.Record) {
+	now := w.ledgerNow()
+	if wk.service != "sender" || cur.State != ledger.StatePending || cur.Released || cur.Indexed() || now.Sub(cur.LeaseUntil) <= 2*maxSkew {
+		return
+	}
+	budget := decide.TakeOverBudget(providerTimeout)
+	if wk.deadline.Sub(w.now()) < budget+time.Second && wk.timeout >= 2*budget {
+		return
+	}
+	w.staleSeen[heldKey{wk.id, cur.Key}] = staleSight{at: w.now(), left: wk.deadline.Sub(w.now())}
+}
+
+// staleSight is when a sender found a stale first claim, and how much of
+// its invocation was left.
+type staleSight struct {
+	at   time.Time
+	left time.Duration
+}
+
+// checkStaleLeft, once sender wk has returned, reports every stale first
+// claim it found and left as it was. w.mu is held, or the bubble is
+// quiet.
+func (w *World) checkStaleLeft(wk *worker) {
+	var keys []string
+	for hk := range w.staleSeen {
+		if hk.worker == wk.id {
+			keys = append(keys, hk.key)
+		}
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		seen := w.staleSeen[heldKey{wk.id, k}]
+		delete(w.staleSeen, heldKey{wk.id, k})
+		if !wk.dead {
+			kind := ""
+			if wk.timeout <= decide.TakeOverBudget(providerTimeout) {
+				kind = KindNoTimeForLookup
+			}
+			w.violateKind(InvStaleLeft, kind, k, fmt.Sprintf("%s (function timeout %s, %s left) found the first claim stale and left it as it was (neither taken over nor marked UNCERTAIN): the reconciler never sees it, and the message may reach the dead-letter queue",
+				wk.name, wk.timeout, seen.left.Round(time.Millisecond)))
+		}
+	}
+}
+
+// noteLookup records a lookup's answer through p for the policy-resend
+// permission, and whether a "no record" came while a message of the key
+// that p accepted was not listed yet (premature: only the settle time
+// makes such an answer safe to act on). w.mu is held.
+func (w *World) noteLookup(wk *worker, p *simProvider, key string, res provider.LookupResult) {
+	w.lastLookup[heldKey{wk.id, key}] = res.Status
+	if res.Status != provider.LookupNotFound {
+		return
+	}
+	now := w.now().Add(p.skew)
+	kt := w.truth(key)
+	kt.premature = premature{}
+	for _, d := range p.sent {
+		if d.key == key && !now.Before(d.created) && now.Before(d.visible) {
+			kt.premature = premature{worker: wk, settle: wk.settle, configured: wk.configuredSettle}
+			break
+		}
+	}
+}
+
+// premature is the latest "no record" answer about a key that came before
+// a message of the key that the provider had accepted was listed.
+type premature struct {
+	worker *worker
+	// settle is the asking worker's settle time; configured is the settle
+	// time its deployment configures (ReconcileSettleSeconds).
+	settle, configured time.Duration
+}
+
+// KindSettleNotConfigured is a duplicate-delivery after a premature "no
+// record" answer to a worker whose settle time is not the one its
+// deployment configures (its environment does not carry it).
+const KindSettleNotConfigured = "settle-not-configured"

@@ -5,7 +5,9 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/sendonce/sendonce/internal/ledger"
@@ -93,6 +95,7 @@ func (l *simLedger) begin(ctx context.Context, op, key string) *worker {
 }
 
 func (l *simLedger) end() {
+	l.w.metricsDirty = true // pending counts may have settled
 	l.w.cur = nil
 	l.w.mu.Unlock()
 }
@@ -126,6 +129,7 @@ func (l *simLedger) Claim(ctx context.Context, e ledger.Entry, lease time.Durati
 		w.tracef(e.Key, "%s claim %s: ok (attempt 1)", wk.name, w.short(e.Key))
 	} else if cur, ok := ledger.AsConflict(err); ok {
 		w.observeConflict(wk, cur)
+		w.noteStale(wk, cur)
 		w.tracef(e.Key, "%s claim %s: conflict (%s, attempt %d, released=%v)", wk.name, w.short(e.Key), cur.State, cur.Attempts, cur.Released)
 	} else {
 		w.tracef(e.Key, "%s claim %s: error %v", wk.name, w.short(e.Key), err)
@@ -137,6 +141,7 @@ func (l *simLedger) TakeOver(ctx context.Context, cur ledger.Record, provider st
 	wk := l.begin(ctx, "takeover", cur.Key)
 	defer l.end()
 	w := l.w
+	delete(w.staleSeen, heldKey{wk.id, cur.Key})
 	kt := w.truth(cur.Key)
 	f := w.writeFault(wk)
 	now := w.ledgerNow()
@@ -145,6 +150,7 @@ func (l *simLedger) TakeOver(ctx context.Context, cur ledger.Record, provider st
 		return ledger.Claim{Key: cur.Key, ClaimID: w.newClaimID(), Attempt: cur.Attempts + 1, LeaseUntil: now.Add(lease), AttemptedAt: now}, fmt.Errorf("simledger: takeover: %w", w.faultErr(f))
 	}
 	latest := kt.claimID
+	before, _ := l.inner.Get(ctx, cur.Key)
 	c, err := l.inner.TakeOver(ctx, cur, provider, lease)
 	if err == nil {
 		if latest != "" && cur.ClaimID != latest {
@@ -152,16 +158,16 @@ func (l *simLedger) TakeOver(ctx context.Context, cur ledger.Record, provider st
 		}
 		kt.claimID = c.ClaimID
 		a := &attempt{claimID: c.ClaimID, worker: wk, key: cur.Key}
-		// A resend the class policy allows: the reconciler takes over a row
-		// whose last attempt may have delivered, through a provider that
-		// can neither drop a repeat nor be asked.
-		// A released policy resend passes the policy on: the message may
-		// still have gone out before it.
-		if wk.service == "reconciler" && !cur.Released && w.policyResends(cur) {
-			a.policyResend = true
-		}
-		if p := w.attempts[cur.ClaimID]; cur.Released && p != nil && p.policyResend {
-			a.policyResend = true
+		// A resend the class policy allows (policyResend) starts a policy
+		// chain: one decision that accepts one possible duplicate. The
+		// attempts that take it over after it continue the chain: a
+		// released one sent nothing, and one that may have sent is looked
+		// up or resent in its place. A chain may deliver once.
+		if w.policyResend(wk, before) {
+			w.chains++
+			a.chain = w.chains
+		} else if p := w.attempts[cur.ClaimID]; p != nil {
+			a.chain = p.chain
 		}
 		w.attempts[c.ClaimID] = a
 		w.snapshot(cur.Key)
@@ -174,7 +180,19 @@ func (l *simLedger) TakeOver(ctx context.Context, cur ledger.Record, provider st
 	if err == nil {
 		w.held[heldKey{wk.id, cur.Key}] = c.ClaimID
 		w.attempts[c.ClaimID].acked = true
-		if wk.service == "sender" {
+		// A failover (dispatch.SendRoute) takes over the worker's own
+		// released claim for the route's next provider: counted as
+		// Failovers, and the sender counts one Reclaims for the route.
+		prev := w.attempts[cur.ClaimID]
+		switch {
+		case prev != nil && prev.worker == wk && prev.released:
+			w.expect(wk.service, metrics.Failovers)
+			w.faults["failovers"]++
+			if prev.reclaim == reclaimReleased {
+				prev.reclaim = reclaimNone
+				w.attempts[c.ClaimID].reclaim = reclaimPending
+			}
+		case wk.service == "sender":
 			w.attempts[c.ClaimID].reclaim = reclaimPending
 		}
 		w.tracef(cur.Key, "%s takeover %s from %s: ok (attempt %d)", wk.name, w.short(cur.Key), cur.State, c.Attempt)
@@ -194,6 +212,7 @@ func (l *simLedger) Mark(ctx context.Context, c ledger.Claim, o ledger.Outcome) 
 	wk := l.begin(ctx, "mark", c.Key)
 	defer l.end()
 	w := l.w
+	delete(w.staleSeen, heldKey{wk.id, c.Key})
 	if o.State == ledger.StateFailed {
 		// Nothing was delivered: the dispatcher retries a failed FAILED
 		// mark as it retries a Release.
@@ -230,8 +249,12 @@ func (l *simLedger) Mark(ctx context.Context, c ledger.Claim, o ledger.Outcome) 
 		switch o.State {
 		case ledger.StateSent:
 			if kt.delivered() == 0 {
-				w.violate(InvSentUndelivered, c.Key, "row marked SENT but the provider never accepted the message")
+				w.violate(InvSentUndelivered, c.Key, "row marked SENT but no provider ever accepted the message")
+			} else if id := o.ProviderMessageID; id != "" && !slices.ContainsFunc(kt.deliveries, func(d delivery) bool { return d.id == id }) {
+				w.violate(InvSentUndelivered, c.Key, fmt.Sprintf("row marked SENT with provider message %s, which is not one of its own", id))
 			}
+		case ledger.StateFailed:
+			w.checkFailed(c.Key, before, o.Reason)
 		case ledger.StateAbandoned:
 			if !kt.maybeDelivered(w) && w.now().Sub(before.CreatedAt) < maxAge {
 				w.violate(InvAbandoned, c.Key, fmt.Sprintf("ABANDONED (%q, attempt %d) though no provider call could have delivered it%s", o.Reason, c.Attempt, kt.cause(o.Reason)))
@@ -292,8 +315,15 @@ func (l *simLedger) Release(ctx context.Context, c ledger.Claim, reason string, 
 	}
 	switch {
 	case err == nil:
-		w.expect(wk.service, metrics.Released)
-		w.reclaimDone(a)
+		// A reconciler that postpones a released row whose provider is
+		// not configured releases it again and counts a configuration
+		// error, not a release (reconcile: ActionPostponed).
+		if wk.service != "reconciler" || !strings.HasPrefix(reason, "config: no provider is configured") {
+			w.expect(wk.service, metrics.Released)
+		}
+		if a != nil && a.reclaim == reclaimPending {
+			a.reclaim = reclaimReleased // it may fail over yet
+		}
 		w.tracef(c.Key, "%s release %s: ok (%s)", wk.name, w.short(c.Key), reason)
 	case errors.Is(err, ledger.ErrFencingLost):
 		w.reclaimDone(a)

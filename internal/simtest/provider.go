@@ -16,16 +16,23 @@ type provClass int
 const (
 	// classDedup drops a repeat that carries the same key.
 	classDedup provClass = iota
-	// classLookup can be asked, Twilio-style: it lists messages to the
-	// recipient created from AttemptedAt minus a minute, matched by body.
-	classLookup
+	// classRef can be asked about a message by its key (a reference the
+	// provider stores).
+	classRef
+	// classTwilio is the real Twilio adapter (package twilio) over a
+	// simulated Twilio API: no key, looked up by content (recipient, text,
+	// sender) in the message list.
+	classTwilio
 	// classPlain can do neither.
 	classPlain
 )
 
 func (c provClass) String() string {
-	return [...]string{"dedup", "lookup", "plain"}[c]
+	return [...]string{"dedup", "ref", "twilio", "plain"}[c]
 }
+
+// canBeAsked reports whether the class answers lookups.
+func (c provClass) canBeAsked() bool { return c == classRef || c == classTwilio }
 
 // Provider faults.
 const (
@@ -45,7 +52,8 @@ const (
 // have been created (Twilio's adapter allows a minute of clock skew).
 const lookupWindow = time.Minute
 
-// delivery is one message the provider accepted (the ground truth).
+// delivery is one message a provider holds: one it accepted (the ground
+// truth), or, at the Twilio API, other traffic to the same number.
 type delivery struct {
 	key, to, body string
 	id            string
@@ -53,35 +61,68 @@ type delivery struct {
 	// visible is when a lookup starts to list it (Twilio lists a message
 	// once it has a date sent).
 	visible time.Time
+	// failAt, when set, is when the carrier failed the message after the
+	// provider accepted it (undelivered): a lookup then finds it rejected.
+	failAt time.Time
+	// noise: not a message of the workload (another sender's traffic).
+	noise bool
 }
 
+func (d *delivery) failedAt(t time.Time) bool { return !d.failAt.IsZero() && !t.Before(d.failAt) }
+
 // simProvider models one provider by capability. It implements
-// provider.Adapter; lookupProvider adds provider.Looker.
+// provider.Adapter; refProvider adds provider.Looker; the Twilio class is
+// the real adapter over twilioAPI.
 type simProvider struct {
 	w       *World
 	name    string
 	channel string
 	class   provClass
 	skew    time.Duration
-	timeout time.Duration
 	// storms are 429 storms: every send in [from, until) is throttled.
 	storms [][2]time.Time
-	byKey  map[string]string // dedup: key → message id
-	sent   []delivery
+	byKey  map[string]string // key → first message id
+	sent   []*delivery
 	n      int
+	tw     *twilioAPI
+	ad     provider.Adapter
 }
 
-type lookupProvider struct{ *simProvider }
+type refProvider struct{ *simProvider }
 
 var (
 	_ provider.Adapter = (*simProvider)(nil)
-	_ provider.Looker  = lookupProvider{}
+	_ provider.Looker  = refProvider{}
 )
+
+func (w *World) newProvider(name, ch string, c provClass) *simProvider {
+	p := &simProvider{w: w, name: name, channel: ch, class: c,
+		skew: time.Duration(w.rng.Int64N(int64(2*maxSkew))) - maxSkew, byKey: map[string]string{}}
+	if w.rng.IntN(10) < 3 {
+		from := w.t0.Add(time.Duration(w.rng.Int64N(int64(10 * time.Minute))))
+		length := time.Duration(float64(10*time.Second) * float64(uint(1)<<w.rng.IntN(8)) * (1 + w.rng.Float64()))
+		p.storms = append(p.storms, [2]time.Time{from, from.Add(length)})
+		w.faults["provider_429_storm_windows"]++
+	}
+	switch c {
+	case classTwilio:
+		p.tw = w.newTwilioAPI(p)
+		p.ad = p.tw.adapter()
+	case classRef:
+		p.ad = refProvider{p}
+	default:
+		p.ad = p
+	}
+	return p
+}
+
+// adapter is what a function built from a deployment gets for p.
+func (p *simProvider) adapter() provider.Adapter { return p.ad }
 
 func (p *simProvider) Name() string { return p.name }
 
 func (p *simProvider) Capabilities() provider.Capabilities {
-	return provider.Capabilities{IdempotentSends: p.class == classDedup, LookupByReference: p.class == classLookup}
+	return provider.Capabilities{IdempotentSends: p.class == classDedup, LookupByReference: p.class == classRef}
 }
 
 func (p *simProvider) perr(kind provider.Kind, op, code, reason string, err error) error {
@@ -125,7 +166,7 @@ func (p *simProvider) pick(wk *worker) string {
 func (p *simProvider) hang(ctx context.Context, key string) error {
 	d, ok := ctx.Deadline()
 	if !ok {
-		d = time.Now().Add(p.timeout)
+		d = time.Now().Add(providerTimeout)
 	}
 	p.w.sleepUntil(ctx, "hang", key, d)
 	if err := ctx.Err(); err != nil {
@@ -134,12 +175,61 @@ func (p *simProvider) hang(ctx context.Context, key string) error {
 	return context.DeadlineExceeded
 }
 
+// accept records that p accepted key's message (to, body): the ground
+// truth of deliveries, the carrier's fate and the status callbacks. It
+// returns the message id; a provider that drops repeats answers a repeat
+// with the first id and delivers nothing. w.mu is held.
+func (p *simProvider) accept(wk *worker, key, to, body string) string {
+	w := p.w
+	if id, ok := p.byKey[key]; ok && p.class == classDedup {
+		return id
+	}
+	kt := w.truth(key)
+	a := w.attempts[w.held[heldKey{wk.id, key}]]
+	if a != nil && a.key != key {
+		a = nil
+	}
+	p.n++
+	id := fmt.Sprintf("%s-%d", p.name, p.n)
+	if p.tw != nil {
+		id = p.tw.sid(p.n)
+	}
+	now := w.now().Add(p.skew)
+	d := &delivery{key: key, to: to, body: body, id: id, created: now, visible: now.Add(p.lag())}
+	if w.rng.Float64() < w.sc.carrierFailure {
+		d.failAt = d.visible.Add(time.Duration(w.rng.IntN(30)) * time.Second)
+	}
+	p.sent = append(p.sent, d)
+	if _, ok := p.byKey[key]; !ok {
+		p.byKey[key] = id
+	}
+	kt.deliveries = append(kt.deliveries, delivery{key: key, id: id, created: now})
+	if len(kt.deliveries) == 2 {
+		kt.dupPremature = kt.premature // what the repeat followed
+	}
+	kt.deliveredBy = append(kt.deliveredBy, p.name)
+	if a != nil && a.chain != 0 && !kt.chains[a.chain] {
+		kt.chains[a.chain] = true
+		kt.policyResends++
+	}
+	w.scheduleCallbacks(p, d)
+	return id
+}
+
+// lag is how long after acceptance a message is listed: up to the
+// smallest settle time any function of the seed uses, less the clocks'
+// error, so a "no record" answer trusted after the settle time is true.
+func (p *simProvider) lag() time.Duration {
+	return time.Duration(p.w.rng.Int64N(int64(p.w.sc.lagMax) + 1))
+}
+
 func (p *simProvider) Send(ctx context.Context, m provider.Message) (provider.Receipt, error) {
 	wk := p.w.yield(ctx, "send", m.Key)
 	w := p.w
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	kt := w.truth(m.Key)
+	w.checkSend(p, m.Key, m.Body)
 	a := w.attempts[w.held[heldKey{wk.id, m.Key}]]
 	if a != nil && a.key != m.Key {
 		a = nil
@@ -148,22 +238,10 @@ func (p *simProvider) Send(ctx context.Context, m provider.Message) (provider.Re
 	if b != provAccept {
 		w.faults[b]++
 	}
-	accept := func() string {
-		if id, ok := p.byKey[m.Key]; ok && p.class == classDedup {
-			return id
-		}
-		p.n++
-		id := fmt.Sprintf("%s-%d", p.name, p.n)
-		now := w.now().Add(p.skew)
-		d := delivery{key: m.Key, to: m.To, body: m.Body, id: id, created: now, visible: now.Add(time.Duration(w.rng.IntN(60)) * time.Second)}
-		p.sent = append(p.sent, d)
-		p.byKey[m.Key] = id
-		kt.deliveries = append(kt.deliveries, delivery{key: m.Key, id: id, created: now})
-		if a != nil && a.policyResend {
-			kt.policyResends++
-		}
-		w.scheduleCallbacks(p, d)
-		return id
+	switch b {
+	case provAccept, provHangAfter, provHangBefore, provLost:
+		// Noted before the call may hang: its worker may die there.
+		kt.reached[p.name] = true
 	}
 	var (
 		rcpt provider.Receipt
@@ -171,18 +249,19 @@ func (p *simProvider) Send(ctx context.Context, m provider.Message) (provider.Re
 	)
 	switch b {
 	case provAccept:
-		rcpt.MessageID = accept()
+		rcpt.MessageID = p.accept(wk, m.Key, m.To, m.Body)
 	case provHangAfter:
-		accept()
-		w.tracef(m.Key, "%s send %s via %s(%s): accepted, then no answer", wk.name, w.short(m.Key), p.name, p.class)
+		p.accept(wk, m.Key, m.To, m.Body)
+		w.tracef(m.Key, "%s send %s via %s: accepted, then no answer", wk.name, w.short(m.Key), p.name)
 		err = p.perr(provider.Ambiguous, "send", "", "no answer after the request was written: timeout", p.hang(ctx, m.Key))
 	case provHangBefore:
-		w.tracef(m.Key, "%s send %s via %s(%s): no answer, not accepted", wk.name, w.short(m.Key), p.name, p.class)
+		w.tracef(m.Key, "%s send %s via %s: no answer, not accepted", wk.name, w.short(m.Key), p.name)
 		err = p.perr(provider.Ambiguous, "send", "", "no answer after the request was written: timeout", p.hang(ctx, m.Key))
 	case provLost:
-		accept()
+		p.accept(wk, m.Key, m.To, m.Body)
 		err = p.perr(provider.Ambiguous, "send", "", "connection reset after the request was written", errors.New("read: connection reset by peer"))
 	case prov4xx:
+		kt.refused = true
 		err = p.perr(provider.Permanent, "send", "400", "invalid recipient", nil)
 	case prov5xx:
 		err = p.perr(provider.Transient, "send", "503", "service unavailable", nil)
@@ -199,31 +278,37 @@ func (p *simProvider) Send(ctx context.Context, m provider.Message) (provider.Re
 	} else if a != nil {
 		a.receipt = true
 	}
-	w.tracef(m.Key, "%s send %s via %s(%s): %s", wk.name, w.short(m.Key), p.name, p.class, b)
+	w.tracef(m.Key, "%s send %s via %s: %s", wk.name, w.short(m.Key), p.name, b)
 	return rcpt, err
 }
 
-func (p lookupProvider) Lookup(ctx context.Context, m provider.Message) (provider.LookupResult, error) {
+// Lookup answers by the message's key: the provider stores it as the
+// message's reference. A message is listed only some time after it was
+// accepted (up to the seed's smallest settle time).
+func (p refProvider) Lookup(ctx context.Context, m provider.Message) (provider.LookupResult, error) {
 	wk := p.w.yield(ctx, "lookup", m.Key)
 	w := p.w
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if !wk.calm && !w.calm && w.rng.Float64()/w.sc.intensity < 0.05 {
 		w.faults[lookupFail]++
-		w.tracef(m.Key, "%s lookup %s: 503", wk.name, w.short(m.Key))
+		w.tracef(m.Key, "%s lookup %s via %s: 503", wk.name, w.short(m.Key), p.name)
 		return provider.LookupResult{}, p.perr(provider.Transient, "lookup", "503", "service unavailable", nil)
 	}
 	now := w.now().Add(p.skew)
+	res := provider.LookupResult{Status: provider.LookupNotFound}
 	for _, d := range p.sent {
-		if d.to != m.To || d.body != m.Body || now.Before(d.visible) {
+		if d.key != m.Key || now.Before(d.visible) {
 			continue
 		}
-		if !m.AttemptedAt.IsZero() && d.created.Before(m.AttemptedAt.Add(-lookupWindow)) {
+		if d.failedAt(now) {
+			res = provider.LookupResult{Status: provider.LookupRejected, MessageID: d.id, Reason: "undelivered"}
 			continue
 		}
-		w.tracef(m.Key, "%s lookup %s from %s: accepted", wk.name, w.short(m.Key), w.at(m.AttemptedAt))
-		return provider.LookupResult{Status: provider.LookupAccepted, MessageID: d.id}, nil
+		res = provider.LookupResult{Status: provider.LookupAccepted, MessageID: d.id}
+		break
 	}
-	w.tracef(m.Key, "%s lookup %s from %s: not found", wk.name, w.short(m.Key), w.at(m.AttemptedAt))
-	return provider.LookupResult{Status: provider.LookupNotFound}, nil
+	w.noteLookup(wk, p.simProvider, m.Key, res)
+	w.tracef(m.Key, "%s lookup %s via %s: %s %s", wk.name, w.short(m.Key), p.name, res.Status, res.MessageID)
+	return res, nil
 }

@@ -22,8 +22,13 @@ type worker struct {
 	batch   []*sqsMsg
 	// calm workers meet no faults (the drain phase).
 	calm bool
-	// deadline is the invocation's deadline.
+	// deadline is the invocation's deadline, timeout its function's.
 	deadline time.Time
+	timeout  time.Duration
+	// claim is the lease of the claims it takes (its deployment's claim
+	// timeout); settle the settle time it reads, configuredSettle the one
+	// its deployment configures.
+	claim, settle, configuredSettle time.Duration
 }
 
 type workerKey struct{}
@@ -154,6 +159,7 @@ func (w *World) kill(wk *worker) {
 // or ends.
 func (w *World) start(wk *worker, deadline time.Duration, body func(ctx context.Context), after func()) {
 	wk.deadline = time.Now().Add(deadline)
+	wk.timeout = deadline
 	ctx, cancel := context.WithTimeout(withWorker(context.Background(), wk), deadline)
 	go func() {
 		defer cancel()

@@ -16,29 +16,48 @@ type callback struct {
 }
 
 // scheduleCallbacks queues the status callbacks of an accepted message:
-// "sent" then "delivered", sometimes duplicated, in any order. Only
-// providers that call back (the lookup and dedup models) do. w.mu is held.
-func (w *World) scheduleCallbacks(p *simProvider, d delivery) {
-	if p.class == classPlain {
-		return
-	}
+// "sent", then "delivered" (or "undelivered" when the carrier fails it),
+// sometimes posted twice, in any order; some are lost (the seed's
+// callback loss). Each carries the message's key, as the callback URL
+// does: the ledger's evidence of which provider message is the key's.
+// Plain providers do not call back, nor does Twilio without a callback
+// base URL. w.mu is held.
+func (w *World) scheduleCallbacks(p *simProvider, d *delivery) {
 	prov := webhook.ProviderHTTP
-	if p.class == classLookup {
+	switch {
+	case p.class == classPlain:
+		return
+	case p.class == classTwilio:
+		if !p.tw.callbacks {
+			return
+		}
 		prov = webhook.ProviderTwilio
 	}
+	final, finalAt := webhook.StatusDelivered, d.visible
+	if !d.failAt.IsZero() {
+		final, finalAt = webhook.StatusUndelivered, d.failAt
+	}
 	now := w.now()
-	for i, st := range []webhook.Status{webhook.StatusSent, webhook.StatusDelivered} {
+	for i, st := range []webhook.Status{webhook.StatusSent, final} {
+		at := d.visible
+		if i == 1 {
+			at = finalAt
+		}
 		n := 1
 		if w.rng.IntN(4) == 0 {
 			n = 2 // the provider posts it again
 		}
 		for range n {
+			if w.rng.Float64() < w.sc.callbackLoss {
+				w.faults["callback_lost"]++
+				continue
+			}
 			w.callbacks = append(w.callbacks, &callback{
 				cb: webhook.Callback{
 					Provider: prov, EventID: fmt.Sprintf("%s-%d", d.id, i), Key: d.key, Status: st,
-					At: now.Add(time.Duration(i+1) * time.Second), ProviderMessageID: d.id,
+					At: at, ProviderMessageID: d.id,
 				},
-				due: now.Add(time.Duration(1+w.rng.IntN(90)) * time.Second),
+				due: later(now, at).Add(time.Duration(1+w.rng.IntN(90)) * time.Second),
 			})
 		}
 	}
@@ -74,4 +93,11 @@ func (d *simDedup) Record(ctx context.Context, cb webhook.Callback) (bool, error
 		return false, fmt.Errorf("simdedup: record: %w", d.w.faultErr(f))
 	}
 	return created, nil
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }

@@ -21,25 +21,17 @@ import (
 	"github.com/sendonce/sendonce/internal/provider"
 	"github.com/sendonce/sendonce/internal/reconcile"
 	"github.com/sendonce/sendonce/internal/render"
-	"github.com/sendonce/sendonce/internal/render/rendertest"
 	"github.com/sendonce/sendonce/internal/sender"
+	"github.com/sendonce/sendonce/internal/templates/memtemplates"
 	"github.com/sendonce/sendonce/internal/webhook"
 )
 
-// The deployment the simulation runs: the template's defaults.
+// The deployment's fixed settings; the others are drawn per seed
+// (deploy.go).
 const (
-	providerTimeout   = decide.DefaultProviderTimeout
-	claimTimeout      = 60 * time.Second
-	settleTime        = decide.DefaultSettle
-	visibilityTimeout = 180 * time.Second
-	maxReceiveCount   = 5
-	// The sender's function timeout: the default, or a long one (the
-	// template allows a function timeout above the claim timeout).
-	senderDeadline     = 30 * time.Second
-	longSenderDeadline = 300 * time.Second
-	reconcileDeadline  = 60 * time.Second
-	reconcileEvery     = 5 * time.Minute
-	retention          = memledger.DefaultRetention
+	providerTimeout = decide.DefaultProviderTimeout
+	reconcileEvery  = 5 * time.Minute
+	retention       = memledger.DefaultRetention
 	// maxSkew bounds every component's clock error.
 	maxSkew = time.Second
 	// maxAge is the reconciler's maximum age (the template's default):
@@ -50,23 +42,38 @@ const (
 	maxSteps    = 6000
 	maxSenders  = 3
 	drainRounds = 40
+
+	// recipients and orders are few, so that several messages of a run
+	// carry the same text to the same recipient.
+	recipients = 2
+	orders     = 2
 )
 
 // scenario is what a seed draws before the run.
 type scenario struct {
-	messages  int
-	fifo      bool
-	intensity float64
-	// classes maps a channel to its provider's capability class.
-	classes     map[string]provClass
+	messages    int
+	fifo        bool
+	intensity   float64
 	pageSize    int
 	concurrency int
 	backlog     int
 	redrive     bool
 	invalid     bool
 	duplicate   bool
-	// senderDeadline is the sender's function timeout.
-	senderDeadline time.Duration
+	// The queue's settings.
+	visibility time.Duration
+	maxReceive int
+	// deps are the deployments the run goes through, in order: deps[0]
+	// at the start, then one per redeploy.
+	deps []deployment
+	// lagMax bounds how long after acceptance a provider lists a message.
+	lagMax time.Duration
+	// noise is the number of other messages the Twilio account holds.
+	noise int
+	// callbackLoss is the share of status callbacks that never arrive.
+	callbackLoss float64
+	// carrierFailure is the share of accepted messages the carrier fails.
+	carrierFailure float64
 }
 
 // message is one notification request of the workload.
@@ -87,10 +94,11 @@ type attempt struct {
 	key     string
 	acked   bool
 	// receipt: a send under this claim returned a receipt.
-	receipt      bool
-	released     bool
-	ended        bool
-	policyResend bool
+	receipt  bool
+	released bool
+	ended    bool
+	// chain is the policy chain of the attempt (0: none): see TakeOver.
+	chain int
 	// overran: its worker stalled past the lease while holding it.
 	overran bool
 	// reclaim is the sender's Reclaims count of this takeover, which the
@@ -119,6 +127,10 @@ const (
 	// reclaimMaybe: its worker died after a failed Release, which may
 	// have been the dispatcher's last try (counted) or not.
 	reclaimMaybe
+	// reclaimReleased: the attempt was released, and its worker may still
+	// fail over to the route's next provider (dispatch.SendRoute): the
+	// sender counts the takeover once the whole route returns.
+	reclaimReleased
 )
 
 type heldKey struct {
@@ -128,15 +140,32 @@ type heldKey struct {
 
 // keyTruth is the ground truth about one key.
 type keyTruth struct {
-	name          string
-	msg           *message
-	claimID       string
-	deliveries    []delivery
+	name       string
+	msg        *message
+	claimID    string
+	deliveries []delivery
+	// deliveredBy names the provider of each delivery.
+	deliveredBy []string
+	// policyResends counts the policy chains that delivered (chains).
 	policyResends int
+	chains        map[int]bool
 	ambiguous     bool
 	lostClaim     bool
 	lostTakeOver  bool
 	releaseFailed bool
+	// reached names the providers a send of the key reached that may
+	// have delivered it (accepted, or no answer).
+	reached map[string]bool
+	// refused: a provider refused the key's message for good (4xx).
+	refused bool
+	// premature is the latest premature "no record" answer (noteLookup).
+	premature premature
+	// dupPremature is premature when the key's second delivery happened.
+	dupPremature premature
+	// searchIncomplete: the latest Twilio lookup of the key could not
+	// complete its search (more messages to the recipient than its page
+	// cap lets it read).
+	searchIncomplete bool
 }
 
 func (k *keyTruth) delivered() int { return len(k.deliveries) }
@@ -189,16 +218,28 @@ func (k *keyTruth) msgKey() string {
 // Violation is a broken invariant.
 type Violation struct {
 	Invariant string
-	Key       string
-	Detail    string
-	Step      int
-	At        time.Duration
-	Trace     []string
+	// Kind narrows the invariant where one cause of it is told apart
+	// (knownDefects may list "invariant/kind"); often empty.
+	Kind   string
+	Key    string
+	Detail string
+	Step   int
+	At     time.Duration
+	Trace  []string
 }
 
+// traceLine is one line of the trace, formatted only when it is read
+// (its arguments are values: strings, numbers, times).
 type traceLine struct {
-	key  string
-	text string
+	key    string
+	step   int
+	at     string
+	format string
+	args   []any
+}
+
+func (l traceLine) text() string {
+	return fmt.Sprintf("#%d %s ", l.step, l.at) + fmt.Sprintf(l.format, l.args...)
 }
 
 // World is one simulated run.
@@ -227,14 +268,33 @@ type World struct {
 	storeStormFrom  time.Time
 	storeStormUntil time.Time
 
-	mem    *memledger.Ledger
-	led    *simLedger
-	provs  map[string]*simProvider
+	mem *memledger.Ledger
+	led *simLedger
+	// chans lists each channel's providers; dep.pick chooses one.
+	chans  map[string][]*simProvider
+	byName map[string]*simProvider
+	// dep is the deployment each function (senderFn, reconcilerFn) runs.
+	dep    map[string]*deployment
+	events []*event
 	q      *queue
 	dedup  *simDedup
-	render *render.Renderer
-	tally  map[string]*metrics.Tally
-	exp    map[string]map[string]int
+	tmpl   *memtemplates.Store
+	// renderers are the functions' renderers by function and deployment.
+	renderers map[string]*render.Renderer
+	// truthRender renders what a row pins, for the invariants; pinned
+	// keeps what it rendered (pinnedText).
+	truthRender *render.Renderer
+	pinned      map[string]pinned
+	tally       map[string]simTally
+	exp         map[string]map[string]int
+	// metricsDirty: a count, an expectation or a pending count changed
+	// since the metrics were last compared.
+	metricsDirty bool
+	// staleSeen: a sender's redelivery found a stale first claim it must
+	// take over or mark (heldKey → when).
+	staleSeen map[heldKey]staleSight
+	// lastLookup is the latest lookup answer each worker got per key.
+	lastLookup map[heldKey]provider.LookupStatus
 
 	msgs     []*message
 	keys     map[string]*keyTruth
@@ -247,6 +307,8 @@ type World struct {
 	callbacks    []*callback
 	nextRecon    time.Time
 	claimN       int
+	// chains numbers the policy chains (attempt.chain).
+	chains int
 
 	steps      int
 	faults     map[string]int
@@ -264,22 +326,11 @@ type Report struct {
 	Trace      []string
 }
 
-// renderer serves the example templates of the workload's tenant (from
-// memory, uncached: the renderer reads no clock).
-var renderer = func() *render.Renderer {
-	r, err := rendertest.New("acme")
-	if err != nil {
-		panic(err)
-	}
-	return r
-}()
-
 func newWorld(seed uint64) *World {
 	w := &World{
 		seed:     seed,
 		rng:      rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
 		t0:       time.Now(),
-		render:   renderer,
 		keys:     map[string]*keyTruth{},
 		attempts: map[string]*attempt{},
 		held:     map[heldKey]string{},
@@ -287,9 +338,19 @@ func newWorld(seed uint64) *World {
 		woke:     make(chan struct{}, 1),
 		faults:   map[string]int{},
 		violated: map[string]bool{},
-		tally:    map[string]*metrics.Tally{"sender": metrics.NewTally(), "reconciler": metrics.NewTally(), "webhook": metrics.NewTally()},
+		tally:    map[string]simTally{},
 		exp:      map[string]map[string]int{"sender": {}, "reconciler": {}, "webhook": {}},
+
+		staleSeen:  map[heldKey]staleSight{},
+		lastLookup: map[heldKey]provider.LookupStatus{},
 	}
+	for _, svc := range []string{"sender", "reconciler", "webhook"} {
+		w.tally[svc] = simTally{metrics.NewTally(), &w.metricsDirty}
+	}
+	w.tmpl = newTemplates()
+	w.renderers = map[string]*render.Renderer{}
+	w.truthRender = render.New(w.tmpl, render.WithCacheTTL(0))
+	w.pinned = map[string]pinned{}
 	w.mem = memledger.New(memledger.WithNow(w.ledgerNow), memledger.WithClaimID(w.newClaimID), memledger.WithRetention(retention))
 	w.led = &simLedger{w: w, inner: w.mem}
 	w.dedup = &simDedup{w: w, seen: map[string]bool{}}
@@ -319,7 +380,7 @@ func (w *World) at(t time.Time) string {
 func (w *World) truth(key string) *keyTruth {
 	kt, ok := w.keys[key]
 	if !ok {
-		kt = &keyTruth{name: fmt.Sprintf("x%d", len(w.keys))}
+		kt = &keyTruth{name: fmt.Sprintf("x%d", len(w.keys)), reached: map[string]bool{}, chains: map[int]bool{}}
 		w.keys[key] = kt
 	}
 	return kt
@@ -333,10 +394,24 @@ func (w *World) short(key string) string {
 }
 
 func (w *World) tracef(key, format string, args ...any) {
-	w.trace = append(w.trace, traceLine{key: key, text: fmt.Sprintf("#%d %s ", w.steps, w.at(w.now())) + fmt.Sprintf(format, args...)})
+	w.trace = append(w.trace, traceLine{key: key, step: w.steps, at: w.at(w.now()), format: format, args: args})
 }
 
-func (w *World) expect(service, metric string) { w.exp[service][metric]++ }
+func (w *World) expect(service, metric string) {
+	w.exp[service][metric]++
+	w.metricsDirty = true
+}
+
+// simTally is a service's metrics.Tally that notes every count.
+type simTally struct {
+	*metrics.Tally
+	dirty *bool
+}
+
+func (t simTally) Count(name string, n int, dims ...metrics.Dim) {
+	t.Tally.Count(name, n, dims...)
+	*t.dirty = true
+}
 
 func (w *World) expectMark(wk *worker, a *attempt, st ledger.State) {
 	switch st {
@@ -372,14 +447,17 @@ func (w *World) reclaimDone(a *attempt) {
 // worker that finished returned from every attempt; one that died counted
 // none that had not returned, except perhaps one whose Release failed.
 func (w *World) workerEnded(wk *worker) {
+	w.metricsDirty = true
+	w.checkStaleLeft(wk)
 	for _, a := range w.attempts {
-		if a.worker != wk || a.reclaim != reclaimPending {
+		if a.worker != wk || (a.reclaim != reclaimPending && a.reclaim != reclaimReleased) {
 			continue
 		}
 		switch {
 		case !wk.dead:
+			a.reclaim = reclaimPending
 			w.reclaimDone(a)
-		case a.recordFailures > 0:
+		case a.recordFailures > 0 || a.reclaim == reclaimReleased:
 			a.reclaim = reclaimMaybe
 		default:
 			a.reclaim = reclaimNone
@@ -419,20 +497,36 @@ func (w *World) observeConflict(wk *worker, cur ledger.Record) {
 	}
 }
 
-// policyResends reports whether the class policy resends an ambiguous
-// attempt of cur through a provider that can neither drop repeats nor be
-// asked.
-func (w *World) policyResends(cur ledger.Record) bool {
-	p := w.provs[cur.Channel]
-	return p != nil && p.class == classPlain && reconcile.DefaultPolicies[cur.Class] == reconcile.Resend
+// policyResend reports whether a reconciler takeover of row before (as
+// it was) is a resend the class policy allows though an earlier attempt
+// may have delivered: the attempt's provider can neither drop a repeat
+// nor prove by a lookup whether it has the message (a plain provider, or
+// Twilio whose lookup found messages of the same text but none proven to
+// be the key's), and the class policy is resend. w.mu is held.
+func (w *World) policyResend(wk *worker, before ledger.Record) bool {
+	p := w.byName[before.Provider]
+	if p == nil || wk.service != "reconciler" || before.Released || reconcile.DefaultPolicies[before.Class] != reconcile.Resend {
+		return false
+	}
+	switch p.class {
+	case classPlain:
+		return true
+	case classTwilio:
+		return w.lastLookup[heldKey{wk.id, before.Key}] == provider.LookupUnproven
+	}
+	return false
 }
 
-func (w *World) violate(inv, key, detail string) {
-	if w.violated[inv] {
+func (w *World) violate(inv, key, detail string) { w.violateKind(inv, "", key, detail) }
+
+// violateKind records the first violation of inv (of that kind) in the
+// run.
+func (w *World) violateKind(inv, kind, key, detail string) {
+	if w.violated[inv+"/"+kind] {
 		return
 	}
-	w.violated[inv] = true
-	w.violations = append(w.violations, Violation{Invariant: inv, Key: w.short(key), Detail: detail, Step: w.steps, At: w.now().Sub(w.t0), Trace: w.traceOf(key)})
+	w.violated[inv+"/"+kind] = true
+	w.violations = append(w.violations, Violation{Invariant: inv, Kind: kind, Key: w.short(key), Detail: detail, Step: w.steps, At: w.now().Sub(w.t0), Trace: w.traceOf(key)})
 }
 
 // traceOf returns the trace lines about key (a worker's death is traced
@@ -441,7 +535,7 @@ func (w *World) traceOf(key string) []string {
 	var out []string
 	for _, l := range w.trace {
 		if l.key == key {
-			out = append(out, l.text)
+			out = append(out, l.text())
 		}
 	}
 	if len(out) > 40 {
@@ -459,45 +553,56 @@ func (w *World) draw() {
 		intensity:   0.3 + 1.7*r.Float64(),
 		pageSize:    2 + r.IntN(5),
 		concurrency: 1 + r.IntN(3),
-		classes:     map[string]provClass{},
-	}
-	perm := r.Perm(3)
-	for i, ch := range []string{"sms", "email", "push"} {
-		sc.classes[ch] = provClass(perm[i])
 	}
 	if r.IntN(100) < 15 {
 		sc.backlog = 1 + r.IntN(sc.pageSize+3)
 		sc.redrive = r.IntN(2) == 0
 	}
-	sc.senderDeadline = senderDeadline
-	if r.IntN(3) == 0 {
-		sc.senderDeadline = longSenderDeadline
-	}
 	sc.invalid = r.IntN(10) == 0
 	sc.duplicate = !sc.fifo && r.IntN(5) == 0
+	sc.callbackLoss = []float64{0, 0.3, 1}[r.IntN(3)]
+	if r.IntN(3) == 0 {
+		sc.carrierFailure = 0.3
+	}
 	w.sc = sc
+	redeploys := 0
+	if r.IntN(10) < 4 {
+		redeploys = 1 + r.IntN(3)
+	}
+	w.drawSettings(redeploys)
 }
 
+// smsAddress is the phone number of recipient i.
+func smsAddress(i int) string { return fmt.Sprintf("+1555000%04d", i) }
+
+// request draws message idx's request. Its text depends only on the
+// channel, the recipient, the order (one of a few) and the template
+// version: several keys of a run may send the same text to one
+// recipient. Half the requests carry a "name", which some template
+// versions need.
 func (w *World) request(idx int, event string) (notify.Request, string) {
-	channels := []string{"sms", "email", "push"}
 	ch := channels[w.rng.IntN(3)]
 	classes := []notify.Class{notify.ClassOTP, notify.ClassTransactional, notify.ClassMarketing}
+	rcpt := w.rng.IntN(recipients)
 	req := notify.Request{
-		TenantID: "acme", EventID: event, Channel: notify.Channel(ch), Template: "order_shipped",
-		Recipient: notify.Recipient{ID: fmt.Sprintf("user-%d", idx%3)},
+		TenantID: tenant, EventID: event, Channel: notify.Channel(ch), Template: template,
+		Recipient: notify.Recipient{ID: fmt.Sprintf("user-%d", rcpt)},
 		Class:     classes[w.rng.IntN(3)],
-		Data:      map[string]any{"order_id": fmt.Sprintf("A-%d-%s", idx, event)},
+		Data:      map[string]any{"order_id": fmt.Sprintf("A-%d", w.rng.IntN(orders))},
+	}
+	if w.rng.IntN(2) == 0 {
+		req.Data["name"] = fmt.Sprintf("User %d", rcpt)
 	}
 	if w.rng.IntN(25) == 0 {
 		req.Template = "no_such_template" // valid, but cannot be served: FAILED
 	}
 	switch ch {
 	case "sms":
-		req.Recipient.Phone = fmt.Sprintf("+1555000%04d", idx%3)
+		req.Recipient.Phone = smsAddress(rcpt)
 	case "email":
-		req.Recipient.Email = fmt.Sprintf("user%d@example.com", idx%3)
+		req.Recipient.Email = fmt.Sprintf("user%d@example.com", rcpt)
 	case "push":
-		req.Recipient.PushTarget = fmt.Sprintf("arn:aws:sns:us-east-1:123456789012:endpoint/APNS/app/%d", idx%3)
+		req.Recipient.PushTarget = fmt.Sprintf("arn:aws:sns:us-east-1:123456789012:endpoint/APNS/app/%d", rcpt)
 	}
 	b, _ := json.Marshal(req)
 	return req, string(b)
@@ -505,24 +610,15 @@ func (w *World) request(idx int, event string) (notify.Request, string) {
 
 func (w *World) setup() {
 	w.draw()
-	w.provs = map[string]*simProvider{}
-	for _, ch := range []string{"sms", "email", "push"} {
-		p := &simProvider{w: w, name: ch + "-" + w.sc.classes[ch].String(), channel: ch, class: w.sc.classes[ch], timeout: providerTimeout,
-			skew: time.Duration(w.rng.Int64N(int64(2*maxSkew))) - maxSkew, byKey: map[string]string{}}
-		if w.rng.IntN(10) < 3 {
-			from := w.t0.Add(time.Duration(w.rng.Int64N(int64(10 * time.Minute))))
-			length := time.Duration(float64(10*time.Second) * float64(uint(1)<<w.rng.IntN(8)) * (1 + w.rng.Float64()))
-			p.storms = append(p.storms, [2]time.Time{from, from.Add(length)})
-			w.faults["provider_429_storm_windows"]++
-		}
-		w.provs[ch] = p
-	}
+	w.drawProviders()
+	w.scheduleRedeploys()
+	w.scheduleTemplatePuts()
 	if w.rng.IntN(5) == 0 {
 		w.storeStormFrom = w.t0.Add(time.Duration(w.rng.Int64N(int64(10 * time.Minute))))
 		w.storeStormUntil = w.storeStormFrom.Add(time.Duration(10+w.rng.IntN(300)) * time.Second)
 		w.faults["store_throttle_storm_windows"]++
 	}
-	w.q = &queue{fifo: w.sc.fifo, visibility: visibilityTimeout, maxReceive: maxReceiveCount, invalidDLQ: map[string]bool{}}
+	w.q = &queue{fifo: w.sc.fifo, visibility: w.sc.visibility, maxReceive: w.sc.maxReceive, invalidDLQ: map[string]bool{}}
 	enqueue := func(m *message, body string) {
 		sm := &sqsMsg{id: fmt.Sprintf("m%d", len(w.q.msgs)+1), body: body, msg: m, seq: len(w.q.msgs),
 			arrive: w.t0.Add(time.Duration(w.rng.Int64N(int64(2 * time.Minute))))}
@@ -551,8 +647,40 @@ func (w *World) setup() {
 	if w.sc.backlog > 0 {
 		w.makeBacklog()
 	}
+	if w.sc.noise > 0 {
+		var texts []string
+		for o := range orders {
+			msg, err := w.truthRender.Render(context.Background(), render.Input{Tenant: tenant, Template: template, Channel: "sms", Data: map[string]any{"order_id": fmt.Sprintf("A-%d", o)}})
+			if err == nil {
+				texts = append(texts, msg.Body)
+			}
+		}
+		for _, p := range w.chans["sms"] {
+			if p.tw != nil {
+				p.tw.addNoise(w.sc.noise, texts)
+			}
+		}
+	}
 	slices.SortStableFunc(w.q.msgs, func(a, b *sqsMsg) int { return a.arrive.Compare(b.arrive) })
 	w.nextRecon = w.t0.Add(time.Duration(w.rng.Int64N(int64(reconcileEvery))))
+	w.tracef("", "scenario: queue visibility %s, %d receives; %s; providers %s; listing lag up to %s",
+		w.sc.visibility, w.sc.maxReceive, w.dep[senderFn], w.providerNames(), w.sc.lagMax)
+}
+
+// providerNames lists each channel's providers, the serving one first.
+func (w *World) providerNames() string {
+	var b strings.Builder
+	for _, ch := range channels {
+		for i, p := range w.chans[ch] {
+			if i > 0 {
+				b.WriteString("|")
+			} else {
+				b.WriteString(" " + ch + "=")
+			}
+			b.WriteString(p.name)
+		}
+	}
+	return b.String()
 }
 
 // makeBacklog writes, long ago, UNCERTAIN rows that were never resolved
@@ -576,7 +704,7 @@ func (w *World) makeBacklog() {
 			continue
 		}
 		e := ledger.Entry{Key: key, Tenant: req.TenantID, Channel: string(req.Channel), Class: string(req.Class), Template: req.Template, RecipientID: req.Recipient.ID, Address: req.Address(), Body: "old"}
-		c, err := w.mem.Claim(ctx, e, claimTimeout)
+		c, err := w.mem.Claim(ctx, e, time.Minute)
 		if err != nil {
 			continue
 		}
@@ -613,18 +741,6 @@ func (w *World) newWorker(service string, calm bool) *worker {
 	return wk
 }
 
-func (w *World) providers() map[string]provider.Adapter {
-	out := map[string]provider.Adapter{}
-	for ch, p := range w.provs {
-		if p.class == classLookup {
-			out[ch] = lookupProvider{p}
-		} else {
-			out[ch] = p
-		}
-	}
-	return out
-}
-
 func (w *World) startSender(batch []*sqsMsg) {
 	wk := w.newWorker("sender", false)
 	wk.batch = batch
@@ -634,16 +750,22 @@ func (w *World) startSender(batch []*sqsMsg) {
 		}
 	}
 	clock := func() time.Time { return time.Now().Add(wk.skew) }
+	// Built per invocation from the deployment's current settings, as a
+	// redeploy would.
+	d := w.dep[senderFn]
+	cfg := d.fn[senderFn]
+	wk.claim, wk.settle, wk.configuredSettle = cfg.ClaimTimeout, cfg.Settle, d.settle()
+	providers, fallbacks := w.providers(d)
 	s, err := sender.New(sender.Config{
-		Ledger: w.led, Providers: w.providers(), Renderer: w.render, DeadLetters: simDLQ{w},
-		Metrics: w.tally["sender"], ProviderTimeout: providerTimeout, ClaimTimeout: claimTimeout, Settle: settleTime, Now: clock,
+		Ledger: w.led, Providers: providers, Fallbacks: fallbacks, Renderer: w.renderer(senderFn, d), DeadLetters: simDLQ{w}, Metrics: w.tally["sender"],
+		ProviderTimeout: cfg.ProviderTimeout, ClaimTimeout: cfg.ClaimTimeout, Settle: cfg.Settle, RetryBase: cfg.RetryBase, Now: clock,
 	})
 	if err != nil {
 		panic(err)
 	}
 	ev := w.event(batch)
 	var resp events.SQSEventResponse
-	w.start(wk, w.sc.senderDeadline, func(ctx context.Context) {
+	w.start(wk, cfg.timeout, func(ctx context.Context) {
 		resp, _ = s.HandleSQS(ctx, ev)
 	}, func() { w.finishBatch(wk, batch, resp) })
 }
@@ -651,15 +773,20 @@ func (w *World) startSender(batch []*sqsMsg) {
 func (w *World) startReconciler(calm bool) *worker {
 	wk := w.newWorker("reconciler", calm)
 	clock := func() time.Time { return time.Now().Add(wk.skew) }
+	d := w.dep[reconcilerFn]
+	cfg := d.fn[reconcilerFn]
+	wk.claim, wk.settle, wk.configuredSettle = cfg.ClaimTimeout, cfg.Settle, d.settle()
+	providers, fallbacks := w.providers(d)
 	r, err := reconcile.New(reconcile.Config{
-		Ledger: w.led, Providers: w.providers(), Renderer: w.render, Metrics: w.tally["reconciler"], ProviderTimeout: providerTimeout,
-		ClaimTimeout: claimTimeout, Settle: settleTime, MaxAge: maxAge, PageSize: w.sc.pageSize, Concurrency: w.sc.concurrency, Now: clock,
+		Ledger: w.led, Providers: providers, Fallbacks: fallbacks, Renderer: w.renderer(reconcilerFn, d), Metrics: w.tally["reconciler"],
+		ProviderTimeout: cfg.ProviderTimeout, ClaimTimeout: cfg.ClaimTimeout, Settle: cfg.Settle, MaxAge: cfg.MaxAge, RetryBase: cfg.RetryBase,
+		PageSize: w.sc.pageSize, Concurrency: w.sc.concurrency, Now: clock,
 	})
 	if err != nil {
 		panic(err)
 	}
 	w.tracef("", "%s reconciler run starts", wk.name)
-	w.start(wk, reconcileDeadline, func(ctx context.Context) { _, _ = r.Run(ctx) }, nil)
+	w.start(wk, cfg.timeout, func(ctx context.Context) { _, _ = r.Run(ctx) }, nil)
 	return wk
 }
 
@@ -728,6 +855,9 @@ func (w *World) nextEvent() (time.Time, bool) {
 	for _, c := range w.callbacks {
 		consider(c.due)
 	}
+	if len(w.events) > 0 && !w.quiet() {
+		consider(w.events[0].at)
+	}
 	return best, !best.IsZero()
 }
 
@@ -791,6 +921,9 @@ func (w *World) step() bool {
 			break
 		}
 	}
+	if len(w.events) > 0 && !now.Before(w.events[0].at) {
+		opts = append(opts, option{3, w.fireEvent})
+	}
 	if !w.calm && len(w.workers) > 0 {
 		opts = append(opts, option{0.2, func() {
 			wk := w.workers[w.rng.IntN(len(w.workers))]
@@ -843,7 +976,7 @@ func (w *World) stall(t *task) bool {
 	if w.rng.Float64() >= 0.02*w.sc.intensity {
 		return false
 	}
-	d := claimTimeout + time.Duration(w.rng.Int64N(int64(3*time.Minute)))
+	d := t.w.claim + time.Duration(w.rng.Int64N(int64(3*time.Minute)))
 	if !w.now().Add(d).Before(t.w.deadline.Add(-time.Second)) {
 		return false
 	}
@@ -902,11 +1035,24 @@ func (w *World) run() {
 }
 
 // drain runs the reconciler without faults until every workload row is
-// final, as its schedule would over the following hours.
+// final, as its schedule would over the following hours: each run at the
+// next time a row is due (at least a minute apart). A row whose earlier
+// attempt went through a provider the deployment no longer has waits for
+// that provider, so half way through, or once only such rows are left,
+// the drain deploys each channel's other provider.
 func (w *World) drain() {
 	w.calm = true
-	for range drainRounds {
+	for len(w.events) > 0 {
+		w.fireEvent()
+	}
+	switched := false
+	for round := range drainRounds {
 		due, ok := w.earliestDue()
+		if (!ok || round == drainRounds/2) && !switched {
+			w.switchAll()
+			switched = true
+			due, ok = w.earliestDue()
+		}
 		if !ok {
 			return
 		}
@@ -941,18 +1087,23 @@ func (w *World) drain() {
 	}
 }
 
-// earliestDue is when the first non-final workload row becomes due.
+// earliestDue is when the first non-final workload row that the
+// reconciler's deployment can resolve becomes due: rows waiting for a
+// provider it does not have (an earlier attempt went through it and may
+// have sent: attempts beyond releases) and rows on a busy number do not
+// count.
 func (w *World) earliestDue() (time.Time, bool) {
 	var best time.Time
+	dep := w.dep[reconcilerFn]
 	for _, m := range w.msgs {
 		r, err := w.mem.Get(context.Background(), m.key)
-		if err != nil || r.State.Final() {
+		if err != nil || r.State.Final() || w.keys[m.key].searchIncomplete {
 			continue
 		}
-		d := r.LeaseUntil
-		if r.State == ledger.StateUncertain {
-			d = r.UpdatedAt
+		if r.Provider != "" && r.Attempts > r.Releases && !w.serves(dep, r.Channel, r.Provider) {
+			continue
 		}
+		d := ledger.Due(r)
 		if best.IsZero() || d.Before(best) {
 			best = d
 		}

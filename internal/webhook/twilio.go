@@ -80,7 +80,9 @@ func VerifyTwilio(authToken, rawURL string, params url.Values, signature string)
 		return fmt.Errorf("%w: no Twilio auth token configured", ErrUnauthorized)
 	}
 	got, err := base64.StdEncoding.Strict().DecodeString(signature)
-	if err != nil || len(got) != sha1.Size {
+	// The decoder skips line breaks even when strict: only the canonical
+	// encoding of an HMAC-SHA1 is a signature.
+	if err != nil || len(got) != sha1.Size || base64.StdEncoding.EncodeToString(got) != signature {
 		return fmt.Errorf("%w: signature is not a base64 HMAC-SHA1", ErrUnauthorized)
 	}
 	variants, err := portVariants(rawURL)

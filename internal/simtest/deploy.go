@@ -1,0 +1,282 @@
+package simtest
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/sendonce/sendonce/internal/decide"
+	"github.com/sendonce/sendonce/internal/provider"
+)
+
+// settles are ReconcileSettleSeconds values the simulation draws (the
+// template allows any positive number; the default is 2 minutes).
+var settles = []time.Duration{30 * time.Second, time.Minute, 2 * time.Minute, 5 * time.Minute, 10 * time.Minute}
+
+// drawnParams are the template parameters the simulation sets; the
+// others keep their defaults.
+var drawnParams = []string{"ProviderTimeoutSeconds", "QueueVisibilityTimeoutSeconds", "SenderTimeoutSeconds", "ClaimTimeoutSeconds", "ReconcileSettleSeconds", "MaxReceiveCount"}
+
+// Functions of the stack that the simulation runs, by resource name.
+const (
+	senderFn     = "SenderFunction"
+	reconcilerFn = "ReconcilerFunction"
+)
+
+// deployment is what one deploy of the stack configures: its parameter
+// values, which provider serves each channel, and what each function
+// reads from them (stack.config). A redeploy reaches each function at its
+// own time, and an invocation already running keeps the settings it
+// started with, as a Lambda container does: for a while the functions
+// run with different settings.
+type deployment struct {
+	n      int
+	params map[string]string
+	// pick is the index into World.chans[channel] of the provider that
+	// serves the channel; fallback says whether the channel's route holds
+	// its other provider after it (SENDONCE_SMS_PROVIDER=twilio,http).
+	pick     map[string]int
+	fallback map[string]bool
+	fn       map[string]fnConfig
+}
+
+// settle is the settle time d configures (ReconcileSettleSeconds).
+func (d *deployment) settle() time.Duration {
+	n, _ := strconv.Atoi(d.params["ReconcileSettleSeconds"])
+	return time.Duration(n) * time.Second
+}
+
+func (d *deployment) String() string {
+	s, r := d.fn[senderFn], d.fn[reconcilerFn]
+	return fmt.Sprintf("deployment %d: sender claim %s settle %s timeout %s; reconciler claim %s settle %s",
+		d.n, s.ClaimTimeout, s.Settle, s.timeout, r.ClaimTimeout, r.Settle)
+}
+
+// drawSettings draws the queue's settings and every deployment's
+// parameters from the values template.yaml allows, keeping the
+// invariants it states:
+//
+//   - visibility ≥ 6 × sender timeout (I1);
+//   - claim ≥ 2 × provider timeout + 5 s (I2);
+//   - (MaxReceiveCount − 1) × visibility ≥ claim + sender timeout (+ the
+//     batching window, 0 here): a message whose first claim's worker died
+//     is received again after the claim's lease passed, before it is
+//     dead-lettered;
+//   - the settle time of each deployment is the seed's base settle or the
+//     next larger value, and the providers list a message up to the base
+//     settle (less 3 s of clock error) after they accepted it: a function
+//     that trusts "no record" sooner than the configured settle is wrong.
+//
+// Each function's settings are then what it reads from its environment
+// in template.yaml under those parameters (stack.config).
+func (w *World) drawSettings(redeploys int) {
+	r := w.rng
+	st := loadStack()
+	sc := &w.sc
+	pick := func(ds []time.Duration) time.Duration { return ds[r.IntN(len(ds))] }
+	var vis []time.Duration
+	for _, v := range st.allowed("QueueVisibilityTimeoutSeconds") {
+		if v <= 30*time.Minute {
+			vis = append(vis, v)
+		}
+	}
+	sc.visibility = min(pick(vis), pick(vis)) // long ones less often: they make long runs
+	var timeouts []time.Duration
+	for _, t := range st.allowed("SenderTimeoutSeconds") {
+		if 6*t <= sc.visibility {
+			timeouts = append(timeouts, t)
+		}
+	}
+	var claims []time.Duration
+	for _, c := range st.allowed("ClaimTimeoutSeconds") {
+		if c >= decide.TakeOverBudget(providerTimeout) {
+			claims = append(claims, c)
+		}
+	}
+	base := r.IntN(len(settles))
+	secs := func(d time.Duration) string { return strconv.Itoa(int(d / time.Second)) }
+	need := time.Duration(0)
+	for i := range redeploys + 1 {
+		params := st.params()
+		params["ProviderTimeoutSeconds"] = secs(providerTimeout)
+		params["QueueVisibilityTimeoutSeconds"] = secs(sc.visibility)
+		params["SenderTimeoutSeconds"] = secs(pick(timeouts))
+		params["ClaimTimeoutSeconds"] = secs(pick(claims))
+		params["ReconcileSettleSeconds"] = secs(settles[min(base+r.IntN(2), len(settles)-1)])
+		claim, _ := strconv.Atoi(params["ClaimTimeoutSeconds"])
+		timeout, _ := strconv.Atoi(params["SenderTimeoutSeconds"])
+		need = max(need, time.Duration(claim+timeout)*time.Second)
+		sc.deps = append(sc.deps, deployment{n: i, params: params, pick: map[string]int{}, fallback: map[string]bool{}})
+	}
+	sc.maxReceive = max(2, int((need+sc.visibility-1)/sc.visibility)+1+r.IntN(3))
+	for i := range sc.deps {
+		d := &sc.deps[i]
+		d.params["MaxReceiveCount"] = strconv.Itoa(sc.maxReceive)
+		d.fn = map[string]fnConfig{senderFn: st.config(senderFn, d.params, drawnParams), reconcilerFn: st.config(reconcilerFn, d.params, drawnParams)}
+	}
+	sc.lagMax = settles[base] - 3*time.Second
+}
+
+// drawProviders draws each channel's providers: a primary one and, in
+// some seeds, an alternate one that redeploys switch to and back from.
+// SMS may be served by Twilio (the real adapter over a simulated API,
+// looked up by content); every channel by a provider that drops repeats,
+// one that is looked up by reference, or a plain one.
+func (w *World) drawProviders() {
+	r := w.rng
+	w.chans = map[string][]*simProvider{}
+	w.byName = map[string]*simProvider{}
+	for _, ch := range channels {
+		classes := []provClass{classDedup, classRef, classPlain}
+		if ch == "sms" {
+			classes = append(classes, classTwilio, classTwilio)
+		}
+		n := 1
+		if r.IntN(10) < 4 {
+			n = 2
+		}
+		for i := range n {
+			c := classes[r.IntN(len(classes))]
+			if i == 1 && c == classTwilio && w.chans[ch][0].class == classTwilio {
+				c = classPlain // one Twilio account per channel
+			}
+			name := ch + "-" + c.String()
+			if c == classTwilio {
+				name = "twilio"
+			}
+			if _, dup := w.byName[name]; dup {
+				name += "-2"
+			}
+			p := w.newProvider(name, ch, c)
+			w.chans[ch] = append(w.chans[ch], p)
+			w.byName[name] = p
+		}
+	}
+}
+
+// scheduleRedeploys turns the drawn deployments into events: each
+// redeploy switches some channels that have an alternate provider (a
+// later one may switch them back) and sets its parameters; it reaches the
+// sender and the reconciler at times up to two minutes apart, in either
+// order.
+func (w *World) scheduleRedeploys() {
+	r := w.rng
+	deps := w.sc.deps
+	for _, ch := range channels {
+		deps[0].fallback[ch] = len(w.chans[ch]) > 1 && r.IntN(10) < 3
+	}
+	for i := 1; i < len(deps); i++ {
+		d := &deps[i]
+		for _, ch := range channels {
+			d.pick[ch] = deps[i-1].pick[ch]
+			d.fallback[ch] = deps[i-1].fallback[ch]
+			if len(w.chans[ch]) > 1 && r.IntN(10) < 6 {
+				d.pick[ch] = 1 - d.pick[ch]
+			}
+			if len(w.chans[ch]) > 1 && r.IntN(10) < 3 {
+				d.fallback[ch] = !d.fallback[ch]
+			}
+		}
+		at := w.t0.Add(30*time.Second + time.Duration(r.Int64N(int64(15*time.Minute))))
+		lag := time.Duration(r.Int64N(int64(2 * time.Minute)))
+		first, second := senderFn, reconcilerFn
+		if r.IntN(2) == 0 {
+			first, second = second, first
+		}
+		w.addEvent(at, fmt.Sprintf("redeploy %d", i), func() { w.redeploy(d, first, "") })
+		w.addEvent(at.Add(lag), fmt.Sprintf("redeploy %d", i), func() { w.redeploy(d, second, "") })
+	}
+	w.dep = map[string]*deployment{senderFn: &deps[0], reconcilerFn: &deps[0]}
+}
+
+// redeploy makes fn run deployment d from now on. Its faults are counted
+// with prefix ("drain_" for the drain's).
+func (w *World) redeploy(d *deployment, fn, prefix string) {
+	cur := w.dep[fn]
+	if d.n <= cur.n {
+		return // a later deploy came first: an older one never overwrites it
+	}
+	var switched []string
+	for _, ch := range channels {
+		if d.pick[ch] != cur.pick[ch] || d.fallback[ch] != cur.fallback[ch] {
+			switched = append(switched, fmt.Sprintf("%s %s→%s", ch, w.route(cur, ch), w.route(d, ch)))
+		}
+	}
+	w.dep[fn] = d
+	w.faults[prefix+"redeploys"]++
+	w.faults[prefix+"provider_switches"] += len(switched)
+	w.tracef("", "%s redeployed: %s; providers switched: %v", fn, d, switched)
+}
+
+// providers are the adapters of deployment d, as a function built from it
+// gets them: each channel's provider, and the fallbacks of the channels
+// whose route has one.
+func (w *World) providers(d *deployment) (map[string]provider.Adapter, map[string][]provider.Adapter) {
+	out, fallbacks := map[string]provider.Adapter{}, map[string][]provider.Adapter{}
+	for _, ch := range channels {
+		out[ch] = w.chans[ch][d.pick[ch]].adapter()
+		if d.fallback[ch] {
+			fallbacks[ch] = []provider.Adapter{w.chans[ch][1-d.pick[ch]].adapter()}
+		}
+	}
+	return out, fallbacks
+}
+
+// route names the providers of channel ch's route under d.
+func (w *World) route(d *deployment, ch string) string {
+	s := w.chans[ch][d.pick[ch]].name
+	if d.fallback[ch] {
+		s += "," + w.chans[ch][1-d.pick[ch]].name
+	}
+	return s
+}
+
+// serves reports whether d's route for channel ch holds the provider
+// named name.
+func (w *World) serves(d *deployment, ch, name string) bool {
+	return w.chans[ch][d.pick[ch]].name == name || d.fallback[ch] && w.chans[ch][1-d.pick[ch]].name == name
+}
+
+// switchAll deploys, for the drain, every channel's other provider: a
+// row whose attempt went through a provider the deployment no longer has
+// waits for it, so the drain deploys each provider in turn.
+func (w *World) switchAll() {
+	cur := w.dep[reconcilerFn]
+	if w.dep[senderFn].n > cur.n {
+		cur = w.dep[senderFn]
+	}
+	d := *cur
+	d.n = cur.n + 1
+	d.pick = map[string]int{}
+	d.fallback = cur.fallback
+	for _, ch := range channels {
+		d.pick[ch] = cur.pick[ch]
+		if len(w.chans[ch]) > 1 {
+			d.pick[ch] = 1 - d.pick[ch]
+		}
+	}
+	w.redeploy(&d, senderFn, "drain_")
+	w.redeploy(&d, reconcilerFn, "drain_")
+}
+
+var channels = []string{"sms", "email", "push"}
+
+// event is a change of the world at a time: a redeploy, a template put.
+type event struct {
+	at   time.Time
+	name string
+	do   func()
+}
+
+func (w *World) addEvent(at time.Time, name string, do func()) {
+	w.events = append(w.events, &event{at: at, name: name, do: do})
+	slices.SortStableFunc(w.events, func(a, b *event) int { return a.at.Compare(b.at) })
+}
+
+// fireEvent runs the earliest event.
+func (w *World) fireEvent() {
+	e := w.events[0]
+	w.events = w.events[1:]
+	e.do()
+}
