@@ -13,9 +13,11 @@ import (
 // attempt provably sent nothing (docs/providers.md, "Routes and
 // failover"), as SENDONCE_<CHANNEL>_PROVIDER does.
 //
-// CloudFormation cannot look inside a string where it decides what to
-// create: a Condition takes only Fn::Equals, Fn::And, Fn::Or, Fn::Not and
-// other Conditions. So the parameter takes an enumerated list, every
+// CloudFormation documents no way to look inside a string where it
+// decides what to create: a Condition is made of Fn::Equals, Fn::And,
+// Fn::Or, Fn::Not and other Conditions (Fn::Split within one is not
+// documented, and nothing here can try it on AWS). So the parameter
+// takes an enumerated list, every
 // route of 1 to MaxRouteLength providers the template can configure for
 // the channel (and "" for none), as an AllowedPattern that is the
 // alternation of them (Pattern), and "the route includes provider P" is
