@@ -609,10 +609,7 @@ func (d *Dispatcher) mark(ctx context.Context, log *slog.Logger, c ledger.Claim,
 // Skipped for them. A takeover
 // that loses to another worker, or finds the row gone, is Conflict.
 func (d *Dispatcher) Resolve(ctx context.Context, rec ledger.Record, dec decide.Decision, route []provider.Adapter, found provider.LookupResult, lease time.Duration) Result {
-	var p provider.Adapter
-	if len(route) > 0 {
-		p = route[0]
-	}
+	p := First(route)
 	switch dec.Action {
 	case decide.Send, decide.MarkSent, decide.MarkFailed, decide.MarkUncertain, decide.Abandon, decide.Postpone:
 	default:

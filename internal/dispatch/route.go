@@ -25,6 +25,26 @@ import (
 // or the class policy), and a recipient's permanent error ends the
 // message FAILED on every route.
 
+// Route returns channel's route: its provider in providers (when it has
+// one), then its fallbacks, in order. The sender and the reconciler build
+// theirs with it from their Configs.
+func Route(providers map[string]provider.Adapter, fallbacks map[string][]provider.Adapter, channel string) []provider.Adapter {
+	var route []provider.Adapter
+	if p := providers[channel]; p != nil {
+		route = append(route, p)
+	}
+	return append(route, fallbacks[channel]...)
+}
+
+// First returns the first provider of picked, nil when it is empty: the
+// one that resolves the row (Pick).
+func First(picked []provider.Adapter) provider.Adapter {
+	if len(picked) == 0 {
+		return nil
+	}
+	return picked[0]
+}
+
 // Candidates returns the providers of route that may take row rec's next
 // attempt, in order. While an earlier attempt may have reached a provider
 // unrecorded (rec.Attempts > rec.Releases), only that provider may:

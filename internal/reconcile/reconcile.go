@@ -315,15 +315,8 @@ func (r *Reconciler) reconcile(ctx context.Context, rec ledger.Record) Action {
 	dims := []metrics.Dim{{Name: "channel", Value: rec.Channel}}
 	// The row is resolved against the provider its attempt went through
 	// and with the message it pins (dispatch.Decide).
-	var route []provider.Adapter
-	if p := r.cfg.Providers[rec.Channel]; p != nil {
-		route = append(route, p)
-	}
-	picked := r.dispatch.Pick(rec, append(route, r.cfg.Fallbacks[rec.Channel]...))
-	var p provider.Adapter
-	if len(picked) > 0 {
-		p = picked[0]
-	}
+	picked := r.dispatch.Pick(rec, dispatch.Route(r.cfg.Providers, r.cfg.Fallbacks, rec.Channel))
+	p := dispatch.First(picked)
 	in := decide.Input{
 		Caller: decide.Reconciler, Row: rec, Now: r.cfg.Now(),
 		Policy: r.cfg.Policies[rec.Class], Settle: r.cfg.Settle, MaxAge: r.cfg.MaxAge, MaxAttempts: r.cfg.MaxAttempts,

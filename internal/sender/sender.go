@@ -179,7 +179,7 @@ func (s *Sender) WithLogger(log *slog.Logger) *Sender {
 func (s *Sender) Process(ctx context.Context, req notify.Request) dispatch.Result {
 	key := req.Key()
 	log := s.cfg.Logger.With("key", key, "channel", string(req.Channel), "tenant", req.TenantID)
-	route := s.route(string(req.Channel))
+	route := dispatch.Route(s.cfg.Providers, s.cfg.Fallbacks, string(req.Channel))
 	// A new message may take any provider of the route: the first that is
 	// not cooling down.
 	picked := s.dispatch.Pick(ledger.Record{}, route)
@@ -257,16 +257,6 @@ func (s *Sender) Process(ctx context.Context, req notify.Request) dispatch.Resul
 	return forBatch(s.dispatch.SendRoute(ctx, c, rendered, nil, picked))
 }
 
-// route returns channel's providers in order: its provider, then its
-// fallbacks.
-func (s *Sender) route(channel string) []provider.Adapter {
-	var route []provider.Adapter
-	if p := s.cfg.Providers[channel]; p != nil {
-		route = append(route, p)
-	}
-	return append(route, s.cfg.Fallbacks[channel]...)
-}
-
 // unconfigured gives up the claim of a message whose channel has no
 // provider: a configuration error, never a final failure. The claim is
 // released (the row keeps the rendered message), the error is counted
@@ -293,10 +283,7 @@ func (s *Sender) redelivered(ctx context.Context, log *slog.Logger, cur ledger.R
 	key := cur.Key
 	dims := metrics.Dim{Name: "channel", Value: cur.Channel}
 	picked := s.dispatch.Pick(cur, route)
-	var p provider.Adapter
-	if len(picked) > 0 {
-		p = picked[0]
-	}
+	p := dispatch.First(picked)
 	in := decide.Input{Caller: decide.Sender, Row: cur, Now: s.cfg.Now(), Settle: s.cfg.Settle}
 	d, found, rec, err := s.dispatch.Decide(ctx, in, p)
 	switch {
