@@ -211,11 +211,11 @@ var pathSteps = []struct {
 	neighbours []string
 }{
 	{"internal/sender", []string{"events", "notify", "sendkey", "dispatch", "ledger", "provider"}},
-	{"internal/notify", []string{"sender", "sendkey"}},
+	{"notify", []string{"sender", "sendkey"}},
 	{"internal/sendkey", []string{"notify", "ledger"}},
 	{"internal/ledger", []string{"dispatch", "sendkey", "provider", "sender"}},
 	{"internal/dispatch", []string{"sendkey", "ledger", "provider", "sender"}},
-	{"internal/provider", []string{"dispatch", "ledger"}},
+	{"provider", []string{"dispatch", "ledger"}},
 	{"internal/render", []string{"notify", "sender"}},
 }
 

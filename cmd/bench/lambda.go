@@ -23,9 +23,9 @@ import (
 	"github.com/sendonce/sendonce/internal/benchreport"
 	"github.com/sendonce/sendonce/internal/dispatch"
 	"github.com/sendonce/sendonce/internal/ledger/dynamoledger"
-	"github.com/sendonce/sendonce/internal/provider"
 	"github.com/sendonce/sendonce/internal/rie"
 	"github.com/sendonce/sendonce/internal/testenv"
+	"github.com/sendonce/sendonce/provider"
 )
 
 // functions are the bootstraps measured, in order.

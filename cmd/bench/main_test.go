@@ -11,8 +11,8 @@ import (
 
 	"github.com/sendonce/sendonce/internal/dispatch"
 	"github.com/sendonce/sendonce/internal/ledger/memledger"
-	"github.com/sendonce/sendonce/internal/provider/providertest"
 	"github.com/sendonce/sendonce/internal/testenv"
+	"github.com/sendonce/sendonce/provider/providertest"
 )
 
 func TestRunWithoutEmulators(t *testing.T) {

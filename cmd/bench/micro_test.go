@@ -6,9 +6,9 @@ import (
 
 	"github.com/sendonce/sendonce/internal/dispatch"
 	"github.com/sendonce/sendonce/internal/ledger/memledger"
-	"github.com/sendonce/sendonce/internal/notify"
-	"github.com/sendonce/sendonce/internal/provider/providertest"
 	"github.com/sendonce/sendonce/internal/testenv"
+	"github.com/sendonce/sendonce/notify"
+	"github.com/sendonce/sendonce/provider/providertest"
 )
 
 // BenchmarkSenderMemLedger measures the sender's own CPU and allocations

@@ -14,13 +14,13 @@ import (
 	"github.com/sendonce/sendonce/internal/dispatch"
 	"github.com/sendonce/sendonce/internal/ledger"
 	"github.com/sendonce/sendonce/internal/ledger/dynamoledger"
-	"github.com/sendonce/sendonce/internal/notify"
-	"github.com/sendonce/sendonce/internal/provider"
 	"github.com/sendonce/sendonce/internal/provider/httpprovider"
 	"github.com/sendonce/sendonce/internal/reconcile"
 	"github.com/sendonce/sendonce/internal/sender"
 	"github.com/sendonce/sendonce/internal/testenv"
 	"github.com/sendonce/sendonce/internal/webhook"
+	"github.com/sendonce/sendonce/notify"
+	"github.com/sendonce/sendonce/provider"
 )
 
 // entry is what the sender claims for req: the render inputs (the stored

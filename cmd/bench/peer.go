@@ -21,11 +21,11 @@ import (
 	"github.com/sendonce/sendonce/internal/decide"
 	"github.com/sendonce/sendonce/internal/dispatch"
 	"github.com/sendonce/sendonce/internal/ledger/dynamoledger"
-	"github.com/sendonce/sendonce/internal/notify"
-	"github.com/sendonce/sendonce/internal/provider"
 	"github.com/sendonce/sendonce/internal/sender"
 	"github.com/sendonce/sendonce/internal/tableschema"
 	"github.com/sendonce/sendonce/internal/testenv"
+	"github.com/sendonce/sendonce/notify"
+	"github.com/sendonce/sendonce/provider"
 )
 
 // peerConfig shapes the peer section.

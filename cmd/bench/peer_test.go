@@ -17,9 +17,9 @@ import (
 	"github.com/sendonce/sendonce/internal/benchreport"
 	"github.com/sendonce/sendonce/internal/benchreport/ddbcost"
 	"github.com/sendonce/sendonce/internal/dispatch"
-	"github.com/sendonce/sendonce/internal/provider"
 	"github.com/sendonce/sendonce/internal/tableschema"
 	"github.com/sendonce/sendonce/internal/testenv"
+	"github.com/sendonce/sendonce/provider"
 )
 
 // TestCostProxy drives writes through the proxy to DynamoDB Local and

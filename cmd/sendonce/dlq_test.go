@@ -24,9 +24,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
-	"github.com/sendonce/sendonce/internal/notify"
 	"github.com/sendonce/sendonce/internal/sender"
 	"github.com/sendonce/sendonce/internal/testenv"
+	"github.com/sendonce/sendonce/notify"
 )
 
 // queues is a notification queue and its dead-letter queue in moto_server.

@@ -7,8 +7,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/sendonce/sendonce/internal/notify"
 	"github.com/sendonce/sendonce/internal/sendkey"
+	"github.com/sendonce/sendonce/notify"
 )
 
 func findCmd(a *app) *cobra.Command {

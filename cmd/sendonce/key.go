@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/sendonce/sendonce/internal/notify"
+	"github.com/sendonce/sendonce/notify"
 )
 
 func keyCmd(a *app) *cobra.Command {

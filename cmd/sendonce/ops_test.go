@@ -10,7 +10,6 @@ import (
 	"github.com/sendonce/sendonce/internal/ledger"
 	"github.com/sendonce/sendonce/internal/ledger/dynamoledger"
 	"github.com/sendonce/sendonce/internal/metrics"
-	"github.com/sendonce/sendonce/internal/provider"
 	"github.com/sendonce/sendonce/internal/provider/httpprovider"
 	"github.com/sendonce/sendonce/internal/provider/simulator"
 	"github.com/sendonce/sendonce/internal/reconcile"
@@ -18,6 +17,7 @@ import (
 	"github.com/sendonce/sendonce/internal/tableschema"
 	"github.com/sendonce/sendonce/internal/testenv"
 	"github.com/sendonce/sendonce/internal/testsupport"
+	"github.com/sendonce/sendonce/provider"
 )
 
 func (b bundle) withSTS(t *testing.T) { b.vars["AWS_ENDPOINT_URL_STS"] = testenv.MotoEndpoint(t) }

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/sendonce/sendonce/internal/localpipeline"
-	"github.com/sendonce/sendonce/internal/notify"
 	"github.com/sendonce/sendonce/internal/provider/simulator"
+	"github.com/sendonce/sendonce/notify"
 )
 
 // TestSupportLookup runs a small workload through the real local pipeline

@@ -12,8 +12,8 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
-	"github.com/sendonce/sendonce/internal/provider"
 	"github.com/sendonce/sendonce/internal/provider/lambdaprovider"
+	"github.com/sendonce/sendonce/provider"
 )
 
 // These tests hold the example to the published contract from both sides:

@@ -16,7 +16,6 @@ import (
 	"github.com/sendonce/sendonce/internal/ledger/dynamoledger"
 	"github.com/sendonce/sendonce/internal/localpipeline"
 	"github.com/sendonce/sendonce/internal/metrics"
-	"github.com/sendonce/sendonce/internal/notify"
 	"github.com/sendonce/sendonce/internal/provider/simulator"
 	"github.com/sendonce/sendonce/internal/redact"
 	"github.com/sendonce/sendonce/internal/rie"
@@ -25,6 +24,7 @@ import (
 	"github.com/sendonce/sendonce/internal/templates/dynamotemplates"
 	"github.com/sendonce/sendonce/internal/testenv"
 	"github.com/sendonce/sendonce/internal/testsupport"
+	"github.com/sendonce/sendonce/notify"
 )
 
 const simToken = "sender-rie-test-token"

@@ -93,9 +93,9 @@ import (
 	"github.com/sendonce/sendonce/internal/apikey"
 	"github.com/sendonce/sendonce/internal/ledger"
 	"github.com/sendonce/sendonce/internal/metrics"
-	"github.com/sendonce/sendonce/internal/notify"
 	"github.com/sendonce/sendonce/internal/redact"
 	"github.com/sendonce/sendonce/internal/sendkey"
+	"github.com/sendonce/sendonce/notify"
 )
 
 // Paths served.

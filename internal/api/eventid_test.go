@@ -6,8 +6,8 @@ import (
 	"testing"
 
 	"github.com/sendonce/sendonce/internal/api"
-	"github.com/sendonce/sendonce/internal/notify"
 	"github.com/sendonce/sendonce/internal/sendkey"
+	"github.com/sendonce/sendonce/notify"
 )
 
 // withEvent is body1 with the client's event_id.

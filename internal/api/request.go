@@ -14,7 +14,7 @@ import (
 	"strings"
 
 	"github.com/sendonce/sendonce/internal/api/idempotency"
-	"github.com/sendonce/sendonce/internal/notify"
+	"github.com/sendonce/sendonce/notify"
 )
 
 // MaxIdempotencyKeyLen is the longest Idempotency-Key accepted.

@@ -23,8 +23,6 @@ import (
 	"github.com/sendonce/sendonce/internal/dispatch"
 	"github.com/sendonce/sendonce/internal/ledger"
 	"github.com/sendonce/sendonce/internal/ledger/dynamoledger"
-	"github.com/sendonce/sendonce/internal/notify"
-	"github.com/sendonce/sendonce/internal/provider"
 	"github.com/sendonce/sendonce/internal/provider/httpprovider"
 	"github.com/sendonce/sendonce/internal/provider/simulator"
 	"github.com/sendonce/sendonce/internal/provider/smtpprovider"
@@ -37,6 +35,8 @@ import (
 	"github.com/sendonce/sendonce/internal/sender"
 	"github.com/sendonce/sendonce/internal/testenv"
 	"github.com/sendonce/sendonce/internal/testsupport"
+	"github.com/sendonce/sendonce/notify"
+	"github.com/sendonce/sendonce/provider"
 )
 
 const (

@@ -10,9 +10,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sesv2"
 
 	"github.com/sendonce/sendonce/internal/localpipeline"
-	"github.com/sendonce/sendonce/internal/provider"
 	"github.com/sendonce/sendonce/internal/provider/sesprovider"
 	"github.com/sendonce/sendonce/internal/testenv"
+	"github.com/sendonce/sendonce/provider"
 )
 
 // TestSESLane drives the real SES adapter through the lane's front to

@@ -18,9 +18,9 @@ import (
 	"time"
 
 	"github.com/sendonce/sendonce/internal/localpipeline"
-	"github.com/sendonce/sendonce/internal/notify"
 	"github.com/sendonce/sendonce/internal/provider/registry"
 	"github.com/sendonce/sendonce/internal/provider/twilio/twiliotest"
+	"github.com/sendonce/sendonce/notify"
 )
 
 // twilioLane is the Twilio adapter against twiliotest: Twilio's Messages

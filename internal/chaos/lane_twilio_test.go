@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/sendonce/sendonce/internal/localpipeline"
-	"github.com/sendonce/sendonce/internal/notify"
 	"github.com/sendonce/sendonce/internal/webhook"
+	"github.com/sendonce/sendonce/notify"
 )
 
 // TestShareTexts: the reshaped workload has groups of consecutive

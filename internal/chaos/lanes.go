@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/sendonce/sendonce/internal/localpipeline"
-	"github.com/sendonce/sendonce/internal/notify"
+	"github.com/sendonce/sendonce/notify"
 )
 
 // Capability is what an adapter lets the pipeline do about a repeat, and

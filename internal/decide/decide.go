@@ -82,7 +82,7 @@ import (
 	"time"
 
 	"github.com/sendonce/sendonce/internal/ledger"
-	"github.com/sendonce/sendonce/internal/provider"
+	"github.com/sendonce/sendonce/provider"
 )
 
 // Timing constants, defined here and nowhere else.

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/sendonce/sendonce/internal/ledger"
-	"github.com/sendonce/sendonce/internal/provider"
+	"github.com/sendonce/sendonce/provider"
 )
 
 // The dimensions of the decision, each value named as the table writes it.

@@ -78,9 +78,9 @@ import (
 	"github.com/sendonce/sendonce/internal/decide"
 	"github.com/sendonce/sendonce/internal/ledger"
 	"github.com/sendonce/sendonce/internal/metrics"
-	"github.com/sendonce/sendonce/internal/provider"
 	"github.com/sendonce/sendonce/internal/redact"
 	"github.com/sendonce/sendonce/internal/render"
+	"github.com/sendonce/sendonce/provider"
 )
 
 // Disposition is what handling one message ended in: an attempt here, a

@@ -10,7 +10,7 @@ import (
 	"github.com/sendonce/sendonce/internal/decide"
 	"github.com/sendonce/sendonce/internal/ledger"
 	"github.com/sendonce/sendonce/internal/metrics"
-	"github.com/sendonce/sendonce/internal/provider"
+	"github.com/sendonce/sendonce/provider"
 )
 
 // # Routes

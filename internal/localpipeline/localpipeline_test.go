@@ -15,9 +15,9 @@ import (
 
 	"github.com/sendonce/sendonce/internal/ledger"
 	"github.com/sendonce/sendonce/internal/metrics"
-	"github.com/sendonce/sendonce/internal/notify"
 	"github.com/sendonce/sendonce/internal/provider/simulator"
 	"github.com/sendonce/sendonce/internal/testenv"
+	"github.com/sendonce/sendonce/notify"
 )
 
 func TestParseEMF(t *testing.T) {

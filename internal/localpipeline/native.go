@@ -12,8 +12,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sesv2"
 
 	"github.com/sendonce/sendonce/internal/ledger"
-	"github.com/sendonce/sendonce/internal/notify"
 	"github.com/sendonce/sendonce/internal/testenv"
+	"github.com/sendonce/sendonce/notify"
 )
 
 // NativeEnv returns the Options.Env of a pipeline whose functions send SMS

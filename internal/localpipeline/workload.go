@@ -7,8 +7,8 @@ import (
 	"math/rand/v2"
 	"slices"
 
-	"github.com/sendonce/sendonce/internal/notify"
 	"github.com/sendonce/sendonce/internal/provider/simulator"
+	"github.com/sendonce/sendonce/notify"
 )
 
 // WorkloadOptions describes a workload: how many logical messages and how

@@ -56,8 +56,8 @@ import (
 	"github.com/sendonce/sendonce/internal/dispatch"
 	"github.com/sendonce/sendonce/internal/ledger"
 	"github.com/sendonce/sendonce/internal/metrics"
-	"github.com/sendonce/sendonce/internal/provider"
 	"github.com/sendonce/sendonce/internal/render"
+	"github.com/sendonce/sendonce/provider"
 )
 
 // Policy is what happens to an ambiguous attempt whose provider can

@@ -11,8 +11,8 @@ import (
 	"github.com/sendonce/sendonce/internal/ledger/ledgertest"
 	"github.com/sendonce/sendonce/internal/ledger/memledger"
 	"github.com/sendonce/sendonce/internal/metrics"
-	"github.com/sendonce/sendonce/internal/provider"
-	"github.com/sendonce/sendonce/internal/provider/providertest"
+	"github.com/sendonce/sendonce/provider"
+	"github.com/sendonce/sendonce/provider/providertest"
 )
 
 type bundle struct {

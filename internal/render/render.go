@@ -37,9 +37,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sendonce/sendonce/internal/notify"
 	"github.com/sendonce/sendonce/internal/templates"
 	"github.com/sendonce/sendonce/internal/ttlcache"
+	"github.com/sendonce/sendonce/notify"
 )
 
 // DefaultCacheTTL is how long a resolved template is cached.

@@ -8,11 +8,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sendonce/sendonce/internal/notify"
 	"github.com/sendonce/sendonce/internal/render"
 	"github.com/sendonce/sendonce/internal/render/rendertest"
 	"github.com/sendonce/sendonce/internal/templates"
 	"github.com/sendonce/sendonce/internal/templates/memtemplates"
+	"github.com/sendonce/sendonce/notify"
 )
 
 func TestRenderExamples(t *testing.T) {

@@ -14,9 +14,9 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/sendonce/sendonce/internal/metrics"
-	"github.com/sendonce/sendonce/internal/notify"
-	"github.com/sendonce/sendonce/internal/provider"
-	"github.com/sendonce/sendonce/internal/provider/providertest"
+	"github.com/sendonce/sendonce/notify"
+	"github.com/sendonce/sendonce/provider"
+	"github.com/sendonce/sendonce/provider/providertest"
 )
 
 func record(t *testing.T, id string, req notify.Request) events.SQSMessage {

@@ -11,12 +11,12 @@ import (
 	"github.com/sendonce/sendonce/internal/dispatch"
 	"github.com/sendonce/sendonce/internal/ledger"
 	"github.com/sendonce/sendonce/internal/ledger/memledger"
-	"github.com/sendonce/sendonce/internal/notify"
-	"github.com/sendonce/sendonce/internal/provider"
-	"github.com/sendonce/sendonce/internal/provider/providertest"
 	"github.com/sendonce/sendonce/internal/render"
 	"github.com/sendonce/sendonce/internal/templates"
 	"github.com/sendonce/sendonce/internal/templates/memtemplates"
+	"github.com/sendonce/sendonce/notify"
+	"github.com/sendonce/sendonce/provider"
+	"github.com/sendonce/sendonce/provider/providertest"
 )
 
 // brokenStore fails every read, as an unreachable table does.

@@ -8,11 +8,11 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/sendonce/sendonce/internal/ledger/memledger"
-	"github.com/sendonce/sendonce/internal/notify"
-	"github.com/sendonce/sendonce/internal/provider"
-	"github.com/sendonce/sendonce/internal/provider/providertest"
 	"github.com/sendonce/sendonce/internal/render/rendertest"
 	"github.com/sendonce/sendonce/internal/sender"
+	"github.com/sendonce/sendonce/notify"
+	"github.com/sendonce/sendonce/provider"
+	"github.com/sendonce/sendonce/provider/providertest"
 )
 
 // printDLQ stands in for the dead-letter queue: it prints what it is given.

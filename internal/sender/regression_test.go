@@ -19,14 +19,14 @@ import (
 	"github.com/sendonce/sendonce/internal/ledger/ledgertest"
 	"github.com/sendonce/sendonce/internal/ledger/memledger"
 	"github.com/sendonce/sendonce/internal/metrics"
-	"github.com/sendonce/sendonce/internal/notify"
-	"github.com/sendonce/sendonce/internal/provider"
-	"github.com/sendonce/sendonce/internal/provider/providertest"
 	"github.com/sendonce/sendonce/internal/provider/twilio"
 	"github.com/sendonce/sendonce/internal/provider/twilio/twiliotest"
 	"github.com/sendonce/sendonce/internal/reconcile"
 	"github.com/sendonce/sendonce/internal/render/rendertest"
 	"github.com/sendonce/sendonce/internal/sender"
+	"github.com/sendonce/sendonce/notify"
+	"github.com/sendonce/sendonce/provider"
+	"github.com/sendonce/sendonce/provider/providertest"
 )
 
 var quiet = slog.New(slog.DiscardHandler)

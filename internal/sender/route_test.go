@@ -8,10 +8,10 @@ import (
 	"github.com/sendonce/sendonce/internal/dispatch"
 	"github.com/sendonce/sendonce/internal/ledger"
 	"github.com/sendonce/sendonce/internal/metrics"
-	"github.com/sendonce/sendonce/internal/provider"
 	"github.com/sendonce/sendonce/internal/provider/twilio/twiliotest"
 	"github.com/sendonce/sendonce/internal/reconcile"
 	"github.com/sendonce/sendonce/internal/sender"
+	"github.com/sendonce/sendonce/provider"
 )
 
 // routeSender builds a sender whose SMS route is primary, then fallbacks.

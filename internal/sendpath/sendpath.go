@@ -12,9 +12,9 @@ import (
 	"github.com/sendonce/sendonce/internal/decide"
 	"github.com/sendonce/sendonce/internal/lambdaenv"
 	"github.com/sendonce/sendonce/internal/ledger/dynamoledger"
-	"github.com/sendonce/sendonce/internal/provider"
 	"github.com/sendonce/sendonce/internal/provider/registry"
 	"github.com/sendonce/sendonce/internal/sender"
+	"github.com/sendonce/sendonce/provider"
 )
 
 // Settings are the variables the sender and the reconciler share.

@@ -11,7 +11,7 @@ import (
 	"github.com/sendonce/sendonce/internal/decide"
 	"github.com/sendonce/sendonce/internal/ledger"
 	"github.com/sendonce/sendonce/internal/metrics"
-	"github.com/sendonce/sendonce/internal/provider"
+	"github.com/sendonce/sendonce/provider"
 )
 
 // Invariants, by name. Each Violation carries one.

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/sendonce/sendonce/internal/decide"
-	"github.com/sendonce/sendonce/internal/provider"
+	"github.com/sendonce/sendonce/provider"
 )
 
 // settles are ReconcileSettleSeconds values the simulation draws (the

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/sendonce/sendonce/internal/metrics"
-	"github.com/sendonce/sendonce/internal/provider"
+	"github.com/sendonce/sendonce/provider"
 )
 
 // provClass is a provider's capability class.

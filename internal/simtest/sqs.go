@@ -9,7 +9,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
-	"github.com/sendonce/sendonce/internal/notify"
+	"github.com/sendonce/sendonce/notify"
 )
 
 // sqsMsg is one message of the simulated notification queue.

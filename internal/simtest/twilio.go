@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"github.com/sendonce/sendonce/internal/metrics"
-	"github.com/sendonce/sendonce/internal/provider"
 	"github.com/sendonce/sendonce/internal/provider/twilio"
+	"github.com/sendonce/sendonce/provider"
 )
 
 // twilioAPI simulates the two Twilio Messages API endpoints the twilio

@@ -17,13 +17,13 @@ import (
 	"github.com/sendonce/sendonce/internal/ledger"
 	"github.com/sendonce/sendonce/internal/ledger/memledger"
 	"github.com/sendonce/sendonce/internal/metrics"
-	"github.com/sendonce/sendonce/internal/notify"
-	"github.com/sendonce/sendonce/internal/provider"
 	"github.com/sendonce/sendonce/internal/reconcile"
 	"github.com/sendonce/sendonce/internal/render"
 	"github.com/sendonce/sendonce/internal/sender"
 	"github.com/sendonce/sendonce/internal/templates/memtemplates"
 	"github.com/sendonce/sendonce/internal/webhook"
+	"github.com/sendonce/sendonce/notify"
+	"github.com/sendonce/sendonce/provider"
 )
 
 // The deployment's fixed settings; the others are drawn per seed

@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"testing"
 
-	"github.com/sendonce/sendonce/internal/notify"
+	"github.com/sendonce/sendonce/notify"
 )
 
 // RoundTrip checks what must hold of every request body a parser

@@ -3,8 +3,8 @@ package testsupport_test
 import (
 	"testing"
 
-	"github.com/sendonce/sendonce/internal/notify"
 	"github.com/sendonce/sendonce/internal/testsupport"
+	"github.com/sendonce/sendonce/notify"
 )
 
 // TestRoundTrip: a parsed request round-trips; a body that is not one

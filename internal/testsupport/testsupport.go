@@ -2,7 +2,7 @@
 // clock that moves only when told to, a log sink safe for concurrent
 // writers, AWS SDK errors and a reader of what moto_server recorded, and a
 // provider simulator
-// served over HTTP for the length of a test. Fakes of a provider adapter live in internal/provider/providertest.
+// served over HTTP for the length of a test. Fakes of a provider adapter live in provider/providertest.
 //
 // The real components the tests run against (DynamoDB Local, moto_server,
 // the Lambda emulator) are reached through internal/testenv and

@@ -19,8 +19,8 @@ import (
 	"github.com/aws/smithy-go"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 
-	"github.com/sendonce/sendonce/internal/provider"
 	"github.com/sendonce/sendonce/internal/redact"
+	"github.com/sendonce/sendonce/provider"
 )
 
 // Code is the classification of one AWS error code. It is an alias of an

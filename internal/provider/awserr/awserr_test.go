@@ -9,9 +9,9 @@ import (
 
 	"github.com/aws/smithy-go"
 
-	"github.com/sendonce/sendonce/internal/provider"
 	"github.com/sendonce/sendonce/internal/provider/awserr"
 	"github.com/sendonce/sendonce/internal/testsupport"
+	"github.com/sendonce/sendonce/provider"
 )
 
 func respErr(status int, code string) error {

@@ -49,8 +49,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/sendonce/sendonce/internal/decide"
-	"github.com/sendonce/sendonce/internal/provider"
 	"github.com/sendonce/sendonce/internal/redact"
+	"github.com/sendonce/sendonce/provider"
 )
 
 // ProviderName is the adapter's configuration name (SENDONCE_*_PROVIDER=http).

@@ -5,10 +5,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sendonce/sendonce/internal/provider"
 	"github.com/sendonce/sendonce/internal/provider/httpprovider"
 	"github.com/sendonce/sendonce/internal/provider/simulator"
 	"github.com/sendonce/sendonce/internal/testsupport"
+	"github.com/sendonce/sendonce/provider"
 )
 
 // TestNoTransparentReplay reproduces the duplicates `make chaos -seed 1`

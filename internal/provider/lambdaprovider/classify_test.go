@@ -10,8 +10,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sendonce/sendonce/internal/provider"
 	"github.com/sendonce/sendonce/internal/testsupport"
+	"github.com/sendonce/sendonce/provider"
 )
 
 // TestCodesDocumented: docs/lambda-provider.md's table of Lambda's error

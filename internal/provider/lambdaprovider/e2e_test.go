@@ -16,8 +16,6 @@ import (
 	"github.com/sendonce/sendonce/internal/dispatch"
 	"github.com/sendonce/sendonce/internal/ledger"
 	"github.com/sendonce/sendonce/internal/ledger/dynamoledger"
-	"github.com/sendonce/sendonce/internal/notify"
-	"github.com/sendonce/sendonce/internal/provider"
 	"github.com/sendonce/sendonce/internal/provider/lambdaprovider"
 	"github.com/sendonce/sendonce/internal/provider/simulator"
 	"github.com/sendonce/sendonce/internal/reconcile"
@@ -28,6 +26,8 @@ import (
 	"github.com/sendonce/sendonce/internal/templates/dynamotemplates"
 	"github.com/sendonce/sendonce/internal/testenv"
 	"github.com/sendonce/sendonce/internal/testsupport"
+	"github.com/sendonce/sendonce/notify"
+	"github.com/sendonce/sendonce/provider"
 )
 
 // The end-to-end tests run the example function (examples/lambda-provider)

@@ -59,8 +59,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/lambda/types"
 
 	"github.com/sendonce/sendonce/internal/decide"
-	"github.com/sendonce/sendonce/internal/provider"
 	"github.com/sendonce/sendonce/internal/redact"
+	"github.com/sendonce/sendonce/provider"
 )
 
 // ProviderName is the adapter's configuration name

@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sendonce/sendonce/internal/provider"
 	"github.com/sendonce/sendonce/internal/provider/lambdaprovider"
-	"github.com/sendonce/sendonce/internal/provider/providertest"
+	"github.com/sendonce/sendonce/provider"
+	"github.com/sendonce/sendonce/provider/providertest"
 )
 
 // fixture is the function of these tests (testdata/fixture): it does what

@@ -10,8 +10,8 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
-	"github.com/sendonce/sendonce/internal/provider"
 	"github.com/sendonce/sendonce/internal/provider/lambdaprovider"
+	"github.com/sendonce/sendonce/provider"
 )
 
 const schemaPath = "../../../schema/lambda-provider.v1.json"

@@ -45,7 +45,6 @@ import (
 
 	"github.com/sendonce/sendonce/internal/decide"
 	"github.com/sendonce/sendonce/internal/lambdaenv"
-	"github.com/sendonce/sendonce/internal/provider"
 	"github.com/sendonce/sendonce/internal/provider/httpprovider"
 	"github.com/sendonce/sendonce/internal/provider/lambdaprovider"
 	"github.com/sendonce/sendonce/internal/provider/sesprovider"
@@ -53,6 +52,7 @@ import (
 	"github.com/sendonce/sendonce/internal/provider/snsprovider"
 	"github.com/sendonce/sendonce/internal/provider/twilio"
 	"github.com/sendonce/sendonce/internal/secrets"
+	"github.com/sendonce/sendonce/provider"
 )
 
 // The environment variables the registry reads.

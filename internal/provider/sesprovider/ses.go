@@ -28,8 +28,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sesv2"
 	"github.com/aws/aws-sdk-go-v2/service/sesv2/types"
 
-	"github.com/sendonce/sendonce/internal/provider"
 	"github.com/sendonce/sendonce/internal/provider/awserr"
+	"github.com/sendonce/sendonce/provider"
 )
 
 // Name is the adapter's configuration name.

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sendonce/sendonce/internal/provider"
 	"github.com/sendonce/sendonce/internal/provider/simulator"
+	"github.com/sendonce/sendonce/provider"
 )
 
 func TestAdmin(t *testing.T) {

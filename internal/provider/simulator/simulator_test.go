@@ -13,10 +13,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sendonce/sendonce/internal/provider"
 	"github.com/sendonce/sendonce/internal/provider/httpprovider"
 	"github.com/sendonce/sendonce/internal/provider/simulator"
 	"github.com/sendonce/sendonce/internal/testsupport"
+	"github.com/sendonce/sendonce/provider"
 )
 
 const (

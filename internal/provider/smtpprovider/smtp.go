@@ -40,8 +40,8 @@ import (
 	mail "github.com/wneessen/go-mail"
 
 	"github.com/sendonce/sendonce/internal/decide"
-	"github.com/sendonce/sendonce/internal/provider"
 	"github.com/sendonce/sendonce/internal/redact"
+	"github.com/sendonce/sendonce/provider"
 )
 
 // Name is the adapter's configuration name.

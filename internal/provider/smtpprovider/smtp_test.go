@@ -14,10 +14,10 @@ import (
 
 	"github.com/emersion/go-smtp"
 
-	"github.com/sendonce/sendonce/internal/provider"
 	"github.com/sendonce/sendonce/internal/provider/smtpprovider"
 	"github.com/sendonce/sendonce/internal/provider/smtpprovider/smtptest"
 	"github.com/sendonce/sendonce/internal/testsupport"
+	"github.com/sendonce/sendonce/provider"
 )
 
 type bundle struct {

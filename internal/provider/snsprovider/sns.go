@@ -25,8 +25,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sns"
 	"github.com/aws/aws-sdk-go-v2/service/sns/types"
 
-	"github.com/sendonce/sendonce/internal/provider"
 	"github.com/sendonce/sendonce/internal/provider/awserr"
+	"github.com/sendonce/sendonce/provider"
 )
 
 // Name is the adapter's configuration name.

@@ -21,11 +21,11 @@ import (
 	"github.com/aws/smithy-go"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 
-	"github.com/sendonce/sendonce/internal/provider"
-	"github.com/sendonce/sendonce/internal/provider/providertest"
 	"github.com/sendonce/sendonce/internal/provider/snsprovider"
 	"github.com/sendonce/sendonce/internal/testenv"
 	"github.com/sendonce/sendonce/internal/testsupport"
+	"github.com/sendonce/sendonce/provider"
+	"github.com/sendonce/sendonce/provider/providertest"
 )
 
 func TestClassify(t *testing.T) {

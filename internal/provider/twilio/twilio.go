@@ -30,8 +30,8 @@ import (
 	"time"
 
 	"github.com/sendonce/sendonce/internal/decide"
-	"github.com/sendonce/sendonce/internal/provider"
 	"github.com/sendonce/sendonce/internal/redact"
+	"github.com/sendonce/sendonce/provider"
 )
 
 // Name is the adapter's configuration name.

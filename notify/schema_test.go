@@ -10,10 +10,10 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
-	"github.com/sendonce/sendonce/internal/notify"
+	"github.com/sendonce/sendonce/notify"
 )
 
-const schemaPath = "../../schema/notification-request.v1.json"
+const schemaPath = "../schema/notification-request.v1.json"
 
 // compileSchema compiles the published request schema.
 func compileSchema(t testing.TB) *jsonschema.Schema {

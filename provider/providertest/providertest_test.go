@@ -5,11 +5,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sendonce/sendonce/internal/provider"
 	"github.com/sendonce/sendonce/internal/provider/httpprovider"
-	"github.com/sendonce/sendonce/internal/provider/providertest"
 	"github.com/sendonce/sendonce/internal/provider/simulator"
 	"github.com/sendonce/sendonce/internal/testsupport"
+	"github.com/sendonce/sendonce/provider"
+	"github.com/sendonce/sendonce/provider/providertest"
 )
 
 // TestRestricted: the wrappers change what the adapter claims, never what

@@ -3,7 +3,7 @@ package provider_test
 import (
 	"testing"
 
-	"github.com/sendonce/sendonce/internal/provider"
+	"github.com/sendonce/sendonce/provider"
 )
 
 // TestNames: logs, metrics dimensions and reports print these names.

@@ -12,7 +12,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/sendonce/sendonce/internal/provider"
+	"github.com/sendonce/sendonce/provider"
 )
 
 // Fake is a provider.Adapter whose behaviour each test sets. With SendFunc

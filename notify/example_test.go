@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/sendonce/sendonce/internal/notify"
+	"github.com/sendonce/sendonce/notify"
 )
 
 // An accepted body: the body of one SQS message becomes a Request, whose
