@@ -150,8 +150,12 @@ type Config struct {
 	PageSize int
 	// MaxRows bounds the rows examined in one Run. Default 1000.
 	MaxRows int
-	// Concurrency bounds the rows handled at once. Default 4.
+	// Concurrency bounds the rows handled at once (by Run, or by Work
+	// within one unit). Default 4.
 	Concurrency int
+	// UnitSize is the number of keys Find puts in one unit of work.
+	// Default DefaultUnitSize.
+	UnitSize int
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
 }
@@ -164,8 +168,8 @@ type Reconciler struct {
 
 // New validates cfg, fills in defaults and returns a Reconciler.
 func New(cfg Config) (*Reconciler, error) {
-	if cfg.Settle < 0 || cfg.MaxAge < 0 || cfg.MaxAttempts < 0 || cfg.PageSize < 0 || cfg.MaxRows < 0 || cfg.Concurrency < 0 {
-		return nil, errors.New("reconcile: settle, maximum age, attempts, page size, rows and concurrency must not be negative")
+	if cfg.Settle < 0 || cfg.MaxAge < 0 || cfg.MaxAttempts < 0 || cfg.PageSize < 0 || cfg.MaxRows < 0 || cfg.Concurrency < 0 || cfg.UnitSize < 0 {
+		return nil, errors.New("reconcile: settle, maximum age, attempts, page size, rows, concurrency and unit size must not be negative")
 	}
 	d, err := dispatch.New(dispatch.Dispatcher{
 		Ledger:          cfg.Ledger,
@@ -186,6 +190,7 @@ func New(cfg Config) (*Reconciler, error) {
 	cfg.PageSize = cmp.Or(cfg.PageSize, DefaultPageSize)
 	cfg.MaxRows = cmp.Or(cfg.MaxRows, DefaultMaxRows)
 	cfg.Concurrency = cmp.Or(cfg.Concurrency, DefaultConcurrency)
+	cfg.UnitSize = cmp.Or(cfg.UnitSize, DefaultUnitSize)
 	policies := map[string]Policy{}
 	for class, p := range DefaultPolicies {
 		policies[class] = p
