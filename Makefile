@@ -11,7 +11,7 @@ SHELL := bash
 .DEFAULT_GOAL := help
 MAKEFLAGS += --no-print-directory
 
-FUNCTIONS := sender reconciler webhook api sesevents
+FUNCTIONS := sender reconciler reconcileworker webhook api sesevents
 FUZZTIME ?= 5s
 N ?= 2000
 SEED ?=
@@ -26,6 +26,7 @@ export SENDONCE_TEST_RIE := $(CURDIR)/bin/aws-lambda-rie
 # Sample event of each function, for make invoke-<function>.
 EVENT_sender := events/sqs-batch.json
 EVENT_reconciler := events/schedule.json
+EVENT_reconcileworker := events/reconcile-unit.json
 EVENT_webhook := events/webhook-http.json
 EVENT_api := events/api-post.json
 EVENT_sesevents := events/ses-bounce.json
@@ -149,7 +150,7 @@ diagram: ## Make docs/architecture.dot from template.yaml (infra's Template.Diag
 # What the Serverless Application Repository publishes: template.sar.yaml
 # with each function's code built for arm64.
 PACKAGE_DIR := .build/package
-PACKAGE_FUNCTIONS := SenderFunction ReconcilerFunction WebhookFunction ApiFunction SesEventsFunction
+PACKAGE_FUNCTIONS := SenderFunction ReconcilerFunction ReconcileWorkerFunction WebhookFunction ApiFunction SesEventsFunction
 
 package: ## Build every function for arm64 into .build/package/ with template.sar.yaml pointing at them, then translate and cfn-lint the result (docs/deploy.md, "Publishing": sam package and sam publish take it from there).
 	@source scripts/steps.sh
@@ -201,6 +202,9 @@ build-SenderFunction:
 
 build-ReconcilerFunction:
 	$(LAMBDA_BUILD) ./functions/reconciler
+
+build-ReconcileWorkerFunction:
+	$(LAMBDA_BUILD) ./functions/reconcileworker
 
 build-WebhookFunction:
 	$(LAMBDA_BUILD) ./functions/webhook

@@ -173,7 +173,7 @@ func TestRouteGrants(t *testing.T) {
 	t.Parallel()
 	tpl := translatedTemplate(t, "template.full.yaml")
 	base := with(tpl.Defaults(), routeSettings)
-	roles := []string{roleOf(t, tpl, "SenderFunction"), roleOf(t, tpl, "ReconcilerFunction")}
+	roles := []string{roleOf(t, tpl, "SenderFunction"), roleOf(t, tpl, "ReconcileWorkerFunction")}
 	var others []string
 	for name, r := range tpl.Resources {
 		if r["Type"] == "AWS::IAM::Role" && !slices.Contains(roles, name) {
@@ -237,7 +237,7 @@ func TestVariantRouteGrants(t *testing.T) {
 	full, _ := setup(t)
 	for _, name := range []string{"template.yaml", "template.sar.yaml"} {
 		tpl := translatedTemplate(t, name)
-		roles := []string{roleOf(t, tpl, "SenderFunction"), roleOf(t, tpl, "ReconcilerFunction")}
+		roles := []string{roleOf(t, tpl, "SenderFunction"), roleOf(t, tpl, "ReconcileWorkerFunction")}
 		for _, sms := range tpl.Extremes("SmsProvider") {
 			for _, email := range tpl.Extremes("EmailProvider") {
 				// What the variant fixes is template.full.yaml's default.
@@ -310,7 +310,7 @@ func TestRouteEnvironment(t *testing.T) {
 		"HttpProviderUrl": "", "HttpProviderUrlSms": "https://sms.gateway.example", "HttpProviderUrlEmail": "https://email.gateway.example",
 		"HttpProviderUrlPush": "https://push.gateway.example/v1"}
 	cases = append(cases, routeCase{"GatewayPerChannel", own})
-	for _, fn := range []string{"SenderFunction", "ReconcilerFunction"} {
+	for _, fn := range []string{"SenderFunction", "ReconcilerFunction", "ReconcileWorkerFunction"} {
 		for _, rc := range cases {
 			p := with(base, rc.set)
 			if vs, err := tpl.Violations(p); err != nil || len(vs) > 0 {

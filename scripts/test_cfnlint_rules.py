@@ -204,13 +204,13 @@ BREAKAGES = {
                                                     env(t, "SenderFunction").update(SENDONCE_CLAIM_TIMEOUT={"Ref": "LedgerMode"})],
     },
     sendonce.FunctionGrants: {
-        "ReconcilerPutItem": lambda t: sid(t, "ReconcilerRole", "Ledger")["Action"].append("dynamodb:PutItem"),
+        "ReconcilerPutItem": lambda t: sid(t, "ReconcileWorkerRole", "Ledger")["Action"].append("dynamodb:PutItem"),
         "ApiDeletesLedgerRows": add("ApiRole", {
             "Effect": "Allow", "Action": ["dynamodb:DeleteItem"], "Resource": "arn:aws:dynamodb:us-east-1:1:table/t",
             "Condition": {"ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["v1_*"]}}}),
         "WebhookEveryPrefix": lambda t: leading_keys(t, "WebhookRole", "Callbacks", ["*"]),
         "SenderWritesApiKeys": lambda t: leading_keys(t, "SenderRole", "Ledger", ["v1_*", "apikey#*"]),
-        "ReconcilerLacksTemplates": lambda t: leading_keys(t, "ReconcilerRole", "Templates", ["v1_*"]),
+        "ReconcilerLacksTemplates": lambda t: leading_keys(t, "ReconcileWorkerRole", "Templates", ["v1_*"]),
         "NoLeadingKeysCondition": lambda t: sid(t, "SesEventsRole", "Ledger").pop("Condition"),
         "ForAnyValue": condition_any_value,
         "ApiLacksIdempotency": lambda t: sid(t, "ApiRole", "Idempotency").update(Action=["dynamodb:PutItem"]),
@@ -230,10 +230,10 @@ BREAKAGES = {
     },
     sendonce.LambdaProviders: {
         "EveryFunction": lambda t: sid(t, "SenderRole", "InvokeSmsProvider").update(Resource="*"),
-        "FunctionPrefix": lambda t: sid(t, "ReconcilerRole", "InvokePushProvider").update(
+        "FunctionPrefix": lambda t: sid(t, "ReconcileWorkerRole", "InvokePushProvider").update(
             Resource={"Fn::Sub": "arn:${AWS::Partition}:lambda:${AWS::Region}:${AWS::AccountId}:function:*"}),
         "Unconditional": lambda t: statements(t, "SenderRole").append(sid(t, "SenderRole", "InvokeEmailProvider")),
-        "WrongChannelCondition": lambda t: sid(t, "ReconcilerRole", "InvokeSmsProvider").update(Resource={"Ref": "EmailLambdaArn"}),
+        "WrongChannelCondition": lambda t: sid(t, "ReconcileWorkerRole", "InvokeSmsProvider").update(Resource={"Ref": "EmailLambdaArn"}),
         "ChannelMissing": lambda t: sid(t, "SenderRole", "InvokePushProvider").update(Action="sns:GetTopicAttributes"),
         "WebhookInvokes": add("WebhookRole", {"Fn::If": ["SmsInvokesFunction", {
             "Effect": "Allow", "Action": "lambda:InvokeFunction", "Resource": {"Ref": "SmsLambdaArn"}}, {"Ref": "AWS::NoValue"}]}),
@@ -322,7 +322,7 @@ class TestPackage(unittest.TestCase):
     def run_package(self, machine):
         import tempfile
         with tempfile.TemporaryDirectory() as d:
-            for fn in ("SenderFunction", "ReconcilerFunction", "WebhookFunction", "ApiFunction", "SesEventsFunction"):
+            for fn in ("SenderFunction", "ReconcilerFunction", "ReconcileWorkerFunction", "WebhookFunction", "ApiFunction", "SesEventsFunction"):
                 os.makedirs(os.path.join(d, fn))
                 with open(os.path.join(d, fn, "bootstrap"), "wb") as f:
                     # an ELF header: 64-bit, little-endian, e_machine at byte 18

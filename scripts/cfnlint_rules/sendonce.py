@@ -19,6 +19,7 @@ ROLLBACK_ALARMS = ["FencingLostAlarm", "UncertainAttemptsAlarm"]
 # SES events function's cannot: SAM creates the deployment group of a
 # function under a Condition unconditionally, and its alarm is not).
 OWN_ALARMS = {"SenderFunction": ["SenderErrorsAlarm"], "ReconcilerFunction": ["ReconcilerErrorsAlarm"],
+              "ReconcileWorkerFunction": ["ReconcileWorkerErrorsAlarm"],
               "WebhookFunction": ["WebhookErrorsAlarm"], "ApiFunction": ["ApiErrorsAlarm"]}
 REDACT_KEY = {"Ref": "RedactKeySecret"}
 FUNCTION = "AWS::Lambda::Function"
@@ -313,7 +314,8 @@ TIMING = {
 # decide.DefaultMaxAge, which the invariants use).
 CLAIM_ENV = {"SENDONCE_PROVIDER_TIMEOUT": sub("${ProviderTimeoutSeconds}s"),
              "SENDONCE_CLAIM_TIMEOUT": sub("${ClaimTimeoutSeconds}s"), "SENDONCE_RETENTION": sub("${RetentionHours}h")}
-TIMING_ENV = {"SenderFunction": CLAIM_ENV, "ReconcilerFunction": {**CLAIM_ENV, "SENDONCE_MAX_AGE": None}}
+TIMING_ENV = {"SenderFunction": CLAIM_ENV, "ReconcilerFunction": {**CLAIM_ENV, "SENDONCE_MAX_AGE": None},
+              "ReconcileWorkerFunction": {**CLAIM_ENV, "SENDONCE_MAX_AGE": None}}
 BATCHING_WINDOW = {"Fn::If": ["IsFifo", ref("AWS::NoValue"), ref("MaximumBatchingWindowInSeconds")]}
 
 
@@ -378,12 +380,14 @@ def TimingParameters(cfn):
         target = (props.get("FunctionName") or {}).get("Ref")
         if (res.get(target) or {}).get("Type") == "AWS::Lambda::Alias":
             target = (res[target]["Properties"].get("FunctionName") or {}).get("Ref")
+        if (target, get_att(props["EventSourceArn"])) == ("ReconcileWorkerFunction", "ReconcileUnitQueue"):
+            continue
         if (target, get_att(props["EventSourceArn"])) != ("SenderFunction", "NotificationQueue"):
-            yield ["Resources", name], f"{name}: polls {get_att(props['EventSourceArn'])} for {target}; only SenderFunction polls NotificationQueue"
+            yield ["Resources", name], f"{name}: polls {get_att(props['EventSourceArn'])} for {target}; only SenderFunction polls NotificationQueue (and ReconcileWorkerFunction ReconcileUnitQueue)"
         elif not fits(cfn, props.get("MaximumBatchingWindowInSeconds"), BATCHING_WINDOW):
             yield ["Resources", name], f"{name}: MaximumBatchingWindowInSeconds is {props.get('MaximumBatchingWindowInSeconds')}, want {BATCHING_WINDOW}"
-    if len(polls) != 1:
-        yield ["Resources"], f"{len(polls)} SQS event sources, want 1 (SenderFunction on NotificationQueue)"
+    if len(polls) != 2:
+        yield ["Resources"], f"{len(polls)} SQS event sources, want 2 (SenderFunction on NotificationQueue, ReconcileWorkerFunction on ReconcileUnitQueue)"
 
 
 # The partition-key prefixes of the one table's record types (package
@@ -406,8 +410,11 @@ GRANTS = {
     "SenderFunction": ({LEDGER: ["GetItem", "PutItem", "UpdateItem"], TEMPLATES: ["BatchGetItem"]},
                        BASE + SEND + ["sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility",
                                       "sqs:GetQueueAttributes", "sqs:SendMessage", "kms:GenerateDataKey"]),
-    "ReconcilerFunction": ({LEDGER: ["GetItem", "UpdateItem"], ATTENTION: ["Query"], TEMPLATES: ["BatchGetItem"]},
-                           BASE + SEND),
+    # The reconciler finds the work and hands it out; its workers do it.
+    "ReconcilerFunction": ({ATTENTION: ["Query"]}, BASE + ["sqs:SendMessage", "sqs:GetQueueAttributes"]),
+    "ReconcileWorkerFunction": ({LEDGER: ["GetItem", "UpdateItem"], TEMPLATES: ["BatchGetItem"]},
+                                BASE + SEND + ["sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility",
+                                               "sqs:GetQueueAttributes"]),
     "WebhookFunction": ({CALLBACKS: ["GetItem", "PutItem"], LEDGER: ["GetItem", "UpdateItem"]},
                         BASE + ["ssm:GetParameter", "kms:Decrypt"]),
     "ApiFunction": ({IDEMPOTENCY: ["PutItem", "UpdateItem", "DeleteItem"], RATE: ["UpdateItem"],
@@ -480,7 +487,7 @@ def FunctionGrants(cfn):
 # TestRouteConditions checks what each Condition means).
 LAMBDA_PROVIDERS = {"SmsLambdaArn": "SmsInvokesFunction", "EmailLambdaArn": "EmailInvokesFunction",
                     "PushLambdaArn": "PushInvokesFunction"}
-SENDERS = ["SenderFunction", "ReconcilerFunction"]
+SENDERS = ["SenderFunction", "ReconcileWorkerFunction"]
 
 
 def guarded(v, conds=()):
