@@ -12,6 +12,7 @@ import (
 	"github.com/sendonce/sendonce/internal/decide"
 	"github.com/sendonce/sendonce/internal/lambdaenv"
 	"github.com/sendonce/sendonce/internal/ledger/dynamoledger"
+	"github.com/sendonce/sendonce/internal/pace"
 	"github.com/sendonce/sendonce/internal/provider/registry"
 	"github.com/sendonce/sendonce/internal/sender"
 	"github.com/sendonce/sendonce/provider"
@@ -30,6 +31,10 @@ type Settings struct {
 	// RetryBase is the base of the reconciler's backoff of released rows
 	// (decide.Backoff).
 	RetryBase time.Duration
+	// Rates are the providers' send rates (SENDONCE_PROVIDER_RATES,
+	// "provider=sends-per-second,..."; package pace), shared by every
+	// sender and reconcile worker; a provider not listed is not paced.
+	Rates map[string]int
 }
 
 // Read reads the shared variables into env's collected errors: call
@@ -43,8 +48,13 @@ func Read(env *lambdaenv.Env) Settings {
 		Settle:          env.Duration("SENDONCE_RECONCILE_SETTLE", decide.DefaultSettle),
 		MaxAge:          env.Duration("SENDONCE_MAX_AGE", decide.DefaultMaxAge),
 		RetryBase:       env.Duration("SENDONCE_RECONCILE_RETRY_BASE", decide.RetryBase),
+		Rates:           lambdaenv.Value(env, "SENDONCE_PROVIDER_RATES", nil, pace.ParseRates),
 	}
 }
+
+// PaceMaxWait bounds how long a send waits for its provider's rate
+// (package pace) before it is released, nothing sent, to be retried.
+const PaceMaxWait = 2 * time.Second
 
 // Deps are the clients built once per container.
 type Deps struct {
@@ -62,7 +72,14 @@ func Build(ctx context.Context, f *lambdaenv.Function, s Settings) Deps {
 	opts := registry.Clients(f.AWS)
 	opts.Timeout = s.ProviderTimeout
 	d := Deps{Ledger: f.Ledger(), Providers: map[string]provider.Adapter{}, Fallbacks: map[string][]provider.Adapter{}}
+	// One limiter per container: the providers of every route share it,
+	// and its counters (in the table) are shared with every container.
+	limiter, err := pace.New(&pace.DynamoStore{DB: f.DB, Table: f.Table}, s.Rates, pace.Options{})
+	f.Env.Fail(err)
 	for ch, route := range registry.ReadRoutes(ctx, f.Env, opts) {
+		for i, a := range route {
+			route[i] = pace.Wrap(a, limiter, PaceMaxWait)
+		}
 		d.Providers[ch], d.Fallbacks[ch] = route[0], route[1:]
 	}
 	return d

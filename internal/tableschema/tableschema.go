@@ -10,6 +10,7 @@
 //	apikey#<key id>             API key (package apikey)
 //	idem#<tenant>#<key hash>    API idempotency record (package idempotency)
 //	rate#...                    API rate-limit window (package api)
+//	pace#<provider>#<second>    a provider's shared send-rate counter (package pace)
 //	tpl#<tenant>[#...]          message templates (package dynamotemplates)
 package tableschema
 

@@ -1,0 +1,279 @@
+// Package pace keeps each provider's sends under a configured rate shared
+// by every sender and reconcile worker, in every container, and slows a
+// route down when its provider pushes back.
+//
+// How the rate is shared: each second of each provider has a counter
+// (Store; in production one DynamoDB item, pk "pace#<provider>#<unix
+// second>", with a TTL). A container does not write the counter per send:
+// it takes a block of tokens (Block, default 10) with one conditional
+// UpdateItem (ADD n while the count stays within the limit) and spends
+// them locally during that second. So:
+//   - the limit holds across containers: the counter never grants more
+//     than the limit of a second, whoever asks;
+//   - the write cost is one write unit per Block sends (0.1 per message at
+//     the default), not one per send;
+//   - each second is its own item, so its partition takes at most
+//     limit/Block writes a second (150 at 1,500/s), far below a
+//     partition's 1,000;
+//   - the price is that tokens a container took and did not spend in its
+//     second are lost: at most Block per active container per second.
+//
+// Rejected alternatives: a per-container limiter of limit/N under the SQS
+// event sources' MaximumConcurrency (no writes at all) holds the limit only
+// if every container is busy at once and wastes the rest when few are; a
+// token-bucket item written per send costs a write unit per message and
+// meets a partition's 1,000 writes a second at a 1,000/s rate.
+//
+// How the route slows down: each container keeps a factor in (0, 1] of the
+// configured rate (AIMD). A throttling answer (HTTP 429, Twilio 20429, SNS
+// Throttling) halves it, and a Retry-After pauses the provider until then;
+// a failure that shows the provider down (transient or ambiguous) lowers
+// it to the floor, so a recovering provider is met by a ramp, not the
+// whole backlog: every second with a success raises the factor by Ramp
+// (default 1/20 of the rate: full rate 20 s after recovery).
+package pace
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sendonce/sendonce/provider"
+)
+
+// Store grants the tokens of a provider's second.
+type Store interface {
+	// Take asks for n tokens of provider's second sec (Unix seconds), of
+	// which at most limit are granted in all; it returns how many were
+	// granted (0 to n).
+	Take(ctx context.Context, provider string, sec int64, n, limit int) (int, error)
+}
+
+// Defaults of Limiter.
+const (
+	DefaultBlock = 10
+	DefaultFloor = 0.05
+	DefaultRamp  = 0.05
+)
+
+// Limiter paces sends per provider. The zero value is not usable: New.
+type Limiter struct {
+	store  Store
+	now    func() time.Time
+	limits map[string]int
+	block  int
+	floor  float64
+	ramp   float64
+
+	mu    sync.Mutex
+	state map[string]*route
+}
+
+type route struct {
+	sec      int64 // the second tokens are held for
+	have     int   // tokens held for sec
+	spent    int   // tokens spent in sec
+	dry      bool  // the store has no tokens left for sec
+	factor   float64
+	pause    time.Time // no sends before
+	raisedAt int64     // the second factor was last raised in
+	// Outcomes of the second outcomesAt: failures that outnumber successes
+	// (3 at least) show the provider down.
+	outcomesAt int64
+	ok, bad    int
+}
+
+// Options configures New; zero fields take the defaults.
+type Options struct {
+	// Block is the number of tokens taken per Store write.
+	Block int
+	// Floor is the lowest factor of the rate a route is slowed to.
+	Floor float64
+	// Ramp is what each second with a success adds to the factor.
+	Ramp float64
+	// Now is the clock; time.Now when nil.
+	Now func() time.Time
+}
+
+// New returns a Limiter of limits (sends a second per provider name; a
+// provider not in limits is not paced) over store.
+func New(store Store, limits map[string]int, o Options) (*Limiter, error) {
+	for p, n := range limits {
+		if n <= 0 {
+			return nil, fmt.Errorf("pace: provider %s: rate %d: must be positive", p, n)
+		}
+	}
+	if store == nil && len(limits) > 0 {
+		return nil, errors.New("pace: a store is required")
+	}
+	if o.Block < 0 || o.Floor < 0 || o.Floor > 1 || o.Ramp < 0 {
+		return nil, errors.New("pace: block, floor and ramp must not be negative (floor at most 1)")
+	}
+	l := &Limiter{store: store, now: o.Now, limits: limits, block: o.Block, floor: o.Floor, ramp: o.Ramp, state: map[string]*route{}}
+	if l.now == nil {
+		l.now = time.Now
+	}
+	if l.block == 0 {
+		l.block = DefaultBlock
+	}
+	if l.floor == 0 {
+		l.floor = DefaultFloor
+	}
+	if l.ramp == 0 {
+		l.ramp = DefaultRamp
+	}
+	return l, nil
+}
+
+// ParseRates reads "provider=rate,provider=rate" (sends a second), e.g.
+// "twilio=100,http=1500"; the empty string yields none.
+func ParseRates(s string) (map[string]int, error) {
+	out := map[string]int{}
+	for _, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		name, rate, ok := strings.Cut(part, "=")
+		n, err := strconv.Atoi(strings.TrimSpace(rate))
+		if !ok || strings.TrimSpace(name) == "" || err != nil || n <= 0 {
+			return nil, fmt.Errorf("pace: rate %q: want provider=sends-per-second (a positive integer)", part)
+		}
+		out[strings.TrimSpace(name)] = n
+	}
+	return out, nil
+}
+
+// Limit returns provider's configured rate and whether it is paced.
+func (l *Limiter) Limit(provider string) (int, bool) {
+	n, ok := l.limits[provider]
+	return n, ok
+}
+
+// Acquire takes one send token of provider. It returns 0 and nil when the
+// send may go, or how long until the next try may succeed (the next
+// second, or the end of a Retry-After pause).
+func (l *Limiter) Acquire(ctx context.Context, provider string) (time.Duration, error) {
+	limit, ok := l.limits[provider]
+	if !ok {
+		return 0, nil
+	}
+	now := l.now()
+	sec := now.Unix()
+	next := time.Unix(sec+1, 0).Sub(now)
+	l.mu.Lock()
+	r := l.route(provider)
+	if now.Before(r.pause) {
+		l.mu.Unlock()
+		return r.pause.Sub(now), nil
+	}
+	if r.sec != sec {
+		r.sec, r.have, r.spent, r.dry = sec, 0, 0, false
+	}
+	share := max(1, int(float64(limit)*r.factor))
+	if r.spent >= share || r.have == 0 && r.dry {
+		l.mu.Unlock()
+		return next, nil
+	}
+	if r.have > 0 {
+		r.have--
+		r.spent++
+		l.mu.Unlock()
+		return 0, nil
+	}
+	want := min(l.block, share-r.spent)
+	l.mu.Unlock()
+	// The store call is made outside the lock; tokens granted for a second
+	// that has passed meanwhile are spent at once or lost.
+	got, err := l.store.Take(ctx, provider, sec, want, limit)
+	if err != nil {
+		return 0, fmt.Errorf("pace: take %d tokens of %s: %w", want, provider, err)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if r.sec == sec && got < want {
+		r.dry = true // every container's share of sec is taken
+	}
+	if got == 0 {
+		return next, nil
+	}
+	if r.sec == sec {
+		r.have += got - 1
+		r.spent++
+	}
+	return 0, nil
+}
+
+func (l *Limiter) route(provider string) *route {
+	r := l.state[provider]
+	if r == nil {
+		r = &route{factor: 1}
+		l.state[provider] = r
+	}
+	return r
+}
+
+// RetryAfterer is an error that carries a provider's Retry-After.
+type RetryAfterer interface {
+	RetryAfter() time.Duration
+}
+
+// throttleCodes are the provider codes that mean "too many requests".
+var throttleCodes = map[string]bool{"429": true, "20429": true, "Throttling": true, "ThrottlingException": true, "TooManyRequestsException": true, "421": true}
+
+// Observe adjusts provider's pace to the outcome of a send: err nil raises
+// the factor (once a second), a throttling answer halves it (and pauses
+// the provider for its Retry-After, if any), and transient or ambiguous
+// failures that outnumber a second's successes (the provider is down) set
+// it to the floor.
+func (l *Limiter) Observe(name string, err error) {
+	if _, ok := l.limits[name]; !ok {
+		return
+	}
+	now := l.now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	r := l.route(name)
+	if sec := now.Unix(); sec != r.outcomesAt {
+		r.outcomesAt, r.ok, r.bad = sec, 0, 0
+	}
+	if err == nil {
+		r.ok++
+		if sec := now.Unix(); sec != r.raisedAt && r.factor < 1 {
+			r.raisedAt = sec
+			r.factor = min(1, r.factor+l.ramp)
+		}
+		return
+	}
+	var ra RetryAfterer
+	if errors.As(err, &ra) && ra.RetryAfter() > 0 {
+		r.pause = now.Add(ra.RetryAfter())
+	}
+	var pe *provider.Error
+	switch {
+	case errors.As(err, &pe) && throttleCodes[pe.Code]:
+		r.factor = max(l.floor, r.factor/2)
+	case errors.As(err, &pe) && pe.Code == PacedCode:
+		// our own refusal says nothing about the provider
+	case errors.As(err, &pe) && (pe.Kind == provider.Transient || pe.Kind == provider.Ambiguous) || errors.Is(err, context.DeadlineExceeded):
+		// A few timeouts among successes are noise; failures that
+		// outnumber them are an outage.
+		if r.bad++; r.bad >= 3 && r.bad > r.ok {
+			r.factor = l.floor
+		}
+	}
+}
+
+// Factor returns provider's current factor of its rate (1 when unpaced).
+func (l *Limiter) Factor(provider string) float64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if r := l.state[provider]; r != nil {
+		return r.factor
+	}
+	return 1
+}

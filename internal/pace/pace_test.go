@@ -1,0 +1,186 @@
+package pace_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sendonce/sendonce/internal/ledger/ledgertest"
+	"github.com/sendonce/sendonce/internal/pace"
+	"github.com/sendonce/sendonce/internal/testenv"
+	"github.com/sendonce/sendonce/provider"
+	"github.com/sendonce/sendonce/provider/providertest"
+)
+
+func newLimiter(t *testing.T, store pace.Store, clock *ledgertest.Clock, limit int) *pace.Limiter {
+	t.Helper()
+	l, err := pace.New(store, map[string]int{"fake": limit}, pace.Options{Now: clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// sendsIn counts the sends containers of limiters manage in the clock's
+// current second, each trying tries times.
+func sendsIn(ctx context.Context, ls []*pace.Limiter, tries int) int {
+	var n atomic.Int64
+	var wg sync.WaitGroup
+	for _, l := range ls {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range tries {
+				if w, err := l.Acquire(ctx, "fake"); err == nil && w == 0 {
+					n.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return int(n.Load())
+}
+
+func TestLimitHoldsAcrossContainers(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	clock := ledgertest.NewClock(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC))
+	for _, tc := range []struct {
+		name  string
+		store func(t *testing.T) pace.Store
+	}{
+		{"Memory", func(*testing.T) pace.Store { return &pace.MemStore{} }},
+		{"DynamoDBLocal", func(t *testing.T) pace.Store {
+			db := testenv.DynamoDB(t)
+			return &pace.DynamoStore{DB: db, Table: testenv.NewTable(t, db)}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			store := tc.store(t)
+			var ls []*pace.Limiter
+			for range 8 {
+				ls = append(ls, newLimiter(t, store, clock, 150))
+			}
+			for sec := range 3 {
+				if n := sendsIn(ctx, ls, 100); n != 150 {
+					t.Errorf("second %d: %d sends across 8 containers, want the limit, 150", sec, n)
+				}
+				clock.Advance(time.Second)
+			}
+		})
+	}
+}
+
+func TestUnpacedProviderIsNotWrapped(t *testing.T) {
+	t.Parallel()
+	l, err := pace.New(&pace.MemStore{}, map[string]int{"twilio": 10}, pace.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &providertest.Fake{}
+	if pace.Wrap(f, l, 0) != provider.Adapter(f) {
+		t.Error("a provider without a rate was wrapped")
+	}
+	lk := providertest.Looking{Fake: &providertest.Fake{ProviderName: "twilio"}}
+	if _, ok := pace.Wrap(lk, l, 0).(provider.Looker); !ok {
+		t.Error("wrapping lost the provider's Lookup")
+	}
+}
+
+func TestThrottlingSlowsAndRecoveryRamps(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	clock := ledgertest.NewClock(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC))
+	l := newLimiter(t, &pace.MemStore{}, clock, 100)
+	down := true
+	f := &providertest.Fake{SendFunc: func(context.Context, provider.Message) (provider.Receipt, error) {
+		if down {
+			return provider.Receipt{}, providertest.Error(provider.Transient, "503")
+		}
+		return provider.Receipt{MessageID: "m"}, nil
+	}}
+	a := pace.Wrap(f, l, 0)
+	send := func(n int) (sent, paced int) {
+		for range n {
+			_, err := a.Send(ctx, provider.Message{Key: "k"})
+			var pe *provider.Error
+			if errors.As(err, &pe) && pe.Code == pace.PacedCode {
+				paced++
+			} else {
+				sent++
+			}
+		}
+		return
+	}
+	// The outage: failures outnumber successes, the route drops to 5 %.
+	send(10)
+	clock.Advance(time.Second)
+	if sent, _ := send(100); sent != 5 {
+		t.Errorf("during the outage %d calls reached the provider in a second, want 5 (the floor)", sent)
+	}
+	// Recovery: a ramp, not the whole backlog.
+	down = false
+	var perSecond []int
+	for range 25 {
+		clock.Advance(time.Second)
+		sent, _ := send(200)
+		perSecond = append(perSecond, sent)
+	}
+	if perSecond[0] > 10 || perSecond[len(perSecond)-1] != 100 {
+		t.Errorf("sends per second after recovery %v: want a ramp from the floor to the limit, 100", perSecond)
+	}
+	for i := 1; i < len(perSecond); i++ {
+		if perSecond[i] < perSecond[i-1] {
+			t.Errorf("the ramp went down: %v", perSecond)
+		}
+	}
+	// A 429 halves the rate.
+	f.SendFunc = func(context.Context, provider.Message) (provider.Receipt, error) {
+		return provider.Receipt{}, providertest.Error(provider.Transient, "429")
+	}
+	clock.Advance(time.Second)
+	send(1)
+	if got := l.Factor("fake"); got != 0.5 {
+		t.Errorf("factor after a 429 = %v, want 0.5", got)
+	}
+}
+
+type retryAfter struct{ d time.Duration }
+
+func (r retryAfter) Error() string             { return "429 retry after" }
+func (r retryAfter) RetryAfter() time.Duration { return r.d }
+
+func TestRetryAfterPauses(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	clock := ledgertest.NewClock(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC))
+	l := newLimiter(t, &pace.MemStore{}, clock, 100)
+	l.Observe("fake", &provider.Error{Kind: provider.Transient, Code: "429", Err: retryAfter{5 * time.Second}})
+	if w, err := l.Acquire(ctx, "fake"); err != nil || w != 5*time.Second {
+		t.Fatalf("acquire during Retry-After = %v, %v; want a 5 s wait", w, err)
+	}
+	clock.Advance(5 * time.Second)
+	if w, err := l.Acquire(ctx, "fake"); err != nil || w != 0 {
+		t.Fatalf("acquire after Retry-After = %v, %v; want a token", w, err)
+	}
+}
+
+func TestParseRates(t *testing.T) {
+	t.Parallel()
+	got, err := pace.ParseRates(" twilio=100, http=1500 ")
+	if err != nil || got["twilio"] != 100 || got["http"] != 1500 || len(got) != 2 {
+		t.Errorf("ParseRates = %v, %v", got, err)
+	}
+	for _, bad := range []string{"twilio", "twilio=0", "=5", "twilio=-1", "twilio=x"} {
+		if _, err := pace.ParseRates(bad); err == nil {
+			t.Errorf("ParseRates(%q) = nil error", bad)
+		}
+	}
+	if _, err := pace.New(nil, map[string]int{"a": 0}, pace.Options{}); err == nil {
+		t.Error("New accepted a zero rate")
+	}
+}

@@ -1,0 +1,78 @@
+package pace
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/sendonce/sendonce/internal/tableschema"
+)
+
+// MemStore is a Store in memory, for one process (tests, the simulation).
+type MemStore struct {
+	mu     sync.Mutex
+	counts map[string]int
+	writes int
+}
+
+// Take implements Store.
+func (s *MemStore) Take(_ context.Context, provider string, sec int64, n, limit int) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.counts == nil {
+		s.counts = map[string]int{}
+	}
+	k := provider + "#" + strconv.FormatInt(sec, 10)
+	s.writes++
+	got := min(n, limit-s.counts[k])
+	if got <= 0 {
+		return 0, nil
+	}
+	s.counts[k] += got
+	return got, nil
+}
+
+// Writes returns how many Take calls were made (a DynamoStore's writes).
+func (s *MemStore) Writes() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.writes
+}
+
+// DynamoStore keeps the counters in the one sendonce table: pk
+// "pace#<provider>#<unix second>", attribute "count", TTL a minute later.
+type DynamoStore struct {
+	DB    tableschema.UpdateAPI
+	Table string
+}
+
+// Take implements Store with one conditional UpdateItem (ADD n while
+// count+n stays within limit); when the second has fewer than n tokens
+// left, a second write takes what is left.
+func (s *DynamoStore) Take(ctx context.Context, provider string, sec int64, n, limit int) (int, error) {
+	for range 2 {
+		count := expression.Name("count")
+		err := tableschema.Update(ctx, s.DB, s.Table, "pace#"+provider+"#"+strconv.FormatInt(sec, 10),
+			expression.Add(count, expression.Value(n)).Set(expression.Name(tableschema.TTLAttribute), expression.Value(sec+60)),
+			expression.AttributeNotExists(count).Or(count.LessThanEqual(expression.Value(limit-n))))
+		if err == nil {
+			return n, nil
+		}
+		item, ok := tableschema.ConditionFailed(err)
+		if !ok {
+			return 0, fmt.Errorf("pace: take: %w", err)
+		}
+		cur := 0
+		if v, ok := item["count"].(*types.AttributeValueMemberN); ok {
+			cur, _ = strconv.Atoi(v.Value)
+		}
+		if n = min(n, limit-cur); n <= 0 {
+			return 0, nil
+		}
+	}
+	return 0, nil
+}
