@@ -1,6 +1,7 @@
 package sendonce
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -110,8 +111,8 @@ func NewReconciler(cfg ReconcilerConfig) (*Reconciler, error) {
 		Policies:        policies,
 		Metrics:         cfg.Metrics.recorder(),
 		Logger:          logger(cfg.Logger),
-		ProviderTimeout: cfg.ProviderTimeout,
-		ClaimTimeout:    cfg.ClaimTimeout,
+		ProviderTimeout: cmp.Or(cfg.ProviderTimeout, DefaultProviderTimeout),
+		ClaimTimeout:    cmp.Or(cfg.ClaimTimeout, DefaultClaimTimeout),
 		Settle:          cfg.Settle,
 		MaxAge:          cfg.MaxAge,
 		RetryBase:       cfg.RetryBase,

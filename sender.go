@@ -1,6 +1,7 @@
 package sendonce
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -117,8 +118,8 @@ func NewSender(cfg SenderConfig) (*Sender, error) {
 		DeadLetters:     dl,
 		Metrics:         cfg.Metrics.recorder(),
 		Logger:          logger(cfg.Logger),
-		ProviderTimeout: cfg.ProviderTimeout,
-		ClaimTimeout:    cfg.ClaimTimeout,
+		ProviderTimeout: cmp.Or(cfg.ProviderTimeout, DefaultProviderTimeout),
+		ClaimTimeout:    cmp.Or(cfg.ClaimTimeout, DefaultClaimTimeout),
 		Settle:          cfg.Settle,
 		RetryBase:       cfg.RetryBase,
 		Concurrency:     cfg.Concurrency,
