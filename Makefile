@@ -107,11 +107,22 @@ chaos: prereqs deps rie ## Run ./cmd/chaos with N messages (N=2000) and SEED (ra
 SEEDS ?= 1000000
 MUTATION_SEEDS ?= 20000
 MUTATIONS ?= internal/simtest/testdata/mutations/*.patch
-.PHONY: sim sim-mutations
+.PHONY: sim sim-mutations sim-outage drain-bench
+SCALE ?= 100
+DRAIN_ROWS ?= 20000
 
 sim: ## Run the deterministic simulation over SEEDS seeds (1000000) on every core: progress line, final table.
 	@go test -count=1 -timeout=0 -run 'TestSim$$' ./internal/simtest -seeds=$(SEEDS) -progress=10s -v \
 		| grep --line-buffered -v -E '^(=== (RUN|PAUSE|CONT)|    --- PASS: TestSim/seeds/|--- PASS: TestSim/seeds)'
+
+sim-outage: ## Simulate a provider outage at scale in virtual time (internal/outagesim, docs/scale.md): 1,000 msg/s scaled by 1/SCALE (100), two hours; prints the table and RESULT: OK or FAIL.
+	@go test -count=1 -timeout=0 -run '^TestOutageFull$$' ./internal/outagesim -outage.full -outage.scale=$(SCALE) -v | grep -v -E '^(=== RUN|--- (PASS|FAIL)|PASS|FAIL|ok )'
+
+drain-bench: prereqs deps rie ## Drain DRAIN_ROWS (20000) released rows on DynamoDB Local with 1, 4 and 16 reconcile workers under the RIE against the provider simulator; rows/s per level (docs/scale.md). Minutes; not part of make test.
+	@source scripts/steps.sh
+	services_up
+	go test -count=1 -timeout=0 -run '^TestDrainUnderRIE$$' ./internal/reconcile -drain -drain.rows=$(DRAIN_ROWS) -v | grep -v -E '^(=== RUN|--- PASS|PASS|ok )'
+	services_down
 
 sim-mutations: ## Apply each internal/simtest/testdata/mutations/*.patch (or MUTATIONS) through a build overlay; the simulator must catch it within MUTATION_SEEDS seeds.
 	@scripts/mutations.sh catch $(MUTATION_SEEDS) $(MUTATIONS)

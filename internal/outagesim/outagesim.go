@@ -1,0 +1,479 @@
+// Package outagesim simulates a provider outage at scale in virtual time
+// (make sim-outage, docs/scale.md): messages arrive at a steady rate, the
+// provider is down for a while, then answers a share of its calls with an
+// ambiguous timeout, under a rate limit it enforces with 429s. The real
+// sender (HandleSQS), the real reconciler's hand-out (Find) and workers
+// (Work) and the real pacing (package pace) run over the in-memory ledger
+// (package memledger) and a model of SQS (visibility timeout, receive
+// count, dead-letter queue), one virtual second at a time.
+//
+// What is a model, not the real thing: SQS (one receive per visible
+// message per second, no batching window), Lambda (every visible message
+// is processed in the second it is visible; the workers' capacity is a
+// number of rows a second), the provider (instant answers). A paced send
+// does not wait for its token (pace.Adapter.MaxWait 0): it is released at
+// once and retried, which is the worse case for redeliveries.
+package outagesim
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/sendonce/sendonce/internal/ledger"
+	"github.com/sendonce/sendonce/internal/ledger/memledger"
+	"github.com/sendonce/sendonce/internal/metrics"
+	"github.com/sendonce/sendonce/internal/pace"
+	"github.com/sendonce/sendonce/internal/reconcile"
+	"github.com/sendonce/sendonce/internal/render"
+	"github.com/sendonce/sendonce/internal/sender"
+	"github.com/sendonce/sendonce/internal/templates/memtemplates"
+	"github.com/sendonce/sendonce/notify"
+	"github.com/sendonce/sendonce/provider"
+)
+
+// Config is one simulated outage. Rates are per virtual second.
+type Config struct {
+	// Rate is the messages arriving each second.
+	Rate int
+	// Limit is the provider's rate limit (it answers 429 above it).
+	Limit int
+	// Pace is the send rate configured for the provider (package pace).
+	Pace int
+	// Down is how long the provider is down from the start.
+	Down time.Duration
+	// Total is the simulated time.
+	Total time.Duration
+	// AmbiguousPercent is the share of calls answered with an ambiguous
+	// timeout after Down (the message was accepted, the answer lost).
+	AmbiguousPercent int
+	// WorkerRows is the rows the reconcile workers examine a second
+	// (ReconcileWorkerConcurrency × 4 rows at once ÷ a row's time).
+	WorkerRows int
+	// Visibility and MaxReceive are the notification queue's.
+	Visibility time.Duration
+	MaxReceive int
+	// Schedule is the reconciler's schedule (rate(1 minute)).
+	Schedule time.Duration
+	// Scale is how much the workload was scaled down (for the report: 100
+	// means every rate is 1/100 of the real one).
+	Scale int
+	Seed  uint64
+}
+
+// class is a message class of the mix, with its share and its validity
+// (zero: none).
+type class struct {
+	name     notify.Class
+	percent  int
+	validity time.Duration
+}
+
+var mix = []class{
+	{notify.ClassOTP, 60, 10 * time.Minute},
+	{notify.ClassTransactional, 30, time.Hour},
+	{notify.ClassMarketing, 10, 0},
+}
+
+// Result is what a run measured.
+type Result struct {
+	Config
+	Messages        int
+	DeliveredOnce   int
+	DeliveredTwice  int // or more
+	Lost            int // never delivered, not expired, not pending
+	Pending         int // not settled at the end
+	ExpiredNotSent  int
+	SentAfterExpiry int
+	PeakRate        int // calls that reached the provider in one second
+	Throttled       int // 429s the provider answered
+	// Drain is the time from the provider's recovery until every message
+	// that arrived before it was settled; -1 if it never was.
+	Drain          time.Duration
+	Writes         int
+	WritesPerMsg   float64
+	DLQ            int
+	ReconcileFound int
+}
+
+// OK reports whether the run met the goal: none twice, none lost, none
+// sent after expiry, the backlog drained within 15 minutes of recovery,
+// never above the provider's limit.
+func (r Result) OK() bool { return len(r.Failures()) == 0 }
+
+// Failures lists the goals the run missed.
+func (r Result) Failures() []string {
+	var f []string
+	if r.DeliveredTwice > 0 {
+		f = append(f, fmt.Sprintf("%d delivered twice", r.DeliveredTwice))
+	}
+	if r.Lost > 0 {
+		f = append(f, fmt.Sprintf("%d lost", r.Lost))
+	}
+	if r.SentAfterExpiry > 0 {
+		f = append(f, fmt.Sprintf("%d sent after their validity", r.SentAfterExpiry))
+	}
+	if r.Drain < 0 || r.Drain > 15*time.Minute {
+		f = append(f, fmt.Sprintf("backlog drained %s after recovery, want within 15m", fmtDrain(r.Drain)))
+	}
+	if r.PeakRate > r.Limit {
+		f = append(f, fmt.Sprintf("provider peak %d/s above its limit %d/s", r.PeakRate, r.Limit))
+	}
+	return f
+}
+
+func fmtDrain(d time.Duration) string {
+	if d < 0 {
+		return "never"
+	}
+	return d.String()
+}
+
+// Table writes the result as the table make sim-outage prints.
+func (r Result) Table(w io.Writer) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	s := r.Scale
+	if s == 0 {
+		s = 1
+	}
+	fmt.Fprintf(tw, "workload\t%d msg/s for %s (1/%d of %d msg/s), provider limit %d/s (paced at %d/s), down %s, then %d %% ambiguous timeouts\n",
+		r.Rate, r.Total, s, r.Rate*s, r.Limit, r.Pace, r.Down, r.AmbiguousPercent)
+	fmt.Fprintf(tw, "messages\t%d\n", r.Messages)
+	fmt.Fprintf(tw, "delivered once\t%d\n", r.DeliveredOnce)
+	fmt.Fprintf(tw, "delivered twice or more\t%d\n", r.DeliveredTwice)
+	fmt.Fprintf(tw, "lost\t%d\n", r.Lost)
+	fmt.Fprintf(tw, "not settled at the end\t%d\n", r.Pending)
+	fmt.Fprintf(tw, "expired, never sent\t%d\n", r.ExpiredNotSent)
+	fmt.Fprintf(tw, "sent after expiry\t%d\n", r.SentAfterExpiry)
+	fmt.Fprintf(tw, "provider peak rate / limit\t%d/s / %d/s (429s: %d)\n", r.PeakRate, r.Limit, r.Throttled)
+	fmt.Fprintf(tw, "recovery until backlog empty\t%s\n", fmtDrain(r.Drain))
+	fmt.Fprintf(tw, "DynamoDB writes per message\t%.2f (%d; ledger writes and pace counter writes)\n", r.WritesPerMsg, r.Writes)
+	fmt.Fprintf(tw, "dead-lettered by SQS\t%d (their rows are settled by the reconciler)\n", r.DLQ)
+	fmt.Fprintf(tw, "rows handed out by the reconciler\t%d\n", r.ReconcileFound)
+	tw.Flush()
+	if r.OK() {
+		fmt.Fprintln(w, "RESULT: OK")
+	} else {
+		fmt.Fprintf(w, "RESULT: FAIL (%s)\n", strings.Join(r.Failures(), "; "))
+	}
+}
+
+// world is the state of one run.
+type world struct {
+	cfg   Config
+	now   time.Time
+	rng   *rand.Rand
+	prov  *model
+	queue []*sqsMsg
+	msgs  map[string]*msg
+	order []*msg
+	dlq   int
+}
+
+type msg struct {
+	key       string
+	arrived   time.Time
+	expires   time.Time // zero: no validity
+	delivered []time.Time
+}
+
+type sqsMsg struct {
+	id       string
+	body     string
+	visible  time.Time
+	receives int
+}
+
+// model is the provider: down until recovery, then a share of ambiguous
+// timeouts; a rate limit answered with 429; it records every delivery.
+type model struct {
+	mu        sync.Mutex
+	w         *world
+	recovery  time.Time
+	perSec    map[int64]int
+	peak      int
+	throttled int
+}
+
+func (p *model) Name() string { return "http" }
+func (p *model) Capabilities() provider.Capabilities {
+	return provider.Capabilities{LookupByReference: true}
+}
+
+func (p *model) Send(_ context.Context, m provider.Message) (provider.Receipt, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := p.w.now
+	if now.Before(p.recovery) {
+		return provider.Receipt{}, &provider.Error{Kind: provider.Transient, Provider: "http", Op: "send", Code: "503", Reason: "unavailable"}
+	}
+	sec := now.Unix()
+	p.perSec[sec]++
+	p.peak = max(p.peak, p.perSec[sec])
+	if p.perSec[sec] > p.w.cfg.Limit {
+		p.throttled++
+		return provider.Receipt{}, &provider.Error{Kind: provider.Transient, Provider: "http", Op: "send", Code: "429", Reason: "too many requests"}
+	}
+	mm := p.w.msgs[m.Key]
+	mm.delivered = append(mm.delivered, now)
+	if p.w.rng.IntN(100) < p.w.cfg.AmbiguousPercent {
+		return provider.Receipt{}, &provider.Error{Kind: provider.Ambiguous, Provider: "http", Op: "send", Reason: "timeout"}
+	}
+	return provider.Receipt{MessageID: "pm_" + m.Key[:12]}, nil
+}
+
+func (p *model) Lookup(_ context.Context, m provider.Message) (provider.LookupResult, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.w.now.Before(p.recovery) {
+		return provider.LookupResult{}, &provider.Error{Kind: provider.Transient, Provider: "http", Op: "lookup", Code: "503", Reason: "unavailable"}
+	}
+	if len(p.w.msgs[m.Key].delivered) > 0 {
+		return provider.LookupResult{Status: provider.LookupAccepted, MessageID: "pm_" + m.Key[:12]}, nil
+	}
+	return provider.LookupResult{Status: provider.LookupNotFound}, nil
+}
+
+// counting counts the ledger's writes (each is one conditional write of
+// a row under 1 KB: one write unit, whether it applies or not).
+type counting struct {
+	ledger.Ledger
+	mu     sync.Mutex
+	writes int
+}
+
+func (c *counting) add() { c.mu.Lock(); c.writes++; c.mu.Unlock() }
+
+func (c *counting) Claim(ctx context.Context, e ledger.Entry, lease time.Duration) (ledger.Claim, error) {
+	c.add()
+	return c.Ledger.Claim(ctx, e, lease)
+}
+
+func (c *counting) TakeOver(ctx context.Context, cur ledger.Record, p string, lease time.Duration) (ledger.Claim, error) {
+	c.add()
+	return c.Ledger.TakeOver(ctx, cur, p, lease)
+}
+
+func (c *counting) Mark(ctx context.Context, cl ledger.Claim, o ledger.Outcome) error {
+	c.add()
+	return c.Ledger.Mark(ctx, cl, o)
+}
+
+func (c *counting) Release(ctx context.Context, cl ledger.Claim, reason string, retryAt time.Time) error {
+	c.add()
+	return c.Ledger.Release(ctx, cl, reason, retryAt)
+}
+
+type units struct{ q []reconcile.Unit }
+
+func (u *units) Waiting(context.Context) (int, error) { return len(u.q), nil }
+func (u *units) Put(_ context.Context, us []reconcile.Unit) (int, error) {
+	u.q = append(u.q, us...)
+	return len(us), nil
+}
+
+type noDLQ struct{}
+
+func (noDLQ) Put(context.Context, events.SQSMessage, *notify.InvalidError) error { return nil }
+
+// Run simulates cfg and returns what it measured.
+func Run(ctx context.Context, cfg Config) (Result, error) {
+	start := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	w := &world{cfg: cfg, now: start, rng: rand.New(rand.NewPCG(cfg.Seed, 25)), msgs: map[string]*msg{}}
+	clock := func() time.Time { return w.now }
+	w.prov = &model{w: w, recovery: start.Add(cfg.Down), perSec: map[int64]int{}}
+	led := &counting{Ledger: memledger.New(memledger.WithNow(clock))}
+	store := &pace.MemStore{}
+	limiter, err := pace.New(store, map[string]int{"http": cfg.Pace}, pace.Options{Now: clock})
+	if err != nil {
+		return Result{}, err
+	}
+	paced := pace.Wrap(w.prov, limiter, 0)
+	providers := map[string]provider.Adapter{"sms": paced}
+	quiet := slog.New(slog.DiscardHandler)
+	tally := metrics.NewTally()
+	renderer := render.New(memtemplates.New())
+	snd, err := sender.New(sender.Config{Ledger: led, Providers: providers, Renderer: renderer, DeadLetters: noDLQ{}, Metrics: tally, Logger: quiet,
+		ProviderTimeout: 5 * time.Second, ClaimTimeout: time.Minute, Concurrency: 1, Now: clock})
+	if err != nil {
+		return Result{}, err
+	}
+	rc, err := reconcile.New(reconcile.Config{Ledger: led, Providers: providers, Renderer: renderer, Metrics: tally, Logger: quiet,
+		ProviderTimeout: 5 * time.Second, ClaimTimeout: time.Minute, MaxRows: 60000, PageSize: 1000, Concurrency: 1, Now: clock})
+	if err != nil {
+		return Result{}, err
+	}
+	uq := &units{}
+	var (
+		n         int
+		pending   []reconcile.Unit
+		workerCap int
+		found     int
+	)
+	recovery := start.Add(cfg.Down)
+	drain := time.Duration(-1)
+	end := start.Add(cfg.Total)
+	for ; w.now.Before(end); w.now = w.now.Add(time.Second) {
+		if err := ctx.Err(); err != nil {
+			return Result{}, err
+		}
+		for range cfg.Rate {
+			n++
+			w.arrive(n)
+		}
+		w.sendVisible(ctx, snd)
+		if el := w.now.Sub(start); el%cfg.Schedule == 0 {
+			rep, err := rc.Find(ctx, uq)
+			if err != nil {
+				return Result{}, err
+			}
+			found += rep.Found
+		}
+		// The workers: WorkerRows rows a second, unit by unit.
+		workerCap += cfg.WorkerRows
+		for workerCap > 0 {
+			if len(pending) == 0 {
+				if len(uq.q) == 0 {
+					workerCap = 0
+					break
+				}
+				pending, uq.q = uq.q[:1], uq.q[1:]
+			}
+			u := pending[0]
+			pending = pending[1:]
+			rc.Work(ctx, u)
+			workerCap -= len(u.Keys)
+		}
+		if drain < 0 && !w.now.Before(recovery) && w.now.Sub(start)%(10*time.Second) == 0 && w.backlogEmpty(ctx, led, recovery) {
+			drain = w.now.Sub(recovery)
+		}
+	}
+	res := Result{Config: cfg, Messages: n, PeakRate: w.prov.peak, Throttled: w.prov.throttled, Drain: drain, DLQ: w.dlq, ReconcileFound: found}
+	for _, m := range w.order {
+		switch d := len(m.delivered); {
+		case d == 1:
+			res.DeliveredOnce++
+		case d > 1:
+			res.DeliveredTwice++
+		}
+		for _, t := range m.delivered {
+			if !m.expires.IsZero() && t.After(m.expires) {
+				res.SentAfterExpiry++
+				break
+			}
+		}
+		if len(m.delivered) > 0 {
+			continue
+		}
+		if !m.expires.IsZero() && m.expires.Before(end) {
+			res.ExpiredNotSent++
+			continue
+		}
+		if r, err := led.Get(ctx, m.key); err == nil && !r.State.Final() {
+			res.Pending++
+			continue
+		}
+		res.Lost++
+	}
+	res.Writes = led.writes + store.Writes()
+	res.WritesPerMsg = float64(res.Writes) / float64(max(1, n))
+	return res, nil
+}
+
+func (w *world) arrive(n int) {
+	c := mix[len(mix)-1]
+	r := w.rng.IntN(100)
+	for _, cl := range mix {
+		if r < cl.percent {
+			c = cl
+			break
+		}
+		r -= cl.percent
+	}
+	req := notify.Request{TenantID: "acme", EventID: fmt.Sprintf("e%d", n), Channel: "sms", Class: c.name,
+		Recipient: notify.Recipient{ID: fmt.Sprintf("user-%d", n), Phone: fmt.Sprintf("+1555%07d", n%10000000)},
+		Template:  "code", Content: &notify.Content{Text: "your code is 123456"}}
+	b, _ := json.Marshal(req)
+	m := &msg{key: req.Key(), arrived: w.now}
+	if c.validity > 0 {
+		m.expires = w.now.Add(c.validity)
+	}
+	w.msgs[m.key] = m
+	w.order = append(w.order, m)
+	w.queue = append(w.queue, &sqsMsg{id: fmt.Sprintf("m%d", n), body: string(b), visible: w.now})
+}
+
+// sendVisible hands every visible message to the sender in batches of 10;
+// a failed record is visible again after the visibility timeout, and
+// dead-lettered after MaxReceive receives.
+func (w *world) sendVisible(ctx context.Context, snd *sender.Sender) {
+	var batch []*sqsMsg
+	keep := make([]*sqsMsg, 0, len(w.queue))
+	flush := func() {
+		if len(batch) == 0 {
+			return
+		}
+		ev := events.SQSEvent{}
+		for _, m := range batch {
+			m.receives++
+			ev.Records = append(ev.Records, events.SQSMessage{MessageId: m.id, Body: m.body,
+				Attributes: map[string]string{"ApproximateReceiveCount": fmt.Sprint(m.receives)}})
+		}
+		resp, _ := snd.HandleSQS(ctx, ev)
+		failed := map[string]bool{}
+		for _, f := range resp.BatchItemFailures {
+			failed[f.ItemIdentifier] = true
+		}
+		for _, m := range batch {
+			switch {
+			case !failed[m.id]:
+			case m.receives >= w.cfg.MaxReceive:
+				w.dlq++
+			default:
+				m.visible = w.now.Add(w.cfg.Visibility)
+				keep = append(keep, m)
+			}
+		}
+		batch = batch[:0]
+	}
+	var later []*sqsMsg
+	for _, m := range w.queue {
+		if m.visible.After(w.now) {
+			later = append(later, m)
+			continue
+		}
+		batch = append(batch, m)
+		if len(batch) == 10 {
+			flush()
+		}
+	}
+	flush()
+	w.queue = append(keep, later...)
+}
+
+// backlogEmpty reports whether every message that arrived before recovery
+// is settled: delivered, final in the ledger, or past its validity.
+func (w *world) backlogEmpty(ctx context.Context, led ledger.Ledger, recovery time.Time) bool {
+	for _, m := range w.order {
+		if !m.arrived.Before(recovery) {
+			return true
+		}
+		if len(m.delivered) > 0 || !m.expires.IsZero() && !w.now.Before(m.expires) {
+			continue
+		}
+		if r, err := led.Get(ctx, m.key); err == nil && r.State.Final() {
+			continue
+		}
+		return false
+	}
+	return true
+}
