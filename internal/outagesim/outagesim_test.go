@@ -12,13 +12,14 @@ import (
 var full = flag.Bool("outage.full", false, "run the full simulation of make sim-outage (two hours of virtual time) and print its table")
 var scale = flag.Int("outage.scale", 100, "with -outage.full: divide every rate by this (1 runs 1,000 msg/s)")
 
-// TestOutageSmall is the scaled-down run of make test: 5 minutes down,
-// 5 minutes of 10 % ambiguous timeouts, 5 messages a second against a
-// provider limited to 8 a second.
+// TestOutageSmall is the scaled-down run of make test: 3 minutes down,
+// 3 minutes of 10 % ambiguous timeouts, 4 messages a second against a
+// provider limited to 6 a second. It fails on a message delivered twice or
+// lost, or a second above the provider's limit.
 func TestOutageSmall(t *testing.T) {
 	t.Parallel()
-	res, err := Run(context.Background(), Config{Rate: 5, Limit: 8, Pace: 8, Down: 5 * time.Minute, Total: 10 * time.Minute,
-		AmbiguousPercent: 10, WorkerRows: 50, Visibility: 180 * time.Second, MaxReceive: 5, Schedule: time.Minute, Scale: 200, Seed: 1})
+	res, err := Run(context.Background(), Config{Rate: 4, Limit: 6, Pace: 6, Down: 3 * time.Minute, Total: 6 * time.Minute,
+		AmbiguousPercent: 10, WorkerRows: 50, Visibility: 180 * time.Second, MaxReceive: 5, Schedule: time.Minute, Scale: 250, Seed: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,7 +29,7 @@ func TestOutageSmall(t *testing.T) {
 	if res.DeliveredTwice != 0 || res.Lost != 0 || res.PeakRate > res.Limit {
 		t.Errorf("twice %d, lost %d, peak %d/s over %d/s: %v", res.DeliveredTwice, res.Lost, res.PeakRate, res.Limit, res.Failures())
 	}
-	if res.DeliveredOnce == 0 || res.Messages != 3000 {
+	if res.DeliveredOnce == 0 || res.Messages != 4*360 {
 		t.Errorf("%d messages, %d delivered once: the simulation did not run", res.Messages, res.DeliveredOnce)
 	}
 }
