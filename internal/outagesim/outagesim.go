@@ -98,11 +98,15 @@ type Result struct {
 	Throttled       int // 429s the provider answered
 	// Drain is the time from the provider's recovery until every message
 	// that arrived before it was settled; -1 if it never was.
-	Drain          time.Duration
-	Writes         int
-	WritesPerMsg   float64
-	DLQ            int
-	ReconcileFound int
+	Drain time.Duration
+	// Backlog is the number of messages that arrived before recovery and
+	// were not settled (delivered, final, or past their validity) at
+	// recovery, 15 minutes after it, and at the end.
+	BacklogAtRecovery, BacklogAt15, BacklogAtEnd int
+	Writes                                       int
+	WritesPerMsg                                 float64
+	DLQ                                          int
+	ReconcileFound                               int
 }
 
 // OK reports whether the run met the goal: none twice, none lost, none
@@ -156,6 +160,7 @@ func (r Result) Table(w io.Writer) {
 	fmt.Fprintf(tw, "sent after expiry\t%d\n", r.SentAfterExpiry)
 	fmt.Fprintf(tw, "provider peak rate / limit\t%d/s / %d/s (429s: %d)\n", r.PeakRate, r.Limit, r.Throttled)
 	fmt.Fprintf(tw, "recovery until backlog empty\t%s\n", fmtDrain(r.Drain))
+	fmt.Fprintf(tw, "backlog at recovery / +15m / end\t%d / %d / %d (arrived before recovery, not settled, still valid)\n", r.BacklogAtRecovery, r.BacklogAt15, r.BacklogAtEnd)
 	fmt.Fprintf(tw, "DynamoDB writes per message\t%.2f (%d; ledger writes and pace counter writes)\n", r.WritesPerMsg, r.Writes)
 	fmt.Fprintf(tw, "dead-lettered by SQS\t%d (their rows are settled by the reconciler)\n", r.DLQ)
 	fmt.Fprintf(tw, "rows handed out by the reconciler\t%d\n", r.ReconcileFound)
@@ -323,6 +328,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	)
 	recovery := start.Add(cfg.Down)
 	drain := time.Duration(-1)
+	var backlog [2]int
 	end := start.Add(cfg.Total)
 	for ; w.now.Before(end); w.now = w.now.Add(time.Second) {
 		if err := ctx.Err(); err != nil {
@@ -355,11 +361,18 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 			rc.Work(ctx, u)
 			workerCap -= len(u.Keys)
 		}
+		switch w.now {
+		case recovery:
+			backlog[0] = w.backlog(ctx, led, recovery)
+		case recovery.Add(15 * time.Minute):
+			backlog[1] = w.backlog(ctx, led, recovery)
+		}
 		if drain < 0 && !w.now.Before(recovery) && w.now.Sub(start)%(10*time.Second) == 0 && w.backlogEmpty(ctx, led, recovery) {
 			drain = w.now.Sub(recovery)
 		}
 	}
-	res := Result{Config: cfg, Messages: n, PeakRate: w.prov.peak, Throttled: w.prov.throttled, Drain: drain, DLQ: w.dlq, ReconcileFound: found}
+	res := Result{Config: cfg, Messages: n, PeakRate: w.prov.peak, Throttled: w.prov.throttled, Drain: drain, DLQ: w.dlq, ReconcileFound: found,
+		BacklogAtRecovery: backlog[0], BacklogAt15: backlog[1], BacklogAtEnd: w.backlog(ctx, led, recovery)}
 	for _, m := range w.order {
 		switch d := len(m.delivered); {
 		case d == 1:
@@ -478,4 +491,24 @@ func (w *world) backlogEmpty(ctx context.Context, led ledger.Ledger, recovery ti
 		return false
 	}
 	return true
+}
+
+// backlog counts the messages that arrived before recovery and are not
+// settled now: not delivered, not final in the ledger, not past their
+// validity.
+func (w *world) backlog(ctx context.Context, led ledger.Ledger, recovery time.Time) int {
+	n := 0
+	for _, m := range w.order {
+		if !m.arrived.Before(recovery) {
+			break
+		}
+		if len(m.delivered) > 0 || !m.expires.IsZero() && !w.now.Before(m.expires) {
+			continue
+		}
+		if r, err := led.Get(ctx, m.key); err == nil && r.State.Final() {
+			continue
+		}
+		n++
+	}
+	return n
 }
