@@ -328,7 +328,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	)
 	recovery := start.Add(cfg.Down)
 	drain := time.Duration(-1)
-	var backlog [2]int
+	backlog := [2]int{-1, -1} // -1: the run ended before
 	end := start.Add(cfg.Total)
 	for ; w.now.Before(end); w.now = w.now.Add(time.Second) {
 		if err := ctx.Err(); err != nil {
