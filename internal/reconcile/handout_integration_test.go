@@ -279,7 +279,21 @@ func TestWorkerKilledMidUnit(t *testing.T) {
 	// healthy worker: the victim's row is held (its lease has not passed),
 	// its unit's other rows are done; the second unit is done by it.
 	healthy := e.fanout(t, providertest.LookupOnly(e.prov))
-	time.Sleep(200 * time.Millisecond) // let the dying worker finish its other rows
+	// Let the dying worker finish its unit's other rows first.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		done := 0
+		for _, k := range units[0].Keys {
+			if r, err := e.ledger.Get(ctx, k); err == nil && r.State == ledger.StateSent {
+				done++
+			}
+		}
+		if done == len(units[0].Keys)-1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the dying worker settled %d of its unit's other %d rows", done, len(units[0].Keys)-1)
+		}
+	}
 	acts := work(t, healthy, units)
 	if acts[reconcile.ActionNotDue] != 10 || acts[reconcile.ActionResent] != 10 {
 		t.Errorf("redelivery: %v, want the first unit not due (9 done, the victim held) and the second resent", acts)
