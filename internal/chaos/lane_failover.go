@@ -17,6 +17,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sendonce/sendonce/internal/dispatch"
 	"github.com/sendonce/sendonce/internal/ledger"
 	"github.com/sendonce/sendonce/internal/localpipeline"
 	"github.com/sendonce/sendonce/internal/metrics"
@@ -41,7 +42,8 @@ import (
 // truth, by key. The lane runs its own schedule from the run's outage
 // start (Options.OutageAt), once the faults are on: the primary refuses
 // every send (429/503) for longer than SQS's receives of a message
-// (visibility timeout × maxReceiveCount), then browns out: a share of its
+// (visibility timeout × maxReceiveCount), is healthy for the senders'
+// health cool-down (so they try it again), then browns out: a share of its
 // sends get no answer (half of them after the simulator took the
 // message), so the sender's call times out, ambiguous; then it is
 // healthy again. The run's own outage switch (Outage) is ignored: the
@@ -63,8 +65,8 @@ type failoverLane struct {
 	dir   string
 
 	// Schedule, fixed at construction (failoverSchedule).
-	outageAt, outage, brownout time.Duration
-	brownoutRate               float64
+	outageAt, outage, gap, brownout time.Duration
+	brownoutRate                    float64
 
 	mu        sync.Mutex
 	primary   *simulator.Simulator
@@ -98,29 +100,36 @@ const (
 
 // failoverSchedule returns the primary's outage (longer than SQS's
 // receives of a message where the fault window leaves the room, else
-// o.Outage), its brownout, and how long the lane's first wave is fed.
-func failoverSchedule(o Options) (outage, brownout, spread time.Duration) {
+// o.Outage), the healthy gap before its brownout (the senders' health
+// cool-down, so that they try the primary again before it browns out,
+// where the window leaves the room), its brownout, and how long the
+// lane's first wave is fed.
+func failoverSchedule(o Options) (outage, gap, brownout, spread time.Duration) {
 	vis := cmp.Or(o.VisibilityTimeout, localpipeline.DefaultVisibilityTimeout)
 	receives := vis * localpipeline.DefaultMaxReceiveCount
 	window := cmp.Or(o.FaultWindow, 40*time.Second)
 	brownout = min(max(window/6, 3*time.Second), 20*time.Second)
-	outage = max(o.Outage, receives+5*time.Second)
-	if room := window - o.OutageAt - brownout - 5*time.Second; outage > room {
+	outage, gap = max(o.Outage, receives+5*time.Second), dispatch.DefaultHealthCooldown
+	room := window - o.OutageAt - brownout - 5*time.Second
+	if outage+gap > room {
+		gap = 0
+	}
+	if outage > room {
 		outage = max(min(o.Outage, room), 0)
 	}
-	spread = min(o.OutageAt+outage+brownout+5*time.Second, window)
-	return outage, brownout, spread
+	spread = min(o.OutageAt+outage+gap+brownout+5*time.Second, window)
+	return outage, gap, brownout, spread
 }
 
 // failoverSpread is the lane's Lane.Spread.
 func failoverSpread(o Options) time.Duration {
-	_, _, spread := failoverSchedule(o)
+	_, _, _, spread := failoverSchedule(o)
 	return spread
 }
 
 func newFailoverLane(ctx context.Context, o Options, seed uint64) (Counterpart, error) {
-	l := &failoverLane{o: o, seed: seed, brownoutRate: 0.35}
-	l.outage, l.brownout, _ = failoverSchedule(o)
+	l := &failoverLane{o: o, seed: seed, brownoutRate: 0.25}
+	l.outage, l.gap, l.brownout, _ = failoverSchedule(o)
 	l.outageAt = o.OutageAt
 	dir, err := os.MkdirTemp("", "sendonce-chaos-failover-")
 	if err != nil {
@@ -229,7 +238,7 @@ func (l *failoverLane) schedule(ctx context.Context) {
 		name  string
 		mode  frontMode
 		after time.Duration
-	}{{"normal", modeNormal, l.outageAt}, {"outage", modeOutage, l.outage}, {"brownout", modeBrownout, l.brownout}} {
+	}{{"normal", modeNormal, l.outageAt}, {"outage", modeOutage, l.outage}, {"recovered", modeNormal, l.gap}, {"brownout", modeBrownout, l.brownout}} {
 		l.front.mode.Store(int32(ph.mode))
 		l.mu.Lock()
 		l.phases = append(l.phases, phaseAt{ph.name, time.Now()})
@@ -540,9 +549,9 @@ func (l *failoverLane) scheduleText() string {
 	for i := 0; i+1 < len(l.phases); i++ {
 		ran[l.phases[i].name] = l.phases[i+1].at.Sub(l.phases[i].at)
 	}
-	return fmt.Sprintf("primary outage %s (%s planned ; SQS receives of a message: %d × %s visibility), %d sends refused; brownout %s (%s planned), %d sends without an answer (%d taken by the primary)",
+	return fmt.Sprintf("primary outage %s (%s planned; SQS receives of a message: %d × %s visibility), %d sends refused; healthy %s; brownout %s (%s planned), %d sends without an answer (%d taken by the primary)",
 		ran["outage"].Round(time.Second), l.outage.Round(time.Second), localpipeline.DefaultMaxReceiveCount, vis, f[faultOutage],
-		ran["brownout"].Round(time.Second), l.brownout.Round(time.Second), f[faultBrownoutBefore]+f[faultBrownoutAfter], f[faultBrownoutAfter])
+		ran["recovered"].Round(time.Second), ran["brownout"].Round(time.Second), l.brownout.Round(time.Second), f[faultBrownoutBefore]+f[faultBrownoutAfter], f[faultBrownoutAfter])
 }
 
 // wireVerdict judges one key from the providers' side: accepted holds,

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sendonce/sendonce/internal/dispatch"
 	"github.com/sendonce/sendonce/internal/ledger"
 )
 
@@ -103,13 +104,13 @@ func TestLedgerVerdict(t *testing.T) {
 func TestFailoverSchedule(t *testing.T) {
 	t.Parallel()
 	o := Defaults(2000, 1)
-	outage, brownout, spread := failoverSchedule(o)
+	outage, gap, brownout, spread := failoverSchedule(o)
 	receives := 10 * time.Second * 5
-	if outage <= receives || brownout <= 0 || o.OutageAt+outage+brownout > spread || spread > o.FaultWindow {
-		t.Errorf("N=2000: outage %s, brownout %s, spread %s (receives %s, fault window %s)", outage, brownout, spread, receives, o.FaultWindow)
+	if outage <= receives || gap < dispatch.DefaultHealthCooldown || brownout <= 0 || o.OutageAt+outage+gap+brownout > spread || spread > o.FaultWindow {
+		t.Errorf("N=2000: outage %s, gap %s, brownout %s, spread %s (receives %s, fault window %s)", outage, gap, brownout, spread, receives, o.FaultWindow)
 	}
 	o.Outage, o.OutageAt, o.FaultWindow = 10*time.Second, 2*time.Second, 15*time.Second
-	outage, brownout, spread = failoverSchedule(o)
+	outage, _, brownout, spread = failoverSchedule(o)
 	if outage <= 0 || brownout <= 0 || spread > o.FaultWindow || o.OutageAt+outage+brownout > o.FaultWindow {
 		t.Errorf("small: outage %s, brownout %s, spread %s (fault window %s)", outage, brownout, spread, o.FaultWindow)
 	}
