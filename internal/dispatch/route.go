@@ -118,18 +118,9 @@ func (d *Dispatcher) Pick(rec ledger.Record, route []provider.Adapter) []provide
 // earlier attempt may have sent. history is the row's History under c
 // (nil for a first claim): each failover's takeover adds the refused
 // attempt to it. Each failover is counted (Failovers, with the channel
-// and both providers), and so is a send that starts past the channel's
-// first provider (Pick moved it back while it cools down): the alarm on
-// Failovers sees an outage whether the message found out the hard way or
-// the container already knew.
+// and both providers).
 func (d *Dispatcher) SendRoute(ctx context.Context, c ledger.Claim, e ledger.Entry, history []string, route []provider.Adapter) Result {
 	p := route[0]
-	if first := d.Route(e.Channel); len(first) > 0 && first[0].Name() != p.Name() && !d.Health.Healthy(first[0].Name()) {
-		d.Metrics.Count(metrics.Failovers, 1, metrics.Dim{Name: "channel", Value: e.Channel},
-			metrics.Dim{Name: "from", Value: first[0].Name()}, metrics.Dim{Name: "to", Value: p.Name()})
-		d.Logger.Info("failing over: the channel's first provider is cooling down", "key", e.Key, "channel", e.Channel,
-			"from", first[0].Name(), "to", p.Name())
-	}
 	r := d.Send(ctx, c, e, p)
 	for _, next := range route[1:] {
 		if r.Disposition != Retry || (r.Kind != provider.Transient && r.Kind != provider.Config) || !r.Released {

@@ -1,7 +1,6 @@
 package dispatch_test
 
 import (
-	"context"
 	"slices"
 	"testing"
 	"time"
@@ -9,7 +8,6 @@ import (
 	"github.com/sendonce/sendonce/internal/dispatch"
 	"github.com/sendonce/sendonce/internal/ledger"
 	"github.com/sendonce/sendonce/internal/ledger/memledger"
-	"github.com/sendonce/sendonce/internal/metrics"
 	"github.com/sendonce/sendonce/provider"
 	"github.com/sendonce/sendonce/provider/providertest"
 )
@@ -112,44 +110,5 @@ func TestHealth(t *testing.T) {
 	none.Record("a", false)
 	if !none.Healthy("a") {
 		t.Error("a nil Health skips a provider")
-	}
-}
-
-// TestSkippingACoolingProviderIsAFailover (the failover chaos lane): a
-// container that already knows the channel's first provider keeps
-// refusing sends the message straight to the next one; that is counted as
-// a failover, so the alarm sees an outage however the message learned
-// of it. A send through the first provider is not.
-func TestSkippingACoolingProviderIsAFailover(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	tally := metrics.NewTally()
-	a, b := &providertest.Fake{ProviderName: "a"}, &providertest.Fake{ProviderName: "b"}
-	d, err := dispatch.New(dispatch.Dispatcher{Ledger: memledger.New(), ProviderTimeout: time.Second, ClaimTimeout: time.Minute, Metrics: tally,
-		Providers: map[string]provider.Adapter{"sms": a}, Fallbacks: map[string][]provider.Adapter{"sms": {b}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	send := func(key string) dispatch.Result {
-		e := ledger.Entry{Key: key, Channel: "sms", Address: "+15551234567", Body: "hi"}
-		picked := d.Pick(ledger.Record{}, d.Route("sms"))
-		e.Provider = picked[0].Name()
-		c, err := d.Claim(ctx, e, time.Minute)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return d.SendRoute(ctx, c, e, nil, picked)
-	}
-	if r := send("v1_first"); r.Disposition != dispatch.Sent || a.Calls() != 1 || tally.Get(metrics.Failovers) != 0 {
-		t.Fatalf("healthy: %s via a=%d, Failovers %d; want sent through a, none", r.Disposition, a.Calls(), tally.Get(metrics.Failovers))
-	}
-	for range dispatch.DefaultHealthThreshold {
-		d.Health.Record("a", false)
-	}
-	if r := send("v1_second"); r.Disposition != dispatch.Sent || b.Calls() != 1 || a.Calls() != 1 {
-		t.Fatalf("a cooling down: %s, a=%d b=%d calls; want sent through b alone", r.Disposition, a.Calls(), b.Calls())
-	}
-	if got := tally.Get(metrics.Failovers); got != 1 {
-		t.Errorf("Failovers = %d after a send that skipped the cooling provider, want 1", got)
 	}
 }
