@@ -6,15 +6,13 @@
 // the demo's phases and the local pipeline's runs (internal/localpipeline).
 //
 // A caller gathers the Facts of each message from its own counterpart and
-// ledger and hands them to Judge, or to a Tally, which also counts the
-// verdicts per adapter and per class. What is a violation and what is a
-// cost the adapter's capability allows is decided here only, and
-// table-tested once (groundtruth_test.go).
+// ledger, hands them to Judge and counts the kinds it returns per adapter
+// and per class (chaos: per lane, and ClassCount per class). What is a
+// violation and what is a cost the adapter's capability allows is decided
+// here only, and table-tested once (groundtruth_test.go).
 package groundtruth
 
 import (
-	"maps"
-	"slices"
 	"strings"
 
 	"github.com/sendonce/sendonce/internal/ledger"
@@ -224,78 +222,3 @@ func Judge(f Facts) []Kind {
 	}
 	return out
 }
-
-// Finding is one violation: the message's key, adapter and class, and
-// the kind.
-type Finding struct {
-	Key, Adapter, Class string
-	Kind                Kind
-}
-
-// Tally judges messages and counts the kinds per adapter and per class.
-// The zero Tally is ready to use.
-type Tally struct {
-	byAdapter, byClass map[string]map[Kind]int
-	findings           []Finding
-}
-
-// Add judges f, counts its kinds and returns them.
-func (t *Tally) Add(f Facts) []Kind {
-	if t.byAdapter == nil {
-		t.byAdapter, t.byClass = map[string]map[Kind]int{}, map[string]map[Kind]int{}
-	}
-	kinds := Judge(f)
-	for _, k := range kinds {
-		inc(t.byAdapter, f.Adapter, k)
-		inc(t.byClass, f.Class, k)
-		if k.Violation() {
-			t.findings = append(t.findings, Finding{Key: f.Key, Adapter: f.Adapter, Class: f.Class, Kind: k})
-		}
-	}
-	return kinds
-}
-
-func inc(m map[string]map[Kind]int, name string, k Kind) {
-	if m[name] == nil {
-		m[name] = map[Kind]int{}
-	}
-	m[name][k]++
-}
-
-// Adapter returns the count of k among adapter's messages.
-func (t *Tally) Adapter(adapter string, k Kind) int { return t.byAdapter[adapter][k] }
-
-// Class returns the count of k among class's messages.
-func (t *Tally) Class(class string, k Kind) int { return t.byClass[class][k] }
-
-// Count returns the count of k over every message.
-func (t *Tally) Count(k Kind) int {
-	n := 0
-	for _, m := range t.byAdapter {
-		n += m[k]
-	}
-	return n
-}
-
-// Adapters returns the adapters counted, sorted.
-func (t *Tally) Adapters() []string { return slices.Sorted(maps.Keys(t.byAdapter)) }
-
-// Classes returns the classes counted, sorted.
-func (t *Tally) Classes() []string { return slices.Sorted(maps.Keys(t.byClass)) }
-
-// Findings returns the violations in the order they were added.
-func (t *Tally) Findings() []Finding { return t.findings }
-
-// Keys returns the keys of the findings whose kind is one of kinds.
-func (t *Tally) Keys(kinds ...Kind) []string {
-	var out []string
-	for _, f := range t.findings {
-		if slices.Contains(kinds, f.Kind) {
-			out = append(out, f.Key)
-		}
-	}
-	return out
-}
-
-// OK reports whether no message broke a guarantee.
-func (t *Tally) OK() bool { return len(t.findings) == 0 }
