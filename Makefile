@@ -14,7 +14,7 @@ MAKEFLAGS += --no-print-directory
 FUNCTIONS := sender reconciler webhook api sesevents
 # Each fuzz target's search time in make test. Every target's seeds run in
 # go test anyway, and the inputs a search finds interesting stay in the
-# build cache's fuzz corpus ($$(go env GOCACHE)/fuzz), where the next run
+# build cache's fuzz corpus (fuzz/ in go env GOCACHE), where the next run
 # starts from: 18 targets x 2s add up over runs. FUZZTIME=1m for a deep run.
 FUZZTIME ?= 2s
 N ?= 2000
