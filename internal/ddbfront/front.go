@@ -132,9 +132,6 @@ func (f *Front) Close() {
 // Enable turns the Storm's faults on or off.
 func (f *Front) Enable(on bool) { f.enabled.Store(on) }
 
-// ServeHTTP serves r as a request of no named worker.
-func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) { f.serve(w, r, "") }
-
 // Usage is what the calls to one table came to.
 type Usage struct {
 	// Calls counts requests by operation ("PutItem"; an SDK retry counts
