@@ -58,7 +58,12 @@ test: prereqs deps bench-deps rie ## Run everything CI runs (gofmt, vet, race te
 	services_up
 	step gofmt check_gofmt
 	step "go vet" go vet ./...
-	step "go test" go test -race -count=1 ./...
+	# infra generates and checks the templates in one goroutine (no go
+	# statement, no shared state but a sync.Once in its tests): the race
+	# detector finds nothing there and makes it nine times slower (its
+	# route tests alone: 18 s of CPU instead of 2), so it runs without.
+	step "go test" go test -race -count=1 $$(go list ./... | grep -v '/infra$$')
+	step "go test (infra, without the race detector)" go test -count=1 ./infra
 	step "simulation (2800 seeds)" go test -count=1 -run 'TestSim$$' ./internal/simtest -seeds=2800
 	step "simulation mutations apply and build" scripts/mutations.sh check $(MUTATIONS)
 	step "checker and DynamoDB front mutations caught" scripts/mutations.sh tests $(TOOL_MUTATIONS)
