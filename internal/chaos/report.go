@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/sendonce/sendonce/internal/ddbfront"
 	"github.com/sendonce/sendonce/internal/ledger"
 	"github.com/sendonce/sendonce/internal/localpipeline"
 	"github.com/sendonce/sendonce/internal/metrics"
@@ -46,7 +47,7 @@ func (r Report) Lane(name string) (LaneReport, bool) {
 }
 
 // faultTable builds the injected/observed rows over every lane.
-func faultTable(r Report, lanes []*lane, cs CrashStats, ps ProxyStats) []FaultCount {
+func faultTable(r Report, lanes []*lane, cs CrashStats, ps ddbfront.Stats) []FaultCount {
 	var m sumMetrics
 	var twins, functionErrors, reconcileErrors, copies, throttleLogged int
 	for _, l := range r.Lanes {
@@ -143,7 +144,7 @@ func (r Report) WriteTable(out io.Writer) {
 
 	fmt.Fprintln(tw, "ADAPTER\tCLASS\tMESSAGES\tDUPLICATES (POLICY)\tMISSES (POLICY)")
 	for _, l := range r.Lanes {
-		if !l.Capability.settledByPolicy() {
+		if !l.Capability.SettledByPolicy() {
 			continue
 		}
 		for _, c := range slices.Sorted(maps.Keys(l.Classes)) {
