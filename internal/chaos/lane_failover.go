@@ -648,3 +648,15 @@ func attemptsOf(rec ledger.Record) ([]attempt, bool) {
 	out = append(out, attempt{provider: rec.Provider})
 	return out, len(rec.History) == 0 || first == 1
 }
+
+// hangUp drops the connection without an answer, as a provider that took
+// the request and never replied does: the caller sees no response at all.
+func hangUp(w http.ResponseWriter) {
+	if hj, ok := w.(http.Hijacker); ok {
+		if conn, _, err := hj.Hijack(); err == nil {
+			_ = conn.Close()
+			return
+		}
+	}
+	panic(http.ErrAbortHandler)
+}
