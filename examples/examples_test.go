@@ -25,6 +25,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/sendonce/sendonce/internal/apikey"
+	"github.com/sendonce/sendonce/internal/apikey/dynamoapikey"
 	"github.com/sendonce/sendonce/internal/localpipeline"
 	"github.com/sendonce/sendonce/internal/provider/simulator"
 	"github.com/sendonce/sendonce/internal/rie"
@@ -188,7 +189,7 @@ func TestCurl(t *testing.T) {
 	t.Parallel()
 	s := setup(t)
 	q := s.queue(t, "examples-api-"+testenv.RandomID())
-	_, key, err := apikey.New(testenv.DynamoDB(t), s.table).Create(t.Context(), "acme")
+	_, key, err := apikey.New(dynamoapikey.New(testenv.DynamoDB(t), s.table), apikey.Config{}).Create(t.Context(), "acme")
 	if err != nil {
 		t.Fatal(err)
 	}
