@@ -27,8 +27,8 @@ func main() {
 	fn.Ready()
 
 	// A resend renders a stored template's version again (versions are
-	// immutable: no cache TTL applies to them).
-	renderer := render.New(dynamotemplates.New(fn.DB, fn.Table))
+	// immutable: the cache TTL does not apply to them).
+	renderer := render.New(dynamotemplates.New(fn.DB, fn.Table), render.Config{CacheTTL: shared.TemplateCache})
 	r, err := reconcile.New(reconcile.Config{
 		Ledger:          deps.Ledger,
 		Renderer:        renderer,

@@ -27,12 +27,10 @@ func main() {
 	shared := sendpath.Read(fn.Env)
 	dlqURL := fn.Env.Required("SENDONCE_DLQ_URL")
 	concurrency := fn.Env.Int("SENDONCE_CONCURRENCY", 0) // 0: sender.Config's default
-	templateCache, err := render.ParseCacheTTL(fn.Env.String(render.CacheEnv, ""))
-	fn.Env.Fail(err)
 	deps := sendpath.Build(ctx, fn, shared)
 	fn.Ready()
 
-	renderer := render.New(dynamotemplates.New(fn.DB, fn.Table), render.WithCacheTTL(templateCache))
+	renderer := render.New(dynamotemplates.New(fn.DB, fn.Table), render.Config{CacheTTL: shared.TemplateCache})
 	s, err := sender.New(sender.Config{
 		Ledger:          deps.Ledger,
 		Providers:       deps.Providers,

@@ -349,7 +349,7 @@ func newWorld(seed uint64) *World {
 	}
 	w.tmpl = newTemplates()
 	w.renderers = map[string]*render.Renderer{}
-	w.truthRender = render.New(w.tmpl, render.WithCacheTTL(0))
+	w.truthRender = render.New(w.tmpl, render.Config{})
 	w.pinned = map[string]pinned{}
 	w.mem = memledger.New(memledger.WithNow(w.ledgerNow), memledger.WithClaimID(w.newClaimID), memledger.WithRetention(retention))
 	w.led = &simLedger{w: w, inner: w.mem}
