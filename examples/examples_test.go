@@ -52,7 +52,7 @@ func setup(t *testing.T) *stack {
 	db := testenv.DynamoDB(t)
 	s := &stack{table: testenv.NewTable(t, db), moto: testenv.MotoEndpoint(t)}
 	s.sqs = testenv.SQSAt(s.moto)
-	if _, err := templates.ImportExamples(t.Context(), dynamotemplates.New(db, s.table), "acme"); err != nil {
+	if _, err := templates.ImportExamples(t.Context(), dynamotemplates.New(db, s.table, dynamotemplates.Config{}), "acme"); err != nil {
 		t.Fatal(err)
 	}
 	var simURL string

@@ -291,7 +291,7 @@ func lambdaCases(ctx context.Context, env endpoints, table string, prov provider
 	if err != nil {
 		return nil, fmt.Errorf("create an API key: %w", err)
 	}
-	l, err := dynamoledger.New(db, table)
+	l, err := dynamoledger.New(db, table, dynamoledger.Config{})
 	if err != nil {
 		return nil, err
 	}

@@ -50,7 +50,7 @@ func startSim(latency time.Duration) (*httpprovider.Provider, string, func(), er
 // the 20 KB HTML email of the peer section (largeTemplate), from memory,
 // as a warm sender container renders from its cache.
 var benchRenderer = func() *render.Renderer {
-	s := memtemplates.New()
+	s := memtemplates.New(memtemplates.Config{})
 	ctx := context.Background()
 	if _, err := templates.ImportExamples(ctx, s, "bench"); err != nil {
 		panic(err) // the examples are valid (tested in package templates)

@@ -58,7 +58,7 @@ func (b bundle) run(t *testing.T, args ...string) result {
 // ledger returns the DynamoDB ledger on b's table.
 func (b bundle) ledger(t *testing.T) *dynamoledger.Ledger {
 	t.Helper()
-	led, err := dynamoledger.New(b.db, b.table)
+	led, err := dynamoledger.New(b.db, b.table, dynamoledger.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

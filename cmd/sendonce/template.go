@@ -78,7 +78,7 @@ func (f templateFlags) store(ctx context.Context, a *app, c *cobra.Command) (*dy
 	if err != nil {
 		return nil, err
 	}
-	return dynamotemplates.New(db, table), nil
+	return dynamotemplates.New(db, table, dynamotemplates.Config{}), nil
 }
 
 // readSource reads FILE, or stdin for "-".

@@ -28,7 +28,7 @@ func main() {
 	fn.Ready()
 
 	// The API only reads the ledger: no retention to set.
-	ledger, err := dynamoledger.New(fn.DB, fn.Table)
+	ledger, err := dynamoledger.New(fn.DB, fn.Table, dynamoledger.Config{})
 	fn.Must(err)
 	h, err := api.New(api.Config{
 		Keys:          apikey.New(dynamoapikey.New(fn.DB, fn.Table), apikey.Config{}),

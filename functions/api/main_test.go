@@ -117,7 +117,7 @@ func TestBootstrapUnderRIE(t *testing.T) {
 	}
 
 	// The sender claims and sends; the GET event then reads the row.
-	led, err := dynamoledger.New(db, table)
+	led, err := dynamoledger.New(db, table, dynamoledger.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,7 +28,7 @@ func main() {
 
 	// A resend renders a stored template's version again (versions are
 	// immutable: the cache TTL does not apply to them).
-	renderer := render.New(dynamotemplates.New(fn.DB, fn.Table), render.Config{CacheTTL: shared.TemplateCache})
+	renderer := render.New(dynamotemplates.New(fn.DB, fn.Table, dynamotemplates.Config{}), render.Config{CacheTTL: shared.TemplateCache})
 	r, err := reconcile.New(reconcile.Config{
 		Ledger:          deps.Ledger,
 		Renderer:        renderer,

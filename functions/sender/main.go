@@ -30,7 +30,7 @@ func main() {
 	deps := sendpath.Build(ctx, fn, shared)
 	fn.Ready()
 
-	renderer := render.New(dynamotemplates.New(fn.DB, fn.Table), render.Config{CacheTTL: shared.TemplateCache})
+	renderer := render.New(dynamotemplates.New(fn.DB, fn.Table, dynamotemplates.Config{}), render.Config{CacheTTL: shared.TemplateCache})
 	s, err := sender.New(sender.Config{
 		Ledger:          deps.Ledger,
 		Providers:       deps.Providers,

@@ -14,6 +14,7 @@ import (
 	"github.com/sendonce/sendonce/internal/lambdaenv"
 	"github.com/sendonce/sendonce/internal/sesevents"
 	"github.com/sendonce/sendonce/internal/webhook"
+	"github.com/sendonce/sendonce/internal/webhook/dynamodedup"
 )
 
 func main() {
@@ -23,7 +24,7 @@ func main() {
 	dedupTTL := fn.Env.Duration("SENDONCE_CALLBACK_DEDUP_TTL", webhook.DefaultDedupTTL)
 	fn.Ready()
 
-	dedup, err := webhook.NewDynamoDedup(fn.DB, fn.Table, dedupTTL, nil)
+	dedup, err := dynamodedup.New(fn.DB, fn.Table, dynamodedup.Config{TTL: dedupTTL})
 	fn.Must(err)
 	// No callback secrets: the webhook handler serves no HTTP route here,
 	// only its Apply (dedup, ranks, ledger write).

@@ -13,6 +13,7 @@ import (
 
 	"github.com/sendonce/sendonce/internal/lambdaenv"
 	"github.com/sendonce/sendonce/internal/webhook"
+	"github.com/sendonce/sendonce/internal/webhook/dynamodedup"
 )
 
 func main() {
@@ -25,7 +26,7 @@ func main() {
 	baseURL := fn.Env.URL("SENDONCE_CALLBACK_BASE_URL") // https, or http to a loopback host
 	fn.Ready()
 
-	dedup, err := webhook.NewDynamoDedup(fn.DB, fn.Table, dedupTTL, nil)
+	dedup, err := dynamodedup.New(fn.DB, fn.Table, dynamodedup.Config{TTL: dedupTTL})
 	fn.Must(err)
 	h, err := webhook.New(webhook.Config{
 		Ledger:          ledger,

@@ -93,7 +93,7 @@ func setup(t *testing.T, o setupOpts) *bundle {
 	ctx := context.Background()
 	clock := testsupport.NewClock(testsupport.Start.Add(10 * time.Second))
 	b := &bundle{
-		led:   memledger.New(memledger.WithNow(clock.Now)),
+		led:   memledger.New(memledger.Config{Now: clock.Now}),
 		queue: &queue{},
 		idem:  idempotencytest.NewLossy(memidempotency.New()),
 		keys:  apikey.New(memapikey.New(), apikey.Config{Now: clock.Now}),
@@ -648,7 +648,7 @@ func TestNewRejectsBadConfig(t *testing.T) {
 	t.Parallel()
 	q := &queue{}
 	full := func() api.Config {
-		return api.Config{Keys: apikey.New(memapikey.New(), apikey.Config{}), Ledger: memledger.New(), Queue: q, QueueURL: "u",
+		return api.Config{Keys: apikey.New(memapikey.New(), apikey.Config{}), Ledger: memledger.New(memledger.Config{}), Queue: q, QueueURL: "u",
 			Idempotency: memidempotency.New(), RateWindows: memratelimit.New()}
 	}
 	tests := []struct {

@@ -81,7 +81,7 @@ func TestTenantIsolation(t *testing.T) {
 
 func TestSubjectInjectionRejected(t *testing.T) {
 	t.Parallel()
-	s := memtemplates.New()
+	s := memtemplates.New(memtemplates.Config{})
 	if _, err := s.Put(t.Context(), templates.Template{ID: templates.ID{Tenant: "a", Name: "x", Channel: "email"}, Subject: "{{.s}}", Text: "body"}); err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +132,7 @@ func TestCache(t *testing.T) {
 
 	t.Run("CachedForTTL", func(t *testing.T) {
 		t.Parallel()
-		store := &countingStore{Store: memtemplates.New()}
+		store := &countingStore{Store: memtemplates.New(memtemplates.Config{})}
 		now := time.Unix(1000, 0)
 		r := render.New(store, render.Config{CacheTTL: time.Minute, Now: func() time.Time { return now }})
 		if _, err := r.Render(ctx, in); !errors.Is(err, render.ErrUnknownTemplate) {
@@ -157,7 +157,7 @@ func TestCache(t *testing.T) {
 	})
 	t.Run("ZeroDisables", func(t *testing.T) {
 		t.Parallel()
-		store := &countingStore{Store: memtemplates.New()}
+		store := &countingStore{Store: memtemplates.New(memtemplates.Config{})}
 		r := render.New(store, render.Config{})
 		put(store, "v1")
 		r.Render(ctx, in)
@@ -168,7 +168,7 @@ func TestCache(t *testing.T) {
 	})
 	t.Run("StoreDownIsUnavailable", func(t *testing.T) {
 		t.Parallel()
-		store := &countingStore{Store: memtemplates.New()}
+		store := &countingStore{Store: memtemplates.New(memtemplates.Config{})}
 		store.fail.Store(true)
 		_, err := render.New(store, render.Config{CacheTTL: render.DefaultCacheTTL}).Render(ctx, in)
 		if !errors.Is(err, render.ErrUnavailable) || errors.Is(err, render.ErrUnknownTemplate) {
@@ -183,7 +183,7 @@ func TestCache(t *testing.T) {
 func TestRenderVersion(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	store := memtemplates.New()
+	store := memtemplates.New(memtemplates.Config{})
 	for _, text := range []string{"v1 {{.name}}", "v2 {{.name}}"} {
 		if _, err := store.Put(ctx, templates.Template{ID: templates.ID{Tenant: "acme", Name: "hi", Channel: "sms", Locale: "pt"}, Text: text}); err != nil {
 			t.Fatal(err)

@@ -72,11 +72,11 @@ func setupEnv(t *testing.T, o options) *env {
 	db := testenv.DynamoDB(t, e.calls.Operations)
 	table := testenv.NewTable(t, db)
 	var err error
-	e.ledger, err = dynamoledger.New(db, table, dynamoledger.WithNow(e.clock))
+	e.ledger, err = dynamoledger.New(db, table, dynamoledger.Config{Now: e.clock})
 	if err != nil {
 		t.Fatal(err)
 	}
-	tpl := dynamotemplates.New(testenv.DynamoDB(t), table)
+	tpl := dynamotemplates.New(testenv.DynamoDB(t), table, dynamotemplates.Config{})
 	if _, err := templates.ImportExamples(t.Context(), tpl, "acme"); err != nil {
 		t.Fatal(err)
 	}
@@ -411,7 +411,7 @@ func TestLostClaimAnswerAgainstDynamoDB(t *testing.T) {
 	e := setupEnv(t, options{})
 	db := testenv.DynamoDB(t)
 	lossy := &loseWrites{API: db, puts: 1, upds: 1}
-	l, err := dynamoledger.New(lossy, testenv.NewTable(t, db), dynamoledger.WithNow(e.clock))
+	l, err := dynamoledger.New(lossy, testenv.NewTable(t, db), dynamoledger.Config{Now: e.clock})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/sendonce/sendonce/internal/reconcile"
 	"github.com/sendonce/sendonce/internal/render/rendertest"
 	"github.com/sendonce/sendonce/internal/sender"
+	"github.com/sendonce/sendonce/internal/testsupport"
 	"github.com/sendonce/sendonce/notify"
 	"github.com/sendonce/sendonce/provider"
 	"github.com/sendonce/sendonce/provider/providertest"
@@ -32,7 +33,7 @@ import (
 var quiet = slog.New(slog.DiscardHandler)
 
 type regBundle struct {
-	clock  *ledgertest.Clock
+	clock  *testsupport.Clock
 	mem    *memledger.Ledger
 	lossy  *ledgertest.Lossy
 	tally  *metrics.Tally
@@ -41,8 +42,8 @@ type regBundle struct {
 
 func regSetup(t *testing.T, p provider.Adapter) *regBundle {
 	t.Helper()
-	b := &regBundle{clock: ledgertest.NewClock(time.Now().UTC().Truncate(time.Millisecond)), tally: metrics.NewTally()}
-	b.mem = memledger.New(memledger.WithNow(b.clock.Now))
+	b := &regBundle{clock: testsupport.NewClock(time.Now().UTC().Truncate(time.Millisecond)), tally: metrics.NewTally()}
+	b.mem = memledger.New(memledger.Config{Now: b.clock.Now})
 	b.lossy = ledgertest.NewLossy(b.mem)
 	s, err := sender.New(sender.Config{
 		Ledger: b.lossy, Providers: map[string]provider.Adapter{"sms": p}, Renderer: rendertest.Examples(t, "acme"),
@@ -451,7 +452,7 @@ func (h *hangingClaims) Release(ctx context.Context, c ledger.Claim, reason stri
 func TestLostClaimAnswerLeavesTimeToRelease(t *testing.T) {
 	t.Parallel()
 	p := &providertest.Fake{}
-	h := &hangingClaims{Ledger: memledger.New()}
+	h := &hangingClaims{Ledger: memledger.New(memledger.Config{})}
 	s, err := sender.New(sender.Config{
 		Ledger: h, Providers: map[string]provider.Adapter{"sms": p}, Renderer: rendertest.Examples(t, "acme"),
 		DeadLetters: discardDLQ{}, Logger: quiet, ProviderTimeout: time.Second, ClaimTimeout: time.Minute,

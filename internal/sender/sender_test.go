@@ -18,6 +18,7 @@ import (
 	"github.com/sendonce/sendonce/internal/ledger/memledger"
 	"github.com/sendonce/sendonce/internal/metrics"
 	"github.com/sendonce/sendonce/internal/render/rendertest"
+	"github.com/sendonce/sendonce/internal/testsupport"
 	"github.com/sendonce/sendonce/notify"
 	"github.com/sendonce/sendonce/provider"
 	"github.com/sendonce/sendonce/provider/providertest"
@@ -42,7 +43,7 @@ func (d *fakeDLQ) Put(_ context.Context, _ events.SQSMessage, invalid *notify.In
 type bundle struct {
 	sender  *Sender
 	ledger  *memledger.Ledger
-	clock   *ledgertest.Clock
+	clock   *testsupport.Clock
 	prov    *providertest.Fake
 	dlq     *fakeDLQ
 	metrics *metrics.Tally
@@ -50,9 +51,9 @@ type bundle struct {
 
 func setup(t *testing.T, p provider.Adapter) *bundle {
 	t.Helper()
-	clock := ledgertest.NewClock(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
+	clock := testsupport.NewClock(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
 	b := &bundle{
-		ledger:  memledger.New(memledger.WithNow(clock.Now)),
+		ledger:  memledger.New(memledger.Config{Now: clock.Now}),
 		clock:   clock,
 		dlq:     &fakeDLQ{},
 		metrics: metrics.NewTally(),
@@ -478,7 +479,7 @@ func TestNewValidatesClaimTimeout(t *testing.T) {
 		{20 * time.Second, 45 * time.Second, true},
 	} {
 		_, err := New(Config{
-			Ledger: memledger.New(), Renderer: rendertest.Examples(t, "acme"), DeadLetters: &fakeDLQ{},
+			Ledger: memledger.New(memledger.Config{}), Renderer: rendertest.Examples(t, "acme"), DeadLetters: &fakeDLQ{},
 			ProviderTimeout: tc.provider, ClaimTimeout: tc.claim,
 		})
 		if tc.ok != (err == nil) {

@@ -39,7 +39,7 @@ var examples = func() []templates.Template {
 // newTemplates returns the tenant's template store, holding version 1 of
 // the workload's template.
 func newTemplates() *memtemplates.Store {
-	s := memtemplates.New()
+	s := memtemplates.New(memtemplates.Config{})
 	for _, t := range examples {
 		if _, err := s.Put(context.Background(), t); err != nil {
 			panic(err)

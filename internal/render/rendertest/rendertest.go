@@ -26,7 +26,7 @@ func Examples(tb testing.TB, tenants ...string) *render.Renderer {
 
 // New is Examples for code without a testing.TB (benchmarks' mains).
 func New(tenants ...string) (*render.Renderer, error) {
-	s := memtemplates.New()
+	s := memtemplates.New(memtemplates.Config{})
 	for _, tenant := range tenants {
 		if _, err := templates.ImportExamples(context.Background(), s, tenant); err != nil {
 			return nil, err
