@@ -156,9 +156,12 @@ type Config struct {
 	TenantRate    ratelimit.Rate
 	RecipientRate ratelimit.Rate
 
+	// Metrics records the API's metrics; nil means metrics.Discard.
 	Metrics metrics.Recorder
-	Logger  *slog.Logger
-	Now     func() time.Time
+	// Logger receives one line per request; nil discards.
+	Logger *slog.Logger
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
 }
 
 // Handler serves the API. It is safe for concurrent use.
