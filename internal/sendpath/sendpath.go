@@ -1,8 +1,8 @@
 // Package sendpath builds what the two functions that send share, the
 // sender and the reconciler, from the environment (docs/configuration.md):
-// the ledger on the one table, the channel → provider map, and the
-// timeouts both must agree on. Each function's main reads its own
-// settings beside it and wires the rest.
+// the ledger on the one table, the channel → provider map, the timeouts
+// both must agree on and the template cache's TTL. Each function's main
+// reads its own settings beside it and wires the rest.
 package sendpath
 
 import (
