@@ -60,7 +60,7 @@ var benchRenderer = func() *render.Renderer {
 		Subject: "News for {{.name}}", Text: "Hello {{.name}}, order {{.order_id}}", HTML: html}); err != nil {
 		panic(err)
 	}
-	return render.New(s, render.Config{CacheTTL: render.DefaultCacheTTL})
+	return render.New(s, render.Config{})
 }()
 
 // largeTemplate is the stored email template whose HTML part is 20 KB.

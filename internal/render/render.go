@@ -6,9 +6,9 @@
 // A stored template is looked up by tenant, name and channel, preferring
 // the request's locale ("pt-BR", then "pt", then the template's default;
 // templates.Fallback). A resolved template is cached per process (per
-// Lambda container) for Config.CacheTTL (the functions pass
-// SENDONCE_TEMPLATE_CACHE, default DefaultCacheTTL; 0 disables the
-// cache), so a new version is used by every container at the latest one
+// Lambda container) for Config.CacheTTL (default DefaultCacheTTL; the
+// functions pass SENDONCE_TEMPLATE_CACHE, where 0s disables the cache),
+// so a new version is used by every container at the latest one
 // TTL after it was put. A template that
 // was not found is never cached: putting it takes effect at once.
 //
@@ -127,9 +127,9 @@ type versionKey struct {
 
 // Config configures a Renderer.
 type Config struct {
-	// CacheTTL is how long a resolved template is cached; zero or less
-	// disables the cache (the functions pass SENDONCE_TEMPLATE_CACHE,
-	// default DefaultCacheTTL).
+	// CacheTTL is how long a resolved template is cached: zero means
+	// DefaultCacheTTL, a negative value disables the cache (the functions
+	// pass SENDONCE_TEMPLATE_CACHE, where 0s disables it).
 	CacheTTL time.Duration
 	// Now is the clock of the cache; nil means time.Now.
 	Now func() time.Time
@@ -138,6 +138,9 @@ type Config struct {
 // New returns a Renderer over store.
 func New(store templates.Store, cfg Config) *Renderer {
 	r := &Renderer{store: store, ttl: cfg.CacheTTL, now: cfg.Now, versions: map[versionKey]*templates.Compiled{}}
+	if r.ttl == 0 {
+		r.ttl = DefaultCacheTTL
+	}
 	if r.now == nil {
 		r.now = time.Now
 	}

@@ -85,7 +85,7 @@ func TestSubjectInjectionRejected(t *testing.T) {
 	if _, err := s.Put(t.Context(), templates.Template{ID: templates.ID{Tenant: "a", Name: "x", Channel: "email"}, Subject: "{{.s}}", Text: "body"}); err != nil {
 		t.Fatal(err)
 	}
-	_, err := render.New(s, render.Config{CacheTTL: render.DefaultCacheTTL}).Render(t.Context(), render.Input{Tenant: "a", Template: "x", Channel: "email", Data: map[string]any{"s": "hi\nBcc: evil@example.com"}})
+	_, err := render.New(s, render.Config{}).Render(t.Context(), render.Input{Tenant: "a", Template: "x", Channel: "email", Data: map[string]any{"s": "hi\nBcc: evil@example.com"}})
 	if !errors.Is(err, render.ErrMissingParam) {
 		t.Fatalf("err = %v, want ErrMissingParam", err)
 	}
@@ -158,7 +158,7 @@ func TestCache(t *testing.T) {
 	t.Run("ZeroDisables", func(t *testing.T) {
 		t.Parallel()
 		store := &countingStore{Store: memtemplates.New(memtemplates.Config{})}
-		r := render.New(store, render.Config{})
+		r := render.New(store, render.Config{CacheTTL: -1})
 		put(store, "v1")
 		r.Render(ctx, in)
 		put(store, "v2")
@@ -170,7 +170,7 @@ func TestCache(t *testing.T) {
 		t.Parallel()
 		store := &countingStore{Store: memtemplates.New(memtemplates.Config{})}
 		store.fail.Store(true)
-		_, err := render.New(store, render.Config{CacheTTL: render.DefaultCacheTTL}).Render(ctx, in)
+		_, err := render.New(store, render.Config{}).Render(ctx, in)
 		if !errors.Is(err, render.ErrUnavailable) || errors.Is(err, render.ErrUnknownTemplate) {
 			t.Errorf("err = %v, want ErrUnavailable only", err)
 		}
@@ -189,7 +189,7 @@ func TestRenderVersion(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	r := render.New(store, render.Config{CacheTTL: render.DefaultCacheTTL})
+	r := render.New(store, render.Config{})
 	data := map[string]any{"name": "Ana"}
 	for range 2 { // the second render comes from the cache
 		m, err := r.RenderVersion(ctx, "acme", "hi", "sms", 1, "pt", data)

@@ -31,7 +31,7 @@ func contentSender(t *testing.T, store templates.Store) (*Sender, ledger.Ledger,
 	l, p := memledger.New(memledger.Config{}), &providertest.Fake{}
 	s, err := New(Config{
 		Ledger: l, Providers: map[string]provider.Adapter{"sms": p, "email": p},
-		Renderer: render.New(store, render.Config{}), DeadLetters: &fakeDLQ{},
+		Renderer: render.New(store, render.Config{CacheTTL: -1}), DeadLetters: &fakeDLQ{},
 		ProviderTimeout: 5 * time.Second, ClaimTimeout: time.Minute,
 	})
 	if err != nil {

@@ -80,7 +80,7 @@ func setupEnv(t *testing.T, o options) *env {
 	if _, err := templates.ImportExamples(t.Context(), tpl, "acme"); err != nil {
 		t.Fatal(err)
 	}
-	e.renderer = render.New(tpl, render.Config{CacheTTL: render.DefaultCacheTTL})
+	e.renderer = render.New(tpl, render.Config{})
 	if o.providerTimeout == 0 {
 		o.providerTimeout = 2 * time.Second
 	}

@@ -55,7 +55,7 @@ func newWorld(t *testing.T) *world {
 	if _, err := templates.ImportExamples(context.Background(), w.store, "acme"); err != nil {
 		t.Fatal(err)
 	}
-	w.render = render.New(w.store, render.Config{})
+	w.render = render.New(w.store, render.Config{CacheTTL: -1})
 	w.twilio = twiliotest.New(t)
 	w.twilio.SetNow(w.clock.Now)
 	var err error

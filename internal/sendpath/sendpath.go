@@ -32,8 +32,8 @@ type Settings struct {
 	// (decide.Backoff).
 	RetryBase time.Duration
 	// TemplateCache is how long a resolved stored template is cached per
-	// container (render.Config.CacheTTL; 0 turns the cache off), read
-	// from EnvTemplateCache.
+	// container, read from EnvTemplateCache, as render.Config.CacheTTL
+	// takes it: negative when the variable turns the cache off ("0s").
 	TemplateCache time.Duration
 }
 
@@ -51,8 +51,17 @@ func Read(env *lambdaenv.Env) Settings {
 		Settle:          env.Duration("SENDONCE_RECONCILE_SETTLE", decide.DefaultSettle),
 		MaxAge:          env.Duration("SENDONCE_MAX_AGE", decide.DefaultMaxAge),
 		RetryBase:       env.Duration("SENDONCE_RECONCILE_RETRY_BASE", decide.RetryBase),
-		TemplateCache:   env.CacheTTL(EnvTemplateCache, render.DefaultCacheTTL),
+		TemplateCache:   templateCache(env.CacheTTL(EnvTemplateCache, render.DefaultCacheTTL)),
 	}
+}
+
+// templateCache turns the variable's 0 (no cache) into the negative TTL
+// render.Config takes for it; a zero there means the default.
+func templateCache(ttl time.Duration) time.Duration {
+	if ttl == 0 {
+		return -1
+	}
+	return ttl
 }
 
 // Deps are the clients built once per container.

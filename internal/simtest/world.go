@@ -349,7 +349,7 @@ func newWorld(seed uint64) *World {
 	}
 	w.tmpl = newTemplates()
 	w.renderers = map[string]*render.Renderer{}
-	w.truthRender = render.New(w.tmpl, render.Config{})
+	w.truthRender = render.New(w.tmpl, render.Config{CacheTTL: -1})
 	w.pinned = map[string]pinned{}
 	w.mem = memledger.New(memledger.Config{Now: w.ledgerNow, ClaimID: w.newClaimID, Retention: retention})
 	w.led = &simLedger{w: w, inner: w.mem}

@@ -32,5 +32,5 @@ func New(tenants ...string) (*render.Renderer, error) {
 			return nil, err
 		}
 	}
-	return render.New(s, render.Config{}), nil
+	return render.New(s, render.Config{CacheTTL: -1}), nil
 }

@@ -1,5 +1,6 @@
-// Package memdedup is an in-memory webhook.Dedup for unit tests. It
-// passes the same suite as the DynamoDB store (package deduptest).
+// Package memdedup is an in-memory webhook.Dedup, for unit tests and the
+// callbacks over package sendonce's in-memory ledger. It passes the same
+// suite as the DynamoDB store (package deduptest).
 package memdedup
 
 import (
