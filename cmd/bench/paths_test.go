@@ -18,6 +18,7 @@ import (
 	"github.com/sendonce/sendonce/internal/reconcile"
 	"github.com/sendonce/sendonce/internal/sender"
 	"github.com/sendonce/sendonce/internal/testenv"
+	"github.com/sendonce/sendonce/internal/testsupport"
 	"github.com/sendonce/sendonce/internal/webhook"
 	"github.com/sendonce/sendonce/internal/webhook/dynamodedup"
 	"github.com/sendonce/sendonce/notify"
@@ -143,9 +144,15 @@ func TestPathCosts(t *testing.T) {
 	}
 	time.Sleep(20 * time.Millisecond)
 	r, err := reconcile.New(reconcile.Config{
-		Ledger: l, Providers: map[string]provider.Adapter{"sms": prov}, Renderer: benchRenderer,
-		ProviderTimeout: decide.DefaultProviderTimeout, ClaimTimeout: sender.DefaultClaimTimeout,
-		Settle: time.Millisecond, PageSize: 100,
+		Dispatcher: testsupport.Dispatcher(t, dispatch.Dispatcher{
+			Ledger:          l,
+			Providers:       map[string]provider.Adapter{"sms": prov},
+			Renderer:        benchRenderer,
+			ProviderTimeout: decide.DefaultProviderTimeout,
+			ClaimTimeout:    sender.DefaultClaimTimeout,
+			Settle:          time.Millisecond,
+		}),
+		PageSize: 100,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -90,14 +90,17 @@ func peerSender(db *dynamodb.Client, table string, p provider.Adapter) (*sender.
 	if err != nil {
 		return nil, err
 	}
-	return sender.New(sender.Config{
+	d, err := dispatch.New(dispatch.Dispatcher{
 		Ledger:          l,
 		Providers:       map[string]provider.Adapter{"sms": p, "email": p},
 		Renderer:        benchRenderer,
-		DeadLetters:     noDeadLetters{},
 		ProviderTimeout: decide.DefaultProviderTimeout,
 		ClaimTimeout:    sender.DefaultClaimTimeout,
 	})
+	if err != nil {
+		return nil, err
+	}
+	return sender.New(sender.Config{Dispatcher: d, DeadLetters: noDeadLetters{}})
 }
 
 // step is one pass of requests through a side.

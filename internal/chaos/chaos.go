@@ -236,6 +236,11 @@ type lane struct {
 	tc   *templateRun
 	fed  int
 	logf func(format string, args ...any)
+	// spread is the lane's Lane.Spread (0: its first wave is fed at
+	// once); added counts the first-wave bodies handed to the feeder so
+	// far (the feeding loop's).
+	spread time.Duration
+	added  int
 }
 
 type copyAt struct {
@@ -541,6 +546,12 @@ func Run(ctx context.Context, o Options) (rep Report, err error) {
 	for _, l := range lanes {
 		lr, vs, err := l.check(rctx, lostKeys)
 		errs = append(errs, err)
+		if s, ok := l.cp.(interface {
+			summarize(context.Context, *lane, LaneReport) (string, []Violation, error)
+		}); ok {
+			line, more, err := s.summarize(rctx, l, lr)
+			lr.Summary, vs, errs = line, append(vs, more...), append(errs, err)
+		}
 		rep.Lanes = append(rep.Lanes, lr)
 		rep.Violations = append(rep.Violations, vs...)
 		rep.Invalid += lr.Invalid
@@ -649,7 +660,14 @@ func startLane(ctx context.Context, o Options, d Lane, n, idx int, seed uint64, 
 	}
 	l.feed = p.NewFeeder(o.MaxDepth)
 	l.feed.SetParallel(4)
-	base := l.feed.Add(l.w.First...)
+	if d.Spread != nil {
+		l.spread = d.Spread(o)
+	}
+	base := 0
+	if l.spread <= 0 {
+		base = l.feed.Add(l.w.First...)
+		l.added = len(l.w.First)
+	}
 	for i, b := range l.w.First {
 		if _, ok := l.first[b]; !ok {
 			l.first[b] = base + i
@@ -682,11 +700,24 @@ func (l *lane) addDueCopies() {
 // feedLoop keeps the lane's queue fed (due copies first) until ctx ends,
 // keeping busy up to date.
 func (l *lane) feedLoop(ctx context.Context) {
+	start := time.Now()
 	for ctx.Err() == nil {
+		if n := len(l.w.First); l.added < n {
+			// Spread: the share of the first wave due by now, in order
+			// (the feeder's indices are the first wave's).
+			due := n
+			if !l.flush.Load() {
+				due = min(n, int(float64(n)*float64(time.Since(start))/float64(l.spread))+1)
+			}
+			if due > l.added {
+				l.feed.Add(l.w.First[l.added:due]...)
+				l.added = due
+			}
+		}
 		l.addDueCopies()
 		depth, n, err := l.feed.Step(ctx)
 		l.changeTemplate(ctx)
-		l.busy.Store(err != nil || depth > 0 || n > 0 || l.feed.Backlog() > 0 || int(l.nCopies.Load()) < len(l.copies))
+		l.busy.Store(err != nil || depth > 0 || n > 0 || l.feed.Backlog() > 0 || l.added < len(l.w.First) || int(l.nCopies.Load()) < len(l.copies))
 		localpipeline.Sleep(ctx, 500*time.Millisecond)
 	}
 }

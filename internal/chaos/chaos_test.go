@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sendonce/sendonce/internal/metrics"
 	"github.com/sendonce/sendonce/internal/provider/simulator"
 	"github.com/sendonce/sendonce/internal/rie"
 	"github.com/sendonce/sendonce/internal/testenv"
@@ -185,6 +186,9 @@ func TestChaosSmall(t *testing.T) {
 		if !ok || l.N == 0 || l.DeliveredOnce+l.DeliveredTwice+l.AbandonedDelivered == 0 || l.Poller.Invocations == 0 {
 			t.Errorf("lane %s did not deliver: %+v", name, l)
 		}
+	}
+	if l, _ := rep.Lane("failover"); l.Metrics.Counts[metrics.Failovers] == 0 || l.Summary == "" {
+		t.Errorf("the failover lane never failed over through its primary's outage (EMF %v), or has no summary line %q", l.Metrics.Counts, l.Summary)
 	}
 	if len(rep.Violations) > 0 {
 		t.Fatalf("violations:\n%s\nprogress:\n%s", out.String(), progress.String())

@@ -92,6 +92,10 @@ type LaneReport struct {
 	// Leaks are addresses found in the lane's function logs.
 	Leaks []localpipeline.Leak
 
+	// Summary is the lane's own summary line ("" for most lanes; the
+	// failover lane's: per provider, failovers and their evidence).
+	Summary string
+
 	Metrics                        localpipeline.MetricTotals
 	Poller                         localpipeline.PollerStats
 	ReconcileRuns, ReconcileErrors int

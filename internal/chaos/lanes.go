@@ -96,6 +96,10 @@ type Lane struct {
 	// TemplateChange, if set, is the tenant's template change during the
 	// run (new versions put as the lane is fed).
 	TemplateChange *TemplateChange
+	// Spread, if set, is how long the lane's first wave is fed over,
+	// evenly from the start of the faults (the failover lane: its
+	// messages meet every phase of its provider's schedule).
+	Spread func(o Options) time.Duration
 	// New starts the counterpart.
 	New func(ctx context.Context, o Options, seed uint64) (Counterpart, error)
 }
@@ -115,6 +119,7 @@ var Lanes = []Lane{
 	{Name: "sns", Channels: []notify.Channel{notify.ChannelSMS}, Share: 0.2, Instances: 2, New: newSNSLane},
 	{Name: "smtp", Channels: []notify.Channel{notify.ChannelEmail}, Share: 0.2, Instances: 2, New: newSMTPLane},
 	{Name: "ses", Channels: []notify.Channel{notify.ChannelEmail}, Share: 0.15, Instances: 2, New: newSESLane},
+	{Name: "failover", Channels: []notify.Channel{notify.ChannelSMS}, Share: 0.15, Instances: 2, New: newFailoverLane, Spread: failoverSpread},
 }
 
 // LaneNames returns the names of Lanes, in order.

@@ -133,6 +133,11 @@ func (r Report) WriteTable(out io.Writer) {
 			l.AbandonedNeverAccepted, l.AbandonedByPolicy, l.AbandonedDelivered, l.States[ledger.StateFailed], l.DeadLettered, l.Invalid, len(l.Leaks), verdict)
 	}
 	_ = tw.Flush()
+	for _, l := range r.Lanes {
+		if l.Summary != "" {
+			fmt.Fprintln(out, l.Summary)
+		}
+	}
 	fmt.Fprintln(out, "  (LOST must be 0 everywhere; TWICE other than BY POLICY, and ABANDONED NEVER ACCEPTED, must be 0; a policy's repeats and misses are counted per class below)")
 	fmt.Fprintln(out)
 

@@ -105,15 +105,17 @@ func (e *env) sender(t *testing.T, p provider.Adapter) *sender.Sender {
 		p = e.prov
 	}
 	s, err := sender.New(sender.Config{
-		Ledger:          e.ledger,
-		Providers:       map[string]provider.Adapter{"sms": p, "email": p},
-		Renderer:        e.renderer,
-		DeadLetters:     discardDLQ{},
-		Metrics:         e.metrics,
-		ProviderTimeout: 2 * time.Second,
-		ClaimTimeout:    60 * time.Second,
-		Settle:          time.Second,
-		Now:             e.clock,
+		Dispatcher: testsupport.Dispatcher(t, dispatch.Dispatcher{
+			Ledger:          e.ledger,
+			Providers:       map[string]provider.Adapter{"sms": p, "email": p},
+			Renderer:        e.renderer,
+			Metrics:         e.metrics,
+			ProviderTimeout: 2 * time.Second,
+			ClaimTimeout:    60 * time.Second,
+			Settle:          time.Second,
+			Now:             e.clock,
+		}),
+		DeadLetters: discardDLQ{},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -322,8 +324,17 @@ func TestProviderTimeoutAfterAccepting(t *testing.T) {
 	if res := s.Process(context.Background(), r); res.Disposition != dispatch.OwnedByReconciler {
 		t.Fatalf("redelivery: %+v, want owned by the reconciler", res)
 	}
-	rec, err := reconcile.New(reconcile.Config{Ledger: e.ledger, Renderer: e.renderer, Providers: map[string]provider.Adapter{"sms": e.prov},
-		ProviderTimeout: 2 * time.Second, ClaimTimeout: 60 * time.Second, Settle: time.Second, Now: e.clock})
+	rec, err := reconcile.New(reconcile.Config{
+		Dispatcher: testsupport.Dispatcher(t, dispatch.Dispatcher{
+			Ledger:          e.ledger,
+			Renderer:        e.renderer,
+			Providers:       map[string]provider.Adapter{"sms": e.prov},
+			ProviderTimeout: 2 * time.Second,
+			ClaimTimeout:    60 * time.Second,
+			Settle:          time.Second,
+			Now:             e.clock,
+		}),
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -426,8 +437,16 @@ func TestLostClaimAnswerAgainstDynamoDB(t *testing.T) {
 		return provider.Receipt{MessageID: "msg_1"}, nil
 	}}
 	s, err := sender.New(sender.Config{
-		Ledger: l, Providers: map[string]provider.Adapter{"sms": p}, Renderer: rendertest.Examples(t, "acme"), DeadLetters: discardDLQ{},
-		ProviderTimeout: 2 * time.Second, ClaimTimeout: 60 * time.Second, Settle: time.Second, Now: e.clock,
+		Dispatcher: testsupport.Dispatcher(t, dispatch.Dispatcher{
+			Ledger:          l,
+			Providers:       map[string]provider.Adapter{"sms": p},
+			Renderer:        rendertest.Examples(t, "acme"),
+			ProviderTimeout: 2 * time.Second,
+			ClaimTimeout:    60 * time.Second,
+			Settle:          time.Second,
+			Now:             e.clock,
+		}),
+		DeadLetters: discardDLQ{},
 	})
 	if err != nil {
 		t.Fatal(err)

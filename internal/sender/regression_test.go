@@ -46,9 +46,18 @@ func regSetup(t *testing.T, p provider.Adapter) *regBundle {
 	b.mem = memledger.New(memledger.Config{Now: b.clock.Now})
 	b.lossy = ledgertest.NewLossy(b.mem)
 	s, err := sender.New(sender.Config{
-		Ledger: b.lossy, Providers: map[string]provider.Adapter{"sms": p}, Renderer: rendertest.Examples(t, "acme"),
-		DeadLetters: discardDLQ{}, Metrics: b.tally, Logger: quiet,
-		ProviderTimeout: 2 * time.Second, ClaimTimeout: time.Minute, Settle: 2 * time.Minute, Now: b.clock.Now,
+		Dispatcher: testsupport.Dispatcher(t, dispatch.Dispatcher{
+			Ledger:          b.lossy,
+			Providers:       map[string]provider.Adapter{"sms": p},
+			Renderer:        rendertest.Examples(t, "acme"),
+			Metrics:         b.tally,
+			Logger:          quiet,
+			ProviderTimeout: 2 * time.Second,
+			ClaimTimeout:    time.Minute,
+			Settle:          2 * time.Minute,
+			Now:             b.clock.Now,
+		}),
+		DeadLetters: discardDLQ{},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -166,9 +175,17 @@ func TestOutageNeverAbandonsANeverSentMessage(t *testing.T) {
 	}
 	b := regSetup(t, p)
 	rec, err := reconcile.New(reconcile.Config{
-		Ledger: b.lossy, Providers: map[string]provider.Adapter{"sms": p}, Logger: quiet, Metrics: b.tally,
-		Renderer:        rendertest.Examples(t, "acme"),
-		ProviderTimeout: 2 * time.Second, ClaimTimeout: time.Minute, Settle: 2 * time.Minute, Now: b.clock.Now,
+		Dispatcher: testsupport.Dispatcher(t, dispatch.Dispatcher{
+			Ledger:          b.lossy,
+			Providers:       map[string]provider.Adapter{"sms": p},
+			Logger:          quiet,
+			Metrics:         b.tally,
+			Renderer:        rendertest.Examples(t, "acme"),
+			ProviderTimeout: 2 * time.Second,
+			ClaimTimeout:    time.Minute,
+			Settle:          2 * time.Minute,
+			Now:             b.clock.Now,
+		}),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -454,8 +471,15 @@ func TestLostClaimAnswerLeavesTimeToRelease(t *testing.T) {
 	p := &providertest.Fake{}
 	h := &hangingClaims{Ledger: memledger.New(memledger.Config{})}
 	s, err := sender.New(sender.Config{
-		Ledger: h, Providers: map[string]provider.Adapter{"sms": p}, Renderer: rendertest.Examples(t, "acme"),
-		DeadLetters: discardDLQ{}, Logger: quiet, ProviderTimeout: time.Second, ClaimTimeout: time.Minute,
+		Dispatcher: testsupport.Dispatcher(t, dispatch.Dispatcher{
+			Ledger:          h,
+			Providers:       map[string]provider.Adapter{"sms": p},
+			Renderer:        rendertest.Examples(t, "acme"),
+			Logger:          quiet,
+			ProviderTimeout: time.Second,
+			ClaimTimeout:    time.Minute,
+		}),
+		DeadLetters: discardDLQ{},
 	})
 	if err != nil {
 		t.Fatal(err)
