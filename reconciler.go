@@ -106,7 +106,7 @@ func NewReconciler(cfg ReconcilerConfig) (*Reconciler, error) {
 		Ledger: cfg.Ledger.rows,
 		// A resend renders a stored template's version again (versions
 		// are immutable: no cache applies to them).
-		Renderer:        render.New(cfg.Ledger.templates),
+		Renderer:        render.New(cfg.Ledger.templates, render.Config{}),
 		Providers:       providers,
 		Fallbacks:       fallbacks,
 		Metrics:         cfg.Metrics.recorder(),

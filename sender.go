@@ -102,10 +102,6 @@ func NewSender(cfg SenderConfig) (*Sender, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sendonce: new sender: %w", err)
 	}
-	var opts []render.Option
-	if cfg.TemplateCacheTTL != 0 {
-		opts = append(opts, render.WithCacheTTL(cfg.TemplateCacheTTL))
-	}
 	var dl sender.DeadLetters = noDeadLetters{}
 	if cfg.DeadLetters != nil {
 		dl = cfg.DeadLetters
@@ -114,7 +110,7 @@ func NewSender(cfg SenderConfig) (*Sender, error) {
 		Ledger:          cfg.Ledger.rows,
 		Providers:       providers,
 		Fallbacks:       fallbacks,
-		Renderer:        render.New(cfg.Ledger.templates, opts...),
+		Renderer:        render.New(cfg.Ledger.templates, render.Config{CacheTTL: cfg.TemplateCacheTTL}),
 		Metrics:         cfg.Metrics.recorder(),
 		Logger:          logger(cfg.Logger),
 		ProviderTimeout: cmp.Or(cfg.ProviderTimeout, DefaultProviderTimeout),

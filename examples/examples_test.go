@@ -25,6 +25,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/sendonce/sendonce/internal/apikey"
+	"github.com/sendonce/sendonce/internal/apikey/dynamoapikey"
 	"github.com/sendonce/sendonce/internal/localpipeline"
 	"github.com/sendonce/sendonce/internal/provider/simulator"
 	"github.com/sendonce/sendonce/internal/rie"
@@ -51,7 +52,7 @@ func setup(t *testing.T) *stack {
 	db := testenv.DynamoDB(t)
 	s := &stack{table: testenv.NewTable(t, db), moto: testenv.MotoEndpoint(t)}
 	s.sqs = testenv.SQSAt(s.moto)
-	if _, err := templates.ImportExamples(t.Context(), dynamotemplates.New(db, s.table), "acme"); err != nil {
+	if _, err := templates.ImportExamples(t.Context(), dynamotemplates.New(db, s.table, dynamotemplates.Config{}), "acme"); err != nil {
 		t.Fatal(err)
 	}
 	var simURL string
@@ -188,7 +189,7 @@ func TestCurl(t *testing.T) {
 	t.Parallel()
 	s := setup(t)
 	q := s.queue(t, "examples-api-"+testenv.RandomID())
-	_, key, err := apikey.New(testenv.DynamoDB(t), s.table).Create(t.Context(), "acme")
+	_, key, err := apikey.New(dynamoapikey.New(testenv.DynamoDB(t), s.table), apikey.Config{}).Create(t.Context(), "acme")
 	if err != nil {
 		t.Fatal(err)
 	}

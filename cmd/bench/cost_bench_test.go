@@ -44,7 +44,7 @@ func BenchmarkDynamoDBLocalCPU(b *testing.B) {
 	prod := testenv.NewTable(b, db)
 	// The same schema with the optional event index (EventIndex=true).
 	prodEvt := testenv.NewTable(b, db, tableschema.WithEventIndex(true))
-	l, err := dynamoledger.New(db, prod)
+	l, err := dynamoledger.New(db, prod, dynamoledger.Config{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -106,7 +106,7 @@ func BenchmarkDynamoDBLocalCPU(b *testing.B) {
 		})
 		return err
 	}
-	lk, err := dynamoledger.New(db, keyOnly) // the ledger on a table without its index
+	lk, err := dynamoledger.New(db, keyOnly, dynamoledger.Config{}) // the ledger on a table without its index
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/sendonce/sendonce/internal/testenv"
 	"github.com/sendonce/sendonce/internal/testsupport"
 	"github.com/sendonce/sendonce/internal/webhook"
+	"github.com/sendonce/sendonce/internal/webhook/dynamodedup"
 	"github.com/sendonce/sendonce/notify"
 	"github.com/sendonce/sendonce/provider"
 )
@@ -69,7 +70,7 @@ func TestPathCosts(t *testing.T) {
 	}
 	t.Cleanup(px.Close)
 	db := dynamoClient(px.URL)
-	l, err := dynamoledger.New(db, table)
+	l, err := dynamoledger.New(db, table, dynamoledger.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,7 +178,7 @@ func TestPathCosts(t *testing.T) {
 	// read, ApplyDelivery, dedup record), then its duplicate, stopped by
 	// the dedup record.
 	secret := []byte("bench-callback-secret")
-	dedup, err := webhook.NewDynamoDedup(db, table, 0, nil)
+	dedup, err := dynamodedup.New(db, table, dynamodedup.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

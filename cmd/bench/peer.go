@@ -88,7 +88,7 @@ func (p *countingProvider) takePhase() (sends, duplicates int) {
 }
 
 func peerSender(db *dynamodb.Client, table string, p provider.Adapter) (*sender.Sender, error) {
-	l, err := dynamoledger.New(db, table)
+	l, err := dynamoledger.New(db, table, dynamoledger.Config{})
 	if err != nil {
 		return nil, err
 	}

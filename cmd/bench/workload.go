@@ -51,7 +51,7 @@ func startSim(latency time.Duration) (*httpprovider.Provider, string, func(), er
 // the 20 KB HTML email of the peer section (largeTemplate), from memory,
 // as a warm sender container renders from its cache.
 var benchRenderer = func() *render.Renderer {
-	s := memtemplates.New()
+	s := memtemplates.New(memtemplates.Config{})
 	ctx := context.Background()
 	if _, err := templates.ImportExamples(ctx, s, "bench"); err != nil {
 		panic(err) // the examples are valid (tested in package templates)
@@ -61,7 +61,7 @@ var benchRenderer = func() *render.Renderer {
 		Subject: "News for {{.name}}", Text: "Hello {{.name}}, order {{.order_id}}", HTML: html}); err != nil {
 		panic(err)
 	}
-	return render.New(s)
+	return render.New(s, render.Config{})
 }()
 
 // largeTemplate is the stored email template whose HTML part is 20 KB.

@@ -32,7 +32,7 @@ type seeder struct {
 
 func (b bundle) seeder(t *testing.T) *seeder {
 	clk := testsupport.NewClock(time.Now())
-	led, err := dynamoledger.New(b.db, b.table, dynamoledger.WithNow(clk.Now))
+	led, err := dynamoledger.New(b.db, b.table, dynamoledger.Config{Now: clk.Now})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,9 +21,11 @@ import (
 
 	"github.com/sendonce/sendonce/internal/api"
 	"github.com/sendonce/sendonce/internal/api/idempotency/idempotencytest"
-	"github.com/sendonce/sendonce/internal/api/ratelimittest"
+	"github.com/sendonce/sendonce/internal/api/idempotency/memidempotency"
+	"github.com/sendonce/sendonce/internal/api/ratelimit"
+	"github.com/sendonce/sendonce/internal/api/ratelimit/memratelimit"
 	"github.com/sendonce/sendonce/internal/apikey"
-	"github.com/sendonce/sendonce/internal/apikey/apikeytest"
+	"github.com/sendonce/sendonce/internal/apikey/memapikey"
 	"github.com/sendonce/sendonce/internal/ledger"
 	"github.com/sendonce/sendonce/internal/ledger/memledger"
 	"github.com/sendonce/sendonce/internal/metrics"
@@ -91,10 +93,10 @@ func setup(t *testing.T, o setupOpts) *bundle {
 	ctx := context.Background()
 	clock := testsupport.NewClock(testsupport.Start.Add(10 * time.Second))
 	b := &bundle{
-		led:   memledger.New(memledger.WithNow(clock.Now)),
+		led:   memledger.New(memledger.Config{Now: clock.Now}),
 		queue: &queue{},
-		idem:  idempotencytest.NewLossy(idempotencytest.NewMem()),
-		keys:  apikey.NewStore(apikeytest.NewMem(), apikey.WithClock(clock.Now)),
+		idem:  idempotencytest.NewLossy(memidempotency.New()),
+		keys:  apikey.New(memapikey.New(), apikey.Config{Now: clock.Now}),
 		clock: clock,
 		tally: metrics.NewTally(),
 		logs:  &testsupport.Buffer{},
@@ -108,7 +110,7 @@ func setup(t *testing.T, o setupOpts) *bundle {
 	}
 	cfg := api.Config{
 		Keys: b.keys, Ledger: b.led, Queue: b.queue, QueueURL: "https://sqs.us-east-1.amazonaws.com/123456789012/notifications",
-		Idempotency: b.idem, RateWindows: ratelimittest.NewMem(),
+		Idempotency: b.idem, RateWindows: memratelimit.New(),
 		Metrics: b.tally, Now: clock.Now,
 		Logger: b.logs.Logger(slog.LevelInfo),
 	}
@@ -251,7 +253,7 @@ func TestSubmitAccepted(t *testing.T) {
 func TestReplay(t *testing.T) {
 	t.Parallel()
 	// A tenant limit of 1 shows that a replay consumes no rate limit.
-	b := setup(t, setupOpts{cfg: func(c *api.Config) { c.TenantRate = api.Rate{Limit: 1, Window: time.Minute} }})
+	b := setup(t, setupOpts{cfg: func(c *api.Config) { c.TenantRate = ratelimit.Rate{Limit: 1, Window: time.Minute} }})
 	first := b.post(t, b.keyA, "k1", body1)
 	decodeAccepted(t, first)
 	for i := range 3 {
@@ -449,13 +451,13 @@ func TestRateLimits(t *testing.T) {
 	}{
 		{
 			name:  "Tenant",
-			cfg:   func(c *api.Config) { c.TenantRate = api.Rate{Limit: 2, Window: time.Minute} },
+			cfg:   func(c *api.Config) { c.TenantRate = ratelimit.Rate{Limit: 2, Window: time.Minute} },
 			bodyN: func(i int) string { return strings.Replace(body1, "user-42", fmt.Sprintf("user-%d", i), 1) },
 			scope: "tenant",
 		},
 		{
 			name:  "Recipient",
-			cfg:   func(c *api.Config) { c.RecipientRate = api.Rate{Limit: 2, Window: time.Minute} },
+			cfg:   func(c *api.Config) { c.RecipientRate = ratelimit.Rate{Limit: 2, Window: time.Minute} },
 			bodyN: func(i int) string { return strings.Replace(body1, "A-1001", fmt.Sprintf("A-%d", i), 1) },
 			scope: "recipient",
 		},
@@ -646,8 +648,8 @@ func TestNewRejectsBadConfig(t *testing.T) {
 	t.Parallel()
 	q := &queue{}
 	full := func() api.Config {
-		return api.Config{Keys: apikey.NewStore(apikeytest.NewMem()), Ledger: memledger.New(), Queue: q, QueueURL: "u",
-			Idempotency: idempotencytest.NewMem(), RateWindows: ratelimittest.NewMem()}
+		return api.Config{Keys: apikey.New(memapikey.New(), apikey.Config{}), Ledger: memledger.New(memledger.Config{}), Queue: q, QueueURL: "u",
+			Idempotency: memidempotency.New(), RateWindows: memratelimit.New()}
 	}
 	tests := []struct {
 		name string
@@ -659,8 +661,8 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		{"NoIdempotency", func(c *api.Config) { c.Idempotency = nil }},
 		{"NoRateWindows", func(c *api.Config) { c.RateWindows = nil }},
 		{"RetentionBelowLease", func(c *api.Config) { c.Retention = 10 * time.Second }},
-		{"ZeroLimit", func(c *api.Config) { c.TenantRate = api.Rate{Limit: 0, Window: time.Minute} }},
-		{"SubSecondWindow", func(c *api.Config) { c.RecipientRate = api.Rate{Limit: 1, Window: time.Millisecond} }},
+		{"ZeroLimit", func(c *api.Config) { c.TenantRate = ratelimit.Rate{Limit: 0, Window: time.Minute} }},
+		{"SubSecondWindow", func(c *api.Config) { c.RecipientRate = ratelimit.Rate{Limit: 1, Window: time.Millisecond} }},
 	}
 	if _, err := api.New(full()); err != nil {
 		t.Fatalf("New(valid) = %v", err)

@@ -66,7 +66,7 @@ func setup(t *testing.T) *bundle {
 	b := &bundle{clock: testsupport.NewClock(time.Now().UTC())}
 	db := testenv.DynamoDB(t)
 	var err error
-	if b.ledger, err = dynamoledger.New(db, testenv.NewTable(t, db), dynamoledger.WithNow(b.clock.Now)); err != nil {
+	if b.ledger, err = dynamoledger.New(db, testenv.NewTable(t, db), dynamoledger.Config{Now: b.clock.Now}); err != nil {
 		t.Fatal(err)
 	}
 	return b

@@ -80,9 +80,9 @@ import (
 	"github.com/sendonce/sendonce/internal/ledger"
 	"github.com/sendonce/sendonce/internal/localpipeline"
 	"github.com/sendonce/sendonce/internal/provider/simulator"
-	"github.com/sendonce/sendonce/internal/render"
 	"github.com/sendonce/sendonce/internal/rie"
 	"github.com/sendonce/sendonce/internal/sender"
+	"github.com/sendonce/sendonce/internal/sendpath"
 )
 
 // Options configures a chaos run. Zero rates turn a fault off; Defaults
@@ -605,7 +605,7 @@ func startLane(ctx context.Context, o Options, d Lane, n, idx int, seed uint64, 
 	env := cp.Env()
 	if tc := d.TemplateChange; tc != nil && tc.CacheTTL > 0 {
 		env = maps.Clone(env)
-		env[render.CacheEnv] = tc.CacheTTL.String()
+		env[sendpath.EnvTemplateCache] = tc.CacheTTL.String()
 	}
 	var endpointErr error
 	po := localpipeline.Options{

@@ -20,7 +20,7 @@ import (
 func changedLane(t *testing.T) *lane {
 	t.Helper()
 	ctx := context.Background()
-	store := memtemplates.New()
+	store := memtemplates.New(memtemplates.Config{})
 	if _, err := templates.ImportExamples(ctx, store, "chaos-twilio"); err != nil {
 		t.Fatal(err)
 	}
@@ -213,7 +213,7 @@ func accepted(key string, bodies []string, at time.Time) []acceptedMessage {
 func TestTemplateChangeStep(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	store := memtemplates.New()
+	store := memtemplates.New(memtemplates.Config{})
 	if _, err := templates.ImportExamples(ctx, store, "chaos-twilio"); err != nil {
 		t.Fatal(err)
 	}

@@ -122,7 +122,7 @@ func TestOperation(t *testing.T) {
 		o.BaseEndpoint = aws.String(capture.URL)
 		o.Retryer = retry.AddWithMaxAttempts(retry.NewStandard(), 1)
 	})
-	l, err := dynamoledger.New(db, "t")
+	l, err := dynamoledger.New(db, "t", dynamoledger.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -79,7 +79,7 @@ func (r SMTPReport) WriteSummary(w io.Writer) {
 func RunSMTP(ctx context.Context, p *Pipeline, srv *smtptest.Server, n, copies int, timeout time.Duration) (SMTPReport, error) {
 	start := time.Now()
 	run := testenv.RandomID()[:8]
-	rend := render.New(dynamotemplates.New(p.ddb, p.Table), render.WithCacheTTL(0))
+	rend := render.New(dynamotemplates.New(p.ddb, p.Table, dynamotemplates.Config{}), render.Config{CacheTTL: -1})
 	var (
 		msgs []nativeMessage
 		reqs []notify.Request

@@ -49,7 +49,7 @@ func setup(t *testing.T, simOpts simulator.Options) *env {
 		t.Fatal(err)
 	}
 	db := testenv.DynamoDB(t)
-	if e.ledger, err = dynamoledger.New(db, testenv.NewTable(t, db), dynamoledger.WithNow(e.clock)); err != nil {
+	if e.ledger, err = dynamoledger.New(db, testenv.NewTable(t, db), dynamoledger.Config{Now: e.clock}); err != nil {
 		t.Fatal(err)
 	}
 	return e

@@ -19,14 +19,14 @@ import (
 
 type bundle struct {
 	ledger  *memledger.Ledger
-	clock   *ledgertest.Clock
+	clock   *testsupport.Clock
 	metrics *metrics.Tally
 }
 
 func setup(t *testing.T) *bundle {
 	t.Helper()
-	clock := ledgertest.NewClock(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
-	return &bundle{ledger: memledger.New(memledger.WithNow(clock.Now)), clock: clock, metrics: metrics.NewTally()}
+	clock := testsupport.NewClock(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
+	return &bundle{ledger: memledger.New(memledger.Config{Now: clock.Now}), clock: clock, metrics: metrics.NewTally()}
 }
 
 func (b *bundle) reconciler(t *testing.T, p provider.Adapter, mod func(*Config)) *Reconciler {

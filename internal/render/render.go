@@ -6,9 +6,10 @@
 // A stored template is looked up by tenant, name and channel, preferring
 // the request's locale ("pt-BR", then "pt", then the template's default;
 // templates.Fallback). A resolved template is cached per process (per
-// Lambda container) for the cache TTL (SENDONCE_TEMPLATE_CACHE, default
-// DefaultCacheTTL; 0 disables the cache), so a new version is used by
-// every container at the latest one TTL after it was put. A template that
+// Lambda container) for Config.CacheTTL (default DefaultCacheTTL; the
+// functions pass SENDONCE_TEMPLATE_CACHE, where 0s disables the cache),
+// so a new version is used by every container at the latest one
+// TTL after it was put. A template that
 // was not found is never cached: putting it takes effect at once.
 //
 // Every failure is an *Error matching one kind:
@@ -33,7 +34,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
@@ -42,7 +42,8 @@ import (
 	"github.com/sendonce/sendonce/notify"
 )
 
-// DefaultCacheTTL is how long a resolved template is cached.
+// DefaultCacheTTL is how long the functions cache a resolved template
+// unless SENDONCE_TEMPLATE_CACHE says otherwise.
 const DefaultCacheTTL = time.Minute
 
 // maxCached bounds the cache; when full it is emptied.
@@ -126,21 +127,24 @@ type versionKey struct {
 	version int
 }
 
-// Option configures a Renderer.
-type Option func(*Renderer)
-
-// WithCacheTTL sets how long a resolved template is cached (default
-// DefaultCacheTTL); 0 or less disables the cache.
-func WithCacheTTL(d time.Duration) Option { return func(r *Renderer) { r.ttl = d } }
-
-// WithNow sets the clock of the cache (default time.Now).
-func WithNow(now func() time.Time) Option { return func(r *Renderer) { r.now = now } }
+// Config configures a Renderer.
+type Config struct {
+	// CacheTTL is how long a resolved template is cached: zero means
+	// DefaultCacheTTL, a negative value disables the cache (the functions
+	// pass SENDONCE_TEMPLATE_CACHE, where 0s disables it).
+	CacheTTL time.Duration
+	// Now is the clock of the cache; nil means time.Now.
+	Now func() time.Time
+}
 
 // New returns a Renderer over store.
-func New(store templates.Store, opts ...Option) *Renderer {
-	r := &Renderer{store: store, ttl: DefaultCacheTTL, now: time.Now, versions: map[versionKey]*templates.Compiled{}}
-	for _, o := range opts {
-		o(r)
+func New(store templates.Store, cfg Config) *Renderer {
+	r := &Renderer{store: store, ttl: cfg.CacheTTL, now: cfg.Now, versions: map[versionKey]*templates.Compiled{}}
+	if r.ttl == 0 {
+		r.ttl = DefaultCacheTTL
+	}
+	if r.now == nil {
+		r.now = time.Now
 	}
 	r.cache = ttlcache.New[cacheKey, *templates.Compiled](r.ttl, maxCached)
 	return r
@@ -230,23 +234,4 @@ func (r *Renderer) lookup(ctx context.Context, in Input) (*templates.Compiled, e
 	}
 	r.cache.Put(k, c, now)
 	return c, nil
-}
-
-// CacheEnv is the variable that sets the cache TTL of the functions that
-// render.
-const CacheEnv = "SENDONCE_TEMPLATE_CACHE"
-
-// ParseCacheTTL parses a SENDONCE_TEMPLATE_CACHE value: a Go duration
-// ("1m", "30s"), "0" to disable the cache, DefaultCacheTTL when empty. A
-// negative or malformed value is an error naming the variable.
-func ParseCacheTTL(v string) (time.Duration, error) {
-	v = strings.TrimSpace(v)
-	if v == "" {
-		return DefaultCacheTTL, nil
-	}
-	d, err := time.ParseDuration(v)
-	if err != nil || d < 0 {
-		return 0, fmt.Errorf("%s=%q is not a Go duration of 0 or more such as 1m or 0s", CacheEnv, v)
-	}
-	return d, nil
 }

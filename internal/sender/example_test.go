@@ -30,7 +30,7 @@ func (printDLQ) Put(_ context.Context, rec events.SQSMessage, invalid *notify.In
 // ledger is memledger and the provider a fake that fails for one recipient.
 func ExampleSender_HandleSQS() {
 	ctx := context.Background()
-	l := memledger.New()
+	l := memledger.New(memledger.Config{})
 	sms := &providertest.Fake{SendFunc: func(_ context.Context, m provider.Message) (provider.Receipt, error) {
 		if m.To == "+15550000000" {
 			return provider.Receipt{}, providertest.Error(provider.Transient, "busy")

@@ -80,15 +80,15 @@ func setupEnv(t *testing.T, o options) *env {
 	db := testenv.DynamoDBAt(front.URL)
 	table := testenv.NewTable(t, db)
 	e.front, e.table = front, table
-	e.ledger, err = dynamoledger.New(db, table, dynamoledger.WithNow(e.clock))
+	e.ledger, err = dynamoledger.New(db, table, dynamoledger.Config{Now: e.clock})
 	if err != nil {
 		t.Fatal(err)
 	}
-	tpl := dynamotemplates.New(testenv.DynamoDB(t), table)
+	tpl := dynamotemplates.New(testenv.DynamoDB(t), table, dynamotemplates.Config{})
 	if _, err := templates.ImportExamples(t.Context(), tpl, "acme"); err != nil {
 		t.Fatal(err)
 	}
-	e.renderer = render.New(tpl)
+	e.renderer = render.New(tpl, render.Config{})
 	if o.providerTimeout == 0 {
 		o.providerTimeout = 2 * time.Second
 	}
@@ -430,7 +430,7 @@ func TestLostClaimAnswerAgainstDynamoDB(t *testing.T) {
 	e := setupEnv(t, options{})
 	db := testenv.DynamoDB(t)
 	lossy := &loseWrites{API: db, puts: 1, upds: 1}
-	l, err := dynamoledger.New(lossy, testenv.NewTable(t, db), dynamoledger.WithNow(e.clock))
+	l, err := dynamoledger.New(lossy, testenv.NewTable(t, db), dynamoledger.Config{Now: e.clock})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -33,7 +33,7 @@ import (
 var quiet = slog.New(slog.DiscardHandler)
 
 type regBundle struct {
-	clock  *ledgertest.Clock
+	clock  *testsupport.Clock
 	mem    *memledger.Ledger
 	lossy  *ledgertest.Lossy
 	tally  *metrics.Tally
@@ -42,8 +42,8 @@ type regBundle struct {
 
 func regSetup(t *testing.T, p provider.Adapter) *regBundle {
 	t.Helper()
-	b := &regBundle{clock: ledgertest.NewClock(time.Now().UTC().Truncate(time.Millisecond)), tally: metrics.NewTally()}
-	b.mem = memledger.New(memledger.WithNow(b.clock.Now))
+	b := &regBundle{clock: testsupport.NewClock(time.Now().UTC().Truncate(time.Millisecond)), tally: metrics.NewTally()}
+	b.mem = memledger.New(memledger.Config{Now: b.clock.Now})
 	b.lossy = ledgertest.NewLossy(b.mem)
 	s, err := sender.New(sender.Config{
 		Dispatcher: testsupport.Dispatcher(t, dispatch.Dispatcher{
@@ -469,7 +469,7 @@ func (h *hangingClaims) Release(ctx context.Context, c ledger.Claim, reason stri
 func TestLostClaimAnswerLeavesTimeToRelease(t *testing.T) {
 	t.Parallel()
 	p := &providertest.Fake{}
-	h := &hangingClaims{Ledger: memledger.New()}
+	h := &hangingClaims{Ledger: memledger.New(memledger.Config{})}
 	s, err := sender.New(sender.Config{
 		Dispatcher: testsupport.Dispatcher(t, dispatch.Dispatcher{
 			Ledger:          h,

@@ -43,7 +43,7 @@ func (d *fakeDLQ) Put(_ context.Context, _ events.SQSMessage, invalid *notify.In
 type bundle struct {
 	sender  *Sender
 	ledger  *memledger.Ledger
-	clock   *ledgertest.Clock
+	clock   *testsupport.Clock
 	prov    *providertest.Fake
 	dlq     *fakeDLQ
 	metrics *metrics.Tally
@@ -51,9 +51,9 @@ type bundle struct {
 
 func setup(t *testing.T, p provider.Adapter) *bundle {
 	t.Helper()
-	clock := ledgertest.NewClock(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
+	clock := testsupport.NewClock(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
 	b := &bundle{
-		ledger:  memledger.New(memledger.WithNow(clock.Now)),
+		ledger:  memledger.New(memledger.Config{Now: clock.Now}),
 		clock:   clock,
 		dlq:     &fakeDLQ{},
 		metrics: metrics.NewTally(),
@@ -490,7 +490,7 @@ func TestNewValidatesClaimTimeout(t *testing.T) {
 	} {
 		// The sender's dispatcher validates the lease it claims with.
 		_, err := dispatch.New(dispatch.Dispatcher{
-			Ledger:          memledger.New(),
+			Ledger:          memledger.New(memledger.Config{}),
 			Renderer:        rendertest.Examples(t, "acme"),
 			ProviderTimeout: tc.provider,
 			ClaimTimeout:    tc.claim,

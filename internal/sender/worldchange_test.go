@@ -36,7 +36,7 @@ const settleTime = 2 * time.Minute
 
 // world is one deployment's stores, its providers' fakes, and the clock.
 type world struct {
-	clock  *ledgertest.Clock
+	clock  *testsupport.Clock
 	mem    *memledger.Ledger
 	store  *memtemplates.Store
 	render *render.Renderer
@@ -49,13 +49,13 @@ type world struct {
 
 func newWorld(t *testing.T) *world {
 	t.Helper()
-	w := &world{clock: ledgertest.NewClock(time.Now().UTC().Truncate(time.Millisecond)), tally: metrics.NewTally()}
-	w.mem = memledger.New(memledger.WithNow(w.clock.Now))
-	w.store = memtemplates.New()
+	w := &world{clock: testsupport.NewClock(time.Now().UTC().Truncate(time.Millisecond)), tally: metrics.NewTally()}
+	w.mem = memledger.New(memledger.Config{Now: w.clock.Now})
+	w.store = memtemplates.New(memtemplates.Config{})
 	if _, err := templates.ImportExamples(context.Background(), w.store, "acme"); err != nil {
 		t.Fatal(err)
 	}
-	w.render = render.New(w.store, render.WithCacheTTL(0))
+	w.render = render.New(w.store, render.Config{CacheTTL: -1})
 	w.twilio = twiliotest.New(t)
 	w.twilio.SetNow(w.clock.Now)
 	var err error

@@ -1,8 +1,8 @@
 // Package sendpath builds what the two functions that send share, the
 // sender and the reconciler, from the environment (docs/configuration.md):
-// the ledger on the one table, the channel → provider map, and the
-// timeouts both must agree on. Each function's main reads its own
-// settings beside it and wires the rest.
+// the ledger on the one table, the channel → provider map, the timeouts
+// both must agree on and the template cache's TTL. Each function's main
+// reads its own settings beside it and wires the rest.
 package sendpath
 
 import (
@@ -13,6 +13,7 @@ import (
 	"github.com/sendonce/sendonce/internal/lambdaenv"
 	"github.com/sendonce/sendonce/internal/ledger/dynamoledger"
 	"github.com/sendonce/sendonce/internal/provider/registry"
+	"github.com/sendonce/sendonce/internal/render"
 	"github.com/sendonce/sendonce/internal/sender"
 	"github.com/sendonce/sendonce/provider"
 )
@@ -30,7 +31,14 @@ type Settings struct {
 	// RetryBase is the base of the reconciler's backoff of released rows
 	// (decide.Backoff).
 	RetryBase time.Duration
+	// TemplateCache is how long a resolved stored template is cached per
+	// container, read from EnvTemplateCache, as render.Config.CacheTTL
+	// takes it: negative when the variable turns the cache off ("0s").
+	TemplateCache time.Duration
 }
+
+// EnvTemplateCache is the variable of Settings.TemplateCache.
+const EnvTemplateCache = "SENDONCE_TEMPLATE_CACHE"
 
 // Read reads the shared variables into env's collected errors: call
 // env.Err() (or Function.Ready) after reading the function's own
@@ -43,7 +51,17 @@ func Read(env *lambdaenv.Env) Settings {
 		Settle:          env.Duration("SENDONCE_RECONCILE_SETTLE", decide.DefaultSettle),
 		MaxAge:          env.Duration("SENDONCE_MAX_AGE", decide.DefaultMaxAge),
 		RetryBase:       env.Duration("SENDONCE_RECONCILE_RETRY_BASE", decide.RetryBase),
+		TemplateCache:   templateCache(env.CacheTTL(EnvTemplateCache, render.DefaultCacheTTL)),
 	}
+}
+
+// templateCache turns the variable's 0 (no cache) into the negative TTL
+// render.Config takes for it; a zero there means the default.
+func templateCache(ttl time.Duration) time.Duration {
+	if ttl == 0 {
+		return -1
+	}
+	return ttl
 }
 
 // Deps are the clients built once per container.
@@ -56,11 +74,12 @@ type Deps struct {
 }
 
 // Build builds the ledger (f.Ledger) and the providers' routes
-// (registry.ReadRoutes) with s's provider timeout. Every problem is
-// recorded in f.Env: call f.Ready after.
+// (registry.ReadRoutes) with s's provider timeout, the adapters logging
+// to f.Log. Every problem is recorded in f.Env: call f.Ready after.
 func Build(ctx context.Context, f *lambdaenv.Function, s Settings) Deps {
 	opts := registry.Clients(f.AWS)
 	opts.Timeout = s.ProviderTimeout
+	opts.Logger = f.Log
 	d := Deps{Ledger: f.Ledger(), Providers: map[string]provider.Adapter{}, Fallbacks: map[string][]provider.Adapter{}}
 	for ch, route := range registry.ReadRoutes(ctx, f.Env, opts) {
 		d.Providers[ch], d.Fallbacks[ch] = route[0], route[1:]

@@ -349,9 +349,9 @@ func newWorld(seed uint64) *World {
 	}
 	w.tmpl = newTemplates()
 	w.renderers = map[string]*render.Renderer{}
-	w.truthRender = render.New(w.tmpl, render.WithCacheTTL(0))
+	w.truthRender = render.New(w.tmpl, render.Config{CacheTTL: -1})
 	w.pinned = map[string]pinned{}
-	w.mem = memledger.New(memledger.WithNow(w.ledgerNow), memledger.WithClaimID(w.newClaimID), memledger.WithRetention(retention))
+	w.mem = memledger.New(memledger.Config{Now: w.ledgerNow, ClaimID: w.newClaimID, Retention: retention})
 	w.led = &simLedger{w: w, inner: w.mem}
 	w.dedup = &simDedup{w: w, seen: map[string]bool{}}
 	return w

@@ -8,13 +8,13 @@
 //
 //	func TestConformance(t *testing.T) {
 //		ledgertest.Run(t, func(t *testing.T, now func() time.Time) ledger.Ledger {
-//			return memledger.New(memledger.WithNow(now))
+//			return memledger.New(memledger.Config{Now: now})
 //		})
 //	}
 //
-// The suite moves the clock (a *Clock) to expire leases and rows. It finds
-// a row's expiry from Record.ExpiresAt, so it works with any retention of
-// at least a few minutes.
+// The suite moves the clock (a *testsupport.Clock) to expire leases and
+// rows. It finds a row's expiry from Record.ExpiresAt, so it works with
+// any retention of at least a few minutes.
 package ledgertest
 
 import (
@@ -29,6 +29,7 @@ import (
 
 	"github.com/sendonce/sendonce/internal/ledger"
 	"github.com/sendonce/sendonce/internal/sendkey"
+	"github.com/sendonce/sendonce/internal/testsupport"
 )
 
 // NewLedgerFunc builds a fresh, empty ledger that reads time from now.
@@ -40,7 +41,7 @@ const lease = 60 * time.Second
 // bundle is what one subtest works with.
 type bundle struct {
 	ctx   context.Context
-	clock *Clock
+	clock *testsupport.Clock
 	l     ledger.Ledger
 }
 
@@ -51,7 +52,7 @@ func Run(t *testing.T, newLedger NewLedgerFunc) {
 	setup := func(t *testing.T) *bundle {
 		t.Helper()
 		t.Parallel()
-		clock := NewClock(Start)
+		clock := testsupport.NewClock(testsupport.Start)
 		return &bundle{ctx: t.Context(), clock: clock, l: newLedger(t, clock.Now)}
 	}
 
@@ -1328,10 +1329,10 @@ func runAttention(t *testing.T, setup setupFunc) {
 			name string
 			q    ledger.AttentionQuery
 		}{
-			{"NegativeShard", ledger.AttentionQuery{Shard: -1, DueBefore: Start}},
-			{"ShardTooHigh", ledger.AttentionQuery{Shard: ledger.AttentionShards, DueBefore: Start}},
-			{"NegativeLimit", ledger.AttentionQuery{Shard: 0, DueBefore: Start, Limit: -1}},
-			{"BadCursor", ledger.AttentionQuery{Shard: 0, DueBefore: Start, Cursor: "not a cursor!"}},
+			{"NegativeShard", ledger.AttentionQuery{Shard: -1, DueBefore: testsupport.Start}},
+			{"ShardTooHigh", ledger.AttentionQuery{Shard: ledger.AttentionShards, DueBefore: testsupport.Start}},
+			{"NegativeLimit", ledger.AttentionQuery{Shard: 0, DueBefore: testsupport.Start, Limit: -1}},
+			{"BadCursor", ledger.AttentionQuery{Shard: 0, DueBefore: testsupport.Start, Cursor: "not a cursor!"}},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				b := setup(t)
@@ -1443,9 +1444,9 @@ func runApplyDelivery(t *testing.T, setup setupFunc) {
 			name string
 			d    ledger.Delivery
 		}{
-			{"ZeroRank", ledger.Delivery{Status: "sent", Rank: 0, At: Start}},
-			{"NegativeRank", ledger.Delivery{Status: "sent", Rank: -2, At: Start}},
-			{"EmptyStatus", ledger.Delivery{Status: "", Rank: 1, At: Start}},
+			{"ZeroRank", ledger.Delivery{Status: "sent", Rank: 0, At: testsupport.Start}},
+			{"NegativeRank", ledger.Delivery{Status: "sent", Rank: -2, At: testsupport.Start}},
+			{"EmptyStatus", ledger.Delivery{Status: "", Rank: 1, At: testsupport.Start}},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				b := setup(t)

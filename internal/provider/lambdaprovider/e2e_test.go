@@ -66,7 +66,7 @@ func newStack(t *testing.T) *stack {
 	db := testenv.DynamoDB(t)
 	s.table = testenv.NewTable(t, db)
 	var err error
-	if s.ledger, err = dynamoledger.New(db, s.table, dynamoledger.WithNow(s.clock.Now)); err != nil {
+	if s.ledger, err = dynamoledger.New(db, s.table, dynamoledger.Config{Now: s.clock.Now}); err != nil {
 		t.Fatal(err)
 	}
 	return s
@@ -315,7 +315,7 @@ func TestEndToEnd(t *testing.T) {
 func TestBootstraps(t *testing.T) {
 	t.Parallel()
 	s := newStack(t)
-	if _, err := templates.ImportExamples(t.Context(), dynamotemplates.New(testenv.DynamoDB(t), s.table), "acme"); err != nil {
+	if _, err := templates.ImportExamples(t.Context(), dynamotemplates.New(testenv.DynamoDB(t), s.table, dynamotemplates.Config{}), "acme"); err != nil {
 		t.Fatal(err)
 	}
 	moto := testenv.MotoEndpoint(t)

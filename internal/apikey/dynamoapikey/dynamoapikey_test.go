@@ -1,4 +1,4 @@
-package apikey_test
+package dynamoapikey_test
 
 import (
 	"strings"
@@ -10,19 +10,15 @@ import (
 
 	"github.com/sendonce/sendonce/internal/apikey"
 	"github.com/sendonce/sendonce/internal/apikey/apikeytest"
+	"github.com/sendonce/sendonce/internal/apikey/dynamoapikey"
 	"github.com/sendonce/sendonce/internal/tableschema"
 	"github.com/sendonce/sendonce/internal/testenv"
 )
 
-func TestDynamoRecordsConformance(t *testing.T) {
+func TestConformance(t *testing.T) {
 	t.Parallel()
 	db := testenv.DynamoDB(t)
-	apikeytest.Run(t, func(t *testing.T) apikey.Records { return apikey.NewDynamoRecords(db, testenv.NewTable(t, db)) })
-}
-
-func TestMemConformance(t *testing.T) {
-	t.Parallel()
-	apikeytest.Run(t, func(t *testing.T) apikey.Records { return apikeytest.NewMem() })
+	apikeytest.Run(t, func(t *testing.T) apikey.Records { return dynamoapikey.New(db, testenv.NewTable(t, db)) })
 }
 
 // TestStoredItem checks the key's item in the one table: the hash, never
@@ -31,7 +27,7 @@ func TestStoredItem(t *testing.T) {
 	t.Parallel()
 	db := testenv.DynamoDB(t)
 	table := testenv.NewTable(t, db)
-	id, key, err := apikey.New(db, table).Create(t.Context(), "acme")
+	id, key, err := apikey.New(dynamoapikey.New(db, table), apikey.Config{}).Create(t.Context(), "acme")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,9 @@
-package idempotency
+// Package dynamoidempotency is the idempotency.Records of the one
+// sendonce DynamoDB table (package tableschema): one item per record, pk
+// "idem#<record id>", each write one conditional PutItem, UpdateItem or
+// DeleteItem that returns the item in the way when its condition fails.
+// It passes package idempotencytest's suite against DynamoDB Local.
+package dynamoidempotency
 
 import (
 	"context"
@@ -10,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/sendonce/sendonce/internal/api/idempotency"
 	"github.com/sendonce/sendonce/internal/tableschema"
 )
 
@@ -23,25 +29,25 @@ const (
 	stateCompleted = "completed"
 )
 
-// DynamoDB is the part of the DynamoDB client DynamoRecords uses.
-type DynamoDB interface {
+// API is the part of the DynamoDB client Records uses.
+type API interface {
 	tableschema.PutAPI
 	tableschema.UpdateAPI
 	tableschema.DeleteAPI
 }
 
-// DynamoRecords keeps idempotency records in the one sendonce table, one
-// item per record, each write one conditional PutItem, UpdateItem or
-// DeleteItem that returns the item in the way when its condition fails.
-// It is safe for concurrent use.
-type DynamoRecords struct {
-	db    DynamoDB
+// Records keeps idempotency records in the one sendonce table. It is
+// safe for concurrent use.
+type Records struct {
+	db    API
 	table string
 }
 
-// NewDynamoRecords returns the Records on table through db.
-func NewDynamoRecords(db DynamoDB, table string) *DynamoRecords {
-	return &DynamoRecords{db: db, table: table}
+var _ idempotency.Records = (*Records)(nil)
+
+// New returns the Records on table through db.
+func New(db API, table string) *Records {
+	return &Records{db: db, table: table}
 }
 
 // item is a record as stored.
@@ -59,16 +65,16 @@ type item struct {
 	Body        string            `dynamodbav:"body,omitempty"`
 }
 
-func decode(av map[string]types.AttributeValue) (Record, error) {
+func decode(av map[string]types.AttributeValue) (idempotency.Record, error) {
 	if av == nil {
-		return Record{}, nil
+		return idempotency.Record{}, nil
 	}
 	var it item
 	if err := attributevalue.UnmarshalMap(av, &it); err != nil {
-		return Record{}, fmt.Errorf("decode: %w", err)
+		return idempotency.Record{}, fmt.Errorf("decode: %w", err)
 	}
-	r := Record{
-		ID: strings.TrimPrefix(it.PK, PKPrefix), Fingerprint: Fingerprint{Sum: it.Fingerprint, Fields: it.Fields},
+	r := idempotency.Record{
+		ID: strings.TrimPrefix(it.PK, PKPrefix), Fingerprint: idempotency.Fingerprint{Sum: it.Fingerprint, Fields: it.Fields},
 		Token: it.Token, LedgerKey: it.LedgerKey, ExpiresAt: time.Unix(it.ExpiresAt, 0).UTC(),
 		Completed: it.State == stateCompleted, Status: it.Status, Body: it.Body,
 	}
@@ -86,21 +92,21 @@ func heldBy(token string) expression.ConditionBuilder {
 		And(expression.Name("state").Equal(expression.Value(stateInFlight)))
 }
 
-// failed turns a failed condition into ErrConflict and the item in the
+// failed turns a failed condition into idempotency.ErrConflict and the item in the
 // way.
-func failed(err error) (Record, error) {
+func failed(err error) (idempotency.Record, error) {
 	old, ok := tableschema.ConditionFailed(err)
 	if !ok {
-		return Record{}, err
+		return idempotency.Record{}, err
 	}
 	cur, derr := decode(old)
 	if derr != nil {
-		return Record{}, derr
+		return idempotency.Record{}, derr
 	}
-	return cur, ErrConflict
+	return cur, idempotency.ErrConflict
 }
 
-func (d *DynamoRecords) put(ctx context.Context, r Record, cond expression.ConditionBuilder) (Record, error) {
+func (d *Records) put(ctx context.Context, r idempotency.Record, cond expression.ConditionBuilder) (idempotency.Record, error) {
 	return failed(tableschema.Put(ctx, d.db, d.table, item{
 		PK: PKPrefix + r.ID, State: stateInFlight, Fingerprint: r.Fingerprint.Sum, Fields: r.Fingerprint.Fields,
 		Token: r.Token, LeaseUntil: r.LeaseUntil.UnixMilli(), LedgerKey: r.LedgerKey,
@@ -108,19 +114,19 @@ func (d *DynamoRecords) put(ctx context.Context, r Record, cond expression.Condi
 	}, cond))
 }
 
-// Create implements Records with a PutItem conditional on no live item
+// Create implements idempotency.Records with a PutItem conditional on no live item
 // (absent, or past its TTL: DynamoDB deletes expired items late).
-func (d *DynamoRecords) Create(ctx context.Context, r Record, now time.Time) (Record, error) {
+func (d *Records) Create(ctx context.Context, r idempotency.Record, now time.Time) (idempotency.Record, error) {
 	return d.put(ctx, r, tableschema.Vacant(now))
 }
 
-// Replace implements Records with a PutItem fenced on token.
-func (d *DynamoRecords) Replace(ctx context.Context, r Record, token string) (Record, error) {
+// Replace implements idempotency.Records with a PutItem fenced on token.
+func (d *Records) Replace(ctx context.Context, r idempotency.Record, token string) (idempotency.Record, error) {
 	return d.put(ctx, r, heldBy(token))
 }
 
-// Complete implements Records with an UpdateItem fenced on token.
-func (d *DynamoRecords) Complete(ctx context.Context, id, token string, status int, body string) (Record, error) {
+// Complete implements idempotency.Records with an UpdateItem fenced on token.
+func (d *Records) Complete(ctx context.Context, id, token string, status int, body string) (idempotency.Record, error) {
 	return failed(tableschema.Update(ctx, d.db, d.table, PKPrefix+id,
 		expression.Set(expression.Name("state"), expression.Value(stateCompleted)).
 			Set(expression.Name("status"), expression.Value(status)).
@@ -129,8 +135,8 @@ func (d *DynamoRecords) Complete(ctx context.Context, id, token string, status i
 		heldBy(token)))
 }
 
-// Delete implements Records with a DeleteItem fenced on token.
-func (d *DynamoRecords) Delete(ctx context.Context, id, token string) error {
+// Delete implements idempotency.Records with a DeleteItem fenced on token.
+func (d *Records) Delete(ctx context.Context, id, token string) error {
 	err := tableschema.Delete(ctx, d.db, d.table, PKPrefix+id, heldBy(token))
 	if _, ok := tableschema.ConditionFailed(err); ok {
 		return nil

@@ -1,4 +1,4 @@
-package webhook_test
+package dynamodedup_test
 
 import (
 	"strconv"
@@ -14,34 +14,28 @@ import (
 	"github.com/sendonce/sendonce/internal/testsupport"
 	"github.com/sendonce/sendonce/internal/webhook"
 	"github.com/sendonce/sendonce/internal/webhook/deduptest"
+	"github.com/sendonce/sendonce/internal/webhook/dynamodedup"
 )
 
-func TestDynamoDedupConformance(t *testing.T) {
+func TestConformance(t *testing.T) {
 	t.Parallel()
 	c := testenv.DynamoDB(t)
 	deduptest.Run(t, func(t *testing.T, ttl time.Duration, now func() time.Time) webhook.Dedup {
-		d, err := webhook.NewDynamoDedup(c, testenv.NewTable(t, c), ttl, now)
+		d, err := dynamodedup.New(c, testenv.NewTable(t, c), dynamodedup.Config{TTL: ttl, Now: now})
 		if err != nil {
-			t.Fatalf("NewDynamoDedup: %v", err)
+			t.Fatalf("New: %v", err)
 		}
 		return d
 	})
 }
 
-func TestMemDedupConformance(t *testing.T) {
-	t.Parallel()
-	deduptest.Run(t, func(t *testing.T, ttl time.Duration, now func() time.Time) webhook.Dedup {
-		return deduptest.NewMem(ttl, now)
-	})
-}
-
-// TestDynamoDedupStoredItem checks the record's layout in the one table:
+// TestStoredItem checks the record's layout in the one table:
 // its TTL attribute, and no attention-index key.
-func TestDynamoDedupStoredItem(t *testing.T) {
+func TestStoredItem(t *testing.T) {
 	t.Parallel()
 	c := testenv.DynamoDB(t)
 	table := testenv.NewTable(t, c)
-	d, err := webhook.NewDynamoDedup(c, table, time.Hour, func() time.Time { return testsupport.Start })
+	d, err := dynamodedup.New(c, table, dynamodedup.Config{TTL: time.Hour, Now: func() time.Time { return testsupport.Start }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,12 +61,12 @@ func TestDynamoDedupStoredItem(t *testing.T) {
 	}
 }
 
-func TestNewDynamoDedupErrors(t *testing.T) {
+func TestNewErrors(t *testing.T) {
 	t.Parallel()
-	if _, err := webhook.NewDynamoDedup(nil, "t", 0, nil); err == nil {
-		t.Error("NewDynamoDedup(nil client) = nil error")
+	if _, err := dynamodedup.New(nil, "t", dynamodedup.Config{}); err == nil {
+		t.Error("New(nil client) = nil error")
 	}
-	if _, err := webhook.NewDynamoDedup(&dynamodb.Client{}, "", 0, nil); err == nil {
-		t.Error("NewDynamoDedup(empty table) = nil error")
+	if _, err := dynamodedup.New(&dynamodb.Client{}, "", dynamodedup.Config{}); err == nil {
+		t.Error("New(empty table) = nil error")
 	}
 }

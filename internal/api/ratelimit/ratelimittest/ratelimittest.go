@@ -1,39 +1,37 @@
-// Package ratelimittest is the conformance suite every api.RateWindows
-// must pass (api.DynamoWindows against DynamoDB Local, Mem in memory),
-// driven through api.Limiter, and Mem, the in-memory RateWindows of unit
-// tests, so the fake cannot drift from the real store.
+// Package ratelimittest is the conformance suite every ratelimit.Windows
+// must pass (package dynamoratelimit against DynamoDB Local, package
+// memratelimit in memory), driven through ratelimit.Limiter, so the fake
+// cannot drift from the real store.
 //
 //	func TestConformance(t *testing.T) {
-//		ratelimittest.Run(t, func(t *testing.T) api.RateWindows { return ratelimittest.NewMem() })
+//		ratelimittest.Run(t, func(t *testing.T) ratelimit.Windows { return memratelimit.New() })
 //	}
 package ratelimittest
 
 import (
 	"context"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/sendonce/sendonce/internal/api"
-	"github.com/sendonce/sendonce/internal/ledger/ledgertest"
+	"github.com/sendonce/sendonce/internal/api/ratelimit"
 	"github.com/sendonce/sendonce/internal/testsupport"
 )
 
 // NewWindowsFunc builds fresh, empty windows.
-type NewWindowsFunc func(t *testing.T) api.RateWindows
+type NewWindowsFunc func(t *testing.T) ratelimit.Windows
 
 // Run runs the suite against the windows newWindows builds. Every subtest
 // builds its own windows and runs in parallel; the clock starts 10s into
 // a one-minute window.
 func Run(t *testing.T, newWindows NewWindowsFunc) {
-	rate := api.Rate{Limit: 3, Window: time.Minute}
-	setup := func(t *testing.T) (context.Context, *ledgertest.Clock, *api.Limiter) {
+	rate := ratelimit.Rate{Limit: 3, Window: time.Minute}
+	setup := func(t *testing.T) (context.Context, *testsupport.Clock, *ratelimit.Limiter) {
 		t.Parallel()
-		c := ledgertest.NewClock(ledgertest.Start.Add(10 * time.Second))
-		return t.Context(), c, api.NewLimiter(newWindows(t), c.Now)
+		c := testsupport.NewClock(testsupport.Start.Add(10 * time.Second))
+		return t.Context(), c, ratelimit.New(newWindows(t), ratelimit.Config{Now: c.Now})
 	}
-	allow := func(t *testing.T, ctx context.Context, l *api.Limiter, scope, subject string, want bool, wantWait time.Duration) {
+	allow := func(t *testing.T, ctx context.Context, l *ratelimit.Limiter, scope, subject string, want bool, wantWait time.Duration) {
 		t.Helper()
 		ok, wait, err := l.Allow(ctx, scope, subject, rate)
 		if err != nil || ok != want || wait != wantWait {
@@ -87,25 +85,4 @@ func Run(t *testing.T, newWindows NewWindowsFunc) {
 			t.Errorf("20 concurrent requests: %d allowed, want exactly %d", got, rate.Limit)
 		}
 	})
-}
-
-// Mem is in-memory api.RateWindows. It is safe for concurrent use.
-type Mem struct {
-	mu    sync.Mutex
-	count map[string]int
-}
-
-// NewMem returns empty Mem windows.
-func NewMem() *Mem { return &Mem{count: map[string]int{}} }
-
-// Add implements api.RateWindows. Windows are never reused (their id
-// holds their start), so Mem keeps no expiry.
-func (m *Mem) Add(_ context.Context, id string, limit int, _ time.Time) (bool, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.count[id] >= limit {
-		return false, nil
-	}
-	m.count[id]++
-	return true, nil
 }

@@ -1,4 +1,11 @@
-package api
+// Package ratelimit is the HTTP API's fixed-window rate limits (package
+// api): a Limiter counts one request of a subject in a scope against a
+// Rate, in Windows kept in the one table.
+//
+// A Limiter decides; Windows only count conditionally (package
+// dynamoratelimit in the one table, package memratelimit in unit tests,
+// both held to package ratelimittest's suite).
+package ratelimit
 
 import (
 	"context"
@@ -9,10 +16,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
-
-	"github.com/sendonce/sendonce/internal/tableschema"
 )
 
 // Rate is a fixed-window rate limit: at most Limit requests per Window.
@@ -46,10 +49,10 @@ func ParseRate(s string) (Rate, error) {
 	return Rate{Limit: n, Window: w}, nil
 }
 
-// RateWindows counts requests in fixed windows. Implementations are safe
-// for concurrent use and pass package ratelimittest's suite
-// (DynamoWindows; ratelimittest.Mem in unit tests).
-type RateWindows interface {
+// Windows counts requests in fixed windows. Implementations are safe for
+// concurrent use and pass package ratelimittest's suite
+// (dynamoratelimit.Windows; memratelimit.Windows in unit tests).
+type Windows interface {
 	// Add counts one request in window id if it holds fewer than limit,
 	// and reports whether it did. The window is kept until at least
 	// expires.
@@ -58,18 +61,27 @@ type RateWindows interface {
 
 // Limiter applies fixed-window rate limits: one window per scope, subject
 // and window start, "<scope>#<hash of subject>#<window start, Unix
-// seconds>", counted in RateWindows and kept one window after it ends.
+// seconds>", counted in Windows and kept one window after it ends. It is
+// safe for concurrent use.
 type Limiter struct {
-	windows RateWindows
+	windows Windows
 	now     func() time.Time
 }
 
-// NewLimiter returns a Limiter over windows; now nil means time.Now.
-func NewLimiter(windows RateWindows, now func() time.Time) *Limiter {
-	if now == nil {
-		now = time.Now
+// Config configures a Limiter. The zero value is the production setting.
+type Config struct {
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// New returns a Limiter over windows (dynamoratelimit.New for the
+// sendonce table).
+func New(windows Windows, cfg Config) *Limiter {
+	l := &Limiter{windows: windows, now: cfg.Now}
+	if l.now == nil {
+		l.now = time.Now
 	}
-	return &Limiter{windows: windows, now: now}
+	return l
 }
 
 // Allow counts one request of subject in scope against r. When the window
@@ -86,40 +98,9 @@ func (l *Limiter) Allow(ctx context.Context, scope, subject string, r Rate) (boo
 	ok, err := l.windows.Add(ctx, id, r.Limit, end.Add(r.Window))
 	switch {
 	case err != nil:
-		return false, 0, fmt.Errorf("api: rate limit %s: %w", scope, err)
+		return false, 0, fmt.Errorf("ratelimit: %s: %w", scope, err)
 	case !ok:
 		return false, end.Sub(now), nil
 	}
 	return true, 0, nil
-}
-
-// DynamoDB is the part of the DynamoDB client DynamoWindows uses.
-type DynamoDB interface {
-	tableschema.UpdateAPI
-}
-
-// DynamoWindows keeps rate windows in the one sendonce table: one item per
-// window, pk "rate#<window id>", incremented with one conditional
-// UpdateItem (ADD, allowed while the count is below the limit), with its
-// TTL at the window's expiry.
-type DynamoWindows struct {
-	db    DynamoDB
-	table string
-}
-
-// NewDynamoWindows returns the RateWindows on table through db.
-func NewDynamoWindows(db DynamoDB, table string) *DynamoWindows {
-	return &DynamoWindows{db: db, table: table}
-}
-
-// Add implements RateWindows.
-func (d *DynamoWindows) Add(ctx context.Context, id string, limit int, expires time.Time) (bool, error) {
-	count := expression.Name("count")
-	err := tableschema.Update(ctx, d.db, d.table, "rate#"+id,
-		expression.Add(count, expression.Value(1)).Set(expression.Name(tableschema.TTLAttribute), expression.Value(expires.Unix())),
-		expression.AttributeNotExists(count).Or(count.LessThan(expression.Value(limit))))
-	if _, ok := tableschema.ConditionFailed(err); ok {
-		return false, nil
-	}
-	return err == nil, err
 }

@@ -1,4 +1,7 @@
-package apikey
+// Package dynamoapikey is the apikey.Records of the one sendonce DynamoDB
+// table (package tableschema); package apikey's doc describes the item.
+// It passes package apikeytest's suite against DynamoDB Local.
+package dynamoapikey
 
 import (
 	"context"
@@ -12,30 +15,33 @@ import (
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
+	"github.com/sendonce/sendonce/internal/apikey"
 	"github.com/sendonce/sendonce/internal/tableschema"
 )
 
 // pkPrefix starts the partition key of every key item.
 const pkPrefix = "apikey#"
 
-// DynamoDB is the part of the DynamoDB client DynamoRecords uses.
-type DynamoDB interface {
+// API is the part of the DynamoDB client Records uses.
+type API interface {
 	tableschema.GetAPI
 	tableschema.PutAPI
 	tableschema.UpdateAPI
 	dynamodb.QueryAPIClient
 }
 
-// DynamoRecords keeps key records in the one sendonce table (see the
-// package doc for the item). It is safe for concurrent use.
-type DynamoRecords struct {
-	db    DynamoDB
+// Records keeps key records in the one sendonce table (see package
+// apikey's doc for the item). It is safe for concurrent use.
+type Records struct {
+	db    API
 	table string
 }
 
-// NewDynamoRecords returns the Records on table through db.
-func NewDynamoRecords(db DynamoDB, table string) *DynamoRecords {
-	return &DynamoRecords{db: db, table: table}
+var _ apikey.Records = (*Records)(nil)
+
+// New returns the Records on table through db.
+func New(db API, table string) *Records {
+	return &Records{db: db, table: table}
 }
 
 // keyItem is a key record as stored; times are RFC 3339 in UTC.
@@ -52,60 +58,60 @@ type keyItem struct {
 
 func listPK(tenant string) string { return "#apikey#" + tenant }
 
-// Put implements Records with a PutItem conditional on the id's absence.
-func (d *DynamoRecords) Put(ctx context.Context, r Record) error {
+// Put implements apikey.Records with a PutItem conditional on the id's absence.
+func (d *Records) Put(ctx context.Context, r apikey.Record) error {
 	err := tableschema.Put(ctx, d.db, d.table, keyItem{
 		PK: pkPrefix + r.ID, Tenant: r.Tenant, Hash: r.Hash, Revoked: r.Revoked,
 		CreatedAt: r.CreatedAt.UTC().Format(time.RFC3339), ListPK: listPK(r.Tenant),
 	}, expression.AttributeNotExists(expression.Name(tableschema.PartitionKey)))
 	if _, ok := tableschema.ConditionFailed(err); ok {
-		return ErrExists
+		return apikey.ErrExists
 	}
 	return err
 }
 
-// Get implements Records with a strongly consistent GetItem.
-func (d *DynamoRecords) Get(ctx context.Context, id string) (Record, error) {
+// Get implements apikey.Records with a strongly consistent GetItem.
+func (d *Records) Get(ctx context.Context, id string) (apikey.Record, error) {
 	out, err := d.db.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName: aws.String(d.table), Key: tableschema.Key(pkPrefix + id), ConsistentRead: aws.Bool(true),
 	})
 	if err != nil {
-		return Record{}, err
+		return apikey.Record{}, err
 	}
 	if out.Item == nil {
-		return Record{}, ErrNotFound
+		return apikey.Record{}, apikey.ErrNotFound
 	}
 	var it keyItem
 	if err := attributevalue.UnmarshalMap(out.Item, &it); err != nil {
-		return Record{}, fmt.Errorf("decode %s: %w", pkPrefix+id, err)
+		return apikey.Record{}, fmt.Errorf("decode %s: %w", pkPrefix+id, err)
 	}
-	r := Record{ID: strings.TrimPrefix(it.PK, pkPrefix), Tenant: it.Tenant, Hash: it.Hash, Revoked: it.Revoked}
+	r := apikey.Record{ID: strings.TrimPrefix(it.PK, pkPrefix), Tenant: it.Tenant, Hash: it.Hash, Revoked: it.Revoked}
 	r.CreatedAt, _ = time.Parse(time.RFC3339, it.CreatedAt)
 	r.RevokedAt, _ = time.Parse(time.RFC3339, it.RevokedAt)
 	return r, nil
 }
 
-// Revoke implements Records with one UpdateItem conditional on the item's
+// Revoke implements apikey.Records with one UpdateItem conditional on the item's
 // existence.
-func (d *DynamoRecords) Revoke(ctx context.Context, id string, at time.Time) error {
+func (d *Records) Revoke(ctx context.Context, id string, at time.Time) error {
 	revokedAt := expression.Name("revoked_at")
 	err := tableschema.Update(ctx, d.db, d.table, pkPrefix+id,
 		expression.Set(expression.Name("revoked"), expression.Value(true)).
 			Set(revokedAt, expression.IfNotExists(revokedAt, expression.Value(at.UTC().Format(time.RFC3339)))),
 		expression.AttributeExists(expression.Name(tableschema.PartitionKey)))
 	if _, ok := tableschema.ConditionFailed(err); ok {
-		return ErrNotFound
+		return apikey.ErrNotFound
 	}
 	return err
 }
 
-// List implements Records: the keys of the tenant's items from the
+// List implements apikey.Records: the keys of the tenant's items from the
 // KEYS_ONLY event index, or from a paginated Scan when the table has no
 // such index (tableschema.EventKeys; the index is optional), then one Get
 // per key. A client without Scan (db does not implement
 // tableschema.EventAPI) needs the index. Keys created before List existed
 // carry no index key and are not listed.
-func (d *DynamoRecords) List(ctx context.Context, tenant string) ([]Record, error) {
+func (d *Records) List(ctx context.Context, tenant string) ([]apikey.Record, error) {
 	db, ok := d.db.(tableschema.EventAPI)
 	if !ok {
 		db = queryOnly{d.db}
@@ -114,13 +120,13 @@ func (d *DynamoRecords) List(ctx context.Context, tenant string) ([]Record, erro
 	if err != nil {
 		return nil, err
 	}
-	var rs []Record
+	var rs []apikey.Record
 	for _, pk := range keys {
 		if !strings.HasPrefix(pk, pkPrefix) {
 			continue
 		}
 		r, err := d.Get(ctx, strings.TrimPrefix(pk, pkPrefix))
-		if errors.Is(err, ErrNotFound) {
+		if errors.Is(err, apikey.ErrNotFound) {
 			continue // deleted since the keys were read
 		}
 		if err != nil {
@@ -134,8 +140,8 @@ func (d *DynamoRecords) List(ctx context.Context, tenant string) ([]Record, erro
 }
 
 // queryOnly gives a client without Scan the tableschema.EventAPI shape.
-type queryOnly struct{ DynamoDB }
+type queryOnly struct{ API }
 
 func (q queryOnly) Scan(context.Context, *dynamodb.ScanInput, ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error) {
-	return nil, fmt.Errorf("client %T cannot Scan (the table has no event index)", q.DynamoDB)
+	return nil, fmt.Errorf("client %T cannot Scan (the table has no event index)", q.API)
 }
