@@ -45,6 +45,7 @@ func main() {
 		ClaimTimeout:    shared.ClaimTimeout,
 		Settle:          shared.Settle,
 		RetryBase:       shared.RetryBase,
+		Validity:        shared.Validity,
 		Concurrency:     concurrency,
 	})
 	fn.Must(err)

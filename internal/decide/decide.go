@@ -15,9 +15,15 @@
 // whole table, every state × released × capability × class × settle × age
 // combination, for both callers):
 //
+//	no row yet (the sender's first attempt)
+//	    expired                               Expire
+//	    cannot be rendered                    MarkFailed
+//	    no provider configured                Wait (claim and release: retried)
+//	    otherwise                             Send
 //	row SENT, FAILED or ABANDONED             Acknowledge
 //	row PENDING, lease live                   Wait (its worker is still at it)
 //	row UNCERTAIN, caller sender              HandOff (the reconciler owns it)
+//	row released, expired                     Expire (nothing was sent)
 //	row released, reconciler, before RetryAt  Wait (released rows back off)
 //	reconciler, row older than MaxAge         Abandon (give up by age)
 //	the row's message cannot be rendered
@@ -30,14 +36,30 @@
 //	provider can look messages up
 //	    not asked yet                         LookUp, then decide again with the answer
 //	    accepted / rejected                   MarkSent / MarkFailed
+//	    expired, no record, settled           Expire (no attempt was sent)
+//	    expired, no record or failed          Wait† (ask again: the ledger
+//	                                          should know what happened)
 //	    unproven (a content match)            as if it could not be looked up (below)
 //	    no record or failed, drops repeats    Send
 //	    no record, settled                    Send (no attempt was sent)
 //	    no record before Settle, or failed    Wait† (and ask again later)
+//	expired (no lookup, or it proved nothing)
+//	    caller sender                         MarkUncertain
+//	    caller reconciler                     Abandon (expired)
 //	provider drops repeats                    Send
 //	caller sender                             MarkUncertain (the class policy decides later)
 //	class policy Resend                       Send*
 //	class policy Abandon, ResendIfIdempotent  Abandon
+//
+// Expired means past the row's ValidUntil (ledger.Entry.Expired): the
+// earlier of the request's expires_at and its class's default validity.
+// An expired message is never sent, by either caller and through any
+// provider: no rule after the expiry rules decides Send for it (the
+// table test checks every combination). It ends FAILED when nothing can
+// have been sent, SENT or FAILED when a lookup finds the earlier attempt,
+// and ABANDONED when the earlier attempt may have been sent and the
+// provider cannot say; the reason of the FAILED and ABANDONED rows
+// starts with ReasonExpired. The validity is not part of the key.
 //
 // Wait† is MarkUncertain instead when the sender decides about a stale
 // first claim (PENDING, not released, not taken over): such a row is not
@@ -79,6 +101,7 @@ package decide
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/sendonce/sendonce/internal/ledger"
@@ -153,6 +176,45 @@ func Backoff(base time.Duration, attempt int) time.Duration {
 		d *= 2
 	}
 	return min(d, RetryCap)
+}
+
+// ParseValidity parses the classes' default validities
+// (SENDONCE_VALIDITY): "class=duration,..." with a positive Go duration,
+// e.g. "otp=10m,transactional=24h". A class it does not name has none.
+// A message's validity is the earlier of its request's expires_at and
+// its class's default counted from when the message was first enqueued.
+func ParseValidity(s string) (map[string]time.Duration, error) {
+	out := map[string]time.Duration{}
+	for _, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		class, v, ok := strings.Cut(part, "=")
+		class = strings.TrimSpace(class)
+		d, err := time.ParseDuration(strings.TrimSpace(v))
+		if !ok || class == "" || err != nil || d <= 0 {
+			return nil, fmt.Errorf("validity %q: want class=duration with a positive Go duration, e.g. otp=10m", part)
+		}
+		if _, dup := out[class]; dup {
+			return nil, fmt.Errorf("validity %q: class %s is named twice", part, class)
+		}
+		out[class] = d
+	}
+	return out, nil
+}
+
+// ValidUntil is a message's validity: the earlier of expiresAt (the
+// request's, zero when none) and enqueued plus def (its class's default,
+// zero when none). Zero when it has neither.
+func ValidUntil(expiresAt, enqueued time.Time, def time.Duration) time.Time {
+	if def <= 0 {
+		return expiresAt
+	}
+	if c := enqueued.Add(def); expiresAt.IsZero() || c.Before(expiresAt) {
+		return c
+	}
+	return expiresAt
 }
 
 // Policy is what happens to an ambiguous attempt whose provider can
@@ -271,11 +333,16 @@ const (
 	// released row whose channel has no provider (a configuration error,
 	// never a final failure).
 	Postpone
+	// Expire: the message's validity has passed and nothing can have
+	// been sent: take over (or, for a new message, claim) and record
+	// FAILED with a reason starting ReasonExpired. Never a provider call.
+	Expire
 )
 
 var actionNames = map[Action]string{
 	Acknowledge: "acknowledge", HandOff: "hand_off", Wait: "wait", LookUp: "look_up", Send: "send",
 	MarkSent: "mark_sent", MarkFailed: "mark_failed", MarkUncertain: "mark_uncertain", Abandon: "abandon", Postpone: "postpone",
+	Expire: "expire",
 }
 
 func (a Action) String() string {
@@ -285,10 +352,23 @@ func (a Action) String() string {
 	return fmt.Sprintf("Action(%d)", int(a))
 }
 
+// ReasonExpired starts the reason of every row that ended final because
+// its message's validity passed (ledger.Entry.ValidUntil): FAILED when
+// nothing can have been sent, ABANDONED when an earlier attempt may have
+// been sent and the provider could not say.
+const ReasonExpired = "expired"
+
+// IsExpired reports whether reason is one an expired message ends with.
+func IsExpired(reason string) bool {
+	return reason == ReasonExpired || strings.HasPrefix(reason, ReasonExpired+":")
+}
+
 // Input is everything the decision depends on.
 type Input struct {
 	Caller Caller
-	// Row is the ledger row as read (before any takeover).
+	// Row is the ledger row as read (before any takeover). A Row with no
+	// State is a new message the sender is about to claim (its Entry as
+	// the claim would write it).
 	Row ledger.Record
 	Now time.Time
 	// Configured is false when the provider that must resolve the row is
@@ -329,6 +409,10 @@ type Decision struct {
 // Of decides what to do with in.Row. It is pure: it reads only in.
 func Of(in Input) Decision {
 	r := in.Row
+	expired := r.Expired(in.Now)
+	if r.State == "" {
+		return first(in, expired)
+	}
 	switch {
 	case r.State.Final():
 		return Decision{Acknowledge, "the row is final (" + string(r.State) + ")"}
@@ -336,6 +420,8 @@ func Of(in Input) Decision {
 		return Decision{Wait, "in flight: another worker holds the claim"}
 	case r.State == ledger.StateUncertain && in.Caller == Sender:
 		return Decision{HandOff, "uncertain: the reconciler owns it"}
+	case expired && r.Released:
+		return Decision{Expire, expiredReason(r, "never sent")}
 	case r.Released && in.Caller == Reconciler && in.Now.Before(r.RetryAt):
 		return Decision{Wait, "released: backing off until " + r.RetryAt.UTC().Format(time.RFC3339)}
 	case in.Caller == Reconciler && in.MaxAge > 0 && !r.CreatedAt.IsZero() && in.Now.Sub(r.CreatedAt) >= in.MaxAge:
@@ -375,6 +461,12 @@ func Of(in Input) Decision {
 			return Decision{MarkFailed, "the provider rejected the attempt"}
 		}
 		switch {
+		case expired && in.Lookup == NoRecord && in.Now.Sub(r.AttemptedAt) >= in.Settle:
+			return Decision{Expire, expiredReason(r, "no record at the provider after the settle time: never sent")}
+		case expired && in.Lookup == NoRecord:
+			return wait(in, "expired; no record at the provider yet: settling before it is recorded")
+		case expired:
+			return wait(in, "expired; lookup failed: ask again later, so the ledger knows whether it was sent")
 		case in.Caps.IdempotentSends:
 			return Decision{Send, "the provider has no record or could not be asked, and it drops repeats"}
 		case in.Lookup == NoRecord && in.Now.Sub(r.AttemptedAt) >= in.Settle:
@@ -389,6 +481,10 @@ func Of(in Input) Decision {
 		return wait(in, "lookup failed: ask again later")
 	}
 	switch {
+	case expired && in.Caller == Sender:
+		return Decision{MarkUncertain, "expired, and whether the earlier attempt was sent is unknown: the reconciler records it"}
+	case expired:
+		return Decision{Abandon, expiredReason(r, "whether the earlier attempt was sent is unknown, and it is never sent again")}
 	case in.Caps.IdempotentSends:
 		return Decision{Send, "the provider drops repeats"}
 	case in.Caller == Sender && in.Lookup == Unproven:
@@ -399,6 +495,27 @@ func Of(in Input) Decision {
 		return resend("class " + r.Class + " policy: resend")
 	}
 	return Decision{Abandon, fmt.Sprintf("class %s policy: abandon an ambiguous attempt the provider cannot look up or dedupe", r.Class)}
+}
+
+// first decides about a new message (in.Row has no State: the sender
+// has not claimed it yet).
+func first(in Input, expired bool) Decision {
+	r := in.Row
+	switch {
+	case expired:
+		return Decision{Expire, expiredReason(r, "never sent")}
+	case in.Unrenderable != "":
+		return Decision{MarkFailed, "cannot be rendered: " + in.Unrenderable}
+	case !in.Configured:
+		return Decision{Wait, "no provider is configured for channel " + r.Channel}
+	}
+	return Decision{Send, "a new message"}
+}
+
+// expiredReason is the reason of a row whose message expired: ReasonExpired,
+// the validity, and what is known about the message.
+func expiredReason(r ledger.Record, detail string) string {
+	return fmt.Sprintf("%s: valid until %s; %s", ReasonExpired, r.ValidUntil.UTC().Format(time.RFC3339Nano), detail)
 }
 
 // wait is Wait, or MarkUncertain when the sender decides about a stale

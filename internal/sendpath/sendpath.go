@@ -30,6 +30,11 @@ type Settings struct {
 	// RetryBase is the base of the reconciler's backoff of released rows
 	// (decide.Backoff).
 	RetryBase time.Duration
+	// Validity is each class's default validity (SENDONCE_VALIDITY,
+	// decide.ParseValidity; none when unset). The sender applies it to a
+	// new message (sender.Config.Validity); the row keeps the result
+	// (ledger.Entry.ValidUntil), which is what the reconciler judges.
+	Validity map[string]time.Duration
 }
 
 // Read reads the shared variables into env's collected errors: call
@@ -43,6 +48,7 @@ func Read(env *lambdaenv.Env) Settings {
 		Settle:          env.Duration("SENDONCE_RECONCILE_SETTLE", decide.DefaultSettle),
 		MaxAge:          env.Duration("SENDONCE_MAX_AGE", decide.DefaultMaxAge),
 		RetryBase:       env.Duration("SENDONCE_RECONCILE_RETRY_BASE", decide.RetryBase),
+		Validity:        lambdaenv.Value(env, "SENDONCE_VALIDITY", nil, decide.ParseValidity),
 	}
 }
 
