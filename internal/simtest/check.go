@@ -40,6 +40,7 @@ const KindNoTimeForLookup = "no-time-for-lookup"
 var invariants = []string{
 	InvDuplicate, InvUnpermitted, InvElsewhere, InvStaleClaim, InvFinalChanged, InvSentUndelivered,
 	InvFailedUnrefused, InvTextNotPinned, InvQuiescence, InvStuck, InvStaleLeft, InvAbandoned, InvMetrics,
+	InvSentExpired, InvExpiredEarly,
 }
 
 // checkedMetrics are the counters compared with what happened.
@@ -47,7 +48,7 @@ var checkedMetrics = []string{
 	metrics.Sent, metrics.Failed, metrics.Released, metrics.Abandoned, metrics.Reclaims,
 	metrics.ProviderErrors, metrics.UncertainAttempts, metrics.FencingLost, metrics.Resent,
 	metrics.ReconciledSent, metrics.ReconciledFailed, metrics.DuplicatesPrevented, metrics.CallbacksApplied,
-	metrics.Failovers,
+	metrics.Failovers, metrics.Expired,
 }
 
 // checkStep checks the invariants that hold after every step.
@@ -157,6 +158,7 @@ func (w *World) checkSend(p *simProvider, key, body string) {
 		}
 	}
 	r, err := w.mem.Get(context.Background(), key)
+	w.checkValidSend(p, key, r) // validity.go
 	if err != nil || r.Attempts == 1 && !r.Released {
 		// A first attempt sends what the request rendered to when its row
 		// was claimed with that render's inputs: nothing to compare.

@@ -604,6 +604,7 @@ func (w *World) request(idx int, event string) (notify.Request, string) {
 	case "push":
 		req.Recipient.PushTarget = fmt.Sprintf("arn:aws:sns:us-east-1:123456789012:endpoint/APNS/app/%d", rcpt)
 	}
+	w.drawValidity(&req, idx) // validity.go
 	b, _ := json.Marshal(req)
 	return req, string(b)
 }
@@ -759,6 +760,7 @@ func (w *World) startSender(batch []*sqsMsg) {
 	s, err := sender.New(sender.Config{
 		Ledger: w.led, Providers: providers, Fallbacks: fallbacks, Renderer: w.renderer(senderFn, d), DeadLetters: simDLQ{w}, Metrics: w.tally["sender"],
 		ProviderTimeout: cfg.ProviderTimeout, ClaimTimeout: cfg.ClaimTimeout, Settle: cfg.Settle, RetryBase: cfg.RetryBase, Now: clock,
+		Validity: cfg.Validity,
 	})
 	if err != nil {
 		panic(err)
