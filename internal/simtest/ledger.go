@@ -95,7 +95,7 @@ func (l *simLedger) begin(ctx context.Context, op, key string) *worker {
 }
 
 func (l *simLedger) end() {
-	l.w.metricsDirty = true // pending counts may have settled
+	l.w.metricsDirty.Store(true) // pending counts may have settled
 	l.w.cur = nil
 	l.w.mu.Unlock()
 }
