@@ -22,13 +22,13 @@ var settingName = regexp.MustCompile(`SENDONCE_[A-Z0-9_]*[A-Z0-9]`)
 // imports, directly or not (go list -deps): the variables its code may
 // read. A secret's stored form (NAME_PARAM, which lambdaenv builds rather
 // than spells) is included with each name.
-func codeSettings(t *testing.T, pkg string) map[string]bool {
+func codeSettings(t *testing.T, pkgs ...string) map[string]bool {
 	t.Helper()
-	cmd := exec.Command("go", "list", "-deps", "-f", `{{if not .Standard}}{{.Dir}}{{range .GoFiles}} {{.}}{{end}}{{end}}`, pkg)
+	cmd := exec.Command("go", append([]string{"list", "-deps", "-f", `{{if not .Standard}}{{.Dir}}{{range .GoFiles}} {{.}}{{end}}{{end}}`}, pkgs...)...)
 	cmd.Dir = ".."
 	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("go list -deps %s: %v", pkg, err)
+		t.Fatalf("go list -deps %s: %v", pkgs, err)
 	}
 	names := map[string]bool{}
 	fset := token.NewFileSet()
@@ -58,7 +58,39 @@ func codeSettings(t *testing.T, pkg string) map[string]bool {
 		}
 	}
 	if len(names) < 10 {
-		t.Fatalf("%s's code reads %d SENDONCE_* variables: the scan is broken", pkg, len(names))
+		t.Fatalf("%s's code reads %d SENDONCE_* variables: the scan is broken", pkgs, len(names))
+	}
+	return names
+}
+
+// rootSettings returns the SENDONCE_* names in the string literals of the
+// root package's functions and methods named funcs (and their _PARAM
+// forms).
+func rootSettings(t *testing.T, funcs ...string) map[string]bool {
+	t.Helper()
+	f, err := parser.ParseFile(token.NewFileSet(), "../environment.go", nil, parser.SkipObjectResolution)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]bool{}
+	found := 0
+	for _, d := range f.Decls {
+		fd, ok := d.(*ast.FuncDecl)
+		if !ok || !slices.Contains(funcs, fd.Name.Name) {
+			continue
+		}
+		found++
+		ast.Inspect(fd, func(n ast.Node) bool {
+			if lit, ok := n.(*ast.BasicLit); ok && lit.Kind == token.STRING {
+				for _, name := range settingName.FindAllString(lit.Value, -1) {
+					names[name], names[name+"_PARAM"] = true, true
+				}
+			}
+			return true
+		})
+	}
+	if found != len(funcs) {
+		t.Fatalf("environment.go: found %d of the functions %v: the scan is broken", found, funcs)
 	}
 	return names
 }
@@ -86,7 +118,15 @@ func environment(tpl *Template, fn string) map[string]any {
 // sender did not).
 func TestDecidingFunctionsAgree(t *testing.T) {
 	t.Parallel()
-	sender, reconciler := codeSettings(t, "./functions/sender"), codeSettings(t, "./functions/reconciler")
+	// Each function reads its configuration through one method of the
+	// root package's Environment, which (like every package the root
+	// imports) all five functions link: the scan follows that method
+	// (rootSettings) and the packages it reads through, not the root's
+	// whole closure.
+	sender := codeSettings(t, "./internal/sendpath", "./internal/sender", "./internal/render")
+	maps.Copy(sender, rootSettings(t, "SenderConfig", "sendPath"))
+	reconciler := codeSettings(t, "./internal/sendpath", "./internal/reconcile")
+	maps.Copy(reconciler, rootSettings(t, "ReconcilerConfig", "sendPath"))
 	var both []string
 	for name := range sender {
 		if reconciler[name] {

@@ -16,6 +16,8 @@ package notify
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -178,6 +180,7 @@ type InvalidError struct {
 	Reason string
 }
 
+// Error returns "invalid request: field: reason" (the field when known).
 func (e *InvalidError) Error() string {
 	if e.Field == "" {
 		return "invalid request: " + e.Reason
@@ -466,4 +469,28 @@ func jsonKind(k string) string {
 		return "array"
 	}
 	return k
+}
+
+// Body returns req as the JSON a queue message carries, after checking it
+// exactly as the sender will (Parse, which agrees with the published
+// schema, schema/notification-request.v1.json): a request Body accepts
+// is never dead-lettered for its shape. Its error is a *InvalidError.
+func (r *Request) Body() ([]byte, error) {
+	body, err := json.Marshal(r)
+	if err != nil {
+		return nil, &InvalidError{Field: "data", Reason: "cannot be encoded as JSON: " + err.Error()}
+	}
+	if _, err := Parse(body); err != nil {
+		return nil, err
+	}
+	return body, nil
+}
+
+// MessageGroup is the FIFO message group of req's recipient at its
+// tenant: the tenant, "." and 48 hex digits of a hash of the two (at
+// most 128 characters, SQS's limit), so that one recipient's messages
+// are delivered in order and no address appears in the queue's metadata.
+func (r *Request) MessageGroup() string {
+	sum := sha256.Sum256([]byte(r.TenantID + "\x00" + r.Recipient.ID))
+	return r.TenantID + "." + hex.EncodeToString(sum[:])[:48]
 }

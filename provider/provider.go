@@ -81,7 +81,12 @@ type Receipt struct {
 type Adapter interface {
 	// Name is the provider's configuration name ("http", "sns", ...).
 	Name() string
+	// Capabilities is what the provider promises about repeats; it does
+	// not change while the adapter is in use.
 	Capabilities() Capabilities
+	// Send sends m, passing m.Key to the provider as its client key or
+	// reference wherever the provider takes one. Its error is an *Error
+	// whose Kind says whether the provider may have accepted m.
 	Send(ctx context.Context, m Message) (Receipt, error)
 }
 
@@ -106,6 +111,8 @@ const (
 
 var lookupStatusNames = [...]string{LookupNotFound: "not_found", LookupAccepted: "accepted", LookupRejected: "rejected", LookupUnproven: "unproven"}
 
+// String returns the status's name as logs and the ledger print it
+// ("not_found", "accepted", "rejected", "unproven").
 func (s LookupStatus) String() string { return name(lookupStatusNames[:], s, "LookupStatus") }
 
 // LookupResult is the answer to a Lookup.
@@ -187,6 +194,8 @@ const (
 
 var kindNames = [...]string{Ambiguous: "ambiguous", Transient: "transient", Permanent: "permanent", Config: "config"}
 
+// String returns the kind's name as logs and the ledger print it
+// ("ambiguous", "transient", "permanent", "config").
 func (k Kind) String() string { return name(kindNames[:], k, "Kind") }
 
 // name returns names[v], or typ(v) for a value names does not cover.
@@ -214,6 +223,8 @@ type Error struct {
 	Err error
 }
 
+// Error returns "provider: op: kind (code): reason"; it never holds a
+// secret or a raw address.
 func (e *Error) Error() string {
 	s := e.Provider + ": " + e.Op + ": " + e.Kind.String()
 	if e.Code != "" {
@@ -225,6 +236,7 @@ func (e *Error) Error() string {
 	return s
 }
 
+// Unwrap returns the underlying error, for errors.Is and errors.As.
 func (e *Error) Unwrap() error { return e.Err }
 
 // KindOf returns the kind of err: the Kind of the first *Error in its

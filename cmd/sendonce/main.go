@@ -35,7 +35,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"runtime/debug"
 	"strings"
 	"syscall"
 
@@ -44,6 +43,8 @@ import (
 	"github.com/jmespath/go-jmespath"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+
+	"github.com/sendonce/sendonce/internal/buildinfo"
 )
 
 // The overview lists the commands in the order newRoot adds them.
@@ -452,37 +453,6 @@ func upperFirst(s string) string {
 	return strings.ToUpper(s[:1]) + s[1:]
 }
 
-// version is this binary's version from its build information: the module
-// version (set by go install) and the VCS revision and time (set by go
-// build in a checkout).
-func version() string {
-	info, ok := debug.ReadBuildInfo()
-	if !ok {
-		return "sendonce (unknown version)"
-	}
-	v := info.Main.Version
-	if v == "" {
-		v = "(devel)"
-	}
-	var rev, at, dirty string
-	for _, s := range info.Settings {
-		switch s.Key {
-		case "vcs.revision":
-			rev = s.Value
-		case "vcs.time":
-			at = s.Value
-		case "vcs.modified":
-			if s.Value == "true" {
-				dirty = "+dirty"
-			}
-		}
-	}
-	out := "sendonce " + v
-	if rev != "" {
-		out += " " + rev[:min(12, len(rev))] + dirty
-	}
-	if at != "" {
-		out += " " + at
-	}
-	return out + " " + info.GoVersion
-}
+// version is this binary's version: "sendonce " and the module's version
+// from its build information (buildinfo.Version).
+func version() string { return "sendonce " + buildinfo.Version() }

@@ -1,9 +1,11 @@
-// Command sesevents is the Lambda that applies Amazon SES email events
-// (bounce, complaint, delivery, reject) to the ledger (package sesevents).
-// Its event source is the SNS topic of the ses provider's configuration
-// set. It only wires: configuration from the environment
-// (docs/configuration.md), SDK clients built once, and lambda.Start with
-// the EMF metrics flushed after every invocation.
+// Command sesevents is the Lambda function that applies Amazon SES email
+// events (send, delivery, bounce, complaint, reject) to the ledger. Its
+// event source is the SNS topic of the ses provider's configuration set.
+// It only wires: the configuration from the environment
+// (docs/configuration.md), read once per container by
+// sendonce.LoadEnvironment, sendonce.Callbacks built from it (without
+// the HTTP callbacks' secrets: it serves no HTTP route), and lambda.Start
+// through sendonce.Serve.
 package main
 
 import (
@@ -11,29 +13,19 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
-	"github.com/sendonce/sendonce/internal/lambdaenv"
-	"github.com/sendonce/sendonce/internal/sesevents"
-	"github.com/sendonce/sendonce/internal/webhook"
+	"github.com/sendonce/sendonce"
 )
 
 func main() {
 	ctx := context.Background()
-	fn := lambdaenv.Start(ctx, "sesevents")
-	ledger := fn.Ledger()
-	dedupTTL := fn.Env.Duration("SENDONCE_CALLBACK_DEDUP_TTL", webhook.DefaultDedupTTL)
-	fn.Ready()
-
-	dedup, err := webhook.NewDynamoDedup(fn.DB, fn.Table, dedupTTL, nil)
-	fn.Must(err)
-	// No callback secrets: the webhook handler serves no HTTP route here,
-	// only its Apply (dedup, ranks, ledger write).
-	apply, err := webhook.New(webhook.Config{Ledger: ledger, Dedup: dedup, Metrics: fn.Metrics, Logger: fn.Log})
-	fn.Must(err)
-	h, err := sesevents.New(apply, fn.Metrics, fn.Log)
-	fn.Must(err)
+	env := sendonce.LoadEnvironment(ctx, "sesevents")
+	cfg, err := env.CallbacksConfig(ctx, false)
+	env.Must(err)
+	c, err := sendonce.NewCallbacks(cfg)
+	env.Must(err)
 	// An error makes Lambda retry the (asynchronous) invocation; the
 	// answer itself carries nothing.
-	lambdaenv.Serve(fn, func(ctx context.Context, e events.SNSEvent) (struct{}, error) {
-		return struct{}{}, h.Handle(ctx, e)
+	sendonce.Serve(env, func(ctx context.Context, e events.SNSEvent) (struct{}, error) {
+		return struct{}{}, c.HandleSESEvents(ctx, e)
 	})
 }

@@ -385,7 +385,7 @@ func (h *Handler) submit(ctx context.Context, log *slog.Logger, req events.APIGa
 	}
 	in := &sqs.SendMessageInput{QueueUrl: aws.String(h.cfg.QueueURL), MessageBody: aws.String(string(msg))}
 	if strings.HasSuffix(h.cfg.QueueURL, ".fifo") {
-		in.MessageGroupId = aws.String(groupID(tenant, r.Recipient.ID))
+		in.MessageGroupId = aws.String(r.MessageGroup())
 		in.MessageDeduplicationId = aws.String(key)
 	}
 	if _, err := h.cfg.Queue.SendMessage(ctx, in); err != nil {
@@ -403,13 +403,6 @@ func (h *Handler) submit(ctx context.Context, log *slog.Logger, req events.APIGa
 	resp := jsonResponse(http.StatusAccepted, string(body))
 	resp.Headers["Location"] = itemPrefix + key
 	return resp
-}
-
-// groupID is the FIFO message group of a tenant's recipient: at most 128
-// characters (tenant ≤ 64, "." and 48 hex digits).
-func groupID(tenant, recipientID string) string {
-	sum := sha256Hex(tenant + "\x00" + recipientID)
-	return tenant + "." + sum[:48]
 }
 
 func jsonResponse(status int, body string) events.APIGatewayV2HTTPResponse {

@@ -24,70 +24,76 @@ var (
 	// renders: the row's pinned message renders; it cannot be rendered
 	// (its version is gone); the row holds no message at all.
 	renders = []string{"ok", "unrenderable", "no_message"}
-	// validities: the message has no validity, is still valid, or its
-	// validity has passed (ledger.Entry.ValidUntil).
-	validities = []string{"none", "valid", "expired"}
+	// times: the caller has time for a lookup and a send, or less than
+	// TakeOverBudget left (Input.NoTime).
+	times = []string{"enough", "short"}
+	// validities: the message has no validity, or its validity has passed
+	// (ledger.Entry.ValidUntil); a validity ahead decides as none does
+	// (TestValidityAhead).
+	validities = []string{"none", "expired"}
 )
 
 // rule is one line of the decision table: "*" matches anything, a value
 // list "a|b" any of them. The first matching rule decides.
 type rule struct {
-	caller, state, caps, policy, settle, age, tries, lookup, render, validity string
-	want                                                                      Action
+	caller, state, caps, policy, settle, age, tries, lookup, render, time, validity string
+	want                                                                            Action
 }
 
 // table is the decision, in order. It is the documentation the package
 // doc summarises; TestTable checks decide.Of against it over every
 // combination of the dimensions above.
 var table = []rule{
-	// caller      state                        caps                    policy    settle     age    tries   lookup   render   validity   want
+	// caller      state                        caps                    policy    settle     age    tries   lookup   render   time          want
 	// A new message (the sender, before its first claim).
-	{"*", "new", "*", "*", "*", "*", "*", "*", "*", "expired", Expire},
-	{"*", "new", "*", "*", "*", "*", "*", "*", "unrenderable|no_message", "*", MarkFailed},
-	{"*", "new", "unconfigured", "*", "*", "*", "*", "*", "*", "*", Wait},
-	{"*", "new", "*", "*", "*", "*", "*", "*", "*", "*", Send},
-	{"*", "sent|failed|abandoned", "*", "*", "*", "*", "*", "*", "*", "*", Acknowledge},
-	{"*", "pending-live", "*", "*", "*", "*", "*", "*", "*", "*", Wait},
-	{"sender", "uncertain", "*", "*", "*", "*", "*", "*", "*", "*", HandOff},
+	{"*", "new", "*", "*", "*", "*", "*", "*", "*", "*", "expired", Expire},
+	{"*", "new", "*", "*", "*", "*", "*", "*", "unrenderable|no_message", "*", "*", MarkFailed},
+	{"*", "new", "unconfigured", "*", "*", "*", "*", "*", "*", "*", "*", Wait},
+	{"*", "new", "*", "*", "*", "*", "*", "*", "*", "*", "*", Send},
+	{"*", "sent|failed|abandoned", "*", "*", "*", "*", "*", "*", "*", "*", "*", Acknowledge},
+	{"*", "pending-live", "*", "*", "*", "*", "*", "*", "*", "*", "*", Wait},
+	{"sender", "uncertain", "*", "*", "*", "*", "*", "*", "*", "*", "*", HandOff},
 	// Past its validity a message is never sent: a released row sent
 	// nothing, so it ends FAILED (expired) at once.
-	{"*", "released|released-backoff", "*", "*", "*", "*", "*", "*", "*", "expired", Expire},
-	{"reconciler", "released-backoff", "*", "*", "*", "*", "*", "*", "*", "*", Wait},
-	{"reconciler", "*", "*", "*", "*", "old", "*", "*", "*", "*", Abandon},
+	{"*", "released|released-backoff", "*", "*", "*", "*", "*", "*", "*", "*", "expired", Expire},
+	{"reconciler", "released-backoff", "*", "*", "*", "*", "*", "*", "*", "*", "*", Wait},
+	{"reconciler", "*", "*", "*", "*", "old", "*", "*", "*", "*", "*", Abandon},
 	// A message the row pins that cannot be rendered: FAILED when nothing
 	// can have been sent; otherwise it waits (a stale first claim is
 	// marked uncertain by the sender, so the reconciler sees it).
-	{"*", "released|released-backoff", "*", "*", "*", "*", "*", "*", "unrenderable|no_message", "*", MarkFailed},
-	{"*", "*", "*", "*", "*", "*", "*", "*", "no_message", "*", MarkFailed},
-	{"sender", "pending-stale", "*", "*", "*", "*", "few", "*", "unrenderable", "*", MarkUncertain},
-	{"*", "*", "*", "*", "*", "*", "*", "*", "unrenderable", "*", Wait},
-	{"sender", "released|released-backoff", "unconfigured", "*", "*", "*", "*", "*", "*", "*", Wait},
-	{"reconciler", "released", "unconfigured", "*", "*", "*", "*", "*", "*", "*", Postpone},
-	{"*", "released|released-backoff", "*", "*", "*", "*", "*", "*", "*", "*", Send},
-	{"sender", "pending-stale", "unconfigured", "*", "*", "*", "few", "*", "*", "*", MarkUncertain},
-	{"*", "*", "unconfigured", "*", "*", "*", "*", "*", "*", "*", Wait},
+	{"*", "released|released-backoff", "*", "*", "*", "*", "*", "*", "unrenderable|no_message", "*", "*", MarkFailed},
+	{"*", "*", "*", "*", "*", "*", "*", "*", "no_message", "*", "*", MarkFailed},
+	{"sender", "pending-stale", "*", "*", "*", "*", "few", "*", "unrenderable", "*", "*", MarkUncertain},
+	{"*", "*", "*", "*", "*", "*", "*", "*", "unrenderable", "*", "*", Wait},
+	{"sender", "released|released-backoff", "unconfigured", "*", "*", "*", "*", "*", "*", "*", "*", Wait},
+	{"reconciler", "released", "unconfigured", "*", "*", "*", "*", "*", "*", "*", "*", Postpone},
+	{"*", "released|released-backoff", "*", "*", "*", "*", "*", "*", "*", "*", "*", Send},
+	{"sender", "pending-stale", "unconfigured", "*", "*", "*", "few", "*", "*", "*", "*", MarkUncertain},
+	{"*", "*", "unconfigured", "*", "*", "*", "*", "*", "*", "*", "*", Wait},
 	// The previous attempt may have reached the provider.
-	{"*", "*", "lookup|both", "*", "*", "*", "*", "not_asked", "*", "*", LookUp},
-	{"*", "*", "lookup|both", "*", "*", "*", "*", "accepted", "*", "*", MarkSent},
-	{"*", "*", "lookup|both", "*", "*", "*", "*", "rejected", "*", "*", MarkFailed},
+	{"sender", "pending-stale", "lookup|both", "*", "*", "*", "few", "not_asked", "*", "short", "*", MarkUncertain},
+	{"*", "*", "lookup|both", "*", "*", "*", "*", "not_asked", "*", "short", "*", Wait},
+	{"*", "*", "lookup|both", "*", "*", "*", "*", "not_asked", "*", "*", "*", LookUp},
+	{"*", "*", "lookup|both", "*", "*", "*", "*", "accepted", "*", "*", "*", MarkSent},
+	{"*", "*", "lookup|both", "*", "*", "*", "*", "rejected", "*", "*", "*", MarkFailed},
 	// An expired message whose earlier attempt may have been sent is
 	// still looked up, so the ledger knows what happened; never resent.
-	{"*", "*", "lookup|both", "*", "settled", "*", "*", "no_record", "*", "expired", Expire},
-	{"sender", "pending-stale", "lookup|both", "*", "*", "*", "few", "no_record|failed", "*", "expired", MarkUncertain},
-	{"*", "*", "lookup|both", "*", "*", "*", "*", "no_record|failed", "*", "expired", Wait},
-	{"sender", "*", "*", "*", "*", "*", "*", "*", "*", "expired", MarkUncertain},
-	{"reconciler", "*", "*", "*", "*", "*", "*", "*", "*", "expired", Abandon},
-	{"*", "*", "both", "*", "*", "*", "*", "*", "*", "*", Send},
-	{"*", "*", "lookup", "*", "settled", "*", "*", "no_record", "*", "*", Send},
-	{"sender", "pending-stale", "lookup", "*", "*", "*", "few", "no_record|failed", "*", "*", MarkUncertain},
-	{"*", "*", "lookup", "*", "*", "*", "*", "no_record|failed", "*", "*", Wait},
+	{"*", "*", "lookup|both", "*", "settled", "*", "*", "no_record", "*", "*", "expired", Expire},
+	{"sender", "pending-stale", "lookup|both", "*", "*", "*", "few", "no_record|failed", "*", "*", "expired", MarkUncertain},
+	{"*", "*", "lookup|both", "*", "*", "*", "*", "no_record|failed", "*", "*", "expired", Wait},
+	{"sender", "*", "*", "*", "*", "*", "*", "*", "*", "*", "expired", MarkUncertain},
+	{"reconciler", "*", "*", "*", "*", "*", "*", "*", "*", "*", "expired", Abandon},
+	{"*", "*", "both", "*", "*", "*", "*", "*", "*", "*", "*", Send},
+	{"*", "*", "lookup", "*", "settled", "*", "*", "no_record", "*", "*", "*", Send},
+	{"sender", "pending-stale", "lookup", "*", "*", "*", "few", "no_record|failed", "*", "*", "*", MarkUncertain},
+	{"*", "*", "lookup", "*", "*", "*", "*", "no_record|failed", "*", "*", "*", Wait},
 	// An unproven lookup (a content match) proves nothing: as if the
 	// provider could not be asked.
-	{"*", "*", "idempotent", "*", "*", "*", "*", "*", "*", "*", Send},
-	{"sender", "*", "none|lookup", "*", "*", "*", "*", "*", "*", "*", MarkUncertain},
-	{"reconciler", "*", "none|lookup", "resend", "*", "*", "many", "*", "*", "*", Abandon},
-	{"reconciler", "*", "none|lookup", "resend", "*", "*", "*", "*", "*", "*", Send},
-	{"reconciler", "*", "none|lookup", "*", "*", "*", "*", "*", "*", "*", Abandon},
+	{"*", "*", "idempotent", "*", "*", "*", "*", "*", "*", "*", "*", Send},
+	{"sender", "*", "none|lookup", "*", "*", "*", "*", "*", "*", "*", "*", MarkUncertain},
+	{"reconciler", "*", "none|lookup", "resend", "*", "*", "many", "*", "*", "*", "*", Abandon},
+	{"reconciler", "*", "none|lookup", "resend", "*", "*", "*", "*", "*", "*", "*", Send},
+	{"reconciler", "*", "none|lookup", "*", "*", "*", "*", "*", "*", "*", "*", Abandon},
 }
 
 func match(pattern, v string) bool {
@@ -105,13 +111,13 @@ func match(pattern, v string) bool {
 func (r rule) matches(c combo) bool {
 	return match(r.caller, c.caller) && match(r.state, c.state) && match(r.caps, c.caps) && match(r.policy, c.policy) &&
 		match(r.settle, c.settle) && match(r.age, c.age) && match(r.tries, c.tries) && match(r.lookup, c.lookup) &&
-		match(r.render, c.render) && match(r.validity, c.validity)
+		match(r.render, c.render) && match(r.time, c.time) && match(r.validity, c.validity)
 }
 
-type combo struct{ caller, state, caps, policy, settle, age, tries, lookup, render, validity string }
+type combo struct{ caller, state, caps, policy, settle, age, tries, lookup, render, time, validity string }
 
 func (c combo) String() string {
-	return fmt.Sprintf("%s/%s/%s/%s/%s/%s/%s/%s/%s/%s", c.caller, c.state, c.caps, c.policy, c.settle, c.age, c.tries, c.lookup, c.render, c.validity)
+	return fmt.Sprintf("%s/%s/%s/%s/%s/%s/%s/%s/%s/%s/%s", c.caller, c.state, c.caps, c.policy, c.settle, c.age, c.tries, c.lookup, c.render, c.time, c.validity)
 }
 
 var now = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
@@ -124,7 +130,7 @@ const (
 
 // input builds the decision's input for a combination.
 func (c combo) input() Input {
-	in := Input{Now: now, Settle: settle, MaxAge: maxAge, MaxAttempts: maxAttempts, Policy: Policy(c.policy), Configured: c.caps != "unconfigured"}
+	in := Input{Now: now, Settle: settle, MaxAge: maxAge, MaxAttempts: maxAttempts, Policy: Policy(c.policy), Configured: c.caps != "unconfigured", NoTime: c.time == "short"}
 	switch c.caller {
 	case "sender":
 		in.Caller = Sender
@@ -155,10 +161,7 @@ func (c combo) input() Input {
 	if c.settle == "settled" {
 		r.AttemptedAt = now.Add(-settle)
 	}
-	switch c.validity {
-	case "valid":
-		r.ValidUntil = now.Add(time.Second)
-	case "expired":
+	if c.validity == "expired" {
 		r.ValidUntil = now.Add(-time.Millisecond)
 	}
 	switch c.state {
@@ -208,8 +211,10 @@ func combos() []combo {
 							for _, tr := range tries {
 								for _, lk := range lookups {
 									for _, rd := range renders {
-										for _, v := range validities {
-											out = append(out, combo{caller, state, cp, policy, st, age, tr, lk, rd, v})
+										for _, tm := range times {
+											for _, v := range validities {
+												out = append(out, combo{caller, state, cp, policy, st, age, tr, lk, rd, tm, v})
+											}
 										}
 									}
 								}
@@ -249,6 +254,9 @@ func TestTable(t *testing.T) {
 		}
 		if got.Reason == "" {
 			t.Errorf("%s: Of gave %s without a reason", c, got.Action)
+		}
+		if got.Action == Wait && got.Cause == CauseNone {
+			t.Errorf("%s: Of waits without a Cause (%s)", c, got.Reason)
 		}
 	}
 	for i, n := range used {
@@ -430,6 +438,27 @@ func TestValidUntil(t *testing.T) {
 	} {
 		if got := ValidUntil(tc.expires, now, tc.def); !got.Equal(tc.want) {
 			t.Errorf("ValidUntil(%v, now, %s) = %v, want %v", tc.expires, tc.def, got, tc.want)
+		}
+	}
+}
+
+// TestValidityAhead: a validity that has not passed decides as none does,
+// for every combination (the table's dimension is none or expired).
+func TestValidityAhead(t *testing.T) {
+	t.Parallel()
+	for _, c := range combos() {
+		if c.validity != "none" {
+			continue
+		}
+		in := c.input()
+		want := Of(in)
+		in.Row.ValidUntil = now.Add(time.Millisecond)
+		if got := Of(in); got != want {
+			t.Fatalf("%s: with a validity ahead Of = %v, want %v", c, got, want)
+		}
+		in.Row.ValidUntil = now // valid up to and including its ValidUntil
+		if got := Of(in); got != want {
+			t.Fatalf("%s: at its validity Of = %v, want %v", c, got, want)
 		}
 	}
 }

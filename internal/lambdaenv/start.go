@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
+	"github.com/sendonce/sendonce/internal/buildinfo"
 	"github.com/sendonce/sendonce/internal/ledger/dynamoledger"
 	"github.com/sendonce/sendonce/internal/metrics"
 	"github.com/sendonce/sendonce/internal/secrets"
@@ -57,7 +58,8 @@ func Start(ctx context.Context, service string) *Function {
 // and makes it slog's default, loads the AWS configuration the SDK's
 // standard way, reads the address-redaction key (Redactor: plain, or
 // stored where SENDONCE_REDACT_KEY_PARAM points) and makes it redact's
-// default, and builds the DynamoDB client, the secrets resolver of
+// default, logs "starting" with the module version (buildinfo.Version),
+// and builds the DynamoDB client, the secrets resolver of
 // f.Env.Secret and the EMF recorder named service. It reads EnvTable.
 //
 // A problem is recorded in f.Env, not reported: read the function's own
@@ -78,6 +80,7 @@ func StartWith(ctx context.Context, service string, getenv func(string) string, 
 	if r := f.Env.Redactor(ctx); r != nil {
 		install(f.Log, r)
 	}
+	f.Log.Info("starting", "function", service, "version", buildinfo.Version())
 	return f
 }
 

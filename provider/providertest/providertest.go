@@ -1,8 +1,24 @@
-// Package providertest provides a func-field fake provider for unit tests
-// of the code that drives providers (sender, reconciler), and Restricted,
-// which presents a real adapter as one with fewer capabilities. Tests
-// that are about a provider's real behaviour use that provider's adapter
-// against a real or simulated server instead.
+// Package providertest checks provider adapters and fakes them.
+//
+// Run is the conformance suite every adapter passes, the built-in ones
+// and a program's own: it drives the adapter against its provider (or a
+// faithful stand-in) and counts what the provider received, so an
+// adapter that sends twice, lies in a lookup or misclassifies an error
+// fails. A provider of your own:
+//
+//	func TestConformance(t *testing.T) {
+//		providertest.Run(t, providertest.Harness{
+//			New:      func(t *testing.T) provider.Adapter { return myprovider.New(...) },
+//			Message:  func(t *testing.T, key string) provider.Message { ... },
+//			Received: func(t *testing.T, key string) int { ... ask the provider ... },
+//		})
+//	}
+//
+// Fake, Looking and Restricted are for unit tests of the code that drives
+// providers (a sender of your own): Fake is a func-field provider;
+// Restricted presents a real adapter as one with fewer capabilities.
+// Tests about a provider's real behaviour use its adapter against a real
+// or simulated server instead.
 package providertest
 
 import (

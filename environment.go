@@ -1,0 +1,200 @@
+package sendonce
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/sendonce/sendonce/internal/api"
+	"github.com/sendonce/sendonce/internal/api/idempotency"
+	"github.com/sendonce/sendonce/internal/apikey"
+	"github.com/sendonce/sendonce/internal/lambdaenv"
+	"github.com/sendonce/sendonce/internal/render"
+	"github.com/sendonce/sendonce/internal/sendpath"
+	"github.com/sendonce/sendonce/internal/webhook"
+	"github.com/sendonce/sendonce/notify"
+	"github.com/sendonce/sendonce/provider"
+)
+
+// Environment is the configuration the SAM application's functions read
+// from their environment (docs/configuration.md lists every variable),
+// with the clients built from it once per container. A program of its
+// own can start from it too, and change what it builds: add its own
+// provider to SenderConfig's Routes, say.
+//
+// Every problem with the variables is collected; the first config
+// method that finds any returns all of them as one error.
+type Environment struct {
+	fn *lambdaenv.Function
+}
+
+// LoadEnvironment starts the function named function: the JSON logger
+// (SENDONCE_LOG_LEVEL), also slog's default; the AWS configuration, read
+// the SDK's standard way; the redaction of addresses in logs; the DynamoDB
+// client; and the one table, SENDONCE_TABLE.
+func LoadEnvironment(ctx context.Context, function string) *Environment {
+	return &Environment{fn: lambdaenv.Start(ctx, function)}
+}
+
+// Logger returns the function's logger.
+func (e *Environment) Logger() *slog.Logger { return e.fn.Log }
+
+// RequestLogger returns the function's logger annotated with the Lambda
+// request id that ctx carries.
+func (e *Environment) RequestLogger(ctx context.Context) *slog.Logger {
+	return lambdaenv.WithRequest(ctx, e.fn.Log)
+}
+
+// Metrics returns the function's metrics, flushed after every invocation
+// by Serve.
+func (e *Environment) Metrics() *Metrics { return &Metrics{emf: e.fn.Metrics} }
+
+// Ledger returns the ledger on the one table (SENDONCE_TABLE), keeping
+// rows for SENDONCE_RETENTION.
+func (e *Environment) Ledger() (*Ledger, error) {
+	rows := e.fn.Ledger()
+	if err := e.fn.Env.Err(); err != nil {
+		return nil, err
+	}
+	return &Ledger{rows: rows, templates: templatesOf(e.fn.DB, e.fn.Table), db: e.fn.DB, table: e.fn.Table}, nil
+}
+
+// sendPath reads what the sender and the reconciler share: the ledger,
+// the timeouts and the channels' routes (SENDONCE_<CHANNEL>_PROVIDER and
+// each provider's own variables).
+func (e *Environment) sendPath(ctx context.Context) (sendpath.Settings, *Ledger, Routes) {
+	shared := sendpath.Read(e.fn.Env)
+	deps := sendpath.Build(ctx, e.fn, shared)
+	routes := Routes{}
+	for ch, p := range deps.Providers {
+		routes[notify.Channel(ch)] = append([]provider.Adapter{p}, deps.Fallbacks[ch]...)
+	}
+	return shared, &Ledger{rows: deps.Ledger, templates: templatesOf(e.fn.DB, e.fn.Table), db: e.fn.DB, table: e.fn.Table}, routes
+}
+
+// SenderConfig reads the sender's configuration: the send path's
+// (ledger, routes, timeouts, the classes' validity SENDONCE_VALIDITY),
+// the dead-letter queue (SENDONCE_DLQ_URL), SENDONCE_CONCURRENCY and
+// SENDONCE_TEMPLATE_CACHE.
+func (e *Environment) SenderConfig(ctx context.Context) (SenderConfig, error) {
+	shared, l, routes := e.sendPath(ctx)
+	dlqURL := e.fn.Env.Required("SENDONCE_DLQ_URL")
+	concurrency := e.fn.Env.Int("SENDONCE_CONCURRENCY", 0)
+	cacheTTL := lambdaenv.Value(e.fn.Env, render.CacheEnv, render.DefaultCacheTTL, render.ParseCacheTTL)
+	if err := e.fn.Env.Err(); err != nil {
+		return SenderConfig{}, err
+	}
+	if cacheTTL == 0 {
+		cacheTTL = -1 // "0" disables the cache; a zero field keeps the default
+	}
+	return SenderConfig{
+		Ledger:           l,
+		Routes:           routes,
+		DeadLetters:      NewSQSDeadLetters(sqs.NewFromConfig(e.fn.AWS), dlqURL),
+		TemplateCacheTTL: cacheTTL,
+		Metrics:          e.Metrics(),
+		Logger:           e.fn.Log,
+		ProviderTimeout:  shared.ProviderTimeout,
+		ClaimTimeout:     shared.ClaimTimeout,
+		Settle:           shared.Settle,
+		RetryBase:        shared.RetryBase,
+		Concurrency:      concurrency,
+		Validity:         shared.Validity,
+	}, nil
+}
+
+// ReconcilerConfig reads the reconciler's configuration: the send path's,
+// SENDONCE_MAX_AGE, SENDONCE_RECONCILE_MAX_ATTEMPTS,
+// SENDONCE_RECONCILE_MAX_ROWS and SENDONCE_RECONCILE_POLICIES.
+func (e *Environment) ReconcilerConfig(ctx context.Context) (ReconcilerConfig, error) {
+	shared, l, routes := e.sendPath(ctx)
+	maxAttempts := e.fn.Env.Int("SENDONCE_RECONCILE_MAX_ATTEMPTS", 0)
+	maxRows := e.fn.Env.Int("SENDONCE_RECONCILE_MAX_ROWS", 0)
+	policies := lambdaenv.Value(e.fn.Env, "SENDONCE_RECONCILE_POLICIES", nil, ParsePolicies)
+	if err := e.fn.Env.Err(); err != nil {
+		return ReconcilerConfig{}, err
+	}
+	return ReconcilerConfig{
+		Ledger:          l,
+		Routes:          routes,
+		Policies:        policies,
+		Metrics:         e.Metrics(),
+		Logger:          e.fn.Log,
+		ProviderTimeout: shared.ProviderTimeout,
+		ClaimTimeout:    shared.ClaimTimeout,
+		Settle:          shared.Settle,
+		MaxAge:          shared.MaxAge,
+		RetryBase:       shared.RetryBase,
+		MaxAttempts:     maxAttempts,
+		MaxRows:         maxRows,
+	}, nil
+}
+
+// CallbacksConfig reads the callbacks' configuration: the ledger,
+// SENDONCE_CALLBACK_DEDUP_TTL and, when secrets is true, the callback
+// secrets (SENDONCE_HTTP_PROVIDER_CALLBACK_SECRET,
+// SENDONCE_TWILIO_AUTH_TOKEN) and SENDONCE_CALLBACK_BASE_URL. The SES
+// events function, which serves no HTTP route, reads none.
+func (e *Environment) CallbacksConfig(ctx context.Context, secrets bool) (CallbacksConfig, error) {
+	l := e.fn.Ledger()
+	cfg := CallbacksConfig{
+		DedupTTL: e.fn.Env.Duration("SENDONCE_CALLBACK_DEDUP_TTL", webhook.DefaultDedupTTL),
+		Metrics:  e.Metrics(),
+		Logger:   e.fn.Log,
+	}
+	if secrets {
+		cfg.HTTPSecret = []byte(e.fn.Env.Secret(ctx, "SENDONCE_HTTP_PROVIDER_CALLBACK_SECRET"))
+		cfg.TwilioAuthToken = e.fn.Env.Secret(ctx, "SENDONCE_TWILIO_AUTH_TOKEN")
+		cfg.PublicBaseURL = e.fn.Env.URL("SENDONCE_CALLBACK_BASE_URL") // https, or http to a loopback host
+	}
+	if err := e.fn.Env.Err(); err != nil {
+		return CallbacksConfig{}, err
+	}
+	cfg.Ledger = &Ledger{rows: l, templates: templatesOf(e.fn.DB, e.fn.Table), db: e.fn.DB, table: e.fn.Table}
+	return cfg, nil
+}
+
+// APIHandler reads the HTTP API's configuration (SENDONCE_QUEUE_URL, the
+// API's retention and rate limits) and returns the handler of
+// POST /v1/notifications and GET /v1/notifications/{id}, for API
+// Gateway's HTTP API (payload format 2.0). Callers authenticate with the
+// API keys `sendonce apikey create` stores in the table.
+func (e *Environment) APIHandler() (func(context.Context, events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error), error) {
+	env := api.ReadEnv(e.fn.Env)
+	l := e.fn.Ledger()
+	if err := e.fn.Env.Err(); err != nil {
+		return nil, err
+	}
+	h, err := api.New(api.Config{
+		Keys:          apikey.New(e.fn.DB, env.Table),
+		Ledger:        l,
+		Queue:         sqs.NewFromConfig(e.fn.AWS),
+		QueueURL:      env.QueueURL,
+		Idempotency:   idempotency.NewDynamoRecords(e.fn.DB, env.Table),
+		RateWindows:   api.NewDynamoWindows(e.fn.DB, env.Table),
+		Retention:     env.Retention,
+		TenantRate:    env.TenantRate,
+		RecipientRate: env.RecipientRate,
+		Metrics:       e.fn.Metrics,
+		Logger:        e.fn.Log,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sendonce: api: %w", err)
+	}
+	return h.Handle, nil
+}
+
+// Must ends start-up when err is not nil: it logs err as the function's
+// start-up failure and exits, so that Lambda reports an init error.
+func (e *Environment) Must(err error) {
+	e.fn.Must(err)
+}
+
+// Serve hands h to the Lambda runtime with the function's metrics flushed
+// after every invocation. It does not return.
+func Serve[In, Out any](e *Environment, h func(context.Context, In) (Out, error)) {
+	lambdaenv.Serve(e.fn, h)
+}

@@ -1,0 +1,152 @@
+package sendonce
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/sendonce/sendonce/internal/decide"
+	"github.com/sendonce/sendonce/internal/reconcile"
+	"github.com/sendonce/sendonce/internal/render"
+	"github.com/sendonce/sendonce/notify"
+)
+
+// Policy is what the reconciler does with an ambiguous attempt whose
+// provider can neither be asked about it nor drop a repeat.
+type Policy string
+
+// The policies.
+const (
+	// Resend sends again with the same key, accepting a possible
+	// duplicate (an OTP: a second code beats none).
+	Resend Policy = Policy(decide.PolicyResend)
+	// ResendIfIdempotent resends only through a provider that drops
+	// repeats, and otherwise gives the message up.
+	ResendIfIdempotent Policy = Policy(decide.PolicyResendIfIdempotent)
+	// Abandon gives the message up (ABANDONED), accepting a possible miss
+	// (marketing: a second copy is worse than none).
+	Abandon Policy = Policy(decide.PolicyAbandon)
+)
+
+// ParsePolicies parses per-class policies written as
+// "class=policy,class=policy" (SENDONCE_RECONCILE_POLICIES), for
+// ReconcilerConfig.Policies.
+func ParsePolicies(s string) (map[notify.Class]Policy, error) {
+	in, err := reconcile.ParsePolicies(s)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[notify.Class]Policy, len(in))
+	for class, p := range in {
+		out[notify.Class(class)] = Policy(p)
+	}
+	return out, nil
+}
+
+// ReconcilerConfig is what a Reconciler is built from. NewReconciler
+// validates it; zero fields take the defaults docs/configuration.md lists.
+type ReconcilerConfig struct {
+	// Ledger holds the rows to settle. Required.
+	Ledger *Ledger
+	// Routes are the channels' providers, as the sender's: a row is
+	// always settled against the provider its attempt went through.
+	Routes Routes
+	// Policies overrides the default policy of a class (otp: Resend,
+	// transactional: ResendIfIdempotent, marketing: Abandon).
+	Policies map[notify.Class]Policy
+	// Metrics receives the reconciler's metrics; nil records none.
+	Metrics *Metrics
+	// Logger receives the reconciler's log lines; nil logs nothing.
+	Logger *slog.Logger
+	// ProviderTimeout and ClaimTimeout are the sender's (SenderConfig).
+	ProviderTimeout time.Duration
+	ClaimTimeout    time.Duration
+	// Settle is how long after an attempt a provider's "no record" answer
+	// is trusted.
+	Settle time.Duration
+	// MaxAge is how long after its first claim an unsettled row is given
+	// up (ABANDONED).
+	MaxAge time.Duration
+	// RetryBase is the base of the backoff of released rows.
+	RetryBase time.Duration
+	// MaxAttempts bounds the attempts that may have reached the provider
+	// before a resend the provider cannot drop is given up instead.
+	MaxAttempts int
+	// MaxRows bounds the rows one Run examines.
+	MaxRows int
+	// Concurrency bounds the rows settled at once.
+	Concurrency int
+}
+
+// Reconciler settles the rows the senders could not finish: uncertain
+// attempts, released claims and dead workers' leases. Run it on a
+// schedule (the SAM application runs it every minute).
+type Reconciler struct {
+	r *reconcile.Reconciler
+}
+
+// NewReconciler validates cfg and returns a Reconciler.
+func NewReconciler(cfg ReconcilerConfig) (*Reconciler, error) {
+	if cfg.Ledger == nil {
+		return nil, errors.New("sendonce: new reconciler: a ledger is required")
+	}
+	providers, fallbacks, err := cfg.Routes.split()
+	if err != nil {
+		return nil, fmt.Errorf("sendonce: new reconciler: %w", err)
+	}
+	policies := make(map[string]reconcile.Policy, len(cfg.Policies))
+	for class, p := range cfg.Policies {
+		policies[string(class)] = reconcile.Policy(p)
+	}
+	r, err := reconcile.New(reconcile.Config{
+		Ledger: cfg.Ledger.rows,
+		// A resend renders a stored template's version again (versions
+		// are immutable: no cache applies to them).
+		Renderer:        render.New(cfg.Ledger.templates),
+		Providers:       providers,
+		Fallbacks:       fallbacks,
+		Policies:        policies,
+		Metrics:         cfg.Metrics.recorder(),
+		Logger:          logger(cfg.Logger),
+		ProviderTimeout: cmp.Or(cfg.ProviderTimeout, DefaultProviderTimeout),
+		ClaimTimeout:    cmp.Or(cfg.ClaimTimeout, DefaultClaimTimeout),
+		Settle:          cfg.Settle,
+		MaxAge:          cfg.MaxAge,
+		RetryBase:       cfg.RetryBase,
+		MaxAttempts:     cfg.MaxAttempts,
+		MaxRows:         cfg.MaxRows,
+		Concurrency:     cfg.Concurrency,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sendonce: new reconciler: %w", err)
+	}
+	return &Reconciler{r: r}, nil
+}
+
+// ReconcileReport sums up one Run, in the JSON shape the SAM
+// application's reconciler function returns.
+type ReconcileReport struct {
+	// Examined is the number of rows the run looked at.
+	Examined int `json:"examined"`
+	// Actions counts what the run did, by action: "reconciled_sent",
+	// "reconciled_failed", "resent", "abandoned", "postponed", "waiting",
+	// "conflict", "error".
+	Actions map[string]int `json:"actions"`
+	// OldestDueMillis is how long the oldest row seen had been due.
+	OldestDueMillis int64 `json:"oldest_due_ms"`
+	// Truncated is true when the run stopped early (its deadline or
+	// MaxRows) with rows left for the next.
+	Truncated bool `json:"truncated"`
+}
+
+// Run settles the rows due now, up to MaxRows and ctx's deadline. An
+// error means the run could not read the ledger; rows it settled before
+// stay settled.
+func (r *Reconciler) Run(ctx context.Context) (ReconcileReport, error) {
+	rep, err := r.r.Run(ctx)
+	sum := rep.Summary()
+	return ReconcileReport{Examined: sum.Examined, Actions: sum.Actions, OldestDueMillis: sum.OldestDueMillis, Truncated: sum.Truncated}, err
+}

@@ -1,0 +1,290 @@
+package sendonce
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/sendonce/sendonce/internal/decide"
+	"github.com/sendonce/sendonce/internal/dispatch"
+	"github.com/sendonce/sendonce/internal/metrics"
+	"github.com/sendonce/sendonce/internal/render"
+	"github.com/sendonce/sendonce/internal/sender"
+	"github.com/sendonce/sendonce/notify"
+	"github.com/sendonce/sendonce/provider"
+)
+
+// Defaults of a SenderConfig's and a ReconcilerConfig's durations, used
+// when a field is zero.
+const (
+	// DefaultProviderTimeout bounds one provider call.
+	DefaultProviderTimeout = decide.DefaultProviderTimeout
+	// DefaultClaimTimeout is the lease of a claim.
+	DefaultClaimTimeout = sender.DefaultClaimTimeout
+)
+
+// Routes maps a channel to the providers that serve it, in the order they
+// are tried: a message goes to the next provider only when the previous
+// one refused it before accepting anything (a transient or configuration
+// error). A row whose attempt may have reached a provider is always
+// resolved against that provider, so every provider a route ever used
+// must stay in it while its rows can still be unsettled.
+type Routes map[notify.Channel][]provider.Adapter
+
+// SenderConfig is what a Sender is built from. NewSender validates it.
+type SenderConfig struct {
+	// Ledger is where each message's key is claimed. Required.
+	Ledger *Ledger
+	// Routes are the channels' providers. A request for a channel with no
+	// route is a configuration error: it is retried, never failed.
+	Routes Routes
+	// DeadLetters receives the bodies HandleSQS cannot parse, with the
+	// reason. Required by HandleSQS; Send reports them Invalid instead.
+	DeadLetters DeadLetters
+	// TemplateCacheTTL is how long a stored template is cached before the
+	// tenant's latest version is read again; zero keeps the default (60 s),
+	// a negative value disables the cache.
+	TemplateCacheTTL time.Duration
+	// Metrics receives the sender's metrics; nil records none.
+	Metrics *Metrics
+	// Logger receives the sender's log lines; nil logs nothing.
+	Logger *slog.Logger
+	// ProviderTimeout bounds one provider call (DefaultProviderTimeout).
+	ProviderTimeout time.Duration
+	// ClaimTimeout is the lease of a claim (DefaultClaimTimeout); it must
+	// cover a lookup and a send.
+	ClaimTimeout time.Duration
+	// Settle is how long after an attempt a provider's "no record" answer
+	// is trusted when a dead worker's claim is taken over.
+	Settle time.Duration
+	// RetryBase is the base of the reconciler's backoff of the rows this
+	// sender releases.
+	RetryBase time.Duration
+	// Concurrency bounds the records of one batch processed at once
+	// (default 10). Records of one FIFO message group run in order.
+	Concurrency int
+	// Validity is each class's default validity ("otp" → 10 minutes;
+	// SENDONCE_VALIDITY), counted from when the message was first
+	// enqueued; a request's earlier expires_at wins. Past it a message is
+	// never sent (docs/request.md, "Validity"). None when nil.
+	Validity map[string]time.Duration
+}
+
+// DeadLetters receives requests that can never be sent.
+type DeadLetters interface {
+	// Put stores the record's body with the reason it was rejected. An
+	// error means the record was not stored; HandleSQS then reports the
+	// record failed so that it is not lost.
+	Put(ctx context.Context, rec events.SQSMessage, invalid *notify.InvalidError) error
+}
+
+// NewSQSDeadLetters returns DeadLetters that put each invalid request on
+// the SQS queue at queueURL (the notification queue's dead-letter queue),
+// its body unchanged and its reason in message attributes.
+func NewSQSDeadLetters(client *sqs.Client, queueURL string) DeadLetters {
+	return &sender.SQSDeadLetters{Client: client, QueueURL: queueURL}
+}
+
+// Sender sends notification requests once each. It is safe for
+// concurrent use.
+type Sender struct {
+	s *sender.Sender
+}
+
+// NewSender validates cfg and returns a Sender.
+func NewSender(cfg SenderConfig) (*Sender, error) {
+	if cfg.Ledger == nil {
+		return nil, errors.New("sendonce: new sender: a ledger is required")
+	}
+	providers, fallbacks, err := cfg.Routes.split()
+	if err != nil {
+		return nil, fmt.Errorf("sendonce: new sender: %w", err)
+	}
+	var opts []render.Option
+	if cfg.TemplateCacheTTL != 0 {
+		opts = append(opts, render.WithCacheTTL(cfg.TemplateCacheTTL))
+	}
+	var dl sender.DeadLetters = noDeadLetters{}
+	if cfg.DeadLetters != nil {
+		dl = cfg.DeadLetters
+	}
+	s, err := sender.New(sender.Config{
+		Ledger:          cfg.Ledger.rows,
+		Providers:       providers,
+		Fallbacks:       fallbacks,
+		Renderer:        render.New(cfg.Ledger.templates, opts...),
+		DeadLetters:     dl,
+		Metrics:         cfg.Metrics.recorder(),
+		Logger:          logger(cfg.Logger),
+		ProviderTimeout: cmp.Or(cfg.ProviderTimeout, DefaultProviderTimeout),
+		ClaimTimeout:    cmp.Or(cfg.ClaimTimeout, DefaultClaimTimeout),
+		Settle:          cfg.Settle,
+		RetryBase:       cfg.RetryBase,
+		Concurrency:     cfg.Concurrency,
+		Validity:        cfg.Validity,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sendonce: new sender: %w", err)
+	}
+	return &Sender{s: s}, nil
+}
+
+// HandleSQS processes one SQS batch, the handler of a Lambda function fed
+// by an SQS event source mapping with ReportBatchItemFailures. It reports
+// the records that must be delivered again; every other record was sent,
+// settled, or moved to DeadLetters. It never fails the whole batch.
+func (s *Sender) HandleSQS(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+	return s.s.HandleSQS(ctx, ev)
+}
+
+// Send is the one-message send step, for a program that takes requests
+// from anywhere (a worker polling SQS, a stream consumer): it claims
+// req's key, sends through its channel's route unless an earlier delivery
+// already did, and records the outcome. Give ctx a deadline: no provider
+// call starts without time left to finish it and record its answer.
+//
+// The caller acknowledges the message unless the Outcome's Disposition is
+// Retry, and delivers it again later (the same request, so the same key).
+func (s *Sender) Send(ctx context.Context, req notify.Request) Outcome {
+	return outcome(s.s.Process(ctx, req))
+}
+
+// WithLogger returns a Sender that logs to log (for example annotated
+// with a request id) and shares everything else with s.
+func (s *Sender) WithLogger(log *slog.Logger) *Sender {
+	return &Sender{s: s.s.WithLogger(logger(log))}
+}
+
+// Disposition is what one send step did with a message.
+type Disposition int
+
+// The dispositions of a send step.
+const (
+	// Sent: this step's attempt was accepted by the provider.
+	Sent Disposition = iota + 1
+	// Failed: the provider (or the request itself) refused the message
+	// for good.
+	Failed
+	// Uncertain: this step's attempt may have reached the provider; the
+	// reconciler settles it.
+	Uncertain
+	// Duplicate: an earlier delivery of the message sent it, or the
+	// reconciler owns it; this step sent nothing.
+	Duplicate
+	// Invalid: the request cannot be stored; it never becomes valid.
+	Invalid
+	// Retry: nothing was decided; deliver the message again later.
+	Retry
+)
+
+var dispositionNames = [...]string{Sent: "sent", Failed: "failed", Uncertain: "uncertain", Duplicate: "duplicate", Invalid: "invalid", Retry: "retry"}
+
+// String returns the disposition's name as logs print it ("sent", ...).
+func (d Disposition) String() string {
+	if d > 0 && int(d) < len(dispositionNames) {
+		return dispositionNames[d]
+	}
+	return fmt.Sprintf("Disposition(%d)", int(d))
+}
+
+// Outcome is what Send did with one message.
+type Outcome struct {
+	// Key is the message's key (notify.Request.Key).
+	Key         string
+	Disposition Disposition
+	// ProviderMessageID is the provider's id of the message, for Sent.
+	ProviderMessageID string
+	// Reason explains Failed, Uncertain, Invalid and Retry.
+	Reason string
+}
+
+func outcome(r dispatch.Result) Outcome {
+	o := Outcome{Key: r.Key, ProviderMessageID: r.ProviderMessageID, Reason: r.Reason}
+	switch r.Disposition {
+	case dispatch.Sent:
+		o.Disposition = Sent
+	case dispatch.Failed:
+		o.Disposition = Failed
+	case dispatch.Uncertain:
+		o.Disposition = Uncertain
+	case dispatch.Duplicate, dispatch.OwnedByReconciler:
+		o.Disposition = Duplicate
+	case dispatch.Invalid:
+		o.Disposition = Invalid
+	default:
+		o.Disposition = Retry
+	}
+	return o
+}
+
+// split turns routes into the sender's channel → first provider map and
+// the fallbacks after it.
+func (r Routes) split() (map[string]provider.Adapter, map[string][]provider.Adapter, error) {
+	providers := map[string]provider.Adapter{}
+	fallbacks := map[string][]provider.Adapter{}
+	for ch, route := range r {
+		if len(route) == 0 {
+			continue
+		}
+		seen := map[string]bool{}
+		for _, p := range route {
+			if p == nil {
+				return nil, nil, fmt.Errorf("channel %s: a nil provider in its route", ch)
+			}
+			if seen[p.Name()] {
+				return nil, nil, fmt.Errorf("channel %s: provider %s twice in its route", ch, p.Name())
+			}
+			seen[p.Name()] = true
+		}
+		providers[string(ch)], fallbacks[string(ch)] = route[0], route[1:]
+	}
+	return providers, fallbacks, nil
+}
+
+// noDeadLetters refuses every invalid record: HandleSQS then reports it
+// failed, so SQS's own redrive moves it to the queue's dead-letter queue.
+type noDeadLetters struct{}
+
+func (noDeadLetters) Put(context.Context, events.SQSMessage, *notify.InvalidError) error {
+	return errors.New("no dead-letter queue is configured")
+}
+
+// logger is the one meaning of a nil logger in this package: log nothing.
+func logger(l *slog.Logger) *slog.Logger {
+	if l == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return l
+}
+
+// Metrics records sendonce's metrics (docs/operations.md names each) in
+// CloudWatch's embedded metric format: log lines that CloudWatch Logs
+// turns into metrics. It is safe for concurrent use.
+type Metrics struct {
+	emf *metrics.EMF
+}
+
+// NewMetrics returns Metrics written to w (a Lambda function's stdout)
+// in namespace sendonce, dimensioned by service (the function's name).
+func NewMetrics(w io.Writer, service string) *Metrics {
+	return &Metrics{emf: metrics.NewEMF(w, service)}
+}
+
+// Flush writes what was recorded since the last Flush. A Lambda function
+// flushes after every invocation; a long-running worker every minute or
+// so.
+func (m *Metrics) Flush() error { return m.emf.Flush() }
+
+func (m *Metrics) recorder() metrics.Recorder {
+	if m == nil {
+		return nil
+	}
+	return m.emf
+}
