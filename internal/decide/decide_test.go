@@ -248,10 +248,12 @@ func TestTable(t *testing.T) {
 		if want == 0 {
 			t.Fatalf("%s: no rule of the table matches", c)
 		}
-		got := Of(c.input())
+		in := c.input()
+		got := Of(in)
 		if got.Action != want {
 			t.Errorf("%s: Of = %s (%s), want %s", c, got.Action, got.Reason, want)
 		}
+		checkValidity(t, c, in, got)
 		if got.Reason == "" {
 			t.Errorf("%s: Of gave %s without a reason", c, got.Action)
 		}
@@ -384,23 +386,34 @@ func TestBackoff(t *testing.T) {
 	}
 }
 
-// TestExpiredNeverSent: past its validity a message is never sent, by
-// either caller, whatever else holds; a row that ends final because of
-// it says so in its reason (ReasonExpired).
-func TestExpiredNeverSent(t *testing.T) {
-	t.Parallel()
-	for _, c := range combos() {
-		if c.validity != "expired" {
-			continue
+// checkValidity checks, for combination c with input in that Of decided
+// got: past its validity a message is never sent, by either caller,
+// whatever else holds, and a row that ends final because of it says so
+// in its reason (ReasonExpired); a validity not passed yet (ahead, or
+// exactly now: valid up to and including its ValidUntil) decides as none
+// does (the table's validity dimension is none or expired).
+func checkValidity(t *testing.T, c combo, in Input, got Decision) {
+	t.Helper()
+	switch c.validity {
+	case "expired":
+		if got.Action == Send {
+			t.Fatalf("%s: an expired message was sent (%s)", c, got.Reason)
 		}
-		d := Of(c.input())
-		if d.Action == Send {
-			t.Fatalf("%s: an expired message was sent (%s)", c, d.Reason)
+		if got.Action == Expire && !IsExpired(got.Reason) {
+			t.Errorf("%s: expire with reason %q", c, got.Reason)
 		}
-		if (d.Action == Expire) != IsExpired(d.Reason) && d.Action != Abandon {
-			t.Errorf("%s: %s with reason %q", c, d.Action, d.Reason)
+	case "none":
+		for _, v := range []time.Time{now.Add(time.Millisecond), now} {
+			in.Row.ValidUntil = v
+			if ahead := Of(in); ahead != got {
+				t.Fatalf("%s: valid until %v: Of = %v, want %v as without a validity", c, v, ahead, got)
+			}
 		}
 	}
+}
+
+func TestIsExpired(t *testing.T) {
+	t.Parallel()
 	if !IsExpired("expired") || !IsExpired("expired: valid until x") || IsExpired("expiredness") || IsExpired("not expired") {
 		t.Error("IsExpired misjudges a reason")
 	}
@@ -438,27 +451,6 @@ func TestValidUntil(t *testing.T) {
 	} {
 		if got := ValidUntil(tc.expires, now, tc.def); !got.Equal(tc.want) {
 			t.Errorf("ValidUntil(%v, now, %s) = %v, want %v", tc.expires, tc.def, got, tc.want)
-		}
-	}
-}
-
-// TestValidityAhead: a validity that has not passed decides as none does,
-// for every combination (the table's dimension is none or expired).
-func TestValidityAhead(t *testing.T) {
-	t.Parallel()
-	for _, c := range combos() {
-		if c.validity != "none" {
-			continue
-		}
-		in := c.input()
-		want := Of(in)
-		in.Row.ValidUntil = now.Add(time.Millisecond)
-		if got := Of(in); got != want {
-			t.Fatalf("%s: with a validity ahead Of = %v, want %v", c, got, want)
-		}
-		in.Row.ValidUntil = now // valid up to and including its ValidUntil
-		if got := Of(in); got != want {
-			t.Fatalf("%s: at its validity Of = %v, want %v", c, got, want)
 		}
 	}
 }
