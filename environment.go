@@ -77,8 +77,9 @@ func (e *Environment) sendPath(ctx context.Context) (sendpath.Settings, *Ledger,
 }
 
 // SenderConfig reads the sender's configuration: the send path's
-// (ledger, routes, timeouts, SENDONCE_TEMPLATE_CACHE), the dead-letter
-// queue (SENDONCE_DLQ_URL) and SENDONCE_CONCURRENCY.
+// (ledger, routes, timeouts, the classes' validity SENDONCE_VALIDITY),
+// the dead-letter queue (SENDONCE_DLQ_URL), SENDONCE_CONCURRENCY and
+// SENDONCE_TEMPLATE_CACHE.
 func (e *Environment) SenderConfig(ctx context.Context) (SenderConfig, error) {
 	shared, l, routes := e.sendPath(ctx)
 	dlqURL := e.fn.Env.Required("SENDONCE_DLQ_URL")
@@ -98,6 +99,7 @@ func (e *Environment) SenderConfig(ctx context.Context) (SenderConfig, error) {
 		Settle:           shared.Settle,
 		RetryBase:        shared.RetryBase,
 		Concurrency:      concurrency,
+		Validity:         shared.Validity,
 	}, nil
 }
 

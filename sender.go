@@ -70,6 +70,11 @@ type SenderConfig struct {
 	// Concurrency bounds the records of one batch processed at once
 	// (default 10). Records of one FIFO message group run in order.
 	Concurrency int
+	// Validity is each class's default validity ("otp" → 10 minutes;
+	// SENDONCE_VALIDITY), counted from when the message was first
+	// enqueued; a request's earlier expires_at wins. Past it a message is
+	// never sent (docs/request.md, "Validity"). None when nil.
+	Validity map[string]time.Duration
 }
 
 // DeadLetters receives requests that can never be sent.
@@ -121,7 +126,7 @@ func NewSender(cfg SenderConfig) (*Sender, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sendonce: new sender: %w", err)
 	}
-	s, err := sender.New(sender.Config{Dispatcher: d, DeadLetters: dl, Concurrency: cfg.Concurrency})
+	s, err := sender.New(sender.Config{Dispatcher: d, DeadLetters: dl, Concurrency: cfg.Concurrency, Validity: cfg.Validity})
 	if err != nil {
 		return nil, fmt.Errorf("sendonce: new sender: %w", err)
 	}

@@ -699,3 +699,41 @@ func TestLostBeginAnswer(t *testing.T) {
 		t.Errorf("retry: %d replayed=%q, want a 202 replay", again.StatusCode, again.Headers["Idempotent-Replayed"])
 	}
 }
+
+// TestExpiresAt: the API accepts a request's expires_at, enqueues it as
+// given (the sender never sends the message after it), rejects one that
+// is not an RFC 3339 time with a 400 naming the field, and an
+// Idempotency-Key reused with another expires_at is a mismatch naming it.
+func TestExpiresAt(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	withExpiry := func(v string) string {
+		return strings.Replace(body1, `"data":`, `"class":"otp","expires_at":`+v+`,"data":`, 1)
+	}
+	a := decodeAccepted(t, b.post(t, b.keyA, "otp-1", withExpiry(`"2026-12-01T12:05:00Z"`)))
+	msgs := b.messages(t)
+	if len(msgs) != 1 {
+		t.Fatalf("got %d messages, want 1", len(msgs))
+	}
+	req, err := notify.Parse([]byte(*msgs[0].MessageBody))
+	if err != nil || req.ExpiresAt != "2026-12-01T12:05:00Z" || req.Key() != a.ID {
+		t.Fatalf("enqueued %+v (%v): want expires_at kept and the same key", req, err)
+	}
+	// The same message without a validity has the same key.
+	if plain := decodeAccepted(t, b.post(t, b.keyA, "otp-plain", strings.Replace(body1, `"data":`, `"class":"otp","data":`, 1))); plain.ID == "" {
+		t.Fatal("no id")
+	}
+	p := decodeProblem(t, b.post(t, b.keyA, "otp-1", withExpiry(`"2026-12-01T12:10:00Z"`)), http.StatusUnprocessableEntity)
+	if !slices.Contains(p.Fields, "expires_at") {
+		t.Errorf("mismatch fields = %v, want expires_at among them", p.Fields)
+	}
+	for _, bad := range []string{`"2026-12-01T12:05:00"`, `"in ten minutes"`, `1764590700`} {
+		p := decodeProblem(t, b.post(t, b.keyA, "otp-bad", withExpiry(bad)), http.StatusBadRequest)
+		if p.Field != "expires_at" {
+			t.Errorf("expires_at %s: problem field %q, want expires_at", bad, p.Field)
+		}
+	}
+	if got := len(b.messages(t)); got != 2 {
+		t.Errorf("got %d messages, want 2 (nothing enqueued for a mismatch or an invalid request)", got)
+	}
+}

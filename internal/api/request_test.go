@@ -23,6 +23,8 @@ func FuzzParseRequest(f *testing.F) {
 	f.Add("k", "", body+`]`, false)
 	f.Add("k", "", body+`}garbage`, false)
 	f.Add("k", "", `{"event_id":"evt_1","channel":"sms","template":"t","recipient":{"id":"u","phone":"+15551234567"}}`, false)
+	f.Add("k", "", `{"channel":"sms","template":"t","recipient":{"id":"u","phone":"+15551234567"},"class":"otp","expires_at":"2026-12-01T12:05:00Z"}`, false)
+	f.Add("k", "", `{"channel":"sms","template":"t","recipient":{"id":"u","phone":"+15551234567"},"expires_at":"2026-12-01T12:05"}`, false)
 	f.Add("k", "", `{"event_id":null,"channel":"sms","template":"t","recipient":{"id":"u","phone":"+15551234567"}}`, false)
 	f.Fuzz(func(t *testing.T, key, auth, body string, isBase64 bool) {
 		headers := map[string]string{"Idempotency-Key": key, "authorization": auth}
@@ -55,6 +57,9 @@ func FuzzParseRequest(f *testing.F) {
 		}
 		if err := r.Validate(); err != nil {
 			t.Errorf("accepted a request that does not validate: %v", err)
+		}
+		if r.ExpiresAt != "" && r.Expiry().IsZero() {
+			t.Errorf("accepted expires_at %q that is not a time", r.ExpiresAt)
 		}
 		raw := []byte(body)
 		if isBase64 {

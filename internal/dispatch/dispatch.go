@@ -277,6 +277,9 @@ func (d *Dispatcher) Decide(ctx context.Context, in decide.Input, p provider.Ada
 	if l, ok := p.(provider.Looker); ok {
 		in.Answer, found, _ = d.Ask(ctx, rec, p, l)
 	}
+	// The lookup took time: the send that may follow is judged now, so
+	// a message whose validity passed during the lookup is not sent.
+	in.Now = d.Now()
 	return decide.Of(in), found, rec, nil
 }
 
@@ -589,9 +592,14 @@ func (d *Dispatcher) mark(ctx context.Context, log *slog.Logger, c ledger.Claim,
 	}
 	switch {
 	case err == nil:
-		if o.State == ledger.StateSent && sent {
+		switch {
+		case o.State == ledger.StateSent && sent:
 			d.Metrics.Count(metrics.Sent, 1, dims...)
-		} else if o.State == ledger.StateFailed {
+		case o.State.Final() && o.State != ledger.StateSent && decide.IsExpired(o.Reason):
+			// Its validity passed: counted on its own, never as a
+			// provider's rejection or a policy's give-up.
+			d.Metrics.Count(metrics.Expired, 1, dims...)
+		case o.State == ledger.StateFailed:
 			d.Metrics.Count(metrics.Failed, 1, dims...)
 		}
 		return res
@@ -626,7 +634,7 @@ func (d *Dispatcher) mark(ctx context.Context, log *slog.Logger, c ledger.Claim,
 func (d *Dispatcher) Resolve(ctx context.Context, rec ledger.Record, dec decide.Decision, route []provider.Adapter, found provider.LookupResult, lease time.Duration) Result {
 	p := First(route)
 	switch dec.Action {
-	case decide.Send, decide.MarkSent, decide.MarkFailed, decide.MarkUncertain, decide.Abandon, decide.Postpone:
+	case decide.Send, decide.MarkSent, decide.MarkFailed, decide.MarkUncertain, decide.Abandon, decide.Postpone, decide.Expire:
 	default:
 		return Result{Key: rec.Key, Disposition: Skipped, Reason: dec.Reason}
 	}
@@ -636,7 +644,9 @@ func (d *Dispatcher) Resolve(ctx context.Context, rec ledger.Record, dec decide.
 	// The takeover records the new attempt's provider (Pick's choice:
 	// the row's own while an earlier attempt may have sent).
 	next := ""
-	if p != nil {
+	if p != nil && dec.Action != decide.Expire {
+		// An expired row keeps the provider of its latest attempt: no
+		// new one is tried.
 		next = p.Name()
 	}
 	c, err := d.TakeOver(ctx, rec, next, lease)
@@ -677,6 +687,9 @@ func (d *Dispatcher) Resolve(ctx context.Context, rec ledger.Record, dec decide.
 		r = d.Mark(ctx, c, rec.Entry, name, ledger.Outcome{State: ledger.StateUncertain, Reason: dec.Reason})
 	case decide.Abandon:
 		r = d.Mark(ctx, c, rec.Entry, name, ledger.Outcome{State: ledger.StateAbandoned, Reason: dec.Reason})
+	case decide.Expire:
+		d.Logger.Info("expired: recorded as failed, never sent", "key", rec.Key, "valid_until", rec.ValidUntil, "why", dec.Reason)
+		r = d.Mark(ctx, c, rec.Entry, rec.Provider, ledger.Outcome{State: ledger.StateFailed, Reason: dec.Reason})
 	case decide.Postpone:
 		r = Result{Disposition: Postponed, Reason: dec.Reason}
 		if err := d.Release(ctx, c, dec.Reason, d.RetryAt(c)); err != nil {

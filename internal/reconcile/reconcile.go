@@ -176,6 +176,11 @@ const (
 	ActionReconciledFailed Action = "reconciled_failed"
 	ActionResent           Action = "resent"
 	ActionAbandoned        Action = "abandoned"
+	// ActionExpired: the row's message was past its validity and ended
+	// final without a send (FAILED, or ABANDONED when an earlier attempt
+	// may have been sent); counted as Expired, never as Abandoned or
+	// ReconciledFailed.
+	ActionExpired Action = "expired"
 	// ActionPostponed: a released row whose channel has no provider was
 	// released again, due after its backoff (a configuration error).
 	ActionPostponed Action = "postponed"
@@ -311,6 +316,11 @@ func (r *Reconciler) reconcile(ctx context.Context, rec ledger.Record) Action {
 		return ActionWaiting
 	}
 	res := r.dispatch.Resolve(ctx, rec, d, picked, found, r.dispatch.ClaimTimeout)
+	if (res.Disposition == dispatch.Failed || res.Disposition == dispatch.Abandoned) && decide.IsExpired(d.Reason) {
+		// Counted by the dispatcher's mark (Expired).
+		log.Info("expired: never sent", "valid_until", rec.ValidUntil, "state", res.Disposition.String(), "reason", d.Reason)
+		return ActionExpired
+	}
 	switch res.Disposition {
 	case dispatch.Sent:
 		if d.Action == decide.MarkSent {

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 
@@ -103,7 +105,7 @@ func (s *Sender) handleRecord(ctx context.Context, rec events.SQSMessage) bool {
 		log.Warn("invalid request moved to the dead-letter queue", "field", invalid.Field, "reason", invalid.Reason)
 		return true
 	}
-	res := s.Process(ctx, req)
+	res := s.ProcessEnqueued(ctx, req, Enqueued(rec))
 	level := slog.LevelInfo
 	if res.Disposition == dispatch.Retry || res.Disposition == dispatch.Uncertain {
 		level = slog.LevelWarn
@@ -111,4 +113,31 @@ func (s *Sender) handleRecord(ctx context.Context, rec events.SQSMessage) bool {
 	log.Log(ctx, level, "processed", "key", res.Key, "disposition", res.Disposition.String(), "reason", res.Reason,
 		"receive_count", rec.Attributes["ApproximateReceiveCount"])
 	return res.Disposition != dispatch.Retry
+}
+
+// EnqueuedAttribute is the message attribute that carries, in Unix
+// milliseconds, when a message was first enqueued, across a move that
+// makes it a new SQS message (`sendonce dlq redrive` sets it from the
+// dead-lettered message's SentTimestamp). A class's default validity
+// counts from it.
+const EnqueuedAttribute = "sendonce-enqueued-at"
+
+// Enqueued returns when rec was first enqueued: the earlier of its
+// SentTimestamp and its EnqueuedAttribute, zero when it carries neither.
+func Enqueued(rec events.SQSMessage) time.Time {
+	var t time.Time
+	consider := func(ms string) {
+		n, err := strconv.ParseInt(ms, 10, 64)
+		if err != nil || n <= 0 {
+			return
+		}
+		if u := time.UnixMilli(n); t.IsZero() || u.Before(t) {
+			t = u
+		}
+	}
+	consider(rec.Attributes["SentTimestamp"])
+	if a, ok := rec.MessageAttributes[EnqueuedAttribute]; ok && a.StringValue != nil {
+		consider(*a.StringValue)
+	}
+	return t
 }

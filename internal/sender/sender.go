@@ -98,6 +98,11 @@ type Config struct {
 	// Concurrency bounds the records of one batch processed at once
 	// (default 10).
 	Concurrency int
+	// Validity is each class's default validity (SENDONCE_VALIDITY,
+	// decide.ParseValidity), counted from when the message was first
+	// enqueued; a class it does not name has none. A request's
+	// expires_at, when earlier, wins (decide.ValidUntil).
+	Validity map[string]time.Duration
 }
 
 // Sender processes notification requests. It is safe for concurrent use.
@@ -139,6 +144,15 @@ func (s *Sender) WithLogger(log *slog.Logger) *Sender {
 // reported failed so that it is delivered again; every other disposition
 // acknowledges it.
 func (s *Sender) Process(ctx context.Context, req notify.Request) dispatch.Result {
+	return s.ProcessEnqueued(ctx, req, time.Time{})
+}
+
+// ProcessEnqueued is Process for a message first enqueued at enqueued
+// (zero: now), from which its class's default validity counts
+// (Config.Validity). Past its validity (or its request's expires_at) the
+// message is never sent: its row ends FAILED with a reason starting
+// decide.ReasonExpired, and the Result is Failed (acknowledged).
+func (s *Sender) ProcessEnqueued(ctx context.Context, req notify.Request, enqueued time.Time) dispatch.Result {
 	key := req.Key()
 	log := s.dispatch.Logger.With("key", key, "channel", string(req.Channel), "tenant", req.TenantID)
 	route := s.dispatch.Route(string(req.Channel))
@@ -156,6 +170,10 @@ func (s *Sender) Process(ctx context.Context, req notify.Request) dispatch.Resul
 		Address:     req.Address(),
 		EventID:     req.EventID,
 	}
+	if enqueued.IsZero() {
+		enqueued = s.dispatch.Now()
+	}
+	entry.ValidUntil = decide.ValidUntil(req.Expiry(), enqueued, s.cfg.Validity[string(req.Class)])
 	if configured {
 		entry.Provider = picked[0].Name()
 	}
@@ -190,7 +208,19 @@ func (s *Sender) Process(ctx context.Context, req notify.Request) dispatch.Resul
 		entry.Data = strings.TrimSuffix(data.String(), "\n")
 	}
 
-	if deadline, ok := ctx.Deadline(); ok && unservable == "" && configured {
+	// The one decision (package decide) about a message with no row yet:
+	// send it, or record why not.
+	var p provider.Adapter
+	if configured {
+		p = picked[0]
+	}
+	in := decide.Input{Caller: decide.Sender, Row: ledger.Record{Entry: entry}, Now: s.dispatch.Now(), Configured: configured, Unrenderable: unservable}
+	if p != nil {
+		in.Caps = p.Capabilities()
+	}
+	first := decide.Of(in)
+
+	if deadline, ok := ctx.Deadline(); ok && first.Action == decide.Send {
 		// Deadlines are wall-clock time, whatever clock the ledger uses.
 		if left := time.Until(deadline); left < decide.SendBudget(s.dispatch.ProviderTimeout) {
 			return dispatch.Result{Key: key, Disposition: dispatch.Retry, Reason: fmt.Sprintf("only %s left before the deadline: not starting a provider call", left.Round(time.Millisecond))}
@@ -208,11 +238,14 @@ func (s *Sender) Process(ctx context.Context, req notify.Request) dispatch.Resul
 		}
 		return s.redelivered(ctx, log, cur, route)
 	}
-	switch {
-	case unservable != "":
+	switch first.Action {
+	case decide.Expire:
+		log.Info("expired before its first attempt: never sent", "valid_until", entry.ValidUntil)
+		return forBatch(s.dispatch.Mark(ctx, c, entry, entry.Provider, ledger.Outcome{State: ledger.StateFailed, Reason: first.Reason}))
+	case decide.MarkFailed:
 		log.Info("request cannot be served", "reason", unservable)
 		return forBatch(s.dispatch.Mark(ctx, c, entry, entry.Provider, ledger.Outcome{State: ledger.StateFailed, Reason: unservable}))
-	case !configured:
+	case decide.Wait:
 		return s.unconfigured(ctx, log, c, entry)
 	}
 	log.Debug("claimed", "to", redact.Address(entry.Address))

@@ -35,6 +35,11 @@ type Settings struct {
 	// container, read from EnvTemplateCache, as render.Config.CacheTTL
 	// takes it: negative when the variable turns the cache off ("0s").
 	TemplateCache time.Duration
+	// Validity is each class's default validity (SENDONCE_VALIDITY,
+	// decide.ParseValidity; none when unset). The sender applies it to a
+	// new message (sender.Config.Validity); the row keeps the result
+	// (ledger.Entry.ValidUntil), which is what the reconciler judges.
+	Validity map[string]time.Duration
 }
 
 // EnvTemplateCache is the variable of Settings.TemplateCache.
@@ -52,6 +57,7 @@ func Read(env *lambdaenv.Env) Settings {
 		MaxAge:          env.Duration("SENDONCE_MAX_AGE", decide.DefaultMaxAge),
 		RetryBase:       env.Duration("SENDONCE_RECONCILE_RETRY_BASE", decide.RetryBase),
 		TemplateCache:   templateCache(env.CacheTTL(EnvTemplateCache, render.DefaultCacheTTL)),
+		Validity:        lambdaenv.Value(env, "SENDONCE_VALIDITY", nil, decide.ParseValidity),
 	}
 }
 

@@ -28,6 +28,8 @@
 //	created_at       N     ms: first claim
 //	updated_at       N     ms: latest state change (claim, takeover, mark, release)
 //	expires_at       N     s: TTL, now + retention, refreshed on every write
+//	valid_until      N     ms: the message's validity (ledger.Entry.ValidUntil);
+//	                       absent: none. Written by the claim, kept when final
 //	tenant, channel, class, provider, template, recipient_id
 //	                 S     what identifies the message (ledger.Entry)
 //	address          S     raw address; removed when the row becomes final
@@ -120,6 +122,7 @@ const (
 	attrCreatedAt   = "created_at"
 	attrUpdatedAt   = "updated_at"
 	attrExpiresAt   = tableschema.TTLAttribute
+	attrValidUntil  = "valid_until"
 	attrTenant      = "tenant"
 	attrChannel     = "channel"
 	attrClass       = "class"
@@ -317,6 +320,9 @@ func (l *Ledger) Claim(ctx context.Context, e ledger.Entry, lease time.Duration)
 	}
 	if e.EventID != "" {
 		item[attrEventPK] = str(eventPK(e.Tenant, e.EventID)) // the event lookup (admin.go)
+	}
+	if !e.ValidUntil.IsZero() {
+		item[attrValidUntil] = millis(e.ValidUntil)
 	}
 	out, err := l.db.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName:                           l.table,

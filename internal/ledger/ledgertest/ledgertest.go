@@ -94,6 +94,7 @@ func NewEntry(key string) ledger.Entry {
 	}
 	e.HTML, e.TemplateVersion, e.TemplateLocale = "<p>Your order A-1001 shipped</p>", 3, "pt-BR"
 	e.Data = `{"order":"A-1001","n":1.50}`
+	e.ValidUntil = time.Date(2026, 12, 1, 12, 5, 0, 123e6, time.UTC)
 	return e
 }
 
@@ -170,7 +171,7 @@ func (b *bundle) expire(t *testing.T, r ledger.Record) {
 // norm makes times comparable with reflect.DeepEqual: UTC, millisecond
 // precision, zero stays zero.
 func norm(r ledger.Record) ledger.Record {
-	for _, p := range []*time.Time{&r.LeaseUntil, &r.AttemptedAt, &r.CreatedAt, &r.UpdatedAt, &r.ExpiresAt, &r.DeliveryAt} {
+	for _, p := range []*time.Time{&r.LeaseUntil, &r.AttemptedAt, &r.CreatedAt, &r.UpdatedAt, &r.ExpiresAt, &r.DeliveryAt, &r.ValidUntil} {
 		if !p.IsZero() {
 			*p = time.UnixMilli(p.UnixMilli()).UTC()
 		}
@@ -428,6 +429,28 @@ func runClaim(t *testing.T, setup setupFunc) {
 	// A Claim whose answer is lost (here: the context was cancelled)
 	// returns the claim it tried to take; releasing it is harmless when
 	// the write never applied.
+	// The message's validity is written by the claim, in the same write,
+	// and kept through takeovers, releases and a final mark: the
+	// reconciler judges it from the row (package decide).
+	t.Run("ValidUntilKeptForTheRowsLife", func(t *testing.T) {
+		b := setup(t)
+		e, c := b.claim(t)
+		sameTime(t, "ValidUntil after the claim", b.get(t, e.Key).ValidUntil, e.ValidUntil)
+		b.release(t, c, "provider 503", time.Time{})
+		c2 := b.takeOver(t, e.Key)
+		sameTime(t, "ValidUntil after a release and a takeover", b.get(t, e.Key).ValidUntil, e.ValidUntil)
+		b.mark(t, c2, ledger.Outcome{State: ledger.StateFailed, Reason: "expired: test"})
+		sameTime(t, "ValidUntil after a final mark", b.get(t, e.Key).ValidUntil, e.ValidUntil)
+		none := NewEntry(newKey(t))
+		none.ValidUntil = time.Time{}
+		if _, err := b.l.Claim(b.ctx, none, lease); err != nil {
+			t.Fatal(err)
+		}
+		if got := b.get(t, none.Key).ValidUntil; !got.IsZero() {
+			t.Errorf("ValidUntil of a message without validity = %v, want zero", got)
+		}
+	})
+
 	t.Run("LostAnswerReturnsTheClaim", func(t *testing.T) {
 		b := setup(t)
 		e := NewEntry(newKey(t))
