@@ -11,35 +11,47 @@
 //
 // # The decision
 //
-// In order, the first rule that applies decides (decide_test.go holds the
-// whole table, every state × released × capability × class × settle × age
-// combination, for both callers):
+// In order, the first rule that applies decides. decide_test.go holds the
+// table, which TestTable checks Of against over every combination of its
+// dimensions (caller, row state, the provider's capabilities, class
+// policy, settle, age, attempts, lookup answer, render, time left). A
+// rule names only the dimensions it tests: "provider lookup|both" is a
+// provider that can be asked (and may also drop repeats), "tries many"
+// is MaxAttempts attempts that may have reached the provider, "time
+// short" is Input.NoTime. The lines below are
+// generated from it by TestDocTable (go test -run TestDocTable -update):
 //
-//	row SENT, FAILED or ABANDONED             Acknowledge
-//	row PENDING, lease live                   Wait (its worker is still at it)
-//	row UNCERTAIN, caller sender              HandOff (the reconciler owns it)
-//	row released, reconciler, before RetryAt  Wait (released rows back off)
-//	reconciler, row older than MaxAge         Abandon (give up by age)
-//	the row's message cannot be rendered
-//	    row released, or it holds no message  MarkFailed (nothing was sent)
-//	    otherwise                             Wait†
-//	row released (nothing was sent)
-//	    no provider configured                sender: Wait; reconciler: Postpone
-//	    otherwise                             Send
-//	the attempt's provider not configured     Wait† (capabilities unknown)
-//	provider can look messages up
-//	    not asked yet                         LookUp, then decide again with the answer
-//	    accepted / rejected                   MarkSent / MarkFailed
-//	    unproven (a content match)            as if it could not be looked up (below)
-//	    no record or failed, drops repeats    Send
-//	    no record, settled                    Send (no attempt was sent)
-//	    no record before Settle, or failed    Wait† (and ask again later)
-//	provider drops repeats                    Send
-//	caller sender                             MarkUncertain (the class policy decides later)
-//	class policy Resend                       Send*
-//	class policy Abandon, ResendIfIdempotent  Abandon
+//	row sent|failed|abandoned                                                                        acknowledge
+//	row pending-live                                                                                 wait
+//	caller sender, row uncertain                                                                     hand_off
+//	caller reconciler, row released-backoff                                                          wait
+//	caller reconciler, age old                                                                       abandon
+//	row released|released-backoff, render unrenderable|no_message                                    mark_failed
+//	render no_message                                                                                mark_failed
+//	caller sender, row pending-stale, tries few, render unrenderable                                 mark_uncertain
+//	render unrenderable                                                                              wait
+//	caller sender, row released|released-backoff, provider unconfigured                              wait
+//	caller reconciler, row released, provider unconfigured                                           postpone
+//	row released|released-backoff                                                                    send
+//	caller sender, row pending-stale, provider unconfigured, tries few                               mark_uncertain
+//	provider unconfigured                                                                            wait
+//	caller sender, row pending-stale, provider lookup|both, tries few, lookup not_asked, time short  mark_uncertain
+//	provider lookup|both, lookup not_asked, time short                                               wait
+//	provider lookup|both, lookup not_asked                                                           look_up
+//	provider lookup|both, lookup accepted                                                            mark_sent
+//	provider lookup|both, lookup rejected                                                            mark_failed
+//	provider both                                                                                    send
+//	provider lookup, settle settled, lookup no_record                                                send
+//	caller sender, row pending-stale, provider lookup, tries few, lookup no_record|failed            mark_uncertain
+//	provider lookup, lookup no_record|failed                                                         wait
+//	provider idempotent                                                                              send
+//	caller sender, provider none|lookup                                                              mark_uncertain
+//	caller reconciler, provider none|lookup, policy resend, tries many                               abandon
+//	caller reconciler, provider none|lookup, policy resend                                           send
+//	caller reconciler, provider none|lookup                                                          abandon
 //
-// Wait† is MarkUncertain instead when the sender decides about a stale
+// The sender's mark_uncertain rules for "row pending-stale, tries few"
+// are Wait†: Wait is MarkUncertain instead when the sender decides about a stale
 // first claim (PENDING, not released, not taken over): such a row is not
 // in the attention index, so waiting would leave it to the receives its
 // SQS message has left, and it would reach the dead-letter queue unseen
@@ -52,10 +64,10 @@
 // now. Only a row whose every attempt was released may be sent by
 // another.
 //
-// Send* is Abandon instead for the reconciler once the row holds
-// MaxAttempts attempts that may have reached the provider (Attempts −
-// Releases): a repeat the provider can neither drop nor be asked about is
-// bounded.
+// The reconciler's class-policy resend is abandon instead once the row
+// holds MaxAttempts attempts that may have reached the provider ("tries
+// many": Attempts − Releases): a repeat the provider can neither drop nor
+// be asked about is bounded.
 //
 // "Released" means the latest claim was given up before its provider call
 // could send anything: such attempts never count toward giving up, and a
@@ -285,6 +297,46 @@ func (a Action) String() string {
 	return fmt.Sprintf("Action(%d)", int(a))
 }
 
+// Cause is why a decision waits (or marks a stale first claim UNCERTAIN
+// instead, Wait†): what the caller counts and logs, so that no caller
+// works the reason out again from the row.
+type Cause int
+
+// The causes.
+const (
+	// CauseNone: the decision does not wait.
+	CauseNone Cause = iota
+	// CauseInFlight: another worker holds a live claim.
+	CauseInFlight
+	// CauseBackingOff: a released row is not due yet.
+	CauseBackingOff
+	// CauseNoProvider: no configured provider can resolve the row (the channel
+	// has none, or the attempt's provider no longer serves it): a
+	// configuration error, counted and alarmed.
+	CauseNoProvider
+	// CauseUnrenderable: the pinned message cannot be rendered and the
+	// previous attempt may have sent.
+	CauseUnrenderable
+	// CauseSettling: the provider has no record yet, too soon to trust.
+	CauseSettling
+	// CauseLookupFailed: the provider could not be asked.
+	CauseLookupFailed
+	// CauseNoTime: too little time is left before the caller's deadline for a
+	// lookup and a send (Input.NoTime).
+	CauseNoTime
+)
+
+var causeNames = [...]string{CauseNone: "", CauseInFlight: "in_flight", CauseBackingOff: "backing_off", CauseNoProvider: "no_provider",
+	CauseUnrenderable: "unrenderable", CauseSettling: "settling", CauseLookupFailed: "lookup_failed", CauseNoTime: "no_time"}
+
+// String returns the cause's name as logs print it ("in_flight", ...).
+func (c Cause) String() string {
+	if c >= 0 && int(c) < len(causeNames) {
+		return causeNames[c]
+	}
+	return fmt.Sprintf("Cause(%d)", int(c))
+}
+
 // Input is everything the decision depends on.
 type Input struct {
 	Caller Caller
@@ -316,6 +368,11 @@ type Input struct {
 	// Lookup is the provider's answer about the attempt being resolved,
 	// once asked.
 	Lookup Lookup
+	// NoTime is true when less than TakeOverBudget is left before the
+	// caller's deadline: no lookup starts (it may be followed by a send),
+	// and the row waits for a caller with time (the sender's stale first
+	// claim is marked UNCERTAIN instead: Wait†).
+	NoTime bool
 }
 
 // Decision is an Action with its explanation.
@@ -324,6 +381,9 @@ type Decision struct {
 	// Reason explains the action (stored as the row's reason where the
 	// action writes one).
 	Reason string
+	// Cause is why the row waits: set for Wait, and for MarkUncertain
+	// when it stands for a wait (Wait†).
+	Cause Cause
 }
 
 // Of decides what to do with in.Row. It is pure: it reads only in.
@@ -331,85 +391,88 @@ func Of(in Input) Decision {
 	r := in.Row
 	switch {
 	case r.State.Final():
-		return Decision{Acknowledge, "the row is final (" + string(r.State) + ")"}
+		return Decision{Action: Acknowledge, Reason: "the row is final (" + string(r.State) + ")"}
 	case r.State == ledger.StatePending && !r.Stale(in.Now):
-		return Decision{Wait, "in flight: another worker holds the claim"}
+		return Decision{Action: Wait, Reason: "in flight: another worker holds the claim", Cause: CauseInFlight}
 	case r.State == ledger.StateUncertain && in.Caller == Sender:
-		return Decision{HandOff, "uncertain: the reconciler owns it"}
+		return Decision{Action: HandOff, Reason: "uncertain: the reconciler owns it"}
 	case r.Released && in.Caller == Reconciler && in.Now.Before(r.RetryAt):
-		return Decision{Wait, "released: backing off until " + r.RetryAt.UTC().Format(time.RFC3339)}
+		return Decision{Action: Wait, Reason: "released: backing off until " + r.RetryAt.UTC().Format(time.RFC3339), Cause: CauseBackingOff}
 	case in.Caller == Reconciler && in.MaxAge > 0 && !r.CreatedAt.IsZero() && in.Now.Sub(r.CreatedAt) >= in.MaxAge:
-		return Decision{Abandon, fmt.Sprintf("gave up: older than the maximum age %s", in.MaxAge)}
+		return Decision{Action: Abandon, Reason: fmt.Sprintf("gave up: older than the maximum age %s", in.MaxAge)}
 	case in.Unrenderable != "" && (r.Released || holdsNoMessage(r)):
-		return Decision{MarkFailed, "cannot be rendered: " + in.Unrenderable}
+		return Decision{Action: MarkFailed, Reason: "cannot be rendered: " + in.Unrenderable}
 	case in.Unrenderable != "":
-		return wait(in, "the pinned message cannot be rendered ("+in.Unrenderable+"), and the previous attempt may have sent")
+		return wait(in, CauseUnrenderable, "the pinned message cannot be rendered ("+in.Unrenderable+"), and the previous attempt may have sent")
 	case r.Released && !in.Configured:
 		if in.Caller == Sender {
-			return Decision{Wait, "no provider is configured for channel " + r.Channel}
+			return Decision{Action: Wait, Reason: "no provider is configured for channel " + r.Channel, Cause: CauseNoProvider}
 		}
-		return Decision{Postpone, "config: no provider is configured for channel " + r.Channel}
+		return Decision{Action: Postpone, Reason: "config: no provider is configured for channel " + r.Channel}
 	case r.Released:
-		return Decision{Send, "the previous attempt was released: nothing was sent"}
+		return Decision{Action: Send, Reason: "the previous attempt was released: nothing was sent"}
 	case !in.Configured && r.Provider != "":
-		return wait(in, "the provider of the previous attempt ("+r.Provider+") no longer serves channel "+r.Channel+", and that attempt may have sent")
+		return wait(in, CauseNoProvider, "the provider of the previous attempt ("+r.Provider+") no longer serves channel "+r.Channel+", and that attempt may have sent")
 	case !in.Configured:
-		return wait(in, "no provider is configured for channel "+r.Channel+" (the previous attempt may have sent)")
+		return wait(in, CauseNoProvider, "no provider is configured for channel "+r.Channel+" (the previous attempt may have sent)")
 	}
 	// The previous attempt may have reached the provider. A repeat that
 	// the provider does not drop counts toward the attempt limit.
 	mayHaveSent := r.Attempts - r.Releases
 	resend := func(reason string) Decision {
 		if in.Caller == Reconciler && in.MaxAttempts > 0 && mayHaveSent >= in.MaxAttempts {
-			return Decision{Abandon, fmt.Sprintf("gave up after %d attempts that may have reached the provider", mayHaveSent)}
+			return Decision{Action: Abandon, Reason: fmt.Sprintf("gave up after %d attempts that may have reached the provider", mayHaveSent)}
 		}
-		return Decision{Send, reason}
+		return Decision{Action: Send, Reason: reason}
 	}
 	if in.Caps.LookupByReference && in.Lookup != Unproven {
 		switch in.Lookup {
 		case NotAsked:
-			return Decision{LookUp, "ask the provider about the attempt"}
+			if in.NoTime {
+				return wait(in, CauseNoTime, "no time left in this invocation for a lookup and a send")
+			}
+			return Decision{Action: LookUp, Reason: "ask the provider about the attempt"}
 		case FoundAccepted:
-			return Decision{MarkSent, "the provider accepted the attempt"}
+			return Decision{Action: MarkSent, Reason: "the provider accepted the attempt"}
 		case FoundRejected:
-			return Decision{MarkFailed, "the provider rejected the attempt"}
+			return Decision{Action: MarkFailed, Reason: "the provider rejected the attempt"}
 		}
 		switch {
 		case in.Caps.IdempotentSends:
-			return Decision{Send, "the provider has no record or could not be asked, and it drops repeats"}
+			return Decision{Action: Send, Reason: "the provider has no record or could not be asked, and it drops repeats"}
 		case in.Lookup == NoRecord && in.Now.Sub(r.AttemptedAt) >= in.Settle:
 			// The lookup covered every attempt that may have sent (from
 			// LookupStart) and the latest has settled: none of them
 			// reached the provider. Like released attempts, they do not
 			// count toward giving up; only the maximum age does.
-			return Decision{Send, "no record at the provider after the settle time: no attempt was sent"}
+			return Decision{Action: Send, Reason: "no record at the provider after the settle time: no attempt was sent"}
 		case in.Lookup == NoRecord:
-			return wait(in, "no record at the provider yet: settling")
+			return wait(in, CauseSettling, "no record at the provider yet: settling")
 		}
-		return wait(in, "lookup failed: ask again later")
+		return wait(in, CauseLookupFailed, "lookup failed: ask again later")
 	}
 	switch {
 	case in.Caps.IdempotentSends:
-		return Decision{Send, "the provider drops repeats"}
+		return Decision{Action: Send, Reason: "the provider drops repeats"}
 	case in.Caller == Sender && in.Lookup == Unproven:
-		return Decision{MarkUncertain, "a message with the same content is at the provider, but none is proven to be this key's"}
+		return Decision{Action: MarkUncertain, Reason: "a message with the same content is at the provider, but none is proven to be this key's"}
 	case in.Caller == Sender:
-		return Decision{MarkUncertain, "a worker died holding the claim; whether it sent is unknown"}
+		return Decision{Action: MarkUncertain, Reason: "a worker died holding the claim; whether it sent is unknown"}
 	case in.Policy == PolicyResend:
 		return resend("class " + r.Class + " policy: resend")
 	}
-	return Decision{Abandon, fmt.Sprintf("class %s policy: abandon an ambiguous attempt the provider cannot look up or dedupe", r.Class)}
+	return Decision{Action: Abandon, Reason: fmt.Sprintf("class %s policy: abandon an ambiguous attempt the provider cannot look up or dedupe", r.Class)}
 }
 
 // wait is Wait, or MarkUncertain when the sender decides about a stale
 // first claim: not in the attention index, such a row must not be left to
 // the receives its SQS message has left (the package doc, Wait†).
-func wait(in Input, reason string) Decision {
+func wait(in Input, cause Cause, reason string) Decision {
 	r := in.Row
 	if in.Caller == Sender && r.Stale(in.Now) && !r.Indexed() {
-		return Decision{MarkUncertain, reason + "; marked uncertain for the reconciler"}
+		return Decision{Action: MarkUncertain, Reason: reason + "; marked uncertain for the reconciler", Cause: cause}
 	}
-	return Decision{Wait, reason}
+	return Decision{Action: Wait, Reason: reason, Cause: cause}
 }
 
 // holdsNoMessage reports whether r holds neither content nor a template

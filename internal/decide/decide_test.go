@@ -23,52 +23,57 @@ var (
 	// renders: the row's pinned message renders; it cannot be rendered
 	// (its version is gone); the row holds no message at all.
 	renders = []string{"ok", "unrenderable", "no_message"}
+	// times: the caller has time for a lookup and a send, or less than
+	// TakeOverBudget left (Input.NoTime).
+	times = []string{"enough", "short"}
 )
 
 // rule is one line of the decision table: "*" matches anything, a value
 // list "a|b" any of them. The first matching rule decides.
 type rule struct {
-	caller, state, caps, policy, settle, age, tries, lookup, render string
-	want                                                            Action
+	caller, state, caps, policy, settle, age, tries, lookup, render, time string
+	want                                                                  Action
 }
 
 // table is the decision, in order. It is the documentation the package
 // doc summarises; TestTable checks decide.Of against it over every
 // combination of the dimensions above.
 var table = []rule{
-	// caller      state                        caps                    policy    settle     age    tries   lookup   render             want
-	{"*", "sent|failed|abandoned", "*", "*", "*", "*", "*", "*", "*", Acknowledge},
-	{"*", "pending-live", "*", "*", "*", "*", "*", "*", "*", Wait},
-	{"sender", "uncertain", "*", "*", "*", "*", "*", "*", "*", HandOff},
-	{"reconciler", "released-backoff", "*", "*", "*", "*", "*", "*", "*", Wait},
-	{"reconciler", "*", "*", "*", "*", "old", "*", "*", "*", Abandon},
+	// caller      state                        caps                    policy    settle     age    tries   lookup   render   time          want
+	{"*", "sent|failed|abandoned", "*", "*", "*", "*", "*", "*", "*", "*", Acknowledge},
+	{"*", "pending-live", "*", "*", "*", "*", "*", "*", "*", "*", Wait},
+	{"sender", "uncertain", "*", "*", "*", "*", "*", "*", "*", "*", HandOff},
+	{"reconciler", "released-backoff", "*", "*", "*", "*", "*", "*", "*", "*", Wait},
+	{"reconciler", "*", "*", "*", "*", "old", "*", "*", "*", "*", Abandon},
 	// A message the row pins that cannot be rendered: FAILED when nothing
 	// can have been sent; otherwise it waits (a stale first claim is
 	// marked uncertain by the sender, so the reconciler sees it).
-	{"*", "released|released-backoff", "*", "*", "*", "*", "*", "*", "unrenderable|no_message", MarkFailed},
-	{"*", "*", "*", "*", "*", "*", "*", "*", "no_message", MarkFailed},
-	{"sender", "pending-stale", "*", "*", "*", "*", "few", "*", "unrenderable", MarkUncertain},
-	{"*", "*", "*", "*", "*", "*", "*", "*", "unrenderable", Wait},
-	{"sender", "released|released-backoff", "unconfigured", "*", "*", "*", "*", "*", "*", Wait},
-	{"reconciler", "released", "unconfigured", "*", "*", "*", "*", "*", "*", Postpone},
-	{"*", "released|released-backoff", "*", "*", "*", "*", "*", "*", "*", Send},
-	{"sender", "pending-stale", "unconfigured", "*", "*", "*", "few", "*", "*", MarkUncertain},
-	{"*", "*", "unconfigured", "*", "*", "*", "*", "*", "*", Wait},
+	{"*", "released|released-backoff", "*", "*", "*", "*", "*", "*", "unrenderable|no_message", "*", MarkFailed},
+	{"*", "*", "*", "*", "*", "*", "*", "*", "no_message", "*", MarkFailed},
+	{"sender", "pending-stale", "*", "*", "*", "*", "few", "*", "unrenderable", "*", MarkUncertain},
+	{"*", "*", "*", "*", "*", "*", "*", "*", "unrenderable", "*", Wait},
+	{"sender", "released|released-backoff", "unconfigured", "*", "*", "*", "*", "*", "*", "*", Wait},
+	{"reconciler", "released", "unconfigured", "*", "*", "*", "*", "*", "*", "*", Postpone},
+	{"*", "released|released-backoff", "*", "*", "*", "*", "*", "*", "*", "*", Send},
+	{"sender", "pending-stale", "unconfigured", "*", "*", "*", "few", "*", "*", "*", MarkUncertain},
+	{"*", "*", "unconfigured", "*", "*", "*", "*", "*", "*", "*", Wait},
 	// The previous attempt may have reached the provider.
-	{"*", "*", "lookup|both", "*", "*", "*", "*", "not_asked", "*", LookUp},
-	{"*", "*", "lookup|both", "*", "*", "*", "*", "accepted", "*", MarkSent},
-	{"*", "*", "lookup|both", "*", "*", "*", "*", "rejected", "*", MarkFailed},
-	{"*", "*", "both", "*", "*", "*", "*", "*", "*", Send},
-	{"*", "*", "lookup", "*", "settled", "*", "*", "no_record", "*", Send},
-	{"sender", "pending-stale", "lookup", "*", "*", "*", "few", "no_record|failed", "*", MarkUncertain},
-	{"*", "*", "lookup", "*", "*", "*", "*", "no_record|failed", "*", Wait},
+	{"sender", "pending-stale", "lookup|both", "*", "*", "*", "few", "not_asked", "*", "short", MarkUncertain},
+	{"*", "*", "lookup|both", "*", "*", "*", "*", "not_asked", "*", "short", Wait},
+	{"*", "*", "lookup|both", "*", "*", "*", "*", "not_asked", "*", "*", LookUp},
+	{"*", "*", "lookup|both", "*", "*", "*", "*", "accepted", "*", "*", MarkSent},
+	{"*", "*", "lookup|both", "*", "*", "*", "*", "rejected", "*", "*", MarkFailed},
+	{"*", "*", "both", "*", "*", "*", "*", "*", "*", "*", Send},
+	{"*", "*", "lookup", "*", "settled", "*", "*", "no_record", "*", "*", Send},
+	{"sender", "pending-stale", "lookup", "*", "*", "*", "few", "no_record|failed", "*", "*", MarkUncertain},
+	{"*", "*", "lookup", "*", "*", "*", "*", "no_record|failed", "*", "*", Wait},
 	// An unproven lookup (a content match) proves nothing: as if the
 	// provider could not be asked.
-	{"*", "*", "idempotent", "*", "*", "*", "*", "*", "*", Send},
-	{"sender", "*", "none|lookup", "*", "*", "*", "*", "*", "*", MarkUncertain},
-	{"reconciler", "*", "none|lookup", "resend", "*", "*", "many", "*", "*", Abandon},
-	{"reconciler", "*", "none|lookup", "resend", "*", "*", "*", "*", "*", Send},
-	{"reconciler", "*", "none|lookup", "*", "*", "*", "*", "*", "*", Abandon},
+	{"*", "*", "idempotent", "*", "*", "*", "*", "*", "*", "*", Send},
+	{"sender", "*", "none|lookup", "*", "*", "*", "*", "*", "*", "*", MarkUncertain},
+	{"reconciler", "*", "none|lookup", "resend", "*", "*", "many", "*", "*", "*", Abandon},
+	{"reconciler", "*", "none|lookup", "resend", "*", "*", "*", "*", "*", "*", Send},
+	{"reconciler", "*", "none|lookup", "*", "*", "*", "*", "*", "*", "*", Abandon},
 }
 
 func match(pattern, v string) bool {
@@ -86,13 +91,13 @@ func match(pattern, v string) bool {
 func (r rule) matches(c combo) bool {
 	return match(r.caller, c.caller) && match(r.state, c.state) && match(r.caps, c.caps) && match(r.policy, c.policy) &&
 		match(r.settle, c.settle) && match(r.age, c.age) && match(r.tries, c.tries) && match(r.lookup, c.lookup) &&
-		match(r.render, c.render)
+		match(r.render, c.render) && match(r.time, c.time)
 }
 
-type combo struct{ caller, state, caps, policy, settle, age, tries, lookup, render string }
+type combo struct{ caller, state, caps, policy, settle, age, tries, lookup, render, time string }
 
 func (c combo) String() string {
-	return fmt.Sprintf("%s/%s/%s/%s/%s/%s/%s/%s/%s", c.caller, c.state, c.caps, c.policy, c.settle, c.age, c.tries, c.lookup, c.render)
+	return fmt.Sprintf("%s/%s/%s/%s/%s/%s/%s/%s/%s/%s", c.caller, c.state, c.caps, c.policy, c.settle, c.age, c.tries, c.lookup, c.render, c.time)
 }
 
 var now = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
@@ -105,7 +110,7 @@ const (
 
 // input builds the decision's input for a combination.
 func (c combo) input() Input {
-	in := Input{Now: now, Settle: settle, MaxAge: maxAge, MaxAttempts: maxAttempts, Policy: Policy(c.policy), Configured: c.caps != "unconfigured"}
+	in := Input{Now: now, Settle: settle, MaxAge: maxAge, MaxAttempts: maxAttempts, Policy: Policy(c.policy), Configured: c.caps != "unconfigured", NoTime: c.time == "short"}
 	switch c.caller {
 	case "sender":
 		in.Caller = Sender
@@ -180,7 +185,9 @@ func combos() []combo {
 							for _, tr := range tries {
 								for _, lk := range lookups {
 									for _, rd := range renders {
-										out = append(out, combo{caller, state, cp, policy, st, age, tr, lk, rd})
+										for _, tm := range times {
+											out = append(out, combo{caller, state, cp, policy, st, age, tr, lk, rd, tm})
+										}
 									}
 								}
 							}
@@ -219,6 +226,9 @@ func TestTable(t *testing.T) {
 		}
 		if got.Reason == "" {
 			t.Errorf("%s: Of gave %s without a reason", c, got.Action)
+		}
+		if got.Action == Wait && got.Cause == CauseNone {
+			t.Errorf("%s: Of waits without a Cause (%s)", c, got.Reason)
 		}
 	}
 	for i, n := range used {

@@ -214,11 +214,6 @@ func New(d Dispatcher, lease time.Duration) (*Dispatcher, error) {
 	return &d, nil
 }
 
-// ErrNoTime is Decide's error when too little time is left before the
-// invocation's deadline for a lookup and the send that may follow it
-// (decide.TakeOverBudget).
-var ErrNoTime = errors.New("too little time left before the deadline for a lookup and a send")
-
 // Decide makes the one decision about row in.Row (decide.Of), resolved
 // through p, the first provider of Pick (nil when none may resolve it); it sets in.Configured and in.Caps from p. When the
 // decision needs the row's message (a lookup or a send) it renders what
@@ -227,12 +222,18 @@ var ErrNoTime = errors.New("too little time left before the deadline for a looku
 // good; when the decision is to look the message up, it asks p about the
 // attempt being resolved and decides again with the answer. It returns
 // the decision, the lookup's result (for MarkSent and MarkFailed), and
-// the row with its message's text for Resolve. Its error is the template
-// store's (render.ErrUnavailable) or ErrNoTime: nothing was decided, and
-// the caller comes back later.
+// the row with its message's text for Resolve. It sets in.NoTime when
+// less than decide.TakeOverBudget is left before ctx's deadline, so the
+// decision itself says what a caller without time for a lookup does. Its
+// error is the template store's (render.ErrUnavailable): nothing was
+// decided, and the caller comes back later.
 func (d *Dispatcher) Decide(ctx context.Context, in decide.Input, p provider.Adapter) (decide.Decision, provider.LookupResult, ledger.Record, error) {
 	rec := in.Row
 	in.Configured = p != nil
+	// Deadlines are wall-clock time, whatever clock the rows are judged by.
+	if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < decide.TakeOverBudget(d.ProviderTimeout) {
+		in.NoTime = true
+	}
 	if p != nil {
 		in.Caps = p.Capabilities()
 	}
@@ -252,10 +253,6 @@ func (d *Dispatcher) Decide(ctx context.Context, in decide.Input, p provider.Ada
 	rec.Entry = e
 	if dec.Action != decide.LookUp {
 		return dec, provider.LookupResult{}, rec, nil
-	}
-	if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < decide.TakeOverBudget(d.ProviderTimeout) {
-		// Deadlines are wall-clock time, whatever clock the rows are judged by.
-		return dec, provider.LookupResult{}, rec, ErrNoTime
 	}
 	in.Lookup = decide.LookupFailed
 	var found provider.LookupResult

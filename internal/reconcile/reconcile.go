@@ -330,10 +330,10 @@ func (r *Reconciler) reconcile(ctx context.Context, rec ledger.Record) Action {
 	case decide.Acknowledge, decide.HandOff:
 		return ActionConflict // the row changed since it was listed
 	case decide.Wait:
-		if rec.State == ledger.StatePending && !rec.Stale(in.Now) {
+		if d.Cause == decide.CauseInFlight {
 			return ActionConflict
 		}
-		if p == nil && !rec.Released {
+		if d.Cause == decide.CauseNoProvider {
 			// The provider the attempt went through no longer serves the
 			// channel (or none does): the row waits, counted and alarmed.
 			r.cfg.Metrics.Count(metrics.ConfigErrors, 1, dims...)

@@ -286,21 +286,7 @@ func (s *Sender) redelivered(ctx context.Context, log *slog.Logger, cur ledger.R
 	p := dispatch.First(picked)
 	in := decide.Input{Caller: decide.Sender, Row: cur, Now: s.cfg.Now(), Settle: s.cfg.Settle}
 	d, found, rec, err := s.dispatch.Decide(ctx, in, p)
-	switch {
-	case errors.Is(err, dispatch.ErrNoTime) && cur.Stale(in.Now) && !cur.Indexed():
-		// A stale first claim this invocation has no time to look up: left
-		// as it is, it would depend on the receives its SQS message has
-		// left (a sender whose timeout never fits a lookup and a send
-		// would never settle it). Marked UNCERTAIN, it is the reconciler's
-		// (decide's Wait†); the takeover and the mark call no provider.
-		d = decide.Decision{Action: decide.MarkUncertain, Reason: "no time left in this invocation for a lookup and a send; marked uncertain for the reconciler"}
-	case errors.Is(err, dispatch.ErrNoTime):
-		left := time.Duration(0)
-		if deadline, ok := ctx.Deadline(); ok {
-			left = time.Until(deadline)
-		}
-		return dispatch.Result{Key: key, Disposition: dispatch.Retry, Reason: fmt.Sprintf("only %s left before the deadline: not starting a lookup and a send", left.Round(time.Millisecond))}
-	case err != nil:
+	if err != nil {
 		return dispatch.Result{Key: key, Disposition: dispatch.Retry, Reason: "template store unavailable"}
 	}
 	switch d.Action {
@@ -313,19 +299,19 @@ func (s *Sender) redelivered(ctx context.Context, log *slog.Logger, cur ledger.R
 		log.Info("redelivery of an uncertain message acknowledged: the reconciler owns it")
 		return dispatch.Result{Key: key, Disposition: dispatch.OwnedByReconciler}
 	case decide.Wait:
-		switch {
-		case cur.State == ledger.StatePending && !cur.Stale(in.Now):
+		switch d.Cause {
+		case decide.CauseInFlight:
 			s.cfg.Metrics.Count(metrics.InFlightConflicts, 1, dims)
 			log.Info("message in flight elsewhere: retry later", "lease_until", cur.LeaseUntil)
-		case p == nil:
+		case decide.CauseNoProvider:
 			s.cfg.Metrics.Count(metrics.ConfigErrors, 1, dims)
 			log.Error("no provider serves the row: the message will be retried", "reason", d.Reason, "provider", cur.Provider)
 		default:
-			log.Info("redelivery left for later", "reason", d.Reason)
+			log.Info("redelivery left for later", "reason", d.Reason, "cause", d.Cause.String())
 		}
 		return dispatch.Result{Key: key, Disposition: dispatch.Retry, Reason: d.Reason}
 	}
-	if p == nil && cur.State == ledger.StatePending {
+	if d.Cause == decide.CauseNoProvider {
 		// A stale first claim whose provider is gone, marked UNCERTAIN for
 		// the reconciler (decide's Wait†): counted like every row that
 		// waits for a provider.
