@@ -217,6 +217,14 @@ func keys(m map[string]bool) []string {
 	return out
 }
 
+// bareStack is a new table and moto's SQS, without the repository's
+// sender.
+func bareStack(t *testing.T) *stack {
+	t.Helper()
+	moto := testenv.MotoEndpoint(t)
+	return &stack{table: testenv.NewTable(t, testenv.DynamoDB(t)), moto: moto, sqs: testenv.SQSAt(moto)}
+}
+
 // randomPhone is a number no earlier run used (moto keeps its SNS
 // records).
 func randomPhone() string { return fmt.Sprintf("+1555%07d", rand.IntN(10_000_000)) }
@@ -253,10 +261,8 @@ func receiveAll(t *testing.T, c *sqs.Client, queueURL string, n int) []types.Mes
 // SNS for the number the gateway is down for.
 func TestOwnLambda(t *testing.T) {
 	t.Parallel()
-	m := outsideModule(t)
-	db := testenv.DynamoDB(t)
-	table, moto := testenv.NewTable(t, db), testenv.MotoEndpoint(t)
-	st := &stack{moto: moto, sqs: testenv.SQSAt(moto)}
+	m, st := outsideModule(t), bareStack(t)
+	table, moto := st.table, st.moto
 	gw := smsgwtest.Start(t, "gw-key")
 	fn := rie.Start(t, m.bins["own-lambda"], map[string]string{
 		"AWS_LAMBDA_FUNCTION_TIMEOUT": "30",
@@ -353,10 +359,8 @@ func TestOwnLambda(t *testing.T) {
 // provider) stays on the queue; SIGTERM stops the worker cleanly.
 func TestWorker(t *testing.T) {
 	t.Parallel()
-	m := outsideModule(t)
-	db := testenv.DynamoDB(t)
-	table, moto := testenv.NewTable(t, db), testenv.MotoEndpoint(t)
-	st := &stack{moto: moto, sqs: testenv.SQSAt(moto)}
+	m, st := outsideModule(t), bareStack(t)
+	table := st.table
 	sim, simURL := testsupport.Simulator(t, simulator.Options{Token: simToken, IdempotencyDisabled: true})
 	q := st.queue(t, "worker-"+testenv.RandomID())
 	dlq := st.queue(t, "worker-dlq-"+testenv.RandomID())
