@@ -32,6 +32,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"github.com/sendonce/sendonce/provider"
 )
@@ -143,16 +144,16 @@ func (a *Adapter) call(ctx context.Context, op, method, u string, body []byte, o
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	var wrote bool
+	var wrote atomic.Bool // set by the transport's writing goroutine
 	req = req.WithContext(httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
-		WroteRequest: func(httptrace.WroteRequestInfo) { wrote = true },
+		WroteRequest: func(httptrace.WroteRequestInfo) { wrote.Store(true) },
 	}))
 	if err := ctx.Err(); err != nil {
 		return a.fail(op, provider.Transient, "", "not sent: "+err.Error(), err)
 	}
 	resp, err := a.client.Do(req)
 	if err != nil {
-		if !wrote {
+		if !wrote.Load() {
 			return a.fail(op, provider.Transient, "", "gateway not reached", err)
 		}
 		return a.fail(op, provider.Ambiguous, "", "no answer after the request was written", err)
