@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sendonce/sendonce/internal/decide"
+	"github.com/sendonce/sendonce/internal/dispatch"
 	"github.com/sendonce/sendonce/internal/reconcile"
 	"github.com/sendonce/sendonce/internal/render"
 	"github.com/sendonce/sendonce/notify"
@@ -101,24 +102,30 @@ func NewReconciler(cfg ReconcilerConfig) (*Reconciler, error) {
 	for class, p := range cfg.Policies {
 		policies[string(class)] = reconcile.Policy(p)
 	}
-	r, err := reconcile.New(reconcile.Config{
+	d, err := dispatch.New(dispatch.Dispatcher{
 		Ledger: cfg.Ledger.rows,
 		// A resend renders a stored template's version again (versions
 		// are immutable: no cache applies to them).
 		Renderer:        render.New(cfg.Ledger.templates),
 		Providers:       providers,
 		Fallbacks:       fallbacks,
-		Policies:        policies,
 		Metrics:         cfg.Metrics.recorder(),
 		Logger:          logger(cfg.Logger),
 		ProviderTimeout: cmp.Or(cfg.ProviderTimeout, DefaultProviderTimeout),
 		ClaimTimeout:    cmp.Or(cfg.ClaimTimeout, DefaultClaimTimeout),
 		Settle:          cfg.Settle,
-		MaxAge:          cfg.MaxAge,
 		RetryBase:       cfg.RetryBase,
-		MaxAttempts:     cfg.MaxAttempts,
-		MaxRows:         cfg.MaxRows,
-		Concurrency:     cfg.Concurrency,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sendonce: new reconciler: %w", err)
+	}
+	r, err := reconcile.New(reconcile.Config{
+		Dispatcher:  d,
+		Policies:    policies,
+		MaxAge:      cfg.MaxAge,
+		MaxAttempts: cfg.MaxAttempts,
+		MaxRows:     cfg.MaxRows,
+		Concurrency: cfg.Concurrency,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("sendonce: new reconciler: %w", err)

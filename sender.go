@@ -110,20 +110,22 @@ func NewSender(cfg SenderConfig) (*Sender, error) {
 	if cfg.DeadLetters != nil {
 		dl = cfg.DeadLetters
 	}
-	s, err := sender.New(sender.Config{
+	d, err := dispatch.New(dispatch.Dispatcher{
 		Ledger:          cfg.Ledger.rows,
 		Providers:       providers,
 		Fallbacks:       fallbacks,
 		Renderer:        render.New(cfg.Ledger.templates, opts...),
-		DeadLetters:     dl,
 		Metrics:         cfg.Metrics.recorder(),
 		Logger:          logger(cfg.Logger),
 		ProviderTimeout: cmp.Or(cfg.ProviderTimeout, DefaultProviderTimeout),
 		ClaimTimeout:    cmp.Or(cfg.ClaimTimeout, DefaultClaimTimeout),
 		Settle:          cfg.Settle,
 		RetryBase:       cfg.RetryBase,
-		Concurrency:     cfg.Concurrency,
 	})
+	if err != nil {
+		return nil, fmt.Errorf("sendonce: new sender: %w", err)
+	}
+	s, err := sender.New(sender.Config{Dispatcher: d, DeadLetters: dl, Concurrency: cfg.Concurrency})
 	if err != nil {
 		return nil, fmt.Errorf("sendonce: new sender: %w", err)
 	}
@@ -144,10 +146,10 @@ func (s *Sender) HandleSQS(ctx context.Context, ev events.SQSEvent) (events.SQSE
 // already did, and records the outcome. Give ctx a deadline: no provider
 // call starts without time left to finish it and record its answer.
 //
-// The caller acknowledges the message unless the Outcome's Disposition is
+// The caller acknowledges the message unless the Result's Disposition is
 // Retry, and delivers it again later (the same request, so the same key).
-func (s *Sender) Send(ctx context.Context, req notify.Request) Outcome {
-	return outcome(s.s.Process(ctx, req))
+func (s *Sender) Send(ctx context.Context, req notify.Request) Result {
+	return result(s.s.Process(ctx, req))
 }
 
 // WithLogger returns a Sender that logs to log (for example annotated
@@ -188,8 +190,9 @@ func (d Disposition) String() string {
 	return fmt.Sprintf("Disposition(%d)", int(d))
 }
 
-// Outcome is what Send did with one message.
-type Outcome struct {
+// Result is what Send did with one message: its Disposition with the
+// detail.
+type Result struct {
 	// Key is the message's key (notify.Request.Key).
 	Key         string
 	Disposition Disposition
@@ -199,8 +202,8 @@ type Outcome struct {
 	Reason string
 }
 
-func outcome(r dispatch.Result) Outcome {
-	o := Outcome{Key: r.Key, ProviderMessageID: r.ProviderMessageID, Reason: r.Reason}
+func result(r dispatch.Result) Result {
+	o := Result{Key: r.Key, ProviderMessageID: r.ProviderMessageID, Reason: r.Reason}
 	switch r.Disposition {
 	case dispatch.Sent:
 		o.Disposition = Sent

@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/sendonce/sendonce/internal/decide"
+	"github.com/sendonce/sendonce/internal/dispatch"
 	"github.com/sendonce/sendonce/internal/ledger"
 	"github.com/sendonce/sendonce/internal/localpipeline"
 	"github.com/sendonce/sendonce/internal/provider/httpprovider"
@@ -74,14 +75,17 @@ func (noDeadLetters) Put(_ context.Context, rec events.SQSMessage, invalid *noti
 }
 
 func newSender(l ledger.Ledger, p provider.Adapter) (*sender.Sender, error) {
-	return sender.New(sender.Config{
+	d, err := dispatch.New(dispatch.Dispatcher{
 		Ledger:          l,
 		Providers:       map[string]provider.Adapter{"sms": p},
 		Renderer:        benchRenderer,
-		DeadLetters:     noDeadLetters{},
 		ProviderTimeout: decide.DefaultProviderTimeout,
 		ClaimTimeout:    sender.DefaultClaimTimeout,
 	})
+	if err != nil {
+		return nil, err
+	}
+	return sender.New(sender.Config{Dispatcher: d, DeadLetters: noDeadLetters{}})
 }
 
 // request returns the i-th request of run: an SMS of ~40 rendered

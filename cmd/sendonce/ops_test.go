@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sendonce/sendonce/internal/dispatch"
 	"github.com/sendonce/sendonce/internal/ledger"
 	"github.com/sendonce/sendonce/internal/ledger/dynamoledger"
 	"github.com/sendonce/sendonce/internal/metrics"
@@ -329,8 +330,16 @@ func TestResolve(t *testing.T) {
 		t.Fatal(err)
 	}
 	led := b.ledger(t)
-	rec, err := reconcile.New(reconcile.Config{Ledger: led, Providers: map[string]provider.Adapter{"sms": prov}, Metrics: metrics.Discard,
-		ProviderTimeout: 2 * time.Second, ClaimTimeout: 30 * time.Second, Settle: time.Second})
+	rec, err := reconcile.New(reconcile.Config{
+		Dispatcher: testsupport.Dispatcher(t, dispatch.Dispatcher{
+			Ledger:          led,
+			Providers:       map[string]provider.Adapter{"sms": prov},
+			Metrics:         metrics.Discard,
+			ProviderTimeout: 2 * time.Second,
+			ClaimTimeout:    30 * time.Second,
+			Settle:          time.Second,
+		}),
+	})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -205,39 +205,39 @@ func (c Caller) String() string {
 	return fmt.Sprintf("Caller(%d)", int(c))
 }
 
-// Lookup is what asking the provider about the attempt being resolved
-// found.
-type Lookup int
+// Answer is what asking the provider about the attempt being resolved
+// found (from its provider.LookupResult).
+type Answer int
 
 // The lookup answers.
 const (
 	// NotAsked: the provider has not been asked (yet).
-	NotAsked Lookup = iota
+	NotAsked Answer = iota
 	// FoundAccepted: the provider accepted the message.
 	FoundAccepted
 	// FoundRejected: the provider has the message and it failed for good.
 	FoundRejected
 	// NoRecord: the provider has no record of it.
 	NoRecord
-	// LookupFailed: the provider could not be asked.
-	LookupFailed
+	// AskFailed: the provider could not be asked.
+	AskFailed
 	// Unproven: the provider holds messages that match by content, but
 	// none is proven to be this key's (provider.LookupUnproven): the
 	// answer proves neither way.
 	Unproven
 )
 
-var lookupNames = [...]string{"not_asked", "accepted", "rejected", "no_record", "failed", "unproven"}
+var answerNames = [...]string{"not_asked", "accepted", "rejected", "no_record", "failed", "unproven"}
 
-func (l Lookup) String() string {
-	if l >= 0 && int(l) < len(lookupNames) {
-		return lookupNames[l]
+func (l Answer) String() string {
+	if l >= 0 && int(l) < len(answerNames) {
+		return answerNames[l]
 	}
-	return fmt.Sprintf("Lookup(%d)", int(l))
+	return fmt.Sprintf("Answer(%d)", int(l))
 }
 
-// FromLookup converts a provider's lookup answer.
-func FromLookup(s provider.LookupStatus) Lookup {
+// AnswerOf converts a provider's lookup status.
+func AnswerOf(s provider.LookupStatus) Answer {
 	switch s {
 	case provider.LookupAccepted:
 		return FoundAccepted
@@ -365,9 +365,9 @@ type Input struct {
 	// MaxAttempts (reconciler): a row with this many attempts that may
 	// have reached the provider is abandoned; zero means no limit.
 	MaxAttempts int
-	// Lookup is the provider's answer about the attempt being resolved,
+	// Answer is the provider's answer about the attempt being resolved,
 	// once asked.
-	Lookup Lookup
+	Answer Answer
 	// NoTime is true when less than TakeOverBudget is left before the
 	// caller's deadline: no lookup starts (it may be followed by a send),
 	// and the row waits for a caller with time (the sender's stale first
@@ -425,8 +425,8 @@ func Of(in Input) Decision {
 		}
 		return Decision{Action: Send, Reason: reason}
 	}
-	if in.Caps.LookupByReference && in.Lookup != Unproven {
-		switch in.Lookup {
+	if in.Caps.LookupByReference && in.Answer != Unproven {
+		switch in.Answer {
 		case NotAsked:
 			if in.NoTime {
 				return wait(in, CauseNoTime, "no time left in this invocation for a lookup and a send")
@@ -440,13 +440,13 @@ func Of(in Input) Decision {
 		switch {
 		case in.Caps.IdempotentSends:
 			return Decision{Action: Send, Reason: "the provider has no record or could not be asked, and it drops repeats"}
-		case in.Lookup == NoRecord && in.Now.Sub(r.AttemptedAt) >= in.Settle:
+		case in.Answer == NoRecord && in.Now.Sub(r.AttemptedAt) >= in.Settle:
 			// The lookup covered every attempt that may have sent (from
 			// LookupStart) and the latest has settled: none of them
 			// reached the provider. Like released attempts, they do not
 			// count toward giving up; only the maximum age does.
 			return Decision{Action: Send, Reason: "no record at the provider after the settle time: no attempt was sent"}
-		case in.Lookup == NoRecord:
+		case in.Answer == NoRecord:
 			return wait(in, CauseSettling, "no record at the provider yet: settling")
 		}
 		return wait(in, CauseLookupFailed, "lookup failed: ask again later")
@@ -454,7 +454,7 @@ func Of(in Input) Decision {
 	switch {
 	case in.Caps.IdempotentSends:
 		return Decision{Action: Send, Reason: "the provider drops repeats"}
-	case in.Caller == Sender && in.Lookup == Unproven:
+	case in.Caller == Sender && in.Answer == Unproven:
 		return Decision{Action: MarkUncertain, Reason: "a message with the same content is at the provider, but none is proven to be this key's"}
 	case in.Caller == Sender:
 		return Decision{Action: MarkUncertain, Reason: "a worker died holding the claim; whether it sent is unknown"}

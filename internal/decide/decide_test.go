@@ -167,7 +167,7 @@ func (c combo) input() Input {
 	}
 	for i, name := range lookups {
 		if name == c.lookup {
-			in.Lookup = Lookup(i)
+			in.Answer = Answer(i)
 		}
 	}
 	in.Row = r
@@ -276,7 +276,7 @@ func TestSettledNoRecordNeverCountsTowardGivingUp(t *testing.T) {
 	r := ledger.Record{Entry: ledger.Entry{Key: "v1_k", Channel: "email", Class: "transactional"}, State: ledger.StateUncertain,
 		Attempts: 50, CreatedAt: now.Add(-time.Hour), AttemptedAt: now.Add(-settle), UpdatedAt: now.Add(-settle)}
 	in := Input{Caller: Reconciler, Row: r, Now: now, Configured: true, Caps: provider.Capabilities{LookupByReference: true},
-		Policy: PolicyAbandon, Settle: settle, MaxAge: maxAge, MaxAttempts: 5, Lookup: NoRecord}
+		Policy: PolicyAbandon, Settle: settle, MaxAge: maxAge, MaxAttempts: 5, Answer: NoRecord}
 	sendsUntilMaxAge(t, "50 attempts a settled lookup found no record of", in)
 }
 

@@ -25,15 +25,14 @@ import (
 // or the class policy), and a recipient's permanent error ends the
 // message FAILED on every route.
 
-// Route returns channel's route: its provider in providers (when it has
-// one), then its fallbacks, in order. The sender and the reconciler build
-// theirs with it from their Configs.
-func Route(providers map[string]provider.Adapter, fallbacks map[string][]provider.Adapter, channel string) []provider.Adapter {
+// Route returns channel's route: its provider in d.Providers (when it
+// has one), then its fallbacks, in order.
+func (d *Dispatcher) Route(channel string) []provider.Adapter {
 	var route []provider.Adapter
-	if p := providers[channel]; p != nil {
+	if p := d.Providers[channel]; p != nil {
 		route = append(route, p)
 	}
-	return append(route, fallbacks[channel]...)
+	return append(route, d.Fallbacks[channel]...)
 }
 
 // First returns the first provider of picked, nil when it is empty: the

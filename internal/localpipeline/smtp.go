@@ -83,7 +83,7 @@ func RunSMTP(ctx context.Context, p *Pipeline, srv *smtptest.Server, n, copies i
 	var (
 		msgs []nativeMessage
 		reqs []notify.Request
-		want = map[string]render.Message{}
+		want = map[string]render.Rendered{}
 		rep  SMTPReport
 	)
 	for i := range n {
@@ -136,7 +136,7 @@ func RunSMTP(ctx context.Context, p *Pipeline, srv *smtptest.Server, n, copies i
 // checkEmail checks that data, a received message, carries key in its
 // key header and want's subject and parts: text/plain alone, or
 // multipart/alternative with text/plain and text/html.
-func checkEmail(data []byte, key string, want render.Message) error {
+func checkEmail(data []byte, key string, want render.Rendered) error {
 	msg, err := mail.ReadMessage(bytes.NewReader(data))
 	if err != nil {
 		return fmt.Errorf("parse message: %w", err)

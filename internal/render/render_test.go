@@ -99,7 +99,7 @@ func TestRenderRequestContentAsGiven(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (render.Message{Subject: "S {{.x}}", Body: "  text\n\n", HTML: "<p>{{.x}}</p>"}); got != want {
+	if want := (render.Rendered{Subject: "S {{.x}}", Body: "  text\n\n", HTML: "<p>{{.x}}</p>"}); got != want {
 		t.Errorf("RenderRequest = %+v, want %+v", got, want)
 	}
 }

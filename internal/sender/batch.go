@@ -88,14 +88,14 @@ func groups(recs []events.SQSMessage) [][]events.SQSMessage {
 // handleRecord processes one record and reports whether it is done
 // (acknowledged) rather than to be delivered again.
 func (s *Sender) handleRecord(ctx context.Context, rec events.SQSMessage) bool {
-	log := s.cfg.Logger.With("sqs_message_id", rec.MessageId)
+	log := s.dispatch.Logger.With("sqs_message_id", rec.MessageId)
 	req, err := notify.Parse([]byte(rec.Body))
 	if err != nil {
 		var invalid *notify.InvalidError
 		if !errors.As(err, &invalid) {
 			invalid = &notify.InvalidError{Reason: err.Error()}
 		}
-		s.cfg.Metrics.Count(metrics.InvalidRequests, 1)
+		s.dispatch.Metrics.Count(metrics.InvalidRequests, 1)
 		if perr := s.cfg.DeadLetters.Put(ctx, rec, invalid); perr != nil {
 			log.Error("invalid request could not be moved to the dead-letter queue: will retry", "reason", invalid.Error(), "error", perr)
 			return false
@@ -108,7 +108,7 @@ func (s *Sender) handleRecord(ctx context.Context, rec events.SQSMessage) bool {
 	if res.Disposition == dispatch.Retry || res.Disposition == dispatch.Uncertain {
 		level = slog.LevelWarn
 	}
-	log.Log(ctx, level, "processed", "key", res.Key, "status", res.Disposition.String(), "reason", res.Reason,
+	log.Log(ctx, level, "processed", "key", res.Key, "disposition", res.Disposition.String(), "reason", res.Reason,
 		"receive_count", rec.Attributes["ApproximateReceiveCount"])
 	return res.Disposition != dispatch.Retry
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/sendonce/sendonce/internal/render"
 	"github.com/sendonce/sendonce/internal/templates"
 	"github.com/sendonce/sendonce/internal/templates/memtemplates"
+	"github.com/sendonce/sendonce/internal/testsupport"
 	"github.com/sendonce/sendonce/notify"
 	"github.com/sendonce/sendonce/provider"
 	"github.com/sendonce/sendonce/provider/providertest"
@@ -30,9 +31,14 @@ func contentSender(t *testing.T, store templates.Store) (*Sender, ledger.Ledger,
 	t.Helper()
 	l, p := memledger.New(), &providertest.Fake{}
 	s, err := New(Config{
-		Ledger: l, Providers: map[string]provider.Adapter{"sms": p, "email": p},
-		Renderer: render.New(store, render.WithCacheTTL(0)), DeadLetters: &fakeDLQ{},
-		ProviderTimeout: 5 * time.Second, ClaimTimeout: time.Minute,
+		Dispatcher: testsupport.Dispatcher(t, dispatch.Dispatcher{
+			Ledger:          l,
+			Providers:       map[string]provider.Adapter{"sms": p, "email": p},
+			Renderer:        render.New(store, render.WithCacheTTL(0)),
+			ProviderTimeout: 5 * time.Second,
+			ClaimTimeout:    time.Minute,
+		}),
+		DeadLetters: &fakeDLQ{},
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/sendonce/sendonce/internal/dispatch"
 	"github.com/sendonce/sendonce/internal/ledger/memledger"
 	"github.com/sendonce/sendonce/internal/render/rendertest"
 	"github.com/sendonce/sendonce/internal/sender"
@@ -41,14 +42,18 @@ func ExampleSender_HandleSQS() {
 		fmt.Println(err)
 		return
 	}
-	s, err := sender.New(sender.Config{
+	d, err := dispatch.New(dispatch.Dispatcher{
 		Ledger:          l,
 		Providers:       map[string]provider.Adapter{"sms": sms},
 		Renderer:        renderer,
-		DeadLetters:     printDLQ{},
 		ProviderTimeout: 5 * time.Second,
 		ClaimTimeout:    time.Minute,
 	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	s, err := sender.New(sender.Config{Dispatcher: d, DeadLetters: printDLQ{}})
 	if err != nil {
 		fmt.Println(err)
 		return

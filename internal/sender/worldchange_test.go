@@ -77,9 +77,18 @@ func newWorld(t *testing.T) *world {
 func (w *world) sender(t *testing.T, p provider.Adapter) *sender.Sender {
 	t.Helper()
 	s, err := sender.New(sender.Config{
-		Ledger: w.mem, Providers: map[string]provider.Adapter{"sms": p}, Renderer: w.render,
-		DeadLetters: discardDLQ{}, Metrics: w.tally, Logger: quiet,
-		ProviderTimeout: time.Second, ClaimTimeout: time.Minute, Settle: settleTime, Now: w.clock.Now,
+		Dispatcher: testsupport.Dispatcher(t, dispatch.Dispatcher{
+			Ledger:          w.mem,
+			Providers:       map[string]provider.Adapter{"sms": p},
+			Renderer:        w.render,
+			Metrics:         w.tally,
+			Logger:          quiet,
+			ProviderTimeout: time.Second,
+			ClaimTimeout:    time.Minute,
+			Settle:          settleTime,
+			Now:             w.clock.Now,
+		}),
+		DeadLetters: discardDLQ{},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -90,8 +99,17 @@ func (w *world) sender(t *testing.T, p provider.Adapter) *sender.Sender {
 func (w *world) reconciler(t *testing.T, p provider.Adapter) *reconcile.Reconciler {
 	t.Helper()
 	r, err := reconcile.New(reconcile.Config{
-		Ledger: w.mem, Renderer: w.render, Providers: map[string]provider.Adapter{"sms": p}, Metrics: w.tally, Logger: quiet,
-		ProviderTimeout: time.Second, ClaimTimeout: time.Minute, Settle: settleTime, Now: w.clock.Now,
+		Dispatcher: testsupport.Dispatcher(t, dispatch.Dispatcher{
+			Ledger:          w.mem,
+			Renderer:        w.render,
+			Providers:       map[string]provider.Adapter{"sms": p},
+			Metrics:         w.tally,
+			Logger:          quiet,
+			ProviderTimeout: time.Second,
+			ClaimTimeout:    time.Minute,
+			Settle:          settleTime,
+			Now:             w.clock.Now,
+		}),
 	})
 	if err != nil {
 		t.Fatal(err)

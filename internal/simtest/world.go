@@ -756,10 +756,14 @@ func (w *World) startSender(batch []*sqsMsg) {
 	cfg := d.fn[senderFn]
 	wk.claim, wk.settle, wk.configuredSettle = cfg.ClaimTimeout, cfg.Settle, d.settle()
 	providers, fallbacks := w.providers(d)
-	s, err := sender.New(sender.Config{
-		Ledger: w.led, Providers: providers, Fallbacks: fallbacks, Renderer: w.renderer(senderFn, d), DeadLetters: simDLQ{w}, Metrics: w.tally["sender"],
+	disp, err := dispatch.New(dispatch.Dispatcher{
+		Ledger: w.led, Providers: providers, Fallbacks: fallbacks, Renderer: w.renderer(senderFn, d), Metrics: w.tally["sender"],
 		ProviderTimeout: cfg.ProviderTimeout, ClaimTimeout: cfg.ClaimTimeout, Settle: cfg.Settle, RetryBase: cfg.RetryBase, Now: clock,
 	})
+	if err != nil {
+		panic(err)
+	}
+	s, err := sender.New(sender.Config{Dispatcher: disp, DeadLetters: simDLQ{w}})
 	if err != nil {
 		panic(err)
 	}
@@ -777,11 +781,14 @@ func (w *World) startReconciler(calm bool) *worker {
 	cfg := d.fn[reconcilerFn]
 	wk.claim, wk.settle, wk.configuredSettle = cfg.ClaimTimeout, cfg.Settle, d.settle()
 	providers, fallbacks := w.providers(d)
-	r, err := reconcile.New(reconcile.Config{
+	disp, err := dispatch.New(dispatch.Dispatcher{
 		Ledger: w.led, Providers: providers, Fallbacks: fallbacks, Renderer: w.renderer(reconcilerFn, d), Metrics: w.tally["reconciler"],
-		ProviderTimeout: cfg.ProviderTimeout, ClaimTimeout: cfg.ClaimTimeout, Settle: cfg.Settle, MaxAge: cfg.MaxAge, RetryBase: cfg.RetryBase,
-		PageSize: w.sc.pageSize, Concurrency: w.sc.concurrency, Now: clock,
+		ProviderTimeout: cfg.ProviderTimeout, ClaimTimeout: cfg.ClaimTimeout, Settle: cfg.Settle, RetryBase: cfg.RetryBase, Now: clock,
 	})
+	if err != nil {
+		panic(err)
+	}
+	r, err := reconcile.New(reconcile.Config{Dispatcher: disp, MaxAge: cfg.MaxAge, PageSize: w.sc.pageSize, Concurrency: w.sc.concurrency})
 	if err != nil {
 		panic(err)
 	}

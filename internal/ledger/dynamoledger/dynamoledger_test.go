@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/sendonce/sendonce/internal/ddbfront"
 	"github.com/sendonce/sendonce/internal/ledger"
 	"github.com/sendonce/sendonce/internal/ledger/dynamoledger"
 	"github.com/sendonce/sendonce/internal/ledger/ledgertest"
@@ -100,8 +101,12 @@ func TestCallCounts(t *testing.T) {
 	table := testenv.NewTable(t, base)
 
 	// A second client whose requests are counted on the wire.
-	wire := &testsupport.DynamoCalls{}
-	counted := testenv.DynamoDB(t, wire.Requests)
+	wire, err := ddbfront.New(testenv.DynamoDBEndpoint(t), ddbfront.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(wire.Close)
+	counted := testenv.DynamoDBAt(wire.URL)
 	cnt := &counter{api: counted}
 	var units atomic.Int64 // consumed capacity, in thousandths
 	l, err := dynamoledger.New(cnt, table, dynamoledger.WithNow(clock.Now),
@@ -127,7 +132,7 @@ func TestCallCounts(t *testing.T) {
 		if got, want := cnt.take(), (calls{writes: 2}); got != want {
 			t.Errorf("calls = %+v, want %+v", got, want)
 		}
-		if got, want := wire.Take(), map[string]int{"PutItem": 1, "UpdateItem": 1}; fmt.Sprint(got) != fmt.Sprint(want) {
+		if got, want := wire.Take(table).Calls, map[string]int{"PutItem": 1, "UpdateItem": 1}; fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Errorf("HTTP requests = %v, want %v", got, want)
 		}
 		if units.Load() <= 0 {
@@ -147,7 +152,7 @@ func TestCallCounts(t *testing.T) {
 		if got, want := cnt.take(), (calls{writes: 1, failedWrites: 1}); got != want {
 			t.Errorf("calls = %+v, want %+v", got, want)
 		}
-		if got, want := wire.Take(), map[string]int{"PutItem": 1}; fmt.Sprint(got) != fmt.Sprint(want) {
+		if got, want := wire.Take(table).Calls, map[string]int{"PutItem": 1}; fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Errorf("HTTP requests = %v, want %v", got, want)
 		}
 	})
