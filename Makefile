@@ -34,7 +34,7 @@ EVENT_webhook := events/webhook-http.json
 EVENT_api := events/api-post.json
 EVENT_sesevents := events/ses-bounce.json
 
-.PHONY: help prereqs deps bench-deps rie test demo bench bench-peer chaos build lint template package diagram services-start services-stop
+.PHONY: help prereqs deps bench-deps rie test demo bench bench-peer chaos build lint template package diagram services-start services-stop api-baseline
 # (invoke-<function> targets are not .PHONY: phony targets skip pattern rules.)
 
 help: ## List the targets.
@@ -207,6 +207,10 @@ services-start: deps rie ## Start local AWS and leave it running, with bin/sendo
 	source "$${SENDONCE_LOCAL_DIR:-.local}/env"
 	bin/sendonce create-tables
 	echo "run: source $${SENDONCE_LOCAL_DIR:-.local}/env   (then e.g. bin/sendonce list --state failed, aws dynamodb list-tables; make services-stop stops it)"
+
+api-baseline: ## Record the public API (root, notify, provider, provider/providertest) in api/ after an intended change; say the change in CHANGELOG.md (docs/library.md, Versioning).
+	@go test -count=1 ./internal/apicheck -run '^TestAPI$$' -update
+	echo "api/sendonce.apidiff and api/sendonce.txt record the current public API: git diff api/sendonce.txt shows the change; describe it in CHANGELOG.md"
 
 services-stop: ## Stop what services-start (or make demo KEEP=1) started.
 	@scripts/local-aws.sh stop
