@@ -11,7 +11,8 @@ import (
 
 	"github.com/sendonce/sendonce/internal/sesevents"
 	"github.com/sendonce/sendonce/internal/webhook"
-	"github.com/sendonce/sendonce/internal/webhook/deduptest"
+	"github.com/sendonce/sendonce/internal/webhook/dynamodedup"
+	"github.com/sendonce/sendonce/internal/webhook/memdedup"
 )
 
 // DefaultDedupTTL is how long a handled callback is remembered, so that a
@@ -60,9 +61,9 @@ func NewCallbacks(cfg CallbacksConfig) (*Callbacks, error) {
 	if ttl == 0 {
 		ttl = DefaultDedupTTL
 	}
-	var dedup webhook.Dedup = deduptest.NewMem(ttl, nil)
+	var dedup webhook.Dedup = memdedup.New(memdedup.Config{TTL: ttl})
 	if cfg.Ledger.db != nil {
-		d, err := webhook.NewDynamoDedup(cfg.Ledger.db, cfg.Ledger.table, ttl, nil)
+		d, err := dynamodedup.New(cfg.Ledger.db, cfg.Ledger.table, dynamodedup.Config{TTL: ttl})
 		if err != nil {
 			return nil, fmt.Errorf("sendonce: new callbacks: %w", err)
 		}

@@ -9,10 +9,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/sendonce/sendonce/internal/api"
-	"github.com/sendonce/sendonce/internal/api/idempotency"
+	"github.com/sendonce/sendonce/internal/api/idempotency/dynamoidempotency"
+	"github.com/sendonce/sendonce/internal/api/ratelimit/dynamoratelimit"
 	"github.com/sendonce/sendonce/internal/apikey"
+	"github.com/sendonce/sendonce/internal/apikey/dynamoapikey"
 	"github.com/sendonce/sendonce/internal/lambdaenv"
-	"github.com/sendonce/sendonce/internal/render"
 	"github.com/sendonce/sendonce/internal/sendpath"
 	"github.com/sendonce/sendonce/internal/webhook"
 	"github.com/sendonce/sendonce/notify"
@@ -76,24 +77,21 @@ func (e *Environment) sendPath(ctx context.Context) (sendpath.Settings, *Ledger,
 }
 
 // SenderConfig reads the sender's configuration: the send path's
-// (ledger, routes, timeouts), the dead-letter queue (SENDONCE_DLQ_URL),
-// SENDONCE_CONCURRENCY and SENDONCE_TEMPLATE_CACHE.
+// (ledger, routes, timeouts, the classes' validity SENDONCE_VALIDITY),
+// the dead-letter queue (SENDONCE_DLQ_URL), SENDONCE_CONCURRENCY and
+// SENDONCE_TEMPLATE_CACHE.
 func (e *Environment) SenderConfig(ctx context.Context) (SenderConfig, error) {
 	shared, l, routes := e.sendPath(ctx)
 	dlqURL := e.fn.Env.Required("SENDONCE_DLQ_URL")
 	concurrency := e.fn.Env.Int("SENDONCE_CONCURRENCY", 0)
-	cacheTTL := lambdaenv.Value(e.fn.Env, render.CacheEnv, render.DefaultCacheTTL, render.ParseCacheTTL)
 	if err := e.fn.Env.Err(); err != nil {
 		return SenderConfig{}, err
-	}
-	if cacheTTL == 0 {
-		cacheTTL = -1 // "0" disables the cache; a zero field keeps the default
 	}
 	return SenderConfig{
 		Ledger:           l,
 		Routes:           routes,
 		DeadLetters:      NewSQSDeadLetters(sqs.NewFromConfig(e.fn.AWS), dlqURL),
-		TemplateCacheTTL: cacheTTL,
+		TemplateCacheTTL: shared.TemplateCache,
 		Metrics:          e.Metrics(),
 		Logger:           e.fn.Log,
 		ProviderTimeout:  shared.ProviderTimeout,
@@ -101,6 +99,7 @@ func (e *Environment) SenderConfig(ctx context.Context) (SenderConfig, error) {
 		Settle:           shared.Settle,
 		RetryBase:        shared.RetryBase,
 		Concurrency:      concurrency,
+		Validity:         shared.Validity,
 	}, nil
 }
 
@@ -196,12 +195,12 @@ func (e *Environment) APIHandler() (func(context.Context, events.APIGatewayV2HTT
 		return nil, err
 	}
 	h, err := api.New(api.Config{
-		Keys:          apikey.New(e.fn.DB, env.Table),
+		Keys:          apikey.New(dynamoapikey.New(e.fn.DB, e.fn.Table), apikey.Config{}),
 		Ledger:        l,
 		Queue:         sqs.NewFromConfig(e.fn.AWS),
 		QueueURL:      env.QueueURL,
-		Idempotency:   idempotency.NewDynamoRecords(e.fn.DB, env.Table),
-		RateWindows:   api.NewDynamoWindows(e.fn.DB, env.Table),
+		Idempotency:   dynamoidempotency.New(e.fn.DB, e.fn.Table),
+		RateWindows:   dynamoratelimit.New(e.fn.DB, e.fn.Table),
 		Retention:     env.Retention,
 		TenantRate:    env.TenantRate,
 		RecipientRate: env.RecipientRate,

@@ -80,6 +80,10 @@ func ExampleSender_HandleSQS() {
 	s, err := sendonce.NewSender(sendonce.SenderConfig{
 		Ledger: sendonce.NewMemoryLedger(),
 		Routes: sendonce.Routes{notify.ChannelSMS: {gw}},
+		// One record at a time, so that the duplicate finds the first
+		// copy's outcome rather than its live claim (which would be
+		// reported for redelivery: in flight elsewhere).
+		Concurrency: 1,
 	})
 	if err != nil {
 		fmt.Println(err)

@@ -39,11 +39,11 @@ func NewDynamoLedger(db *dynamodb.Client, table string, retention time.Duration)
 	if retention == 0 {
 		retention = DefaultRetention
 	}
-	rows, err := dynamoledger.New(db, table, dynamoledger.WithRetention(retention))
+	rows, err := dynamoledger.New(db, table, dynamoledger.Config{Retention: retention})
 	if err != nil {
 		return nil, fmt.Errorf("sendonce: open ledger %s: %w", table, err)
 	}
-	return &Ledger{rows: rows, templates: dynamotemplates.New(db, table), db: db, table: table}, nil
+	return &Ledger{rows: rows, templates: dynamotemplates.New(db, table, dynamotemplates.Config{}), db: db, table: table}, nil
 }
 
 // NewMemoryLedger returns a ledger held in memory, with no stored
@@ -51,7 +51,7 @@ func NewDynamoLedger(db *dynamodb.Client, table string, retention time.Duration)
 // passes the same conformance suite as the DynamoDB ledger, but it lives
 // only as long as the process.
 func NewMemoryLedger() *Ledger {
-	return &Ledger{rows: memledger.New(), templates: memtemplates.New()}
+	return &Ledger{rows: memledger.New(memledger.Config{}), templates: memtemplates.New(memtemplates.Config{})}
 }
 
 // TableInput describes the table a DynamoDB ledger lives in, with its
@@ -70,7 +70,7 @@ const TTLAttribute = tableschema.TTLAttribute
 
 func templatesOf(db *dynamodb.Client, table string) templates.Store {
 	if db == nil || table == "" {
-		return memtemplates.New()
+		return memtemplates.New(memtemplates.Config{})
 	}
-	return dynamotemplates.New(db, table)
+	return dynamotemplates.New(db, table, dynamotemplates.Config{})
 }

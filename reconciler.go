@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/sendonce/sendonce/internal/decide"
+	"github.com/sendonce/sendonce/internal/dispatch"
 	"github.com/sendonce/sendonce/internal/reconcile"
 	"github.com/sendonce/sendonce/internal/render"
 	"github.com/sendonce/sendonce/notify"
@@ -109,25 +110,31 @@ func NewReconciler(cfg ReconcilerConfig) (*Reconciler, error) {
 	for class, p := range cfg.Policies {
 		policies[string(class)] = reconcile.Policy(p)
 	}
-	r, err := reconcile.New(reconcile.Config{
+	d, err := dispatch.New(dispatch.Dispatcher{
 		Ledger: cfg.Ledger.rows,
 		// A resend renders a stored template's version again (versions
 		// are immutable: no cache applies to them).
-		Renderer:        render.New(cfg.Ledger.templates),
+		Renderer:        render.New(cfg.Ledger.templates, render.Config{}),
 		Providers:       providers,
 		Fallbacks:       fallbacks,
-		Policies:        policies,
 		Metrics:         cfg.Metrics.recorder(),
 		Logger:          logger(cfg.Logger),
 		ProviderTimeout: cmp.Or(cfg.ProviderTimeout, DefaultProviderTimeout),
 		ClaimTimeout:    cmp.Or(cfg.ClaimTimeout, DefaultClaimTimeout),
 		Settle:          cfg.Settle,
-		MaxAge:          cfg.MaxAge,
 		RetryBase:       cfg.RetryBase,
-		MaxAttempts:     cfg.MaxAttempts,
-		MaxRows:         cfg.MaxRows,
-		PageSize:        cfg.PageSize,
-		Concurrency:     cfg.Concurrency,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sendonce: new reconciler: %w", err)
+	}
+	r, err := reconcile.New(reconcile.Config{
+		Dispatcher:  d,
+		Policies:    policies,
+		MaxAge:      cfg.MaxAge,
+		MaxAttempts: cfg.MaxAttempts,
+		MaxRows:     cfg.MaxRows,
+		PageSize:    cfg.PageSize,
+		Concurrency: cfg.Concurrency,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("sendonce: new reconciler: %w", err)

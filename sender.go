@@ -70,6 +70,11 @@ type SenderConfig struct {
 	// Concurrency bounds the records of one batch processed at once
 	// (default 10). Records of one FIFO message group run in order.
 	Concurrency int
+	// Validity is each class's default validity ("otp" → 10 minutes;
+	// SENDONCE_VALIDITY), counted from when the message was first
+	// enqueued; a request's earlier expires_at wins. Past it a message is
+	// never sent (docs/request.md, "Validity"). None when nil.
+	Validity map[string]time.Duration
 }
 
 // DeadLetters receives requests that can never be sent.
@@ -102,28 +107,26 @@ func NewSender(cfg SenderConfig) (*Sender, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sendonce: new sender: %w", err)
 	}
-	var opts []render.Option
-	if cfg.TemplateCacheTTL != 0 {
-		opts = append(opts, render.WithCacheTTL(cfg.TemplateCacheTTL))
-	}
 	var dl sender.DeadLetters = noDeadLetters{}
 	if cfg.DeadLetters != nil {
 		dl = cfg.DeadLetters
 	}
-	s, err := sender.New(sender.Config{
+	d, err := dispatch.New(dispatch.Dispatcher{
 		Ledger:          cfg.Ledger.rows,
 		Providers:       providers,
 		Fallbacks:       fallbacks,
-		Renderer:        render.New(cfg.Ledger.templates, opts...),
-		DeadLetters:     dl,
+		Renderer:        render.New(cfg.Ledger.templates, render.Config{CacheTTL: cfg.TemplateCacheTTL}),
 		Metrics:         cfg.Metrics.recorder(),
 		Logger:          logger(cfg.Logger),
 		ProviderTimeout: cmp.Or(cfg.ProviderTimeout, DefaultProviderTimeout),
 		ClaimTimeout:    cmp.Or(cfg.ClaimTimeout, DefaultClaimTimeout),
 		Settle:          cfg.Settle,
 		RetryBase:       cfg.RetryBase,
-		Concurrency:     cfg.Concurrency,
 	})
+	if err != nil {
+		return nil, fmt.Errorf("sendonce: new sender: %w", err)
+	}
+	s, err := sender.New(sender.Config{Dispatcher: d, DeadLetters: dl, Concurrency: cfg.Concurrency, Validity: cfg.Validity})
 	if err != nil {
 		return nil, fmt.Errorf("sendonce: new sender: %w", err)
 	}
@@ -144,10 +147,10 @@ func (s *Sender) HandleSQS(ctx context.Context, ev events.SQSEvent) (events.SQSE
 // already did, and records the outcome. Give ctx a deadline: no provider
 // call starts without time left to finish it and record its answer.
 //
-// The caller acknowledges the message unless the Outcome's Disposition is
+// The caller acknowledges the message unless the Result's Disposition is
 // Retry, and delivers it again later (the same request, so the same key).
-func (s *Sender) Send(ctx context.Context, req notify.Request) Outcome {
-	return outcome(s.s.Process(ctx, req))
+func (s *Sender) Send(ctx context.Context, req notify.Request) Result {
+	return result(s.s.Process(ctx, req))
 }
 
 // WithLogger returns a Sender that logs to log (for example annotated
@@ -188,8 +191,9 @@ func (d Disposition) String() string {
 	return fmt.Sprintf("Disposition(%d)", int(d))
 }
 
-// Outcome is what Send did with one message.
-type Outcome struct {
+// Result is what Send did with one message: its Disposition with the
+// detail.
+type Result struct {
 	// Key is the message's key (notify.Request.Key).
 	Key         string
 	Disposition Disposition
@@ -199,8 +203,8 @@ type Outcome struct {
 	Reason string
 }
 
-func outcome(r dispatch.Result) Outcome {
-	o := Outcome{Key: r.Key, ProviderMessageID: r.ProviderMessageID, Reason: r.Reason}
+func result(r dispatch.Result) Result {
+	o := Result{Key: r.Key, ProviderMessageID: r.ProviderMessageID, Reason: r.Reason}
 	switch r.Disposition {
 	case dispatch.Sent:
 		o.Disposition = Sent

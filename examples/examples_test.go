@@ -14,7 +14,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -25,6 +24,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/sendonce/sendonce/internal/apikey"
+	"github.com/sendonce/sendonce/internal/apikey/dynamoapikey"
 	"github.com/sendonce/sendonce/internal/localpipeline"
 	"github.com/sendonce/sendonce/internal/provider/simulator"
 	"github.com/sendonce/sendonce/internal/rie"
@@ -51,7 +51,7 @@ func setup(t *testing.T) *stack {
 	db := testenv.DynamoDB(t)
 	s := &stack{table: testenv.NewTable(t, db), moto: testenv.MotoEndpoint(t)}
 	s.sqs = testenv.SQSAt(s.moto)
-	if _, err := templates.ImportExamples(t.Context(), dynamotemplates.New(db, s.table), "acme"); err != nil {
+	if _, err := templates.ImportExamples(t.Context(), dynamotemplates.New(db, s.table, dynamotemplates.Config{}), "acme"); err != nil {
 		t.Fatal(err)
 	}
 	var simURL string
@@ -96,15 +96,23 @@ func (s *stack) env(extra ...string) []string {
 
 // deliverFIFO delivers the one message on the FIFO queue q (see deliver)
 // and checks it is the one whose id the example printed (printed), in
-// its recipient's message group.
-func (s *stack) deliverFIFO(t *testing.T, q, printed string) {
+// the message group group, or the group sendonce.Enqueue gives the
+// request (notify.Request.MessageGroup) when group is empty.
+func (s *stack) deliverFIFO(t *testing.T, q, printed, group string) {
 	t.Helper()
 	m, _ := s.deliver(t, q)
 	if strings.TrimSpace(printed) != aws.ToString(m.MessageId) {
 		t.Errorf("printed id %q, queue holds %q", printed, aws.ToString(m.MessageId))
 	}
-	if g := m.Attributes["MessageGroupId"]; g != "acme:user-42" {
-		t.Errorf("MessageGroupId = %q, want acme:user-42", g)
+	req, err := notify.Parse([]byte(aws.ToString(m.Body)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if group == "" {
+		group = req.MessageGroup()
+	}
+	if g := m.Attributes["MessageGroupId"]; g != group {
+		t.Errorf("MessageGroupId = %q, want the recipient's group %q", g, group)
 	}
 }
 
@@ -159,18 +167,26 @@ func runExample(t *testing.T, env []string, name string, args ...string) string 
 	return stdout.String()
 }
 
+// TestProducerGo runs producer-go as built in the outside module
+// (library_test.go): it enqueues with sendonce.Enqueue in the recipient's
+// message group, and the sender sends the stored template's text.
 func TestProducerGo(t *testing.T) {
 	t.Parallel()
+	m := outsideModule(t)
 	s := setup(t)
 	q := s.queue(t, "examples-go-"+testenv.RandomID()+".fifo")
-	bin := filepath.Join(t.TempDir(), "producer-go")
-	build := exec.CommandContext(t.Context(), "go", "build", "-o", bin, "./producer-go")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
-	id := runExample(t, s.env(), bin, "-queue-url", q, "-tenant", "acme", "-event", "evt_go_1", "-recipient", "user-42",
+	id := runExample(t, s.env(), m.bins["producer-go"], "-queue-url", q, "-tenant", "acme", "-event", "evt_go_1", "-recipient", "user-42",
 		"-phone", "+15551234567", "-template", "order_shipped", "-data", `{"order_id":"A-1001"}`)
-	s.deliverFIFO(t, q, id)
+	s.deliverFIFO(t, q, id, "")
+	// A request the sender would refuse is refused before anything is
+	// enqueued, with the field at fault.
+	cmd := exec.CommandContext(t.Context(), m.bins["producer-go"], "-queue-url", q, "-tenant", "acme", "-event", "evt_go_2", "-recipient", "user-42",
+		"-phone", "555", "-template", "order_shipped")
+	cmd.Env = s.env()
+	out, err := cmd.CombinedOutput()
+	if code := cmd.ProcessState.ExitCode(); err == nil || code != 2 || !strings.Contains(string(out), "recipient.phone") {
+		t.Errorf("producer-go with a bad phone: exit %d, %q; want exit 2 naming recipient.phone", code, out)
+	}
 }
 
 func TestAWSCLI(t *testing.T) {
@@ -178,7 +194,7 @@ func TestAWSCLI(t *testing.T) {
 	s := setup(t)
 	q := s.queue(t, "examples-cli-"+testenv.RandomID()+".fifo")
 	id := runExample(t, s.env("SENDONCE_QUEUE_URL="+q, "EVENT_ID=evt_cli_1"), "sh", "aws-cli.sh")
-	s.deliverFIFO(t, q, id)
+	s.deliverFIFO(t, q, id, "acme:user-42") // the script's own group
 }
 
 // TestCurl runs curl.sh against the API bootstrap under the RIE behind a
@@ -188,7 +204,7 @@ func TestCurl(t *testing.T) {
 	t.Parallel()
 	s := setup(t)
 	q := s.queue(t, "examples-api-"+testenv.RandomID())
-	_, key, err := apikey.New(testenv.DynamoDB(t), s.table).Create(t.Context(), "acme")
+	_, key, err := apikey.New(dynamoapikey.New(testenv.DynamoDB(t), s.table), apikey.Config{}).Create(t.Context(), "acme")
 	if err != nil {
 		t.Fatal(err)
 	}

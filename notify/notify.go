@@ -25,6 +25,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/sendonce/sendonce/internal/sendkey"
@@ -81,13 +82,19 @@ type Recipient struct {
 
 // Request is one notification request (docs/request.md).
 type Request struct {
-	TenantID  string         `json:"tenant_id"`
-	EventID   string         `json:"event_id"`
-	Channel   Channel        `json:"channel"`
-	Template  string         `json:"template"`
-	Recipient Recipient      `json:"recipient"`
-	Class     Class          `json:"class,omitempty"`
-	Locale    string         `json:"locale,omitempty"`
+	TenantID  string    `json:"tenant_id"`
+	EventID   string    `json:"event_id"`
+	Channel   Channel   `json:"channel"`
+	Template  string    `json:"template"`
+	Recipient Recipient `json:"recipient"`
+	Class     Class     `json:"class,omitempty"`
+	Locale    string    `json:"locale,omitempty"`
+	// ExpiresAt is the message's validity, RFC 3339 with a time zone
+	// ("2026-12-01T12:05:00Z"; format it with time.RFC3339): past it the
+	// message is never sent, by anyone. Empty: the class's default
+	// validity, if the deployment sets one. It is not part of the key.
+	// Expiry parses it.
+	ExpiresAt string         `json:"expires_at,omitempty"`
 	Data      map[string]any `json:"data,omitempty"`
 	// Content is pre-rendered content, sent instead of a stored template;
 	// nil when the stored template named by Template renders the message.
@@ -139,6 +146,30 @@ func (r *Request) Address() string {
 		return r.Recipient.PushTarget
 	}
 	return ""
+}
+
+// Expiry returns the request's expires_at as a time, zero when it has
+// none (or, on a request that did not pass Validate, an unparsable one).
+func (r *Request) Expiry() time.Time {
+	t, _ := parseExpiry(r.ExpiresAt)
+	return t
+}
+
+// expiryRE is the RFC 3339 date-time the contract accepts, and the
+// schema's pattern: upper-case T and Z, seconds 00 to 59 (Go's time
+// package has no leap second), at most nine fractional digits, an offset
+// within ±23:59.
+var expiryRE = regexp.MustCompile(`^[0-9]{4}-[0-9]{2}-[0-9]{2}T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\.[0-9]{1,9})?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])$`)
+
+// parseExpiry parses an expires_at value; the zero time for "".
+func parseExpiry(s string) (time.Time, error) {
+	if s == "" {
+		return time.Time{}, nil
+	}
+	if !expiryRE.MatchString(s) {
+		return time.Time{}, errors.New("not an RFC 3339 date-time")
+	}
+	return time.Parse(time.RFC3339Nano, s)
 }
 
 // InvalidError says why a request was rejected. Field is the JSON path of
@@ -243,6 +274,11 @@ func (r *Request) Validate() error {
 	if r.Locale != "" && !localeRE.MatchString(r.Locale) {
 		return &InvalidError{"locale", "is not a language tag such as en or pt-BR"}
 	}
+	if r.ExpiresAt != "" {
+		if _, err := parseExpiry(r.ExpiresAt); err != nil {
+			return &InvalidError{"expires_at", "is not an RFC 3339 time with a time zone, such as 2026-12-01T12:05:00Z"}
+		}
+	}
 	if err := r.validateContent(); err != nil {
 		return err
 	}
@@ -317,7 +353,7 @@ func validEmail(s string) bool {
 
 // fields are the exact JSON names of Request and of its nested objects.
 var fields = map[string][]string{
-	"":          {"tenant_id", "event_id", "channel", "template", "recipient", "class", "locale", "data", "content"},
+	"":          {"tenant_id", "event_id", "channel", "template", "recipient", "class", "locale", "expires_at", "data", "content"},
 	"recipient": {"id", "phone", "email", "push_target"},
 	"content":   {"subject", "text", "html"},
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/sendonce/sendonce/internal/testsupport"
@@ -131,6 +132,42 @@ func TestParseContent(t *testing.T) {
 	}
 }
 
+// TestParseExpiresAt: expires_at is an optional RFC 3339 time with a time
+// zone, and it is not part of the key (docs/request.md): the same
+// message with another validity, or none, is the same message.
+func TestParseExpiresAt(t *testing.T) {
+	t.Parallel()
+	base := `{"tenant_id":"acme","event_id":"e","channel":"sms","template":"t","recipient":{"id":"u","phone":"+15551234567"}`
+	for _, tc := range []struct {
+		value string
+		want  time.Time
+	}{
+		{`"2026-12-01T12:05:00Z"`, time.Date(2026, 12, 1, 12, 5, 0, 0, time.UTC)},
+		{`"2026-12-01T13:05:00.250+01:00"`, time.Date(2026, 12, 1, 12, 5, 0, 250e6, time.UTC)},
+		{`null`, time.Time{}},
+		{`""`, time.Time{}},
+	} {
+		r, err := notify.Parse([]byte(base + `,"expires_at":` + tc.value + `}`))
+		if err != nil {
+			t.Fatalf("expires_at %s: %v", tc.value, err)
+		}
+		if got := r.Expiry(); !got.Equal(tc.want) {
+			t.Errorf("expires_at %s: Expiry() = %v, want %v", tc.value, got, tc.want)
+		}
+		plain, _ := notify.Parse([]byte(base + `}`))
+		if r.Key() != plain.Key() {
+			t.Errorf("expires_at %s changed the key", tc.value)
+		}
+	}
+	for _, bad := range []string{`"2026-12-01T12:05:00"`, `"2026-12-01 12:05:00Z"`, `"tomorrow"`, `"2026-13-01T00:00:00Z"`, `12`} {
+		_, err := notify.Parse([]byte(base + `,"expires_at":` + bad + `}`))
+		var ie *notify.InvalidError
+		if !errors.As(err, &ie) || ie.Field != "expires_at" {
+			t.Errorf("expires_at %s: err = %v, want an InvalidError of field expires_at", bad, err)
+		}
+	}
+}
+
 func FuzzParse(f *testing.F) {
 	f.Add([]byte(valid))
 	f.Add([]byte(`{"tenant_id":"a","event_id":"e","channel":"email","template":"t","recipient":{"id":"r","email":"a@b.co"}}`))
@@ -140,6 +177,8 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte(valid + `}garbage`))
 	f.Add([]byte(`{"tenant_id":"a","event_id":"e","channel":"email","template":"t","recipient":{"id":"r","email":"a@b.co"},"content":{"subject":"s","text":"x","html":"<b>"}}`))
 	f.Add([]byte(`{"Tenant_ID":"a","event_id":"e","channel":"sms","template":"t","recipient":{"ID":"r","phone":"+15551234567"},"content":{"TEXT":"x"}}`))
+	f.Add([]byte(`{"tenant_id":"a","event_id":"e","channel":"sms","template":"t","recipient":{"id":"r","phone":"+15551234567"},"expires_at":"2026-12-01T12:05:00.5+01:00"}`))
+	f.Add([]byte(`{"tenant_id":"a","event_id":"e","channel":"sms","template":"t","recipient":{"id":"r","phone":"+15551234567"},"expires_at":"2026-12-01T24:05:00Z"}`))
 	f.Add([]byte(`{"DATA":1,"tenant_id":"a","event_id":"e","channel":"sms","template":"t","recipient":{"id":"r","phone":"+15551234567"}}`))
 	sch := compileSchema(f)
 	f.Fuzz(func(t *testing.T, body []byte) {
@@ -168,6 +207,16 @@ func FuzzParse(f *testing.F) {
 		}
 		if r.Address() == "" || len(r.Key()) != 67 {
 			t.Fatalf("parsed request has no address or a bad key: %+v", r)
+		}
+		// Its validity, when it has one, is a time; it never changes the key.
+		if (r.ExpiresAt != "") == r.Expiry().IsZero() {
+			t.Fatalf("expires_at %q parsed to %v", r.ExpiresAt, r.Expiry())
+		}
+		if r2 := r; r2.ExpiresAt != "" {
+			r2.ExpiresAt = ""
+			if r2.Key() != r.Key() {
+				t.Fatal("expires_at changed the key")
+			}
 		}
 		// It is one JSON value and, re-encoded, parses to the same request.
 		testsupport.RoundTrip(t, body, r)

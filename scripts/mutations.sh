@@ -5,6 +5,9 @@
 #
 #   scripts/mutations.sh check PATCH...        each patch applies, everything compiles, simtest vets (make test)
 #   scripts/mutations.sh catch SEEDS PATCH...  the simulator catches each within SEEDS seeds (make sim-mutations)
+#   scripts/mutations.sh tests PATCH...        the tests of the packages a patch touches fail with it (make
+#                                              tool-mutations: the checker's and the DynamoDB front's own
+#                                              mutations, internal/{groundtruth,ddbfront}/testdata/mutations)
 #
 # A patch is never applied to the work tree: it is applied to a scratch
 # copy of the files it touches, and the Go commands read the mutated files
@@ -90,13 +93,45 @@ catch() {
 	return $failed
 }
 
+# tests PATCH...: each patch must build and make the tests of the
+# packages it touches fail (a test that passes with the defect is no test
+# of it).
+tests() {
+	local failed=0 p name ov out pkgs
+	for p in "$@"; do
+		name=$(basename "$p" .patch)
+		if ! ov=$(overlay "$root/$p" 2>"$scratch/err"); then
+			echo "mutation $name: the patch does not apply: $(head -3 "$scratch/err" | tr '\n' ' ')"
+			failed=1
+			continue
+		fi
+		pkgs=$(git apply --numstat "$root/$p" | awk -F'\t' '{ n = split($3, a, "/"); d = "."; for (i = 1; i < n; i++) d = d "/" a[i]; print d }' | sort -u)
+		# shellcheck disable=SC2086
+		if ! out=$(go vet -overlay="$ov" $pkgs 2>&1); then
+			echo "mutation $name: applies but does not build:"
+			echo "$out" | head -10
+			failed=1
+			continue
+		fi
+		# shellcheck disable=SC2086
+		if out=$(go test -overlay="$ov" -count=1 $pkgs 2>&1); then
+			echo "mutation $name: NOT caught: the tests of $(echo $pkgs) pass with it"
+			failed=1
+			continue
+		fi
+		echo "mutation $name: caught by $(grep -m3 -oE -- '--- FAIL: [^ ]+' <<<"$out" | sed 's/--- FAIL: //' | tr '\n' ' ')"
+	done
+	return $failed
+}
+
 cmd=${1:-}
 shift || true
 case $cmd in
 check) check "$@" ;;
 catch) catch "$@" ;;
+tests) tests "$@" ;;
 *)
-	echo "usage: scripts/mutations.sh check PATCH... | catch SEEDS PATCH..." >&2
+	echo "usage: scripts/mutations.sh check PATCH... | catch SEEDS PATCH... | tests PATCH..." >&2
 	exit 2
 	;;
 esac

@@ -51,19 +51,39 @@ services_down() {
 	trap - EXIT
 }
 
-# step NAME CMD...: runs CMD, records NAME as passed or failed.
+# step NAME CMD...: runs CMD, records NAME as passed or failed, and
+# prints its wall time and the CPU time (user + system) of the processes
+# it ran: on a shared machine the CPU time is the figure that compares.
 step() {
-	local name=$1 t0=$SECONDS rc=0
+	local name=$1 t0=$SECONDS rc=0 c0 took
 	shift
 	echo "==> $name"
+	c0=$(_cpu_ticks)
 	"$@" || rc=$?
+	took="$((SECONDS - t0))s, CPU $(_cpu_since "$c0")s"
 	if [ "$rc" -eq 0 ]; then
 		_STEPS_PASSED+=("$name")
-		echo "==> $name: ok ($((SECONDS - t0))s)"
+		echo "==> $name: ok ($took)"
 	else
 		_STEPS_FAILED+=("$name")
-		echo "==> $name: FAILED (exit $rc, $((SECONDS - t0))s)"
+		echo "==> $name: FAILED (exit $rc, $took)"
 	fi
+}
+
+# _cpu_ticks prints the user + system clock ticks of this shell's waited-for
+# children so far (/proc/self/stat's cutime and cstime, of the subshell's
+# parent: this shell).
+_cpu_ticks() {
+	local f
+	read -ra f </proc/$$/stat
+	echo $((f[15] + f[16]))
+}
+
+# _cpu_since TICKS prints the seconds of children's CPU since TICKS.
+_cpu_since() {
+	local hz
+	hz=$(getconf CLK_TCK)
+	echo $((($(_cpu_ticks) - $1 + hz / 2) / hz))
 }
 
 # skip_step NAME REASON: records NAME as skipped.

@@ -24,7 +24,7 @@ import (
 func BenchmarkHandleSQSBatch(b *testing.B) {
 	const latency = 200 * time.Millisecond
 	db := dynamoClient(testenv.DynamoDBEndpoint(b)) // as the functions build theirs
-	l, err := dynamoledger.New(db, testenv.NewTable(b, db))
+	l, err := dynamoledger.New(db, testenv.NewTable(b, db), dynamoledger.Config{})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -44,7 +44,7 @@ func BenchmarkDynamoDBLocalCPU(b *testing.B) {
 	prod := testenv.NewTable(b, db)
 	// The same schema with the optional event index (EventIndex=true).
 	prodEvt := testenv.NewTable(b, db, tableschema.WithEventIndex(true))
-	l, err := dynamoledger.New(db, prod)
+	l, err := dynamoledger.New(db, prod, dynamoledger.Config{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -89,7 +89,7 @@ func BenchmarkDynamoDBLocalCPU(b *testing.B) {
 	// put of the in-progress record, then the unconditional UpdateItem
 	// that completes it (expiry, status, response data).
 	powertools := func() error {
-		item := wireItem(rawItem())
+		item := rawItem()
 		item[tableschema.PartitionKey] = &types.AttributeValueMemberS{Value: fmt.Sprintf("v1_%s%048d", run, seq.Add(1))}
 		if _, err := db.PutItem(ctx, &dynamodb.PutItemInput{
 			TableName: aws.String(keyOnly), Item: item,
@@ -106,7 +106,7 @@ func BenchmarkDynamoDBLocalCPU(b *testing.B) {
 		})
 		return err
 	}
-	lk, err := dynamoledger.New(db, keyOnly) // the ledger on a table without its index
+	lk, err := dynamoledger.New(db, keyOnly, dynamoledger.Config{}) // the ledger on a table without its index
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -123,7 +123,7 @@ func BenchmarkDynamoDBLocalCPU(b *testing.B) {
 		name string
 		op   func() error
 	}{
-		{"raw_put_3_attributes_key_only_table", put(keyOnly, wireItem(rawItem()), false)},
+		{"raw_put_3_attributes_key_only_table", put(keyOnly, rawItem(), false)},
 		{"powertools_like_put_then_update_key_only_table", powertools},
 		{"raw_put_claim_item_key_only_table", put(keyOnly, claimItem, false)},
 		{"raw_put_claim_item_ledger_table", put(prod, claimItem, false)},
@@ -160,7 +160,7 @@ func BenchmarkDynamoDBLocalCPU(b *testing.B) {
 func BenchmarkDynamoDBLocalConcurrency(b *testing.B) {
 	ctx := context.Background()
 	db, dyn, table := dynamoLocalBench(b, "cost-cores")
-	run, tmpl := testenv.RandomID(), wireItem(rawItem())
+	run, tmpl := testenv.RandomID(), rawItem()
 	var seq atomic.Int64
 	for _, inFlight := range []int{2, 4, 16, 64} {
 		b.Run(fmt.Sprintf("in_flight_%d", inFlight), func(b *testing.B) {

@@ -20,6 +20,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/sendonce/sendonce/internal/apikey"
+	"github.com/sendonce/sendonce/internal/apikey/dynamoapikey"
 	"github.com/sendonce/sendonce/internal/benchreport"
 	"github.com/sendonce/sendonce/internal/dispatch"
 	"github.com/sendonce/sendonce/internal/ledger/dynamoledger"
@@ -286,11 +287,11 @@ func lambdaCases(ctx context.Context, env endpoints, table string, prov provider
 		return nil, err
 	}
 	db := dynamoClient(env.dynamo)
-	_, apiKey, err := apikey.New(db, table).Create(ctx, "bench")
+	_, apiKey, err := apikey.New(dynamoapikey.New(db, table), apikey.Config{}).Create(ctx, "bench")
 	if err != nil {
 		return nil, fmt.Errorf("create an API key: %w", err)
 	}
-	l, err := dynamoledger.New(db, table)
+	l, err := dynamoledger.New(db, table, dynamoledger.Config{})
 	if err != nil {
 		return nil, err
 	}

@@ -126,7 +126,7 @@ func TestDrive(t *testing.T) {
 func TestSenderMemLedgerPath(t *testing.T) {
 	t.Parallel()
 	fake := &providertest.Fake{ProviderName: "http"}
-	s, err := newSender(memledger.New(), fake)
+	s, err := newSender(memledger.New(memledger.Config{}), fake)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,7 +16,7 @@ import (
 // and the func-field fake provider, so neither DynamoDB nor HTTP is in it.
 // `make bench` runs it with every other Go benchmark.
 func BenchmarkSenderMemLedger(b *testing.B) {
-	s, err := newSender(memledger.New(), &providertest.Fake{ProviderName: "http"})
+	s, err := newSender(memledger.New(memledger.Config{}), &providertest.Fake{ProviderName: "http"})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/sendonce/sendonce/internal/ddbfront"
 	"github.com/sendonce/sendonce/internal/decide"
 	"github.com/sendonce/sendonce/internal/dispatch"
 	"github.com/sendonce/sendonce/internal/ledger"
@@ -18,7 +19,9 @@ import (
 	"github.com/sendonce/sendonce/internal/reconcile"
 	"github.com/sendonce/sendonce/internal/sender"
 	"github.com/sendonce/sendonce/internal/testenv"
+	"github.com/sendonce/sendonce/internal/testsupport"
 	"github.com/sendonce/sendonce/internal/webhook"
+	"github.com/sendonce/sendonce/internal/webhook/dynamodedup"
 	"github.com/sendonce/sendonce/notify"
 	"github.com/sendonce/sendonce/provider"
 )
@@ -61,13 +64,13 @@ func TestPathCosts(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	table := testenv.NewTable(t, testenv.DynamoDB(t))
-	px, err := startCostProxy(testenv.DynamoDBEndpoint(t))
+	px, err := ddbfront.New(testenv.DynamoDBEndpoint(t), ddbfront.Options{Cost: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(px.Close)
 	db := dynamoClient(px.URL)
-	l, err := dynamoledger.New(db, table)
+	l, err := dynamoledger.New(db, table, dynamoledger.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,10 +110,10 @@ func TestPathCosts(t *testing.T) {
 		}
 		return cs
 	}
-	check := func(path string, want pathCost) accounting {
+	check := func(path string, want pathCost) ddbfront.Usage {
 		t.Helper()
-		a := px.take(table)
-		got := pathCost{float64(a.calls()) / n, a.ReportedWCU / n, float64(a.TableWCU+a.IndexWCU) / n}
+		a := px.Take(table)
+		got := pathCost{float64(a.Total()) / n, a.ReportedWCU / n, float64(a.TableWCU+a.IndexWCU) / n}
 		t.Logf("%s: %v calls/msg (%s), write units per msg: DynamoDB Local %v, real DynamoDB %v (table %v + index %v, %v index entries written or removed)%s",
 			path, got.calls, callList(a.Calls), got.localWCU, got.realWCU,
 			float64(a.TableWCU)/n, float64(a.IndexWCU)/n, float64(a.IndexWrites)/n, largest(a.MaxItem))
@@ -130,7 +133,7 @@ func TestPathCosts(t *testing.T) {
 	stale := batch()
 	claim(stale, time.Millisecond)
 	time.Sleep(20 * time.Millisecond)
-	px.take(table)
+	px.Take(table)
 	process(stale)
 	check("takeover", pathCost{calls: 3, localWCU: 4, realWCU: 5})
 
@@ -142,14 +145,20 @@ func TestPathCosts(t *testing.T) {
 	}
 	time.Sleep(20 * time.Millisecond)
 	r, err := reconcile.New(reconcile.Config{
-		Ledger: l, Providers: map[string]provider.Adapter{"sms": prov}, Renderer: benchRenderer,
-		ProviderTimeout: decide.DefaultProviderTimeout, ClaimTimeout: sender.DefaultClaimTimeout,
-		Settle: time.Millisecond, PageSize: 100,
+		Dispatcher: testsupport.Dispatcher(t, dispatch.Dispatcher{
+			Ledger:          l,
+			Providers:       map[string]provider.Adapter{"sms": prov},
+			Renderer:        benchRenderer,
+			ProviderTimeout: decide.DefaultProviderTimeout,
+			ClaimTimeout:    sender.DefaultClaimTimeout,
+			Settle:          time.Millisecond,
+		}),
+		PageSize: 100,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	px.take(table)
+	px.Take(table)
 	rr, err := r.Run(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -161,15 +170,15 @@ func TestPathCosts(t *testing.T) {
 	// SENT, and the run's attention-index queries: one per shard page, a
 	// fixed cost per run whatever the row count.
 	a := check("reconcile", pathCost{calls: float64(2*n+ledger.AttentionShards) / n, localWCU: 5, realWCU: 5})
-	if q := a.Calls["Query"]; q != ledger.AttentionShards || a.calls()-q != 2*n {
-		t.Errorf("reconcile: %d Query calls and %d others, want one query per shard (%d) and 2 calls per row", q, a.calls()-q, ledger.AttentionShards)
+	if q := a.Calls["Query"]; q != ledger.AttentionShards || a.Total()-q != 2*n {
+		t.Errorf("reconcile: %d Query calls and %d others, want one query per shard (%d) and 2 calls per row", q, a.Total()-q, ledger.AttentionShards)
 	}
 
 	// Callback: the webhook's full path for a SENT row (dedup read, ledger
 	// read, ApplyDelivery, dedup record), then its duplicate, stopped by
 	// the dedup record.
 	secret := []byte("bench-callback-secret")
-	dedup, err := webhook.NewDynamoDedup(db, table, 0, nil)
+	dedup, err := dynamodedup.New(db, table, dynamodedup.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,7 +201,7 @@ func TestPathCosts(t *testing.T) {
 			}
 		}
 	}
-	px.take(table)
+	px.Take(table)
 	handle(webhook.Applied)
 	check("callback (webhook)", pathCost{calls: 4, localWCU: 2, realWCU: 2})
 	handle(webhook.Duplicate)

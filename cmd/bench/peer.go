@@ -18,6 +18,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/sendonce/sendonce/internal/benchreport"
+	"github.com/sendonce/sendonce/internal/benchreport/ddbcost"
+	"github.com/sendonce/sendonce/internal/ddbfront"
 	"github.com/sendonce/sendonce/internal/decide"
 	"github.com/sendonce/sendonce/internal/dispatch"
 	"github.com/sendonce/sendonce/internal/ledger/dynamoledger"
@@ -86,18 +88,21 @@ func (p *countingProvider) takePhase() (sends, duplicates int) {
 }
 
 func peerSender(db *dynamodb.Client, table string, p provider.Adapter) (*sender.Sender, error) {
-	l, err := dynamoledger.New(db, table)
+	l, err := dynamoledger.New(db, table, dynamoledger.Config{})
 	if err != nil {
 		return nil, err
 	}
-	return sender.New(sender.Config{
+	d, err := dispatch.New(dispatch.Dispatcher{
 		Ledger:          l,
 		Providers:       map[string]provider.Adapter{"sms": p, "email": p},
 		Renderer:        benchRenderer,
-		DeadLetters:     noDeadLetters{},
 		ProviderTimeout: decide.DefaultProviderTimeout,
 		ClaimTimeout:    sender.DefaultClaimTimeout,
 	})
+	if err != nil {
+		return nil, err
+	}
+	return sender.New(sender.Config{Dispatcher: d, DeadLetters: noDeadLetters{}})
 }
 
 // step is one pass of requests through a side.
@@ -121,7 +126,7 @@ type peerPhase struct {
 
 // phaseResult is one side's figures for one phase.
 type phaseResult struct {
-	acc               accounting
+	acc               ddbfront.Usage
 	sends, duplicates int
 	outcomes          map[string]int
 }
@@ -294,13 +299,25 @@ func createPlainTable(ctx context.Context, db *dynamodb.Client, purpose, key, tt
 	return name, drop, nil
 }
 
-// rawItem is the item both raw conditional PutItem legs write (pk is set
+// rawWire is the item both raw conditional PutItem legs write (pk is set
 // per call), in DynamoDB's JSON protocol, as the Node driver takes it: the
-// size of a small idempotency record. wireItem(rawItem()) is the Go SDK's.
-func rawItem() map[string]wireValue {
-	str := func(v string) wireValue { return wireValue{S: &v} }
+// size of a small idempotency record. rawItem is the Go SDK's.
+func rawWire() map[string]map[string]string {
 	expires := fmt.Sprint(time.Now().Add(time.Hour).Unix())
-	return map[string]wireValue{"state": str("INPROGRESS"), "expires_at": {N: &expires}, "claim": str("0123456789abcdef0123456789abcdef")}
+	return map[string]map[string]string{"state": {"S": "INPROGRESS"}, "expires_at": {"N": expires}, "claim": {"S": "0123456789abcdef0123456789abcdef"}}
+}
+
+// rawItem is rawWire's item in the Go SDK's form.
+func rawItem() ddbcost.Item {
+	item := ddbcost.Item{}
+	for name, v := range rawWire() {
+		if n, ok := v["N"]; ok {
+			item[name] = &types.AttributeValueMemberN{Value: n}
+		} else {
+			item[name] = &types.AttributeValueMemberS{Value: v["S"]}
+		}
+	}
+	return item
 }
 
 // measurePeer runs the same workload through sendonce's sender and
@@ -334,7 +351,7 @@ func measurePeer(ctx context.Context, endpoint string, cfg peerConfig, rep *benc
 	}
 	defer dropRaw()
 
-	px, err := startCostProxy(endpoint)
+	px, err := ddbfront.New(endpoint, ddbfront.Options{Cost: true})
 	if err != nil {
 		return err
 	}
@@ -376,7 +393,7 @@ func measurePeer(ctx context.Context, endpoint string, cfg peerConfig, rep *benc
 		if ph.eventIndex {
 			s, table = soEvt, evtTable
 		}
-		px.take(table)
+		px.Take(table)
 		r := phaseResult{outcomes: map[string]int{}}
 		for _, st := range ph.steps {
 			prov.lose.Store(st.lose)
@@ -386,14 +403,14 @@ func measurePeer(ctx context.Context, endpoint string, cfg peerConfig, rep *benc
 			prov.lose.Store(false)
 		}
 		r.sends, r.duplicates = prov.takePhase()
-		r.acc = px.take(table)
+		r.acc = px.Take(table)
 		so[i] = r
 	}
 	for i, ph := range phases {
 		if ph.eventIndex {
 			continue
 		}
-		px.take(ptTable)
+		px.Take(ptTable)
 		r := phaseResult{outcomes: map[string]int{}}
 		for _, st := range ph.steps {
 			var a nodeRun
@@ -406,7 +423,7 @@ func measurePeer(ctx context.Context, endpoint string, cfg peerConfig, rep *benc
 			r.sends += a.Sends
 			r.duplicates += a.DuplicateSends
 		}
-		r.acc = px.take(ptTable)
+		r.acc = px.Take(ptTable)
 		pt[i] = r
 	}
 	for i, ph := range phases {
@@ -426,8 +443,8 @@ func measurePeer(ctx context.Context, endpoint string, cfg peerConfig, rep *benc
 	}
 	dynPID := dynamoLocalPID(port)
 	watch := newCPUWatch(os.Getpid(), nd.PID(), dynPID)
-	rawWire := rawItem()
-	tmpl := wireItem(rawWire)
+	wire := rawWire()
+	tmpl := rawItem()
 	var seq atomic.Int64
 	goRaw := func(ctx context.Context, _ int64) error {
 		item := maps.Clone(tmpl)
@@ -452,7 +469,7 @@ func measurePeer(ctx context.Context, endpoint string, cfg peerConfig, rep *benc
 		var t nodeTput
 		var template any = ptEvent
 		if kind == "raw" {
-			template = rawWire
+			template = wire
 		}
 		if err := nd.call(ctx, map[string]any{"cmd": "tput", "kind": kind, "endpoint": endpoint, "table": table, "template": template,
 			"prefix": fmt.Sprintf("js-%s-%d", run, legN.Add(1)), "seconds": d.Seconds(), "concurrency": cfg.InFlight}, &t); err != nil {
@@ -570,7 +587,7 @@ func measurePeer(ctx context.Context, endpoint string, cfg peerConfig, rep *benc
 			addAccounting(rep, "Powertools", ph, pt[i])
 		}
 	}
-	if b := px.conditionalFailureBody(); b != "" && !strings.Contains(b, "ConsumedCapacity") {
+	if b := px.ConditionalFailureBody(); b != "" && !strings.Contains(b, "ConsumedCapacity") {
 		rep.Note("DynamoDB Local answers a failed conditional write with no ConsumedCapacity (body seen: %s), so its reported units leave those writes out; the real-DynamoDB figures charge them (1 unit per started KB of the item, 1 where no item exists).", truncate(compactJSON(b), 120))
 	}
 	return nil
@@ -585,9 +602,9 @@ func addAccounting(rep *benchreport.Report, side string, ph peerPhase, r phaseRe
 }
 
 // addCost adds the calls and write units of n messages' accounting.
-func addCost(rep *benchreport.Report, section, prefix, how string, a accounting, n int) {
+func addCost(rep *benchreport.Report, section, prefix, how string, a ddbfront.Usage, n int) {
 	per := func(x float64) float64 { return x / float64(n) }
-	rep.Add(section, prefix+"DynamoDB calls", per(float64(a.calls())), "calls/msg",
+	rep.Add(section, prefix+"DynamoDB calls", per(float64(a.Total())), "calls/msg",
 		fmt.Sprintf("%s; through the cost proxy: %s; %d conditional failures; %s read units reported",
 			how, callList(a.Calls), a.ConditionFailed, benchreport.FormatValue(a.ReportedRCU)))
 	rep.Add(section, prefix+"write units, DynamoDB Local", per(a.ReportedWCU), "WCU/msg",

@@ -2,158 +2,16 @@ package main
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"runtime"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-
 	"github.com/sendonce/sendonce/internal/benchreport"
-	"github.com/sendonce/sendonce/internal/benchreport/ddbcost"
 	"github.com/sendonce/sendonce/internal/dispatch"
-	"github.com/sendonce/sendonce/internal/tableschema"
 	"github.com/sendonce/sendonce/internal/testenv"
 	"github.com/sendonce/sendonce/provider"
 )
-
-// TestCostProxy drives writes through the proxy to DynamoDB Local and
-// checks its accounting against the rules applied by hand to the items
-// written.
-func TestCostProxy(t *testing.T) {
-	t.Parallel()
-	ep := testenv.DynamoDBEndpoint(t)
-	direct := testenv.DynamoDB(t)
-	table := testenv.NewTable(t, direct)
-	px, err := startCostProxy(ep)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(px.Close)
-	db := dynamoClient(px.URL)
-	ctx := context.Background()
-	s := func(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
-	key := map[string]types.AttributeValue{tableschema.PartitionKey: s("v1_costproxy")}
-	// 1500 bytes, in the attention index (ALL projection): 2 units on the
-	// table, 2 on the index.
-	item := map[string]types.AttributeValue{
-		tableschema.PartitionKey: s("v1_costproxy"),
-		tableschema.AttentionPK:  s("attn#01"),
-		tableschema.AttentionSK:  s("2026-12-01T00:00:00Z"),
-	}
-	item["pad"] = s(strings.Repeat("x", 1500-ddbcost.ItemSize(item)-3))
-	if got := ddbcost.ItemSize(item); got != 1500 {
-		t.Fatalf("item size %d, want 1500", got)
-	}
-	cond := &dynamodb.PutItemInput{
-		TableName: aws.String(table), Item: item,
-		ConditionExpression:      aws.String("attribute_not_exists(#pk)"),
-		ExpressionAttributeNames: map[string]string{"#pk": tableschema.PartitionKey},
-	}
-	if _, err := db.PutItem(ctx, cond); err != nil {
-		t.Fatalf("put: %v", err)
-	}
-	a := px.take(table)
-	if a.Calls["PutItem"] != 1 || a.TableWCU != 2 || a.IndexWCU != 2 || a.IndexWrites != 1 || a.MaxItem != 1500 {
-		t.Errorf("put: %+v; want 1 PutItem, table 2, index 2 (1 entry), item 1500 bytes", a)
-	}
-	if a.ReportedWCU == 0 {
-		t.Errorf("put: DynamoDB Local reported no capacity; the proxy must ask for it")
-	}
-
-	// The same conditional put fails: charged by the larger item (1500 B).
-	var ccf *types.ConditionalCheckFailedException
-	if _, err := db.PutItem(ctx, cond); !errors.As(err, &ccf) {
-		t.Fatalf("second put: %v, want a conditional check failure", err)
-	}
-	if a := px.take(table); a.ConditionFailed != 1 || a.TableWCU != 2 || a.IndexWCU != 0 || a.Errors != 0 {
-		t.Errorf("failed put: %+v; want 1 conditional failure, table 2, no index", a)
-	}
-
-	// Leaving the index and shrinking: the larger image (1500 B) on the
-	// table, the removed entry (1500 B) on the index.
-	if _, err := db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName: aws.String(table), Key: key,
-		UpdateExpression:         aws.String("REMOVE #a, #b, #p"),
-		ExpressionAttributeNames: map[string]string{"#a": tableschema.AttentionPK, "#b": tableschema.AttentionSK, "#p": "pad"},
-	}); err != nil {
-		t.Fatalf("update: %v", err)
-	}
-	if a := px.take(table); a.Calls["UpdateItem"] != 1 || a.TableWCU != 2 || a.IndexWCU != 2 || a.IndexWrites != 1 {
-		t.Errorf("update: %+v; want table 2, index 2 (1 entry removed)", a)
-	}
-
-	// Deleting the 14-byte remainder: 1 unit, nothing in the index.
-	if _, err := db.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(table), Key: key}); err != nil {
-		t.Fatalf("delete: %v", err)
-	}
-	if a := px.take(table); a.Calls["DeleteItem"] != 1 || a.TableWCU != 1 || a.IndexWCU != 0 {
-		t.Errorf("delete: %+v; want table 1, no index", a)
-	}
-	// A read through the proxy is counted, its images are not.
-	if _, err := db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(table), Key: key}); err != nil {
-		t.Fatalf("get: %v", err)
-	}
-	if a := px.take(table); a.calls() != 1 || a.Calls["GetItem"] != 1 {
-		t.Errorf("get: calls %v, want GetItem 1 only", a.Calls)
-	}
-}
-
-func TestWireValue(t *testing.T) {
-	t.Parallel()
-	var m map[string]wireValue
-	in := `{"s":{"S":"a"},"n":{"N":"12"},"b":{"B":"AQID"},"t":{"BOOL":true},"z":{"NULL":true},
-		"l":{"L":[{"S":"x"},{"N":"1"}]},"m":{"M":{"k":{"S":"v"}}},"ss":{"SS":["p","q"]}}`
-	if err := json.Unmarshal([]byte(in), &m); err != nil {
-		t.Fatal(err)
-	}
-	item := wireItem(m)
-	// s 1+1, n 1+2, b 1+3, t 1+1, z 1+1, l 1+3+(1+1)+(1+2), m 1+3+(1+1+1), ss 2+1+1
-	if got, want := ddbcost.ItemSize(item), 2+3+4+2+2+(4+2+3)+(4+3)+4; got != want {
-		t.Errorf("size of the decoded item = %d, want %d (%v)", got, want, item)
-	}
-	if b, ok := item["b"].(*types.AttributeValueMemberB); !ok || string(b.Value) != "\x01\x02\x03" {
-		t.Errorf("binary = %#v, want the base64-decoded bytes", item["b"])
-	}
-}
-
-func TestWithCapacity(t *testing.T) {
-	t.Parallel()
-	got := withCapacity([]byte(`{"TableName":"t","ReturnConsumedCapacity":"NONE"}`))
-	var m map[string]string
-	if err := json.Unmarshal(got, &m); err != nil || m["ReturnConsumedCapacity"] != "INDEXES" || m["TableName"] != "t" {
-		t.Errorf("withCapacity = %s, want INDEXES and the rest kept", got)
-	}
-	if got := withCapacity([]byte("not json")); string(got) != "not json" {
-		t.Errorf("withCapacity(not json) = %q, want it unchanged", got)
-	}
-}
-
-func TestKeyLocks(t *testing.T) {
-	t.Parallel()
-	var l keyLocks
-	unlock := l.lock("a")
-	done := make(chan struct{})
-	go func() {
-		u := l.lock("a")
-		u()
-		close(done)
-	}()
-	select {
-	case <-done:
-		t.Fatal("a second lock of the same name did not wait")
-	case <-time.After(20 * time.Millisecond):
-	}
-	l.lock("b")() // another name does not wait
-	unlock()
-	<-done
-	l.lock("a")() // a released name can be taken again
-}
 
 func TestCountingProvider(t *testing.T) {
 	t.Parallel()

@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/sendonce/sendonce/internal/decide"
+	"github.com/sendonce/sendonce/internal/dispatch"
 	"github.com/sendonce/sendonce/internal/ledger"
 	"github.com/sendonce/sendonce/internal/localpipeline"
 	"github.com/sendonce/sendonce/internal/provider/httpprovider"
@@ -50,7 +51,7 @@ func startSim(latency time.Duration) (*httpprovider.Provider, string, func(), er
 // the 20 KB HTML email of the peer section (largeTemplate), from memory,
 // as a warm sender container renders from its cache.
 var benchRenderer = func() *render.Renderer {
-	s := memtemplates.New()
+	s := memtemplates.New(memtemplates.Config{})
 	ctx := context.Background()
 	if _, err := templates.ImportExamples(ctx, s, "bench"); err != nil {
 		panic(err) // the examples are valid (tested in package templates)
@@ -60,7 +61,7 @@ var benchRenderer = func() *render.Renderer {
 		Subject: "News for {{.name}}", Text: "Hello {{.name}}, order {{.order_id}}", HTML: html}); err != nil {
 		panic(err)
 	}
-	return render.New(s)
+	return render.New(s, render.Config{})
 }()
 
 // largeTemplate is the stored email template whose HTML part is 20 KB.
@@ -74,14 +75,17 @@ func (noDeadLetters) Put(_ context.Context, rec events.SQSMessage, invalid *noti
 }
 
 func newSender(l ledger.Ledger, p provider.Adapter) (*sender.Sender, error) {
-	return sender.New(sender.Config{
+	d, err := dispatch.New(dispatch.Dispatcher{
 		Ledger:          l,
 		Providers:       map[string]provider.Adapter{"sms": p},
 		Renderer:        benchRenderer,
-		DeadLetters:     noDeadLetters{},
 		ProviderTimeout: decide.DefaultProviderTimeout,
 		ClaimTimeout:    sender.DefaultClaimTimeout,
 	})
+	if err != nil {
+		return nil, err
+	}
+	return sender.New(sender.Config{Dispatcher: d, DeadLetters: noDeadLetters{}})
 }
 
 // request returns the i-th request of run: an SMS of ~40 rendered

@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sendonce/sendonce/internal/apikey"
+	"github.com/sendonce/sendonce/internal/apikey/dynamoapikey"
 )
 
 func apikeyCreateCmd(a *app) *cobra.Command {
@@ -29,7 +30,7 @@ Callers of the HTTP API present the key as "Authorization: Bearer <key>".`,
 		if err != nil {
 			return err
 		}
-		id, key, err := apikey.New(db, table).Create(c.Context(), *tenant)
+		id, key, err := apikey.New(dynamoapikey.New(db, table), apikey.Config{}).Create(c.Context(), *tenant)
 		if err != nil {
 			return tenantError(c, *tenant, err)
 		}
@@ -48,7 +49,7 @@ func tenantFlag(c *cobra.Command) *string {
 
 // tenantTable checks the --tenant and --table of c, an apikey command on
 // one tenant, and returns a DynamoDB client and the table.
-func (a *app) tenantTable(c *cobra.Command, tableFlag, tenant string) (apikey.DynamoDB, string, error) {
+func (a *app) tenantTable(c *cobra.Command, tableFlag, tenant string) (dynamoapikey.API, string, error) {
 	if tenant == "" {
 		return nil, "", &usageError{cmd: c, msg: name(c) + " needs --tenant TENANT"}
 	}
@@ -100,7 +101,7 @@ unknown id is an error (exit status 1).`,
 		if err != nil {
 			return err
 		}
-		err = apikey.New(db, table).Revoke(c.Context(), id)
+		err = apikey.New(dynamoapikey.New(db, table), apikey.Config{}).Revoke(c.Context(), id)
 		switch {
 		case errors.Is(err, apikey.ErrInvalidID):
 			return fmt.Errorf("apikey revoke: %q is not a key id (16 lowercase hex digits)", truncate(id))
@@ -138,7 +139,7 @@ listed; they still work and can still be revoked by id.`,
 		if err != nil {
 			return err
 		}
-		infos, err := apikey.New(db, table).List(c.Context(), *tenant)
+		infos, err := apikey.New(dynamoapikey.New(db, table), apikey.Config{}).List(c.Context(), *tenant)
 		if err != nil {
 			return tenantError(c, *tenant, err)
 		}

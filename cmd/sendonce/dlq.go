@@ -79,28 +79,47 @@ does: each listing adds one to their receive count.`,
 
 func dlqRedriveCmd(a *app) *cobra.Command {
 	c := &cobra.Command{
-		Use:   "redrive [--dry-run] [--reason-match RE] [--queue-url URL] [--dlq-url URL]",
-		Short: "move the valid dead-lettered messages back to the queue",
+		Use:   "redrive [--all [--rate N] [--no-wait]] [--dry-run] [--reason-match RE] [--each] [--concurrency N] [--queue-url URL] [--dlq-url URL]",
+		Short: "move the dead-lettered messages back to the queue, in batches or with SQS's move task",
 		Long: `
-Re-validates every message in the dead-letter queue (as the sender does) and
-moves the valid ones back to the notification queue, body unchanged. Each
-message is deleted from the DLQ only after SendMessage to the queue
-succeeded: a crash in between leaves it in both, and the second copy finds
-its ledger row and sends nothing. No message is lost. Invalid messages, and
-messages whose reason does not match --reason-match, stay where they are
+Moves dead-lettered messages back to the notification queue, body unchanged,
+with one of two engines.
+
+By default it filters: it re-validates every message (as the sender does)
+and moves only the valid ones (and, with --reason-match, only those whose
+sendonce-error reason matches), in batches: ReceiveMessage of 10,
+SendMessageBatch of up to 10 to the queue, DeleteMessageBatch of the ones
+the queue took, from --concurrency workers at once (3 calls per 10
+messages). A message is deleted from the DLQ only after the queue took it:
+a crash in between leaves it in both, and the second copy finds its ledger
+row and sends nothing. No message is lost. Each moved copy carries the
+sendonce-enqueued-at attribute (its first enqueue time), so its class's
+default validity is not restarted. Invalid and non-matching messages stay
 (visible again when it ends).
 
-A redriven message whose ledger row has expired (past the retention) is
-sent again: do not redrive messages older than the ledger's retention.
+With --all it filters nothing and hands the move to SQS: one
+StartMessageMoveTask from the DLQ to the queue (at most --rate messages a
+second; SQS's own pace without it), then ListMessageMoveTasks every --poll
+to show its progress until it ends (--no-wait: print the task and return).
+Invalid messages move too; the sender dead-letters them again at once with
+their reason. SQS gives each moved message a new SentTimestamp.
 
-It prints one line per message as it goes: the action (moved, would-move,
-invalid, no-match, failed), the message id, the key and the reason (with
---query, the lines are collected and the query runs over all of them at the
-end). On a terminal a progress line on stderr counts them while it runs;
-the totals go to stderr at the end:
-  sendonce: dlq redrive: 12 messages: 9 moved, 2 invalid, 1 no-match, 0 failed
-A failed send or delete makes the exit status 1 after every message was
-tried, with the totals in the error line.`,
+A message past its validity (expires_at, or its class's default) is never
+sent after a redrive either: its ledger row, or its first enqueue time,
+says so (docs/request.md, "Validity"). A redriven message whose ledger row
+has expired (past the retention) is sent again: do not redrive messages
+older than the ledger's retention.
+
+Output: the batch engine prints one line per message not moved (invalid,
+no-match, failed; with --dry-run or --each, every message): the action, the
+message id, the key and the reason (with --query the lines are collected
+and the query runs over all of them at the end). The move task prints one
+object: its handle, status, messages moved and to move. On a terminal a
+progress line on stderr counts them while it runs; the totals go to stderr
+at the end:
+  sendonce: dlq redrive: 12 messages: 9 moved, 2 invalid, 1 no-match, 0 failed in 1.2s (10/s; 4 ReceiveMessage, 1 SendMessageBatch, ...)
+A failed send or delete, or a move task that failed or was cancelled,
+makes the exit status 1, with the totals in the error line.`,
 		Args: noArgs,
 	}
 	dlq := dlqFlag(c)
@@ -109,14 +128,31 @@ tried, with the totals in the error line.`,
 	dryRun := f.Bool("dry-run", false, "only say what would move")
 	match := f.String("reason-match", "", "only messages whose sendonce-error reason matches the regular expression `RE`")
 	visibility := f.Duration("visibility", 60*time.Second, "`D`: how long a message is hidden while it is handled")
+	all := f.Bool("all", false, "move every message with SQS's move task (StartMessageMoveTask): no filter")
+	rate := f.Int32("rate", 0, "with --all: at most `N` messages a second (1 to 500; 0: SQS's own pace)")
+	noWait := f.Bool("no-wait", false, "with --all: start the move task and return")
+	poll := f.Duration("poll", 2*time.Second, "with --all: how often `D` to ask for the task's progress")
+	each := f.Bool("each", false, "print a line for every message, moved ones too")
+	concurrency := f.Int("concurrency", 8, "batch workers at once (`N`, 1 to 64)")
 	c.RunE = func(c *cobra.Command, _ []string) error {
 		ctx := c.Context()
 		url, err := a.dlqURL(c, *dlq)
 		if err != nil {
 			return err
 		}
-		if *visibility < time.Second || *visibility > 12*time.Hour {
+		switch {
+		case *visibility < time.Second || *visibility > 12*time.Hour:
 			return &usageError{cmd: c, msg: "--visibility must be between 1s and 12h"}
+		case *all && (*match != "" || *dryRun):
+			return &usageError{cmd: c, msg: "--all moves every message with SQS's move task: it takes no --reason-match or --dry-run"}
+		case !*all && (*rate != 0 || *noWait):
+			return &usageError{cmd: c, msg: "--rate and --no-wait go with --all"}
+		case *rate < 0 || *rate > 500:
+			return &usageError{cmd: c, msg: "--rate must be between 1 and 500 (SQS's limit), or 0 for SQS's own pace"}
+		case *concurrency < 1 || *concurrency > 64:
+			return &usageError{cmd: c, msg: "--concurrency must be between 1 and 64"}
+		case *poll < 10*time.Millisecond:
+			return &usageError{cmd: c, msg: "--poll must be at least 10ms"}
 		}
 		var re *regexp.Regexp
 		if *match != "" {
@@ -134,47 +170,62 @@ tried, with the totals in the error line.`,
 				return fmt.Errorf("dlq redrive: %w", err)
 			}
 		}
-		var (
-			skipped []string
-			tally   = &tally{n: map[string]int{}, dryRun: *dryRun}
-			out     = a.redriveLines()
-		)
-		err = receiveAll(ctx, q, url, *visibility, 0, func(m types.Message) error {
-			v := describeMessage(m, rd)
-			rv := redriveView{MessageID: v.MessageID, Key: v.Key, Reason: cmp.Or(v.Reason, v.Invalid)}
-			switch {
-			case !v.Valid:
-				rv.Action, rv.Reason = "invalid", v.Invalid
-			case re != nil && !re.MatchString(stringAttr(m, sender.AttrErrorReason)):
-				rv.Action = "no-match"
-			case *dryRun:
-				rv.Action = "would-move"
+		start := time.Now()
+		if *all {
+			v, err := moveTask(ctx, q, url, target, *rate, *noWait, *poll, func(v moveTaskView) {
+				a.prog.show(fmt.Sprintf("dlq redrive: move task %s: %d of %d moved (%s)", v.Status, v.Moved, v.ToMove, v.Elapsed))
+			})
+			if err != nil {
+				return fmt.Errorf("dlq redrive --all: %w", err)
 			}
-			if rv.Action != "" {
-				skipped = append(skipped, aws.ToString(m.ReceiptHandle))
-			} else if err := move(ctx, q, target, url, m); err != nil {
-				rv.Action, rv.Reason = "failed", err.Error()
-			} else {
-				rv.Action = "moved"
+			a.prog.clear()
+			if err := a.printer().object(v); err != nil {
+				return err
 			}
-			tally.add(rv.Action)
-			a.prog.show("dlq redrive: " + tally.String())
-			return out.line(rv)
-		})
-		release(context.WithoutCancel(ctx), q, url, skipped)
+			switch v.Status {
+			case "RUNNING":
+				a.note("dlq redrive: move task %s started; follow it with aws sqs list-message-move-tasks --source-arn %s", v.TaskHandle, v.Source)
+			case "COMPLETED":
+				a.note("dlq redrive: move task completed: %d messages moved in %s (%s/s)", v.Moved, time.Since(start).Round(time.Millisecond), perSecond(v.Moved, time.Since(start)))
+			default:
+				return fmt.Errorf("dlq redrive: move task %s: %s after %d messages moved", v.Status, cmp.Or(v.FailureReason, "no reason given"), v.Moved)
+			}
+			return nil
+		}
+		out := a.redriveLines()
+		b := &batchRedrive{q: q, dlq: url, target: target, visibility: *visibility, re: re, dryRun: *dryRun, rd: rd, concurrency: *concurrency,
+			tally: &tally{n: map[string]int{}, dryRun: *dryRun}}
+		b.line = func(v redriveView) error {
+			if v.Action == "moved" && !*each {
+				return nil
+			}
+			return out.line(v)
+		}
+		b.progress = func() { a.prog.show("dlq redrive: " + b.tally.String()) }
+		err = b.run(ctx)
 		if err == nil {
 			err = out.flush()
 		}
+		took := time.Since(start)
+		summary := fmt.Sprintf("%s in %s (%s/s; %s)", b.tally, took.Round(time.Millisecond), perSecond(int64(b.tally.total()), took), b.callsString())
 		if err != nil {
-			return fmt.Errorf("dlq redrive: %w (so far %s)", err, tally)
+			return fmt.Errorf("dlq redrive: %w (so far %s)", err, summary)
 		}
-		if n := tally.n["failed"]; n > 0 {
-			return fmt.Errorf("dlq redrive: %d message(s) could not be moved; they are still in the dead-letter queue (or in both queues, which the ledger absorbs): %s", n, tally)
+		if n := b.tally.n["failed"]; n > 0 {
+			return fmt.Errorf("dlq redrive: %d message(s) could not be moved; they are still in the dead-letter queue (or in both queues, which the ledger absorbs): %s", n, summary)
 		}
-		a.note("dlq redrive: %s", tally)
+		a.note("dlq redrive: %s", summary)
 		return nil
 	}
 	return c
+}
+
+// perSecond is n per d, rounded.
+func perSecond(n int64, d time.Duration) string {
+	if d <= 0 {
+		return "-"
+	}
+	return strconv.FormatFloat(float64(n)/d.Seconds(), 'f', 0, 64)
 }
 
 // sqsAPI is the part of the SQS client the dlq commands use.
@@ -184,6 +235,12 @@ type sqsAPI interface {
 	DeleteMessage(ctx context.Context, in *sqs.DeleteMessageInput, optFns ...func(*sqs.Options)) (*sqs.DeleteMessageOutput, error)
 	ChangeMessageVisibility(ctx context.Context, in *sqs.ChangeMessageVisibilityInput, optFns ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityOutput, error)
 	ListDeadLetterSourceQueues(ctx context.Context, in *sqs.ListDeadLetterSourceQueuesInput, optFns ...func(*sqs.Options)) (*sqs.ListDeadLetterSourceQueuesOutput, error)
+	SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatchInput, optFns ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error)
+	DeleteMessageBatch(ctx context.Context, in *sqs.DeleteMessageBatchInput, optFns ...func(*sqs.Options)) (*sqs.DeleteMessageBatchOutput, error)
+	ChangeMessageVisibilityBatch(ctx context.Context, in *sqs.ChangeMessageVisibilityBatchInput, optFns ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityBatchOutput, error)
+	GetQueueAttributes(ctx context.Context, in *sqs.GetQueueAttributesInput, optFns ...func(*sqs.Options)) (*sqs.GetQueueAttributesOutput, error)
+	StartMessageMoveTask(ctx context.Context, in *sqs.StartMessageMoveTaskInput, optFns ...func(*sqs.Options)) (*sqs.StartMessageMoveTaskOutput, error)
+	ListMessageMoveTasks(ctx context.Context, in *sqs.ListMessageMoveTasksInput, optFns ...func(*sqs.Options)) (*sqs.ListMessageMoveTasksOutput, error)
 }
 
 // dlqView is one dead-lettered message as dlq list prints it.
@@ -252,6 +309,15 @@ type tally struct {
 
 func (t *tally) add(action string) { t.n[action]++ }
 
+// total is the number of messages counted.
+func (t *tally) total() int {
+	n := 0
+	for _, v := range t.n {
+		n += v
+	}
+	return n
+}
+
 // String is "12 messages: 9 moved, 2 invalid, 1 no-match, 0 failed"
 // ("would-move" instead of "moved" for a dry run); an action that did not
 // happen is left out, except those two and failed.
@@ -300,27 +366,6 @@ func (o *redriveOut) flush() error {
 		return nil
 	}
 	return writeList(p, o.collected, nil, nil)
-}
-
-// move sends m's body to queue, then deletes m from dlq: in that order,
-// so a crash in between duplicates the message and never loses it.
-func move(ctx context.Context, q sqsAPI, queue, dlq string, m types.Message) error {
-	in := &sqs.SendMessageInput{QueueUrl: aws.String(queue), MessageBody: m.Body}
-	if strings.HasSuffix(queue, ".fifo") {
-		group := m.Attributes[string(types.MessageSystemAttributeNameMessageGroupId)]
-		if group == "" {
-			group = "redrive"
-		}
-		in.MessageGroupId = aws.String(group)
-		in.MessageDeduplicationId = m.MessageId
-	}
-	if _, err := q.SendMessage(ctx, in); err != nil {
-		return &queueError{url: queue, flag: "--queue-url or SENDONCE_QUEUE_URL", err: fmt.Errorf("send to the queue: %w", err)}
-	}
-	if _, err := q.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(dlq), ReceiptHandle: m.ReceiptHandle}); err != nil {
-		return fmt.Errorf("sent to the queue, but not deleted from the dead-letter queue (a duplicate the ledger absorbs): %w", err)
-	}
-	return nil
 }
 
 // receiveAll receives dlq's messages in batches of 10, hidden for

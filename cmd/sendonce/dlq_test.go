@@ -188,13 +188,13 @@ func TestDLQ(t *testing.T) {
 	})
 	t.Run("ReasonMatch", func(t *testing.T) {
 		// The queue comes from ListDeadLetterSourceQueues: no --queue-url.
-		r := run("dlq", "redrive", "--reason-match", "answered 40[13]")
+		r := run("dlq", "redrive", "--reason-match", "answered 40[13]", "--each")
 		if r.code != 0 || strings.Count(r.stdout, `"moved"`) != 1 || strings.Count(r.stdout, `"no-match"`) != 1 {
 			t.Fatalf("redrive --reason-match: exit %d %q %q", r.code, r.stdout, r.stderr)
 		}
 	})
 	t.Run("All", func(t *testing.T) {
-		r := run("dlq", "redrive", "--queue-url", q.queue)
+		r := run("dlq", "redrive", "--queue-url", q.queue, "--each")
 		if r.code != 0 || strings.Count(r.stdout, `"moved"`) != 1 || strings.Count(r.stdout, `"invalid"`) != 1 {
 			t.Fatalf("redrive: exit %d %q %q", r.code, r.stdout, r.stderr)
 		}
@@ -207,7 +207,9 @@ func TestDLQ(t *testing.T) {
 		}
 	})
 	t.Run("Usage", func(t *testing.T) {
-		for _, args := range [][]string{{"dlq"}, {"dlq", "purge"}, {"dlq", "redrive", "--reason-match", "("}, {"dlq", "list", "--limit", "0"}} {
+		for _, args := range [][]string{{"dlq"}, {"dlq", "purge"}, {"dlq", "redrive", "--reason-match", "("}, {"dlq", "list", "--limit", "0"},
+			{"dlq", "redrive", "--all", "--dry-run"}, {"dlq", "redrive", "--all", "--reason-match", "x"}, {"dlq", "redrive", "--rate", "10"},
+			{"dlq", "redrive", "--all", "--rate", "501"}, {"dlq", "redrive", "--concurrency", "0"}, {"dlq", "redrive", "--no-wait"}} {
 			if r := run(args...); r.code != exitUsage {
 				t.Errorf("%v: exit %d, want 2 (%s)", args, r.code, r.stderr)
 			}
@@ -267,7 +269,7 @@ func TestDLQRedriveKilled(t *testing.T) {
 	deleting, stop := make(chan struct{}), make(chan struct{})
 	var once sync.Once
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get("X-Amz-Target") == "AmazonSQS.DeleteMessage" {
+		if r.Header.Get("X-Amz-Target") == "AmazonSQS.DeleteMessageBatch" {
 			_, _ = io.Copy(io.Discard, r.Body)
 			once.Do(func() { close(deleting) })
 			select { // hold the delete until the client dies
@@ -294,7 +296,7 @@ func TestDLQRedriveKilled(t *testing.T) {
 	select {
 	case <-deleting:
 	case <-ctx.Done():
-		t.Fatalf("the CLI never reached DeleteMessage: %s", stderr.String())
+		t.Fatalf("the CLI never reached DeleteMessageBatch: %s", stderr.String())
 	}
 	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
@@ -307,7 +309,7 @@ func TestDLQRedriveKilled(t *testing.T) {
 	// Still in the DLQ, visible again once its 2s visibility ends; a
 	// second redrive moves it (a duplicate, which the ledger absorbs).
 	time.Sleep(2500 * time.Millisecond)
-	r := runWith(t, q.vars, "", "dlq", "redrive", "--queue-url", q.queue)
+	r := runWith(t, q.vars, "", "dlq", "redrive", "--queue-url", q.queue, "--each")
 	if r.code != 0 || strings.Count(r.stdout, `"moved"`) != 1 {
 		t.Fatalf("second redrive: exit %d %q %q", r.code, r.stdout, r.stderr)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/sendonce/sendonce/internal/apikey"
+	"github.com/sendonce/sendonce/internal/apikey/dynamoapikey"
 	"github.com/sendonce/sendonce/internal/ledger"
 	"github.com/sendonce/sendonce/internal/ledger/dynamoledger"
 	"github.com/sendonce/sendonce/internal/redact"
@@ -57,7 +58,7 @@ func (b bundle) run(t *testing.T, args ...string) result {
 // ledger returns the DynamoDB ledger on b's table.
 func (b bundle) ledger(t *testing.T) *dynamoledger.Ledger {
 	t.Helper()
-	led, err := dynamoledger.New(b.db, b.table)
+	led, err := dynamoledger.New(b.db, b.table, dynamoledger.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -378,7 +379,7 @@ func TestAPIKey(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	ctx := context.Background()
-	store := apikey.New(b.db, b.table, apikey.WithCacheTTL(0))
+	store := apikey.New(dynamoapikey.New(b.db, b.table), apikey.Config{CacheTTL: -1})
 
 	r := b.run(t, "apikey", "create", "--tenant", "acme")
 	if r.code != exitOK {

@@ -90,12 +90,12 @@ func (a *app) openRow(ctx context.Context, c *cobra.Command, tableFlag, key stri
 }
 
 // openLedger returns the DynamoDB ledger on table.
-func (a *app) openLedger(ctx context.Context, table string, opts ...dynamoledger.Option) (*dynamoledger.Ledger, error) {
+func (a *app) openLedger(ctx context.Context, table string) (*dynamoledger.Ledger, error) {
 	db, err := a.dynamoClient(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return dynamoledger.New(db, table, opts...)
+	return dynamoledger.New(db, table, dynamoledger.Config{})
 }
 
 // getRow reads key's row, with a message for a missing one that says why

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sendonce/sendonce/internal/dispatch"
 	"github.com/sendonce/sendonce/internal/ledger"
 	"github.com/sendonce/sendonce/internal/ledger/dynamoledger"
 	"github.com/sendonce/sendonce/internal/metrics"
@@ -31,7 +32,7 @@ type seeder struct {
 
 func (b bundle) seeder(t *testing.T) *seeder {
 	clk := testsupport.NewClock(time.Now())
-	led, err := dynamoledger.New(b.db, b.table, dynamoledger.WithNow(clk.Now))
+	led, err := dynamoledger.New(b.db, b.table, dynamoledger.Config{Now: clk.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -329,8 +330,16 @@ func TestResolve(t *testing.T) {
 		t.Fatal(err)
 	}
 	led := b.ledger(t)
-	rec, err := reconcile.New(reconcile.Config{Ledger: led, Providers: map[string]provider.Adapter{"sms": prov}, Metrics: metrics.Discard,
-		ProviderTimeout: 2 * time.Second, ClaimTimeout: 30 * time.Second, Settle: time.Second})
+	rec, err := reconcile.New(reconcile.Config{
+		Dispatcher: testsupport.Dispatcher(t, dispatch.Dispatcher{
+			Ledger:          led,
+			Providers:       map[string]provider.Adapter{"sms": prov},
+			Metrics:         metrics.Discard,
+			ProviderTimeout: 2 * time.Second,
+			ClaimTimeout:    30 * time.Second,
+			Settle:          time.Second,
+		}),
+	})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,7 +17,9 @@ import (
 // recipient get it?" with find, for every message, and checks the answer
 // against the provider's ground truth. It also runs every EMF line the
 // functions printed through metrics.ValidateLine: CloudWatch would accept
-// them all.
+// them all. It is the one run of localpipeline.Run (make demo's first
+// phase) in make test; the chaos http lane runs the same adapter and
+// simulator under every fault.
 func TestSupportLookup(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
@@ -29,6 +31,13 @@ func TestSupportLookup(t *testing.T) {
 	}
 	if !rep.OK() {
 		t.Fatalf("pipeline run failed: %v", rep.Problems())
+	}
+	// The summary make demo prints (localpipeline.Run's report) carries
+	// the verdict.
+	var sum strings.Builder
+	rep.WriteSummary(&sum)
+	if !strings.Contains(sum.String(), "DELIVERED TWICE") || !strings.Contains(sum.String(), "RESULT: OK") {
+		t.Errorf("summary lacks the verdict:\n%s", sum.String())
 	}
 
 	emf, invalid := 0, 0

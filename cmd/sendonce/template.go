@@ -78,7 +78,7 @@ func (f templateFlags) store(ctx context.Context, a *app, c *cobra.Command) (*dy
 	if err != nil {
 		return nil, err
 	}
-	return dynamotemplates.New(db, table), nil
+	return dynamotemplates.New(db, table, dynamotemplates.Config{}), nil
 }
 
 // readSource reads FILE, or stdin for "-".
@@ -282,7 +282,7 @@ person reads it (the subject, the text, the HTML part); with --output json
 		if err != nil {
 			return err
 		}
-		m, err := render.New(s, render.WithCacheTTL(0)).Render(c.Context(), render.Input{
+		m, err := render.New(s, render.Config{CacheTTL: -1}).Render(c.Context(), render.Input{
 			Tenant: *f.tenant, Template: *f.name, Channel: *f.channel, Locale: *f.locale, Data: params,
 		})
 		if err != nil {

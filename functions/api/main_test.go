@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/sendonce/sendonce/internal/apikey"
+	"github.com/sendonce/sendonce/internal/apikey/dynamoapikey"
 	"github.com/sendonce/sendonce/internal/ledger"
 	"github.com/sendonce/sendonce/internal/ledger/dynamoledger"
 	"github.com/sendonce/sendonce/internal/metrics"
@@ -75,7 +76,7 @@ func TestBootstrapUnderRIE(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, key, err := apikey.New(db, table).Create(ctx, "acme")
+	_, key, err := apikey.New(dynamoapikey.New(db, table), apikey.Config{}).Create(ctx, "acme")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +117,7 @@ func TestBootstrapUnderRIE(t *testing.T) {
 	}
 
 	// The sender claims and sends; the GET event then reads the row.
-	led, err := dynamoledger.New(db, table)
+	led, err := dynamoledger.New(db, table, dynamoledger.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

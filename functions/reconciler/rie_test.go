@@ -63,7 +63,7 @@ func TestBootstrapUnderRIE(t *testing.T) {
 	_, payload := testsupport.StrictFile[events.EventBridgeEvent](t, scheduleFile, "an EventBridge event")
 	db := testenv.DynamoDB(t)
 	table := testenv.NewTable(t, db)
-	led, err := dynamoledger.New(db, table)
+	led, err := dynamoledger.New(db, table, dynamoledger.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

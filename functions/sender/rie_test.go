@@ -60,11 +60,11 @@ func setup(t *testing.T) bundle {
 
 	sim, simURL := testsupport.Simulator(t, simulator.Options{Token: simToken})
 
-	led, err := dynamoledger.New(db, table)
+	led, err := dynamoledger.New(db, table, dynamoledger.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := templates.ImportExamples(ctx, dynamotemplates.New(db, table), "acme"); err != nil {
+	if _, err := templates.ImportExamples(ctx, dynamotemplates.New(db, table, dynamotemplates.Config{}), "acme"); err != nil {
 		t.Fatal(err)
 	}
 	b := bundle{sim: sim, ledger: led, sqs: q, dlqURL: aws.ToString(dlq.QueueUrl), event: ev, payload: payload}

@@ -13,7 +13,8 @@ import (
 // TestStartUpRefused: the real bootstraps, under the RIE, refuse to start
 // on bad configuration with one "start-up failed" line that names every
 // wrong variable. The sesevents function shares the webhook's start-up
-// (lambdaenv.Start, Function.Ledger, the dedup TTL), so its case is here.
+// (lambdaenv.Start, Function.Ledger, the dedup TTL), so its case is here;
+// so is the api's, which starts through lambdaenv.Start too.
 func TestStartUpRefused(t *testing.T) {
 	t.Parallel()
 	const secret = "SENDONCE_HTTP_PROVIDER_CALLBACK_SECRET"
@@ -32,6 +33,10 @@ func TestStartUpRefused(t *testing.T) {
 			[]string{"SENDONCE_TABLE is required", `SENDONCE_CALLBACK_DEDUP_TTL=\"soon\"`}},
 		{"SESEventsTwoProblems", "sesevents", map[string]string{"SENDONCE_TABLE": "", "SENDONCE_RETENTION": "-1h"},
 			[]string{"SENDONCE_TABLE is required", `SENDONCE_RETENTION=\"-1h\"`}},
+		// Before the api started through lambdaenv.Start, a wrong log
+		// level was ignored there.
+		{"APIThreeProblems", "api", map[string]string{"SENDONCE_LOG_LEVEL": "loud", "SENDONCE_API_TENANT_RATE": "lots"},
+			[]string{"SENDONCE_LOG_LEVEL: ", "SENDONCE_QUEUE_URL is required", "SENDONCE_API_TENANT_RATE: "}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

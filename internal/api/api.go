@@ -51,7 +51,7 @@
 //
 // Fixed windows per tenant (SENDONCE_API_TENANT_RATE, default 100/1m) and
 // per tenant and recipient id (SENDONCE_API_RECIPIENT_RATE, default 5/1m),
-// counted in the same table (DynamoWindows: pk "rate#...", TTL). Over a
+// counted in the same table (package ratelimit; pk "rate#...", TTL). Over a
 // limit: 429 with Retry-After (the end of the window). The tenant window
 // is counted before the recipient window, so a request refused for its
 // recipient still counts against the tenant.
@@ -59,11 +59,12 @@
 // # Stores
 //
 // The handler's stores are injected (Config): the idempotency records
-// (idempotency.Records) and the rate windows (RateWindows), beside the
-// API keys (Authenticator) and the ledger. Each has its DynamoDB
-// implementation and an in-memory one for unit tests, held together by
-// one conformance suite (packages idempotencytest, ratelimittest,
-// apikeytest).
+// (idempotency.Records) and the rate windows (ratelimit.Windows), beside
+// the API keys (Authenticator, an apikey.Store over apikey.Records) and
+// the ledger. Each store has the ledger's shape: an interface in its
+// domain package, its DynamoDB implementation in package dynamoX, an
+// in-memory one for unit tests in package memX, and one conformance suite
+// both pass in package Xtest.
 //
 // # Reading
 //
@@ -90,6 +91,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/sendonce/sendonce/internal/api/idempotency"
+	"github.com/sendonce/sendonce/internal/api/ratelimit"
 	"github.com/sendonce/sendonce/internal/apikey"
 	"github.com/sendonce/sendonce/internal/ledger"
 	"github.com/sendonce/sendonce/internal/metrics"
@@ -112,8 +114,8 @@ const (
 
 // Default rate limits.
 var (
-	DefaultTenantRate    = Rate{Limit: 100, Window: time.Minute}
-	DefaultRecipientRate = Rate{Limit: 5, Window: time.Minute}
+	DefaultTenantRate    = ratelimit.Rate{Limit: 100, Window: time.Minute}
+	DefaultRecipientRate = ratelimit.Rate{Limit: 5, Window: time.Minute}
 )
 
 // Authenticator maps an API key to its tenant (package apikey's Store).
@@ -143,27 +145,30 @@ type Config struct {
 	Queue    Queue
 	QueueURL string
 	// Idempotency keeps the idempotency records
-	// (idempotency.DynamoRecords; idempotencytest.Mem in unit tests).
+	// (dynamoidempotency.Records; memidempotency.Records in unit tests).
 	Idempotency idempotency.Records
-	// RateWindows counts the rate limits (DynamoWindows;
-	// ratelimittest.Mem in unit tests).
-	RateWindows RateWindows
+	// RateWindows counts the rate limits (dynamoratelimit.Windows;
+	// memratelimit.Windows in unit tests).
+	RateWindows ratelimit.Windows
 
 	Retention     time.Duration
 	Lease         time.Duration
-	TenantRate    Rate
-	RecipientRate Rate
+	TenantRate    ratelimit.Rate
+	RecipientRate ratelimit.Rate
 
+	// Metrics records the API's metrics; nil means metrics.Discard.
 	Metrics metrics.Recorder
-	Logger  *slog.Logger
-	Now     func() time.Time
+	// Logger receives one line per request; nil discards.
+	Logger *slog.Logger
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
 }
 
 // Handler serves the API. It is safe for concurrent use.
 type Handler struct {
 	cfg     Config
 	idem    *idempotency.Store
-	limiter *Limiter
+	limiter *ratelimit.Limiter
 	log     *slog.Logger
 }
 
@@ -189,16 +194,16 @@ func New(cfg Config) (*Handler, error) {
 	if cfg.Lease == 0 {
 		cfg.Lease = DefaultLease
 	}
-	if cfg.TenantRate == (Rate{}) {
+	if cfg.TenantRate == (ratelimit.Rate{}) {
 		cfg.TenantRate = DefaultTenantRate
 	}
-	if cfg.RecipientRate == (Rate{}) {
+	if cfg.RecipientRate == (ratelimit.Rate{}) {
 		cfg.RecipientRate = DefaultRecipientRate
 	}
 	if cfg.Lease < time.Second || cfg.Retention <= cfg.Lease {
 		return nil, fmt.Errorf("%w: lease (%s) must be at least 1s and retention (%s) longer than it", ErrConfig, cfg.Lease, cfg.Retention)
 	}
-	for _, r := range []Rate{cfg.TenantRate, cfg.RecipientRate} {
+	for _, r := range []ratelimit.Rate{cfg.TenantRate, cfg.RecipientRate} {
 		if r.Limit < 1 || r.Window < time.Second || r.Window%time.Second != 0 {
 			return nil, fmt.Errorf("%w: rate %s: want a positive limit per whole seconds", ErrConfig, r)
 		}
@@ -210,8 +215,8 @@ func New(cfg Config) (*Handler, error) {
 	}
 	return &Handler{
 		cfg:     cfg,
-		idem:    idempotency.New(cfg.Idempotency, cfg.Lease, cfg.Retention, cfg.Now),
-		limiter: NewLimiter(cfg.RateWindows, cfg.Now),
+		idem:    idempotency.New(cfg.Idempotency, idempotency.Config{Lease: cfg.Lease, Retention: cfg.Retention, Now: cfg.Now}),
+		limiter: ratelimit.New(cfg.RateWindows, ratelimit.Config{Now: cfg.Now}),
 		log:     cfg.Logger,
 	}, nil
 }
@@ -356,7 +361,7 @@ func (h *Handler) submit(ctx context.Context, log *slog.Logger, req events.APIGa
 	}
 	for _, l := range []struct {
 		scope, subject string
-		rate           Rate
+		rate           ratelimit.Rate
 	}{
 		{"tenant", tenant, h.cfg.TenantRate},
 		{"recipient", tenant + "\x00" + r.Recipient.ID, h.cfg.RecipientRate},

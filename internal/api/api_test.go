@@ -21,9 +21,11 @@ import (
 
 	"github.com/sendonce/sendonce/internal/api"
 	"github.com/sendonce/sendonce/internal/api/idempotency/idempotencytest"
-	"github.com/sendonce/sendonce/internal/api/ratelimittest"
+	"github.com/sendonce/sendonce/internal/api/idempotency/memidempotency"
+	"github.com/sendonce/sendonce/internal/api/ratelimit"
+	"github.com/sendonce/sendonce/internal/api/ratelimit/memratelimit"
 	"github.com/sendonce/sendonce/internal/apikey"
-	"github.com/sendonce/sendonce/internal/apikey/apikeytest"
+	"github.com/sendonce/sendonce/internal/apikey/memapikey"
 	"github.com/sendonce/sendonce/internal/ledger"
 	"github.com/sendonce/sendonce/internal/ledger/memledger"
 	"github.com/sendonce/sendonce/internal/metrics"
@@ -91,10 +93,10 @@ func setup(t *testing.T, o setupOpts) *bundle {
 	ctx := context.Background()
 	clock := testsupport.NewClock(testsupport.Start.Add(10 * time.Second))
 	b := &bundle{
-		led:   memledger.New(memledger.WithNow(clock.Now)),
+		led:   memledger.New(memledger.Config{Now: clock.Now}),
 		queue: &queue{},
-		idem:  idempotencytest.NewLossy(idempotencytest.NewMem()),
-		keys:  apikey.NewStore(apikeytest.NewMem(), apikey.WithClock(clock.Now)),
+		idem:  idempotencytest.NewLossy(memidempotency.New()),
+		keys:  apikey.New(memapikey.New(), apikey.Config{Now: clock.Now}),
 		clock: clock,
 		tally: metrics.NewTally(),
 		logs:  &testsupport.Buffer{},
@@ -108,7 +110,7 @@ func setup(t *testing.T, o setupOpts) *bundle {
 	}
 	cfg := api.Config{
 		Keys: b.keys, Ledger: b.led, Queue: b.queue, QueueURL: "https://sqs.us-east-1.amazonaws.com/123456789012/notifications",
-		Idempotency: b.idem, RateWindows: ratelimittest.NewMem(),
+		Idempotency: b.idem, RateWindows: memratelimit.New(),
 		Metrics: b.tally, Now: clock.Now,
 		Logger: b.logs.Logger(slog.LevelInfo),
 	}
@@ -251,7 +253,7 @@ func TestSubmitAccepted(t *testing.T) {
 func TestReplay(t *testing.T) {
 	t.Parallel()
 	// A tenant limit of 1 shows that a replay consumes no rate limit.
-	b := setup(t, setupOpts{cfg: func(c *api.Config) { c.TenantRate = api.Rate{Limit: 1, Window: time.Minute} }})
+	b := setup(t, setupOpts{cfg: func(c *api.Config) { c.TenantRate = ratelimit.Rate{Limit: 1, Window: time.Minute} }})
 	first := b.post(t, b.keyA, "k1", body1)
 	decodeAccepted(t, first)
 	for i := range 3 {
@@ -449,13 +451,13 @@ func TestRateLimits(t *testing.T) {
 	}{
 		{
 			name:  "Tenant",
-			cfg:   func(c *api.Config) { c.TenantRate = api.Rate{Limit: 2, Window: time.Minute} },
+			cfg:   func(c *api.Config) { c.TenantRate = ratelimit.Rate{Limit: 2, Window: time.Minute} },
 			bodyN: func(i int) string { return strings.Replace(body1, "user-42", fmt.Sprintf("user-%d", i), 1) },
 			scope: "tenant",
 		},
 		{
 			name:  "Recipient",
-			cfg:   func(c *api.Config) { c.RecipientRate = api.Rate{Limit: 2, Window: time.Minute} },
+			cfg:   func(c *api.Config) { c.RecipientRate = ratelimit.Rate{Limit: 2, Window: time.Minute} },
 			bodyN: func(i int) string { return strings.Replace(body1, "A-1001", fmt.Sprintf("A-%d", i), 1) },
 			scope: "recipient",
 		},
@@ -646,8 +648,8 @@ func TestNewRejectsBadConfig(t *testing.T) {
 	t.Parallel()
 	q := &queue{}
 	full := func() api.Config {
-		return api.Config{Keys: apikey.NewStore(apikeytest.NewMem()), Ledger: memledger.New(), Queue: q, QueueURL: "u",
-			Idempotency: idempotencytest.NewMem(), RateWindows: ratelimittest.NewMem()}
+		return api.Config{Keys: apikey.New(memapikey.New(), apikey.Config{}), Ledger: memledger.New(memledger.Config{}), Queue: q, QueueURL: "u",
+			Idempotency: memidempotency.New(), RateWindows: memratelimit.New()}
 	}
 	tests := []struct {
 		name string
@@ -659,8 +661,8 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		{"NoIdempotency", func(c *api.Config) { c.Idempotency = nil }},
 		{"NoRateWindows", func(c *api.Config) { c.RateWindows = nil }},
 		{"RetentionBelowLease", func(c *api.Config) { c.Retention = 10 * time.Second }},
-		{"ZeroLimit", func(c *api.Config) { c.TenantRate = api.Rate{Limit: 0, Window: time.Minute} }},
-		{"SubSecondWindow", func(c *api.Config) { c.RecipientRate = api.Rate{Limit: 1, Window: time.Millisecond} }},
+		{"ZeroLimit", func(c *api.Config) { c.TenantRate = ratelimit.Rate{Limit: 0, Window: time.Minute} }},
+		{"SubSecondWindow", func(c *api.Config) { c.RecipientRate = ratelimit.Rate{Limit: 1, Window: time.Millisecond} }},
 	}
 	if _, err := api.New(full()); err != nil {
 		t.Fatalf("New(valid) = %v", err)
@@ -695,5 +697,43 @@ func TestLostBeginAnswer(t *testing.T) {
 	again := b.post(t, b.keyA, "k1", body1)
 	if again.StatusCode != http.StatusAccepted || again.Headers["Idempotent-Replayed"] != "true" {
 		t.Errorf("retry: %d replayed=%q, want a 202 replay", again.StatusCode, again.Headers["Idempotent-Replayed"])
+	}
+}
+
+// TestExpiresAt: the API accepts a request's expires_at, enqueues it as
+// given (the sender never sends the message after it), rejects one that
+// is not an RFC 3339 time with a 400 naming the field, and an
+// Idempotency-Key reused with another expires_at is a mismatch naming it.
+func TestExpiresAt(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	withExpiry := func(v string) string {
+		return strings.Replace(body1, `"data":`, `"class":"otp","expires_at":`+v+`,"data":`, 1)
+	}
+	a := decodeAccepted(t, b.post(t, b.keyA, "otp-1", withExpiry(`"2026-12-01T12:05:00Z"`)))
+	msgs := b.messages(t)
+	if len(msgs) != 1 {
+		t.Fatalf("got %d messages, want 1", len(msgs))
+	}
+	req, err := notify.Parse([]byte(*msgs[0].MessageBody))
+	if err != nil || req.ExpiresAt != "2026-12-01T12:05:00Z" || req.Key() != a.ID {
+		t.Fatalf("enqueued %+v (%v): want expires_at kept and the same key", req, err)
+	}
+	// The same message without a validity has the same key.
+	if plain := decodeAccepted(t, b.post(t, b.keyA, "otp-plain", strings.Replace(body1, `"data":`, `"class":"otp","data":`, 1))); plain.ID == "" {
+		t.Fatal("no id")
+	}
+	p := decodeProblem(t, b.post(t, b.keyA, "otp-1", withExpiry(`"2026-12-01T12:10:00Z"`)), http.StatusUnprocessableEntity)
+	if !slices.Contains(p.Fields, "expires_at") {
+		t.Errorf("mismatch fields = %v, want expires_at among them", p.Fields)
+	}
+	for _, bad := range []string{`"2026-12-01T12:05:00"`, `"in ten minutes"`, `1764590700`} {
+		p := decodeProblem(t, b.post(t, b.keyA, "otp-bad", withExpiry(bad)), http.StatusBadRequest)
+		if p.Field != "expires_at" {
+			t.Errorf("expires_at %s: problem field %q, want expires_at", bad, p.Field)
+		}
+	}
+	if got := len(b.messages(t)); got != 2 {
+		t.Errorf("got %d messages, want 2 (nothing enqueued for a mismatch or an invalid request)", got)
 	}
 }

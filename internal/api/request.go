@@ -202,6 +202,7 @@ func fingerprint(r notify.Request, salt string) idempotency.Fingerprint {
 		"recipient.push_target": r.Recipient.PushTarget,
 		"class":                 r.Class,
 		"locale":                r.Locale,
+		"expires_at":            r.ExpiresAt,
 		"data":                  r.Data,
 	}
 	f := idempotency.Fingerprint{Sum: hex.EncodeToString(sum[:]), Fields: make(map[string]string, len(fields))}

@@ -9,8 +9,8 @@
 //
 // # Storage
 //
-// A Store keeps its records in Records: DynamoRecords in the one table
-// (New), or apikeytest.Mem in unit tests; both pass package apikeytest's
+// A Store keeps its records in Records: package dynamoapikey in the one
+// table, package memapikey in unit tests; both pass package apikeytest's
 // suite. Each key is one item of the one sendonce table (package tableschema),
 // pk "apikey#<id>", holding the tenant, the lowercase hex SHA-256 of the
 // whole key (never the key itself), a revoked flag and the creation time.
@@ -31,7 +31,8 @@
 // container) for CacheTTL (default 30s), so a busy tenant costs one read
 // per container per 30s rather than one per request. The price: a revoked
 // key keeps working in containers that cached it for up to CacheTTL.
-// WithCacheTTL(0) turns the cache off. Failures are never cached.
+// A negative Config.CacheTTL turns the cache off. Failures are never
+// cached.
 package apikey
 
 import (
@@ -127,35 +128,31 @@ type Store struct {
 	cache    *ttlcache.Cache[[sha256.Size]byte, string] // key hash → tenant
 }
 
-// Option configures a Store.
-type Option func(*Store)
-
-// WithClock sets the clock (default time.Now).
-func WithClock(now func() time.Time) Option { return func(s *Store) { s.now = now } }
-
-// WithCacheTTL sets how long successful lookups are cached per process
-// (default DefaultCacheTTL); 0 disables the cache.
-func WithCacheTTL(d time.Duration) Option { return func(s *Store) { s.cacheTTL = d } }
-
-// WithRandom sets the source of key material (default crypto/rand). It
-// must fill the whole slice or fail.
-func WithRandom(read func([]byte) error) Option { return func(s *Store) { s.rand = read } }
-
-// New returns a Store on table through db (DynamoRecords).
-func New(db DynamoDB, table string, opts ...Option) *Store {
-	return NewStore(NewDynamoRecords(db, table), opts...)
+// Config configures a Store. The zero value is the production setting.
+type Config struct {
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+	// CacheTTL is how long a successful Authenticate is cached per
+	// process: zero means DefaultCacheTTL, a negative value disables the
+	// cache.
+	CacheTTL time.Duration
+	// Random is the source of key material; nil means crypto/rand. It
+	// must fill the whole slice or fail.
+	Random func([]byte) error
 }
 
-// NewStore returns a Store keeping its keys in records.
-func NewStore(records Records, opts ...Option) *Store {
-	s := &Store{
-		records:  records,
-		now:      time.Now,
-		rand:     func(b []byte) error { _, err := rand.Read(b); return err },
-		cacheTTL: DefaultCacheTTL,
+// New returns a Store keeping its keys in records (dynamoapikey.New for
+// the sendonce table).
+func New(records Records, cfg Config) *Store {
+	s := &Store{records: records, now: cfg.Now, rand: cfg.Random, cacheTTL: cfg.CacheTTL}
+	if s.now == nil {
+		s.now = time.Now
 	}
-	for _, o := range opts {
-		o(s)
+	if s.rand == nil {
+		s.rand = func(b []byte) error { _, err := rand.Read(b); return err }
+	}
+	if s.cacheTTL == 0 {
+		s.cacheTTL = DefaultCacheTTL
 	}
 	s.cache = ttlcache.New[[sha256.Size]byte, string](s.cacheTTL, maxCached)
 	return s

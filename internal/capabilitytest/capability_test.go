@@ -66,7 +66,7 @@ func setup(t *testing.T) *bundle {
 	b := &bundle{clock: testsupport.NewClock(time.Now().UTC())}
 	db := testenv.DynamoDB(t)
 	var err error
-	if b.ledger, err = dynamoledger.New(db, testenv.NewTable(t, db), dynamoledger.WithNow(b.clock.Now)); err != nil {
+	if b.ledger, err = dynamoledger.New(db, testenv.NewTable(t, db), dynamoledger.Config{Now: b.clock.Now}); err != nil {
 		t.Fatal(err)
 	}
 	return b
@@ -82,15 +82,17 @@ func (b *bundle) sender(t *testing.T, channel string, p provider.Adapter) *sende
 func (b *bundle) senderWithTimeout(t *testing.T, channel string, p provider.Adapter, timeout time.Duration) *sender.Sender {
 	t.Helper()
 	s, err := sender.New(sender.Config{
-		Ledger:          b.ledger,
-		Providers:       map[string]provider.Adapter{channel: p},
-		Renderer:        rendertest.Examples(t, "acme"),
-		DeadLetters:     noDeadLetters{t},
-		Logger:          quiet,
-		ProviderTimeout: timeout,
-		ClaimTimeout:    time.Minute,
-		Settle:          settle,
-		Now:             b.clock.Now,
+		Dispatcher: testsupport.Dispatcher(t, dispatch.Dispatcher{
+			Ledger:          b.ledger,
+			Providers:       map[string]provider.Adapter{channel: p},
+			Renderer:        rendertest.Examples(t, "acme"),
+			Logger:          quiet,
+			ProviderTimeout: timeout,
+			ClaimTimeout:    time.Minute,
+			Settle:          settle,
+			Now:             b.clock.Now,
+		}),
+		DeadLetters: noDeadLetters{t},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -101,14 +103,16 @@ func (b *bundle) senderWithTimeout(t *testing.T, channel string, p provider.Adap
 func (b *bundle) reconciler(t *testing.T, channel string, p provider.Adapter) *reconcile.Reconciler {
 	t.Helper()
 	r, err := reconcile.New(reconcile.Config{
-		Ledger:          b.ledger,
-		Renderer:        rendertest.Examples(t, "acme"),
-		Providers:       map[string]provider.Adapter{channel: p},
-		Logger:          quiet,
-		ProviderTimeout: providerTimeout,
-		ClaimTimeout:    time.Minute,
-		Settle:          settle,
-		Now:             b.clock.Now,
+		Dispatcher: testsupport.Dispatcher(t, dispatch.Dispatcher{
+			Ledger:          b.ledger,
+			Renderer:        rendertest.Examples(t, "acme"),
+			Providers:       map[string]provider.Adapter{channel: p},
+			Logger:          quiet,
+			ProviderTimeout: providerTimeout,
+			ClaimTimeout:    time.Minute,
+			Settle:          settle,
+			Now:             b.clock.Now,
+		}),
 	})
 	if err != nil {
 		t.Fatal(err)

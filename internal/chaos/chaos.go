@@ -43,7 +43,7 @@
 //   - callbacks (http): duplicated, delayed and reordered; (twilio)
 //     "sent" then "delivered" or "undelivered", retried when the webhook
 //     fails them;
-//   - DynamoDB (Proxy): throttling in bursts, answers lost after the
+//   - DynamoDB (ddbfront.Front): throttling in bursts, answers lost after the
 //     write happened, answers of Claim, TakeOver and Release lost for good
 //     (the SDK's retries dropped too), and the worker killed right after
 //     such a lost answer, before it could release.
@@ -76,12 +76,13 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/sendonce/sendonce/internal/ddbfront"
 	"github.com/sendonce/sendonce/internal/ledger"
 	"github.com/sendonce/sendonce/internal/localpipeline"
 	"github.com/sendonce/sendonce/internal/provider/simulator"
-	"github.com/sendonce/sendonce/internal/render"
 	"github.com/sendonce/sendonce/internal/rie"
 	"github.com/sendonce/sendonce/internal/sender"
+	"github.com/sendonce/sendonce/internal/sendpath"
 )
 
 // Options configures a chaos run. Zero rates turn a fault off; Defaults
@@ -131,7 +132,7 @@ type Options struct {
 	// Callbacks configures the HTTP simulators' callbacks.
 	Callbacks simulator.CallbackOptions
 	// Storm is the DynamoDB error storm.
-	Storm StormOptions
+	Storm ddbfront.Storm
 	// Outage is how long every send of every lane is refused, starting
 	// OutageAt after the faults start (zero: no outage).
 	Outage, OutageAt time.Duration
@@ -168,7 +169,7 @@ func Defaults(n int, seed uint64) Options {
 		Slow:       0.02, Permanent: 0.015, Undeliverable: 0.01,
 		Latency: 10 * time.Millisecond, Jitter: 60 * time.Millisecond,
 		Callbacks: simulator.CallbackOptions{Duplicates: 1, Reorder: true, Delay: 5 * time.Millisecond, Workers: 8, Queue: 8 * n},
-		Storm: StormOptions{BurstRate: 0.15, BurstFailure: 0.5, DropRate: 0.01,
+		Storm: ddbfront.Storm{BurstRate: 0.15, BurstFailure: 0.5, DropRate: 0.01,
 			Lost: map[string]float64{"claim": 0.01, "takeover": 0.05, "release": 0.05}, LostKill: 0.3},
 		Outage: 30 * time.Second, OutageAt: 10 * time.Second,
 		LookupOnly: "email",
@@ -236,6 +237,11 @@ type lane struct {
 	tc   *templateRun
 	fed  int
 	logf func(format string, args ...any)
+	// spread is the lane's Lane.Spread (0: its first wave is fed at
+	// once); added counts the first-wave bodies handed to the feeder so
+	// far (the feeding loop's).
+	spread time.Duration
+	added  int
 }
 
 type copyAt struct {
@@ -283,7 +289,10 @@ func Run(ctx context.Context, o Options) (rep Report, err error) {
 		return Report{}, err
 	}
 
-	proxy := NewProxy(o.DynamoDBEndpoint, o.Storm, proxySeed)
+	proxy, err := ddbfront.New(o.DynamoDBEndpoint, ddbfront.Options{Storm: o.Storm, Seed: proxySeed})
+	if err != nil {
+		return Report{}, err
+	}
 	defer proxy.Close()
 	sqsFront, err := NewSQSFront(o.MotoEndpoint)
 	if err != nil {
@@ -541,6 +550,12 @@ func Run(ctx context.Context, o Options) (rep Report, err error) {
 	for _, l := range lanes {
 		lr, vs, err := l.check(rctx, lostKeys)
 		errs = append(errs, err)
+		if s, ok := l.cp.(interface {
+			summarize(context.Context, *lane, LaneReport) (string, []Violation, error)
+		}); ok {
+			line, more, err := s.summarize(rctx, l, lr)
+			lr.Summary, vs, errs = line, append(vs, more...), append(errs, err)
+		}
 		rep.Lanes = append(rep.Lanes, lr)
 		rep.Violations = append(rep.Violations, vs...)
 		rep.Invalid += lr.Invalid
@@ -580,7 +595,7 @@ func channelsOf(d Lane) string {
 // startLane starts lane d's counterpart and pipeline (reaching moto_server
 // at sqsURL, the SQSFront) and builds its workload of n messages. A lane returned with an error must still be
 // closed.
-func startLane(ctx context.Context, o Options, d Lane, n, idx int, seed uint64, boot localpipeline.Bootstraps, proxy *Proxy, sqsURL string,
+func startLane(ctx context.Context, o Options, d Lane, n, idx int, seed uint64, boot localpipeline.Bootstraps, proxy *ddbfront.Front, sqsURL string,
 	twin func([]types.Message) []types.Message, logf func(string, ...any), register func(string, *rie.Instance)) (*lane, error) {
 	cp, err := d.New(ctx, o, seed)
 	if err != nil {
@@ -590,7 +605,7 @@ func startLane(ctx context.Context, o Options, d Lane, n, idx int, seed uint64, 
 	env := cp.Env()
 	if tc := d.TemplateChange; tc != nil && tc.CacheTTL > 0 {
 		env = maps.Clone(env)
-		env[render.CacheEnv] = tc.CacheTTL.String()
+		env[sendpath.EnvTemplateCache] = tc.CacheTTL.String()
 	}
 	var endpointErr error
 	po := localpipeline.Options{
@@ -649,7 +664,14 @@ func startLane(ctx context.Context, o Options, d Lane, n, idx int, seed uint64, 
 	}
 	l.feed = p.NewFeeder(o.MaxDepth)
 	l.feed.SetParallel(4)
-	base := l.feed.Add(l.w.First...)
+	if d.Spread != nil {
+		l.spread = d.Spread(o)
+	}
+	base := 0
+	if l.spread <= 0 {
+		base = l.feed.Add(l.w.First...)
+		l.added = len(l.w.First)
+	}
 	for i, b := range l.w.First {
 		if _, ok := l.first[b]; !ok {
 			l.first[b] = base + i
@@ -682,11 +704,24 @@ func (l *lane) addDueCopies() {
 // feedLoop keeps the lane's queue fed (due copies first) until ctx ends,
 // keeping busy up to date.
 func (l *lane) feedLoop(ctx context.Context) {
+	start := time.Now()
 	for ctx.Err() == nil {
+		if n := len(l.w.First); l.added < n {
+			// Spread: the share of the first wave due by now, in order
+			// (the feeder's indices are the first wave's).
+			due := n
+			if !l.flush.Load() {
+				due = min(n, int(float64(n)*float64(time.Since(start))/float64(l.spread))+1)
+			}
+			if due > l.added {
+				l.feed.Add(l.w.First[l.added:due]...)
+				l.added = due
+			}
+		}
 		l.addDueCopies()
 		depth, n, err := l.feed.Step(ctx)
 		l.changeTemplate(ctx)
-		l.busy.Store(err != nil || depth > 0 || n > 0 || l.feed.Backlog() > 0 || int(l.nCopies.Load()) < len(l.copies))
+		l.busy.Store(err != nil || depth > 0 || n > 0 || l.feed.Backlog() > 0 || l.added < len(l.w.First) || int(l.nCopies.Load()) < len(l.copies))
 		localpipeline.Sleep(ctx, 500*time.Millisecond)
 	}
 }
@@ -815,7 +850,7 @@ func (l *lane) valid() int {
 }
 
 // faultsSoFar sums the faults injected so far.
-func faultsSoFar(lanes []*lane, proxy *Proxy, c *Crasher) string {
+func faultsSoFar(lanes []*lane, proxy *ddbfront.Front, c *Crasher) string {
 	provider := 0
 	for _, l := range lanes {
 		for _, v := range l.cp.Faulted() {

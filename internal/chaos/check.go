@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sendonce/sendonce/internal/groundtruth"
 	"github.com/sendonce/sendonce/internal/ledger"
 	"github.com/sendonce/sendonce/internal/localpipeline"
 	"github.com/sendonce/sendonce/internal/reconcile"
@@ -91,6 +92,10 @@ type LaneReport struct {
 	OperatorRedriven int
 	// Leaks are addresses found in the lane's function logs.
 	Leaks []localpipeline.Leak
+
+	// Summary is the lane's own summary line ("" for most lanes; the
+	// failover lane's: per provider, failovers and their evidence).
+	Summary string
 
 	Metrics                        localpipeline.MetricTotals
 	Poller                         localpipeline.PollerStats
@@ -305,8 +310,9 @@ type facts struct {
 	accepted        []acceptedMessage
 }
 
-// judge draws the verdict on one valid message from f: it counts it in lr
-// and cc (its class) and reports each broken guarantee to add.
+// judge draws the verdict on one valid message from f through
+// groundtruth.Judge: it counts it in lr and cc (its class) and reports
+// each broken guarantee to add, with what the lane knows of it.
 func (l *lane) judge(lr *LaneReport, cc *ClassCount, f facts, tr *TemplateReport, add func(Violation)) {
 	m, n, rec, state, capability := f.m, f.n, f.rec, f.state, f.capability
 	ev := f.evidence()[m.Key]
@@ -315,24 +321,6 @@ func (l *lane) judge(lr *LaneReport, cc *ClassCount, f facts, tr *TemplateReport
 	}
 	if rec.ProviderMessageID != "" {
 		lr.RowsWithID++
-	}
-	if n > 1 {
-		lr.DeliveredTwice++
-		// Through Neither every repeat is a policy's (nothing else
-		// resends an ambiguous attempt); through ByContent only one
-		// after a logged policy resend; through CanAvoid none.
-		if capability == Neither || capability == ByContent && ev.policyResend {
-			lr.TwiceByPolicy++
-			cc.Duplicates++
-			if reconcile.DefaultPolicies[m.Class] != reconcile.Resend {
-				// The class never resends an ambiguous attempt: the
-				// repeat came from a send believed safe to repeat.
-				add(Violation{Kind: "delivered twice against its class policy", Key: m.Key,
-					Detail: fmt.Sprintf("%s %s delivered %d times (ledger %s); class policy %s", m.Channel, m.Class, n, state, reconcile.DefaultPolicies[m.Class])})
-			}
-		} else {
-			add(Violation{Kind: "delivered twice", Key: m.Key, Detail: fmt.Sprintf("%s %s delivered %d times (ledger %s)", m.Channel, m.Class, n, state)})
-		}
 	}
 	// The owner of the provider id the row holds, when the
 	// counterpart records owners: a row must never hold another
@@ -348,41 +336,84 @@ func (l *lane) judge(lr *LaneReport, cc *ClassCount, f facts, tr *TemplateReport
 		}
 		return fmt.Sprintf("provider id %s, the message of %s (status %s), with the same text to the same recipient", rec.ProviderMessageID, idOwner, f.idStatus[rec.ProviderMessageID])
 	}
-	switch {
-	case !state.Final() && n == 0:
-		lr.Lost++
-		where := ""
-		if f.onDLQ {
-			where = " (its body is on the dead-letter queue)"
-		}
-		add(Violation{Kind: "lost", Key: m.Key, Detail: fmt.Sprintf("%s, never delivered%s; enqueued %s", state, where, f.enqueued.Format(time.RFC3339Nano))})
-	case !state.Final():
-		add(Violation{Kind: "unresolved", Key: m.Key, Detail: fmt.Sprintf("%s, but delivered", state)})
-	case state == ledger.StateSent && foreignID:
-		if n == 0 {
+	// Why a FAILED row nothing rejected may not fail ("": it may, as
+	// no version put during the run can render it).
+	why := ""
+	if state == ledger.StateFailed && n == 0 && !m.WantFailed {
+		why = l.unrenderable(m, rec)
+	}
+	gt := groundtruth.Facts{
+		Key: m.Key, Adapter: l.def.Name, Class: m.Class, Capability: capability,
+		Received: n, Rejected: f.status == "failed", State: state, Reason: rec.Reason,
+		ForeignID: foreignID, WantFailed: m.WantFailed, Unrenderable: why == "",
+		PolicyResend: ev.policyResend,
+		Ambiguous:    state == ledger.StateAbandoned && ambiguous(f.lost, f.evidence, m.Key),
+	}
+	for _, k := range groundtruth.Judge(gt) {
+		v := Violation{Kind: string(k), Key: m.Key}
+		switch k {
+		case groundtruth.Once:
+			lr.DeliveredOnce++
+		case groundtruth.Twice:
+			lr.DeliveredTwice++
+			v.Detail = fmt.Sprintf("%s %s delivered %d times (ledger %s)", m.Channel, m.Class, n, state)
+		case groundtruth.TwiceByPolicy, groundtruth.TwiceAgainstPolicy:
+			lr.DeliveredTwice++
+			lr.TwiceByPolicy++
+			cc.Duplicates++
+			// The class never resends an ambiguous attempt: the repeat
+			// came from a send believed safe to repeat.
+			v.Detail = fmt.Sprintf("%s %s delivered %d times (ledger %s); class policy %s", m.Channel, m.Class, n, state, reconcile.DefaultPolicies[m.Class])
+		case groundtruth.Lost:
 			lr.Lost++
-		}
-		add(Violation{Kind: "SENT with another message's id", Key: m.Key,
-			Detail: fmt.Sprintf("%s %s SENT with %s; its own messages accepted: %d", m.Channel, m.Class, foreign(), n)})
-	case state == ledger.StateSent && n == 0:
-		lr.Lost++
-		add(Violation{Kind: "lost", Key: m.Key, Detail: "SENT in the ledger, but the provider never accepted it"})
-	case state == ledger.StateFailed && foreignID:
-		add(Violation{Kind: "FAILED by another message's status", Key: m.Key,
-			Detail: fmt.Sprintf("%s %s FAILED (%s) with %s; its own messages accepted: %d", m.Channel, m.Class, rec.Reason, foreign(), n)})
-	case state == ledger.StateFailed && n >= 1 && f.status != "failed":
-		add(Violation{Kind: "contradiction", Key: m.Key, Detail: fmt.Sprintf("FAILED (%s), but the provider accepted it (status %q)", rec.Reason, f.status)})
-	case state == ledger.StateFailed && rec.Reason == "":
-		add(Violation{Kind: "contradiction", Key: m.Key, Detail: "FAILED without a reason"})
-	case state == ledger.StateFailed && n == 0 && !m.WantFailed:
-		// Never rejected by its provider: only a message that could
-		// not be rendered when first claimed may fail, and only when
-		// a version put during the run cannot render it.
-		if why := l.unrenderable(m, rec); why != "" {
-			add(Violation{Kind: "FAILED, never rejected", Key: m.Key,
-				Detail: fmt.Sprintf("%s %s FAILED (%s) though no provider rejected it and %s", m.Channel, m.Class, rec.Reason, why)})
-		} else {
+			if state.Final() {
+				v.Detail = "SENT in the ledger, but the provider never accepted it"
+				break
+			}
+			where := ""
+			if f.onDLQ {
+				where = " (its body is on the dead-letter queue)"
+			}
+			v.Detail = fmt.Sprintf("%s, never delivered%s; enqueued %s", state, where, f.enqueued.Format(time.RFC3339Nano))
+		case groundtruth.Unresolved:
+			v.Detail = fmt.Sprintf("%s, but delivered", state)
+		case groundtruth.SentForeign:
+			if n == 0 {
+				lr.Lost++
+			}
+			v.Detail = fmt.Sprintf("%s %s SENT with %s; its own messages accepted: %d", m.Channel, m.Class, foreign(), n)
+		case groundtruth.FailedForeign:
+			v.Detail = fmt.Sprintf("%s %s FAILED (%s) with %s; its own messages accepted: %d", m.Channel, m.Class, rec.Reason, foreign(), n)
+		case groundtruth.Contradiction:
+			if rec.Reason == "" && (n == 0 || f.status == "failed") {
+				v.Detail = "FAILED without a reason"
+			} else {
+				v.Detail = fmt.Sprintf("FAILED (%s), but the provider accepted it (status %q)", rec.Reason, f.status)
+			}
+		case groundtruth.FailedNeverRejected:
+			// Never rejected by its provider: only a message that could
+			// not be rendered when first claimed may fail, and only when
+			// a version put during the run cannot render it.
+			v.Detail = fmt.Sprintf("%s %s FAILED (%s) though no provider rejected it and %s", m.Channel, m.Class, rec.Reason, why)
+		case groundtruth.FailedUnrenderable:
 			lr.FailedUnrenderable++
+		case groundtruth.AbandonedDelivered:
+			lr.AbandonedDelivered++
+		case groundtruth.AbandonedMaxAge:
+			lr.AbandonedMaxAge++
+		case groundtruth.AbandonedByPolicy:
+			lr.AbandonedByPolicy++
+			cc.Misses++
+		case groundtruth.AbandonedNeverAccepted:
+			lr.AbandonedNeverAccepted++
+			lr.NeverAcceptedCauses[neverAcceptedCause(rec.Reason, f.lost)]++
+			v.Detail = fmt.Sprintf("%s %s ABANDONED after %d attempts (%s); the provider never accepted it", m.Channel, m.Class, rec.Attempts, rec.Reason)
+			if ops := f.lost; len(ops) > 0 {
+				v.Detail += "; DynamoDB answers lost for good: " + strings.Join(ops, ", ")
+			}
+		}
+		if k.Violation() {
+			add(v)
 		}
 	}
 	if f.recorded {
@@ -392,34 +423,12 @@ func (l *lane) judge(lr *LaneReport, cc *ClassCount, f facts, tr *TemplateReport
 		lr.deliveryFailed++
 	}
 	switch state {
-	case ledger.StateSent:
-		if n == 1 {
-			lr.DeliveredOnce++
-		}
 	case ledger.StateFailed:
 		lr.Failed[rec.Reason]++
 	case ledger.StateAbandoned:
 		lr.Abandoned++
-		byPolicy := strings.Contains(rec.Reason, "policy") || strings.Contains(rec.Reason, "gave up after")
-		if capability == ByContent && byPolicy {
+		if capability == ByContent && groundtruth.ByPolicy(rec.Reason) {
 			lr.PolicySettled++
-		}
-		switch {
-		case n >= 1:
-			lr.AbandonedDelivered++
-		case strings.Contains(rec.Reason, "maximum age") || strings.Contains(rec.Reason, "max age"):
-			lr.AbandonedMaxAge++
-		case capability.settledByPolicy() && byPolicy && ambiguous(f.lost, f.evidence, m.Key):
-			lr.AbandonedByPolicy++
-			cc.Misses++
-		default:
-			lr.AbandonedNeverAccepted++
-			lr.NeverAcceptedCauses[neverAcceptedCause(rec.Reason, f.lost)]++
-			detail := fmt.Sprintf("%s %s ABANDONED after %d attempts (%s); the provider never accepted it", m.Channel, m.Class, rec.Attempts, rec.Reason)
-			if ops := f.lost; len(ops) > 0 {
-				detail += "; DynamoDB answers lost for good: " + strings.Join(ops, ", ")
-			}
-			add(Violation{Kind: "abandoned, never accepted", Key: m.Key, Detail: detail})
 		}
 	}
 	if capability == ByContent && state != ledger.StateAbandoned && ev.policyResend {

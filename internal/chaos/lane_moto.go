@@ -197,7 +197,7 @@ func (l *motoLane) serve(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	status, hdr, out, err := localpipeline.Forward(ctx, l.client, r, l.moto+r.URL.RequestURI(), body)
 	if err != nil {
-		hangUp(w)
+		localpipeline.HangUp(w)
 		return
 	}
 	if send && status == http.StatusOK {

@@ -5,37 +5,21 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/sendonce/sendonce/internal/groundtruth"
 	"github.com/sendonce/sendonce/internal/localpipeline"
 	"github.com/sendonce/sendonce/notify"
 )
 
 // Capability is what an adapter lets the pipeline do about a repeat, and
-// so what the verdict demands of it.
-type Capability string
+// so what the verdict demands of it (groundtruth.Capability).
+type Capability = groundtruth.Capability
 
-// The capabilities.
+// The capabilities (groundtruth's).
 const (
-	// CanAvoid: the provider drops repeats (idempotency key) or can be
-	// asked whether it accepted a message (lookup). Nothing may be
-	// delivered twice and nothing abandoned that it never accepted.
-	CanAvoid Capability = "drops repeats or can be asked"
-	// ByContent: the provider can be asked, but only by content
-	// (Twilio: recipient, text and time), and a match proves the message
-	// only with the provider id a status callback recorded for its key
-	// (provider.Attribute). A lookup that found a message with the same
-	// text and no such proof is unproven and the class policy settles the
-	// row: a duplicate of a policy resend and a miss of a policy abandon
-	// are counted per class, never a violation; every other duplicate,
-	// loss or abandon is one, as for CanAvoid.
-	ByContent Capability = "asked by content (proof: its callback)"
-	// Neither: the class policy decides after an ambiguous send;
-	// duplicates (resend) and misses (abandon) are counted per class.
-	Neither Capability = "neither"
+	CanAvoid  = groundtruth.CanAvoid
+	ByContent = groundtruth.ByContent
+	Neither   = groundtruth.Neither
 )
-
-// settledByPolicy reports whether c lets a class policy settle an
-// ambiguous attempt (its duplicates and misses are counted per class).
-func (c Capability) settledByPolicy() bool { return c == ByContent || c == Neither }
 
 // Counterpart is the provider an adapter talks to in a chaos run: real
 // (moto_server, an SMTP server) or faithful (the HTTP simulator,
@@ -96,6 +80,10 @@ type Lane struct {
 	// TemplateChange, if set, is the tenant's template change during the
 	// run (new versions put as the lane is fed).
 	TemplateChange *TemplateChange
+	// Spread, if set, is how long the lane's first wave is fed over,
+	// evenly from the start of the faults (the failover lane: its
+	// messages meet every phase of its provider's schedule).
+	Spread func(o Options) time.Duration
 	// New starts the counterpart.
 	New func(ctx context.Context, o Options, seed uint64) (Counterpart, error)
 }
@@ -115,6 +103,7 @@ var Lanes = []Lane{
 	{Name: "sns", Channels: []notify.Channel{notify.ChannelSMS}, Share: 0.2, Instances: 2, New: newSNSLane},
 	{Name: "smtp", Channels: []notify.Channel{notify.ChannelEmail}, Share: 0.2, Instances: 2, New: newSMTPLane},
 	{Name: "ses", Channels: []notify.Channel{notify.ChannelEmail}, Share: 0.15, Instances: 2, New: newSESLane},
+	{Name: "failover", Channels: []notify.Channel{notify.ChannelSMS}, Share: 0.15, Instances: 2, New: newFailoverLane, Spread: failoverSpread},
 }
 
 // LaneNames returns the names of Lanes, in order.

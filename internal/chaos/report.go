@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/sendonce/sendonce/internal/ddbfront"
 	"github.com/sendonce/sendonce/internal/ledger"
 	"github.com/sendonce/sendonce/internal/localpipeline"
 	"github.com/sendonce/sendonce/internal/metrics"
@@ -46,7 +47,7 @@ func (r Report) Lane(name string) (LaneReport, bool) {
 }
 
 // faultTable builds the injected/observed rows over every lane.
-func faultTable(r Report, lanes []*lane, cs CrashStats, ps ProxyStats) []FaultCount {
+func faultTable(r Report, lanes []*lane, cs CrashStats, ps ddbfront.Stats) []FaultCount {
 	var m sumMetrics
 	var twins, functionErrors, reconcileErrors, copies, throttleLogged int
 	for _, l := range r.Lanes {
@@ -133,12 +134,17 @@ func (r Report) WriteTable(out io.Writer) {
 			l.AbandonedNeverAccepted, l.AbandonedByPolicy, l.AbandonedDelivered, l.States[ledger.StateFailed], l.DeadLettered, l.Invalid, len(l.Leaks), verdict)
 	}
 	_ = tw.Flush()
+	for _, l := range r.Lanes {
+		if l.Summary != "" {
+			fmt.Fprintln(out, l.Summary)
+		}
+	}
 	fmt.Fprintln(out, "  (LOST must be 0 everywhere; TWICE other than BY POLICY, and ABANDONED NEVER ACCEPTED, must be 0; a policy's repeats and misses are counted per class below)")
 	fmt.Fprintln(out)
 
 	fmt.Fprintln(tw, "ADAPTER\tCLASS\tMESSAGES\tDUPLICATES (POLICY)\tMISSES (POLICY)")
 	for _, l := range r.Lanes {
-		if !l.Capability.settledByPolicy() {
+		if !l.Capability.SettledByPolicy() {
 			continue
 		}
 		for _, c := range slices.Sorted(maps.Keys(l.Classes)) {

@@ -76,7 +76,7 @@ func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		status, hdr, out, ok := rt.forward(r, base, body)
 		if !ok {
-			hangUp(w)
+			localpipeline.HangUp(w)
 			return
 		}
 		localpipeline.Answer(w, status, hdr, out)
@@ -91,7 +91,7 @@ func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		for _, base := range all {
 			status, hdr, out, ok := rt.forward(r, base, nil)
 			if !ok {
-				hangUp(w)
+				localpipeline.HangUp(w)
 				return
 			}
 			if status != http.StatusOK {

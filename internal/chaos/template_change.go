@@ -174,7 +174,7 @@ type putVersion struct {
 }
 
 func newTemplateRun(c *TemplateChange, tenant, ddbEndpoint, table string) *templateRun {
-	return &templateRun{c: c, tenant: tenant, store: dynamotemplates.New(testenv.DynamoDBAt(ddbEndpoint), table)}
+	return &templateRun{c: c, tenant: tenant, store: dynamotemplates.New(testenv.DynamoDBAt(ddbEndpoint), table, dynamotemplates.Config{})}
 }
 
 // step carries the change on at now, once the share fed of the lane's

@@ -20,7 +20,7 @@ import (
 func changedLane(t *testing.T) *lane {
 	t.Helper()
 	ctx := context.Background()
-	store := memtemplates.New()
+	store := memtemplates.New(memtemplates.Config{})
 	if _, err := templates.ImportExamples(ctx, store, "chaos-twilio"); err != nil {
 		t.Fatal(err)
 	}
@@ -47,10 +47,12 @@ func message(t *testing.T, event, class string, data map[string]any) localpipeli
 	return localpipeline.Message{Body: string(body), Valid: true, Key: r.Key(), Channel: "sms", Class: class, Address: r.Address()}
 }
 
-// TestJudge: the verdict on one message through an adapter asked by
-// content (twilio) and one that can be asked by key, for the ways a
-// message can end. Each case names the violations it must raise (none
-// for an outcome the product may reach) and the counts it must move.
+// TestJudge: what the lane adds to groundtruth.Judge (whose rules
+// groundtruth's TestJudge tables): the provider ids a recording
+// counterpart tells to their keys, the FAILED rows a template change
+// explains, the texts sent against the versions rows pin, and the lane's
+// counts. Each case names the violations it must raise (none for an
+// outcome the product may reach) and the counts it must move.
 func TestJudge(t *testing.T) {
 	t.Parallel()
 	l := changedLane(t)
@@ -99,10 +101,8 @@ func TestJudge(t *testing.T) {
 			}},
 		{name: "SentWithAnIDNeverIssued", m: a, capability: ByContent, n: 1, rec: pinned(ledger.StateSent, 1, "SMx", ""), bodies: []string{v1},
 			want: []string{"SENT with another message's id"}},
-		{name: "SentNeverAccepted", m: a, capability: ByContent, rec: pinned(ledger.StateSent, 1, "", ""), want: []string{"lost"}},
 		{name: "FailedByAnotherMessagesStatus", m: a, capability: ByContent, rec: pinned(ledger.StateFailed, 1, "SMb", "twilio status undelivered (error 30007)"),
 			want: []string{"FAILED by another message's status"}},
-		{name: "FailedByItsOwnStatus", m: b, capability: ByContent, n: 1, status: "failed", rec: pinned(ledger.StateFailed, 1, "SMb", "twilio status undelivered (error 30007)"), bodies: []string{v1}},
 		{name: "FailedNeverRejectedPinned", m: a, capability: ByContent, rec: pinned(ledger.StateFailed, 1, "", `render order_shipped for sms: text: map has no entry for key "carrier"`),
 			want: []string{"FAILED, never rejected"}},
 		{name: "FailedUnrenderableAtFirstClaim", m: a, capability: ByContent, rec: pinned(ledger.StateFailed, 0, "", `map has no entry for key "carrier"`),
@@ -113,28 +113,18 @@ func TestJudge(t *testing.T) {
 			}},
 		{name: "FailedUnrenderableButEveryVersionRenders", m: message(t, "evt-c", "transactional", map[string]any{"order_id": "A-2", "carrier": "UPS"}),
 			capability: ByContent, rec: pinned(ledger.StateFailed, 0, "", "render"), want: []string{"FAILED, never rejected"}},
-		{name: "FailedPlanned", m: func() localpipeline.Message { m := a; m.WantFailed = true; return m }(), capability: ByContent,
-			rec: pinned(ledger.StateFailed, 1, "", "21610: recipient unsubscribed")},
-		{name: "TwiceWithoutPolicy", m: a, capability: ByContent, n: 2, rec: pinned(ledger.StateSent, 1, "SMa", ""), bodies: []string{v1, v1},
-			want: []string{"delivered twice"}},
 		{name: "TwiceByOTPPolicy", m: otp, capability: ByContent, n: 2, ev: resent, rec: pinned(ledger.StateSent, 1, "", ""), bodies: []string{v1, v1},
 			check: func(t *testing.T, lr LaneReport, cc ClassCount) {
 				if lr.TwiceByPolicy != 1 || cc.Duplicates != 1 || lr.PolicySettled != 1 {
 					t.Errorf("TwiceByPolicy %d, class duplicates %d, PolicySettled %d; want 1 each", lr.TwiceByPolicy, cc.Duplicates, lr.PolicySettled)
 				}
 			}},
-		{name: "TwiceByPolicyOfAClassThatNeverResends", m: a, capability: ByContent, n: 2, ev: resent, rec: pinned(ledger.StateSent, 1, "", ""), bodies: []string{v1, v1},
-			want: []string{"delivered twice against its class policy"}},
-		{name: "TwiceThroughAnAdapterThatCanAvoidIt", m: a, capability: CanAvoid, n: 2, ev: resent, rec: pinned(ledger.StateSent, 1, "", ""),
-			want: []string{"delivered twice"}},
 		{name: "MissByPolicy", m: a, capability: ByContent, rec: pinned(ledger.StateAbandoned, 1, "", "class transactional policy: abandon an ambiguous attempt the provider cannot look up or dedupe"),
 			check: func(t *testing.T, lr LaneReport, cc ClassCount) {
 				if lr.AbandonedByPolicy != 1 || cc.Misses != 1 || lr.PolicySettled != 1 {
 					t.Errorf("AbandonedByPolicy %d, class misses %d, PolicySettled %d; want 1 each", lr.AbandonedByPolicy, cc.Misses, lr.PolicySettled)
 				}
 			}},
-		{name: "AbandonedThroughAnAdapterThatCanAvoidIt", m: a, capability: CanAvoid, rec: pinned(ledger.StateAbandoned, 1, "", "class transactional policy: abandon"),
-			want: []string{"abandoned, never accepted"}},
 		{name: "SentWithAVersionItDoesNotPin", m: a, capability: ByContent, n: 1, rec: pinned(ledger.StateSent, 1, "SMa", ""), bodies: []string{v2},
 			want: []string{"sent with a version it does not pin"},
 			check: func(t *testing.T, lr LaneReport, _ ClassCount) {
@@ -158,8 +148,6 @@ func TestJudge(t *testing.T) {
 			want: []string{"delivered twice against its class policy", "sent with a version it does not pin", "sent with two texts"}},
 		{name: "SentWithATextNoVersionRenders", m: a, capability: ByContent, n: 1, rec: pinned(ledger.StateSent, 1, "SMa", ""), bodies: []string{"Your order A-9 has shipped."},
 			want: []string{"sent with a text no version renders"}},
-		{name: "Unresolved", m: a, capability: ByContent, n: 1, rec: pinned(ledger.StateUncertain, 1, "SMa", ""), bodies: []string{v1}, want: []string{"unresolved"}},
-		{name: "LostUncertain", m: a, capability: ByContent, rec: pinned(ledger.StateUncertain, 1, "", ""), want: []string{"lost"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -225,7 +213,7 @@ func accepted(key string, bodies []string, at time.Time) []acceptedMessage {
 func TestTemplateChangeStep(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	store := memtemplates.New()
+	store := memtemplates.New(memtemplates.Config{})
 	if _, err := templates.ImportExamples(ctx, store, "chaos-twilio"); err != nil {
 		t.Fatal(err)
 	}

@@ -14,41 +14,52 @@
 // In order, the first rule that applies decides. decide_test.go holds the
 // table, which TestTable checks Of against over every combination of its
 // dimensions (caller, row state, the provider's capabilities, class
-// policy, settle, age, attempts, lookup answer, render, time left). A
+// policy, settle, age, attempts, lookup answer, render, time left,
+// validity; row "new" is a message the sender has not claimed yet). A
 // rule names only the dimensions it tests: "provider lookup|both" is a
 // provider that can be asked (and may also drop repeats), "tries many"
 // is MaxAttempts attempts that may have reached the provider, "time
 // short" is Input.NoTime. The lines below are
 // generated from it by TestDocTable (go test -run TestDocTable -update):
 //
-//	row sent|failed|abandoned                                                                        acknowledge
-//	row pending-live                                                                                 wait
-//	caller sender, row uncertain                                                                     hand_off
-//	caller reconciler, row released-backoff                                                          wait
-//	caller reconciler, age old                                                                       abandon
-//	row released|released-backoff, render unrenderable|no_message                                    mark_failed
-//	render no_message                                                                                mark_failed
-//	caller sender, row pending-stale, tries few, render unrenderable                                 mark_uncertain
-//	render unrenderable                                                                              wait
-//	caller sender, row released|released-backoff, provider unconfigured                              wait
-//	caller reconciler, row released, provider unconfigured                                           postpone
-//	row released|released-backoff                                                                    send
-//	caller sender, row pending-stale, provider unconfigured, tries few                               mark_uncertain
-//	provider unconfigured                                                                            wait
-//	caller sender, row pending-stale, provider lookup|both, tries few, lookup not_asked, time short  mark_uncertain
-//	provider lookup|both, lookup not_asked, time short                                               wait
-//	provider lookup|both, lookup not_asked                                                           look_up
-//	provider lookup|both, lookup accepted                                                            mark_sent
-//	provider lookup|both, lookup rejected                                                            mark_failed
-//	provider both                                                                                    send
-//	provider lookup, settle settled, lookup no_record                                                send
-//	caller sender, row pending-stale, provider lookup, tries few, lookup no_record|failed            mark_uncertain
-//	provider lookup, lookup no_record|failed                                                         wait
-//	provider idempotent                                                                              send
-//	caller sender, provider none|lookup                                                              mark_uncertain
-//	caller reconciler, provider none|lookup, policy resend, tries many                               abandon
-//	caller reconciler, provider none|lookup, policy resend                                           send
-//	caller reconciler, provider none|lookup                                                          abandon
+//	row new, validity expired                                                                                     expire
+//	row new, render unrenderable|no_message                                                                       mark_failed
+//	row new, provider unconfigured                                                                                wait
+//	row new                                                                                                       send
+//	row sent|failed|abandoned                                                                                     acknowledge
+//	row pending-live                                                                                              wait
+//	caller sender, row uncertain                                                                                  hand_off
+//	row released|released-backoff, validity expired                                                               expire
+//	caller reconciler, row released-backoff                                                                       wait
+//	caller reconciler, age old                                                                                    abandon
+//	row released|released-backoff, render unrenderable|no_message                                                 mark_failed
+//	render no_message                                                                                             mark_failed
+//	caller sender, row pending-stale, tries few, render unrenderable                                              mark_uncertain
+//	render unrenderable                                                                                           wait
+//	caller sender, row released|released-backoff, provider unconfigured                                           wait
+//	caller reconciler, row released, provider unconfigured                                                        postpone
+//	row released|released-backoff                                                                                 send
+//	caller sender, row pending-stale, provider unconfigured, tries few                                            mark_uncertain
+//	provider unconfigured                                                                                         wait
+//	caller sender, row pending-stale, provider lookup|both, tries few, lookup not_asked, time short               mark_uncertain
+//	provider lookup|both, lookup not_asked, time short                                                            wait
+//	provider lookup|both, lookup not_asked                                                                        look_up
+//	provider lookup|both, lookup accepted                                                                         mark_sent
+//	provider lookup|both, lookup rejected                                                                         mark_failed
+//	provider lookup|both, settle settled, lookup no_record, validity expired                                      expire
+//	caller sender, row pending-stale, provider lookup|both, tries few, lookup no_record|failed, validity expired  mark_uncertain
+//	provider lookup|both, lookup no_record|failed, validity expired                                               wait
+//	caller sender, validity expired                                                                               mark_uncertain
+//	caller reconciler, validity expired                                                                           abandon
+//	provider both                                                                                                 send
+//	provider lookup, settle settled, lookup no_record                                                             send
+//	caller sender, row pending-stale, provider lookup, tries few, lookup no_record|failed                         mark_uncertain
+//	provider lookup, lookup no_record|failed                                                                      wait
+//	provider idempotent                                                                                           send
+//	caller sender, provider none|lookup                                                                           mark_uncertain
+//	caller reconciler, provider none|lookup, policy resend, tries many                                            abandon
+//	caller reconciler, provider none|lookup, policy resend                                                        send
+//	caller reconciler, provider none|lookup                                                                       abandon
 //
 // The sender's mark_uncertain rules for "row pending-stale, tries few"
 // are Wait†: Wait is MarkUncertain instead when the sender decides about a stale
@@ -57,6 +68,16 @@
 // SQS message has left, and it would reach the dead-letter queue unseen
 // by the reconciler. Marked UNCERTAIN it is the reconciler's, which asks
 // again.
+//
+// Expired ("validity expired") means past the row's ValidUntil
+// (ledger.Entry.Expired): the earlier of the request's expires_at and its
+// class's default validity. An expired message is never sent, by either
+// caller and through any provider: no rule after the expiry rules decides
+// Send for it (TestExpiredNeverSent). It ends FAILED when nothing can have
+// been sent, SENT or FAILED when a lookup finds the earlier attempt, and
+// ABANDONED when the earlier attempt may have been sent and the provider
+// cannot say; the reason of the FAILED and ABANDONED rows starts with
+// ReasonExpired. The validity is not part of the key.
 //
 // The provider is always the one the attempt being resolved went through
 // (the row's Provider; dispatch.AttemptAdapter chooses it): Configured
@@ -91,6 +112,7 @@ package decide
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/sendonce/sendonce/internal/ledger"
@@ -167,6 +189,45 @@ func Backoff(base time.Duration, attempt int) time.Duration {
 	return min(d, RetryCap)
 }
 
+// ParseValidity parses the classes' default validities
+// (SENDONCE_VALIDITY): "class=duration,..." with a positive Go duration,
+// e.g. "otp=10m,transactional=24h". A class it does not name has none.
+// A message's validity is the earlier of its request's expires_at and
+// its class's default counted from when the message was first enqueued.
+func ParseValidity(s string) (map[string]time.Duration, error) {
+	out := map[string]time.Duration{}
+	for _, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		class, v, ok := strings.Cut(part, "=")
+		class = strings.TrimSpace(class)
+		d, err := time.ParseDuration(strings.TrimSpace(v))
+		if !ok || class == "" || err != nil || d <= 0 {
+			return nil, fmt.Errorf("validity %q: want class=duration with a positive Go duration, e.g. otp=10m", part)
+		}
+		if _, dup := out[class]; dup {
+			return nil, fmt.Errorf("validity %q: class %s is named twice", part, class)
+		}
+		out[class] = d
+	}
+	return out, nil
+}
+
+// ValidUntil is a message's validity: the earlier of expiresAt (the
+// request's, zero when none) and enqueued plus def (its class's default,
+// zero when none). Zero when it has neither.
+func ValidUntil(expiresAt, enqueued time.Time, def time.Duration) time.Time {
+	if def <= 0 {
+		return expiresAt
+	}
+	if c := enqueued.Add(def); expiresAt.IsZero() || c.Before(expiresAt) {
+		return c
+	}
+	return expiresAt
+}
+
 // Policy is what happens to an ambiguous attempt whose provider can
 // neither look it up nor drop a repeat.
 type Policy string
@@ -205,39 +266,39 @@ func (c Caller) String() string {
 	return fmt.Sprintf("Caller(%d)", int(c))
 }
 
-// Lookup is what asking the provider about the attempt being resolved
-// found.
-type Lookup int
+// Answer is what asking the provider about the attempt being resolved
+// found (from its provider.LookupResult).
+type Answer int
 
 // The lookup answers.
 const (
 	// NotAsked: the provider has not been asked (yet).
-	NotAsked Lookup = iota
+	NotAsked Answer = iota
 	// FoundAccepted: the provider accepted the message.
 	FoundAccepted
 	// FoundRejected: the provider has the message and it failed for good.
 	FoundRejected
 	// NoRecord: the provider has no record of it.
 	NoRecord
-	// LookupFailed: the provider could not be asked.
-	LookupFailed
+	// AskFailed: the provider could not be asked.
+	AskFailed
 	// Unproven: the provider holds messages that match by content, but
 	// none is proven to be this key's (provider.LookupUnproven): the
 	// answer proves neither way.
 	Unproven
 )
 
-var lookupNames = [...]string{"not_asked", "accepted", "rejected", "no_record", "failed", "unproven"}
+var answerNames = [...]string{"not_asked", "accepted", "rejected", "no_record", "failed", "unproven"}
 
-func (l Lookup) String() string {
-	if l >= 0 && int(l) < len(lookupNames) {
-		return lookupNames[l]
+func (l Answer) String() string {
+	if l >= 0 && int(l) < len(answerNames) {
+		return answerNames[l]
 	}
-	return fmt.Sprintf("Lookup(%d)", int(l))
+	return fmt.Sprintf("Answer(%d)", int(l))
 }
 
-// FromLookup converts a provider's lookup answer.
-func FromLookup(s provider.LookupStatus) Lookup {
+// AnswerOf converts a provider's lookup status.
+func AnswerOf(s provider.LookupStatus) Answer {
 	switch s {
 	case provider.LookupAccepted:
 		return FoundAccepted
@@ -283,11 +344,16 @@ const (
 	// released row whose channel has no provider (a configuration error,
 	// never a final failure).
 	Postpone
+	// Expire: the message's validity has passed and nothing can have
+	// been sent: take over (or, for a new message, claim) and record
+	// FAILED with a reason starting ReasonExpired. Never a provider call.
+	Expire
 )
 
 var actionNames = map[Action]string{
 	Acknowledge: "acknowledge", HandOff: "hand_off", Wait: "wait", LookUp: "look_up", Send: "send",
 	MarkSent: "mark_sent", MarkFailed: "mark_failed", MarkUncertain: "mark_uncertain", Abandon: "abandon", Postpone: "postpone",
+	Expire: "expire",
 }
 
 func (a Action) String() string {
@@ -295,6 +361,17 @@ func (a Action) String() string {
 		return n
 	}
 	return fmt.Sprintf("Action(%d)", int(a))
+}
+
+// ReasonExpired starts the reason of every row that ended final because
+// its message's validity passed (ledger.Entry.ValidUntil): FAILED when
+// nothing can have been sent, ABANDONED when an earlier attempt may have
+// been sent and the provider could not say.
+const ReasonExpired = "expired"
+
+// IsExpired reports whether reason is one an expired message ends with.
+func IsExpired(reason string) bool {
+	return reason == ReasonExpired || strings.HasPrefix(reason, ReasonExpired+":")
 }
 
 // Cause is why a decision waits (or marks a stale first claim UNCERTAIN
@@ -340,7 +417,9 @@ func (c Cause) String() string {
 // Input is everything the decision depends on.
 type Input struct {
 	Caller Caller
-	// Row is the ledger row as read (before any takeover).
+	// Row is the ledger row as read (before any takeover). A Row with no
+	// State is a new message the sender is about to claim (its Entry as
+	// the claim would write it).
 	Row ledger.Record
 	Now time.Time
 	// Configured is false when the provider that must resolve the row is
@@ -365,9 +444,9 @@ type Input struct {
 	// MaxAttempts (reconciler): a row with this many attempts that may
 	// have reached the provider is abandoned; zero means no limit.
 	MaxAttempts int
-	// Lookup is the provider's answer about the attempt being resolved,
+	// Answer is the provider's answer about the attempt being resolved,
 	// once asked.
-	Lookup Lookup
+	Answer Answer
 	// NoTime is true when less than TakeOverBudget is left before the
 	// caller's deadline: no lookup starts (it may be followed by a send),
 	// and the row waits for a caller with time (the sender's stale first
@@ -389,6 +468,10 @@ type Decision struct {
 // Of decides what to do with in.Row. It is pure: it reads only in.
 func Of(in Input) Decision {
 	r := in.Row
+	expired := r.Expired(in.Now)
+	if r.State == "" {
+		return first(in, expired)
+	}
 	switch {
 	case r.State.Final():
 		return Decision{Action: Acknowledge, Reason: "the row is final (" + string(r.State) + ")"}
@@ -396,6 +479,8 @@ func Of(in Input) Decision {
 		return Decision{Action: Wait, Reason: "in flight: another worker holds the claim", Cause: CauseInFlight}
 	case r.State == ledger.StateUncertain && in.Caller == Sender:
 		return Decision{Action: HandOff, Reason: "uncertain: the reconciler owns it"}
+	case expired && r.Released:
+		return Decision{Action: Expire, Reason: expiredReason(r, "never sent")}
 	case r.Released && in.Caller == Reconciler && in.Now.Before(r.RetryAt):
 		return Decision{Action: Wait, Reason: "released: backing off until " + r.RetryAt.UTC().Format(time.RFC3339), Cause: CauseBackingOff}
 	case in.Caller == Reconciler && in.MaxAge > 0 && !r.CreatedAt.IsZero() && in.Now.Sub(r.CreatedAt) >= in.MaxAge:
@@ -425,8 +510,8 @@ func Of(in Input) Decision {
 		}
 		return Decision{Action: Send, Reason: reason}
 	}
-	if in.Caps.LookupByReference && in.Lookup != Unproven {
-		switch in.Lookup {
+	if in.Caps.LookupByReference && in.Answer != Unproven {
+		switch in.Answer {
 		case NotAsked:
 			if in.NoTime {
 				return wait(in, CauseNoTime, "no time left in this invocation for a lookup and a send")
@@ -438,23 +523,33 @@ func Of(in Input) Decision {
 			return Decision{Action: MarkFailed, Reason: "the provider rejected the attempt"}
 		}
 		switch {
+		case expired && in.Answer == NoRecord && in.Now.Sub(r.AttemptedAt) >= in.Settle:
+			return Decision{Action: Expire, Reason: expiredReason(r, "no record at the provider after the settle time: never sent")}
+		case expired && in.Answer == NoRecord:
+			return wait(in, CauseSettling, "expired; no record at the provider yet: settling before it is recorded")
+		case expired:
+			return wait(in, CauseLookupFailed, "expired; lookup failed: ask again later, so the ledger knows whether it was sent")
 		case in.Caps.IdempotentSends:
 			return Decision{Action: Send, Reason: "the provider has no record or could not be asked, and it drops repeats"}
-		case in.Lookup == NoRecord && in.Now.Sub(r.AttemptedAt) >= in.Settle:
+		case in.Answer == NoRecord && in.Now.Sub(r.AttemptedAt) >= in.Settle:
 			// The lookup covered every attempt that may have sent (from
 			// LookupStart) and the latest has settled: none of them
 			// reached the provider. Like released attempts, they do not
 			// count toward giving up; only the maximum age does.
 			return Decision{Action: Send, Reason: "no record at the provider after the settle time: no attempt was sent"}
-		case in.Lookup == NoRecord:
+		case in.Answer == NoRecord:
 			return wait(in, CauseSettling, "no record at the provider yet: settling")
 		}
 		return wait(in, CauseLookupFailed, "lookup failed: ask again later")
 	}
 	switch {
+	case expired && in.Caller == Sender:
+		return Decision{Action: MarkUncertain, Reason: "expired, and whether the earlier attempt was sent is unknown: the reconciler records it"}
+	case expired:
+		return Decision{Action: Abandon, Reason: expiredReason(r, "whether the earlier attempt was sent is unknown, and it is never sent again")}
 	case in.Caps.IdempotentSends:
 		return Decision{Action: Send, Reason: "the provider drops repeats"}
-	case in.Caller == Sender && in.Lookup == Unproven:
+	case in.Caller == Sender && in.Answer == Unproven:
 		return Decision{Action: MarkUncertain, Reason: "a message with the same content is at the provider, but none is proven to be this key's"}
 	case in.Caller == Sender:
 		return Decision{Action: MarkUncertain, Reason: "a worker died holding the claim; whether it sent is unknown"}
@@ -462,6 +557,27 @@ func Of(in Input) Decision {
 		return resend("class " + r.Class + " policy: resend")
 	}
 	return Decision{Action: Abandon, Reason: fmt.Sprintf("class %s policy: abandon an ambiguous attempt the provider cannot look up or dedupe", r.Class)}
+}
+
+// first decides about a new message (in.Row has no State: the sender
+// has not claimed it yet).
+func first(in Input, expired bool) Decision {
+	r := in.Row
+	switch {
+	case expired:
+		return Decision{Action: Expire, Reason: expiredReason(r, "never sent")}
+	case in.Unrenderable != "":
+		return Decision{Action: MarkFailed, Reason: "cannot be rendered: " + in.Unrenderable}
+	case !in.Configured:
+		return Decision{Action: Wait, Reason: "no provider is configured for channel " + r.Channel, Cause: CauseNoProvider}
+	}
+	return Decision{Action: Send, Reason: "a new message"}
+}
+
+// expiredReason is the reason of a row whose message expired: ReasonExpired,
+// the validity, and what is known about the message.
+func expiredReason(r ledger.Record, detail string) string {
+	return fmt.Sprintf("%s: valid until %s; %s", ReasonExpired, r.ValidUntil.UTC().Format(time.RFC3339Nano), detail)
 }
 
 // wait is Wait, or MarkUncertain when the sender decides about a stale

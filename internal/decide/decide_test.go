@@ -12,8 +12,9 @@ import (
 
 // The dimensions of the decision, each value named as the table writes it.
 var (
-	callers  = []string{"sender", "reconciler"}
-	states   = []string{"pending-live", "pending-stale", "released", "released-backoff", "uncertain", "sent", "failed", "abandoned"}
+	callers = []string{"sender", "reconciler"}
+	// new: no row yet, the sender's first attempt.
+	states   = []string{"new", "pending-live", "pending-stale", "released", "released-backoff", "uncertain", "sent", "failed", "abandoned"}
 	caps     = []string{"unconfigured", "none", "idempotent", "lookup", "both"}
 	policies = []string{"resend", "resend-if-idempotent", "abandon"}
 	settles  = []string{"settling", "settled"}
@@ -26,13 +27,17 @@ var (
 	// times: the caller has time for a lookup and a send, or less than
 	// TakeOverBudget left (Input.NoTime).
 	times = []string{"enough", "short"}
+	// validities: the message has no validity, or its validity has passed
+	// (ledger.Entry.ValidUntil); a validity ahead decides as none does
+	// (TestValidityAhead).
+	validities = []string{"none", "expired"}
 )
 
 // rule is one line of the decision table: "*" matches anything, a value
 // list "a|b" any of them. The first matching rule decides.
 type rule struct {
-	caller, state, caps, policy, settle, age, tries, lookup, render, time string
-	want                                                                  Action
+	caller, state, caps, policy, settle, age, tries, lookup, render, time, validity string
+	want                                                                            Action
 }
 
 // table is the decision, in order. It is the documentation the package
@@ -40,40 +45,55 @@ type rule struct {
 // combination of the dimensions above.
 var table = []rule{
 	// caller      state                        caps                    policy    settle     age    tries   lookup   render   time          want
-	{"*", "sent|failed|abandoned", "*", "*", "*", "*", "*", "*", "*", "*", Acknowledge},
-	{"*", "pending-live", "*", "*", "*", "*", "*", "*", "*", "*", Wait},
-	{"sender", "uncertain", "*", "*", "*", "*", "*", "*", "*", "*", HandOff},
-	{"reconciler", "released-backoff", "*", "*", "*", "*", "*", "*", "*", "*", Wait},
-	{"reconciler", "*", "*", "*", "*", "old", "*", "*", "*", "*", Abandon},
+	// A new message (the sender, before its first claim).
+	{"*", "new", "*", "*", "*", "*", "*", "*", "*", "*", "expired", Expire},
+	{"*", "new", "*", "*", "*", "*", "*", "*", "unrenderable|no_message", "*", "*", MarkFailed},
+	{"*", "new", "unconfigured", "*", "*", "*", "*", "*", "*", "*", "*", Wait},
+	{"*", "new", "*", "*", "*", "*", "*", "*", "*", "*", "*", Send},
+	{"*", "sent|failed|abandoned", "*", "*", "*", "*", "*", "*", "*", "*", "*", Acknowledge},
+	{"*", "pending-live", "*", "*", "*", "*", "*", "*", "*", "*", "*", Wait},
+	{"sender", "uncertain", "*", "*", "*", "*", "*", "*", "*", "*", "*", HandOff},
+	// Past its validity a message is never sent: a released row sent
+	// nothing, so it ends FAILED (expired) at once.
+	{"*", "released|released-backoff", "*", "*", "*", "*", "*", "*", "*", "*", "expired", Expire},
+	{"reconciler", "released-backoff", "*", "*", "*", "*", "*", "*", "*", "*", "*", Wait},
+	{"reconciler", "*", "*", "*", "*", "old", "*", "*", "*", "*", "*", Abandon},
 	// A message the row pins that cannot be rendered: FAILED when nothing
 	// can have been sent; otherwise it waits (a stale first claim is
 	// marked uncertain by the sender, so the reconciler sees it).
-	{"*", "released|released-backoff", "*", "*", "*", "*", "*", "*", "unrenderable|no_message", "*", MarkFailed},
-	{"*", "*", "*", "*", "*", "*", "*", "*", "no_message", "*", MarkFailed},
-	{"sender", "pending-stale", "*", "*", "*", "*", "few", "*", "unrenderable", "*", MarkUncertain},
-	{"*", "*", "*", "*", "*", "*", "*", "*", "unrenderable", "*", Wait},
-	{"sender", "released|released-backoff", "unconfigured", "*", "*", "*", "*", "*", "*", "*", Wait},
-	{"reconciler", "released", "unconfigured", "*", "*", "*", "*", "*", "*", "*", Postpone},
-	{"*", "released|released-backoff", "*", "*", "*", "*", "*", "*", "*", "*", Send},
-	{"sender", "pending-stale", "unconfigured", "*", "*", "*", "few", "*", "*", "*", MarkUncertain},
-	{"*", "*", "unconfigured", "*", "*", "*", "*", "*", "*", "*", Wait},
+	{"*", "released|released-backoff", "*", "*", "*", "*", "*", "*", "unrenderable|no_message", "*", "*", MarkFailed},
+	{"*", "*", "*", "*", "*", "*", "*", "*", "no_message", "*", "*", MarkFailed},
+	{"sender", "pending-stale", "*", "*", "*", "*", "few", "*", "unrenderable", "*", "*", MarkUncertain},
+	{"*", "*", "*", "*", "*", "*", "*", "*", "unrenderable", "*", "*", Wait},
+	{"sender", "released|released-backoff", "unconfigured", "*", "*", "*", "*", "*", "*", "*", "*", Wait},
+	{"reconciler", "released", "unconfigured", "*", "*", "*", "*", "*", "*", "*", "*", Postpone},
+	{"*", "released|released-backoff", "*", "*", "*", "*", "*", "*", "*", "*", "*", Send},
+	{"sender", "pending-stale", "unconfigured", "*", "*", "*", "few", "*", "*", "*", "*", MarkUncertain},
+	{"*", "*", "unconfigured", "*", "*", "*", "*", "*", "*", "*", "*", Wait},
 	// The previous attempt may have reached the provider.
-	{"sender", "pending-stale", "lookup|both", "*", "*", "*", "few", "not_asked", "*", "short", MarkUncertain},
-	{"*", "*", "lookup|both", "*", "*", "*", "*", "not_asked", "*", "short", Wait},
-	{"*", "*", "lookup|both", "*", "*", "*", "*", "not_asked", "*", "*", LookUp},
-	{"*", "*", "lookup|both", "*", "*", "*", "*", "accepted", "*", "*", MarkSent},
-	{"*", "*", "lookup|both", "*", "*", "*", "*", "rejected", "*", "*", MarkFailed},
-	{"*", "*", "both", "*", "*", "*", "*", "*", "*", "*", Send},
-	{"*", "*", "lookup", "*", "settled", "*", "*", "no_record", "*", "*", Send},
-	{"sender", "pending-stale", "lookup", "*", "*", "*", "few", "no_record|failed", "*", "*", MarkUncertain},
-	{"*", "*", "lookup", "*", "*", "*", "*", "no_record|failed", "*", "*", Wait},
+	{"sender", "pending-stale", "lookup|both", "*", "*", "*", "few", "not_asked", "*", "short", "*", MarkUncertain},
+	{"*", "*", "lookup|both", "*", "*", "*", "*", "not_asked", "*", "short", "*", Wait},
+	{"*", "*", "lookup|both", "*", "*", "*", "*", "not_asked", "*", "*", "*", LookUp},
+	{"*", "*", "lookup|both", "*", "*", "*", "*", "accepted", "*", "*", "*", MarkSent},
+	{"*", "*", "lookup|both", "*", "*", "*", "*", "rejected", "*", "*", "*", MarkFailed},
+	// An expired message whose earlier attempt may have been sent is
+	// still looked up, so the ledger knows what happened; never resent.
+	{"*", "*", "lookup|both", "*", "settled", "*", "*", "no_record", "*", "*", "expired", Expire},
+	{"sender", "pending-stale", "lookup|both", "*", "*", "*", "few", "no_record|failed", "*", "*", "expired", MarkUncertain},
+	{"*", "*", "lookup|both", "*", "*", "*", "*", "no_record|failed", "*", "*", "expired", Wait},
+	{"sender", "*", "*", "*", "*", "*", "*", "*", "*", "*", "expired", MarkUncertain},
+	{"reconciler", "*", "*", "*", "*", "*", "*", "*", "*", "*", "expired", Abandon},
+	{"*", "*", "both", "*", "*", "*", "*", "*", "*", "*", "*", Send},
+	{"*", "*", "lookup", "*", "settled", "*", "*", "no_record", "*", "*", "*", Send},
+	{"sender", "pending-stale", "lookup", "*", "*", "*", "few", "no_record|failed", "*", "*", "*", MarkUncertain},
+	{"*", "*", "lookup", "*", "*", "*", "*", "no_record|failed", "*", "*", "*", Wait},
 	// An unproven lookup (a content match) proves nothing: as if the
 	// provider could not be asked.
-	{"*", "*", "idempotent", "*", "*", "*", "*", "*", "*", "*", Send},
-	{"sender", "*", "none|lookup", "*", "*", "*", "*", "*", "*", "*", MarkUncertain},
-	{"reconciler", "*", "none|lookup", "resend", "*", "*", "many", "*", "*", "*", Abandon},
-	{"reconciler", "*", "none|lookup", "resend", "*", "*", "*", "*", "*", "*", Send},
-	{"reconciler", "*", "none|lookup", "*", "*", "*", "*", "*", "*", "*", Abandon},
+	{"*", "*", "idempotent", "*", "*", "*", "*", "*", "*", "*", "*", Send},
+	{"sender", "*", "none|lookup", "*", "*", "*", "*", "*", "*", "*", "*", MarkUncertain},
+	{"reconciler", "*", "none|lookup", "resend", "*", "*", "many", "*", "*", "*", "*", Abandon},
+	{"reconciler", "*", "none|lookup", "resend", "*", "*", "*", "*", "*", "*", "*", Send},
+	{"reconciler", "*", "none|lookup", "*", "*", "*", "*", "*", "*", "*", "*", Abandon},
 }
 
 func match(pattern, v string) bool {
@@ -91,13 +111,13 @@ func match(pattern, v string) bool {
 func (r rule) matches(c combo) bool {
 	return match(r.caller, c.caller) && match(r.state, c.state) && match(r.caps, c.caps) && match(r.policy, c.policy) &&
 		match(r.settle, c.settle) && match(r.age, c.age) && match(r.tries, c.tries) && match(r.lookup, c.lookup) &&
-		match(r.render, c.render) && match(r.time, c.time)
+		match(r.render, c.render) && match(r.time, c.time) && match(r.validity, c.validity)
 }
 
-type combo struct{ caller, state, caps, policy, settle, age, tries, lookup, render, time string }
+type combo struct{ caller, state, caps, policy, settle, age, tries, lookup, render, time, validity string }
 
 func (c combo) String() string {
-	return fmt.Sprintf("%s/%s/%s/%s/%s/%s/%s/%s/%s/%s", c.caller, c.state, c.caps, c.policy, c.settle, c.age, c.tries, c.lookup, c.render, c.time)
+	return fmt.Sprintf("%s/%s/%s/%s/%s/%s/%s/%s/%s/%s/%s", c.caller, c.state, c.caps, c.policy, c.settle, c.age, c.tries, c.lookup, c.render, c.time, c.validity)
 }
 
 var now = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
@@ -141,7 +161,13 @@ func (c combo) input() Input {
 	if c.settle == "settled" {
 		r.AttemptedAt = now.Add(-settle)
 	}
+	if c.validity == "expired" {
+		r.ValidUntil = now.Add(-time.Millisecond)
+	}
 	switch c.state {
+	case "new":
+		// No row yet: the entry the claim would write.
+		r = ledger.Record{Entry: r.Entry}
 	case "pending-live":
 		r.State, r.LeaseUntil = ledger.StatePending, now.Add(time.Second)
 	case "pending-stale":
@@ -167,7 +193,7 @@ func (c combo) input() Input {
 	}
 	for i, name := range lookups {
 		if name == c.lookup {
-			in.Lookup = Lookup(i)
+			in.Answer = Answer(i)
 		}
 	}
 	in.Row = r
@@ -186,7 +212,9 @@ func combos() []combo {
 								for _, lk := range lookups {
 									for _, rd := range renders {
 										for _, tm := range times {
-											out = append(out, combo{caller, state, cp, policy, st, age, tr, lk, rd, tm})
+											for _, v := range validities {
+												out = append(out, combo{caller, state, cp, policy, st, age, tr, lk, rd, tm, v})
+											}
 										}
 									}
 								}
@@ -220,10 +248,12 @@ func TestTable(t *testing.T) {
 		if want == 0 {
 			t.Fatalf("%s: no rule of the table matches", c)
 		}
-		got := Of(c.input())
+		in := c.input()
+		got := Of(in)
 		if got.Action != want {
 			t.Errorf("%s: Of = %s (%s), want %s", c, got.Action, got.Reason, want)
 		}
+		checkValidity(t, c, in, got)
 		if got.Reason == "" {
 			t.Errorf("%s: Of gave %s without a reason", c, got.Action)
 		}
@@ -276,7 +306,7 @@ func TestSettledNoRecordNeverCountsTowardGivingUp(t *testing.T) {
 	r := ledger.Record{Entry: ledger.Entry{Key: "v1_k", Channel: "email", Class: "transactional"}, State: ledger.StateUncertain,
 		Attempts: 50, CreatedAt: now.Add(-time.Hour), AttemptedAt: now.Add(-settle), UpdatedAt: now.Add(-settle)}
 	in := Input{Caller: Reconciler, Row: r, Now: now, Configured: true, Caps: provider.Capabilities{LookupByReference: true},
-		Policy: PolicyAbandon, Settle: settle, MaxAge: maxAge, MaxAttempts: 5, Lookup: NoRecord}
+		Policy: PolicyAbandon, Settle: settle, MaxAge: maxAge, MaxAttempts: 5, Answer: NoRecord}
 	sendsUntilMaxAge(t, "50 attempts a settled lookup found no record of", in)
 }
 
@@ -353,5 +383,74 @@ func TestBackoff(t *testing.T) {
 	}
 	if got, want := RetryAfter(2), Backoff(RetryBase, 2); got != want {
 		t.Errorf("RetryAfter(2) = %s, want %s", got, want)
+	}
+}
+
+// checkValidity checks, for combination c with input in that Of decided
+// got: past its validity a message is never sent, by either caller,
+// whatever else holds, and a row that ends final because of it says so
+// in its reason (ReasonExpired); a validity not passed yet (ahead, or
+// exactly now: valid up to and including its ValidUntil) decides as none
+// does (the table's validity dimension is none or expired).
+func checkValidity(t *testing.T, c combo, in Input, got Decision) {
+	t.Helper()
+	switch c.validity {
+	case "expired":
+		if got.Action == Send {
+			t.Fatalf("%s: an expired message was sent (%s)", c, got.Reason)
+		}
+		if got.Action == Expire && !IsExpired(got.Reason) {
+			t.Errorf("%s: expire with reason %q", c, got.Reason)
+		}
+	case "none":
+		for _, v := range []time.Time{now.Add(time.Millisecond), now} {
+			in.Row.ValidUntil = v
+			if ahead := Of(in); ahead != got {
+				t.Fatalf("%s: valid until %v: Of = %v, want %v as without a validity", c, v, ahead, got)
+			}
+		}
+	}
+}
+
+func TestIsExpired(t *testing.T) {
+	t.Parallel()
+	if !IsExpired("expired") || !IsExpired("expired: valid until x") || IsExpired("expiredness") || IsExpired("not expired") {
+		t.Error("IsExpired misjudges a reason")
+	}
+}
+
+func TestParseValidity(t *testing.T) {
+	t.Parallel()
+	got, err := ParseValidity(" otp=10m, transactional=24h ,")
+	if err != nil || len(got) != 2 || got["otp"] != 10*time.Minute || got["transactional"] != 24*time.Hour {
+		t.Fatalf("ParseValidity = %v, %v", got, err)
+	}
+	if got, err := ParseValidity(""); err != nil || len(got) != 0 {
+		t.Errorf("ParseValidity(\"\") = %v, %v; want none", got, err)
+	}
+	for _, bad := range []string{"otp", "otp=", "otp=10", "otp=-1m", "otp=0s", "=10m", "otp=10m,otp=5m"} {
+		if _, err := ParseValidity(bad); err == nil {
+			t.Errorf("ParseValidity(%q) accepted", bad)
+		}
+	}
+}
+
+func TestValidUntil(t *testing.T) {
+	t.Parallel()
+	exp := now.Add(time.Hour)
+	for _, tc := range []struct {
+		expires time.Time
+		def     time.Duration
+		want    time.Time
+	}{
+		{time.Time{}, 0, time.Time{}},
+		{exp, 0, exp},
+		{time.Time{}, 10 * time.Minute, now.Add(10 * time.Minute)},
+		{exp, 10 * time.Minute, now.Add(10 * time.Minute)},
+		{exp, 2 * time.Hour, exp},
+	} {
+		if got := ValidUntil(tc.expires, now, tc.def); !got.Equal(tc.want) {
+			t.Errorf("ValidUntil(%v, now, %s) = %v, want %v", tc.expires, tc.def, got, tc.want)
+		}
 	}
 }

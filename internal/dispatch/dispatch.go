@@ -88,7 +88,7 @@ import (
 // leaves in the row is a ledger.Outcome (docs/architecture.md, the names).
 type Disposition int
 
-// The dispositions. Every one but Retry, LedgerError, Conflict, Postponed
+// The dispositions. Every one but Retry, LedgerError, TakeOverLost, Postponed
 // and Skipped leaves nothing more for the caller to do with the message.
 const (
 	// Sent: the provider accepted; the row is SENT.
@@ -107,9 +107,9 @@ const (
 	// PENDING until its lease passes; a later takeover resolves it), or the
 	// takeover's answer was lost.
 	LedgerError
-	// Conflict: another worker took the row over first, or it is gone
+	// TakeOverLost: another worker took the row over first, or it is gone
 	// (Resolve only).
-	Conflict
+	TakeOverLost
 	// Abandoned: the row is ABANDONED (Resolve only).
 	Abandoned
 	// Postponed: the row was taken over and released again, due after the
@@ -129,7 +129,7 @@ const (
 
 var dispositionNames = [...]string{
 	Sent: "sent", Failed: "failed", Uncertain: "uncertain", Retry: "retry",
-	FencingLost: "fencing_lost", LedgerError: "ledger_error", Conflict: "conflict",
+	FencingLost: "fencing_lost", LedgerError: "ledger_error", TakeOverLost: "take_over_lost",
 	Abandoned: "abandoned", Postponed: "postponed", Skipped: "skipped",
 	Duplicate: "duplicate", OwnedByReconciler: "owned_by_reconciler", Invalid: "invalid",
 }
@@ -164,14 +164,27 @@ type Result struct {
 	Released bool
 }
 
-// Dispatcher performs attempts. Its fields are set once at start-up, by
-// New.
+// Dispatcher performs attempts: what the sender and the reconciler share,
+// built once at start-up by New and handed to both (sender.Config,
+// reconcile.Config).
 type Dispatcher struct {
-	Ledger  ledger.Ledger
-	Metrics metrics.Recorder
-	Logger  *slog.Logger
+	Ledger ledger.Ledger
+	// Providers maps a channel ("sms", "email", "push") to its provider,
+	// and Fallbacks to the providers tried after it, in order (a route:
+	// Route). A row is always resolved against the provider its attempt
+	// went through, which must be on its channel's route.
+	Providers map[string]provider.Adapter
+	Fallbacks map[string][]provider.Adapter
+	Metrics   metrics.Recorder
+	Logger    *slog.Logger
 	// ProviderTimeout bounds one provider call.
 	ProviderTimeout time.Duration
+	// ClaimTimeout is the lease of a claim; it must cover a worker's worst
+	// path, decide.TakeOverBudget(ProviderTimeout).
+	ClaimTimeout time.Duration
+	// Settle is how long after an attempt a provider's "no record" answer
+	// is trusted; decide.DefaultSettle when zero.
+	Settle time.Duration
 	// Now is the clock.
 	Now func() time.Time
 	// Renderer renders a stored template's row again for a resend (the
@@ -188,16 +201,21 @@ type Dispatcher struct {
 
 // New checks d and returns it with the defaults filled in: metrics.Discard
 // for a nil Metrics, a logger that discards for a nil Logger, time.Now for
-// a nil Now. lease is the lease of the caller's claims. It returns an
-// error when d has no Ledger, or when lease does not cover a takeover's
-// worst path (decide.CheckClaimTimeout). The sender and the reconciler
-// build their Dispatcher with it from their own Configs.
-func New(d Dispatcher, lease time.Duration) (*Dispatcher, error) {
+// a nil Now, decide.DefaultSettle for a zero Settle. It returns an error
+// when d has no Ledger, or when the claim timeout does not cover a
+// takeover's worst path (decide.CheckClaimTimeout).
+func New(d Dispatcher) (*Dispatcher, error) {
 	if d.Ledger == nil {
-		return nil, errors.New("a ledger is required")
+		return nil, errors.New("dispatch: a ledger is required")
 	}
-	if err := decide.CheckClaimTimeout(lease, d.ProviderTimeout); err != nil {
-		return nil, err
+	if err := decide.CheckClaimTimeout(d.ClaimTimeout, d.ProviderTimeout); err != nil {
+		return nil, fmt.Errorf("dispatch: %w", err)
+	}
+	if d.Settle < 0 {
+		return nil, errors.New("dispatch: the settle time must not be negative")
+	}
+	if d.Settle == 0 {
+		d.Settle = decide.DefaultSettle
 	}
 	if d.Metrics == nil {
 		d.Metrics = metrics.Discard
@@ -254,11 +272,14 @@ func (d *Dispatcher) Decide(ctx context.Context, in decide.Input, p provider.Ada
 	if dec.Action != decide.LookUp {
 		return dec, provider.LookupResult{}, rec, nil
 	}
-	in.Lookup = decide.LookupFailed
+	in.Answer = decide.AskFailed
 	var found provider.LookupResult
 	if l, ok := p.(provider.Looker); ok {
-		in.Lookup, found, _ = d.Lookup(ctx, rec, p, l)
+		in.Answer, found, _ = d.Ask(ctx, rec, p, l)
 	}
+	// The lookup took time: the send that may follow is judged now, so
+	// a message whose validity passed during the lookup is not sent.
+	in.Now = d.Now()
 	return decide.Of(in), found, rec, nil
 }
 
@@ -270,21 +291,21 @@ func (d *Dispatcher) Decide(ctx context.Context, in decide.Input, p provider.Ada
 func (d *Dispatcher) Render(ctx context.Context, e ledger.Entry) (ledger.Entry, error) {
 	if e.TemplateVersion == 0 && e.Subject == "" && e.Body == "" && e.HTML == "" {
 		// Its request could not be rendered when it was first claimed.
-		return e, &render.Error{Template: e.Template, Channel: e.Channel, Kind: render.ErrUnknownTemplate,
+		return e, &render.Error{Template: e.Template, Channel: e.Channel, Problem: render.ErrUnknownTemplate,
 			Detail: "the row holds no message: its request could not be rendered when first claimed"}
 	}
 	if e.Rendered() {
 		return e, nil
 	}
 	if d.Renderer == nil {
-		return e, &render.Error{Template: e.Template, Channel: e.Channel, Kind: render.ErrUnavailable, Err: errors.New("no renderer is configured")}
+		return e, &render.Error{Template: e.Template, Channel: e.Channel, Problem: render.ErrUnavailable, Err: errors.New("no renderer is configured")}
 	}
 	var data map[string]any
 	if e.Data != "" {
 		dec := json.NewDecoder(strings.NewReader(e.Data))
 		dec.UseNumber() // as the request was parsed (package notify)
 		if err := dec.Decode(&data); err != nil {
-			return e, &render.Error{Template: e.Template, Channel: e.Channel, Kind: render.ErrMissingParam, Detail: "stored data: " + err.Error()}
+			return e, &render.Error{Template: e.Template, Channel: e.Channel, Problem: render.ErrMissingParam, Detail: "stored data: " + err.Error()}
 		}
 	}
 	msg, err := d.Renderer.RenderVersion(ctx, e.Tenant, e.Template, e.Channel, e.TemplateVersion, e.TemplateLocale, data)
@@ -303,10 +324,10 @@ const (
 	releasePause    = 100 * time.Millisecond
 )
 
-// Message builds the provider message of entry e for the attempt that
+// ProviderMessage builds the provider message of entry e for the attempt that
 // started at attemptedAt: the claim's own time for a send, the time of the
 // attempt being resolved for a lookup.
-func Message(e ledger.Entry, attemptedAt time.Time) provider.Message {
+func ProviderMessage(e ledger.Entry, attemptedAt time.Time) provider.Message {
 	return provider.Message{
 		Key:         e.Key,
 		Tenant:      e.Tenant,
@@ -469,7 +490,7 @@ func (d *Dispatcher) Send(ctx context.Context, c ledger.Claim, e ledger.Entry, p
 
 	callCtx, cancel := context.WithTimeout(ctx, d.ProviderTimeout)
 	start := d.Now()
-	receipt, err := p.Send(callCtx, Message(e, c.AttemptedAt))
+	receipt, err := p.Send(callCtx, ProviderMessage(e, c.AttemptedAt))
 	cancel()
 	d.Metrics.Latency(metrics.SendLatency, d.Now().Sub(start), dims...)
 	d.Health.Record(p.Name(), err == nil || provider.KindOf(err) == provider.Permanent)
@@ -513,29 +534,29 @@ func (d *Dispatcher) Send(ctx context.Context, c ledger.Claim, e ledger.Entry, p
 	}
 }
 
-// Lookup asks l about the attempt of row rec that is being resolved (the
+// Ask asks l (provider.Looker.Lookup) about the attempt of row rec that is being resolved (the
 // row as read, before any takeover: from its LookupStart, the earliest
 // attempt that may have sent, never a takeover's claim time). It records nothing and needs no claim: a lookup sends
 // nothing. It returns the answer for decide.Of, with the provider's
-// result (LookupFailed and the error when the provider could not be
+// result (AskFailed and the error when the provider could not be
 // asked).
-func (d *Dispatcher) Lookup(ctx context.Context, rec ledger.Record, p provider.Adapter, l provider.Looker) (decide.Lookup, provider.LookupResult, error) {
+func (d *Dispatcher) Ask(ctx context.Context, rec ledger.Record, p provider.Adapter, l provider.Looker) (decide.Answer, provider.LookupResult, error) {
 	// A lookup may match on the text: render the row's inputs first.
 	e, err := d.Render(ctx, rec.Entry)
 	if err != nil {
 		d.Logger.Warn("lookup: render", "key", rec.Key, "provider", p.Name(), "error", err)
-		return decide.LookupFailed, provider.LookupResult{}, err
+		return decide.AskFailed, provider.LookupResult{}, err
 	}
-	m := Message(e, rec.LookupStart())
+	m := ProviderMessage(e, rec.LookupStart())
 	m.AttemptedUntil, m.ProviderMessageID = rec.LeaseUntil, rec.ProviderMessageID
 	callCtx, cancel := context.WithTimeout(ctx, d.ProviderTimeout)
 	res, err := l.Lookup(callCtx, m)
 	cancel()
 	if err != nil {
 		d.Logger.Warn("lookup failed", "key", rec.Key, "provider", p.Name(), "reason", provider.ReasonOf(err))
-		return decide.LookupFailed, res, err
+		return decide.AskFailed, res, err
 	}
-	return decide.FromLookup(res.Status), res, nil
+	return decide.AnswerOf(res.Status), res, nil
 }
 
 // Mark records o under c and reports the matching Result, for an outcome
@@ -571,9 +592,14 @@ func (d *Dispatcher) mark(ctx context.Context, log *slog.Logger, c ledger.Claim,
 	}
 	switch {
 	case err == nil:
-		if o.State == ledger.StateSent && sent {
+		switch {
+		case o.State == ledger.StateSent && sent:
 			d.Metrics.Count(metrics.Sent, 1, dims...)
-		} else if o.State == ledger.StateFailed {
+		case o.State.Final() && o.State != ledger.StateSent && decide.IsExpired(o.Reason):
+			// Its validity passed: counted on its own, never as a
+			// provider's rejection or a policy's give-up.
+			d.Metrics.Count(metrics.Expired, 1, dims...)
+		case o.State == ledger.StateFailed:
 			d.Metrics.Count(metrics.Failed, 1, dims...)
 		}
 		return res
@@ -604,11 +630,11 @@ func (d *Dispatcher) mark(ctx context.Context, log *slog.Logger, c ledger.Claim,
 // to the rest while an attempt provably sends nothing (SendRoute).
 // Acknowledge, HandOff, Wait and LookUp need no write: Resolve returns
 // Skipped for them. A takeover
-// that loses to another worker, or finds the row gone, is Conflict.
+// that loses to another worker, or finds the row gone, is TakeOverLost.
 func (d *Dispatcher) Resolve(ctx context.Context, rec ledger.Record, dec decide.Decision, route []provider.Adapter, found provider.LookupResult, lease time.Duration) Result {
 	p := First(route)
 	switch dec.Action {
-	case decide.Send, decide.MarkSent, decide.MarkFailed, decide.MarkUncertain, decide.Abandon, decide.Postpone:
+	case decide.Send, decide.MarkSent, decide.MarkFailed, decide.MarkUncertain, decide.Abandon, decide.Postpone, decide.Expire:
 	default:
 		return Result{Key: rec.Key, Disposition: Skipped, Reason: dec.Reason}
 	}
@@ -618,14 +644,16 @@ func (d *Dispatcher) Resolve(ctx context.Context, rec ledger.Record, dec decide.
 	// The takeover records the new attempt's provider (Pick's choice:
 	// the row's own while an earlier attempt may have sent).
 	next := ""
-	if p != nil {
+	if p != nil && dec.Action != decide.Expire {
+		// An expired row keeps the provider of its latest attempt: no
+		// new one is tried.
 		next = p.Name()
 	}
 	c, err := d.TakeOver(ctx, rec, next, lease)
 	if err != nil {
 		if _, conflict := ledger.AsConflict(err); conflict || errors.Is(err, ledger.ErrNotFound) {
 			d.Logger.Info("row changed since it was read: another worker has it", "key", rec.Key)
-			return Result{Key: rec.Key, Disposition: Conflict, Reason: "another worker took the row over", Err: err}
+			return Result{Key: rec.Key, Disposition: TakeOverLost, Reason: "another worker took the row over", Err: err}
 		}
 		return Result{Key: rec.Key, Disposition: LedgerError, Reason: "ledger unavailable", Err: err}
 	}
@@ -659,6 +687,9 @@ func (d *Dispatcher) Resolve(ctx context.Context, rec ledger.Record, dec decide.
 		r = d.Mark(ctx, c, rec.Entry, name, ledger.Outcome{State: ledger.StateUncertain, Reason: dec.Reason})
 	case decide.Abandon:
 		r = d.Mark(ctx, c, rec.Entry, name, ledger.Outcome{State: ledger.StateAbandoned, Reason: dec.Reason})
+	case decide.Expire:
+		d.Logger.Info("expired: recorded as failed, never sent", "key", rec.Key, "valid_until", rec.ValidUntil, "why", dec.Reason)
+		r = d.Mark(ctx, c, rec.Entry, rec.Provider, ledger.Outcome{State: ledger.StateFailed, Reason: dec.Reason})
 	case decide.Postpone:
 		r = Result{Disposition: Postponed, Reason: dec.Reason}
 		if err := d.Release(ctx, c, dec.Reason, d.RetryAt(c)); err != nil {

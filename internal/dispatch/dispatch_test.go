@@ -13,13 +13,13 @@ import (
 // rely on.
 func TestNew(t *testing.T) {
 	t.Parallel()
-	if _, err := dispatch.New(dispatch.Dispatcher{ProviderTimeout: time.Second}, time.Minute); err == nil {
+	if _, err := dispatch.New(dispatch.Dispatcher{ProviderTimeout: time.Second, ClaimTimeout: time.Minute}); err == nil {
 		t.Error("New without a ledger: no error")
 	}
-	if _, err := dispatch.New(dispatch.Dispatcher{Ledger: memledger.New(), ProviderTimeout: 5 * time.Second}, 14*time.Second); err == nil {
+	if _, err := dispatch.New(dispatch.Dispatcher{Ledger: memledger.New(memledger.Config{}), ProviderTimeout: 5 * time.Second, ClaimTimeout: 14 * time.Second}); err == nil {
 		t.Error("New with a lease shorter than a takeover's worst path: no error")
 	}
-	d, err := dispatch.New(dispatch.Dispatcher{Ledger: memledger.New(), ProviderTimeout: 5 * time.Second}, time.Minute)
+	d, err := dispatch.New(dispatch.Dispatcher{Ledger: memledger.New(memledger.Config{}), ProviderTimeout: 5 * time.Second, ClaimTimeout: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}

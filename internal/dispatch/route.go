@@ -25,15 +25,14 @@ import (
 // or the class policy), and a recipient's permanent error ends the
 // message FAILED on every route.
 
-// Route returns channel's route: its provider in providers (when it has
-// one), then its fallbacks, in order. The sender and the reconciler build
-// theirs with it from their Configs.
-func Route(providers map[string]provider.Adapter, fallbacks map[string][]provider.Adapter, channel string) []provider.Adapter {
+// Route returns channel's route: its provider in d.Providers (when it
+// has one), then its fallbacks, in order.
+func (d *Dispatcher) Route(channel string) []provider.Adapter {
 	var route []provider.Adapter
-	if p := providers[channel]; p != nil {
+	if p := d.Providers[channel]; p != nil {
 		route = append(route, p)
 	}
-	return append(route, fallbacks[channel]...)
+	return append(route, d.Fallbacks[channel]...)
 }
 
 // First returns the first provider of picked, nil when it is empty: the
@@ -135,6 +134,16 @@ func (d *Dispatcher) SendRoute(ctx context.Context, c ledger.Claim, e ledger.Ent
 			Released: true, AttemptedAt: c.AttemptedAt, LeaseUntil: c.AttemptedAt, Reason: r.Kind.String() + ": " + r.Reason,
 			History: history}
 		cur.Provider = p.Name()
+		// The next provider is tried only while the message is valid
+		// (package decide): past its validity the released row ends
+		// FAILED (expired) instead.
+		if dec := decide.Of(decide.Input{Caller: decide.Sender, Row: cur, Now: d.Now(), Configured: true, Caps: next.Capabilities()}); dec.Action != decide.Send {
+			d.Logger.Info("failover: not trying the next provider", "key", e.Key, "to", next.Name(), "why", dec.Reason)
+			if dec.Action == decide.Expire {
+				return d.Resolve(ctx, cur, dec, nil, provider.LookupResult{}, c.LeaseUntil.Sub(c.AttemptedAt))
+			}
+			return r
+		}
 		history = ledger.NextHistory(cur)
 		nc, err := d.TakeOver(ctx, cur, next.Name(), c.LeaseUntil.Sub(c.AttemptedAt))
 		if err != nil {

@@ -71,7 +71,7 @@ func TestHealth(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	h := &dispatch.Health{Now: func() time.Time { return now }}
-	d, err := dispatch.New(dispatch.Dispatcher{Ledger: memledger.New(), ProviderTimeout: time.Second, Health: h}, time.Minute)
+	d, err := dispatch.New(dispatch.Dispatcher{Ledger: memledger.New(memledger.Config{}), ProviderTimeout: time.Second, Health: h, ClaimTimeout: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}

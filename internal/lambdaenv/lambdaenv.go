@@ -74,6 +74,13 @@ func (e *Env) Duration(name string, def time.Duration) time.Duration {
 	return read(e, name, def, positive(time.ParseDuration), "a positive Go duration such as 5s or 720h")
 }
 
+// CacheTTL parses how long a cache keeps an entry: a Go duration of zero
+// or more ("1m", "0s"), zero turning the cache off; def when unset. A
+// value that does not parse or is negative is recorded as an error.
+func (e *Env) CacheTTL(name string, def time.Duration) time.Duration {
+	return read(e, name, def, nonNegative(time.ParseDuration), "a Go duration of 0 or more such as 1m or 0s")
+}
+
 // Int parses a positive integer, def when unset.
 func (e *Env) Int(name string, def int) int {
 	return read(e, name, def, positive(strconv.Atoi), "a positive integer")
@@ -109,6 +116,17 @@ func read[T any](e *Env, name string, def T, parse func(string) (T, error), want
 		e.record(fmt.Errorf("%s=%q is not %s", name, v, want))
 	}
 	return def
+}
+
+// nonNegative is parse refusing a value below zero.
+func nonNegative(parse func(string) (time.Duration, error)) func(string) (time.Duration, error) {
+	return func(v string) (time.Duration, error) {
+		x, err := parse(v)
+		if err == nil && x < 0 {
+			err = errors.New("negative")
+		}
+		return x, err
+	}
 }
 
 // positive is parse refusing a value that is not above zero.

@@ -151,3 +151,22 @@ func TestEnvSecret(t *testing.T) {
 		})
 	}
 }
+
+// TestCacheTTL: a cache's TTL may be zero (the cache off), not negative;
+// the error names the variable.
+func TestCacheTTL(t *testing.T) {
+	t.Parallel()
+	const name, def = "SENDONCE_X_CACHE", 7 * time.Second
+	for v, want := range map[string]time.Duration{"": def, "0": 0, "0s": 0, " 30s ": 30 * time.Second, "2m": 2 * time.Minute} {
+		e := New(func(string) string { return v })
+		if got, err := e.CacheTTL(name, def), e.Err(); err != nil || got != want {
+			t.Errorf("CacheTTL(%q) = %v, %v; want %v", v, got, err, want)
+		}
+	}
+	for _, v := range []string{"-1s", "soon", "10"} {
+		e := New(func(string) string { return v })
+		if got, err := e.CacheTTL(name, def), e.Err(); got != def || err == nil || !strings.Contains(err.Error(), name) {
+			t.Errorf("CacheTTL(%q) = %v, %v; want the default and an error naming the variable", v, got, err)
+		}
+	}
+}

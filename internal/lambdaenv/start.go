@@ -92,7 +92,7 @@ func (f *Function) Ledger() *dynamoledger.Ledger {
 	if f.DB == nil || f.Table == "" { // recorded already
 		return nil
 	}
-	l, err := dynamoledger.New(f.DB, f.Table, dynamoledger.WithRetention(retention))
+	l, err := dynamoledger.New(f.DB, f.Table, dynamoledger.Config{Retention: retention})
 	f.Env.Fail(err)
 	return l
 }

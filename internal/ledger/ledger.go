@@ -229,6 +229,20 @@ type Entry struct {
 	// Data is the request's template data as JSON, the stored template's
 	// render input. Kept only while the row is not final.
 	Data string
+	// ValidUntil is the message's validity: the earlier of the request's
+	// expires_at and its class's default validity (zero: none). Past it
+	// the message is never sent by anyone; the row ends final with a
+	// reason starting "expired" (package decide). Claim writes it once,
+	// in the same write, and the row keeps it for its whole life. It is
+	// not part of the key.
+	ValidUntil time.Time
+}
+
+// Expired reports whether e's validity has passed at now: a message with
+// no validity never expires. A message is valid up to and including its
+// ValidUntil.
+func (e Entry) Expired(now time.Time) bool {
+	return !e.ValidUntil.IsZero() && now.After(e.ValidUntil)
 }
 
 // Rendered reports whether e carries its message's text (a pre-rendered

@@ -38,3 +38,15 @@ func Answer(w http.ResponseWriter, status int, hdr http.Header, body []byte) {
 	w.WriteHeader(status)
 	_, _ = w.Write(body)
 }
+
+// HangUp closes the client's connection without an answer: what a lost
+// answer looks like to the client.
+func HangUp(w http.ResponseWriter) {
+	if hj, ok := w.(http.Hijacker); ok {
+		if conn, _, err := hj.Hijack(); err == nil {
+			_ = conn.Close()
+			return
+		}
+	}
+	panic(http.ErrAbortHandler)
+}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/http/httptest"
-	"os"
 	"reflect"
 	"strings"
 	"testing"
@@ -15,7 +14,6 @@ import (
 
 	"github.com/sendonce/sendonce/internal/ledger"
 	"github.com/sendonce/sendonce/internal/metrics"
-	"github.com/sendonce/sendonce/internal/provider/simulator"
 	"github.com/sendonce/sendonce/internal/testenv"
 	"github.com/sendonce/sendonce/notify"
 )
@@ -173,47 +171,6 @@ func TestStartNeedsEndpoints(t *testing.T) {
 	_, err := Start(context.Background(), Options{})
 	if err == nil || !strings.Contains(err.Error(), testenv.DynamoDBEndpointEnv) {
 		t.Errorf("Start without endpoints: %v, want an error naming %s", err, testenv.DynamoDBEndpointEnv)
-	}
-}
-
-// TestRun runs a small workload through the real pipeline and checks the
-// report against ground truth.
-func TestRun(t *testing.T) {
-	ctx := context.Background()
-	p := StartTest(t, Options{
-		RIE:             os.Getenv("SENDONCE_TEST_RIE"),
-		SenderInstances: 2,
-		Simulator:       simulator.Options{Seed: 3, Callbacks: simulator.CallbackOptions{Duplicates: 1, Reorder: true}},
-	})
-	o := DefaultWorkload(40, 3)
-	w := NewWorkload(o)
-	rep, err := Run(ctx, p, w, RunOptions{Timeout: 90 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var sb strings.Builder
-	rep.WriteSummary(&sb)
-	t.Log("\n" + sb.String())
-	if !rep.OK() {
-		t.Fatalf("run failed: %v", rep.Problems())
-	}
-	wantFailed := 0
-	for _, m := range w.Messages {
-		if m.WantFailed {
-			wantFailed++
-		}
-	}
-	if got, want := rep.Delivered, o.N-wantFailed; got != want {
-		t.Errorf("delivered %d, want %d", got, want)
-	}
-	if got := sumMap(rep.DeadLetters); got != o.Invalid {
-		t.Errorf("dead letters %d, want %d", got, o.Invalid)
-	}
-	if got, want := rep.Metrics.Get(metrics.DuplicatesPrevented), 1; got < want {
-		t.Errorf("DuplicatesPrevented = %d, want at least %d (late copies)", got, want)
-	}
-	if !strings.Contains(sb.String(), "DELIVERED TWICE") || !strings.Contains(sb.String(), "RESULT: OK") {
-		t.Errorf("summary lacks the verdict:\n%s", sb.String())
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sesv2"
 
+	"github.com/sendonce/sendonce/internal/groundtruth"
 	"github.com/sendonce/sendonce/internal/ledger"
 	"github.com/sendonce/sendonce/internal/testenv"
 	"github.com/sendonce/sendonce/notify"
@@ -161,20 +162,14 @@ func RunNative(ctx context.Context, p *Pipeline, n, copies int, timeout time.Dur
 	return rep, nil
 }
 
-// settled is what the ledger said of a phase's messages once settle
-// returned.
-type settled struct {
-	// notSent holds the keys whose row is final but not SENT (or never
-	// final).
-	notSent   map[string]bool
-	abandoned map[string]bool
-}
+// settled holds the ledger rows of a phase's messages once settle
+// returned, by key (a row never final holds its last state).
+type settled map[string]ledger.Record
 
 // settle enqueues each of reqs copies times and waits until the row of
-// every message is final or timeout passes. It sets v's Copies and
-// NotSent (with state and reason).
+// every message is final or timeout passes. It sets v's Copies.
 func settle(ctx context.Context, p *Pipeline, msgs []nativeMessage, reqs []notify.Request, copies int, timeout time.Duration, v *PhaseVerdicts) (settled, error) {
-	st := settled{notSent: map[string]bool{}, abandoned: map[string]bool{}}
+	st := settled{}
 	var bodies []string
 	for _, req := range reqs {
 		body, err := json.Marshal(req)
@@ -193,20 +188,10 @@ func settle(ctx context.Context, p *Pipeline, msgs []nativeMessage, reqs []notif
 	for _, m := range msgs {
 		for {
 			r, err := p.Ledger().Get(ctx, m.key)
-			if err == nil && r.State == ledger.StateAbandoned {
-				st.abandoned[m.key] = true
-				break
+			if err == nil {
+				st[m.key] = r
 			}
-			if err == nil && r.State.Final() {
-				if r.State != ledger.StateSent {
-					st.notSent[m.key] = true
-					v.NotSent = append(v.NotSent, fmt.Sprintf("%s (%s %s: %s)", m.key, m.channel, r.State, r.Reason))
-				}
-				break
-			}
-			if time.Now().After(deadline) {
-				st.notSent[m.key] = true
-				v.NotSent = append(v.NotSent, m.key+" (never final)")
+			if err == nil && r.State.Final() || time.Now().After(deadline) {
 				break
 			}
 			select {
@@ -219,50 +204,47 @@ func settle(ctx context.Context, p *Pipeline, msgs []nativeMessage, reqs []notif
 	return st, nil
 }
 
-// verdict is what a message's row and its ground truth say together.
-type verdict int
-
-const (
-	verdictOnce      verdict = iota // SENT and delivered once
-	verdictTwice                    // delivered more than once, or delivered though not SENT
-	verdictLost                     // SENT but never delivered
-	verdictNotSent                  // final but not SENT, and never delivered
-	verdictAbandoned                // abandoned by class policy, delivered at most once
-)
-
-// judge tells the verdict on key, delivered got times.
-func (st settled) judge(key string, got int) verdict {
-	switch {
-	case st.notSent[key] && got > 0: // a FAILED message must never have gone out
-		return verdictTwice
-	case st.notSent[key]:
-		return verdictNotSent
-	case st.abandoned[key] && got <= 1:
-		return verdictAbandoned
-	case got == 0:
-		return verdictLost
-	case got > 1:
-		return verdictTwice
-	}
-	return verdictOnce
-}
-
-// judgeAll judges each of msgs, delivered got(m) times, into v (once is
-// called for each delivered once, as asked), and scans p's logs for the
-// messages' addresses.
+// judgeAll judges each of msgs, delivered got(m) times through an
+// adapter that can neither drop a repeat nor be asked (SNS, SES, SMTP),
+// with groundtruth.Judge into v (once is called for each delivered once,
+// as asked), and scans p's logs for the messages' addresses. A phase
+// cannot tell an ambiguous attempt from its logs: a class policy's
+// abandon counts as the policy's.
 func (st settled) judgeAll(p *Pipeline, v *PhaseVerdicts, msgs []nativeMessage, got func(nativeMessage) int, once func(nativeMessage)) {
 	for _, m := range msgs {
 		n := got(m)
-		switch st.judge(m.key, n) {
-		case verdictTwice:
-			v.Twice = append(v.Twice, m.key)
-		case verdictLost:
-			v.Lost = append(v.Lost, m.key)
-		case verdictAbandoned:
-			v.Abandoned++
-			v.AbandonedRecorded += n
-		case verdictOnce:
-			once(m)
+		rec, ok := st[m.key]
+		state := rec.State
+		if !ok {
+			state = NoRow
+		}
+		notSent := fmt.Sprintf("%s (%s %s: %s)", m.key, m.channel, state, rec.Reason)
+		if !state.Final() {
+			notSent = m.key + " (never final)"
+		}
+		for _, k := range groundtruth.Judge(groundtruth.Facts{
+			Key: m.key, Adapter: m.channel, Class: string(notify.ClassTransactional), Capability: groundtruth.Neither,
+			Received: n, State: state, Reason: rec.Reason, Ambiguous: true,
+		}) {
+			switch k {
+			case groundtruth.Once:
+				once(m)
+			case groundtruth.Twice, groundtruth.TwiceAgainstPolicy, groundtruth.TwiceByPolicy, groundtruth.Unresolved, groundtruth.Contradiction:
+				v.Twice = append(v.Twice, m.key) // delivered twice, or delivered though not SENT
+			case groundtruth.Lost:
+				if state.Final() {
+					v.Lost = append(v.Lost, m.key)
+				} else {
+					v.NotSent = append(v.NotSent, notSent)
+				}
+			case groundtruth.AbandonedDelivered, groundtruth.AbandonedByPolicy, groundtruth.AbandonedMaxAge:
+				v.Abandoned++
+				v.AbandonedRecorded += n
+			default:
+				if k.Violation() {
+					v.NotSent = append(v.NotSent, notSent)
+				}
+			}
 		}
 	}
 	v.Leaks, v.LeakDetail = leakDetail(Scan(p.Logs(), p.Redactor, addresses(msgs)))

@@ -298,7 +298,7 @@ func Start(ctx context.Context, opts Options) (p *Pipeline, err error) {
 	if p.Resources, err = CreateResources(ctx, p.ddb, p.sqs, opts.VisibilityTimeout, opts.MaxReceiveCount); err != nil {
 		return nil, err
 	}
-	if p.ledger, err = dynamoledger.New(p.ddb, p.Table); err != nil {
+	if p.ledger, err = dynamoledger.New(p.ddb, p.Table, dynamoledger.Config{}); err != nil {
 		return nil, fmt.Errorf("localpipeline: ledger: %w", err)
 	}
 	tenants := opts.TemplateTenants
@@ -306,7 +306,7 @@ func Start(ctx context.Context, opts Options) (p *Pipeline, err error) {
 		tenants = []string{"demo", "chaos", "native"}
 	}
 	for _, tenant := range tenants {
-		if _, err := templates.ImportExamples(ctx, dynamotemplates.New(p.ddb, p.Table), tenant); err != nil {
+		if _, err := templates.ImportExamples(ctx, dynamotemplates.New(p.ddb, p.Table, dynamotemplates.Config{}), tenant); err != nil {
 			return nil, fmt.Errorf("localpipeline: %w", err)
 		}
 	}

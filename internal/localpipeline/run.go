@@ -14,6 +14,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/sendonce/sendonce/internal/groundtruth"
 	"github.com/sendonce/sendonce/internal/ledger"
 	"github.com/sendonce/sendonce/internal/metrics"
 	"github.com/sendonce/sendonce/internal/provider/simulator"
@@ -290,26 +291,31 @@ func buildReport(ctx context.Context, p *Pipeline, w Workload) (Report, error) {
 		if n > 0 {
 			rep.Delivered++
 		}
-		if n > 1 {
-			rep.DeliveredTwice = append(rep.DeliveredTwice, fmt.Sprintf("%s (%d times)", m.Key, n))
-		}
 		rec, state, err := p.Row(ctx, m.Key)
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
 		rep.States[state]++
-		switch {
-		case !state.Final() && n == 0:
-			rep.Lost = append(rep.Lost, fmt.Sprintf("%s (%s, never delivered)", m.Key, state))
-		case state == ledger.StateSent && n == 0:
-			rep.Lost = append(rep.Lost, m.Key+" (SENT in the ledger, but the provider never accepted it)")
+		// The simulator drops a repeat of an Idempotency-Key and can be
+		// asked: groundtruth.CanAvoid.
+		for _, k := range groundtruth.Judge(groundtruth.Facts{
+			Key: m.Key, Adapter: "http", Class: m.Class, Capability: groundtruth.CanAvoid,
+			Received: n, State: state, Reason: rec.Reason, WantFailed: m.WantFailed, RejectionHolds: m.WantFailed,
+		}) {
+			switch {
+			case k == groundtruth.Twice:
+				rep.DeliveredTwice = append(rep.DeliveredTwice, fmt.Sprintf("%s (%d times)", m.Key, n))
+			case k == groundtruth.Lost && state == ledger.StateSent:
+				rep.Lost = append(rep.Lost, m.Key+" (SENT in the ledger, but the provider never accepted it)")
+			case k == groundtruth.Lost:
+				rep.Lost = append(rep.Lost, fmt.Sprintf("%s (%s, never delivered)", m.Key, state))
+			case k.Violation():
+				rep.WrongOutcome = append(rep.WrongOutcome, fmt.Sprintf("%s (%s: %s, planned %s)", m.Key, state, k, m.Fault.Kind))
+			}
 		}
 		if state == ledger.StateFailed {
 			rep.FailedReasons[rec.Reason]++
-		}
-		if state.Final() && (state == ledger.StateFailed) != m.WantFailed {
-			rep.WrongOutcome = append(rep.WrongOutcome, fmt.Sprintf("%s (%s, planned %s)", m.Key, state, m.Fault.Kind))
 		}
 		if rec.DeliveryStatus != "" {
 			rep.DeliveryStatuses[rec.DeliveryStatus]++

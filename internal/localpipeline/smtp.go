@@ -79,11 +79,11 @@ func (r SMTPReport) WriteSummary(w io.Writer) {
 func RunSMTP(ctx context.Context, p *Pipeline, srv *smtptest.Server, n, copies int, timeout time.Duration) (SMTPReport, error) {
 	start := time.Now()
 	run := testenv.RandomID()[:8]
-	rend := render.New(dynamotemplates.New(p.ddb, p.Table), render.WithCacheTTL(0))
+	rend := render.New(dynamotemplates.New(p.ddb, p.Table, dynamotemplates.Config{}), render.Config{CacheTTL: -1})
 	var (
 		msgs []nativeMessage
 		reqs []notify.Request
-		want = map[string]render.Message{}
+		want = map[string]render.Rendered{}
 		rep  SMTPReport
 	)
 	for i := range n {
@@ -136,7 +136,7 @@ func RunSMTP(ctx context.Context, p *Pipeline, srv *smtptest.Server, n, copies i
 // checkEmail checks that data, a received message, carries key in its
 // key header and want's subject and parts: text/plain alone, or
 // multipart/alternative with text/plain and text/html.
-func checkEmail(data []byte, key string, want render.Message) error {
+func checkEmail(data []byte, key string, want render.Rendered) error {
 	msg, err := mail.ReadMessage(bytes.NewReader(data))
 	if err != nil {
 		return fmt.Errorf("parse message: %w", err)

@@ -38,7 +38,7 @@ func TestSMTPPhase(t *testing.T) {
 // TestCheckEmail: the content check refuses a wrong key header, subject,
 // part type or text, and a missing HTML part.
 func TestCheckEmail(t *testing.T) {
-	want := render.Message{Subject: "Welcome, Zoë", Body: "Hi Zoë,\nwelcome.", HTML: "<p>Hi Zoë</p>"}
+	want := render.Rendered{Subject: "Welcome, Zoë", Body: "Hi Zoë,\nwelcome.", HTML: "<p>Hi Zoë</p>"}
 	msg := func(key, subject, body string) []byte {
 		return []byte("X-Sendonce-Key: " + key + "\r\nSubject: " + subject + "\r\nMIME-Version: 1.0\r\n" + body)
 	}
@@ -57,7 +57,7 @@ func TestCheckEmail(t *testing.T) {
 	}
 	for name, c := range map[string]struct {
 		data []byte
-		want render.Message
+		want render.Rendered
 	}{
 		"WrongKey":     {msg("k2", subject, alt), want},
 		"WrongSubject": {msg("k1", "Welcome", alt), want},

@@ -61,7 +61,12 @@ const (
 	Failovers = "Failovers"
 	// ConfigErrors counts requests for a channel with no configured
 	// provider (released and retried, never FAILED).
-	ConfigErrors        = "ConfigErrors"
+	ConfigErrors = "ConfigErrors"
+	// Expired counts messages that ended final because their validity
+	// passed (decide.ReasonExpired): never sent, or an earlier attempt
+	// that may have been sent, never repeated (dimensions channel,
+	// provider).
+	Expired             = "Expired"
 	ReconciledSent      = "ReconciledSent"
 	ReconciledFailed    = "ReconciledFailed"
 	Resent              = "Resent"

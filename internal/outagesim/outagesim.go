@@ -29,6 +29,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/sendonce/sendonce/internal/dispatch"
 	"github.com/sendonce/sendonce/internal/ledger"
 	"github.com/sendonce/sendonce/internal/ledger/memledger"
 	"github.com/sendonce/sendonce/internal/metrics"
@@ -296,7 +297,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	w := &world{cfg: cfg, now: start, rng: rand.New(rand.NewPCG(cfg.Seed, 25)), msgs: map[string]*msg{}}
 	clock := func() time.Time { return w.now }
 	w.prov = &model{w: w, recovery: start.Add(cfg.Down), perSec: map[int64]int{}}
-	led := &counting{Ledger: memledger.New(memledger.WithNow(clock))}
+	led := &counting{Ledger: memledger.New(memledger.Config{Now: clock})}
 	store := &pace.MemStore{}
 	limiter, err := pace.New(store, map[string]int{"http": cfg.Pace}, pace.Options{Now: clock})
 	if err != nil {
@@ -306,16 +307,26 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	providers := map[string]provider.Adapter{"sms": paced}
 	quiet := slog.New(slog.DiscardHandler)
 	tally := metrics.NewTally()
-	renderer := render.New(memtemplates.New())
-	snd, err := sender.New(sender.Config{Ledger: led, Providers: providers, Renderer: renderer, DeadLetters: noDLQ{}, Metrics: tally, Logger: quiet,
-		ProviderTimeout: 5 * time.Second, ClaimTimeout: time.Minute, Concurrency: 1, Now: clock})
+	renderer := render.New(memtemplates.New(memtemplates.Config{}), render.Config{})
+	dispatcher := func() (*dispatch.Dispatcher, error) {
+		return dispatch.New(dispatch.Dispatcher{Ledger: led, Providers: providers, Renderer: renderer, Metrics: tally, Logger: quiet,
+			ProviderTimeout: 5 * time.Second, ClaimTimeout: time.Minute, Now: clock})
+	}
+	sd, err := dispatcher()
+	if err != nil {
+		return Result{}, err
+	}
+	snd, err := sender.New(sender.Config{Dispatcher: sd, DeadLetters: noDLQ{}, Concurrency: 1})
 	if err != nil {
 		return Result{}, err
 	}
 	// One page per shard: memledger sorts the rows on every query (the
 	// table's 1,000-row pages would make the run quadratic).
-	rc, err := reconcile.New(reconcile.Config{Ledger: led, Providers: providers, Renderer: renderer, Metrics: tally, Logger: quiet,
-		ProviderTimeout: 5 * time.Second, ClaimTimeout: time.Minute, MaxRows: 60000, PageSize: 60000, Concurrency: 1, Now: clock})
+	rd, err := dispatcher()
+	if err != nil {
+		return Result{}, err
+	}
+	rc, err := reconcile.New(reconcile.Config{Dispatcher: rd, MaxRows: 60000, PageSize: 60000, Concurrency: 1})
 	if err != nil {
 		return Result{}, err
 	}
@@ -417,11 +428,13 @@ func (w *world) arrive(n int) {
 	req := notify.Request{TenantID: "acme", EventID: fmt.Sprintf("e%d", n), Channel: "sms", Class: c.name,
 		Recipient: notify.Recipient{ID: fmt.Sprintf("user-%d", n), Phone: fmt.Sprintf("+1555%07d", n%10000000)},
 		Template:  "code", Content: &notify.Content{Text: "your code is 123456"}}
-	b, _ := json.Marshal(req)
 	m := &msg{key: req.Key(), arrived: w.now}
 	if c.validity > 0 {
+		// The request carries it (expires_at), as a producer sets it.
 		m.expires = w.now.Add(c.validity)
+		req.ExpiresAt = m.expires.UTC().Format(time.RFC3339)
 	}
+	b, _ := json.Marshal(req)
 	w.msgs[m.key] = m
 	w.order = append(w.order, m)
 	w.queue = append(w.queue, &sqsMsg{id: fmt.Sprintf("m%d", n), body: string(b), visible: w.now})

@@ -8,14 +8,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sendonce/sendonce/internal/ledger/ledgertest"
 	"github.com/sendonce/sendonce/internal/pace"
 	"github.com/sendonce/sendonce/internal/testenv"
+	"github.com/sendonce/sendonce/internal/testsupport"
 	"github.com/sendonce/sendonce/provider"
 	"github.com/sendonce/sendonce/provider/providertest"
 )
 
-func newLimiter(t *testing.T, store pace.Store, clock *ledgertest.Clock, limit int) *pace.Limiter {
+func newLimiter(t *testing.T, store pace.Store, clock *testsupport.Clock, limit int) *pace.Limiter {
 	t.Helper()
 	l, err := pace.New(store, map[string]int{"fake": limit}, pace.Options{Now: clock.Now})
 	if err != nil {
@@ -50,7 +50,7 @@ func TestLimitHoldsAcrossContainers(t *testing.T) {
 	// Real time: a counter's TTL is its second + 1 minute, and DynamoDB
 	// Local deletes items whose TTL has passed (a counter of a fixed past
 	// date vanished under load and the next take started from zero).
-	clock := ledgertest.NewClock(time.Now().Truncate(time.Second))
+	clock := testsupport.NewClock(time.Now().Truncate(time.Second))
 	for _, tc := range []struct {
 		name  string
 		store func(t *testing.T) pace.Store
@@ -97,7 +97,7 @@ func TestUnpacedProviderIsNotWrapped(t *testing.T) {
 func TestThrottlingSlowsAndRecoveryRamps(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	clock := ledgertest.NewClock(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC))
+	clock := testsupport.NewClock(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC))
 	l := newLimiter(t, &pace.MemStore{}, clock, 100)
 	down := true
 	f := &providertest.Fake{SendFunc: func(context.Context, provider.Message) (provider.Receipt, error) {
@@ -160,7 +160,7 @@ func (r retryAfter) RetryAfter() time.Duration { return r.d }
 func TestRetryAfterPauses(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	clock := ledgertest.NewClock(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC))
+	clock := testsupport.NewClock(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC))
 	l := newLimiter(t, &pace.MemStore{}, clock, 100)
 	l.Observe("fake", &provider.Error{Kind: provider.Transient, Code: "429", Err: retryAfter{5 * time.Second}})
 	if w, err := l.Acquire(ctx, "fake"); err != nil || w != 5*time.Second {

@@ -23,12 +23,14 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/sendonce/sendonce/internal/dispatch"
 	"github.com/sendonce/sendonce/internal/ledger"
 	"github.com/sendonce/sendonce/internal/ledger/dynamoledger"
 	"github.com/sendonce/sendonce/internal/provider/simulator"
 	"github.com/sendonce/sendonce/internal/reconcile"
 	"github.com/sendonce/sendonce/internal/rie"
 	"github.com/sendonce/sendonce/internal/testenv"
+	"github.com/sendonce/sendonce/internal/testsupport"
 )
 
 var (
@@ -64,12 +66,12 @@ func TestDrainUnderRIE(t *testing.T) {
 			t.Fatalf("level %q", s)
 		}
 		table := testenv.NewTable(t, db)
-		l, err := dynamoledger.New(db, table)
+		l, err := dynamoledger.New(db, table, dynamoledger.Config{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		keys := released(t, l, *drainRows, workers)
-		r, err := reconcile.New(reconcile.Config{Ledger: l, ProviderTimeout: 5 * time.Second, ClaimTimeout: time.Minute, MaxRows: *drainRows, PageSize: 1000})
+		r, err := reconcile.New(reconcile.Config{Dispatcher: testsupport.Dispatcher(t, dispatch.Dispatcher{Ledger: l, ProviderTimeout: 5 * time.Second, ClaimTimeout: time.Minute}), MaxRows: *drainRows, PageSize: 1000})
 		if err != nil {
 			t.Fatal(err)
 		}

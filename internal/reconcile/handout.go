@@ -105,8 +105,8 @@ func (r *Reconciler) Find(ctx context.Context, q Queue) (FindReport, error) {
 		rep.Busy = true
 		return rep, nil
 	}
-	now := r.cfg.Now()
-	it := &merger{ledger: r.cfg.Ledger, due: now.Add(time.Millisecond), page: r.cfg.PageSize, stop: func() bool { return ctx.Err() != nil }}
+	now := r.dispatch.Now()
+	it := &merger{ledger: r.dispatch.Ledger, due: now.Add(time.Millisecond), page: r.cfg.PageSize, stop: func() bool { return ctx.Err() != nil }}
 	if err := it.init(ctx); err != nil {
 		return rep, err
 	}
@@ -135,7 +135,7 @@ func (r *Reconciler) Find(ctx context.Context, q Queue) (FindReport, error) {
 		}
 		rec, ok, err := it.next(ctx)
 		if err != nil {
-			r.cfg.Logger.Error("read attention index", "error", err)
+			r.dispatch.Logger.Error("read attention index", "error", err)
 			rep.Truncated = true
 			break
 		}
@@ -155,7 +155,7 @@ func (r *Reconciler) Find(ctx context.Context, q Queue) (FindReport, error) {
 		}
 		if len(pending) == batch {
 			if err := flush(); err != nil {
-				r.cfg.Logger.Error("hand out units", "error", err, "lost", rep.Lost)
+				r.dispatch.Logger.Error("hand out units", "error", err, "lost", rep.Lost)
 			}
 		}
 	}
@@ -163,10 +163,10 @@ func (r *Reconciler) Find(ctx context.Context, q Queue) (FindReport, error) {
 		pending = append(pending, cur)
 	}
 	if err := flush(); err != nil {
-		r.cfg.Logger.Error("hand out units", "error", err, "lost", rep.Lost)
+		r.dispatch.Logger.Error("hand out units", "error", err, "lost", rep.Lost)
 	}
 	if rep.Found > 0 {
-		r.cfg.Metrics.Latency(metrics.ReconcileBacklogAge, time.Duration(rep.OldestDueMillis)*time.Millisecond)
+		r.dispatch.Metrics.Latency(metrics.ReconcileBacklogAge, time.Duration(rep.OldestDueMillis)*time.Millisecond)
 	}
 	return rep, nil
 }
@@ -218,15 +218,15 @@ func (r *Reconciler) Work(ctx context.Context, u Unit) (rep Report, done bool) {
 }
 
 func (r *Reconciler) workKey(ctx context.Context, key string) Action {
-	rec, err := r.cfg.Ledger.Get(ctx, key)
+	rec, err := r.dispatch.Ledger.Get(ctx, key)
 	if errors.Is(err, ledger.ErrNotFound) {
 		return ActionNotDue
 	}
 	if err != nil {
-		r.cfg.Logger.Warn("row left for a later run", "key", key, "error", err)
+		r.dispatch.Logger.Warn("row left for a later run", "key", key, "error", err)
 		return ActionWaiting
 	}
-	if !rec.Indexed() || ledger.Due(rec).After(r.cfg.Now()) {
+	if !rec.Indexed() || ledger.Due(rec).After(r.dispatch.Now()) {
 		return ActionNotDue
 	}
 	return r.reconcile(ctx, rec)

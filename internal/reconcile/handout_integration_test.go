@@ -18,10 +18,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/sendonce/sendonce/internal/dispatch"
 	"github.com/sendonce/sendonce/internal/ledger"
 	"github.com/sendonce/sendonce/internal/provider/simulator"
 	"github.com/sendonce/sendonce/internal/reconcile"
 	"github.com/sendonce/sendonce/internal/testenv"
+	"github.com/sendonce/sendonce/internal/testsupport"
 	"github.com/sendonce/sendonce/provider"
 	"github.com/sendonce/sendonce/provider/providertest"
 )
@@ -66,16 +68,18 @@ func (q *memQueue) take() []reconcile.Unit {
 func (e *env) fanout(t *testing.T, p provider.Adapter) *reconcile.Reconciler {
 	t.Helper()
 	r, err := reconcile.New(reconcile.Config{
-		Ledger:          e.ledger,
-		Providers:       map[string]provider.Adapter{"sms": p},
-		ProviderTimeout: testProviderTimeout,
-		ClaimTimeout:    time.Minute,
-		Settle:          time.Minute,
-		MaxRows:         10000,
-		PageSize:        100,
-		UnitSize:        10,
-		Concurrency:     4,
-		Now:             e.clock,
+		Dispatcher: testsupport.Dispatcher(t, dispatch.Dispatcher{
+			Ledger:          e.ledger,
+			Providers:       map[string]provider.Adapter{"sms": p},
+			ProviderTimeout: testProviderTimeout,
+			ClaimTimeout:    time.Minute,
+			Settle:          time.Minute,
+			Now:             e.clock,
+		}),
+		MaxRows:     10000,
+		PageSize:    100,
+		UnitSize:    10,
+		Concurrency: 4,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sendonce/sendonce/internal/dispatch"
 	"github.com/sendonce/sendonce/internal/ledger"
 	"github.com/sendonce/sendonce/internal/ledger/dynamoledger"
 	"github.com/sendonce/sendonce/internal/provider/httpprovider"
@@ -20,6 +21,7 @@ import (
 	"github.com/sendonce/sendonce/internal/reconcile"
 	"github.com/sendonce/sendonce/internal/sendkey"
 	"github.com/sendonce/sendonce/internal/testenv"
+	"github.com/sendonce/sendonce/internal/testsupport"
 	"github.com/sendonce/sendonce/provider"
 	"github.com/sendonce/sendonce/provider/providertest"
 )
@@ -47,7 +49,7 @@ func setup(t *testing.T, simOpts simulator.Options) *env {
 		t.Fatal(err)
 	}
 	db := testenv.DynamoDB(t)
-	if e.ledger, err = dynamoledger.New(db, testenv.NewTable(t, db), dynamoledger.WithNow(e.clock)); err != nil {
+	if e.ledger, err = dynamoledger.New(db, testenv.NewTable(t, db), dynamoledger.Config{Now: e.clock}); err != nil {
 		t.Fatal(err)
 	}
 	return e
@@ -108,14 +110,16 @@ const testProviderTimeout = 15 * time.Second
 func (e *env) reconciler(t *testing.T, p provider.Adapter) *reconcile.Reconciler {
 	t.Helper()
 	r, err := reconcile.New(reconcile.Config{
-		Ledger:          e.ledger,
-		Providers:       map[string]provider.Adapter{"sms": p},
-		ProviderTimeout: testProviderTimeout,
-		ClaimTimeout:    time.Minute,
-		Settle:          time.Minute,
-		MaxRows:         10000,
-		Concurrency:     8,
-		Now:             e.clock,
+		Dispatcher: testsupport.Dispatcher(t, dispatch.Dispatcher{
+			Ledger:          e.ledger,
+			Providers:       map[string]provider.Adapter{"sms": p},
+			ProviderTimeout: testProviderTimeout,
+			ClaimTimeout:    time.Minute,
+			Settle:          time.Minute,
+			Now:             e.clock,
+		}),
+		MaxRows:     10000,
+		Concurrency: 8,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -259,8 +263,15 @@ func TestOutageOfALookupProviderIsNotAbandoned(t *testing.T) {
 		t.Fatal(err)
 	}
 	r, err := reconcile.New(reconcile.Config{
-		Ledger: e.ledger, Providers: map[string]provider.Adapter{"sms": prov},
-		ProviderTimeout: 2 * time.Second, ClaimTimeout: time.Minute, Settle: time.Minute, MaxAttempts: 3, Now: e.clock,
+		Dispatcher: testsupport.Dispatcher(t, dispatch.Dispatcher{
+			Ledger:          e.ledger,
+			Providers:       map[string]provider.Adapter{"sms": prov},
+			ProviderTimeout: 2 * time.Second,
+			ClaimTimeout:    time.Minute,
+			Settle:          time.Minute,
+			Now:             e.clock,
+		}),
+		MaxAttempts: 3,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -47,7 +47,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"strings"
 	"sync"
 	"time"
@@ -56,8 +55,6 @@ import (
 	"github.com/sendonce/sendonce/internal/dispatch"
 	"github.com/sendonce/sendonce/internal/ledger"
 	"github.com/sendonce/sendonce/internal/metrics"
-	"github.com/sendonce/sendonce/internal/render"
-	"github.com/sendonce/sendonce/provider"
 )
 
 // Policy is what happens to an ambiguous attempt whose provider can
@@ -112,34 +109,16 @@ func ParsePolicies(s string) (map[string]Policy, error) {
 
 // Config is what a Reconciler is built from. New validates it.
 type Config struct {
-	Ledger ledger.Ledger
-	// Renderer renders a stored template's row again for a resend (rows
-	// hold render inputs, not text). Required when rows may hold a stored
-	// template's inputs; without it such a resend waits (template store
-	// unavailable).
-	Renderer *render.Renderer
-	// Providers maps a channel to its provider.
-	Providers map[string]provider.Adapter
-	// Fallbacks maps a channel to the providers tried after its provider
-	// (sender.Config.Fallbacks).
-	Fallbacks map[string][]provider.Adapter
-	Metrics   metrics.Recorder
-	Logger    *slog.Logger
-	// ProviderTimeout bounds one provider call.
-	ProviderTimeout time.Duration
-	// ClaimTimeout is the lease of the reconciler's own claims; it must
-	// cover decide.TakeOverBudget(ProviderTimeout).
-	ClaimTimeout time.Duration
-	// Settle is how long after an attempt a provider's "no record" answer
-	// is trusted. Default decide.DefaultSettle.
-	Settle time.Duration
+	// Dispatcher performs the attempts, with the ledger, the routes, the
+	// timeouts and the clock the reconciler shares with the sender
+	// (dispatch.New). Its Renderer renders a stored template's row again
+	// for a resend (rows hold render inputs, not text); without one such
+	// a resend waits (template store unavailable). Required.
+	Dispatcher *dispatch.Dispatcher
 	// MaxAge is how long after its first claim a row is given up
 	// (ABANDONED) if still unresolved (SENDONCE_MAX_AGE). Default
 	// decide.DefaultMaxAge.
 	MaxAge time.Duration
-	// RetryBase is the base of the backoff of released rows
-	// (SENDONCE_RECONCILE_RETRY_BASE); decide.RetryBase when zero.
-	RetryBase time.Duration
 	// MaxAttempts bounds the attempts that may have reached the provider
 	// (released attempts do not count) before a resend the provider cannot
 	// drop is abandoned instead. Default decide.DefaultMaxAttempts.
@@ -156,8 +135,6 @@ type Config struct {
 	// UnitSize is the number of keys Find puts in one unit of work.
 	// Default DefaultUnitSize.
 	UnitSize int
-	// Now is the clock; time.Now when nil.
-	Now func() time.Time
 }
 
 // Reconciler resolves rows that need attention.
@@ -168,23 +145,13 @@ type Reconciler struct {
 
 // New validates cfg, fills in defaults and returns a Reconciler.
 func New(cfg Config) (*Reconciler, error) {
-	if cfg.Settle < 0 || cfg.MaxAge < 0 || cfg.MaxAttempts < 0 || cfg.PageSize < 0 || cfg.MaxRows < 0 || cfg.Concurrency < 0 || cfg.UnitSize < 0 {
-		return nil, errors.New("reconcile: settle, maximum age, attempts, page size, rows, concurrency and unit size must not be negative")
+	if cfg.Dispatcher == nil {
+		return nil, errors.New("reconcile: a dispatcher is required")
 	}
-	d, err := dispatch.New(dispatch.Dispatcher{
-		Ledger:          cfg.Ledger,
-		Metrics:         cfg.Metrics,
-		Logger:          cfg.Logger,
-		ProviderTimeout: cfg.ProviderTimeout,
-		Now:             cfg.Now,
-		Renderer:        cfg.Renderer,
-		RetryBase:       cfg.RetryBase,
-	}, cfg.ClaimTimeout)
-	if err != nil {
-		return nil, fmt.Errorf("reconcile: %w", err)
+	if cfg.MaxAge < 0 || cfg.MaxAttempts < 0 || cfg.PageSize < 0 || cfg.MaxRows < 0 || cfg.Concurrency < 0 || cfg.UnitSize < 0 {
+		return nil, errors.New("reconcile: maximum age, attempts, page size, rows, concurrency and unit size must not be negative")
 	}
-	cfg.Metrics, cfg.Logger, cfg.Now = d.Metrics, d.Logger, d.Now
-	cfg.Settle = cmp.Or(cfg.Settle, decide.DefaultSettle)
+	d := cfg.Dispatcher
 	cfg.MaxAge = cmp.Or(cfg.MaxAge, decide.DefaultMaxAge)
 	cfg.MaxAttempts = cmp.Or(cfg.MaxAttempts, decide.DefaultMaxAttempts)
 	cfg.PageSize = cmp.Or(cfg.PageSize, DefaultPageSize)
@@ -214,6 +181,11 @@ const (
 	ActionReconciledFailed Action = "reconciled_failed"
 	ActionResent           Action = "resent"
 	ActionAbandoned        Action = "abandoned"
+	// ActionExpired: the row's message was past its validity and ended
+	// final without a send (FAILED, or ABANDONED when an earlier attempt
+	// may have been sent); counted as Expired, never as Abandoned or
+	// ReconciledFailed.
+	ActionExpired Action = "expired"
 	// ActionPostponed: a released row whose channel has no provider was
 	// released again, due after its backoff (a configuration error).
 	ActionPostponed Action = "postponed"
@@ -258,10 +230,10 @@ func (rep Report) Summary() Summary {
 // index could not be read at all.
 func (r *Reconciler) Run(ctx context.Context) (Report, error) {
 	rep := Report{Actions: map[Action]int{}}
-	now := r.cfg.Now()
+	now := r.dispatch.Now()
 	// DueBefore is exclusive and the ledger keeps milliseconds: a row that
 	// fell due this very millisecond is due.
-	it := &merger{ledger: r.cfg.Ledger, due: now.Add(time.Millisecond), page: r.cfg.PageSize, stop: func() bool { return r.nearDeadline(ctx) }}
+	it := &merger{ledger: r.dispatch.Ledger, due: now.Add(time.Millisecond), page: r.cfg.PageSize, stop: func() bool { return r.nearDeadline(ctx) }}
 	if err := it.init(ctx); err != nil {
 		return rep, err
 	}
@@ -277,7 +249,7 @@ func (r *Reconciler) Run(ctx context.Context) (Report, error) {
 		}
 		rec, ok, err := it.next(ctx)
 		if err != nil {
-			r.cfg.Logger.Error("read attention index", "error", err)
+			r.dispatch.Logger.Error("read attention index", "error", err)
 			rep.Truncated = true
 			break
 		}
@@ -301,7 +273,7 @@ func (r *Reconciler) Run(ctx context.Context) (Report, error) {
 	}
 	wg.Wait()
 	if rep.Examined > 0 {
-		r.cfg.Metrics.Latency(metrics.ReconcileBacklogAge, rep.OldestDue)
+		r.dispatch.Metrics.Latency(metrics.ReconcileBacklogAge, rep.OldestDue)
 	}
 	return rep, nil
 }
@@ -311,20 +283,20 @@ func (r *Reconciler) Run(ctx context.Context) (Report, error) {
 func (r *Reconciler) nearDeadline(ctx context.Context) bool {
 	// Deadlines are wall-clock time, whatever clock the rows are judged by.
 	deadline, ok := ctx.Deadline()
-	return ok && time.Until(deadline) < decide.TakeOverBudget(r.cfg.ProviderTimeout) || ctx.Err() != nil
+	return ok && time.Until(deadline) < decide.TakeOverBudget(r.dispatch.ProviderTimeout) || ctx.Err() != nil
 }
 
 // reconcile decides (decide.Of) and performs the action for one row.
 func (r *Reconciler) reconcile(ctx context.Context, rec ledger.Record) Action {
-	log := r.cfg.Logger.With("key", rec.Key, "state", string(rec.State), "attempts", rec.Attempts, "class", rec.Class, "channel", rec.Channel)
+	log := r.dispatch.Logger.With("key", rec.Key, "state", string(rec.State), "attempts", rec.Attempts, "class", rec.Class, "channel", rec.Channel)
 	dims := []metrics.Dim{{Name: "channel", Value: rec.Channel}}
 	// The row is resolved against the provider its attempt went through
 	// and with the message it pins (dispatch.Decide).
-	picked := r.dispatch.Pick(rec, dispatch.Route(r.cfg.Providers, r.cfg.Fallbacks, rec.Channel))
+	picked := r.dispatch.Pick(rec, r.dispatch.Route(rec.Channel))
 	p := dispatch.First(picked)
 	in := decide.Input{
-		Caller: decide.Reconciler, Row: rec, Now: r.cfg.Now(),
-		Policy: r.cfg.Policies[rec.Class], Settle: r.cfg.Settle, MaxAge: r.cfg.MaxAge, MaxAttempts: r.cfg.MaxAttempts,
+		Caller: decide.Reconciler, Row: rec, Now: r.dispatch.Now(),
+		Policy: r.cfg.Policies[rec.Class], Settle: r.dispatch.Settle, MaxAge: r.cfg.MaxAge, MaxAttempts: r.cfg.MaxAttempts,
 	}
 	d, found, rec, err := r.dispatch.Decide(ctx, in, p)
 	if err != nil {
@@ -341,39 +313,44 @@ func (r *Reconciler) reconcile(ctx context.Context, rec ledger.Record) Action {
 		if d.Cause == decide.CauseNoProvider {
 			// The provider the attempt went through no longer serves the
 			// channel (or none does): the row waits, counted and alarmed.
-			r.cfg.Metrics.Count(metrics.ConfigErrors, 1, dims...)
+			r.dispatch.Metrics.Count(metrics.ConfigErrors, 1, dims...)
 			log.Error("no provider serves the row: it waits", "reason", d.Reason, "provider", rec.Provider)
 			return ActionWaiting
 		}
 		log.Debug("row left for a later run", "why", d.Reason)
 		return ActionWaiting
 	}
-	res := r.dispatch.Resolve(ctx, rec, d, picked, found, r.cfg.ClaimTimeout)
+	res := r.dispatch.Resolve(ctx, rec, d, picked, found, r.dispatch.ClaimTimeout)
+	if (res.Disposition == dispatch.Failed || res.Disposition == dispatch.Abandoned) && decide.IsExpired(d.Reason) {
+		// Counted by the dispatcher's mark (Expired).
+		log.Info("expired: never sent", "valid_until", rec.ValidUntil, "state", res.Disposition.String(), "reason", d.Reason)
+		return ActionExpired
+	}
 	switch res.Disposition {
 	case dispatch.Sent:
 		if d.Action == decide.MarkSent {
-			r.cfg.Metrics.Count(metrics.ReconciledSent, 1, dims...)
+			r.dispatch.Metrics.Count(metrics.ReconciledSent, 1, dims...)
 			log.Info("reconciled by lookup", "action", string(ActionReconciledSent), "provider_message_id", found.MessageID)
 			return ActionReconciledSent
 		}
-		r.cfg.Metrics.Count(metrics.Resent, 1, dims...)
+		r.dispatch.Metrics.Count(metrics.Resent, 1, dims...)
 		log.Info("resent", "attempt", res.Attempt, "why", d.Reason)
 		return ActionResent
 	case dispatch.Failed:
-		r.cfg.Metrics.Count(metrics.ReconciledFailed, 1, dims...)
+		r.dispatch.Metrics.Count(metrics.ReconciledFailed, 1, dims...)
 		log.Info("reconciled as failed", "reason", res.Reason)
 		return ActionReconciledFailed
 	case dispatch.Abandoned:
-		r.cfg.Metrics.Count(metrics.Abandoned, 1, dims...)
+		r.dispatch.Metrics.Count(metrics.Abandoned, 1, dims...)
 		log.Warn("abandoned", "reason", d.Reason)
 		return ActionAbandoned
 	case dispatch.Postponed:
-		r.cfg.Metrics.Count(metrics.ConfigErrors, 1, dims...)
+		r.dispatch.Metrics.Count(metrics.ConfigErrors, 1, dims...)
 		log.Error("no provider is configured for the channel: retried later", "reason", d.Reason)
 		return ActionPostponed
 	case dispatch.Uncertain, dispatch.Retry:
 		return ActionWaiting
-	case dispatch.Conflict, dispatch.FencingLost:
+	case dispatch.TakeOverLost, dispatch.FencingLost:
 		return ActionConflict
 	}
 	return ActionError

@@ -7,37 +7,41 @@ import (
 	"time"
 
 	"github.com/sendonce/sendonce/internal/decide"
+	"github.com/sendonce/sendonce/internal/dispatch"
 	"github.com/sendonce/sendonce/internal/ledger"
 	"github.com/sendonce/sendonce/internal/ledger/ledgertest"
 	"github.com/sendonce/sendonce/internal/ledger/memledger"
 	"github.com/sendonce/sendonce/internal/metrics"
+	"github.com/sendonce/sendonce/internal/testsupport"
 	"github.com/sendonce/sendonce/provider"
 	"github.com/sendonce/sendonce/provider/providertest"
 )
 
 type bundle struct {
 	ledger  *memledger.Ledger
-	clock   *ledgertest.Clock
+	clock   *testsupport.Clock
 	metrics *metrics.Tally
 }
 
 func setup(t *testing.T) *bundle {
 	t.Helper()
-	clock := ledgertest.NewClock(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
-	return &bundle{ledger: memledger.New(memledger.WithNow(clock.Now)), clock: clock, metrics: metrics.NewTally()}
+	clock := testsupport.NewClock(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
+	return &bundle{ledger: memledger.New(memledger.Config{Now: clock.Now}), clock: clock, metrics: metrics.NewTally()}
 }
 
 func (b *bundle) reconciler(t *testing.T, p provider.Adapter, mod func(*Config)) *Reconciler {
 	t.Helper()
 	cfg := Config{
-		Ledger:          b.ledger,
-		Providers:       map[string]provider.Adapter{"sms": p},
-		Metrics:         b.metrics,
-		ProviderTimeout: 5 * time.Second,
-		ClaimTimeout:    60 * time.Second,
-		Settle:          2 * time.Minute,
-		MaxAttempts:     3,
-		Now:             b.clock.Now,
+		Dispatcher: testsupport.Dispatcher(t, dispatch.Dispatcher{
+			Ledger:          b.ledger,
+			Providers:       map[string]provider.Adapter{"sms": p},
+			Metrics:         b.metrics,
+			ProviderTimeout: 5 * time.Second,
+			ClaimTimeout:    60 * time.Second,
+			Settle:          2 * time.Minute,
+			Now:             b.clock.Now,
+		}),
+		MaxAttempts: 3,
 	}
 	if mod != nil {
 		mod(&cfg)
@@ -171,7 +175,7 @@ func TestPolicyOverride(t *testing.T) {
 	if got := b.state(t, "v1_a").State; got != ledger.StateSent || p.Calls() != 1 {
 		t.Errorf("state %s after %d sends, want SENT after 1", got, p.Calls())
 	}
-	if _, err := New(Config{Ledger: b.ledger, ProviderTimeout: time.Second, ClaimTimeout: time.Minute, Policies: map[string]Policy{"otp": "maybe"}}); err == nil {
+	if _, err := New(Config{Dispatcher: testsupport.Dispatcher(t, dispatch.Dispatcher{Ledger: b.ledger, ProviderTimeout: time.Second, ClaimTimeout: time.Minute}), Policies: map[string]Policy{"otp": "maybe"}}); err == nil {
 		t.Error("New accepted an unknown policy")
 	}
 }
@@ -468,7 +472,7 @@ func TestUnconfiguredChannelIsPostponedNotAbandoned(t *testing.T) {
 		t.Errorf("a postponed row was examined again at once: %+v", rep)
 	}
 	email := &providertest.Fake{}
-	configured := b.reconciler(t, email, func(c *Config) { c.Providers = map[string]provider.Adapter{"email": email} })
+	configured := b.reconciler(t, email, func(c *Config) { c.Dispatcher.Providers = map[string]provider.Adapter{"email": email} })
 	b.clock.Advance(decide.RetryCap)
 	if rep, err := configured.Run(ctx); err != nil || rep.Actions[ActionResent] != 1 || email.Calls() != 1 {
 		t.Fatalf("after the fix: %+v, %v, %d sends; want resent once", rep, err, email.Calls())
@@ -489,7 +493,7 @@ func TestLostTakeoverOfAnUncertainRowIsUncertainAgain(t *testing.T) {
 	lossy := ledgertest.NewLossy(b.ledger)
 	p := &providertest.Fake{}
 	b.uncertain(t, "v1_lost_takeover", "otp")
-	r := b.reconciler(t, p, func(c *Config) { c.Ledger = lossy })
+	r := b.reconciler(t, p, func(c *Config) { c.Dispatcher.Ledger = lossy })
 	lossy.LoseNext(ledgertest.OpTakeOver, 1)
 	b.clock.Advance(time.Second)
 	if _, err := r.Run(context.Background()); err != nil {

@@ -6,9 +6,10 @@
 // A stored template is looked up by tenant, name and channel, preferring
 // the request's locale ("pt-BR", then "pt", then the template's default;
 // templates.Fallback). A resolved template is cached per process (per
-// Lambda container) for the cache TTL (SENDONCE_TEMPLATE_CACHE, default
-// DefaultCacheTTL; 0 disables the cache), so a new version is used by
-// every container at the latest one TTL after it was put. A template that
+// Lambda container) for Config.CacheTTL (default DefaultCacheTTL; the
+// functions pass SENDONCE_TEMPLATE_CACHE, where 0s disables the cache),
+// so a new version is used by every container at the latest one
+// TTL after it was put. A template that
 // was not found is never cached: putting it takes effect at once.
 //
 // Every failure is an *Error matching one kind:
@@ -33,7 +34,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
@@ -42,14 +42,15 @@ import (
 	"github.com/sendonce/sendonce/notify"
 )
 
-// DefaultCacheTTL is how long a resolved template is cached.
+// DefaultCacheTTL is how long the functions cache a resolved template
+// unless SENDONCE_TEMPLATE_CACHE says otherwise.
 const DefaultCacheTTL = time.Minute
 
 // maxCached bounds the cache; when full it is emptied.
 const maxCached = 4096
 
-// Message is a rendered message.
-type Message struct {
+// Rendered is a rendered message.
+type Rendered struct {
 	// Subject is the email subject or push title; empty for SMS.
 	Subject string
 	// Body is the text: the SMS, the push body, the email's text/plain
@@ -76,14 +77,16 @@ var (
 type Error struct {
 	Template string
 	Channel  string
-	Kind     error
-	Detail   string
+	// Problem is the sentinel the error matches (ErrUnknownTemplate,
+	// ErrMissingParam, ErrUnavailable).
+	Problem error
+	Detail  string
 	// Err is the store's error behind ErrUnavailable.
 	Err error
 }
 
 func (e *Error) Error() string {
-	s := fmt.Sprintf("render %s for %s: %v", e.Template, e.Channel, e.Kind)
+	s := fmt.Sprintf("render %s for %s: %v", e.Template, e.Channel, e.Problem)
 	if e.Detail != "" {
 		s += ": " + e.Detail
 	}
@@ -91,7 +94,7 @@ func (e *Error) Error() string {
 }
 
 // Is matches the error's kind.
-func (e *Error) Is(target error) bool { return target == e.Kind }
+func (e *Error) Is(target error) bool { return target == e.Problem }
 
 // Unwrap returns the store's error, if any.
 func (e *Error) Unwrap() error { return e.Err }
@@ -124,21 +127,24 @@ type versionKey struct {
 	version int
 }
 
-// Option configures a Renderer.
-type Option func(*Renderer)
-
-// WithCacheTTL sets how long a resolved template is cached (default
-// DefaultCacheTTL); 0 or less disables the cache.
-func WithCacheTTL(d time.Duration) Option { return func(r *Renderer) { r.ttl = d } }
-
-// WithNow sets the clock of the cache (default time.Now).
-func WithNow(now func() time.Time) Option { return func(r *Renderer) { r.now = now } }
+// Config configures a Renderer.
+type Config struct {
+	// CacheTTL is how long a resolved template is cached: zero means
+	// DefaultCacheTTL, a negative value disables the cache (the functions
+	// pass SENDONCE_TEMPLATE_CACHE, where 0s disables it).
+	CacheTTL time.Duration
+	// Now is the clock of the cache; nil means time.Now.
+	Now func() time.Time
+}
 
 // New returns a Renderer over store.
-func New(store templates.Store, opts ...Option) *Renderer {
-	r := &Renderer{store: store, ttl: DefaultCacheTTL, now: time.Now, versions: map[versionKey]*templates.Compiled{}}
-	for _, o := range opts {
-		o(r)
+func New(store templates.Store, cfg Config) *Renderer {
+	r := &Renderer{store: store, ttl: cfg.CacheTTL, now: cfg.Now, versions: map[versionKey]*templates.Compiled{}}
+	if r.ttl == 0 {
+		r.ttl = DefaultCacheTTL
+	}
+	if r.now == nil {
+		r.now = time.Now
 	}
 	r.cache = ttlcache.New[cacheKey, *templates.Compiled](r.ttl, maxCached)
 	return r
@@ -146,24 +152,24 @@ func New(store templates.Store, opts ...Option) *Renderer {
 
 // RenderRequest renders req: its pre-rendered content as given when it
 // has some, else its tenant's stored template on its data.
-func (r *Renderer) RenderRequest(ctx context.Context, req notify.Request) (Message, error) {
+func (r *Renderer) RenderRequest(ctx context.Context, req notify.Request) (Rendered, error) {
 	if c := req.Content; c != nil {
-		return Message{Subject: c.Subject, Body: c.Text, HTML: c.HTML}, nil
+		return Rendered{Subject: c.Subject, Body: c.Text, HTML: c.HTML}, nil
 	}
 	return r.Render(ctx, Input{Tenant: req.TenantID, Template: req.Template, Channel: string(req.Channel), Locale: req.Locale, Data: req.Data})
 }
 
 // Render renders in's template. Its error is an *Error.
-func (r *Renderer) Render(ctx context.Context, in Input) (Message, error) {
+func (r *Renderer) Render(ctx context.Context, in Input) (Rendered, error) {
 	c, err := r.lookup(ctx, in)
 	if err != nil {
-		return Message{}, err
+		return Rendered{}, err
 	}
 	subject, text, html, err := c.Execute(in.Data)
 	if err != nil {
-		return Message{}, &Error{Template: in.Template, Channel: in.Channel, Kind: ErrMissingParam, Detail: err.Error()}
+		return Rendered{}, &Error{Template: in.Template, Channel: in.Channel, Problem: ErrMissingParam, Detail: err.Error()}
 	}
-	return Message{Subject: subject, Body: text, HTML: html, TemplateVersion: c.Version, TemplateLocale: c.Locale}, nil
+	return Rendered{Subject: subject, Body: text, HTML: html, TemplateVersion: c.Version, TemplateLocale: c.Locale}, nil
 }
 
 // RenderVersion renders version version of tenant's name/channel template
@@ -173,9 +179,9 @@ func (r *Renderer) Render(ctx context.Context, in Input) (Message, error) {
 // process's life (bounded like the template cache). Its error is an
 // *Error: ErrUnknownTemplate when the version is gone, ErrMissingParam,
 // or ErrUnavailable.
-func (r *Renderer) RenderVersion(ctx context.Context, tenant, name, channel string, version int, locale string, data map[string]any) (Message, error) {
+func (r *Renderer) RenderVersion(ctx context.Context, tenant, name, channel string, version int, locale string, data map[string]any) (Rendered, error) {
 	if version < 1 {
-		return Message{}, &Error{Template: name, Channel: channel, Kind: ErrUnknownTemplate, Detail: fmt.Sprintf("version %d", version)}
+		return Rendered{}, &Error{Template: name, Channel: channel, Problem: ErrUnknownTemplate, Detail: fmt.Sprintf("version %d", version)}
 	}
 	id := templates.ID{Tenant: tenant, Name: name, Channel: channel, Locale: locale}
 	k := versionKey{id, version}
@@ -186,12 +192,12 @@ func (r *Renderer) RenderVersion(ctx context.Context, tenant, name, channel stri
 		t, err := r.store.Get(ctx, id, version)
 		switch {
 		case errors.Is(err, templates.ErrNotFound):
-			return Message{}, &Error{Template: name, Channel: channel, Kind: ErrUnknownTemplate, Detail: fmt.Sprintf("version %d of locale %q is gone", version, locale)}
+			return Rendered{}, &Error{Template: name, Channel: channel, Problem: ErrUnknownTemplate, Detail: fmt.Sprintf("version %d of locale %q is gone", version, locale)}
 		case err != nil:
-			return Message{}, &Error{Template: name, Channel: channel, Kind: ErrUnavailable, Err: err}
+			return Rendered{}, &Error{Template: name, Channel: channel, Problem: ErrUnavailable, Err: err}
 		}
 		if c, err = templates.Compile(t); err != nil {
-			return Message{}, &Error{Template: name, Channel: channel, Kind: ErrUnknownTemplate, Detail: fmt.Sprintf("stored version %d is invalid: %v", t.Version, err)}
+			return Rendered{}, &Error{Template: name, Channel: channel, Problem: ErrUnknownTemplate, Detail: fmt.Sprintf("stored version %d is invalid: %v", t.Version, err)}
 		}
 		r.mu.Lock()
 		if len(r.versions) >= maxCached {
@@ -202,9 +208,9 @@ func (r *Renderer) RenderVersion(ctx context.Context, tenant, name, channel stri
 	}
 	subject, text, html, err := c.Execute(data)
 	if err != nil {
-		return Message{}, &Error{Template: name, Channel: channel, Kind: ErrMissingParam, Detail: err.Error()}
+		return Rendered{}, &Error{Template: name, Channel: channel, Problem: ErrMissingParam, Detail: err.Error()}
 	}
-	return Message{Subject: subject, Body: text, HTML: html, TemplateVersion: c.Version, TemplateLocale: c.Locale}, nil
+	return Rendered{Subject: subject, Body: text, HTML: html, TemplateVersion: c.Version, TemplateLocale: c.Locale}, nil
 }
 
 func (r *Renderer) lookup(ctx context.Context, in Input) (*templates.Compiled, error) {
@@ -216,35 +222,16 @@ func (r *Renderer) lookup(ctx context.Context, in Input) (*templates.Compiled, e
 	t, err := r.store.Resolve(ctx, in.Tenant, in.Template, in.Channel, templates.Fallback(in.Locale))
 	switch {
 	case errors.Is(err, templates.ErrNotFound):
-		return nil, &Error{Template: in.Template, Channel: in.Channel, Kind: ErrUnknownTemplate}
+		return nil, &Error{Template: in.Template, Channel: in.Channel, Problem: ErrUnknownTemplate}
 	case err != nil:
-		return nil, &Error{Template: in.Template, Channel: in.Channel, Kind: ErrUnavailable, Err: err}
+		return nil, &Error{Template: in.Template, Channel: in.Channel, Problem: ErrUnavailable, Err: err}
 	}
 	c, err := templates.Compile(t)
 	if err != nil {
 		// Stores refuse such templates; one that is there anyway (written
 		// around the store) cannot render any message.
-		return nil, &Error{Template: in.Template, Channel: in.Channel, Kind: ErrUnknownTemplate, Detail: fmt.Sprintf("stored version %d is invalid: %v", t.Version, err)}
+		return nil, &Error{Template: in.Template, Channel: in.Channel, Problem: ErrUnknownTemplate, Detail: fmt.Sprintf("stored version %d is invalid: %v", t.Version, err)}
 	}
 	r.cache.Put(k, c, now)
 	return c, nil
-}
-
-// CacheEnv is the variable that sets the cache TTL of the functions that
-// render.
-const CacheEnv = "SENDONCE_TEMPLATE_CACHE"
-
-// ParseCacheTTL parses a SENDONCE_TEMPLATE_CACHE value: a Go duration
-// ("1m", "30s"), "0" to disable the cache, DefaultCacheTTL when empty. A
-// negative or malformed value is an error naming the variable.
-func ParseCacheTTL(v string) (time.Duration, error) {
-	v = strings.TrimSpace(v)
-	if v == "" {
-		return DefaultCacheTTL, nil
-	}
-	d, err := time.ParseDuration(v)
-	if err != nil || d < 0 {
-		return 0, fmt.Errorf("%s=%q is not a Go duration of 0 or more such as 1m or 0s", CacheEnv, v)
-	}
-	return d, nil
 }

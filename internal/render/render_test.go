@@ -81,11 +81,11 @@ func TestTenantIsolation(t *testing.T) {
 
 func TestSubjectInjectionRejected(t *testing.T) {
 	t.Parallel()
-	s := memtemplates.New()
+	s := memtemplates.New(memtemplates.Config{})
 	if _, err := s.Put(t.Context(), templates.Template{ID: templates.ID{Tenant: "a", Name: "x", Channel: "email"}, Subject: "{{.s}}", Text: "body"}); err != nil {
 		t.Fatal(err)
 	}
-	_, err := render.New(s).Render(t.Context(), render.Input{Tenant: "a", Template: "x", Channel: "email", Data: map[string]any{"s": "hi\nBcc: evil@example.com"}})
+	_, err := render.New(s, render.Config{}).Render(t.Context(), render.Input{Tenant: "a", Template: "x", Channel: "email", Data: map[string]any{"s": "hi\nBcc: evil@example.com"}})
 	if !errors.Is(err, render.ErrMissingParam) {
 		t.Fatalf("err = %v, want ErrMissingParam", err)
 	}
@@ -99,7 +99,7 @@ func TestRenderRequestContentAsGiven(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (render.Message{Subject: "S {{.x}}", Body: "  text\n\n", HTML: "<p>{{.x}}</p>"}); got != want {
+	if want := (render.Rendered{Subject: "S {{.x}}", Body: "  text\n\n", HTML: "<p>{{.x}}</p>"}); got != want {
 		t.Errorf("RenderRequest = %+v, want %+v", got, want)
 	}
 }
@@ -132,9 +132,9 @@ func TestCache(t *testing.T) {
 
 	t.Run("CachedForTTL", func(t *testing.T) {
 		t.Parallel()
-		store := &countingStore{Store: memtemplates.New()}
+		store := &countingStore{Store: memtemplates.New(memtemplates.Config{})}
 		now := time.Unix(1000, 0)
-		r := render.New(store, render.WithCacheTTL(time.Minute), render.WithNow(func() time.Time { return now }))
+		r := render.New(store, render.Config{CacheTTL: time.Minute, Now: func() time.Time { return now }})
 		if _, err := r.Render(ctx, in); !errors.Is(err, render.ErrUnknownTemplate) {
 			t.Fatalf("before put: %v", err)
 		}
@@ -157,8 +157,8 @@ func TestCache(t *testing.T) {
 	})
 	t.Run("ZeroDisables", func(t *testing.T) {
 		t.Parallel()
-		store := &countingStore{Store: memtemplates.New()}
-		r := render.New(store, render.WithCacheTTL(0))
+		store := &countingStore{Store: memtemplates.New(memtemplates.Config{})}
+		r := render.New(store, render.Config{CacheTTL: -1})
 		put(store, "v1")
 		r.Render(ctx, in)
 		put(store, "v2")
@@ -168,27 +168,13 @@ func TestCache(t *testing.T) {
 	})
 	t.Run("StoreDownIsUnavailable", func(t *testing.T) {
 		t.Parallel()
-		store := &countingStore{Store: memtemplates.New()}
+		store := &countingStore{Store: memtemplates.New(memtemplates.Config{})}
 		store.fail.Store(true)
-		_, err := render.New(store).Render(ctx, in)
+		_, err := render.New(store, render.Config{}).Render(ctx, in)
 		if !errors.Is(err, render.ErrUnavailable) || errors.Is(err, render.ErrUnknownTemplate) {
 			t.Errorf("err = %v, want ErrUnavailable only", err)
 		}
 	})
-}
-
-func TestParseCacheTTL(t *testing.T) {
-	t.Parallel()
-	for v, want := range map[string]time.Duration{"": render.DefaultCacheTTL, "0": 0, "0s": 0, " 30s ": 30 * time.Second, "2m": 2 * time.Minute} {
-		if got, err := render.ParseCacheTTL(v); err != nil || got != want {
-			t.Errorf("ParseCacheTTL(%q) = %v, %v; want %v", v, got, err, want)
-		}
-	}
-	for _, v := range []string{"-1s", "soon", "10"} {
-		if _, err := render.ParseCacheTTL(v); err == nil || !strings.Contains(err.Error(), "SENDONCE_TEMPLATE_CACHE") {
-			t.Errorf("ParseCacheTTL(%q) err = %v, want one naming the variable", v, err)
-		}
-	}
 }
 
 // TestRenderVersion: a resend renders the version its row names, not the
@@ -197,13 +183,13 @@ func TestParseCacheTTL(t *testing.T) {
 func TestRenderVersion(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	store := memtemplates.New()
+	store := memtemplates.New(memtemplates.Config{})
 	for _, text := range []string{"v1 {{.name}}", "v2 {{.name}}"} {
 		if _, err := store.Put(ctx, templates.Template{ID: templates.ID{Tenant: "acme", Name: "hi", Channel: "sms", Locale: "pt"}, Text: text}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	r := render.New(store)
+	r := render.New(store, render.Config{})
 	data := map[string]any{"name": "Ana"}
 	for range 2 { // the second render comes from the cache
 		m, err := r.RenderVersion(ctx, "acme", "hi", "sms", 1, "pt", data)

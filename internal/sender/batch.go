@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 
@@ -88,14 +90,14 @@ func groups(recs []events.SQSMessage) [][]events.SQSMessage {
 // handleRecord processes one record and reports whether it is done
 // (acknowledged) rather than to be delivered again.
 func (s *Sender) handleRecord(ctx context.Context, rec events.SQSMessage) bool {
-	log := s.cfg.Logger.With("sqs_message_id", rec.MessageId)
+	log := s.dispatch.Logger.With("sqs_message_id", rec.MessageId)
 	req, err := notify.Parse([]byte(rec.Body))
 	if err != nil {
 		var invalid *notify.InvalidError
 		if !errors.As(err, &invalid) {
 			invalid = &notify.InvalidError{Reason: err.Error()}
 		}
-		s.cfg.Metrics.Count(metrics.InvalidRequests, 1)
+		s.dispatch.Metrics.Count(metrics.InvalidRequests, 1)
 		if perr := s.cfg.DeadLetters.Put(ctx, rec, invalid); perr != nil {
 			log.Error("invalid request could not be moved to the dead-letter queue: will retry", "reason", invalid.Error(), "error", perr)
 			return false
@@ -103,12 +105,39 @@ func (s *Sender) handleRecord(ctx context.Context, rec events.SQSMessage) bool {
 		log.Warn("invalid request moved to the dead-letter queue", "field", invalid.Field, "reason", invalid.Reason)
 		return true
 	}
-	res := s.Process(ctx, req)
+	res := s.ProcessEnqueued(ctx, req, Enqueued(rec))
 	level := slog.LevelInfo
 	if res.Disposition == dispatch.Retry || res.Disposition == dispatch.Uncertain {
 		level = slog.LevelWarn
 	}
-	log.Log(ctx, level, "processed", "key", res.Key, "status", res.Disposition.String(), "reason", res.Reason,
+	log.Log(ctx, level, "processed", "key", res.Key, "disposition", res.Disposition.String(), "reason", res.Reason,
 		"receive_count", rec.Attributes["ApproximateReceiveCount"])
 	return res.Disposition != dispatch.Retry
+}
+
+// EnqueuedAttribute is the message attribute that carries, in Unix
+// milliseconds, when a message was first enqueued, across a move that
+// makes it a new SQS message (`sendonce dlq redrive` sets it from the
+// dead-lettered message's SentTimestamp). A class's default validity
+// counts from it.
+const EnqueuedAttribute = "sendonce-enqueued-at"
+
+// Enqueued returns when rec was first enqueued: the earlier of its
+// SentTimestamp and its EnqueuedAttribute, zero when it carries neither.
+func Enqueued(rec events.SQSMessage) time.Time {
+	var t time.Time
+	consider := func(ms string) {
+		n, err := strconv.ParseInt(ms, 10, 64)
+		if err != nil || n <= 0 {
+			return
+		}
+		if u := time.UnixMilli(n); t.IsZero() || u.Before(t) {
+			t = u
+		}
+	}
+	consider(rec.Attributes["SentTimestamp"])
+	if a, ok := rec.MessageAttributes[EnqueuedAttribute]; ok && a.StringValue != nil {
+		consider(*a.StringValue)
+	}
+	return t
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/sendonce/sendonce/internal/render"
 	"github.com/sendonce/sendonce/internal/templates"
 	"github.com/sendonce/sendonce/internal/templates/memtemplates"
+	"github.com/sendonce/sendonce/internal/testsupport"
 	"github.com/sendonce/sendonce/notify"
 	"github.com/sendonce/sendonce/provider"
 	"github.com/sendonce/sendonce/provider/providertest"
@@ -28,11 +29,16 @@ func (brokenStore) Resolve(context.Context, string, string, string, []string) (t
 
 func contentSender(t *testing.T, store templates.Store) (*Sender, ledger.Ledger, *providertest.Fake) {
 	t.Helper()
-	l, p := memledger.New(), &providertest.Fake{}
+	l, p := memledger.New(memledger.Config{}), &providertest.Fake{}
 	s, err := New(Config{
-		Ledger: l, Providers: map[string]provider.Adapter{"sms": p, "email": p},
-		Renderer: render.New(store, render.WithCacheTTL(0)), DeadLetters: &fakeDLQ{},
-		ProviderTimeout: 5 * time.Second, ClaimTimeout: time.Minute,
+		Dispatcher: testsupport.Dispatcher(t, dispatch.Dispatcher{
+			Ledger:          l,
+			Providers:       map[string]provider.Adapter{"sms": p, "email": p},
+			Renderer:        render.New(store, render.Config{CacheTTL: -1}),
+			ProviderTimeout: 5 * time.Second,
+			ClaimTimeout:    time.Minute,
+		}),
+		DeadLetters: &fakeDLQ{},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -48,7 +54,7 @@ func smsRequest(tenant, event string) notify.Request {
 func TestStoredTemplates(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	store := memtemplates.New()
+	store := memtemplates.New(memtemplates.Config{})
 	put := func(tenant, locale, text string) {
 		t.Helper()
 		if _, err := store.Put(ctx, templates.Template{ID: templates.ID{Tenant: tenant, Name: "greeting", Channel: "sms", Locale: locale}, Text: text}); err != nil {
@@ -101,7 +107,7 @@ func TestStoredTemplates(t *testing.T) {
 
 func TestStoreUnavailableRetries(t *testing.T) {
 	t.Parallel()
-	s, l, p := contentSender(t, brokenStore{memtemplates.New()})
+	s, l, p := contentSender(t, brokenStore{memtemplates.New(memtemplates.Config{})})
 	res := s.Process(t.Context(), smsRequest("acme", "e1"))
 	if res.Disposition != dispatch.Retry {
 		t.Fatalf("status = %v, want retry (the store's failure is not the message's)", res)
@@ -113,7 +119,7 @@ func TestStoreUnavailableRetries(t *testing.T) {
 
 func TestPreRenderedContentAsGiven(t *testing.T) {
 	t.Parallel()
-	s, l, p := contentSender(t, memtemplates.New()) // no templates at all
+	s, l, p := contentSender(t, memtemplates.New(memtemplates.Config{})) // no templates at all
 	req := notify.Request{TenantID: "acme", EventID: "e1", Channel: notify.ChannelEmail, Template: "receipt", Class: notify.ClassTransactional,
 		Recipient: notify.Recipient{ID: "u1", Email: "ana@example.com"},
 		Content:   &notify.Content{Subject: "Receipt {{.n}}", Text: "Total: 10 €\n", HTML: "<p>Total: <b>10 €</b></p>"}}
@@ -136,7 +142,7 @@ func TestPreRenderedContentAsGiven(t *testing.T) {
 func TestRowHoldsRenderInputs(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	store := memtemplates.New()
+	store := memtemplates.New(memtemplates.Config{})
 	put := func(text, html string) {
 		t.Helper()
 		if _, err := store.Put(ctx, templates.Template{ID: templates.ID{Tenant: "acme", Name: "greeting", Channel: "email"},

@@ -7,6 +7,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/sendonce/sendonce/internal/dispatch"
 	"github.com/sendonce/sendonce/internal/ledger/memledger"
 	"github.com/sendonce/sendonce/internal/render/rendertest"
 	"github.com/sendonce/sendonce/internal/sender"
@@ -29,7 +30,7 @@ func (printDLQ) Put(_ context.Context, rec events.SQSMessage, invalid *notify.In
 // ledger is memledger and the provider a fake that fails for one recipient.
 func ExampleSender_HandleSQS() {
 	ctx := context.Background()
-	l := memledger.New()
+	l := memledger.New(memledger.Config{})
 	sms := &providertest.Fake{SendFunc: func(_ context.Context, m provider.Message) (provider.Receipt, error) {
 		if m.To == "+15550000000" {
 			return provider.Receipt{}, providertest.Error(provider.Transient, "busy")
@@ -41,14 +42,18 @@ func ExampleSender_HandleSQS() {
 		fmt.Println(err)
 		return
 	}
-	s, err := sender.New(sender.Config{
+	d, err := dispatch.New(dispatch.Dispatcher{
 		Ledger:          l,
 		Providers:       map[string]provider.Adapter{"sms": sms},
 		Renderer:        renderer,
-		DeadLetters:     printDLQ{},
 		ProviderTimeout: 5 * time.Second,
 		ClaimTimeout:    time.Minute,
 	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	s, err := sender.New(sender.Config{Dispatcher: d, DeadLetters: printDLQ{}})
 	if err != nil {
 		fmt.Println(err)
 		return

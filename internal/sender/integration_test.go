@@ -22,6 +22,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
+	"github.com/sendonce/sendonce/internal/ddbfront"
 	"github.com/sendonce/sendonce/internal/dispatch"
 	"github.com/sendonce/sendonce/internal/ledger"
 	"github.com/sendonce/sendonce/internal/ledger/dynamoledger"
@@ -43,9 +44,11 @@ import (
 )
 
 type env struct {
-	sim     *simulator.Simulator
-	ledger  *dynamoledger.Ledger
-	calls   *testsupport.DynamoCalls
+	sim    *simulator.Simulator
+	ledger *dynamoledger.Ledger
+	// front counts the ledger's DynamoDB calls to table on the wire.
+	front   *ddbfront.Front
+	table   string
 	metrics *metrics.Tally
 	now     atomic.Pointer[time.Time]
 	prov    *httpprovider.Provider
@@ -61,7 +64,7 @@ type options struct {
 
 func setupEnv(t *testing.T, o options) *env {
 	t.Helper()
-	e := &env{calls: &testsupport.DynamoCalls{}, metrics: metrics.NewTally()}
+	e := &env{metrics: metrics.NewTally()}
 	start := time.Now()
 	e.now.Store(&start)
 	o.sim.Token = "sim-token"
@@ -69,18 +72,23 @@ func setupEnv(t *testing.T, o options) *env {
 	srv := httptest.NewServer(e.sim.Handler())
 	t.Cleanup(func() { srv.Close(); e.sim.Close() })
 
-	db := testenv.DynamoDB(t, e.calls.Operations)
-	table := testenv.NewTable(t, db)
-	var err error
-	e.ledger, err = dynamoledger.New(db, table, dynamoledger.WithNow(e.clock))
+	front, err := ddbfront.New(testenv.DynamoDBEndpoint(t), ddbfront.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	tpl := dynamotemplates.New(testenv.DynamoDB(t), table)
+	t.Cleanup(front.Close)
+	db := testenv.DynamoDBAt(front.URL)
+	table := testenv.NewTable(t, db)
+	e.front, e.table = front, table
+	e.ledger, err = dynamoledger.New(db, table, dynamoledger.Config{Now: e.clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tpl := dynamotemplates.New(testenv.DynamoDB(t), table, dynamotemplates.Config{})
 	if _, err := templates.ImportExamples(t.Context(), tpl, "acme"); err != nil {
 		t.Fatal(err)
 	}
-	e.renderer = render.New(tpl)
+	e.renderer = render.New(tpl, render.Config{})
 	if o.providerTimeout == 0 {
 		o.providerTimeout = 2 * time.Second
 	}
@@ -88,7 +96,7 @@ func setupEnv(t *testing.T, o options) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.calls.Take()
+	e.front.Take(table)
 	return e
 }
 
@@ -105,15 +113,17 @@ func (e *env) sender(t *testing.T, p provider.Adapter) *sender.Sender {
 		p = e.prov
 	}
 	s, err := sender.New(sender.Config{
-		Ledger:          e.ledger,
-		Providers:       map[string]provider.Adapter{"sms": p, "email": p},
-		Renderer:        e.renderer,
-		DeadLetters:     discardDLQ{},
-		Metrics:         e.metrics,
-		ProviderTimeout: 2 * time.Second,
-		ClaimTimeout:    60 * time.Second,
-		Settle:          time.Second,
-		Now:             e.clock,
+		Dispatcher: testsupport.Dispatcher(t, dispatch.Dispatcher{
+			Ledger:          e.ledger,
+			Providers:       map[string]provider.Adapter{"sms": p, "email": p},
+			Renderer:        e.renderer,
+			Metrics:         e.metrics,
+			ProviderTimeout: 2 * time.Second,
+			ClaimTimeout:    60 * time.Second,
+			Settle:          time.Second,
+			Now:             e.clock,
+		}),
+		DeadLetters: discardDLQ{},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -189,7 +199,7 @@ func TestConcurrentDeliveriesOfOneKey(t *testing.T) {
 	}
 }
 
-// TestDynamoDBCallsPerMessage counts the SDK operations the sender makes.
+// TestDynamoDBCallsPerMessage counts the DynamoDB requests the sender makes.
 func TestDynamoDBCallsPerMessage(t *testing.T) {
 	t.Parallel()
 	e := setupEnv(t, options{})
@@ -198,13 +208,13 @@ func TestDynamoDBCallsPerMessage(t *testing.T) {
 	if res := s.Process(context.Background(), r); res.Disposition != dispatch.Sent {
 		t.Fatalf("first delivery: %+v", res)
 	}
-	if got, want := e.calls.Take(), map[string]int{"PutItem": 1, "UpdateItem": 1}; !maps.Equal(got, want) {
+	if got, want := e.front.Take(e.table).Calls, map[string]int{"PutItem": 1, "UpdateItem": 1}; !maps.Equal(got, want) {
 		t.Errorf("first delivery made %v, want %v (2 writes, 0 reads)", got, want)
 	}
 	if res := s.Process(context.Background(), r); res.Disposition != dispatch.Duplicate {
 		t.Fatalf("redelivery: %+v", res)
 	}
-	if got, want := e.calls.Take(), map[string]int{"PutItem": 1}; !maps.Equal(got, want) {
+	if got, want := e.front.Take(e.table).Calls, map[string]int{"PutItem": 1}; !maps.Equal(got, want) {
 		t.Errorf("redelivery of a SENT message made %v, want %v (1 write attempt, 0 reads)", got, want)
 	}
 }
@@ -322,8 +332,17 @@ func TestProviderTimeoutAfterAccepting(t *testing.T) {
 	if res := s.Process(context.Background(), r); res.Disposition != dispatch.OwnedByReconciler {
 		t.Fatalf("redelivery: %+v, want owned by the reconciler", res)
 	}
-	rec, err := reconcile.New(reconcile.Config{Ledger: e.ledger, Renderer: e.renderer, Providers: map[string]provider.Adapter{"sms": e.prov},
-		ProviderTimeout: 2 * time.Second, ClaimTimeout: 60 * time.Second, Settle: time.Second, Now: e.clock})
+	rec, err := reconcile.New(reconcile.Config{
+		Dispatcher: testsupport.Dispatcher(t, dispatch.Dispatcher{
+			Ledger:          e.ledger,
+			Renderer:        e.renderer,
+			Providers:       map[string]provider.Adapter{"sms": e.prov},
+			ProviderTimeout: 2 * time.Second,
+			ClaimTimeout:    60 * time.Second,
+			Settle:          time.Second,
+			Now:             e.clock,
+		}),
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -411,7 +430,7 @@ func TestLostClaimAnswerAgainstDynamoDB(t *testing.T) {
 	e := setupEnv(t, options{})
 	db := testenv.DynamoDB(t)
 	lossy := &loseWrites{API: db, puts: 1, upds: 1}
-	l, err := dynamoledger.New(lossy, testenv.NewTable(t, db), dynamoledger.WithNow(e.clock))
+	l, err := dynamoledger.New(lossy, testenv.NewTable(t, db), dynamoledger.Config{Now: e.clock})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -426,8 +445,16 @@ func TestLostClaimAnswerAgainstDynamoDB(t *testing.T) {
 		return provider.Receipt{MessageID: "msg_1"}, nil
 	}}
 	s, err := sender.New(sender.Config{
-		Ledger: l, Providers: map[string]provider.Adapter{"sms": p}, Renderer: rendertest.Examples(t, "acme"), DeadLetters: discardDLQ{},
-		ProviderTimeout: 2 * time.Second, ClaimTimeout: 60 * time.Second, Settle: time.Second, Now: e.clock,
+		Dispatcher: testsupport.Dispatcher(t, dispatch.Dispatcher{
+			Ledger:          l,
+			Providers:       map[string]provider.Adapter{"sms": p},
+			Renderer:        rendertest.Examples(t, "acme"),
+			ProviderTimeout: 2 * time.Second,
+			ClaimTimeout:    60 * time.Second,
+			Settle:          time.Second,
+			Now:             e.clock,
+		}),
+		DeadLetters: discardDLQ{},
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -24,6 +24,7 @@ import (
 	"github.com/sendonce/sendonce/internal/reconcile"
 	"github.com/sendonce/sendonce/internal/render/rendertest"
 	"github.com/sendonce/sendonce/internal/sender"
+	"github.com/sendonce/sendonce/internal/testsupport"
 	"github.com/sendonce/sendonce/notify"
 	"github.com/sendonce/sendonce/provider"
 	"github.com/sendonce/sendonce/provider/providertest"
@@ -32,7 +33,7 @@ import (
 var quiet = slog.New(slog.DiscardHandler)
 
 type regBundle struct {
-	clock  *ledgertest.Clock
+	clock  *testsupport.Clock
 	mem    *memledger.Ledger
 	lossy  *ledgertest.Lossy
 	tally  *metrics.Tally
@@ -41,13 +42,22 @@ type regBundle struct {
 
 func regSetup(t *testing.T, p provider.Adapter) *regBundle {
 	t.Helper()
-	b := &regBundle{clock: ledgertest.NewClock(time.Now().UTC().Truncate(time.Millisecond)), tally: metrics.NewTally()}
-	b.mem = memledger.New(memledger.WithNow(b.clock.Now))
+	b := &regBundle{clock: testsupport.NewClock(time.Now().UTC().Truncate(time.Millisecond)), tally: metrics.NewTally()}
+	b.mem = memledger.New(memledger.Config{Now: b.clock.Now})
 	b.lossy = ledgertest.NewLossy(b.mem)
 	s, err := sender.New(sender.Config{
-		Ledger: b.lossy, Providers: map[string]provider.Adapter{"sms": p}, Renderer: rendertest.Examples(t, "acme"),
-		DeadLetters: discardDLQ{}, Metrics: b.tally, Logger: quiet,
-		ProviderTimeout: 2 * time.Second, ClaimTimeout: time.Minute, Settle: 2 * time.Minute, Now: b.clock.Now,
+		Dispatcher: testsupport.Dispatcher(t, dispatch.Dispatcher{
+			Ledger:          b.lossy,
+			Providers:       map[string]provider.Adapter{"sms": p},
+			Renderer:        rendertest.Examples(t, "acme"),
+			Metrics:         b.tally,
+			Logger:          quiet,
+			ProviderTimeout: 2 * time.Second,
+			ClaimTimeout:    time.Minute,
+			Settle:          2 * time.Minute,
+			Now:             b.clock.Now,
+		}),
+		DeadLetters: discardDLQ{},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -165,9 +175,17 @@ func TestOutageNeverAbandonsANeverSentMessage(t *testing.T) {
 	}
 	b := regSetup(t, p)
 	rec, err := reconcile.New(reconcile.Config{
-		Ledger: b.lossy, Providers: map[string]provider.Adapter{"sms": p}, Logger: quiet, Metrics: b.tally,
-		Renderer:        rendertest.Examples(t, "acme"),
-		ProviderTimeout: 2 * time.Second, ClaimTimeout: time.Minute, Settle: 2 * time.Minute, Now: b.clock.Now,
+		Dispatcher: testsupport.Dispatcher(t, dispatch.Dispatcher{
+			Ledger:          b.lossy,
+			Providers:       map[string]provider.Adapter{"sms": p},
+			Logger:          quiet,
+			Metrics:         b.tally,
+			Renderer:        rendertest.Examples(t, "acme"),
+			ProviderTimeout: 2 * time.Second,
+			ClaimTimeout:    time.Minute,
+			Settle:          2 * time.Minute,
+			Now:             b.clock.Now,
+		}),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -451,10 +469,17 @@ func (h *hangingClaims) Release(ctx context.Context, c ledger.Claim, reason stri
 func TestLostClaimAnswerLeavesTimeToRelease(t *testing.T) {
 	t.Parallel()
 	p := &providertest.Fake{}
-	h := &hangingClaims{Ledger: memledger.New()}
+	h := &hangingClaims{Ledger: memledger.New(memledger.Config{})}
 	s, err := sender.New(sender.Config{
-		Ledger: h, Providers: map[string]provider.Adapter{"sms": p}, Renderer: rendertest.Examples(t, "acme"),
-		DeadLetters: discardDLQ{}, Logger: quiet, ProviderTimeout: time.Second, ClaimTimeout: time.Minute,
+		Dispatcher: testsupport.Dispatcher(t, dispatch.Dispatcher{
+			Ledger:          h,
+			Providers:       map[string]provider.Adapter{"sms": p},
+			Renderer:        rendertest.Examples(t, "acme"),
+			Logger:          quiet,
+			ProviderTimeout: time.Second,
+			ClaimTimeout:    time.Minute,
+		}),
+		DeadLetters: discardDLQ{},
 	})
 	if err != nil {
 		t.Fatal(err)

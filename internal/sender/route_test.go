@@ -11,6 +11,7 @@ import (
 	"github.com/sendonce/sendonce/internal/provider/twilio/twiliotest"
 	"github.com/sendonce/sendonce/internal/reconcile"
 	"github.com/sendonce/sendonce/internal/sender"
+	"github.com/sendonce/sendonce/internal/testsupport"
 	"github.com/sendonce/sendonce/provider"
 )
 
@@ -18,9 +19,19 @@ import (
 func (w *world) routeSender(t *testing.T, primary provider.Adapter, fallbacks ...provider.Adapter) *sender.Sender {
 	t.Helper()
 	s, err := sender.New(sender.Config{
-		Ledger: w.mem, Providers: map[string]provider.Adapter{"sms": primary}, Fallbacks: map[string][]provider.Adapter{"sms": fallbacks},
-		Renderer: w.render, DeadLetters: discardDLQ{}, Metrics: w.tally, Logger: quiet,
-		ProviderTimeout: time.Second, ClaimTimeout: time.Minute, Settle: settleTime, Now: w.clock.Now,
+		Dispatcher: testsupport.Dispatcher(t, dispatch.Dispatcher{
+			Ledger:          w.mem,
+			Providers:       map[string]provider.Adapter{"sms": primary},
+			Fallbacks:       map[string][]provider.Adapter{"sms": fallbacks},
+			Renderer:        w.render,
+			Metrics:         w.tally,
+			Logger:          quiet,
+			ProviderTimeout: time.Second,
+			ClaimTimeout:    time.Minute,
+			Settle:          settleTime,
+			Now:             w.clock.Now,
+		}),
+		DeadLetters: discardDLQ{},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -78,9 +89,18 @@ func TestRouteNeverFailsOverAfterAnAmbiguousAttempt(t *testing.T) {
 	w.statusCallback(t, r.Key(), w.twilio.Messages()[0].SID)
 	w.clock.Advance(time.Minute + settleTime)
 	rec, err := reconcile.New(reconcile.Config{
-		Ledger: w.mem, Renderer: w.render, Providers: map[string]provider.Adapter{"sms": w.http},
-		Fallbacks: map[string][]provider.Adapter{"sms": {w.tw}}, Metrics: w.tally, Logger: quiet,
-		ProviderTimeout: time.Second, ClaimTimeout: time.Minute, Settle: settleTime, Now: w.clock.Now,
+		Dispatcher: testsupport.Dispatcher(t, dispatch.Dispatcher{
+			Ledger:          w.mem,
+			Renderer:        w.render,
+			Providers:       map[string]provider.Adapter{"sms": w.http},
+			Fallbacks:       map[string][]provider.Adapter{"sms": {w.tw}},
+			Metrics:         w.tally,
+			Logger:          quiet,
+			ProviderTimeout: time.Second,
+			ClaimTimeout:    time.Minute,
+			Settle:          settleTime,
+			Now:             w.clock.Now,
+		}),
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -89,38 +89,20 @@ const DefaultClaimTimeout = 60 * time.Second
 
 // Config is what a Sender is built from. New validates it.
 type Config struct {
-	Ledger ledger.Ledger
-	// Providers maps a channel ("sms", "email", "push") to its provider. A
-	// request for a channel not in the map is a configuration error: its
-	// claim is released and it is retried, never FAILED.
-	Providers map[string]provider.Adapter
-	// Fallbacks maps a channel to the providers tried after its provider,
-	// in order (a route: SENDONCE_SMS_PROVIDER=twilio,sns), only after an
-	// attempt provably sent nothing (dispatch.SendRoute). A row is always
-	// resolved against the provider its attempt went through, which must
-	// be the channel's provider or one of its fallbacks.
-	Fallbacks map[string][]provider.Adapter
-	// RetryBase is the base of the reconciler's backoff of the rows this
-	// sender releases (SENDONCE_RECONCILE_RETRY_BASE); decide.RetryBase
-	// when zero. A redelivery may take a released row over at once.
-	RetryBase time.Duration
-	Renderer  *render.Renderer
+	// Dispatcher performs the attempts, with the ledger, the routes, the
+	// timeouts and the clock the sender shares with the reconciler
+	// (dispatch.New). Its Renderer renders requests. Required.
+	Dispatcher *dispatch.Dispatcher
 	// DeadLetters receives invalid requests with their reason. Required.
 	DeadLetters DeadLetters
-	Metrics     metrics.Recorder
-	Logger      *slog.Logger
-	// ProviderTimeout bounds one provider call.
-	ProviderTimeout time.Duration
-	// ClaimTimeout is the lease of a claim; it must cover a worker's worst
-	// path, decide.TakeOverBudget(ProviderTimeout).
-	ClaimTimeout time.Duration
-	// Settle is how long after an attempt a provider's "no record" answer
-	// is trusted when a dead worker's claim is taken over.
-	Settle time.Duration
-	// Concurrency bounds the records of one batch processed at once.
+	// Concurrency bounds the records of one batch processed at once
+	// (default 10).
 	Concurrency int
-	// Now is the clock; time.Now when nil.
-	Now func() time.Time
+	// Validity is each class's default validity (SENDONCE_VALIDITY,
+	// decide.ParseValidity), counted from when the message was first
+	// enqueued; a class it does not name has none. A request's
+	// expires_at, when earlier, wins (decide.ValidUntil).
+	Validity map[string]time.Duration
 }
 
 // Sender processes notification requests. It is safe for concurrent use.
@@ -130,41 +112,26 @@ type Sender struct {
 }
 
 // New validates cfg and returns a Sender. It returns an error naming the
-// first missing dependency or broken invariant.
+// first missing dependency.
 func New(cfg Config) (*Sender, error) {
 	switch {
-	case cfg.Renderer == nil:
+	case cfg.Dispatcher == nil:
+		return nil, errors.New("sender: a dispatcher is required")
+	case cfg.Dispatcher.Renderer == nil:
 		return nil, errors.New("sender: a renderer is required")
 	case cfg.DeadLetters == nil:
 		return nil, errors.New("sender: a dead-letter queue is required")
 	}
-	d, err := dispatch.New(dispatch.Dispatcher{
-		Ledger:          cfg.Ledger,
-		Metrics:         cfg.Metrics,
-		Logger:          cfg.Logger,
-		ProviderTimeout: cfg.ProviderTimeout,
-		Now:             cfg.Now,
-		Renderer:        cfg.Renderer,
-		RetryBase:       cfg.RetryBase,
-	}, cfg.ClaimTimeout)
-	if err != nil {
-		return nil, fmt.Errorf("sender: %w", err)
-	}
-	cfg.Metrics, cfg.Logger, cfg.Now = d.Metrics, d.Logger, d.Now
 	if cfg.Concurrency <= 0 {
 		cfg.Concurrency = 10
 	}
-	if cfg.Settle <= 0 {
-		cfg.Settle = decide.DefaultSettle
-	}
-	return &Sender{cfg: cfg, dispatch: d}, nil
+	return &Sender{cfg: cfg, dispatch: cfg.Dispatcher}, nil
 }
 
 // WithLogger returns a Sender that logs to log (e.g. annotated with the
 // Lambda request id) and shares everything else with s.
 func (s *Sender) WithLogger(log *slog.Logger) *Sender {
 	c := *s
-	c.cfg.Logger = log
 	d := *s.dispatch
 	d.Logger = log
 	c.dispatch = &d
@@ -177,9 +144,18 @@ func (s *Sender) WithLogger(log *slog.Logger) *Sender {
 // reported failed so that it is delivered again; every other disposition
 // acknowledges it.
 func (s *Sender) Process(ctx context.Context, req notify.Request) dispatch.Result {
+	return s.ProcessEnqueued(ctx, req, time.Time{})
+}
+
+// ProcessEnqueued is Process for a message first enqueued at enqueued
+// (zero: now), from which its class's default validity counts
+// (Config.Validity). Past its validity (or its request's expires_at) the
+// message is never sent: its row ends FAILED with a reason starting
+// decide.ReasonExpired, and the Result is Failed (acknowledged).
+func (s *Sender) ProcessEnqueued(ctx context.Context, req notify.Request, enqueued time.Time) dispatch.Result {
 	key := req.Key()
-	log := s.cfg.Logger.With("key", key, "channel", string(req.Channel), "tenant", req.TenantID)
-	route := dispatch.Route(s.cfg.Providers, s.cfg.Fallbacks, string(req.Channel))
+	log := s.dispatch.Logger.With("key", key, "channel", string(req.Channel), "tenant", req.TenantID)
+	route := s.dispatch.Route(string(req.Channel))
 	// A new message may take any provider of the route: the first that is
 	// not cooling down.
 	picked := s.dispatch.Pick(ledger.Record{}, route)
@@ -194,13 +170,17 @@ func (s *Sender) Process(ctx context.Context, req notify.Request) dispatch.Resul
 		Address:     req.Address(),
 		EventID:     req.EventID,
 	}
+	if enqueued.IsZero() {
+		enqueued = s.dispatch.Now()
+	}
+	entry.ValidUntil = decide.ValidUntil(req.Expiry(), enqueued, s.cfg.Validity[string(req.Class)])
 	if configured {
 		entry.Provider = picked[0].Name()
 	}
 	// The message is rendered whether or not its channel is served yet: the
 	// row then holds what a later attempt sends once it is.
 	var unservable string
-	msg, err := s.cfg.Renderer.RenderRequest(ctx, req)
+	msg, err := s.dispatch.Renderer.RenderRequest(ctx, req)
 	if errors.Is(err, render.ErrUnavailable) {
 		log.Error("render", "error", err)
 		return dispatch.Result{Key: key, Disposition: dispatch.Retry, Reason: "template store unavailable"}
@@ -228,16 +208,28 @@ func (s *Sender) Process(ctx context.Context, req notify.Request) dispatch.Resul
 		entry.Data = strings.TrimSuffix(data.String(), "\n")
 	}
 
-	if deadline, ok := ctx.Deadline(); ok && unservable == "" && configured {
+	// The one decision (package decide) about a message with no row yet:
+	// send it, or record why not.
+	var p provider.Adapter
+	if configured {
+		p = picked[0]
+	}
+	in := decide.Input{Caller: decide.Sender, Row: ledger.Record{Entry: entry}, Now: s.dispatch.Now(), Configured: configured, Unrenderable: unservable}
+	if p != nil {
+		in.Caps = p.Capabilities()
+	}
+	first := decide.Of(in)
+
+	if deadline, ok := ctx.Deadline(); ok && first.Action == decide.Send {
 		// Deadlines are wall-clock time, whatever clock the ledger uses.
-		if left := time.Until(deadline); left < decide.SendBudget(s.cfg.ProviderTimeout) {
+		if left := time.Until(deadline); left < decide.SendBudget(s.dispatch.ProviderTimeout) {
 			return dispatch.Result{Key: key, Disposition: dispatch.Retry, Reason: fmt.Sprintf("only %s left before the deadline: not starting a provider call", left.Round(time.Millisecond))}
 		}
 	}
 
-	start := s.cfg.Now()
-	c, err := s.dispatch.Claim(ctx, entry, s.cfg.ClaimTimeout)
-	s.cfg.Metrics.Latency(metrics.ClaimLatency, s.cfg.Now().Sub(start), metrics.Dim{Name: "channel", Value: entry.Channel})
+	start := s.dispatch.Now()
+	c, err := s.dispatch.Claim(ctx, entry, s.dispatch.ClaimTimeout)
+	s.dispatch.Metrics.Latency(metrics.ClaimLatency, s.dispatch.Now().Sub(start), metrics.Dim{Name: "channel", Value: entry.Channel})
 	if err != nil {
 		cur, conflict := ledger.AsConflict(err)
 		if !conflict {
@@ -246,11 +238,14 @@ func (s *Sender) Process(ctx context.Context, req notify.Request) dispatch.Resul
 		}
 		return s.redelivered(ctx, log, cur, route)
 	}
-	switch {
-	case unservable != "":
+	switch first.Action {
+	case decide.Expire:
+		log.Info("expired before its first attempt: never sent", "valid_until", entry.ValidUntil)
+		return forBatch(s.dispatch.Mark(ctx, c, entry, entry.Provider, ledger.Outcome{State: ledger.StateFailed, Reason: first.Reason}))
+	case decide.MarkFailed:
 		log.Info("request cannot be served", "reason", unservable)
 		return forBatch(s.dispatch.Mark(ctx, c, entry, entry.Provider, ledger.Outcome{State: ledger.StateFailed, Reason: unservable}))
-	case !configured:
+	case decide.Wait:
 		return s.unconfigured(ctx, log, c, entry)
 	}
 	log.Debug("claimed", "to", redact.Address(entry.Address))
@@ -265,10 +260,10 @@ func (s *Sender) Process(ctx context.Context, req notify.Request) dispatch.Resul
 // channel is configured, a redelivery or a redrive sends it.
 func (s *Sender) unconfigured(ctx context.Context, log *slog.Logger, c ledger.Claim, entry ledger.Entry) dispatch.Result {
 	reason := "config: no provider is configured for channel " + entry.Channel
-	s.cfg.Metrics.Count(metrics.ConfigErrors, 1, metrics.Dim{Name: "channel", Value: entry.Channel})
+	s.dispatch.Metrics.Count(metrics.ConfigErrors, 1, metrics.Dim{Name: "channel", Value: entry.Channel})
 	log.Error("no provider is configured for the channel: the message will be retried", "reason", reason)
 	if err := s.dispatch.Release(ctx, c, reason, s.dispatch.RetryAt(c)); err == nil {
-		s.cfg.Metrics.Count(metrics.Released, 1, metrics.Dim{Name: "channel", Value: entry.Channel})
+		s.dispatch.Metrics.Count(metrics.Released, 1, metrics.Dim{Name: "channel", Value: entry.Channel})
 	}
 	return dispatch.Result{Key: entry.Key, Disposition: dispatch.Retry, Reason: reason}
 }
@@ -284,27 +279,27 @@ func (s *Sender) redelivered(ctx context.Context, log *slog.Logger, cur ledger.R
 	dims := metrics.Dim{Name: "channel", Value: cur.Channel}
 	picked := s.dispatch.Pick(cur, route)
 	p := dispatch.First(picked)
-	in := decide.Input{Caller: decide.Sender, Row: cur, Now: s.cfg.Now(), Settle: s.cfg.Settle}
+	in := decide.Input{Caller: decide.Sender, Row: cur, Now: s.dispatch.Now(), Settle: s.dispatch.Settle}
 	d, found, rec, err := s.dispatch.Decide(ctx, in, p)
 	if err != nil {
 		return dispatch.Result{Key: key, Disposition: dispatch.Retry, Reason: "template store unavailable"}
 	}
 	switch d.Action {
 	case decide.Acknowledge:
-		s.cfg.Metrics.Count(metrics.DuplicatesPrevented, 1, dims)
+		s.dispatch.Metrics.Count(metrics.DuplicatesPrevented, 1, dims)
 		log.Info("duplicate delivery acknowledged", "state", string(cur.State))
 		return dispatch.Result{Key: key, Disposition: dispatch.Duplicate}
 	case decide.HandOff:
-		s.cfg.Metrics.Count(metrics.DuplicatesPrevented, 1, dims)
+		s.dispatch.Metrics.Count(metrics.DuplicatesPrevented, 1, dims)
 		log.Info("redelivery of an uncertain message acknowledged: the reconciler owns it")
 		return dispatch.Result{Key: key, Disposition: dispatch.OwnedByReconciler}
 	case decide.Wait:
 		switch d.Cause {
 		case decide.CauseInFlight:
-			s.cfg.Metrics.Count(metrics.InFlightConflicts, 1, dims)
+			s.dispatch.Metrics.Count(metrics.InFlightConflicts, 1, dims)
 			log.Info("message in flight elsewhere: retry later", "lease_until", cur.LeaseUntil)
 		case decide.CauseNoProvider:
-			s.cfg.Metrics.Count(metrics.ConfigErrors, 1, dims)
+			s.dispatch.Metrics.Count(metrics.ConfigErrors, 1, dims)
 			log.Error("no provider serves the row: the message will be retried", "reason", d.Reason, "provider", cur.Provider)
 		default:
 			log.Info("redelivery left for later", "reason", d.Reason, "cause", d.Cause.String())
@@ -315,15 +310,15 @@ func (s *Sender) redelivered(ctx context.Context, log *slog.Logger, cur ledger.R
 		// A stale first claim whose provider is gone, marked UNCERTAIN for
 		// the reconciler (decide's Wait†): counted like every row that
 		// waits for a provider.
-		s.cfg.Metrics.Count(metrics.ConfigErrors, 1, dims)
+		s.dispatch.Metrics.Count(metrics.ConfigErrors, 1, dims)
 		log.Error("no provider serves the row: marked uncertain for the reconciler", "reason", d.Reason, "provider", cur.Provider)
 	}
-	r := s.dispatch.Resolve(ctx, rec, d, picked, found, s.cfg.ClaimTimeout)
+	r := s.dispatch.Resolve(ctx, rec, d, picked, found, s.dispatch.ClaimTimeout)
 	if r.Attempt > 0 {
-		s.cfg.Metrics.Count(metrics.Reclaims, 1, dims)
+		s.dispatch.Metrics.Count(metrics.Reclaims, 1, dims)
 	}
-	if r.Disposition == dispatch.Conflict {
-		s.cfg.Metrics.Count(metrics.InFlightConflicts, 1, dims)
+	if r.Disposition == dispatch.TakeOverLost {
+		s.dispatch.Metrics.Count(metrics.InFlightConflicts, 1, dims)
 		return dispatch.Result{Key: key, Disposition: dispatch.Retry, Reason: "another worker took the stale claim over"}
 	}
 	return forBatch(r)

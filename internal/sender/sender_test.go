@@ -18,6 +18,7 @@ import (
 	"github.com/sendonce/sendonce/internal/ledger/memledger"
 	"github.com/sendonce/sendonce/internal/metrics"
 	"github.com/sendonce/sendonce/internal/render/rendertest"
+	"github.com/sendonce/sendonce/internal/testsupport"
 	"github.com/sendonce/sendonce/notify"
 	"github.com/sendonce/sendonce/provider"
 	"github.com/sendonce/sendonce/provider/providertest"
@@ -42,7 +43,7 @@ func (d *fakeDLQ) Put(_ context.Context, _ events.SQSMessage, invalid *notify.In
 type bundle struct {
 	sender  *Sender
 	ledger  *memledger.Ledger
-	clock   *ledgertest.Clock
+	clock   *testsupport.Clock
 	prov    *providertest.Fake
 	dlq     *fakeDLQ
 	metrics *metrics.Tally
@@ -50,9 +51,9 @@ type bundle struct {
 
 func setup(t *testing.T, p provider.Adapter) *bundle {
 	t.Helper()
-	clock := ledgertest.NewClock(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
+	clock := testsupport.NewClock(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
 	b := &bundle{
-		ledger:  memledger.New(memledger.WithNow(clock.Now)),
+		ledger:  memledger.New(memledger.Config{Now: clock.Now}),
 		clock:   clock,
 		dlq:     &fakeDLQ{},
 		metrics: metrics.NewTally(),
@@ -67,15 +68,17 @@ func setup(t *testing.T, p provider.Adapter) *bundle {
 		b.prov = fp.Fake
 	}
 	s, err := New(Config{
-		Ledger:          b.ledger,
-		Providers:       map[string]provider.Adapter{"sms": p},
-		Renderer:        rendertest.Examples(t, "acme"),
-		DeadLetters:     b.dlq,
-		Metrics:         b.metrics,
-		ProviderTimeout: 5 * time.Second,
-		ClaimTimeout:    60 * time.Second,
-		Settle:          30 * time.Second,
-		Now:             clock.Now,
+		Dispatcher: testsupport.Dispatcher(t, dispatch.Dispatcher{
+			Ledger:          b.ledger,
+			Providers:       map[string]provider.Adapter{"sms": p},
+			Renderer:        rendertest.Examples(t, "acme"),
+			Metrics:         b.metrics,
+			ProviderTimeout: 5 * time.Second,
+			ClaimTimeout:    60 * time.Second,
+			Settle:          30 * time.Second,
+			Now:             clock.Now,
+		}),
+		DeadLetters: b.dlq,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -178,9 +181,17 @@ func TestProcess(t *testing.T) {
 		// The deployment is fixed: the channel has a provider now.
 		email := &providertest.Fake{}
 		fixed, err := New(Config{
-			Ledger: b.ledger, Providers: map[string]provider.Adapter{"email": email}, Renderer: rendertest.Examples(t, "acme"),
-			DeadLetters: b.dlq, Metrics: b.metrics, ProviderTimeout: 5 * time.Second, ClaimTimeout: 60 * time.Second,
-			Settle: 30 * time.Second, Now: b.clock.Now,
+			Dispatcher: testsupport.Dispatcher(t, dispatch.Dispatcher{
+				Ledger:          b.ledger,
+				Providers:       map[string]provider.Adapter{"email": email},
+				Renderer:        rendertest.Examples(t, "acme"),
+				Metrics:         b.metrics,
+				ProviderTimeout: 5 * time.Second,
+				ClaimTimeout:    60 * time.Second,
+				Settle:          30 * time.Second,
+				Now:             b.clock.Now,
+			}),
+			DeadLetters: b.dlq,
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -477,9 +488,12 @@ func TestNewValidatesClaimTimeout(t *testing.T) {
 		{20 * time.Second, 44 * time.Second, false},
 		{20 * time.Second, 45 * time.Second, true},
 	} {
-		_, err := New(Config{
-			Ledger: memledger.New(), Renderer: rendertest.Examples(t, "acme"), DeadLetters: &fakeDLQ{},
-			ProviderTimeout: tc.provider, ClaimTimeout: tc.claim,
+		// The sender's dispatcher validates the lease it claims with.
+		_, err := dispatch.New(dispatch.Dispatcher{
+			Ledger:          memledger.New(memledger.Config{}),
+			Renderer:        rendertest.Examples(t, "acme"),
+			ProviderTimeout: tc.provider,
+			ClaimTimeout:    tc.claim,
 		})
 		if tc.ok != (err == nil) {
 			t.Errorf("provider %s, claim %s: New error = %v, want ok=%v", tc.provider, tc.claim, err, tc.ok)

@@ -36,7 +36,7 @@ const settleTime = 2 * time.Minute
 
 // world is one deployment's stores, its providers' fakes, and the clock.
 type world struct {
-	clock  *ledgertest.Clock
+	clock  *testsupport.Clock
 	mem    *memledger.Ledger
 	store  *memtemplates.Store
 	render *render.Renderer
@@ -49,13 +49,13 @@ type world struct {
 
 func newWorld(t *testing.T) *world {
 	t.Helper()
-	w := &world{clock: ledgertest.NewClock(time.Now().UTC().Truncate(time.Millisecond)), tally: metrics.NewTally()}
-	w.mem = memledger.New(memledger.WithNow(w.clock.Now))
-	w.store = memtemplates.New()
+	w := &world{clock: testsupport.NewClock(time.Now().UTC().Truncate(time.Millisecond)), tally: metrics.NewTally()}
+	w.mem = memledger.New(memledger.Config{Now: w.clock.Now})
+	w.store = memtemplates.New(memtemplates.Config{})
 	if _, err := templates.ImportExamples(context.Background(), w.store, "acme"); err != nil {
 		t.Fatal(err)
 	}
-	w.render = render.New(w.store, render.WithCacheTTL(0))
+	w.render = render.New(w.store, render.Config{CacheTTL: -1})
 	w.twilio = twiliotest.New(t)
 	w.twilio.SetNow(w.clock.Now)
 	var err error
@@ -77,9 +77,18 @@ func newWorld(t *testing.T) *world {
 func (w *world) sender(t *testing.T, p provider.Adapter) *sender.Sender {
 	t.Helper()
 	s, err := sender.New(sender.Config{
-		Ledger: w.mem, Providers: map[string]provider.Adapter{"sms": p}, Renderer: w.render,
-		DeadLetters: discardDLQ{}, Metrics: w.tally, Logger: quiet,
-		ProviderTimeout: time.Second, ClaimTimeout: time.Minute, Settle: settleTime, Now: w.clock.Now,
+		Dispatcher: testsupport.Dispatcher(t, dispatch.Dispatcher{
+			Ledger:          w.mem,
+			Providers:       map[string]provider.Adapter{"sms": p},
+			Renderer:        w.render,
+			Metrics:         w.tally,
+			Logger:          quiet,
+			ProviderTimeout: time.Second,
+			ClaimTimeout:    time.Minute,
+			Settle:          settleTime,
+			Now:             w.clock.Now,
+		}),
+		DeadLetters: discardDLQ{},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -90,8 +99,17 @@ func (w *world) sender(t *testing.T, p provider.Adapter) *sender.Sender {
 func (w *world) reconciler(t *testing.T, p provider.Adapter) *reconcile.Reconciler {
 	t.Helper()
 	r, err := reconcile.New(reconcile.Config{
-		Ledger: w.mem, Renderer: w.render, Providers: map[string]provider.Adapter{"sms": p}, Metrics: w.tally, Logger: quiet,
-		ProviderTimeout: time.Second, ClaimTimeout: time.Minute, Settle: settleTime, Now: w.clock.Now,
+		Dispatcher: testsupport.Dispatcher(t, dispatch.Dispatcher{
+			Ledger:          w.mem,
+			Renderer:        w.render,
+			Providers:       map[string]provider.Adapter{"sms": p},
+			Metrics:         w.tally,
+			Logger:          quiet,
+			ProviderTimeout: time.Second,
+			ClaimTimeout:    time.Minute,
+			Settle:          settleTime,
+			Now:             w.clock.Now,
+		}),
 	})
 	if err != nil {
 		t.Fatal(err)

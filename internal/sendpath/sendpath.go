@@ -1,8 +1,8 @@
 // Package sendpath builds what the two functions that send share, the
 // sender and the reconciler, from the environment (docs/configuration.md):
-// the ledger on the one table, the channel → provider map, and the
-// timeouts both must agree on. Each function's main reads its own
-// settings beside it and wires the rest.
+// the ledger on the one table, the channel → provider map, the timeouts
+// both must agree on and the template cache's TTL. Each function's main
+// reads its own settings beside it and wires the rest.
 package sendpath
 
 import (
@@ -14,6 +14,7 @@ import (
 	"github.com/sendonce/sendonce/internal/ledger/dynamoledger"
 	"github.com/sendonce/sendonce/internal/pace"
 	"github.com/sendonce/sendonce/internal/provider/registry"
+	"github.com/sendonce/sendonce/internal/render"
 	"github.com/sendonce/sendonce/internal/sender"
 	"github.com/sendonce/sendonce/provider"
 )
@@ -35,7 +36,19 @@ type Settings struct {
 	// "provider=sends-per-second,..."; package pace), shared by every
 	// sender and reconcile worker; a provider not listed is not paced.
 	Rates map[string]int
+	// TemplateCache is how long a resolved stored template is cached per
+	// container, read from EnvTemplateCache, as render.Config.CacheTTL
+	// takes it: negative when the variable turns the cache off ("0s").
+	TemplateCache time.Duration
+	// Validity is each class's default validity (SENDONCE_VALIDITY,
+	// decide.ParseValidity; none when unset). The sender applies it to a
+	// new message (sender.Config.Validity); the row keeps the result
+	// (ledger.Entry.ValidUntil), which is what the reconciler judges.
+	Validity map[string]time.Duration
 }
+
+// EnvTemplateCache is the variable of Settings.TemplateCache.
+const EnvTemplateCache = "SENDONCE_TEMPLATE_CACHE"
 
 // Read reads the shared variables into env's collected errors: call
 // env.Err() (or Function.Ready) after reading the function's own
@@ -48,8 +61,19 @@ func Read(env *lambdaenv.Env) Settings {
 		Settle:          env.Duration("SENDONCE_RECONCILE_SETTLE", decide.DefaultSettle),
 		MaxAge:          env.Duration("SENDONCE_MAX_AGE", decide.DefaultMaxAge),
 		RetryBase:       env.Duration("SENDONCE_RECONCILE_RETRY_BASE", decide.RetryBase),
+		TemplateCache:   templateCache(env.CacheTTL(EnvTemplateCache, render.DefaultCacheTTL)),
+		Validity:        lambdaenv.Value(env, "SENDONCE_VALIDITY", nil, decide.ParseValidity),
 		Rates:           lambdaenv.Value(env, "SENDONCE_PROVIDER_RATES", nil, pace.ParseRates),
 	}
+}
+
+// templateCache turns the variable's 0 (no cache) into the negative TTL
+// render.Config takes for it; a zero there means the default.
+func templateCache(ttl time.Duration) time.Duration {
+	if ttl == 0 {
+		return -1
+	}
+	return ttl
 }
 
 // PaceMaxWait bounds how long a send waits for its provider's rate
@@ -66,11 +90,12 @@ type Deps struct {
 }
 
 // Build builds the ledger (f.Ledger) and the providers' routes
-// (registry.ReadRoutes) with s's provider timeout. Every problem is
-// recorded in f.Env: call f.Ready after.
+// (registry.ReadRoutes) with s's provider timeout, the adapters logging
+// to f.Log. Every problem is recorded in f.Env: call f.Ready after.
 func Build(ctx context.Context, f *lambdaenv.Function, s Settings) Deps {
 	opts := registry.Clients(f.AWS)
 	opts.Timeout = s.ProviderTimeout
+	opts.Logger = f.Log
 	d := Deps{Ledger: f.Ledger(), Providers: map[string]provider.Adapter{}, Fallbacks: map[string][]provider.Adapter{}}
 	// One limiter per container: the providers of every route share it,
 	// and its counters (in the table) are shared with every container.

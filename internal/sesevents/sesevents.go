@@ -221,7 +221,7 @@ type Handler struct {
 
 // New returns a Handler that applies events through apply (a
 // *webhook.Handler over the ledger and the dedup store). m nil means
-// metrics.Discard, log nil slog.Default(). It returns an error if apply is
+// metrics.Discard, log nil discards. It returns an error if apply is
 // nil.
 func New(apply Applier, m metrics.Recorder, log *slog.Logger) (*Handler, error) {
 	if apply == nil {
@@ -231,7 +231,7 @@ func New(apply Applier, m metrics.Recorder, log *slog.Logger) (*Handler, error) 
 		m = metrics.Discard
 	}
 	if log == nil {
-		log = slog.Default()
+		log = slog.New(slog.DiscardHandler)
 	}
 	return &Handler{apply: apply, metrics: m, log: log}, nil
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/sendonce/sendonce/internal/testenv"
 	"github.com/sendonce/sendonce/internal/testsupport"
 	"github.com/sendonce/sendonce/internal/webhook"
+	"github.com/sendonce/sendonce/internal/webhook/dynamodedup"
 )
 
 // The keys and the address the samples in events/ carry.
@@ -178,7 +179,7 @@ func FuzzParse(f *testing.F) {
 type bundle struct {
 	table string
 	led   *dynamoledger.Ledger
-	dedup *webhook.DynamoDedup
+	dedup *dynamodedup.Dedup
 	tally *metrics.Tally
 	h     *sesevents.Handler
 }
@@ -189,10 +190,10 @@ func setup(t *testing.T, keys ...string) *bundle {
 	db := testenv.DynamoDB(t)
 	b := &bundle{table: testenv.NewTable(t, db), tally: metrics.NewTally()}
 	var err error
-	if b.led, err = dynamoledger.New(db, b.table); err != nil {
+	if b.led, err = dynamoledger.New(db, b.table, dynamoledger.Config{}); err != nil {
 		t.Fatal(err)
 	}
-	if b.dedup, err = webhook.NewDynamoDedup(db, b.table, 0, nil); err != nil {
+	if b.dedup, err = dynamodedup.New(db, b.table, dynamodedup.Config{}); err != nil {
 		t.Fatal(err)
 	}
 	quiet := slog.New(slog.DiscardHandler)

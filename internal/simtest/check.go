@@ -40,6 +40,7 @@ const KindNoTimeForLookup = "no-time-for-lookup"
 var invariants = []string{
 	InvDuplicate, InvUnpermitted, InvElsewhere, InvStaleClaim, InvFinalChanged, InvSentUndelivered,
 	InvFailedUnrefused, InvTextNotPinned, InvQuiescence, InvStuck, InvStaleLeft, InvAbandoned, InvMetrics,
+	InvSentExpired, InvExpiredEarly,
 }
 
 // checkedMetrics are the counters compared with what happened.
@@ -47,7 +48,7 @@ var checkedMetrics = []string{
 	metrics.Sent, metrics.Failed, metrics.Released, metrics.Abandoned, metrics.Reclaims,
 	metrics.ProviderErrors, metrics.UncertainAttempts, metrics.FencingLost, metrics.Resent,
 	metrics.ReconciledSent, metrics.ReconciledFailed, metrics.DuplicatesPrevented, metrics.CallbacksApplied,
-	metrics.Failovers,
+	metrics.Failovers, metrics.Expired,
 }
 
 // checkStep checks the invariants that hold after every step.
@@ -72,10 +73,10 @@ func (w *World) checkStep() {
 			w.violate(InvDuplicate, m.key, fmt.Sprintf("delivered %d times through %v with %d class-policy resends", n, kt.deliveredBy, kt.policyResends))
 		}
 	}
-	if !w.metricsDirty {
+	if !w.metricsDirty.Load() {
 		return
 	}
-	w.metricsDirty = false
+	w.metricsDirty.Store(false)
 	for _, svc := range []string{"sender", "reconciler", "webhook"} {
 		counts := w.tally[svc].Snapshot()
 		for _, name := range checkedMetrics {
@@ -157,6 +158,7 @@ func (w *World) checkSend(p *simProvider, key, body string) {
 		}
 	}
 	r, err := w.mem.Get(context.Background(), key)
+	w.checkValidSend(p, key, r) // validity.go
 	if err != nil || r.Attempts == 1 && !r.Released {
 		// A first attempt sends what the request rendered to when its row
 		// was claimed with that render's inputs: nothing to compare.

@@ -95,7 +95,7 @@ func (l *simLedger) begin(ctx context.Context, op, key string) *worker {
 }
 
 func (l *simLedger) end() {
-	l.w.metricsDirty = true // pending counts may have settled
+	l.w.metricsDirty.Store(true) // pending counts may have settled
 	l.w.cur = nil
 	l.w.mu.Unlock()
 }
@@ -238,6 +238,7 @@ func (l *simLedger) Mark(ctx context.Context, c ledger.Claim, o ledger.Outcome) 
 	before, _ := l.inner.Get(ctx, c.Key)
 	err = l.inner.Mark(ctx, c, o)
 	a := w.attempts[c.ClaimID]
+	expired := err == nil && w.expiredMark(wk, c.Key, before, o) // validity.go
 	if err == nil {
 		if c.ClaimID != latest {
 			w.violate(InvStaleClaim, c.Key, fmt.Sprintf("Mark %s applied under claim %s, but the row's latest claim is %s", o.State, c.ClaimID, latest))
@@ -254,7 +255,9 @@ func (l *simLedger) Mark(ctx context.Context, c ledger.Claim, o ledger.Outcome) 
 				w.violate(InvSentUndelivered, c.Key, fmt.Sprintf("row marked SENT with provider message %s, which is not one of its own", id))
 			}
 		case ledger.StateFailed:
-			w.checkFailed(c.Key, before, o.Reason)
+			if !expired {
+				w.checkFailed(c.Key, before, o.Reason)
+			}
 		case ledger.StateAbandoned:
 			if !kt.maybeDelivered(w) && w.now().Sub(before.CreatedAt) < maxAge {
 				w.violate(InvAbandoned, c.Key, fmt.Sprintf("ABANDONED (%q, attempt %d) though no provider call could have delivered it%s", o.Reason, c.Attempt, kt.cause(o.Reason)))
@@ -266,6 +269,8 @@ func (l *simLedger) Mark(ctx context.Context, c ledger.Claim, o ledger.Outcome) 
 		return fmt.Errorf("simledger: mark: %w", w.faultErr(f))
 	}
 	switch {
+	case err == nil && expired:
+		w.expectExpired(wk)
 	case err == nil:
 		w.expectMark(wk, a, o.State)
 		w.tracef(c.Key, "%s mark %s %s: ok", wk.name, w.short(c.Key), o.State)

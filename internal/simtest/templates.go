@@ -39,7 +39,7 @@ var examples = func() []templates.Template {
 // newTemplates returns the tenant's template store, holding version 1 of
 // the workload's template.
 func newTemplates() *memtemplates.Store {
-	s := memtemplates.New()
+	s := memtemplates.New(memtemplates.Config{})
 	for _, t := range examples {
 		if _, err := s.Put(context.Background(), t); err != nil {
 			panic(err)
@@ -52,15 +52,12 @@ func newTemplates() *memtemplates.Store {
 // with the template cache its environment sets (SENDONCE_TEMPLATE_CACHE),
 // on the virtual clock: one per function and cache setting.
 func (w *World) renderer(fn string, d *deployment) *render.Renderer {
-	k := fn + "/" + d.fn[fn].env[render.CacheEnv]
+	ttl := d.fn[fn].TemplateCache
+	k := fn + "/" + ttl.String()
 	if r, ok := w.renderers[k]; ok {
 		return r
 	}
-	ttl, err := render.ParseCacheTTL(d.fn[fn].env[render.CacheEnv])
-	if err != nil {
-		panic(err)
-	}
-	r := render.New(w.tmpl, render.WithCacheTTL(ttl), render.WithNow(time.Now))
+	r := render.New(w.tmpl, render.Config{CacheTTL: ttl, Now: time.Now})
 	w.renderers[k] = r
 	return r
 }

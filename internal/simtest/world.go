@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -289,7 +290,7 @@ type World struct {
 	exp         map[string]map[string]int
 	// metricsDirty: a count, an expectation or a pending count changed
 	// since the metrics were last compared.
-	metricsDirty bool
+	metricsDirty atomic.Bool // set by concurrent workers (simTally.Count)
 	// staleSeen: a sender's redelivery found a stale first claim it must
 	// take over or mark (heldKey → when).
 	staleSeen map[heldKey]staleSight
@@ -349,9 +350,9 @@ func newWorld(seed uint64) *World {
 	}
 	w.tmpl = newTemplates()
 	w.renderers = map[string]*render.Renderer{}
-	w.truthRender = render.New(w.tmpl, render.WithCacheTTL(0))
+	w.truthRender = render.New(w.tmpl, render.Config{CacheTTL: -1})
 	w.pinned = map[string]pinned{}
-	w.mem = memledger.New(memledger.WithNow(w.ledgerNow), memledger.WithClaimID(w.newClaimID), memledger.WithRetention(retention))
+	w.mem = memledger.New(memledger.Config{Now: w.ledgerNow, ClaimID: w.newClaimID, Retention: retention})
 	w.led = &simLedger{w: w, inner: w.mem}
 	w.dedup = &simDedup{w: w, seen: map[string]bool{}}
 	return w
@@ -399,18 +400,18 @@ func (w *World) tracef(key, format string, args ...any) {
 
 func (w *World) expect(service, metric string) {
 	w.exp[service][metric]++
-	w.metricsDirty = true
+	w.metricsDirty.Store(true)
 }
 
 // simTally is a service's metrics.Tally that notes every count.
 type simTally struct {
 	*metrics.Tally
-	dirty *bool
+	dirty *atomic.Bool
 }
 
 func (t simTally) Count(name string, n int, dims ...metrics.Dim) {
 	t.Tally.Count(name, n, dims...)
-	*t.dirty = true
+	t.dirty.Store(true)
 }
 
 func (w *World) expectMark(wk *worker, a *attempt, st ledger.State) {
@@ -447,7 +448,7 @@ func (w *World) reclaimDone(a *attempt) {
 // worker that finished returned from every attempt; one that died counted
 // none that had not returned, except perhaps one whose Release failed.
 func (w *World) workerEnded(wk *worker) {
-	w.metricsDirty = true
+	w.metricsDirty.Store(true)
 	w.checkStaleLeft(wk)
 	for _, a := range w.attempts {
 		if a.worker != wk || (a.reclaim != reclaimPending && a.reclaim != reclaimReleased) {
@@ -604,6 +605,7 @@ func (w *World) request(idx int, event string) (notify.Request, string) {
 	case "push":
 		req.Recipient.PushTarget = fmt.Sprintf("arn:aws:sns:us-east-1:123456789012:endpoint/APNS/app/%d", rcpt)
 	}
+	w.drawValidity(&req, idx) // validity.go
 	b, _ := json.Marshal(req)
 	return req, string(b)
 }
@@ -756,10 +758,14 @@ func (w *World) startSender(batch []*sqsMsg) {
 	cfg := d.fn[senderFn]
 	wk.claim, wk.settle, wk.configuredSettle = cfg.ClaimTimeout, cfg.Settle, d.settle()
 	providers, fallbacks := w.providers(d)
-	s, err := sender.New(sender.Config{
-		Ledger: w.led, Providers: providers, Fallbacks: fallbacks, Renderer: w.renderer(senderFn, d), DeadLetters: simDLQ{w}, Metrics: w.tally["sender"],
+	disp, err := dispatch.New(dispatch.Dispatcher{
+		Ledger: w.led, Providers: providers, Fallbacks: fallbacks, Renderer: w.renderer(senderFn, d), Metrics: w.tally["sender"],
 		ProviderTimeout: cfg.ProviderTimeout, ClaimTimeout: cfg.ClaimTimeout, Settle: cfg.Settle, RetryBase: cfg.RetryBase, Now: clock,
 	})
+	if err != nil {
+		panic(err)
+	}
+	s, err := sender.New(sender.Config{Dispatcher: disp, DeadLetters: simDLQ{w}, Validity: cfg.Validity})
 	if err != nil {
 		panic(err)
 	}
@@ -777,11 +783,14 @@ func (w *World) startReconciler(calm bool) *worker {
 	cfg := d.fn[reconcilerFn]
 	wk.claim, wk.settle, wk.configuredSettle = cfg.ClaimTimeout, cfg.Settle, d.settle()
 	providers, fallbacks := w.providers(d)
-	r, err := reconcile.New(reconcile.Config{
+	disp, err := dispatch.New(dispatch.Dispatcher{
 		Ledger: w.led, Providers: providers, Fallbacks: fallbacks, Renderer: w.renderer(reconcilerFn, d), Metrics: w.tally["reconciler"],
-		ProviderTimeout: cfg.ProviderTimeout, ClaimTimeout: cfg.ClaimTimeout, Settle: cfg.Settle, MaxAge: cfg.MaxAge, RetryBase: cfg.RetryBase,
-		PageSize: w.sc.pageSize, Concurrency: w.sc.concurrency, Now: clock,
+		ProviderTimeout: cfg.ProviderTimeout, ClaimTimeout: cfg.ClaimTimeout, Settle: cfg.Settle, RetryBase: cfg.RetryBase, Now: clock,
 	})
+	if err != nil {
+		panic(err)
+	}
+	r, err := reconcile.New(reconcile.Config{Dispatcher: disp, MaxAge: cfg.MaxAge, PageSize: w.sc.pageSize, Concurrency: w.sc.concurrency})
 	if err != nil {
 		panic(err)
 	}

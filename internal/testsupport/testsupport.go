@@ -22,6 +22,7 @@ import (
 	"github.com/aws/smithy-go"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 
+	"github.com/sendonce/sendonce/internal/dispatch"
 	"github.com/sendonce/sendonce/internal/provider/simulator"
 )
 
@@ -127,4 +128,15 @@ func Simulator(t testing.TB, opts simulator.Options) (*simulator.Simulator, stri
 		srv.Close()
 	})
 	return sim, srv.URL
+}
+
+// Dispatcher builds d with dispatch.New, the dispatcher a test's sender
+// and reconciler share, and fails t when d is not valid.
+func Dispatcher(t testing.TB, d dispatch.Dispatcher) *dispatch.Dispatcher {
+	t.Helper()
+	built, err := dispatch.New(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return built
 }

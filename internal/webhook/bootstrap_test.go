@@ -106,7 +106,7 @@ func TestBootstrapUnderRIE(t *testing.T) {
 	ctx := context.Background()
 	c := testenv.DynamoDB(t)
 	table := testenv.NewTable(t, c)
-	l, err := dynamoledger.New(c, table)
+	l, err := dynamoledger.New(c, table, dynamoledger.Config{})
 	if err != nil {
 		t.Fatalf("dynamoledger.New: %v", err)
 	}

@@ -28,8 +28,9 @@
 //  3. Deduplication by the provider's event identity, in the one table
 //     under pk "cb#<provider>#<event id>" (7-day TTL): generic event_id;
 //     Twilio's I-Twilio-Idempotency-Token, else MessageSid and status.
-//     The store is injected (Config.Dedup: DynamoDedup in the function,
-//     deduptest.Mem in unit tests; both pass package deduptest's suite).
+//     The store is injected (Config.Dedup: dynamodedup.Dedup in the
+//     function, memdedup.Dedup in unit tests; both pass package
+//     deduptest's suite).
 //  4. The ledger row, by our key (a strongly consistent read). No provider
 //     message id lookup is needed: both providers carry our key. An
 //     unknown key (no live row: never ours, or past retention) is answered

@@ -24,7 +24,7 @@ import (
 	"github.com/sendonce/sendonce/internal/testenv"
 	"github.com/sendonce/sendonce/internal/testsupport"
 	"github.com/sendonce/sendonce/internal/webhook"
-	"github.com/sendonce/sendonce/internal/webhook/deduptest"
+	"github.com/sendonce/sendonce/internal/webhook/memdedup"
 )
 
 const (
@@ -103,8 +103,8 @@ func setup(t *testing.T, opts ...setupOpts) *bundle {
 	}
 	clock := testsupport.NewClock(testsupport.Start)
 	b := &bundle{
-		led:   &countingLedger{Ledger: memledger.New(memledger.WithNow(clock.Now))},
-		dedup: &faultyDedup{Dedup: deduptest.NewMem(0, clock.Now)},
+		led:   &countingLedger{Ledger: memledger.New(memledger.Config{Now: clock.Now})},
+		dedup: &faultyDedup{Dedup: memdedup.New(memdedup.Config{Now: clock.Now})},
 		clock: clock,
 		tally: metrics.NewTally(),
 		logs:  &testsupport.Buffer{},
@@ -707,7 +707,7 @@ func TestLogsHaveNoPhoneNumbers(t *testing.T) {
 
 func TestNoProviderConfiguredServesNothing(t *testing.T) {
 	t.Parallel()
-	h, err := webhook.New(webhook.Config{Ledger: memledger.New(), Dedup: &faultyDedup{}})
+	h, err := webhook.New(webhook.Config{Ledger: memledger.New(memledger.Config{}), Dedup: &faultyDedup{}})
 	if err != nil {
 		t.Fatalf("New without providers: %v", err)
 	}
@@ -724,7 +724,7 @@ func TestNoProviderConfiguredServesNothing(t *testing.T) {
 
 func TestNewErrors(t *testing.T) {
 	t.Parallel()
-	led := memledger.New()
+	led := memledger.New(memledger.Config{})
 	dd := &faultyDedup{}
 	tests := []struct {
 		name string
@@ -749,8 +749,8 @@ func FuzzVerifySignature(f *testing.F) {
 	f.Add("t=1796040000,v1=00", `{"event_id":"e"}`, false)
 	f.Add("", "", true)
 	f.Add("t=1796040000,v1="+strings.Repeat("ab", 32)+",v1=zz", "{}", false)
-	led := memledger.New(memledger.WithNow(func() time.Time { return testsupport.Start }))
-	h, err := webhook.New(webhook.Config{Ledger: led, Dedup: deduptest.NewMem(0, nil), HTTPSecret: []byte(testSecret),
+	led := memledger.New(memledger.Config{Now: func() time.Time { return testsupport.Start }})
+	h, err := webhook.New(webhook.Config{Ledger: led, Dedup: memdedup.New(memdedup.Config{}), HTTPSecret: []byte(testSecret),
 		Now: func() time.Time { return testsupport.Start }, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		f.Fatalf("New: %v", err)

@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/sendonce/sendonce/internal/apikey"
+	"github.com/sendonce/sendonce/internal/apikey/dynamoapikey"
 	"github.com/sendonce/sendonce/internal/localpipeline"
 	"github.com/sendonce/sendonce/internal/provider/httpprovider"
 	"github.com/sendonce/sendonce/internal/rie"
@@ -132,7 +133,7 @@ func prepare(ctx context.Context, function string, payload []byte, env map[strin
 	}
 	switch function {
 	case "api":
-		id, secret, err := apikey.New(testenv.DynamoDBAt(ddbURL), env["SENDONCE_TABLE"]).Create(ctx, "acme")
+		id, secret, err := apikey.New(dynamoapikey.New(testenv.DynamoDBAt(ddbURL), env["SENDONCE_TABLE"]), apikey.Config{}).Create(ctx, "acme")
 		if err != nil {
 			return nil, fmt.Errorf("create an API key: %w", err)
 		}

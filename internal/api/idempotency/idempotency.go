@@ -16,9 +16,9 @@
 //	                      │  └── Begin after the lease passed: taken over, fenced on the dead token
 //	                      └──Abandon──► (absent)
 //
-// The Store decides; Records only write conditionally (DynamoRecords in
-// the one table, idempotencytest.Mem in unit tests, both held to package
-// idempotencytest's suite).
+// The Store decides; Records only write conditionally (package
+// dynamoidempotency in the one table, package memidempotency in unit
+// tests, both held to package idempotencytest's suite).
 package idempotency
 
 import (
@@ -159,21 +159,32 @@ type Store struct {
 	now       func() time.Time
 }
 
-// New returns a Store over records. lease is how long an in-flight record
-// is owned before a retry may take it over, retention how long records
-// are kept; zero means DefaultLease, DefaultRetention. now nil means
-// time.Now.
-func New(records Records, lease, retention time.Duration, now func() time.Time) *Store {
-	if lease == 0 {
-		lease = DefaultLease
+// Config configures a Store. The zero value is the production setting.
+type Config struct {
+	// Lease is how long an in-flight record is owned before a retry may
+	// take it over; zero means DefaultLease.
+	Lease time.Duration
+	// Retention is how long records are kept; zero means
+	// DefaultRetention.
+	Retention time.Duration
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// New returns a Store over records (dynamoidempotency.New for the
+// sendonce table).
+func New(records Records, cfg Config) *Store {
+	s := &Store{records: records, lease: cfg.Lease, retention: cfg.Retention, now: cfg.Now}
+	if s.lease == 0 {
+		s.lease = DefaultLease
 	}
-	if retention == 0 {
-		retention = DefaultRetention
+	if s.retention == 0 {
+		s.retention = DefaultRetention
 	}
-	if now == nil {
-		now = time.Now
+	if s.now == nil {
+		s.now = time.Now
 	}
-	return &Store{records: records, lease: lease, retention: retention, now: now}
+	return s
 }
 
 // ID returns the record id of tenant's Idempotency-Key key.

@@ -1,10 +1,10 @@
 // Package apikeytest is the conformance suite every apikey.Records must
-// pass (apikey.DynamoRecords against DynamoDB Local, Mem in memory),
-// driven through apikey.Store, and Mem, the in-memory Records of unit
-// tests, so the fake cannot drift from the real store.
+// pass (package dynamoapikey against DynamoDB Local, package memapikey in
+// memory), driven through apikey.Store, so the fake cannot drift from the
+// real store.
 //
 //	func TestConformance(t *testing.T) {
-//		apikeytest.Run(t, func(t *testing.T) apikey.Records { return apikeytest.NewMem() })
+//		apikeytest.Run(t, func(t *testing.T) apikey.Records { return memapikey.New() })
 //	}
 package apikeytest
 
@@ -13,12 +13,10 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/sendonce/sendonce/internal/apikey"
-	"github.com/sendonce/sendonce/internal/ledger/ledgertest"
 	"github.com/sendonce/sendonce/internal/testsupport"
 )
 
@@ -30,15 +28,15 @@ type NewRecordsFunc func(t *testing.T) apikey.Records
 func Run(t *testing.T, newRecords NewRecordsFunc) {
 	type bundle struct {
 		ctx     context.Context
-		clock   *ledgertest.Clock
+		clock   *testsupport.Clock
 		records apikey.Records
 		store   *apikey.Store // caching, as the API runs it
 	}
 	setup := func(t *testing.T) bundle {
 		t.Parallel()
-		c := ledgertest.NewClock(ledgertest.Start)
+		c := testsupport.NewClock(testsupport.Start)
 		r := newRecords(t)
-		return bundle{t.Context(), c, r, apikey.NewStore(r, apikey.WithClock(c.Now))}
+		return bundle{t.Context(), c, r, apikey.New(r, apikey.Config{Now: c.Now})}
 	}
 	create := func(t *testing.T, b bundle, tenant string) (string, string) {
 		t.Helper()
@@ -67,8 +65,8 @@ func Run(t *testing.T, newRecords NewRecordsFunc) {
 		}
 		authenticates(t, b.store, b.ctx, key, "acme")
 		r, err := b.records.Get(b.ctx, id)
-		if err != nil || r.Tenant != "acme" || r.Revoked || !r.CreatedAt.Equal(ledgertest.Start) || strings.Contains(r.Hash, key[len(key)-64:]) {
-			t.Errorf("stored %+v, %v: want tenant acme created %v, holding no part of the secret", r, err, ledgertest.Start)
+		if err != nil || r.Tenant != "acme" || r.Revoked || !r.CreatedAt.Equal(testsupport.Start) || strings.Contains(r.Hash, key[len(key)-64:]) {
+			t.Errorf("stored %+v, %v: want tenant acme created %v, holding no part of the secret", r, err, testsupport.Start)
 		}
 		id2, key2 := create(t, b, "acme")
 		if id2 == id || key2 == key {
@@ -93,7 +91,7 @@ func Run(t *testing.T, newRecords NewRecordsFunc) {
 	})
 	t.Run("Revocation", func(t *testing.T) {
 		b := setup(t)
-		other := apikey.NewStore(b.records, apikey.WithClock(b.clock.Now)) // another container
+		other := apikey.New(b.records, apikey.Config{Now: b.clock.Now}) // another container
 		id, key := create(t, b, "acme")
 		_, kept := create(t, b, "acme")
 		authenticates(t, other, b.ctx, key, "acme")
@@ -112,7 +110,7 @@ func Run(t *testing.T, newRecords NewRecordsFunc) {
 		b.clock.Advance(apikey.DefaultCacheTTL)
 		authenticates(t, other, b.ctx, key, "")
 		r, err := b.records.Get(b.ctx, id)
-		if want := ledgertest.Start.Add(time.Second); err != nil || !r.Revoked || !r.RevokedAt.Equal(want) {
+		if want := testsupport.Start.Add(time.Second); err != nil || !r.Revoked || !r.RevokedAt.Equal(want) {
 			t.Errorf("stored %+v, %v: want revoked at %v (the first revocation)", r, err, want)
 		}
 	})
@@ -129,14 +127,14 @@ func Run(t *testing.T, newRecords NewRecordsFunc) {
 				t.Errorf("Create(%q) = %v, want ErrInvalidTenant", tenant, err)
 			}
 		}
-		failing := apikey.NewStore(b.records, apikey.WithRandom(func([]byte) error { return errors.New("no entropy") }))
+		failing := apikey.New(b.records, apikey.Config{Random: func([]byte) error { return errors.New("no entropy") }})
 		if _, _, err := failing.Create(b.ctx, "acme"); err == nil {
 			t.Errorf("Create with a failing random source succeeded")
 		}
 		if _, err := b.records.Get(b.ctx, "0123456789abcdef"); !errors.Is(err, apikey.ErrNotFound) {
 			t.Errorf("Get(unknown) = %v, want ErrNotFound", err)
 		}
-		r := apikey.Record{ID: "00000000000000aa", Tenant: "acme", Hash: "00", CreatedAt: ledgertest.Start}
+		r := apikey.Record{ID: "00000000000000aa", Tenant: "acme", Hash: "00", CreatedAt: testsupport.Start}
 		if err := b.records.Put(b.ctx, r); err != nil {
 			t.Fatal(err)
 		}
@@ -166,7 +164,7 @@ func Run(t *testing.T, newRecords NewRecordsFunc) {
 			t.Fatalf("List = %+v, %v; want 3 keys", got, err)
 		}
 		for i, info := range got {
-			created := ledgertest.Start.Add(time.Duration(i) * time.Second)
+			created := testsupport.Start.Add(time.Duration(i) * time.Second)
 			if info.ID != ids[i] || info.Tenant != "acme" || !info.CreatedAt.Equal(created) || info.Revoked != (i == 1) || info.RevokedAt.IsZero() != (i != 1) {
 				t.Errorf("List[%d] = %+v, want %s created %v, revoked only the second", i, info, ids[i], created)
 			}
@@ -186,64 +184,4 @@ func Run(t *testing.T, newRecords NewRecordsFunc) {
 			authenticates(t, b.store, b.ctx, k, fmt.Sprintf("t%d", i%2))
 		}
 	})
-}
-
-// Mem is in-memory apikey.Records. It is safe for concurrent use.
-type Mem struct {
-	mu   sync.Mutex
-	byID map[string]apikey.Record
-}
-
-// NewMem returns empty Mem records.
-func NewMem() *Mem { return &Mem{byID: map[string]apikey.Record{}} }
-
-// Put implements apikey.Records.
-func (m *Mem) Put(_ context.Context, r apikey.Record) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if _, ok := m.byID[r.ID]; ok {
-		return apikey.ErrExists
-	}
-	m.byID[r.ID] = r
-	return nil
-}
-
-// Get implements apikey.Records.
-func (m *Mem) Get(_ context.Context, id string) (apikey.Record, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	r, ok := m.byID[id]
-	if !ok {
-		return apikey.Record{}, apikey.ErrNotFound
-	}
-	return r, nil
-}
-
-// Revoke implements apikey.Records.
-func (m *Mem) Revoke(_ context.Context, id string, at time.Time) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	r, ok := m.byID[id]
-	if !ok {
-		return apikey.ErrNotFound
-	}
-	if r.RevokedAt.IsZero() {
-		r.RevokedAt = at
-	}
-	r.Revoked = true
-	m.byID[id] = r
-	return nil
-}
-
-// List implements apikey.Records.
-func (m *Mem) List(_ context.Context, tenant string) ([]apikey.Record, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	var rs []apikey.Record
-	for _, r := range m.byID {
-		if r.Tenant == tenant {
-			rs = append(rs, r)
-		}
-	}
-	return rs, nil
 }

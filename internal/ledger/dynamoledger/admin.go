@@ -172,15 +172,9 @@ func (l *Ledger) Resolve(ctx context.Context, r ledger.Resolution) (ledger.Recor
 	return rec, nil
 }
 
-// WithScanWarning sets fn to be called with the operation's name ("by
-// event") just before an admin operation falls back to scanning the whole
-// table: ByEvent on a table without the event index. The CLI warns the
-// operator there, since a scan's cost grows with the table.
-func WithScanWarning(fn func(op string)) Option { return func(l *Ledger) { l.scanning = fn } }
-
 // ByEvent implements ledger.Admin: a Query of the event index when the
 // table has one (keys only, every page), else a paginated Scan filtered on
-// evt_pk (tableschema.EventKeys; WithScanWarning is told first), then a
+// evt_pk (tableschema.EventKeys; Config.ScanWarning is told first), then a
 // strongly consistent GetItem per key found, in key order. The Scan needs
 // a client with Scan (ScanAPI). It returns an input error for an empty
 // tenant or event id, or the DynamoDB or decoding error, wrapped with the

@@ -29,8 +29,7 @@ func TestAdminConformance(t *testing.T) {
 			ledgertest.RunAdmin(t, func(t *testing.T, now func() time.Time) ledgertest.AdminLedger {
 				c := dynamo(t)
 				var scans atomic.Int64
-				l, err := dynamoledger.New(c, testenv.NewTable(t, c, tableschema.WithEventIndex(indexed)), dynamoledger.WithNow(now),
-					dynamoledger.WithScanWarning(func(string) { scans.Add(1) }))
+				l, err := dynamoledger.New(c, testenv.NewTable(t, c, tableschema.WithEventIndex(indexed)), dynamoledger.Config{Now: now, ScanWarning: func(string) { scans.Add(1) }})
 				if err != nil {
 					t.Fatalf("New: %v", err)
 				}
@@ -52,8 +51,7 @@ func TestByEventScanWarning(t *testing.T) {
 	c := dynamo(t)
 	for _, indexed := range []bool{false, true} {
 		var warned []string
-		l, err := dynamoledger.New(c, testenv.NewTable(t, c, tableschema.WithEventIndex(indexed)),
-			dynamoledger.WithScanWarning(func(op string) { warned = append(warned, op) }))
+		l, err := dynamoledger.New(c, testenv.NewTable(t, c, tableschema.WithEventIndex(indexed)), dynamoledger.Config{ScanWarning: func(op string) { warned = append(warned, op) }})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -80,7 +78,7 @@ func TestFailedPagesPastOtherItems(t *testing.T) {
 	t.Parallel()
 	c := dynamo(t)
 	table := testenv.NewTable(t, c)
-	l, err := dynamoledger.New(c, table)
+	l, err := dynamoledger.New(c, table, dynamoledger.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -32,11 +32,11 @@ func TestEventIndexCost(t *testing.T) {
 	cost := func(table string, final ledger.State) map[string]float64 {
 		var mu sync.Mutex
 		units := map[string]float64{}
-		l, err := dynamoledger.New(c, table, dynamoledger.WithConsumedCapacity(func(op string, cc *types.ConsumedCapacity) {
+		l, err := dynamoledger.New(c, table, dynamoledger.Config{ConsumedCapacity: func(op string, cc *types.ConsumedCapacity) {
 			mu.Lock()
 			units[op] += aws.ToFloat64(cc.CapacityUnits)
 			mu.Unlock()
-		}))
+		}})
 		if err != nil {
 			t.Fatal(err)
 		}

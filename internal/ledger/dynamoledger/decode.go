@@ -68,7 +68,7 @@ func decode(item map[string]types.AttributeValue) (ledger.Record, error) {
 	}{
 		{attrLeaseUntil, &r.LeaseUntil}, {attrAttemptedAt, &r.AttemptedAt}, {attrCreatedAt, &r.CreatedAt},
 		{attrUpdatedAt, &r.UpdatedAt}, {attrDlvAt, &r.DeliveryAt}, {attrRetryAt, &r.RetryAt},
-		{attrLookupFrom, &r.LookupFrom},
+		{attrLookupFrom, &r.LookupFrom}, {attrValidUntil, &r.ValidUntil},
 		{attrResolvedAt, &r.ResolvedAt},
 	} {
 		if _, ok := item[f.name]; !ok {

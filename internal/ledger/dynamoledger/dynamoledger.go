@@ -28,6 +28,8 @@
 //	created_at       N     ms: first claim
 //	updated_at       N     ms: latest state change (claim, takeover, mark, release)
 //	expires_at       N     s: TTL, now + retention, refreshed on every write
+//	valid_until      N     ms: the message's validity (ledger.Entry.ValidUntil);
+//	                       absent: none. Written by the claim, kept when final
 //	tenant, channel, class, provider, template, recipient_id
 //	                 S     what identifies the message (ledger.Entry)
 //	address          S     raw address; removed when the row becomes final
@@ -120,6 +122,7 @@ const (
 	attrCreatedAt   = "created_at"
 	attrUpdatedAt   = "updated_at"
 	attrExpiresAt   = tableschema.TTLAttribute
+	attrValidUntil  = "valid_until"
 	attrTenant      = "tenant"
 	attrChannel     = "channel"
 	attrClass       = "class"
@@ -144,7 +147,7 @@ const (
 )
 
 // DefaultRetention is how long rows live after their last write unless
-// WithRetention says otherwise (SENDONCE_RETENTION; README.md, Configuration).
+// Config.Retention says otherwise (SENDONCE_RETENTION; README.md, Configuration).
 const DefaultRetention = 720 * time.Hour
 
 // DefaultPageSize is the page size of Attention when the query sets no
@@ -169,41 +172,47 @@ type Ledger struct {
 	newID     func() string
 	capacity  func(op string, cc *types.ConsumedCapacity)
 	rcc       types.ReturnConsumedCapacity
-	scanning  func(op string) // WithScanWarning (admin.go)
+	scanning  func(op string) // Config.ScanWarning (admin.go)
 }
 
 var _ ledger.Ledger = (*Ledger)(nil)
 
-// Option configures a Ledger.
-type Option func(*Ledger)
-
-// WithNow sets the clock (default time.Now).
-func WithNow(now func() time.Time) Option { return func(l *Ledger) { l.now = now } }
-
-// WithRetention sets how long a row lives after its last write (default
-// DefaultRetention). New rejects a retention below one minute.
-func WithRetention(d time.Duration) Option { return func(l *Ledger) { l.retention = d } }
-
-// WithClaimID sets the generator of claim ids, the fencing tokens
-// (default: 128 random bits in hex). It must return a different id on
-// every call.
-func WithClaimID(newID func() string) Option { return func(l *Ledger) { l.newID = newID } }
-
-// WithConsumedCapacity asks DynamoDB for the capacity every successful call
-// consumed (ReturnConsumedCapacity=TOTAL) and hands it to fn with the
-// operation's name ("claim", "takeover", "mark", "release", "get",
-// "attention", "apply delivery"). Failed conditional writes report none.
-func WithConsumedCapacity(fn func(op string, cc *types.ConsumedCapacity)) Option {
-	return func(l *Ledger) { l.capacity = fn }
+// Config configures a Ledger. The zero value is the production setting.
+type Config struct {
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+	// Retention is how long a row lives after its last write; zero means
+	// DefaultRetention. New rejects a retention below one minute.
+	Retention time.Duration
+	// ClaimID generates the claim ids, the fencing tokens; nil means 128
+	// random bits in hex. It must return a different id on every call.
+	ClaimID func() string
+	// ConsumedCapacity, when set, asks DynamoDB for the capacity every
+	// successful call consumed (ReturnConsumedCapacity=TOTAL) and is
+	// handed it with the operation's name ("claim", "takeover", "mark",
+	// "release", "get", "attention", "apply delivery"). Failed conditional
+	// writes report none.
+	ConsumedCapacity func(op string, cc *types.ConsumedCapacity)
+	// ScanWarning, when set, is called with the operation's name ("by
+	// event") just before an admin operation falls back to scanning the
+	// whole table: ByEvent on a table without the event index. The CLI
+	// warns the operator there, since a scan's cost grows with the table.
+	ScanWarning func(op string)
 }
 
 // New returns a ledger on table through db. It returns an error when db is
-// nil, table is empty, the retention is below one minute, or an option set
-// a nil clock or claim-id generator.
-func New(db API, table string, opts ...Option) (*Ledger, error) {
-	l := &Ledger{db: db, table: aws.String(table), now: time.Now, retention: DefaultRetention, newID: randomID, rcc: types.ReturnConsumedCapacityNone}
-	for _, o := range opts {
-		o(l)
+// nil, table is empty or the retention is below one minute.
+func New(db API, table string, cfg Config) (*Ledger, error) {
+	l := &Ledger{db: db, table: aws.String(table), now: cfg.Now, retention: cfg.Retention, newID: cfg.ClaimID,
+		capacity: cfg.ConsumedCapacity, rcc: types.ReturnConsumedCapacityNone, scanning: cfg.ScanWarning}
+	if l.now == nil {
+		l.now = time.Now
+	}
+	if l.retention == 0 {
+		l.retention = DefaultRetention
+	}
+	if l.newID == nil {
+		l.newID = randomID
 	}
 	switch {
 	case db == nil:
@@ -212,10 +221,6 @@ func New(db API, table string, opts ...Option) (*Ledger, error) {
 		return nil, errors.New("dynamoledger: empty table name")
 	case l.retention < time.Minute:
 		return nil, fmt.Errorf("dynamoledger: retention %v: must be at least 1m", l.retention)
-	case l.now == nil:
-		return nil, errors.New("dynamoledger: nil clock")
-	case l.newID == nil:
-		return nil, errors.New("dynamoledger: nil claim-id generator")
 	}
 	if l.capacity != nil {
 		l.rcc = types.ReturnConsumedCapacityTotal
@@ -315,6 +320,9 @@ func (l *Ledger) Claim(ctx context.Context, e ledger.Entry, lease time.Duration)
 	}
 	if e.EventID != "" {
 		item[attrEventPK] = str(eventPK(e.Tenant, e.EventID)) // the event lookup (admin.go)
+	}
+	if !e.ValidUntil.IsZero() {
+		item[attrValidUntil] = millis(e.ValidUntil)
 	}
 	out, err := l.db.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName:                           l.table,

@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/sendonce/sendonce/internal/ddbfront"
 	"github.com/sendonce/sendonce/internal/ledger"
 	"github.com/sendonce/sendonce/internal/ledger/dynamoledger"
 	"github.com/sendonce/sendonce/internal/ledger/ledgertest"
@@ -38,7 +39,7 @@ func TestConformance(t *testing.T) {
 	t.Parallel()
 	ledgertest.Run(t, func(t *testing.T, now func() time.Time) ledger.Ledger {
 		c := dynamo(t)
-		l, err := dynamoledger.New(c, testenv.NewTable(t, c), dynamoledger.WithNow(now))
+		l, err := dynamoledger.New(c, testenv.NewTable(t, c), dynamoledger.Config{Now: now})
 		if err != nil {
 			t.Fatalf("New: %v", err)
 		}
@@ -100,16 +101,19 @@ func TestCallCounts(t *testing.T) {
 	table := testenv.NewTable(t, base)
 
 	// A second client whose requests are counted on the wire.
-	wire := &testsupport.DynamoCalls{}
-	counted := testenv.DynamoDB(t, wire.Requests)
+	wire, err := ddbfront.New(testenv.DynamoDBEndpoint(t), ddbfront.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(wire.Close)
+	counted := testenv.DynamoDBAt(wire.URL)
 	cnt := &counter{api: counted}
 	var units atomic.Int64 // consumed capacity, in thousandths
-	l, err := dynamoledger.New(cnt, table, dynamoledger.WithNow(clock.Now),
-		dynamoledger.WithConsumedCapacity(func(op string, cc *types.ConsumedCapacity) {
-			if cc.CapacityUnits != nil {
-				units.Add(int64(*cc.CapacityUnits * 1000))
-			}
-		}))
+	l, err := dynamoledger.New(cnt, table, dynamoledger.Config{Now: clock.Now, ConsumedCapacity: func(op string, cc *types.ConsumedCapacity) {
+		if cc.CapacityUnits != nil {
+			units.Add(int64(*cc.CapacityUnits * 1000))
+		}
+	}})
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
@@ -127,7 +131,7 @@ func TestCallCounts(t *testing.T) {
 		if got, want := cnt.take(), (calls{writes: 2}); got != want {
 			t.Errorf("calls = %+v, want %+v", got, want)
 		}
-		if got, want := wire.Take(), map[string]int{"PutItem": 1, "UpdateItem": 1}; fmt.Sprint(got) != fmt.Sprint(want) {
+		if got, want := wire.Take(table).Calls, map[string]int{"PutItem": 1, "UpdateItem": 1}; fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Errorf("HTTP requests = %v, want %v", got, want)
 		}
 		if units.Load() <= 0 {
@@ -147,7 +151,7 @@ func TestCallCounts(t *testing.T) {
 		if got, want := cnt.take(), (calls{writes: 1, failedWrites: 1}); got != want {
 			t.Errorf("calls = %+v, want %+v", got, want)
 		}
-		if got, want := wire.Take(), map[string]int{"PutItem": 1}; fmt.Sprint(got) != fmt.Sprint(want) {
+		if got, want := wire.Take(table).Calls, map[string]int{"PutItem": 1}; fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Errorf("HTTP requests = %v, want %v", got, want)
 		}
 	})
@@ -160,23 +164,23 @@ func TestNew(t *testing.T) {
 		name  string
 		db    dynamoledger.API
 		table string
-		opts  []dynamoledger.Option
+		cfg   dynamoledger.Config
 	}{
-		{"NilClient", nil, "t", nil},
-		{"EmptyTable", c, "", nil},
-		{"ShortRetention", c, "t", []dynamoledger.Option{dynamoledger.WithRetention(time.Second)}},
-		{"NilClock", c, "t", []dynamoledger.Option{dynamoledger.WithNow(nil)}},
-		{"NilClaimID", c, "t", []dynamoledger.Option{dynamoledger.WithClaimID(nil)}},
+		{"NilClient", nil, "t", dynamoledger.Config{}},
+		{"EmptyTable", c, "", dynamoledger.Config{}},
+		{"ShortRetention", c, "t", dynamoledger.Config{Retention: time.Second}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			if l, err := dynamoledger.New(tc.db, tc.table, tc.opts...); err == nil {
+			if l, err := dynamoledger.New(tc.db, tc.table, tc.cfg); err == nil {
 				t.Fatalf("New = %v, nil; want an error", l)
 			}
 		})
 	}
-	if _, err := dynamoledger.New(c, "t", dynamoledger.WithRetention(time.Hour)); err != nil {
-		t.Errorf("New with valid options: %v", err)
+	for _, cfg := range []dynamoledger.Config{{}, {Retention: time.Hour}} {
+		if _, err := dynamoledger.New(c, "t", cfg); err != nil {
+			t.Errorf("New(%+v): %v", cfg, err)
+		}
 	}
 }
 
@@ -208,11 +212,11 @@ func BenchmarkClaimMark(b *testing.B) {
 	table := testenv.NewTable(b, base)
 	cnt := &counter{api: base}
 	var units atomic.Int64
-	l, err := dynamoledger.New(cnt, table, dynamoledger.WithConsumedCapacity(func(_ string, cc *types.ConsumedCapacity) {
+	l, err := dynamoledger.New(cnt, table, dynamoledger.Config{ConsumedCapacity: func(_ string, cc *types.ConsumedCapacity) {
 		if cc.CapacityUnits != nil {
 			units.Add(int64(*cc.CapacityUnits * 1000))
 		}
-	}))
+	}})
 	if err != nil {
 		b.Fatalf("New: %v", err)
 	}
@@ -289,7 +293,7 @@ func TestRetriedWriteFindsItsOwnRow(t *testing.T) {
 	t.Parallel()
 	clock := testsupport.NewClock(testsupport.Start)
 	c := dynamo(t)
-	l, err := dynamoledger.New(twice{c}, testenv.NewTable(t, c), dynamoledger.WithNow(clock.Now))
+	l, err := dynamoledger.New(twice{c}, testenv.NewTable(t, c), dynamoledger.Config{Now: clock.Now})
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
@@ -337,7 +341,7 @@ func TestMalformedItem(t *testing.T) {
 	t.Parallel()
 	c := dynamo(t)
 	table := testenv.NewTable(t, c)
-	l, err := dynamoledger.New(c, table)
+	l, err := dynamoledger.New(c, table, dynamoledger.Config{})
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sendonce/sendonce/internal/ledger"
 	"github.com/sendonce/sendonce/internal/sendkey"
+	"github.com/sendonce/sendonce/internal/testsupport"
 )
 
 // AdminLedger is a ledger with the operator's operations.
@@ -24,7 +25,7 @@ type NewAdminLedgerFunc func(t *testing.T, now func() time.Time) AdminLedger
 
 type adminBundle struct {
 	ctx   context.Context
-	clock *Clock
+	clock *testsupport.Clock
 	l     AdminLedger
 	t     *testing.T
 }
@@ -35,7 +36,7 @@ func RunAdmin(t *testing.T, newLedger NewAdminLedgerFunc) {
 	setup := func(t *testing.T) *adminBundle {
 		t.Helper()
 		t.Parallel()
-		clock := NewClock(Start)
+		clock := testsupport.NewClock(testsupport.Start)
 		return &adminBundle{ctx: t.Context(), clock: clock, l: newLedger(t, clock.Now), t: t}
 	}
 	t.Run("ResolveUncertain", func(t *testing.T) {
@@ -156,7 +157,7 @@ func RunAdmin(t *testing.T, newLedger NewAdminLedgerFunc) {
 		if got := b.abandoned(time.Time{}, 1); !slices.Equal(got, keys) {
 			t.Errorf("Abandoned (pages of 1) = %v, want %v oldest first", got, keys)
 		}
-		if got := b.abandoned(Start.Add(1500*time.Millisecond), 0); !slices.Equal(got, keys[:2]) {
+		if got := b.abandoned(testsupport.Start.Add(1500*time.Millisecond), 0); !slices.Equal(got, keys[:2]) {
 			t.Errorf("Abandoned before +1.5s = %v, want %v", got, keys[:2])
 		}
 		if got := b.attentionKeys(); len(got) != 0 {

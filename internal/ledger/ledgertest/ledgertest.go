@@ -8,13 +8,13 @@
 //
 //	func TestConformance(t *testing.T) {
 //		ledgertest.Run(t, func(t *testing.T, now func() time.Time) ledger.Ledger {
-//			return memledger.New(memledger.WithNow(now))
+//			return memledger.New(memledger.Config{Now: now})
 //		})
 //	}
 //
-// The suite moves the clock (a *Clock) to expire leases and rows. It finds
-// a row's expiry from Record.ExpiresAt, so it works with any retention of
-// at least a few minutes.
+// The suite moves the clock (a *testsupport.Clock) to expire leases and
+// rows. It finds a row's expiry from Record.ExpiresAt, so it works with
+// any retention of at least a few minutes.
 package ledgertest
 
 import (
@@ -29,6 +29,7 @@ import (
 
 	"github.com/sendonce/sendonce/internal/ledger"
 	"github.com/sendonce/sendonce/internal/sendkey"
+	"github.com/sendonce/sendonce/internal/testsupport"
 )
 
 // NewLedgerFunc builds a fresh, empty ledger that reads time from now.
@@ -40,7 +41,7 @@ const lease = 60 * time.Second
 // bundle is what one subtest works with.
 type bundle struct {
 	ctx   context.Context
-	clock *Clock
+	clock *testsupport.Clock
 	l     ledger.Ledger
 }
 
@@ -51,7 +52,7 @@ func Run(t *testing.T, newLedger NewLedgerFunc) {
 	setup := func(t *testing.T) *bundle {
 		t.Helper()
 		t.Parallel()
-		clock := NewClock(Start)
+		clock := testsupport.NewClock(testsupport.Start)
 		return &bundle{ctx: t.Context(), clock: clock, l: newLedger(t, clock.Now)}
 	}
 
@@ -93,6 +94,7 @@ func NewEntry(key string) ledger.Entry {
 	}
 	e.HTML, e.TemplateVersion, e.TemplateLocale = "<p>Your order A-1001 shipped</p>", 3, "pt-BR"
 	e.Data = `{"order":"A-1001","n":1.50}`
+	e.ValidUntil = time.Date(2026, 12, 1, 12, 5, 0, 123e6, time.UTC)
 	return e
 }
 
@@ -169,7 +171,7 @@ func (b *bundle) expire(t *testing.T, r ledger.Record) {
 // norm makes times comparable with reflect.DeepEqual: UTC, millisecond
 // precision, zero stays zero.
 func norm(r ledger.Record) ledger.Record {
-	for _, p := range []*time.Time{&r.LeaseUntil, &r.AttemptedAt, &r.CreatedAt, &r.UpdatedAt, &r.ExpiresAt, &r.DeliveryAt} {
+	for _, p := range []*time.Time{&r.LeaseUntil, &r.AttemptedAt, &r.CreatedAt, &r.UpdatedAt, &r.ExpiresAt, &r.DeliveryAt, &r.ValidUntil} {
 		if !p.IsZero() {
 			*p = time.UnixMilli(p.UnixMilli()).UTC()
 		}
@@ -427,6 +429,28 @@ func runClaim(t *testing.T, setup setupFunc) {
 	// A Claim whose answer is lost (here: the context was cancelled)
 	// returns the claim it tried to take; releasing it is harmless when
 	// the write never applied.
+	// The message's validity is written by the claim, in the same write,
+	// and kept through takeovers, releases and a final mark: the
+	// reconciler judges it from the row (package decide).
+	t.Run("ValidUntilKeptForTheRowsLife", func(t *testing.T) {
+		b := setup(t)
+		e, c := b.claim(t)
+		sameTime(t, "ValidUntil after the claim", b.get(t, e.Key).ValidUntil, e.ValidUntil)
+		b.release(t, c, "provider 503", time.Time{})
+		c2 := b.takeOver(t, e.Key)
+		sameTime(t, "ValidUntil after a release and a takeover", b.get(t, e.Key).ValidUntil, e.ValidUntil)
+		b.mark(t, c2, ledger.Outcome{State: ledger.StateFailed, Reason: "expired: test"})
+		sameTime(t, "ValidUntil after a final mark", b.get(t, e.Key).ValidUntil, e.ValidUntil)
+		none := NewEntry(newKey(t))
+		none.ValidUntil = time.Time{}
+		if _, err := b.l.Claim(b.ctx, none, lease); err != nil {
+			t.Fatal(err)
+		}
+		if got := b.get(t, none.Key).ValidUntil; !got.IsZero() {
+			t.Errorf("ValidUntil of a message without validity = %v, want zero", got)
+		}
+	})
+
 	t.Run("LostAnswerReturnsTheClaim", func(t *testing.T) {
 		b := setup(t)
 		e := NewEntry(newKey(t))
@@ -1328,10 +1352,10 @@ func runAttention(t *testing.T, setup setupFunc) {
 			name string
 			q    ledger.AttentionQuery
 		}{
-			{"NegativeShard", ledger.AttentionQuery{Shard: -1, DueBefore: Start}},
-			{"ShardTooHigh", ledger.AttentionQuery{Shard: ledger.AttentionShards, DueBefore: Start}},
-			{"NegativeLimit", ledger.AttentionQuery{Shard: 0, DueBefore: Start, Limit: -1}},
-			{"BadCursor", ledger.AttentionQuery{Shard: 0, DueBefore: Start, Cursor: "not a cursor!"}},
+			{"NegativeShard", ledger.AttentionQuery{Shard: -1, DueBefore: testsupport.Start}},
+			{"ShardTooHigh", ledger.AttentionQuery{Shard: ledger.AttentionShards, DueBefore: testsupport.Start}},
+			{"NegativeLimit", ledger.AttentionQuery{Shard: 0, DueBefore: testsupport.Start, Limit: -1}},
+			{"BadCursor", ledger.AttentionQuery{Shard: 0, DueBefore: testsupport.Start, Cursor: "not a cursor!"}},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				b := setup(t)
@@ -1443,9 +1467,9 @@ func runApplyDelivery(t *testing.T, setup setupFunc) {
 			name string
 			d    ledger.Delivery
 		}{
-			{"ZeroRank", ledger.Delivery{Status: "sent", Rank: 0, At: Start}},
-			{"NegativeRank", ledger.Delivery{Status: "sent", Rank: -2, At: Start}},
-			{"EmptyStatus", ledger.Delivery{Status: "", Rank: 1, At: Start}},
+			{"ZeroRank", ledger.Delivery{Status: "sent", Rank: 0, At: testsupport.Start}},
+			{"NegativeRank", ledger.Delivery{Status: "sent", Rank: -2, At: testsupport.Start}},
+			{"EmptyStatus", ledger.Delivery{Status: "", Rank: 1, At: testsupport.Start}},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				b := setup(t)

@@ -20,10 +20,7 @@ func Example() {
 	ctx := context.Background()
 	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	ids := 0
-	l := memledger.New(
-		memledger.WithNow(func() time.Time { return now }),
-		memledger.WithClaimID(func() string { ids++; return fmt.Sprintf("claim-%d", ids) }),
-	)
+	l := memledger.New(memledger.Config{Now: func() time.Time { return now }, ClaimID: func() string { ids++; return fmt.Sprintf("claim-%d", ids) }})
 
 	entry := ledger.Entry{
 		Key:         "v1_a5ce46682abd7dc1fbbc58b114c4d26e0c9886586f14d590ea4ef4f1f6ee0b71",

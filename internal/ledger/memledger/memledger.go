@@ -25,7 +25,7 @@ import (
 )
 
 // DefaultRetention is how long rows live after their last write unless
-// WithRetention says otherwise (SENDONCE_RETENTION; README.md, Configuration).
+// Config.Retention says otherwise (SENDONCE_RETENTION; README.md, Configuration).
 const DefaultRetention = 720 * time.Hour
 
 // defaultLimit is the page size of Attention when the query sets none.
@@ -44,31 +44,29 @@ type Ledger struct {
 
 var _ ledger.Ledger = (*Ledger)(nil)
 
-// Option configures a Ledger.
-type Option func(*Ledger)
-
-// WithNow sets the clock (default time.Now).
-func WithNow(now func() time.Time) Option { return func(l *Ledger) { l.now = now } }
-
-// WithRetention sets how long a row lives after its last write (default
-// DefaultRetention). A retention of zero or less keeps the default.
-func WithRetention(d time.Duration) Option {
-	return func(l *Ledger) {
-		if d > 0 {
-			l.retention = d
-		}
-	}
+// Config configures a Ledger. The zero value is the production setting.
+type Config struct {
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+	// Retention is how long a row lives after its last write; zero or
+	// less means DefaultRetention.
+	Retention time.Duration
+	// ClaimID generates the claim ids; nil means 128 random bits in hex.
+	// It must return a different id on every call.
+	ClaimID func() string
 }
 
-// WithClaimID sets the generator of claim ids (default: 128 random bits
-// in hex). It must return a different id on every call.
-func WithClaimID(newID func() string) Option { return func(l *Ledger) { l.newID = newID } }
-
 // New returns an empty in-memory ledger.
-func New(opts ...Option) *Ledger {
-	l := &Ledger{now: time.Now, retention: DefaultRetention, newID: randomID, rows: map[string]ledger.Record{}}
-	for _, o := range opts {
-		o(l)
+func New(cfg Config) *Ledger {
+	l := &Ledger{now: cfg.Now, retention: cfg.Retention, newID: cfg.ClaimID, rows: map[string]ledger.Record{}}
+	if l.now == nil {
+		l.now = time.Now
+	}
+	if l.retention <= 0 {
+		l.retention = DefaultRetention
+	}
+	if l.newID == nil {
+		l.newID = randomID
 	}
 	return l
 }

@@ -13,8 +13,10 @@ import (
 // (ledgertest.RunAdmin), against memledger.
 func TestConformance(t *testing.T) {
 	t.Parallel()
-	ledgertest.Run(t, func(t *testing.T, now func() time.Time) ledger.Ledger { return memledger.New(memledger.WithNow(now)) })
+	ledgertest.Run(t, func(t *testing.T, now func() time.Time) ledger.Ledger {
+		return memledger.New(memledger.Config{Now: now})
+	})
 	ledgertest.RunAdmin(t, func(t *testing.T, now func() time.Time) ledgertest.AdminLedger {
-		return memledger.New(memledger.WithNow(now))
+		return memledger.New(memledger.Config{Now: now})
 	})
 }

@@ -151,10 +151,10 @@ type Base struct {
 
 // NewBase returns the Base of service s whose send call is bounded
 // by timeout when it is above zero and whose failures are logged on log
-// (nil: slog.Default()).
+// (nil: discard).
 func NewBase(s Service, timeout time.Duration, log *slog.Logger) Base {
 	if log == nil {
-		log = slog.Default()
+		log = slog.New(slog.DiscardHandler)
 	}
 	return Base{service: s, timeout: timeout, log: log}
 }

@@ -88,7 +88,7 @@ type Config struct {
 	// delivery callbacks there. It must be an absolute http(s) URL.
 	CallbackURL string
 	// Logger receives one line per failed call (Warn) and per success
-	// (Debug). Nil means slog.Default().
+	// (Debug). Nil discards.
 	Logger *slog.Logger
 	// DisableIdempotency declares that the provider ignores the
 	// Idempotency-Key header (an in-house gateway that delivers every
@@ -153,7 +153,7 @@ func New(cfg Config) (*Provider, error) {
 		p.timeout = DefaultTimeout
 	}
 	if p.log == nil {
-		p.log = slog.Default()
+		p.log = slog.New(slog.DiscardHandler)
 	}
 	var c http.Client
 	if cfg.HTTPClient != nil {

@@ -66,7 +66,7 @@ func newStack(t *testing.T) *stack {
 	db := testenv.DynamoDB(t)
 	s.table = testenv.NewTable(t, db)
 	var err error
-	if s.ledger, err = dynamoledger.New(db, s.table, dynamoledger.WithNow(s.clock.Now)); err != nil {
+	if s.ledger, err = dynamoledger.New(db, s.table, dynamoledger.Config{Now: s.clock.Now}); err != nil {
 		t.Fatal(err)
 	}
 	return s
@@ -83,9 +83,17 @@ func (s *stack) adapter(t *testing.T, caps provider.Capabilities, timeout time.D
 func (s *stack) sender(t *testing.T, channel string, p provider.Adapter) *sender.Sender {
 	t.Helper()
 	snd, err := sender.New(sender.Config{
-		Ledger: s.ledger, Providers: map[string]provider.Adapter{channel: p}, Renderer: rendertest.Examples(t, "acme"),
-		DeadLetters: noDeadLetters{t}, Logger: quiet, ProviderTimeout: 20 * time.Second, ClaimTimeout: time.Minute,
-		Settle: settle, Now: s.clock.Now,
+		Dispatcher: testsupport.Dispatcher(t, dispatch.Dispatcher{
+			Ledger:          s.ledger,
+			Providers:       map[string]provider.Adapter{channel: p},
+			Renderer:        rendertest.Examples(t, "acme"),
+			Logger:          quiet,
+			ProviderTimeout: 20 * time.Second,
+			ClaimTimeout:    time.Minute,
+			Settle:          settle,
+			Now:             s.clock.Now,
+		}),
+		DeadLetters: noDeadLetters{t},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -96,8 +104,16 @@ func (s *stack) sender(t *testing.T, channel string, p provider.Adapter) *sender
 func (s *stack) reconciler(t *testing.T, channel string, p provider.Adapter) *reconcile.Reconciler {
 	t.Helper()
 	r, err := reconcile.New(reconcile.Config{
-		Ledger: s.ledger, Renderer: rendertest.Examples(t, "acme"), Providers: map[string]provider.Adapter{channel: p},
-		Logger: quiet, ProviderTimeout: 20 * time.Second, ClaimTimeout: time.Minute, Settle: settle, Now: s.clock.Now,
+		Dispatcher: testsupport.Dispatcher(t, dispatch.Dispatcher{
+			Ledger:          s.ledger,
+			Renderer:        rendertest.Examples(t, "acme"),
+			Providers:       map[string]provider.Adapter{channel: p},
+			Logger:          quiet,
+			ProviderTimeout: 20 * time.Second,
+			ClaimTimeout:    time.Minute,
+			Settle:          settle,
+			Now:             s.clock.Now,
+		}),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -299,7 +315,7 @@ func TestEndToEnd(t *testing.T) {
 func TestBootstraps(t *testing.T) {
 	t.Parallel()
 	s := newStack(t)
-	if _, err := templates.ImportExamples(t.Context(), dynamotemplates.New(testenv.DynamoDB(t), s.table), "acme"); err != nil {
+	if _, err := templates.ImportExamples(t.Context(), dynamotemplates.New(testenv.DynamoDB(t), s.table, dynamotemplates.Config{}), "acme"); err != nil {
 		t.Fatal(err)
 	}
 	moto := testenv.MotoEndpoint(t)

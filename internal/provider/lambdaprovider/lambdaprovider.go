@@ -104,7 +104,7 @@ type Config struct {
 	// before the adapter stops waiting.
 	Timeout time.Duration
 	// Logger receives one line per failed call (Warn) and per success
-	// (Debug), the recipient redacted. Nil means slog.Default().
+	// (Debug), the recipient redacted. Nil discards.
 	Logger *slog.Logger
 	// Now is the clock of a request's attempted_at when the message
 	// carries no attempt time; nil means time.Now.
@@ -169,7 +169,7 @@ func New(cfg Config) (provider.Adapter, error) {
 		p.timeout = DefaultTimeout
 	}
 	if p.log == nil {
-		p.log = slog.Default()
+		p.log = slog.New(slog.DiscardHandler)
 	}
 	if p.now == nil {
 		p.now = time.Now

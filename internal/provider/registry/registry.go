@@ -144,7 +144,7 @@ type Options struct {
 	// Lambda invokes the functions of the lambda provider. Required when
 	// it is used.
 	Lambda lambdaprovider.Invoker
-	// Logger is given to every adapter; nil means slog.Default().
+	// Logger is given to every adapter; nil discards.
 	Logger *slog.Logger
 	// Timeout bounds one provider call. Zero: SENDONCE_PROVIDER_TIMEOUT
 	// is read (default decide.DefaultProviderTimeout); a caller that

@@ -66,7 +66,7 @@ type Config struct {
 	// Timeout bounds one SendEmail call; zero means the caller's ctx only.
 	Timeout time.Duration
 	// Logger receives one line per failed send (addresses redacted); nil
-	// means slog.Default().
+	// discards.
 	Logger *slog.Logger
 }
 

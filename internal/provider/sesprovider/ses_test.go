@@ -283,4 +283,5 @@ func TestRefusedConnectionIsTransient(t *testing.T) {
 }
 
 // The real sender (its bootstrap under the RIE, over DynamoDB Local) with
-// this adapter against moto: internal/localpipeline's TestNativeProviders.
+// this adapter against moto, every message redelivered, faults injected:
+// internal/chaos's ses lane (TestChaosSmall).

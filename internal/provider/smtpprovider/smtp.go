@@ -99,7 +99,7 @@ type Config struct {
 	// Now is the clock for the Date header; nil means time.Now.
 	Now func() time.Time
 	// Logger receives one line per failed send (addresses redacted); nil
-	// means slog.Default().
+	// discards.
 	Logger *slog.Logger
 }
 
@@ -143,7 +143,7 @@ func New(cfg Config) (*Provider, error) {
 	}
 	log := cfg.Logger
 	if log == nil {
-		log = slog.Default()
+		log = slog.New(slog.DiscardHandler)
 	}
 	return &Provider{cfg: cfg, domain: domain, log: log}, nil
 }

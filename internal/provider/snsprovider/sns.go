@@ -70,7 +70,7 @@ type Config struct {
 	// Timeout bounds one Publish call; zero means the caller's ctx only.
 	Timeout time.Duration
 	// Logger receives one line per failed send (addresses redacted);
-	// nil means slog.Default().
+	// nil discards.
 	Logger *slog.Logger
 }
 

@@ -65,7 +65,7 @@ type Config struct {
 	// HTTPClient is used for the calls; nil means a new client.
 	HTTPClient *http.Client
 	// Logger receives one line per failure (addresses redacted); nil
-	// means slog.Default().
+	// discards.
 	Logger *slog.Logger
 }
 
@@ -111,7 +111,7 @@ func New(cfg Config) (*Provider, error) {
 	}
 	log := cfg.Logger
 	if log == nil {
-		log = slog.Default()
+		log = slog.New(slog.DiscardHandler)
 	}
 	return &Provider{cfg: cfg, base: strings.TrimRight(base, "/"), http: hc, log: log}, nil
 }

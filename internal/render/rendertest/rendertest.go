@@ -26,11 +26,11 @@ func Examples(tb testing.TB, tenants ...string) *render.Renderer {
 
 // New is Examples for code without a testing.TB (benchmarks' mains).
 func New(tenants ...string) (*render.Renderer, error) {
-	s := memtemplates.New()
+	s := memtemplates.New(memtemplates.Config{})
 	for _, tenant := range tenants {
 		if _, err := templates.ImportExamples(context.Background(), s, tenant); err != nil {
 			return nil, err
 		}
 	}
-	return render.New(s, render.WithCacheTTL(0)), nil
+	return render.New(s, render.Config{CacheTTL: -1}), nil
 }

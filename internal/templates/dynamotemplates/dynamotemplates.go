@@ -67,17 +67,18 @@ type Store struct {
 	now   func() time.Time
 }
 
-// Option configures a Store.
-type Option func(*Store)
-
-// WithNow sets the clock (default time.Now).
-func WithNow(now func() time.Time) Option { return func(s *Store) { s.now = now } }
+// Config configures a Store. The zero value is the production setting.
+type Config struct {
+	// Now is the clock of the versions' creation times; nil means
+	// time.Now.
+	Now func() time.Time
+}
 
 // New returns a Store on table through db.
-func New(db API, table string, opts ...Option) *Store {
-	s := &Store{db: db, table: table, now: time.Now}
-	for _, o := range opts {
-		o(s)
+func New(db API, table string, cfg Config) *Store {
+	s := &Store{db: db, table: table, now: cfg.Now}
+	if s.now == nil {
+		s.now = time.Now
 	}
 	return s
 }

@@ -20,7 +20,7 @@ func TestConformance(t *testing.T) {
 	t.Parallel()
 	c := testenv.DynamoDB(t)
 	templatestest.Run(t, func(t *testing.T, now func() time.Time) templates.Store {
-		return dynamotemplates.New(c, testenv.NewTable(t, c), dynamotemplates.WithNow(now))
+		return dynamotemplates.New(c, testenv.NewTable(t, c), dynamotemplates.Config{Now: now})
 	})
 }
 
@@ -30,7 +30,7 @@ func TestItemsUnderTheirPrefix(t *testing.T) {
 	t.Parallel()
 	c := testenv.DynamoDB(t)
 	table := testenv.NewTable(t, c)
-	s := dynamotemplates.New(c, table)
+	s := dynamotemplates.New(c, table, dynamotemplates.Config{})
 	ctx := context.Background()
 	if _, err := s.Put(ctx, templates.Template{ID: templates.ID{Tenant: "acme", Name: "n", Channel: "sms", Locale: "pt-BR"}, Text: "oi"}); err != nil {
 		t.Fatal(err)

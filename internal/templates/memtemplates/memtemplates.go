@@ -20,17 +20,18 @@ type Store struct {
 	versions map[templates.ID][]templates.Template // index i holds version i+1
 }
 
-// Option configures a Store.
-type Option func(*Store)
-
-// WithNow sets the clock (default time.Now).
-func WithNow(now func() time.Time) Option { return func(s *Store) { s.now = now } }
+// Config configures a Store. The zero value is the production setting.
+type Config struct {
+	// Now is the clock of the versions' creation times; nil means
+	// time.Now.
+	Now func() time.Time
+}
 
 // New returns an empty Store.
-func New(opts ...Option) *Store {
-	s := &Store{now: time.Now, versions: map[templates.ID][]templates.Template{}}
-	for _, o := range opts {
-		o(s)
+func New(cfg Config) *Store {
+	s := &Store{now: cfg.Now, versions: map[templates.ID][]templates.Template{}}
+	if s.now == nil {
+		s.now = time.Now
 	}
 	return s
 }

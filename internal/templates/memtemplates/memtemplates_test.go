@@ -12,6 +12,6 @@ import (
 func TestConformance(t *testing.T) {
 	t.Parallel()
 	templatestest.Run(t, func(t *testing.T, now func() time.Time) templates.Store {
-		return memtemplates.New(memtemplates.WithNow(now))
+		return memtemplates.New(memtemplates.Config{Now: now})
 	})
 }

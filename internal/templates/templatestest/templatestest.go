@@ -5,7 +5,7 @@
 //
 //	func TestConformance(t *testing.T) {
 //		templatestest.Run(t, func(t *testing.T, now func() time.Time) templates.Store {
-//			return memtemplates.New(memtemplates.WithNow(now))
+//			return memtemplates.New(memtemplates.Config{Now: now})
 //		})
 //	}
 package templatestest

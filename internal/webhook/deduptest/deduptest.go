@@ -1,23 +1,20 @@
 // Package deduptest is the conformance suite every webhook.Dedup must pass
-// (webhook.DynamoDedup against DynamoDB Local, Mem in memory), and Mem,
-// the in-memory Dedup of unit tests, so the fake cannot drift from the
-// real store.
+// (package dynamodedup against DynamoDB Local, package memdedup in
+// memory), so the fake cannot drift from the real store.
 //
 //	func TestConformance(t *testing.T) {
 //		deduptest.Run(t, func(t *testing.T, ttl time.Duration, now func() time.Time) webhook.Dedup {
-//			return deduptest.NewMem(ttl, now)
+//			return memdedup.New(memdedup.Config{TTL: ttl, Now: now})
 //		})
 //	}
 package deduptest
 
 import (
 	"context"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/sendonce/sendonce/internal/ledger/ledgertest"
 	"github.com/sendonce/sendonce/internal/testsupport"
 	"github.com/sendonce/sendonce/internal/webhook"
 )
@@ -35,9 +32,9 @@ func callback(p webhook.Provider, eventID string) webhook.Callback {
 // Run runs the suite against the stores newDedup builds. Every subtest
 // builds its own store and runs in parallel.
 func Run(t *testing.T, newDedup NewDedupFunc) {
-	setup := func(t *testing.T) (context.Context, *ledgertest.Clock, webhook.Dedup) {
+	setup := func(t *testing.T) (context.Context, *testsupport.Clock, webhook.Dedup) {
 		t.Parallel()
-		c := ledgertest.NewClock(ledgertest.Start)
+		c := testsupport.NewClock(testsupport.Start)
 		return t.Context(), c, newDedup(t, ttl, c.Now)
 	}
 	seen := func(t *testing.T, ctx context.Context, d webhook.Dedup, id string, want bool) {
@@ -98,46 +95,4 @@ func Run(t *testing.T, newDedup NewDedupFunc) {
 		}
 		seen(t, ctx, d, cb.DedupID(), true)
 	})
-}
-
-// Mem is an in-memory webhook.Dedup with the expiry rules of
-// webhook.DynamoDedup (whole seconds; a record is gone at its expiry). It
-// is safe for concurrent use.
-type Mem struct {
-	ttl time.Duration
-	now func() time.Time
-
-	mu      sync.Mutex
-	expires map[string]int64 // Unix seconds
-}
-
-// NewMem returns an empty Mem. ttl <= 0 means webhook.DefaultDedupTTL; now
-// nil means time.Now.
-func NewMem(ttl time.Duration, now func() time.Time) *Mem {
-	if ttl <= 0 {
-		ttl = webhook.DefaultDedupTTL
-	}
-	if now == nil {
-		now = time.Now
-	}
-	return &Mem{ttl: ttl, now: now, expires: map[string]int64{}}
-}
-
-// Seen implements webhook.Dedup.
-func (m *Mem) Seen(_ context.Context, id string) (bool, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.now().Unix() < m.expires[id], nil
-}
-
-// Record implements webhook.Dedup.
-func (m *Mem) Record(_ context.Context, cb webhook.Callback) (bool, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	now := m.now()
-	if id := cb.DedupID(); now.Unix() >= m.expires[id] {
-		m.expires[id] = now.Add(m.ttl).Unix()
-		return true, nil
-	}
-	return false, nil
 }

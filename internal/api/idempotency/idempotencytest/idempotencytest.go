@@ -1,11 +1,11 @@
 // Package idempotencytest is the conformance suite every
-// idempotency.Records must pass (idempotency.DynamoRecords against
-// DynamoDB Local, Mem in memory), driven through idempotency.Store; Mem,
-// the in-memory Records of unit tests; and Lossy, which loses a write's
-// answer the way the SDK's retry after a reset connection does.
+// idempotency.Records must pass (package dynamoidempotency against
+// DynamoDB Local, package memidempotency in memory), driven through
+// idempotency.Store, and Lossy, which loses a write's answer the way the
+// SDK's retry after a reset connection does.
 //
 //	func TestConformance(t *testing.T) {
-//		idempotencytest.Run(t, func(t *testing.T) idempotency.Records { return idempotencytest.NewMem() })
+//		idempotencytest.Run(t, func(t *testing.T) idempotency.Records { return memidempotency.New() })
 //	}
 package idempotencytest
 
@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"github.com/sendonce/sendonce/internal/api/idempotency"
-	"github.com/sendonce/sendonce/internal/ledger/ledgertest"
 	"github.com/sendonce/sendonce/internal/testsupport"
 )
 
@@ -37,7 +36,7 @@ var (
 
 type bundle struct {
 	ctx   context.Context
-	clock *ledgertest.Clock
+	clock *testsupport.Clock
 	lossy *Lossy
 	s     *idempotency.Store
 }
@@ -79,9 +78,9 @@ func (b *bundle) concurrently(t *testing.T, n int, key string) map[idempotency.V
 func Run(t *testing.T, newRecords NewRecordsFunc) {
 	setup := func(t *testing.T) *bundle {
 		t.Parallel()
-		c := ledgertest.NewClock(ledgertest.Start)
+		c := testsupport.NewClock(testsupport.Start)
 		l := NewLossy(newRecords(t))
-		return &bundle{ctx: t.Context(), clock: c, lossy: l, s: idempotency.New(l, lease, retention, c.Now)}
+		return &bundle{ctx: t.Context(), clock: c, lossy: l, s: idempotency.New(l, idempotency.Config{Lease: lease, Retention: retention, Now: c.Now})}
 	}
 
 	t.Run("BeginCompleteReplay", func(t *testing.T) {

@@ -1,0 +1,160 @@
+// Package smsgwtest is a stand-in for the in-house SMS gateway that
+// package smsgw talks to: an HTTP server with the gateway's API that
+// records what it accepted, so that tests count what the gateway
+// received rather than what the adapter said.
+package smsgwtest
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"sync"
+	"testing"
+)
+
+// RefusedNumber is a number the gateway refuses for good (422).
+const RefusedNumber = "+15550000000"
+
+// Gateway is the stand-in. It is safe for concurrent use.
+type Gateway struct {
+	// URL is the gateway's base URL.
+	URL string
+
+	apiKey string
+	mu     sync.Mutex
+	byRef  map[string]*sms
+	posts  int
+	down   map[string]bool // numbers answered 503
+}
+
+type sms struct {
+	ID, To, Text, Ref string
+	Requests          int // send requests with the ref, the repeats the gateway dropped included
+}
+
+var e164 = regexp.MustCompile(`^\+[1-9][0-9]{6,14}$`)
+
+// Start starts the stand-in on loopback, accepting apiKey, and stops it
+// when t ends.
+func Start(t testing.TB, apiKey string) *Gateway {
+	g := &Gateway{apiKey: apiKey, byRef: map[string]*sms{}, down: map[string]bool{}}
+	srv := httptest.NewServer(g)
+	t.Cleanup(srv.Close)
+	g.URL = srv.URL
+	return g
+}
+
+// Down makes the gateway answer 503 to every send to the number to, as
+// an outage before acceptance would.
+func (g *Gateway) Down(to string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.down[to] = true
+}
+
+// Received returns how many SMS with client_ref ref the gateway sent:
+// 1 once it accepted the ref, whatever the repeats it dropped.
+func (g *Gateway) Received(ref string) int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.byRef[ref] != nil {
+		return 1
+	}
+	return 0
+}
+
+// Requests returns how many send requests with client_ref ref the
+// gateway accepted, the repeats it dropped included: what a caller that
+// relied on no deduplication of the gateway's would have sent.
+func (g *Gateway) Requests(ref string) int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if m := g.byRef[ref]; m != nil {
+		return m.Requests
+	}
+	return 0
+}
+
+// Texts returns the text of every SMS accepted, by client_ref.
+func (g *Gateway) Texts() map[string]string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	out := make(map[string]string, len(g.byRef))
+	for ref, m := range g.byRef {
+		out[ref] = m.Text
+	}
+	return out
+}
+
+// Posts returns how many send requests the gateway answered, repeats
+// and refusals included.
+func (g *Gateway) Posts() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.posts
+}
+
+// ServeHTTP serves the gateway's API (package smsgw's documentation).
+func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Header.Get("X-Api-Key") != g.apiKey {
+		w.WriteHeader(http.StatusUnauthorized)
+		return
+	}
+	switch {
+	case r.Method == http.MethodPost && r.URL.Path == "/v2/sms":
+		g.send(w, r)
+	case r.Method == http.MethodGet && r.URL.Path == "/v2/sms":
+		g.lookup(w, r)
+	default:
+		w.WriteHeader(http.StatusNotFound)
+	}
+}
+
+func (g *Gateway) send(w http.ResponseWriter, r *http.Request) {
+	var in struct {
+		To        string `json:"to"`
+		Text      string `json:"text"`
+		ClientRef string `json:"client_ref"`
+	}
+	if err := json.NewDecoder(r.Body).Decode(&in); err != nil {
+		answer(w, http.StatusBadRequest, map[string]string{"error": "malformed JSON"})
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.posts++
+	switch {
+	case g.down[in.To]:
+		w.WriteHeader(http.StatusServiceUnavailable)
+	case !e164.MatchString(in.To) || in.To == RefusedNumber:
+		answer(w, http.StatusUnprocessableEntity, map[string]string{"error": "invalid number"})
+	case in.Text == "" || in.ClientRef == "":
+		answer(w, http.StatusBadRequest, map[string]string{"error": "text and client_ref are required"})
+	default:
+		m := g.byRef[in.ClientRef]
+		if m == nil { // a repeat of a client_ref sends nothing new
+			m = &sms{ID: fmt.Sprintf("sms-%d", len(g.byRef)+1), To: in.To, Text: in.Text, Ref: in.ClientRef}
+			g.byRef[in.ClientRef] = m
+		}
+		m.Requests++
+		answer(w, http.StatusOK, map[string]string{"sms_id": m.ID})
+	}
+}
+
+func (g *Gateway) lookup(w http.ResponseWriter, r *http.Request) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	items := []map[string]string{}
+	if m := g.byRef[r.URL.Query().Get("client_ref")]; m != nil {
+		items = append(items, map[string]string{"sms_id": m.ID, "state": "queued"})
+	}
+	answer(w, http.StatusOK, map[string]any{"items": items})
+}
+
+func answer(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}

@@ -1,0 +1,290 @@
+package ddbfront
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"fmt"
+	"math/rand/v2"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sendonce/sendonce/internal/localpipeline"
+)
+
+// Storm configures the DynamoDB error storm of a Front: throttling in
+// bursts and lost answers, so that the SDK's retries and the ledger's
+// recognition of its own retried writes meet real failures.
+type Storm struct {
+	// BurstRate is the probability that a one-second window is a burst.
+	BurstRate float64
+	// BurstFailure is the fraction of requests answered with a throttling
+	// error during a burst.
+	BurstFailure float64
+	// DropRate is the probability, at any time, that a request is
+	// forwarded (the write happens) and its response is then lost: the
+	// connection is closed without an answer.
+	DropRate float64
+	// Window is the length of one burst window; zero means one second.
+	Window time.Duration
+	// Lost is, per ledger operation ("claim", "takeover", "release"; see
+	// Operation), the probability that its answer is lost for good: the
+	// write happens (a release's does not: it never reaches DynamoDB), the
+	// connection is closed without an answer, and the SDK's retries of the
+	// same request are dropped too, so the function sees an error it
+	// cannot tell from a write that never happened.
+	Lost map[string]float64
+	// LostKill is the fraction of those lost answers after which the
+	// worker that sent the request is killed (Front.Kill) before it can
+	// react: it never releases what it may have claimed.
+	LostKill float64
+}
+
+// Stats are a Front's fault totals.
+type Stats struct {
+	// Requests counts every request; Throttled those answered with a
+	// throttling error; Dropped those forwarded whose answer was lost;
+	// Bursts the burst windows that saw at least one request.
+	Requests, Throttled, Dropped, Bursts int64
+	// Lost counts answers lost for good, by operation; Retried the SDK
+	// retries of those that were dropped unforwarded; Killed the workers
+	// killed right after a lost answer.
+	Lost            map[string]int64
+	Retried, Killed int64
+}
+
+// The throttling errors a Front answers with, in turn, as DynamoDB sends
+// them (HTTP 400, JSON 1.0).
+var throttleTypes = []string{
+	"com.amazonaws.dynamodb.v20120810#ProvisionedThroughputExceededException",
+	"com.amazonaws.dynamodb.v20120810#ThrottlingException",
+}
+
+// MaxInvocation bounds how long before a worker's death a loss it had not
+// acted on counts as lost right before it: the reconciler's timeout in the
+// local pipeline, the longest any function invocation runs there.
+const MaxInvocation = localpipeline.DefaultReconcilerTimeout
+
+// stormState is a Front's fault state.
+type stormState struct {
+	mu          sync.Mutex
+	rng         *rand.Rand
+	window      time.Time // start of the current window
+	burst, seen bool
+
+	requests, throttled, dropped, bursts atomic.Int64
+	retried, killed                      atomic.Int64
+
+	lostMu   sync.Mutex
+	lost     map[string]int64
+	lostKeys map[string][]string // message key → "claim", "takeover+kill", ...
+	// recent are the lost answers per worker tag, for Killed.
+	recent map[string][]lostRef
+	holes  map[[sha256.Size]byte]*hole
+	// journal lists each answer lost for good, each death and each act
+	// after a loss, in order (Journal).
+	journal []string
+}
+
+func (s *stormState) init(seed uint64) {
+	s.rng = rand.New(rand.NewPCG(seed, seed^0xd1a0))
+	s.lost, s.lostKeys = map[string]int64{}, map[string][]string{}
+	s.recent, s.holes = map[string][]lostRef{}, map[[sha256.Size]byte]*hole{}
+}
+
+// lostRef is one entry of lostKeys, with when it was lost: kept (in
+// recent) until its worker acts on the key again (a release or a mark
+// reaches the front) or dies (Killed, Died).
+type lostRef struct {
+	key string
+	i   int
+	at  time.Time
+}
+
+// hole drops the retries of a request whose answer was lost.
+type hole struct {
+	left  int
+	until time.Time
+}
+
+// keyRE finds a message's idempotency key in a request.
+var keyRE = regexp.MustCompile(`v1_[0-9a-f]{64}`)
+
+// Journal returns, one line each, every answer lost for good (when, what,
+// which key, which worker), every death recorded and every release or
+// mark after a loss: the evidence behind LostKeys.
+func (f *Front) Journal() []string {
+	f.storm.lostMu.Lock()
+	defer f.storm.lostMu.Unlock()
+	return slices.Clone(f.storm.journal)
+}
+
+// LostKeys returns, per message key, the operations whose answers were
+// lost for good, in order; "+kill" marks one after which the worker was
+// killed before it acted on the key again (by the front, by the crasher,
+// or by the emulator at the function's timeout: Killed, Died), and
+// "takeover(unreleased)" a TakeOver of a row that was not released (its
+// earlier attempt's outcome was unknown before the answer was lost; the
+// update keeps the lookup window instead of restarting it).
+func (f *Front) LostKeys() map[string][]string {
+	f.storm.lostMu.Lock()
+	defer f.storm.lostMu.Unlock()
+	out := make(map[string][]string, len(f.storm.lostKeys))
+	for k, v := range f.storm.lostKeys {
+		out[k] = slices.Clone(v)
+	}
+	return out
+}
+
+// lose decides whether this request's answer is lost for good, and
+// whether a hole is already swallowing its retries.
+func (f *Front) lose(tag, op string, body []byte) (lose, retry bool) {
+	s := &f.storm
+	sum := sha256.Sum256(body)
+	s.lostMu.Lock()
+	defer s.lostMu.Unlock()
+	if h, ok := s.holes[sum]; ok {
+		if h.left > 0 && time.Now().Before(h.until) {
+			h.left--
+			return false, true
+		}
+		delete(s.holes, sum)
+	}
+	rate := f.opts.Storm.Lost[op]
+	if rate <= 0 || !f.enabled.Load() {
+		return false, false
+	}
+	s.mu.Lock()
+	hit := s.rng.Float64() < rate
+	s.mu.Unlock()
+	if !hit {
+		return false, false
+	}
+	s.lost[op]++
+	if k := keyRE.Find(body); k != nil {
+		name := op
+		if op == "takeover" && bytes.Contains(body, []byte("if_not_exists(#lookup_from")) {
+			name = "takeover(unreleased)"
+		}
+		s.lostKeys[string(k)] = append(s.lostKeys[string(k)], name)
+		s.journal = append(s.journal, fmt.Sprintf("%s lost %s %s by %s", time.Now().UTC().Format(time.RFC3339Nano), name, k, tag))
+		s.recent[tag] = append(s.recent[tag], lostRef{key: string(k), i: len(s.lostKeys[string(k)]) - 1, at: time.Now()})
+	}
+	s.holes[sum] = &hole{left: 10, until: time.Now().Add(30 * time.Second)}
+	return true, false
+}
+
+// afterLoss kills, as drawn, the worker whose answer was just lost,
+// before the answer could have reached it.
+func (f *Front) afterLoss(tag string) {
+	if tag == "" || !f.killAfterLoss() || !f.Kill(tag) {
+		return
+	}
+	f.storm.killed.Add(1)
+	// Every answer the worker lost and had not acted on yet, this one and
+	// those of other records of its batch, was lost right before its death.
+	f.Killed(tag)
+}
+
+// Killed records that the worker behind tag was killed now (by the
+// crasher): each answer it lost and had not acted on since (no release or
+// mark of that key reached the front from it) counts as lost right before
+// its death, however long it had been retrying.
+func (f *Front) Killed(tag string) { f.Died(tag, time.Now()) }
+
+// Died records that the worker behind tag stopped at at (killed, or its
+// invocation ran past the function's timeout, which stops the process):
+// each answer it lost before at, within MaxInvocation (so in the same
+// invocation), and had not acted on counts as lost right before its death.
+func (f *Front) Died(tag string, at time.Time) {
+	s := &f.storm
+	s.lostMu.Lock()
+	defer s.lostMu.Unlock()
+	s.journal = append(s.journal, fmt.Sprintf("%s died %s (%d losses not acted on)", at.UTC().Format(time.RFC3339Nano), tag, len(s.recent[tag])))
+	keep := s.recent[tag][:0]
+	for _, r := range s.recent[tag] {
+		if r.at.After(at) {
+			keep = append(keep, r)
+			continue
+		}
+		if at.Sub(r.at) > MaxInvocation {
+			continue // lost in an earlier invocation, which ended without acting on it
+		}
+		if ops := s.lostKeys[r.key]; r.i < len(ops) && !strings.HasSuffix(ops[r.i], "+kill") {
+			ops[r.i] += "+kill"
+		}
+	}
+	s.recent[tag] = keep
+}
+
+// acted records that the worker behind tag sent a release or a mark of the
+// key in body: it lived on after the answers of that key it lost, which
+// no later death of it explains.
+func (s *stormState) acted(tag string, body []byte) {
+	k := keyRE.Find(body)
+	if k == nil {
+		return
+	}
+	s.lostMu.Lock()
+	defer s.lostMu.Unlock()
+	rs := s.recent[tag]
+	keep := rs[:0]
+	for _, r := range rs {
+		if r.key != string(k) {
+			keep = append(keep, r)
+		}
+	}
+	if len(keep) < len(rs) {
+		s.journal = append(s.journal, fmt.Sprintf("%s acted %s by %s", time.Now().UTC().Format(time.RFC3339Nano), k, tag))
+	}
+	s.recent[tag] = keep
+}
+
+func (f *Front) killAfterLoss() bool {
+	if f.opts.Storm.LostKill <= 0 || f.Kill == nil {
+		return false
+	}
+	f.storm.mu.Lock()
+	hit := f.storm.rng.Float64() < f.opts.Storm.LostKill
+	f.storm.mu.Unlock()
+	return hit
+}
+
+// Stats returns the fault totals so far.
+func (f *Front) Stats() Stats {
+	s := &f.storm
+	s.lostMu.Lock()
+	lost := make(map[string]int64, len(s.lost))
+	for k, v := range s.lost {
+		lost[k] = v
+	}
+	s.lostMu.Unlock()
+	return Stats{Requests: s.requests.Load(), Throttled: s.throttled.Load(), Dropped: s.dropped.Load(), Bursts: s.bursts.Load(),
+		Lost: lost, Retried: s.retried.Load(), Killed: s.killed.Load()}
+}
+
+// decide draws the fate of one request: throttle, drop or neither.
+func (f *Front) decide(now time.Time) (throttle, drop bool, typ string) {
+	if !f.enabled.Load() {
+		return false, false, ""
+	}
+	s, o := &f.storm, f.opts.Storm
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if now.Sub(s.window) >= o.Window {
+		s.window = now.Truncate(o.Window)
+		s.burst = s.rng.Float64() < o.BurstRate
+		s.seen = false
+	}
+	if s.burst && !s.seen {
+		s.seen = true
+		s.bursts.Add(1)
+	}
+	if s.burst && s.rng.Float64() < o.BurstFailure {
+		return true, false, throttleTypes[s.rng.IntN(len(throttleTypes))]
+	}
+	return false, s.rng.Float64() < o.DropRate, ""
+}
