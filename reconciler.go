@@ -1,7 +1,6 @@
 package sendonce
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -12,7 +11,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/sendonce/sendonce/internal/decide"
-	"github.com/sendonce/sendonce/internal/dispatch"
 	"github.com/sendonce/sendonce/internal/reconcile"
 	"github.com/sendonce/sendonce/internal/render"
 	"github.com/sendonce/sendonce/notify"
@@ -102,27 +100,14 @@ func NewReconciler(cfg ReconcilerConfig) (*Reconciler, error) {
 	if cfg.Ledger == nil {
 		return nil, errors.New("sendonce: new reconciler: a ledger is required")
 	}
-	providers, fallbacks, err := cfg.Routes.split()
-	if err != nil {
-		return nil, fmt.Errorf("sendonce: new reconciler: %w", err)
-	}
 	policies := make(map[string]reconcile.Policy, len(cfg.Policies))
 	for class, p := range cfg.Policies {
 		policies[string(class)] = reconcile.Policy(p)
 	}
-	d, err := dispatch.New(dispatch.Dispatcher{
-		Ledger: cfg.Ledger.rows,
-		// A resend renders a stored template's version again (versions
-		// are immutable: no cache applies to them).
-		Renderer:        render.New(cfg.Ledger.templates, render.Config{}),
-		Providers:       providers,
-		Fallbacks:       fallbacks,
-		Metrics:         cfg.Metrics.recorder(),
-		Logger:          logger(cfg.Logger),
-		ProviderTimeout: cmp.Or(cfg.ProviderTimeout, DefaultProviderTimeout),
-		ClaimTimeout:    cmp.Or(cfg.ClaimTimeout, DefaultClaimTimeout),
-		Settle:          cfg.Settle,
-		RetryBase:       cfg.RetryBase,
+	// A resend renders a stored template's version again (versions are
+	// immutable: no cache applies to them).
+	d, err := newDispatcher(cfg.Ledger, cfg.Routes, render.Config{}, cfg.Metrics, cfg.Logger, timing{
+		provider: cfg.ProviderTimeout, claim: cfg.ClaimTimeout, settle: cfg.Settle, retryBase: cfg.RetryBase,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("sendonce: new reconciler: %w", err)

@@ -103,25 +103,12 @@ func NewSender(cfg SenderConfig) (*Sender, error) {
 	if cfg.Ledger == nil {
 		return nil, errors.New("sendonce: new sender: a ledger is required")
 	}
-	providers, fallbacks, err := cfg.Routes.split()
-	if err != nil {
-		return nil, fmt.Errorf("sendonce: new sender: %w", err)
-	}
 	var dl sender.DeadLetters = noDeadLetters{}
 	if cfg.DeadLetters != nil {
 		dl = cfg.DeadLetters
 	}
-	d, err := dispatch.New(dispatch.Dispatcher{
-		Ledger:          cfg.Ledger.rows,
-		Providers:       providers,
-		Fallbacks:       fallbacks,
-		Renderer:        render.New(cfg.Ledger.templates, render.Config{CacheTTL: cfg.TemplateCacheTTL}),
-		Metrics:         cfg.Metrics.recorder(),
-		Logger:          logger(cfg.Logger),
-		ProviderTimeout: cmp.Or(cfg.ProviderTimeout, DefaultProviderTimeout),
-		ClaimTimeout:    cmp.Or(cfg.ClaimTimeout, DefaultClaimTimeout),
-		Settle:          cfg.Settle,
-		RetryBase:       cfg.RetryBase,
+	d, err := newDispatcher(cfg.Ledger, cfg.Routes, render.Config{CacheTTL: cfg.TemplateCacheTTL}, cfg.Metrics, cfg.Logger, timing{
+		provider: cfg.ProviderTimeout, claim: cfg.ClaimTimeout, settle: cfg.Settle, retryBase: cfg.RetryBase,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("sendonce: new sender: %w", err)
@@ -285,4 +272,29 @@ func (m *Metrics) recorder() metrics.Recorder {
 		return nil
 	}
 	return m.emf
+}
+
+// timing is the durations a sender and a reconciler share.
+type timing struct{ provider, claim, settle, retryBase time.Duration }
+
+// newDispatcher builds the dispatcher of a Sender or a Reconciler: l's
+// rows and templates (rendered with rc), routes, and the defaults of a
+// zero provider or claim timeout.
+func newDispatcher(l *Ledger, routes Routes, rc render.Config, m *Metrics, log *slog.Logger, t timing) (*dispatch.Dispatcher, error) {
+	providers, fallbacks, err := routes.split()
+	if err != nil {
+		return nil, err
+	}
+	return dispatch.New(dispatch.Dispatcher{
+		Ledger:          l.rows,
+		Providers:       providers,
+		Fallbacks:       fallbacks,
+		Renderer:        render.New(l.templates, rc),
+		Metrics:         m.recorder(),
+		Logger:          logger(log),
+		ProviderTimeout: cmp.Or(t.provider, DefaultProviderTimeout),
+		ClaimTimeout:    cmp.Or(t.claim, DefaultClaimTimeout),
+		Settle:          t.settle,
+		RetryBase:       t.retryBase,
+	})
 }
