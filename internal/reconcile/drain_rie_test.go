@@ -3,7 +3,8 @@ package reconcile_test
 // make drain-bench: a backlog of released rows on DynamoDB Local, handed
 // out by Find and drained by 1, 4 and 16 reconcile workers, each the real
 // functions/reconcileworker bootstrap under the Lambda RIE, against the
-// provider simulator. Not part of make test (minutes).
+// provider simulator. Without -drain, make test runs it small (50 rows,
+// 2 workers) for its exactly-once assertions; the figure takes minutes.
 
 import (
 	"context"
@@ -41,8 +42,9 @@ var (
 )
 
 func TestDrainUnderRIE(t *testing.T) {
+	rows, levels, latency := *drainRows, *drainLevels, *drainLatency
 	if !*drain {
-		t.Skip("make drain-bench (-drain)")
+		rows, levels, latency = 50, "2", 10*time.Millisecond
 	}
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -53,14 +55,14 @@ func TestDrainUnderRIE(t *testing.T) {
 		t.Fatalf("build: %v\n%s", err, out)
 	}
 	sim := simulator.New(simulator.Options{Token: "tok", IdempotencyDisabled: true})
-	sim.SetLatency(*drainLatency, 0)
+	sim.SetLatency(latency, 0)
 	srv := httptest.NewServer(sim.Handler())
 	defer func() { srv.Close(); sim.Close() }()
 	db := testenv.DynamoDB(t)
 
-	fmt.Printf("%d released rows per level, provider answering in %s, each worker one RIE instance settling 4 rows of a unit at once\n", *drainRows, *drainLatency)
-	fmt.Printf("%-8s %10s %10s %10s\n", "workers", "seconds", "rows/s", "delivered")
-	for _, s := range strings.Split(*drainLevels, ",") {
+	t.Logf("%d released rows per level, provider answering in %s, each worker one RIE instance settling 4 rows of a unit at once", rows, latency)
+	t.Logf("%-8s %10s %10s %10s", "workers", "seconds", "rows/s", "delivered")
+	for _, s := range strings.Split(levels, ",") {
 		workers, err := strconv.Atoi(strings.TrimSpace(s))
 		if err != nil || workers <= 0 {
 			t.Fatalf("level %q", s)
@@ -70,8 +72,8 @@ func TestDrainUnderRIE(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		keys := released(t, l, *drainRows, workers)
-		r, err := reconcile.New(reconcile.Config{Dispatcher: testsupport.Dispatcher(t, dispatch.Dispatcher{Ledger: l, ProviderTimeout: 5 * time.Second, ClaimTimeout: time.Minute}), MaxRows: *drainRows, PageSize: 1000})
+		keys := released(t, l, rows, workers)
+		r, err := reconcile.New(reconcile.Config{Dispatcher: testsupport.Dispatcher(t, dispatch.Dispatcher{Ledger: l, ProviderTimeout: 5 * time.Second, ClaimTimeout: time.Minute}), MaxRows: rows, PageSize: 1000})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -126,7 +128,7 @@ func TestDrainUnderRIE(t *testing.T) {
 		if delivered != len(keys) {
 			t.Errorf("%d workers: %d of %d rows delivered", workers, delivered, len(keys))
 		}
-		fmt.Printf("%-8d %10.1f %10.0f %10d\n", workers, took.Seconds(), float64(len(keys))/took.Seconds(), delivered)
+		t.Logf("%-8d %10.1f %10.0f %10d", workers, took.Seconds(), float64(len(keys))/took.Seconds(), delivered)
 	}
 }
 
