@@ -50,7 +50,6 @@ func TestLimitHoldsAcrossContainers(t *testing.T) {
 	// Real time: a counter's TTL is its second + 1 minute, and DynamoDB
 	// Local deletes items whose TTL has passed (a counter of a fixed past
 	// date vanished under load and the next take started from zero).
-	clock := testsupport.NewClock(time.Now().Truncate(time.Second))
 	for _, tc := range []struct {
 		name  string
 		store func(t *testing.T) pace.Store
@@ -63,6 +62,11 @@ func TestLimitHoldsAcrossContainers(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
+			// A clock per subtest: with one shared clock the other,
+			// parallel subtest advanced it in the middle of this one's
+			// second, which then counted the sends of two seconds (160
+			// of 150 under make test).
+			clock := testsupport.NewClock(time.Now().Truncate(time.Second))
 			store := tc.store(t)
 			var ls []*pace.Limiter
 			for range 8 {
