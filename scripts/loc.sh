@@ -7,7 +7,7 @@
 #   tooling   every other package of the module (harnesses, simulators,
 #             benchmarks, the demo, infra's generators, examples), except
 #   excluded  the conformance suites and in-memory fakes unit tests share
-#             (*test packages that are suites or fakes, mem* stores)
+#             (*test packages that are suites or fakes, every mem* store)
 #
 # A package's lines are those of its non-test .go files for this platform
 # (go list's GoFiles, with cgo and ignored files not counted), blank lines
@@ -22,7 +22,7 @@ cli=$(comm -23 <(deps ./cmd/sendonce) <(echo "$lambdas"))
 rest=$(comm -23 <(go list ./... | sort -u) <(sort -u <(echo "$lambdas") <(echo "$cli")))
 # The conformance suites and in-memory fakes: what a unit test of several
 # implementations shares, not a harness of its own.
-excluded_re='/(idempotencytest|ratelimittest|apikeytest|ledgertest|rendertest|templatestest|deduptest|providertest|capabilitytest|smtptest|twiliotest|memledger|memtemplates)$'
+excluded_re='/(idempotencytest|ratelimittest|apikeytest|ledgertest|rendertest|templatestest|deduptest|providertest|capabilitytest|smtptest|twiliotest|mem[a-z]+)$'
 excluded=$(grep -E "$excluded_re" <<<"$rest" || true)
 tooling=$(grep -vE "$excluded_re" <<<"$rest" || true)
 
