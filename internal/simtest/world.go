@@ -297,17 +297,13 @@ type World struct {
 	// lastLookup is the latest lookup answer each worker got per key.
 	lastLookup map[heldKey]provider.LookupStatus
 
-	msgs     []*message
-	keys     map[string]*keyTruth
-	attempts map[string]*attempt
-	held     map[heldKey]string
-	shadow   map[string]ledger.Record
-	indexed  []string
-	// indexedShard is the attention shard of each indexed key.
-	indexedShard []int
-	callbacks    []*callback
-	nextRecon    time.Time
-	claimN       int
+	msgs      []*message
+	keys      map[string]*keyTruth
+	attempts  map[string]*attempt
+	held      map[heldKey]string
+	callbacks []*callback
+	nextRecon time.Time
+	claimN    int
 	// chains numbers the policy chains (attempt.chain).
 	chains int
 
@@ -335,7 +331,6 @@ func newWorld(seed uint64) *World {
 		keys:     map[string]*keyTruth{},
 		attempts: map[string]*attempt{},
 		held:     map[heldKey]string{},
-		shadow:   map[string]ledger.Record{},
 		woke:     make(chan struct{}, 1),
 		faults:   map[string]int{},
 		violated: map[string]bool{},
@@ -713,7 +708,6 @@ func (w *World) makeBacklog() {
 		_ = w.mem.Mark(ctx, c, ledger.Outcome{State: ledger.StateUncertain, Reason: "old"})
 		kt := w.truth(key)
 		kt.name = fmt.Sprintf("old%d", n)
-		w.snapshot(key)
 		if first == nil {
 			first = &message{idx: 1000 + i, key: key, req: req, channel: string(req.Channel), class: string(req.Class)}
 		}
