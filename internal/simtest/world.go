@@ -737,6 +737,25 @@ func (w *World) newWorker(service string, calm bool) *worker {
 	return wk
 }
 
+// dispatcher builds worker wk's dispatcher for function fn from the
+// deployment's current settings, per invocation, as a redeploy would, and
+// returns it with the function's settings.
+func (w *World) dispatcher(wk *worker, fn string) (*dispatch.Dispatcher, fnConfig) {
+	d := w.dep[fn]
+	cfg := d.fn[fn]
+	wk.claim, wk.settle, wk.configuredSettle = cfg.ClaimTimeout, cfg.Settle, d.settle()
+	providers, fallbacks := w.providers(d)
+	disp, err := dispatch.New(dispatch.Dispatcher{
+		Ledger: w.led, Providers: providers, Fallbacks: fallbacks, Renderer: w.renderer(fn, d), Metrics: w.tally[wk.service],
+		ProviderTimeout: cfg.ProviderTimeout, ClaimTimeout: cfg.ClaimTimeout, Settle: cfg.Settle, RetryBase: cfg.RetryBase,
+		Now: func() time.Time { return time.Now().Add(wk.skew) },
+	})
+	if err != nil {
+		panic(err)
+	}
+	return disp, cfg
+}
+
 func (w *World) startSender(batch []*sqsMsg) {
 	wk := w.newWorker("sender", false)
 	wk.batch = batch
@@ -745,20 +764,7 @@ func (w *World) startSender(batch []*sqsMsg) {
 			w.tracef(m.msg.key, "%s receives %s (%s, receive %d)", wk.name, m.id, w.short(m.msg.key), m.receives)
 		}
 	}
-	clock := func() time.Time { return time.Now().Add(wk.skew) }
-	// Built per invocation from the deployment's current settings, as a
-	// redeploy would.
-	d := w.dep[senderFn]
-	cfg := d.fn[senderFn]
-	wk.claim, wk.settle, wk.configuredSettle = cfg.ClaimTimeout, cfg.Settle, d.settle()
-	providers, fallbacks := w.providers(d)
-	disp, err := dispatch.New(dispatch.Dispatcher{
-		Ledger: w.led, Providers: providers, Fallbacks: fallbacks, Renderer: w.renderer(senderFn, d), Metrics: w.tally["sender"],
-		ProviderTimeout: cfg.ProviderTimeout, ClaimTimeout: cfg.ClaimTimeout, Settle: cfg.Settle, RetryBase: cfg.RetryBase, Now: clock,
-	})
-	if err != nil {
-		panic(err)
-	}
+	disp, cfg := w.dispatcher(wk, senderFn)
 	s, err := sender.New(sender.Config{Dispatcher: disp, DeadLetters: simDLQ{w}, Validity: cfg.Validity})
 	if err != nil {
 		panic(err)
@@ -772,18 +778,7 @@ func (w *World) startSender(batch []*sqsMsg) {
 
 func (w *World) startReconciler(calm bool) *worker {
 	wk := w.newWorker("reconciler", calm)
-	clock := func() time.Time { return time.Now().Add(wk.skew) }
-	d := w.dep[reconcilerFn]
-	cfg := d.fn[reconcilerFn]
-	wk.claim, wk.settle, wk.configuredSettle = cfg.ClaimTimeout, cfg.Settle, d.settle()
-	providers, fallbacks := w.providers(d)
-	disp, err := dispatch.New(dispatch.Dispatcher{
-		Ledger: w.led, Providers: providers, Fallbacks: fallbacks, Renderer: w.renderer(reconcilerFn, d), Metrics: w.tally["reconciler"],
-		ProviderTimeout: cfg.ProviderTimeout, ClaimTimeout: cfg.ClaimTimeout, Settle: cfg.Settle, RetryBase: cfg.RetryBase, Now: clock,
-	})
-	if err != nil {
-		panic(err)
-	}
+	disp, cfg := w.dispatcher(wk, reconcilerFn)
 	r, err := reconcile.New(reconcile.Config{Dispatcher: disp, MaxAge: cfg.MaxAge, PageSize: w.sc.pageSize, Concurrency: w.sc.concurrency})
 	if err != nil {
 		panic(err)
