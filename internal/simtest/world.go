@@ -23,6 +23,7 @@ import (
 	"github.com/sendonce/sendonce/internal/sender"
 	"github.com/sendonce/sendonce/internal/templates/memtemplates"
 	"github.com/sendonce/sendonce/internal/webhook"
+	"github.com/sendonce/sendonce/internal/webhook/memdedup"
 	"github.com/sendonce/sendonce/notify"
 	"github.com/sendonce/sendonce/provider"
 )
@@ -349,7 +350,7 @@ func newWorld(seed uint64) *World {
 	w.pinned = map[string]pinned{}
 	w.mem = memledger.New(memledger.Config{Now: w.ledgerNow, ClaimID: w.newClaimID, Retention: retention})
 	w.led = &simLedger{w: w, inner: w.mem}
-	w.dedup = &simDedup{w: w, seen: map[string]bool{}}
+	w.dedup = &simDedup{w: w, inner: memdedup.New(memdedup.Config{})}
 	return w
 }
 
