@@ -184,6 +184,12 @@ func TestIdempotencyDisabled(t *testing.T) {
 	if got, want := b.sim.Duplicates(), []string{"k"}; fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("Duplicates = %v, want %v", got, want)
 	}
+	if _, err := b.p.Send(ctx, msg("j")); err != nil {
+		t.Fatalf("Send: %v", err)
+	}
+	if got, want := b.sim.DeliveredAll(), map[string]int{"k": 2, "j": 1}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("DeliveredAll = %v, want %v", got, want)
+	}
 }
 
 func TestAuthAndBadRequests(t *testing.T) {
