@@ -224,16 +224,3 @@ func quoted(xs []int) string {
 	}
 	return "[" + strings.Join(s, ", ") + "]"
 }
-
-// ReplaceRedeliveryRule returns template text with the generated block
-// (between its markers) replaced by rule; an error when the markers are
-// missing.
-func ReplaceRedeliveryRule(text, rule string) (string, error) {
-	return ReplaceBlock(text, RedeliveryRuleName, rule)
-}
-
-// GeneratedRedeliveryRule returns the generated block the template text
-// holds, or "" without one.
-func GeneratedRedeliveryRule(text string) string {
-	return Block(text, RedeliveryRuleName)
-}

@@ -50,7 +50,7 @@ func TestRedeliveryRule(t *testing.T) {
 		t.Fatal(err)
 	}
 	if *update {
-		out, err := ReplaceRedeliveryRule(string(data), want)
+		out, err := ReplaceBlock(string(data), RedeliveryRuleName, want)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -59,7 +59,7 @@ func TestRedeliveryRule(t *testing.T) {
 		}
 		return
 	}
-	if got := GeneratedRedeliveryRule(string(data)); got != want {
+	if got := Block(string(data), RedeliveryRuleName); got != want {
 		t.Errorf("%s's %s Rule is not the one the parameters' values give: run make template", templatePath, RedeliveryRuleName)
 	}
 }

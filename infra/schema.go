@@ -43,7 +43,7 @@ func (t *Template) checkTableSchema(on bool) error {
 		return err
 	}
 	want = dropNulls(want).(map[string]any)
-	e := &eval{t: t, p: t.Defaults().With("EventIndex", strconv.FormatBool(on))}
+	p := t.Defaults().With("EventIndex", strconv.FormatBool(on))
 	tables := 0
 	for _, name := range slices.Sorted(maps.Keys(t.Resources)) {
 		if typ := t.Resources[name]["Type"]; typ != "AWS::DynamoDB::Table" && typ != "AWS::DynamoDB::GlobalTable" {
@@ -52,7 +52,7 @@ func (t *Template) checkTableSchema(on bool) error {
 		tables++
 		pr := mapOf(t.Resources[name]["Properties"])
 		for _, k := range []string{"AttributeDefinitions", "KeySchema", "GlobalSecondaryIndexes", "BillingMode", "LocalSecondaryIndexes"} {
-			got, err := e.choose(pr[k])
+			got, err := t.Resolve(pr[k], p, nil)
 			if err != nil {
 				return fmt.Errorf("%s: %s: %w", name, k, err)
 			}
@@ -68,34 +68,6 @@ func (t *Template) checkTableSchema(on bool) error {
 		return fmt.Errorf("%w: no DynamoDB table", ErrInvariant)
 	}
 	return nil
-}
-
-// choose resolves the Fn::If members of list v by their conditions,
-// dropping those that choose AWS::NoValue; other values are returned as
-// they are.
-func (e *eval) choose(v any) (any, error) {
-	items, ok := v.([]any)
-	if !ok {
-		return v, nil
-	}
-	out := []any{}
-	for _, it := range items {
-		if args, ok := mapOf(it)["Fn::If"].([]any); ok && len(args) == 3 {
-			b, err := e.cond(map[string]any{"Condition": args[0]})
-			if err != nil {
-				return nil, err
-			}
-			it = args[2]
-			if b {
-				it = args[1]
-			}
-			if ref, _ := mapOf(it)["Ref"].(string); ref == "AWS::NoValue" {
-				continue
-			}
-		}
-		out = append(out, it)
-	}
-	return out, nil
 }
 
 // dropNulls removes the null members of JSON objects in v.

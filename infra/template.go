@@ -47,6 +47,9 @@ type Template struct {
 	Conditions map[string]any            `yaml:"Conditions"`
 	Rules      map[string]map[string]any `yaml:"Rules"`
 	Resources  map[string]map[string]any `yaml:"Resources"`
+	// Globals holds SAM's sections of properties every resource of a
+	// type takes (Function, Api, ...).
+	Globals map[string]map[string]any `yaml:"Globals"`
 }
 
 // Load reads and parses the template at path (see Parse).

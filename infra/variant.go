@@ -62,6 +62,13 @@ var (
 		Description: "ses to send email through Amazon SES (with SesFrom), or empty to leave email unconfigured (other providers, and routes such as ses,smtp, are template.full.yaml's)."}
 )
 
+// firstQuestions are the questions QuickStart and ServerlessRepo both ask,
+// in order, before their last one.
+func firstQuestions() []Kept {
+	return []Kept{smsProvider, {Name: "SnsOriginationNumber"}, emailProvider, {Name: "SesFrom"},
+		{Name: "AlarmEmail"}, {Name: "AlarmTopicArn"}, {Name: "PermissionsBoundary"}}
+}
+
 // QuickStart is template.yaml, made from template.full.yaml: the eight
 // answers (at most) a first deployment needs (`sam deploy --guided` asks
 // for every parameter), AWS's own providers (SNS for SMS and push, SES
@@ -69,16 +76,7 @@ var (
 // documents. It is also what the Serverless Application Repository
 // publishes.
 var QuickStart = Variant{
-	Keep: []Kept{
-		smsProvider,
-		{Name: "SnsOriginationNumber"},
-		emailProvider,
-		{Name: "SesFrom"},
-		{Name: "AlarmEmail"},
-		{Name: "AlarmTopicArn"},
-		{Name: "PermissionsBoundary"},
-		{Name: "DeploymentType"},
-	},
+	Keep:         append(firstQuestions(), Kept{Name: "DeploymentType"}),
 	DropMetadata: []string{"AWS::ServerlessRepo::Application"}, // template.sar.yaml is what the repository publishes
 	Header: []string{
 		"GENERATED from template.full.yaml by `make template` (infra.QuickStart):",
@@ -109,18 +107,10 @@ var QuickStart = Variant{
 // destination (AWS::SES::* is not on the list either). Releases are
 // canary.
 var ServerlessRepo = Variant{
-	Keep: []Kept{
-		smsProvider,
-		{Name: "SnsOriginationNumber"},
-		emailProvider,
-		{Name: "SesFrom"},
-		{Name: "AlarmEmail"},
-		{Name: "AlarmTopicArn"},
-		{Name: "PermissionsBoundary"},
-		{Name: "RedactKeyParam", Required: true, Pattern: `^/[a-zA-Z0-9_.\-/]+$`,
+	Keep: append(firstQuestions(),
+		Kept{Name: "RedactKeyParam", Required: true, Pattern: `^/[a-zA-Z0-9_.\-/]+$`,
 			Label:       "Address-token key (SSM SecureString)",
-			Description: "The SSM SecureString (name starting with /) holding the address-token key, at least 32 bytes; create it first: aws ssm put-parameter --type SecureString --name /sendonce/NAME/redact-key --value \"$(openssl rand -hex 32)\"."},
-	},
+			Description: "The SSM SecureString (name starting with /) holding the address-token key, at least 32 bytes; create it first: aws ssm put-parameter --type SecureString --name /sendonce/NAME/redact-key --value \"$(openssl rand -hex 32)\"."}),
 	Fix: map[string]string{"SesConfigurationSetName": `!Sub "${AWS::StackName}-sendonce"`},
 	Header: []string{
 		"GENERATED from template.full.yaml by `make template` (infra.ServerlessRepo):",

@@ -2,12 +2,13 @@ package main
 
 import (
 	"bytes"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/sendonce/sendonce/internal/rie"
 )
 
 // busyThreshold is the CPU, in cores, that processes outside the
@@ -24,8 +25,8 @@ type cpuWatch struct {
 }
 
 type cpuSample struct {
-	busy, all  uint64 // every CPU, in clock ticks
-	ours       uint64 // our processes, in clock ticks
+	busy, all  uint64        // every CPU, in clock ticks
+	ours       time.Duration // our processes' CPU time
 	loadavg1   float64
 	procsKnown bool
 }
@@ -55,14 +56,9 @@ func (c *cpuWatch) sample() cpuSample {
 		s.busy, s.all = parseProcStat(b)
 	}
 	for _, pid := range c.ours {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil {
-			s.procsKnown = false
-			continue
-		}
-		st, ok := parsePidStat(b)
+		d, ok := rie.CPUTime(pid)
 		s.procsKnown = s.procsKnown && ok
-		s.ours += st.ticks
+		s.ours += d
 	}
 	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
 		if f := strings.Fields(string(b)); len(f) > 0 {
@@ -84,7 +80,7 @@ func (c *cpuWatch) End() (others, load float64, ok bool) {
 	if all <= 0 || !e.procsKnown || !c.start.procsKnown {
 		return 0, e.loadavg1, false
 	}
-	busy := float64(e.busy-c.start.busy) - float64(e.ours-c.start.ours)
+	busy := float64(e.busy-c.start.busy) - (e.ours-c.start.ours).Seconds()*rie.ClockTicks
 	// all is ticks summed over ncpu CPUs: all/ncpu ticks of wall time.
 	return max(0, busy/(all/float64(c.ncpu))), e.loadavg1, true
 }
@@ -113,48 +109,11 @@ func parseProcStat(b []byte) (busy, all uint64) {
 	return busy, all
 }
 
-// pidStat is what cmd/bench reads of a /proc/<pid>/stat line.
-type pidStat struct {
-	name  string // the command name
-	ppid  int
-	ticks uint64 // utime + stime
-}
-
-// parsePidStat parses a /proc/<pid>/stat line; ok is false when it is
-// not one.
-func parsePidStat(b []byte) (st pidStat, ok bool) {
-	// The command name is in parentheses and may hold them and spaces.
-	open, end := bytes.IndexByte(b, '('), bytes.LastIndexByte(b, ')')
-	if open < 0 || end < open {
-		return pidStat{}, false
-	}
-	f := strings.Fields(string(b[end+1:]))
-	// f[0] is field 3 (state): ppid is field 4, utime and stime 14 and 15.
-	if len(f) < 13 {
-		return pidStat{}, false
-	}
-	ppid, err := strconv.Atoi(f[1])
-	u, err1 := strconv.ParseUint(f[11], 10, 64)
-	s, err2 := strconv.ParseUint(f[12], 10, 64)
-	if err != nil || err1 != nil || err2 != nil {
-		return pidStat{}, false
-	}
-	return pidStat{name: string(b[open+1 : end]), ppid: ppid, ticks: u + s}, true
-}
-
-// clockTicks is the kernel's USER_HZ, the unit of /proc's CPU times (100
-// on every Linux architecture Go supports).
-const clockTicks = 100
-
 // ProcCPU returns the CPU time pid has used so far (0 when /proc cannot
 // tell).
 func ProcCPU(pid int) time.Duration {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	st, _ := parsePidStat(b)
-	return time.Duration(st.ticks) * time.Second / clockTicks
+	d, _ := rie.CPUTime(pid)
+	return d
 }
 
 // dynamoLocalPID finds the DynamoDB Local process that listens on port.

@@ -16,14 +16,13 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/sendonce/sendonce/internal/apikey"
 	"github.com/sendonce/sendonce/internal/apikey/dynamoapikey"
 	"github.com/sendonce/sendonce/internal/benchreport"
 	"github.com/sendonce/sendonce/internal/dispatch"
 	"github.com/sendonce/sendonce/internal/ledger/dynamoledger"
+	"github.com/sendonce/sendonce/internal/localpipeline"
 	"github.com/sendonce/sendonce/internal/rie"
 	"github.com/sendonce/sendonce/internal/testenv"
 	"github.com/sendonce/sendonce/provider"
@@ -75,18 +74,18 @@ func measureLambdas(ctx context.Context, env endpoints, warm int, rep *benchrepo
 	}
 	defer os.RemoveAll(dir)
 
-	db := dynamoClient(env.dynamo)
-	table, drop, err := createTable(ctx, db, "lambda")
+	// A table and queues as the local pipeline makes them.
+	res, err := localpipeline.CreateResources(ctx, dynamoClient(env.dynamo), testenv.SQSAt(env.moto),
+		localpipeline.DefaultVisibilityTimeout, localpipeline.DefaultMaxReceiveCount)
 	if err != nil {
 		return err
 	}
-	defer drop()
 	prov, simURL, stopSim, err := startSim(0)
 	if err != nil {
 		return err
 	}
 	defer stopSim()
-	cases, err := lambdaCases(ctx, env, table, prov, simURL)
+	cases, err := lambdaCases(ctx, env, res, prov, simURL)
 	if err != nil {
 		return err
 	}
@@ -269,29 +268,13 @@ func statusIs(function string, want int) func([]byte) error {
 
 // lambdaCases configures each function against the emulators and gives it
 // a payload that does the function's real work on every invoke.
-func lambdaCases(ctx context.Context, env endpoints, table string, prov provider.Adapter, simURL string) (map[string]lambdaCase, error) {
-	sq := testenv.SQSAt(env.moto)
-	queue := func(purpose string) (string, error) {
-		q, err := sq.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("sendonce-bench-" + purpose + "-" + testenv.RandomID())})
-		if err != nil {
-			return "", fmt.Errorf("create queue on moto_server: %w", err)
-		}
-		return *q.QueueUrl, nil
-	}
-	dlq, err := queue("dlq")
-	if err != nil {
-		return nil, err
-	}
-	apiQueue, err := queue("api")
-	if err != nil {
-		return nil, err
-	}
+func lambdaCases(ctx context.Context, env endpoints, res localpipeline.Resources, prov provider.Adapter, simURL string) (map[string]lambdaCase, error) {
 	db := dynamoClient(env.dynamo)
-	_, apiKey, err := apikey.New(dynamoapikey.New(db, table), apikey.Config{}).Create(ctx, "bench")
+	_, apiKey, err := apikey.New(dynamoapikey.New(db, res.Table), apikey.Config{}).Create(ctx, "bench")
 	if err != nil {
 		return nil, fmt.Errorf("create an API key: %w", err)
 	}
-	l, err := dynamoledger.New(db, table, dynamoledger.Config{})
+	l, err := dynamoledger.New(db, res.Table, dynamoledger.Config{})
 	if err != nil {
 		return nil, err
 	}
@@ -300,15 +283,10 @@ func lambdaCases(ctx context.Context, env endpoints, table string, prov provider
 		return nil, err
 	}
 	run := testenv.RandomID()
-	// with is the emulators' endpoints and the table, and extra's.
+	// with is the environment pointing at the emulators, the table and
+	// the queues, and extra's.
 	with := func(extra ...map[string]string) map[string]string {
-		out := map[string]string{
-			"SENDONCE_TABLE":            table,
-			"AWS_ENDPOINT_URL_DYNAMODB": env.dynamo,
-			"AWS_ENDPOINT_URL_SQS":      env.moto,
-			"AWS_ENDPOINT_URL_SNS":      env.moto,
-			"AWS_ENDPOINT_URL_SSM":      env.moto,
-		}
+		out := res.Env(env.dynamo, env.moto)
 		for _, e := range extra {
 			maps.Copy(out, e)
 		}
@@ -339,7 +317,7 @@ func lambdaCases(ctx context.Context, env endpoints, table string, prov provider
 
 	return map[string]lambdaCase{
 		"sender": {
-			env: with(providerEnv, map[string]string{"SENDONCE_DLQ_URL": dlq}),
+			env: with(providerEnv),
 			payload: func(i int) ([]byte, error) {
 				body, err := requestJSON(request("rie-"+run, i))
 				if err != nil {
@@ -387,7 +365,6 @@ func lambdaCases(ctx context.Context, env endpoints, table string, prov provider
 		},
 		"api": {
 			env: with(map[string]string{
-				"SENDONCE_QUEUE_URL":          apiQueue,
 				"SENDONCE_API_TENANT_RATE":    "100000/1m",
 				"SENDONCE_API_RECIPIENT_RATE": "100000/1m",
 			}),

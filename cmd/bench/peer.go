@@ -20,7 +20,6 @@ import (
 	"github.com/sendonce/sendonce/internal/benchreport"
 	"github.com/sendonce/sendonce/internal/benchreport/ddbcost"
 	"github.com/sendonce/sendonce/internal/ddbfront"
-	"github.com/sendonce/sendonce/internal/decide"
 	"github.com/sendonce/sendonce/internal/dispatch"
 	"github.com/sendonce/sendonce/internal/ledger/dynamoledger"
 	"github.com/sendonce/sendonce/internal/sender"
@@ -87,22 +86,14 @@ func (p *countingProvider) takePhase() (sends, duplicates int) {
 	return s, d
 }
 
+// peerSender is a sender over dynamoledger on table, for sms and email
+// through p.
 func peerSender(db *dynamodb.Client, table string, p provider.Adapter) (*sender.Sender, error) {
 	l, err := dynamoledger.New(db, table, dynamoledger.Config{})
 	if err != nil {
 		return nil, err
 	}
-	d, err := dispatch.New(dispatch.Dispatcher{
-		Ledger:          l,
-		Providers:       map[string]provider.Adapter{"sms": p, "email": p},
-		Renderer:        benchRenderer,
-		ProviderTimeout: decide.DefaultProviderTimeout,
-		ClaimTimeout:    sender.DefaultClaimTimeout,
-	})
-	if err != nil {
-		return nil, err
-	}
-	return sender.New(sender.Config{Dispatcher: d, DeadLetters: noDeadLetters{}})
+	return newSender(l, p)
 }
 
 // step is one pass of requests through a side.

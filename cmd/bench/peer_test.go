@@ -66,19 +66,6 @@ func TestParseProcStat(t *testing.T) {
 	}
 }
 
-func TestParsePidStat(t *testing.T) {
-	t.Parallel()
-	line := "4242 (node (x)) S 1 4242 4242 0 -1 4194304 100 0 0 0 77 23 0 0 20 0 11 0 500 1000 200"
-	if got, ok := parsePidStat([]byte(line)); !ok || got != (pidStat{name: "node (x)", ppid: 1, ticks: 100}) {
-		t.Errorf("parsePidStat = %+v, %v; want node (x), ppid 1, 77 + 23 ticks", got, ok)
-	}
-	for _, bad := range []string{"4242 (x) S 1", "garbage", "4242 (x) S one 4242 4242 0 -1 4194304 100 0 0 0 77 23"} {
-		if st, ok := parsePidStat([]byte(bad)); ok {
-			t.Errorf("parsePidStat(%q) = %+v, ok; want not ok", bad, st)
-		}
-	}
-}
-
 func TestCPUWatchSelf(t *testing.T) {
 	t.Parallel()
 	w := newCPUWatch(0, 0) // no process of ours: everything is "other"

@@ -74,10 +74,11 @@ func (noDeadLetters) Put(_ context.Context, rec events.SQSMessage, invalid *noti
 	return fmt.Errorf("bench: unexpected invalid request %s: %v", rec.MessageId, invalid)
 }
 
+// newSender is a sender over l that sends sms and email through p.
 func newSender(l ledger.Ledger, p provider.Adapter) (*sender.Sender, error) {
 	d, err := dispatch.New(dispatch.Dispatcher{
 		Ledger:          l,
-		Providers:       map[string]provider.Adapter{"sms": p},
+		Providers:       map[string]provider.Adapter{"sms": p, "email": p},
 		Renderer:        benchRenderer,
 		ProviderTimeout: decide.DefaultProviderTimeout,
 		ClaimTimeout:    sender.DefaultClaimTimeout,

@@ -24,14 +24,21 @@ type procStat struct {
 	ppid  int
 	pgid  int
 	start uint64
+	ticks uint64 // utime + stime, in clock ticks
 }
 
-// readStat parses /proc/<pid>/stat.
+// readStat reads /proc/<pid>/stat.
 func readStat(pid int) (procStat, bool) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		return procStat{}, false
 	}
+	return parseStat(b)
+}
+
+// parseStat parses a /proc/<pid>/stat line; ok is false when it is not
+// one.
+func parseStat(b []byte) (procStat, bool) {
 	// The command name (field 2) may hold spaces and parentheses: the
 	// fields that follow start after its last ')'.
 	i := bytes.LastIndexByte(b, ')')
@@ -39,16 +46,31 @@ func readStat(pid int) (procStat, bool) {
 		return procStat{}, false
 	}
 	f := strings.Fields(string(b[i+2:]))
-	if len(f) < 20 {
+	if len(f) < 20 || len(f[0]) != 1 {
 		return procStat{}, false
 	}
-	ppid, err1 := strconv.Atoi(f[1])
-	pgid, err2 := strconv.Atoi(f[2])
-	start, err3 := strconv.ParseUint(f[19], 10, 64)
-	if err1 != nil || err2 != nil || err3 != nil || len(f[0]) != 1 {
-		return procStat{}, false
+	// f[0] is field 3 (state): ppid and pgrp are fields 4 and 5, utime
+	// and stime 14 and 15, starttime 22.
+	var n [5]uint64
+	for j, k := range []int{1, 2, 11, 12, 19} {
+		v, err := strconv.ParseUint(f[k], 10, 64)
+		if err != nil {
+			return procStat{}, false
+		}
+		n[j] = v
 	}
-	return procStat{state: f[0][0], ppid: ppid, pgid: pgid, start: start}, true
+	return procStat{state: f[0][0], ppid: int(n[0]), pgid: int(n[1]), ticks: n[2] + n[3], start: n[4]}, true
+}
+
+// ClockTicks is the kernel's USER_HZ, the unit of /proc's CPU times (100
+// on every Linux architecture Go supports).
+const ClockTicks = 100
+
+// CPUTime returns the CPU time (user and system) process pid has used so
+// far; ok is false when /proc cannot tell.
+func CPUTime(pid int) (time.Duration, bool) {
+	st, ok := readStat(pid)
+	return time.Duration(st.ticks) * time.Second / ClockTicks, ok
 }
 
 // running reports whether st is a process that still runs (not a zombie).

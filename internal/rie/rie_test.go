@@ -360,3 +360,20 @@ func TestTimedOut(t *testing.T) {
 		t.Errorf("TimedOut() has %d entries after a good invocation, want 1", n)
 	}
 }
+
+func TestParseStat(t *testing.T) {
+	t.Parallel()
+	line := "4242 (node (x)) S 1 4242 4242 0 -1 4194304 100 0 0 0 77 23 0 0 20 0 11 0 500 1000 200"
+	want := procStat{state: 'S', ppid: 1, pgid: 4242, ticks: 100, start: 500}
+	if got, ok := parseStat([]byte(line)); !ok || got != want {
+		t.Errorf("parseStat = %+v, %v; want %+v (77 + 23 ticks)", got, ok, want)
+	}
+	for _, bad := range []string{"4242 (x) S 1", "garbage", "4242 (x) S one 4242 4242 0 -1 4194304 100 0 0 0 77 23 0 0 20 0 11 0 500 1000"} {
+		if st, ok := parseStat([]byte(bad)); ok {
+			t.Errorf("parseStat(%q) = %+v, ok; want not ok", bad, st)
+		}
+	}
+	if d, ok := CPUTime(os.Getpid()); !ok || d < 0 {
+		t.Errorf("CPUTime(self) = %v, %v; want a time, ok", d, ok)
+	}
+}

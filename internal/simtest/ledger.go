@@ -2,11 +2,9 @@ package simtest
 
 import (
 	"context"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
@@ -34,9 +32,7 @@ var (
 
 // simLedger is a fault-injecting ledger.Ledger around the in-memory
 // ledger. Every call is a yield point. It also records what happened for
-// the invariants, and serves Attention the way DynamoDB does: Limit is
-// applied before the expiry filter, and rows past their expiry stay in the
-// index (TTL deletes late; a multi-Region table runs without TTL).
+// the invariants.
 type simLedger struct {
 	w     *World
 	inner *memledger.Ledger
@@ -116,7 +112,6 @@ func (l *simLedger) Claim(ctx context.Context, e ledger.Entry, lease time.Durati
 	if err == nil {
 		kt.claimID = c.ClaimID
 		w.attempts[c.ClaimID] = &attempt{claimID: c.ClaimID, worker: wk, key: e.Key}
-		w.snapshot(e.Key)
 	}
 	if f == faultLost && err == nil {
 		kt.lostClaim = true
@@ -170,7 +165,6 @@ func (l *simLedger) TakeOver(ctx context.Context, cur ledger.Record, provider st
 			a.chain = p.chain
 		}
 		w.attempts[c.ClaimID] = a
-		w.snapshot(cur.Key)
 	}
 	if f == faultLost && err == nil {
 		kt.lostTakeOver = true
@@ -375,103 +369,20 @@ func (l *simLedger) ApplyDelivery(ctx context.Context, key string, d ledger.Deli
 	return applied, err
 }
 
-// Attention serves one page the way DynamoDB's Query with a filter does:
-// the page holds the first Limit index rows due before the bound, and rows
-// past their expiry are filtered out of it afterwards.
+// Attention serves one page of memledger's attention index, which pages as
+// DynamoDB's Query with a filter does (the limit applies before the expiry
+// filter; ledgertest checks it of both ledgers).
 func (l *simLedger) Attention(ctx context.Context, q ledger.AttentionQuery) (ledger.AttentionPage, error) {
 	wk := l.begin(ctx, "attention", fmt.Sprintf("%02d", q.Shard))
 	defer l.end()
-	w := l.w
-	if f := w.readFault(wk); f != faultNone {
-		return ledger.AttentionPage{}, fmt.Errorf("simledger: attention: %w", w.faultErr(f))
+	if f := l.w.readFault(wk); f != faultNone {
+		return ledger.AttentionPage{}, fmt.Errorf("simledger: attention: %w", l.w.faultErr(f))
 	}
-	live, err := l.inner.Attention(ctx, ledger.AttentionQuery{Shard: q.Shard, DueBefore: q.DueBefore, Limit: 1 << 20})
-	if err != nil {
-		return ledger.AttentionPage{}, err
-	}
-	type row struct {
-		sk      string
-		r       ledger.Record
-		expired bool
-	}
-	var rows []row
-	seen := map[string]bool{}
-	for _, r := range live.Records {
-		seen[r.Key] = true
-		rows = append(rows, row{sortKey(r), r, false})
-	}
-	bound := dueString(q.DueBefore)
-	now := w.ledgerNow()
-	for i, k := range w.indexed {
-		if !dynamoPaging || w.indexedShard[i] != q.Shard || seen[k] {
-			continue
-		}
-		r := w.shadow[k]
-		if !r.State.NeedsAttention() || r.ExpiresAt.Unix() >= now.Unix() {
-			continue
-		}
-		if sk := sortKey(r); sk < bound {
-			rows = append(rows, row{sk, r, true})
-		}
-	}
-	sort.Slice(rows, func(i, j int) bool { return rows[i].sk < rows[j].sk })
-	after := ""
-	if q.Cursor != "" {
-		b, err := base64.RawURLEncoding.DecodeString(q.Cursor)
-		if err != nil {
-			return ledger.AttentionPage{}, errors.New("simledger: attention: malformed cursor")
-		}
-		after = string(b)
-	}
-	limit := q.Limit
-	if limit == 0 {
-		limit = 100
-	}
-	var page ledger.AttentionPage
-	n := 0
-	for _, r := range rows {
-		if r.sk <= after {
-			continue
-		}
-		if n == limit {
-			page.Cursor = base64.RawURLEncoding.EncodeToString([]byte(after))
-			break
-		}
-		n++
-		after = r.sk
-		if !r.expired {
-			page.Records = append(page.Records, r.r)
-		}
-	}
-	return page, nil
-}
-
-func sortKey(r ledger.Record) string {
-	due := r.LeaseUntil
-	if r.State == ledger.StateUncertain {
-		due = r.UpdatedAt
-	}
-	return dueString(due) + "#" + r.Key
-}
-
-func dueString(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z") }
-
-// snapshot keeps the latest stored version of key's row (the index entry
-// DynamoDB would keep after the row expired). w.mu is held.
-func (w *World) snapshot(key string) {
-	r, err := w.mem.Get(context.Background(), key)
-	if err != nil {
-		return
-	}
-	if _, ok := w.shadow[key]; !ok {
-		w.indexed = append(w.indexed, key)
-		w.indexedShard = append(w.indexedShard, ledger.Shard(key))
-	}
-	w.shadow[key] = r
+	return l.inner.Attention(ctx, q)
 }
 
 // checkTransition checks a write against the row before it: a final row
-// never changes state. It refreshes the shadow copy. w.mu is held.
+// never changes state. w.mu is held.
 func (w *World) checkTransition(before ledger.Record, key string) {
 	after, err := w.mem.Get(context.Background(), key)
 	if err == nil && before.Key != "" && before.State.Final() && after.State != before.State {
@@ -480,7 +391,6 @@ func (w *World) checkTransition(before ledger.Record, key string) {
 	if err == nil && after.DeliveryRank < before.DeliveryRank {
 		w.violate(InvFinalChanged, key, fmt.Sprintf("delivery rank went back from %d to %d", before.DeliveryRank, after.DeliveryRank))
 	}
-	w.snapshot(key)
 }
 
 func short(err error) string {
@@ -497,8 +407,3 @@ func short(err error) string {
 	}
 	return err.Error()
 }
-
-// dynamoPaging makes Attention page as DynamoDB does (Limit before the
-// expiry filter). Off, expired rows are dropped before the limit, as
-// memledger does.
-var dynamoPaging = true

@@ -31,9 +31,6 @@ func (c provClass) String() string {
 	return [...]string{"dedup", "ref", "twilio", "plain"}[c]
 }
 
-// canBeAsked reports whether the class answers lookups.
-func (c provClass) canBeAsked() bool { return c == classRef || c == classTwilio }
-
 // Provider faults.
 const (
 	provAccept     = "accept"
@@ -185,10 +182,7 @@ func (p *simProvider) accept(wk *worker, key, to, body string) string {
 		return id
 	}
 	kt := w.truth(key)
-	a := w.attempts[w.held[heldKey{wk.id, key}]]
-	if a != nil && a.key != key {
-		a = nil
-	}
+	a := w.heldAttempt(wk, key)
 	p.n++
 	id := fmt.Sprintf("%s-%d", p.name, p.n)
 	if p.tw != nil {
@@ -223,26 +217,47 @@ func (p *simProvider) lag() time.Duration {
 	return time.Duration(p.w.rng.Int64N(int64(p.w.sc.lagMax) + 1))
 }
 
-func (p *simProvider) Send(ctx context.Context, m provider.Message) (provider.Receipt, error) {
-	wk := p.w.yield(ctx, "send", m.Key)
+// begin starts a send of key's message (body) through p: the worker's
+// yield point, then, under w.mu (the caller unlocks it), the send's checks,
+// the attempt the worker holds and what the provider does with the send
+// (pick). A send that may have reached the provider is noted before the
+// call may hang (its worker may die there); so is a 5xx where the provider
+// takes no key (Twilio), which may come after the message was taken.
+func (p *simProvider) begin(ctx context.Context, key, body string) (*worker, *keyTruth, *attempt, string) {
 	w := p.w
+	wk := w.yield(ctx, "send", key)
 	w.mu.Lock()
-	defer w.mu.Unlock()
-	kt := w.truth(m.Key)
-	w.checkSend(p, m.Key, m.Body)
-	a := w.attempts[w.held[heldKey{wk.id, m.Key}]]
-	if a != nil && a.key != m.Key {
-		a = nil
-	}
+	kt := w.truth(key)
+	w.checkSend(p, key, body)
+	a := w.heldAttempt(wk, key)
 	b := p.pick(wk)
 	if b != provAccept {
 		w.faults[b]++
 	}
 	switch b {
 	case provAccept, provHangAfter, provHangBefore, provLost:
-		// Noted before the call may hang: its worker may die there.
 		kt.reached[p.name] = true
+	case prov5xx:
+		if p.tw != nil {
+			kt.reached[p.name] = true
+		}
 	}
+	return wk, kt, a, b
+}
+
+// heldAttempt is the attempt worker wk holds on key, or nil. w.mu is held.
+func (w *World) heldAttempt(wk *worker, key string) *attempt {
+	a := w.attempts[w.held[heldKey{wk.id, key}]]
+	if a != nil && a.key != key {
+		return nil
+	}
+	return a
+}
+
+func (p *simProvider) Send(ctx context.Context, m provider.Message) (provider.Receipt, error) {
+	w := p.w
+	wk, kt, a, b := p.begin(ctx, m.Key, m.Body)
+	defer w.mu.Unlock()
 	var (
 		rcpt provider.Receipt
 		err  error

@@ -1,33 +1,32 @@
 package simtest
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
-	"os"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
-	"gopkg.in/yaml.v3"
-
+	"github.com/sendonce/sendonce/infra"
 	"github.com/sendonce/sendonce/internal/lambdaenv"
 	"github.com/sendonce/sendonce/internal/sendpath"
 )
 
-// stack is template.yaml as far as the simulation reads it: the
+// stack is template.yaml as far as the simulation reads it (infra.Template,
+// its intrinsic functions resolved as CloudFormation resolves them): the
 // parameters' allowed values and defaults, and each function's timeout
 // and environment. A function of the simulation reads its settings the
 // way its main does (sendpath.Read over its environment), from the
 // variables the template gives that function, resolved with the
 // deployment's parameter values; a variable the template does not give a
-// function takes sendpath's default there too.
+// function, or that names a resource or a pseudo parameter, takes
+// sendpath's default there too.
 type stack struct {
-	root *yaml.Node
-
-	once     sync.Once
-	defaults map[string]string
+	t        *infra.Template
+	defaults infra.Values
 	mu       sync.Mutex
 	configs  map[string]fnConfig
 }
@@ -46,25 +45,15 @@ var (
 
 func loadStack() *stack {
 	stackOnce.Do(func() {
-		var data []byte
+		var t *infra.Template
 		for _, stackPath = range stackPaths {
-			if data, stackErr = os.ReadFile(stackPath); stackErr == nil {
+			if t, stackErr = infra.Load(stackPath); !errors.Is(stackErr, fs.ErrNotExist) {
 				break
 			}
 		}
-		if stackErr != nil {
-			return
+		if stackErr == nil {
+			theStack = &stack{t: t, defaults: t.Defaults()}
 		}
-		var doc yaml.Node
-		if err := yaml.Unmarshal(data, &doc); err != nil {
-			stackErr = err
-			return
-		}
-		if len(doc.Content) == 0 {
-			stackErr = fmt.Errorf("%s is empty", stackPath)
-			return
-		}
-		theStack = &stack{root: doc.Content[0]}
 	})
 	if stackErr != nil {
 		panic(fmt.Sprintf("simtest: read %s: %v", stackPath, stackErr))
@@ -72,31 +61,12 @@ func loadStack() *stack {
 	return theStack
 }
 
-// get walks mapping keys from the root; nil when a key is missing.
-func (s *stack) get(path ...string) *yaml.Node {
-	n := s.root
-	for _, k := range path {
-		if n == nil || n.Kind != yaml.MappingNode {
-			return nil
-		}
-		var next *yaml.Node
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			if n.Content[i].Value == k {
-				next = n.Content[i+1]
-				break
-			}
-		}
-		n = next
-	}
-	return n
-}
-
 // allowed returns parameter name's AllowedValues, in seconds.
 func (s *stack) allowed(name string) []time.Duration {
 	var out []time.Duration
-	if n := s.get("Parameters", name, "AllowedValues"); n != nil {
-		for _, v := range n.Content {
-			if x, err := strconv.Atoi(v.Value); err == nil {
+	if _, ok := s.t.Parameters[name]["AllowedValues"]; ok {
+		for _, v := range s.t.Extremes(name) {
+			if x, err := strconv.Atoi(v); err == nil {
 				out = append(out, time.Duration(x)*time.Second)
 			}
 		}
@@ -109,75 +79,44 @@ func (s *stack) allowed(name string) []time.Duration {
 
 // params returns every parameter's Default, to be changed by the
 // caller.
-func (s *stack) params() map[string]string {
-	s.once.Do(func() { s.defaults = s.readDefaults() })
-	return maps.Clone(s.defaults)
-}
+func (s *stack) params() map[string]string { return maps.Clone(s.defaults) }
 
-func (s *stack) readDefaults() map[string]string {
-	out := map[string]string{}
-	if n := s.get("Parameters"); n != nil {
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			if d := s.get("Parameters", n.Content[i].Value, "Default"); d != nil && d.Kind == yaml.ScalarNode {
-				out[n.Content[i].Value] = d.Value
-			}
-		}
+// resolve returns v (a part of the template) resolved with params when it
+// comes to a literal value, in its string form; ok is false for what
+// names a resource or a pseudo parameter, which the simulation does not
+// need.
+func (s *stack) resolve(v any, params map[string]string) (string, bool) {
+	r, err := s.t.Resolve(v, params, nil)
+	if err != nil {
+		panic(fmt.Sprintf("simtest: %s: %v", stackPath, err))
 	}
-	return out
-}
-
-var subRef = regexp.MustCompile(`\$\{([A-Za-z0-9:.]+)\}`)
-
-// resolve evaluates a literal, !Ref or !Sub (short or long form) with
-// params; ok is false for anything else (other intrinsics, pseudo
-// parameters), which the simulation does not need.
-func resolve(n *yaml.Node, params map[string]string) (string, bool) {
-	if n.Kind == yaml.MappingNode && len(n.Content) == 2 && n.Content[1].Kind == yaml.ScalarNode {
-		switch n.Content[0].Value {
-		case "Ref":
-			v, ok := params[n.Content[1].Value]
-			return v, ok
-		case "Fn::Sub":
-			return sub(n.Content[1].Value, params)
-		}
-		return "", false
-	}
-	if n.Kind != yaml.ScalarNode {
-		return "", false
-	}
-	switch n.Tag {
-	case "!Ref":
-		v, ok := params[n.Value]
-		return v, ok
-	case "!Sub":
-		return sub(n.Value, params)
-	case "", "!!str", "!!int", "!!bool", "!!float":
-		return n.Value, true
+	switch x := r.(type) {
+	case string:
+		return x, !strings.Contains(x, "${")
+	case int, bool, float64:
+		return fmt.Sprint(x), true
 	}
 	return "", false
 }
 
-func sub(s string, params map[string]string) (string, bool) {
-	ok := true
-	out := subRef.ReplaceAllStringFunc(s, func(m string) string {
-		v, found := params[m[2:len(m)-1]]
-		ok = ok && found
-		return v
-	})
-	return out, ok
+// props returns function fn's Properties and the Globals' Function
+// section.
+func (s *stack) props(fn string) (own, global map[string]any) {
+	own, _ = s.t.Resources[fn]["Properties"].(map[string]any)
+	return own, s.t.Globals["Function"]
 }
 
 // env is function fn's environment (the Globals' variables, then its
 // own) resolved with params: what the function's process sees.
 func (s *stack) env(fn string, params map[string]string) map[string]string {
 	out := map[string]string{}
-	for _, vars := range []*yaml.Node{s.get("Globals", "Function", "Environment", "Variables"), s.get("Resources", fn, "Properties", "Environment", "Variables")} {
-		if vars == nil || vars.Kind != yaml.MappingNode {
-			continue
-		}
-		for i := 0; i+1 < len(vars.Content); i += 2 {
-			if v, ok := resolve(vars.Content[i+1], params); ok {
-				out[vars.Content[i].Value] = v
+	own, global := s.props(fn)
+	for _, p := range []map[string]any{global, own} {
+		env, _ := p["Environment"].(map[string]any)
+		vars, _ := env["Variables"].(map[string]any)
+		for k, v := range vars {
+			if x, ok := s.resolve(v, params); ok {
+				out[k] = x
 			}
 		}
 	}
@@ -186,11 +125,9 @@ func (s *stack) env(fn string, params map[string]string) map[string]string {
 
 // timeout is function fn's Timeout (its own, else the Globals').
 func (s *stack) timeout(fn string, params map[string]string) time.Duration {
-	for _, n := range []*yaml.Node{s.get("Resources", fn, "Properties", "Timeout"), s.get("Globals", "Function", "Timeout")} {
-		if n == nil {
-			continue
-		}
-		if v, ok := resolve(n, params); ok {
+	own, global := s.props(fn)
+	for _, p := range []map[string]any{own, global} {
+		if v, ok := s.resolve(p["Timeout"], params); ok {
 			if x, err := strconv.Atoi(v); err == nil {
 				return time.Duration(x) * time.Second
 			}

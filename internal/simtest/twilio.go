@@ -148,24 +148,8 @@ func (t *twilioAPI) create(req *http.Request) (*http.Response, error) {
 	to, body := form.Get("To"), form.Get("Body")
 	p := t.p
 	w := p.w
-	wk := w.yield(ctx, "send", key)
-	w.mu.Lock()
+	wk, kt, a, b := p.begin(ctx, key, body)
 	defer w.mu.Unlock()
-	kt := w.truth(key)
-	w.checkSend(p, key, body)
-	a := w.attempts[w.held[heldKey{wk.id, key}]]
-	if a != nil && a.key != key {
-		a = nil
-	}
-	b := p.pick(wk)
-	if b != provAccept {
-		w.faults[b]++
-	}
-	switch b {
-	case provAccept, provHangAfter, provHangBefore, provLost, prov5xx:
-		// Noted before the call may hang: its worker may die there.
-		kt.reached[p.name] = true
-	}
 	fail := func(status, code int, msg string) (*http.Response, error) {
 		return t.answer(req, status, map[string]any{"code": code, "message": msg, "status": status}), nil
 	}
@@ -175,12 +159,11 @@ func (t *twilioAPI) create(req *http.Request) (*http.Response, error) {
 	)
 	switch b {
 	case provAccept:
-		id := p.accept(wk, key, to, body)
+		p.accept(wk, key, to, body)
 		resp = t.answer(req, http.StatusCreated, t.resource(p.sent[len(p.sent)-1], w.now().Add(p.skew)))
 		if a != nil {
 			a.receipt = true
 		}
-		_ = id
 	case provHangAfter:
 		p.accept(wk, key, to, body)
 		err = p.hang(ctx, key)

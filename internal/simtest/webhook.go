@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sendonce/sendonce/internal/webhook"
+	"github.com/sendonce/sendonce/internal/webhook/memdedup"
 )
 
 // callback is a delivery callback a provider will post.
@@ -63,10 +64,11 @@ func (w *World) scheduleCallbacks(p *simProvider, d *delivery) {
 	}
 }
 
-// simDedup is the webhook's dedup store, with the store's faults.
+// simDedup is the webhook's dedup store (memdedup, on the virtual clock),
+// with the store's faults.
 type simDedup struct {
-	w    *World
-	seen map[string]bool
+	w     *World
+	inner *memdedup.Dedup
 }
 
 func (d *simDedup) Seen(ctx context.Context, id string) (bool, error) {
@@ -76,7 +78,7 @@ func (d *simDedup) Seen(ctx context.Context, id string) (bool, error) {
 	if f := d.w.readFault(wk); f != faultNone {
 		return false, fmt.Errorf("simdedup: seen: %w", d.w.faultErr(f))
 	}
-	return d.seen[id], nil
+	return d.inner.Seen(ctx, id)
 }
 
 func (d *simDedup) Record(ctx context.Context, cb webhook.Callback) (bool, error) {
@@ -87,12 +89,11 @@ func (d *simDedup) Record(ctx context.Context, cb webhook.Callback) (bool, error
 	if f == faultFail || f == faultThrottle {
 		return false, fmt.Errorf("simdedup: record: %w", d.w.faultErr(f))
 	}
-	created := !d.seen[cb.DedupID()]
-	d.seen[cb.DedupID()] = true
+	created, err := d.inner.Record(ctx, cb)
 	if f == faultLost {
 		return false, fmt.Errorf("simdedup: record: %w", d.w.faultErr(f))
 	}
-	return created, nil
+	return created, err
 }
 
 func later(a, b time.Time) time.Time {

@@ -23,6 +23,7 @@ import (
 	"github.com/sendonce/sendonce/internal/sender"
 	"github.com/sendonce/sendonce/internal/templates/memtemplates"
 	"github.com/sendonce/sendonce/internal/webhook"
+	"github.com/sendonce/sendonce/internal/webhook/memdedup"
 	"github.com/sendonce/sendonce/notify"
 	"github.com/sendonce/sendonce/provider"
 )
@@ -297,17 +298,13 @@ type World struct {
 	// lastLookup is the latest lookup answer each worker got per key.
 	lastLookup map[heldKey]provider.LookupStatus
 
-	msgs     []*message
-	keys     map[string]*keyTruth
-	attempts map[string]*attempt
-	held     map[heldKey]string
-	shadow   map[string]ledger.Record
-	indexed  []string
-	// indexedShard is the attention shard of each indexed key.
-	indexedShard []int
-	callbacks    []*callback
-	nextRecon    time.Time
-	claimN       int
+	msgs      []*message
+	keys      map[string]*keyTruth
+	attempts  map[string]*attempt
+	held      map[heldKey]string
+	callbacks []*callback
+	nextRecon time.Time
+	claimN    int
 	// chains numbers the policy chains (attempt.chain).
 	chains int
 
@@ -335,7 +332,6 @@ func newWorld(seed uint64) *World {
 		keys:     map[string]*keyTruth{},
 		attempts: map[string]*attempt{},
 		held:     map[heldKey]string{},
-		shadow:   map[string]ledger.Record{},
 		woke:     make(chan struct{}, 1),
 		faults:   map[string]int{},
 		violated: map[string]bool{},
@@ -354,7 +350,7 @@ func newWorld(seed uint64) *World {
 	w.pinned = map[string]pinned{}
 	w.mem = memledger.New(memledger.Config{Now: w.ledgerNow, ClaimID: w.newClaimID, Retention: retention})
 	w.led = &simLedger{w: w, inner: w.mem}
-	w.dedup = &simDedup{w: w, seen: map[string]bool{}}
+	w.dedup = &simDedup{w: w, inner: memdedup.New(memdedup.Config{})}
 	return w
 }
 
@@ -713,7 +709,6 @@ func (w *World) makeBacklog() {
 		_ = w.mem.Mark(ctx, c, ledger.Outcome{State: ledger.StateUncertain, Reason: "old"})
 		kt := w.truth(key)
 		kt.name = fmt.Sprintf("old%d", n)
-		w.snapshot(key)
 		if first == nil {
 			first = &message{idx: 1000 + i, key: key, req: req, channel: string(req.Channel), class: string(req.Class)}
 		}
@@ -743,6 +738,25 @@ func (w *World) newWorker(service string, calm bool) *worker {
 	return wk
 }
 
+// dispatcher builds worker wk's dispatcher for function fn from the
+// deployment's current settings, per invocation, as a redeploy would, and
+// returns it with the function's settings.
+func (w *World) dispatcher(wk *worker, fn string) (*dispatch.Dispatcher, fnConfig) {
+	d := w.dep[fn]
+	cfg := d.fn[fn]
+	wk.claim, wk.settle, wk.configuredSettle = cfg.ClaimTimeout, cfg.Settle, d.settle()
+	providers, fallbacks := w.providers(d)
+	disp, err := dispatch.New(dispatch.Dispatcher{
+		Ledger: w.led, Providers: providers, Fallbacks: fallbacks, Renderer: w.renderer(fn, d), Metrics: w.tally[wk.service],
+		ProviderTimeout: cfg.ProviderTimeout, ClaimTimeout: cfg.ClaimTimeout, Settle: cfg.Settle, RetryBase: cfg.RetryBase,
+		Now: func() time.Time { return time.Now().Add(wk.skew) },
+	})
+	if err != nil {
+		panic(err)
+	}
+	return disp, cfg
+}
+
 func (w *World) startSender(batch []*sqsMsg) {
 	wk := w.newWorker("sender", false)
 	wk.batch = batch
@@ -751,20 +765,7 @@ func (w *World) startSender(batch []*sqsMsg) {
 			w.tracef(m.msg.key, "%s receives %s (%s, receive %d)", wk.name, m.id, w.short(m.msg.key), m.receives)
 		}
 	}
-	clock := func() time.Time { return time.Now().Add(wk.skew) }
-	// Built per invocation from the deployment's current settings, as a
-	// redeploy would.
-	d := w.dep[senderFn]
-	cfg := d.fn[senderFn]
-	wk.claim, wk.settle, wk.configuredSettle = cfg.ClaimTimeout, cfg.Settle, d.settle()
-	providers, fallbacks := w.providers(d)
-	disp, err := dispatch.New(dispatch.Dispatcher{
-		Ledger: w.led, Providers: providers, Fallbacks: fallbacks, Renderer: w.renderer(senderFn, d), Metrics: w.tally["sender"],
-		ProviderTimeout: cfg.ProviderTimeout, ClaimTimeout: cfg.ClaimTimeout, Settle: cfg.Settle, RetryBase: cfg.RetryBase, Now: clock,
-	})
-	if err != nil {
-		panic(err)
-	}
+	disp, cfg := w.dispatcher(wk, senderFn)
 	s, err := sender.New(sender.Config{Dispatcher: disp, DeadLetters: simDLQ{w}, Validity: cfg.Validity})
 	if err != nil {
 		panic(err)
@@ -778,18 +779,7 @@ func (w *World) startSender(batch []*sqsMsg) {
 
 func (w *World) startReconciler(calm bool) *worker {
 	wk := w.newWorker("reconciler", calm)
-	clock := func() time.Time { return time.Now().Add(wk.skew) }
-	d := w.dep[reconcilerFn]
-	cfg := d.fn[reconcilerFn]
-	wk.claim, wk.settle, wk.configuredSettle = cfg.ClaimTimeout, cfg.Settle, d.settle()
-	providers, fallbacks := w.providers(d)
-	disp, err := dispatch.New(dispatch.Dispatcher{
-		Ledger: w.led, Providers: providers, Fallbacks: fallbacks, Renderer: w.renderer(reconcilerFn, d), Metrics: w.tally["reconciler"],
-		ProviderTimeout: cfg.ProviderTimeout, ClaimTimeout: cfg.ClaimTimeout, Settle: cfg.Settle, RetryBase: cfg.RetryBase, Now: clock,
-	})
-	if err != nil {
-		panic(err)
-	}
+	disp, cfg := w.dispatcher(wk, reconcilerFn)
 	r, err := reconcile.New(reconcile.Config{Dispatcher: disp, MaxAge: cfg.MaxAge, PageSize: w.sc.pageSize, Concurrency: w.sc.concurrency})
 	if err != nil {
 		panic(err)

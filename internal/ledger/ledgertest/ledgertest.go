@@ -1326,6 +1326,9 @@ func runAttention(t *testing.T, setup setupFunc) {
 			}
 			t.Fatalf("attention over %d pages lists %v, want only the live row %s behind %d expired ones", pages, keys, live, expiredRows)
 		}
+		if pages < 2 {
+			t.Errorf("attention took %d page for %d expired rows and a live one at limit %d, want at least 2: the limit applies before the expiry filter, as DynamoDB's does", pages, expiredRows, limit)
+		}
 	})
 
 	t.Run("SkipsExpiredRows", func(t *testing.T) {

@@ -1,7 +1,6 @@
 package simulator
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -72,58 +71,6 @@ type Fault struct {
 	Delay time.Duration `json:"-"`
 }
 
-// MarshalJSON encodes f with durations as Go duration strings.
-func (f Fault) MarshalJSON() ([]byte, error) {
-	type plain Fault
-	return json.Marshal(struct {
-		plain
-		Hang  string `json:"hang,omitempty"`
-		Delay string `json:"delay,omitempty"`
-	}{plain(f), durString(f.Hang), durString(f.Delay)})
-}
-
-// UnmarshalJSON decodes f, reading "hang" and "delay" as Go durations.
-// Its error explains a bad duration.
-func (f *Fault) UnmarshalJSON(b []byte) error {
-	type plain Fault
-	var v struct {
-		plain
-		Hang  string `json:"hang,omitempty"`
-		Delay string `json:"delay,omitempty"`
-	}
-	if err := json.Unmarshal(b, &v); err != nil {
-		return err
-	}
-	*f = Fault(v.plain)
-	var err error
-	if f.Hang, err = parseDur("hang", v.Hang); err != nil {
-		return err
-	}
-	f.Delay, err = parseDur("delay", v.Delay)
-	return err
-}
-
-func durString(d time.Duration) string {
-	if d == 0 {
-		return ""
-	}
-	return d.String()
-}
-
-func parseDur(field, s string) (time.Duration, error) {
-	if s == "" {
-		return 0, nil
-	}
-	d, err := time.ParseDuration(s)
-	if err != nil {
-		return 0, fmt.Errorf("%s: %q is not a Go duration", field, s)
-	}
-	if d < 0 {
-		return 0, fmt.Errorf("%s: %s is negative", field, s)
-	}
-	return d, nil
-}
-
 // ErrInvalidFault is wrapped by the errors of AddFault and SetRandom.
 var ErrInvalidFault = errors.New("simulator: invalid fault")
 
@@ -186,33 +133,8 @@ type RandomFaults struct {
 	ResetAfterRate    float64 `json:"reset_after_rate,omitempty"`
 	UndeliverableRate float64 `json:"undeliverable_rate,omitempty"`
 	// Hang bounds the hangs of the timeout kinds (0: until the client
-	// gives up). JSON: a Go duration string.
+	// gives up).
 	Hang time.Duration `json:"-"`
-}
-
-// MarshalJSON encodes r with Hang as a Go duration string.
-func (r RandomFaults) MarshalJSON() ([]byte, error) {
-	type plain RandomFaults
-	return json.Marshal(struct {
-		plain
-		Hang string `json:"hang,omitempty"`
-	}{plain(r), durString(r.Hang)})
-}
-
-// UnmarshalJSON decodes r, reading "hang" as a Go duration.
-func (r *RandomFaults) UnmarshalJSON(b []byte) error {
-	type plain RandomFaults
-	var v struct {
-		plain
-		Hang string `json:"hang,omitempty"`
-	}
-	if err := json.Unmarshal(b, &v); err != nil {
-		return err
-	}
-	*r = RandomFaults(v.plain)
-	var err error
-	r.Hang, err = parseDur("hang", v.Hang)
-	return err
 }
 
 func (r RandomFaults) validate() error {

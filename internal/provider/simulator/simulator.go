@@ -9,19 +9,8 @@
 // and posts signed delivery callbacks (sent, then delivered or failed) from
 // a bounded worker pool.
 //
-// Faults are injected per request from a plan (AddFault, or POST
-// /_sim/faults) or at random from a seeded RNG (SetRandom, POST
-// /_sim/random). The admin endpoints under /_sim/ need the same bearer
-// token:
-//
-//	GET    /_sim/stats                 Stats
-//	GET    /_sim/delivered[?reference] {"reference":r,"delivered":n} or {"delivered":{r:n},"duplicates":[r...]}
-//	GET    /_sim/messages              every accepted Message
-//	GET    /_sim/faults                the planned faults left and the random mode
-//	POST   /_sim/faults                add a Fault, or a JSON array of them
-//	DELETE /_sim/faults                clear planned and random faults
-//	POST   /_sim/random                set RandomFaults
-//	POST   /_sim/latency               {"fixed":"50ms","jitter":"20ms"}
+// Faults are injected per request from a plan (AddFault) or at random
+// from a seeded RNG (SetRandom).
 package simulator
 
 import (
@@ -201,12 +190,11 @@ func (s *Simulator) Close() {
 	})
 }
 
-// Handler returns the simulator's HTTP handler: /messages and /_sim/.
+// Handler returns the simulator's HTTP handler: /messages.
 func (s *Simulator) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /messages", s.auth(s.handleSend))
 	mux.HandleFunc("GET /messages", s.auth(s.handleLookup))
-	s.adminRoutes(mux)
 	return mux
 }
 
