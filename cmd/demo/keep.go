@@ -107,7 +107,7 @@ func keepForLooking(ctx context.Context, rep chaos.Report, ddb, moto, dir string
 		}
 	}
 	if len(others) > 0 {
-		fmt.Fprintf(out, "\n    The other lanes' tables (SENDONCE_TABLE=<table> bin/sendonce list --state sent): %s\n", strings.Join(others, ", "))
+		fmt.Fprintf(out, "\n    The other lanes' tables (SENDONCE_TABLE=<table> bin/sendonce list --state failed, or abandoned): %s\n", strings.Join(others, ", "))
 	}
 	return nil
 }

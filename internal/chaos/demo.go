@@ -61,7 +61,10 @@ func (r Report) WriteSummary(out io.Writer) {
 			faults = append(faults, fmt.Sprintf("%s %d", f.Fault, f.Injected))
 		}
 	}
-	fmt.Fprintf(out, "Faults injected: %s.\n", strings.Join(faults, "; "))
+	if len(faults) == 0 {
+		faults = []string{"none"}
+	}
+	writeWrapped(out, "", "Faults injected over every lane: "+strings.Join(faults, "; ")+".")
 	twice, lost, leaks := 0, 0, 0
 	for _, l := range r.Lanes {
 		twice += l.DeliveredTwice - l.TwiceByPolicy
@@ -94,16 +97,16 @@ func writeLaneSummary(out io.Writer, l LaneReport) {
 		about = Lanes[i].About
 	}
 	m := l.Metrics
-	fmt.Fprintf(out, "%-8s  %d messages through %s\n", l.Name, l.N, about)
+	fmt.Fprintf(out, "%-8s  %s through %s\n", l.Name, plural(l.N, "message"), about)
 	got := []string{fmt.Sprintf("%d delivered once", l.DeliveredOnce)}
 	if f := l.States[ledger.StateFailed]; f > 0 {
-		got = append(got, fmt.Sprintf("%d FAILED as the provider rejected them (%s)", f, localpipeline.Counts(l.Failed, ": ", ", ")))
+		got = append(got, fmt.Sprintf("%d FAILED as the provider rejected it (%s)", f, localpipeline.Counts(l.Failed, ": ", ", ")))
 	}
 	if l.deliveryFailed > 0 {
 		got = append(got, fmt.Sprintf("%d accepted but reported undeliverable", l.deliveryFailed))
 	}
 	if l.TwiceByPolicy > 0 {
-		got = append(got, fmt.Sprintf("%d sent twice by class policy (an otp resent after an ambiguous send the provider cannot be asked about)", l.TwiceByPolicy))
+		got = append(got, fmt.Sprintf("%d sent twice by class policy (resent after an ambiguous send the provider cannot be asked about)", l.TwiceByPolicy))
 	}
 	if n := l.AbandonedByPolicy + l.AbandonedDelivered; n > 0 {
 		got = append(got, fmt.Sprintf("%d abandoned by class policy after an ambiguous send (%d of them the provider had taken)", n, l.AbandonedDelivered))
@@ -111,14 +114,12 @@ func writeLaneSummary(out io.Writer, l LaneReport) {
 	if l.DeliveredTwice-l.TwiceByPolicy > 0 || l.Lost > 0 {
 		got = append(got, fmt.Sprintf("DELIVERED TWICE %d, LOST %d", l.DeliveredTwice-l.TwiceByPolicy, l.Lost))
 	}
-	fmt.Fprintf(out, "          %s\n", strings.Join(got, "; "))
+	writeWrapped(out, laneIndent, strings.Join(got, "; "))
 
-	var way []string
-	if n := m.Get(metrics.DuplicatesPrevented); n > 0 || l.copies > 0 {
-		way = append(way, fmt.Sprintf("%d extra copies put on the queue; %d copies of a message already sent or uncertain acknowledged without a send (SQS's own redeliveries too)", l.copies, n))
-	}
+	way := []string{fmt.Sprintf("%s put on the queue, %d copies acknowledged without a send (SQS's own redeliveries too)",
+		plural(l.copies, "extra copy"), m.Get(metrics.DuplicatesPrevented))}
 	if n := m.Get(metrics.InFlightConflicts); n > 0 {
-		way = append(way, fmt.Sprintf("%d copies met while another instance held the claim", n))
+		way = append(way, fmt.Sprintf("%s met while another instance held the claim", plural(n, "copy")))
 	}
 	if n := m.Get(metrics.ProviderErrors); n > 0 {
 		kinds := map[string]int{} // transient: refused, retried; ambiguous: no answer after the request was written
@@ -127,29 +128,61 @@ func writeLaneSummary(out io.Writer, l LaneReport) {
 				kinds[kind] += int(v)
 			}
 		}
-		way = append(way, fmt.Sprintf("%d provider errors (%s)", n, localpipeline.Counts(kinds, " ", ", ")))
+		way = append(way, fmt.Sprintf("%s (%s)", plural(n, "provider error"), localpipeline.Counts(kinds, " ", ", ")))
 	}
 	if n := m.Get(metrics.UncertainAttempts); n > 0 {
-		way = append(way, fmt.Sprintf("%d ambiguous sends settled by the reconciler (%d found sent by lookup, %d resent, %d abandoned)",
-			n, m.Get(metrics.ReconciledSent), m.Get(metrics.Resent), m.Get(metrics.Abandoned)))
+		way = append(way, fmt.Sprintf("%s recorded UNCERTAIN", plural(n, "ambiguous send")))
+	}
+	if n := m.Get(metrics.ReconciledSent) + m.Get(metrics.Resent) + m.Get(metrics.Abandoned); n > 0 {
+		way = append(way, fmt.Sprintf("the reconciler found %d sent by lookup, resent %d, abandoned %d", m.Get(metrics.ReconciledSent), m.Get(metrics.Resent), m.Get(metrics.Abandoned)))
 	}
 	if n := m.Get(metrics.Failovers); n > 0 {
-		way = append(way, fmt.Sprintf("%d failovers to the secondary provider", n))
+		way = append(way, fmt.Sprintf("%s to the secondary provider", plural(n, "failover")))
 	}
 	if n := m.Get(metrics.CallbacksApplied) + m.Get(metrics.DuplicateCallbacks); n > 0 {
-		way = append(way, fmt.Sprintf("%d delivery callbacks (%d repeats recognised, %d out of order)", n, m.Get(metrics.DuplicateCallbacks), m.Get(metrics.OutOfOrderCallbacks)))
+		way = append(way, fmt.Sprintf("%s (%d repeats recognised, %d out of order)", plural(n, "delivery callback"), m.Get(metrics.DuplicateCallbacks), m.Get(metrics.OutOfOrderCallbacks)))
 	}
 	if l.Template != nil {
 		way = append(way, fmt.Sprintf("template %s changed mid-run to version %d", l.Template.Template, len(l.Template.Versions)))
 	}
 	if l.Invalid > 0 {
-		way = append(way, fmt.Sprintf("%d of %d invalid requests dead-lettered with their reason", l.DeadLettered, l.Invalid))
+		way = append(way, fmt.Sprintf("%d of %s dead-lettered, each with its reason", l.DeadLettered, plural(l.Invalid, "invalid request")))
 	}
-	if len(way) > 0 {
-		fmt.Fprintf(out, "          on the way: %s\n", strings.Join(way, "; "))
-	}
+	writeWrapped(out, laneIndent, "on the way: "+strings.Join(way, "; "))
 	if r := l.MIME; r != nil {
-		fmt.Fprintf(out, "          every email the SMTP server took (%d) checked against its template: key header, subject (%d RFC 2047-encoded), parts (%d with HTML); %d wrong\n",
-			r.Checked, r.Encoded, r.HTML, r.Wrong)
+		writeWrapped(out, laneIndent, fmt.Sprintf("every email the SMTP server took (%d) checked against its template: key header, subject (%d RFC 2047-encoded), parts (%d with HTML); %d wrong",
+			r.Checked, r.Encoded, r.HTML, r.Wrong))
 	}
+}
+
+// plural is "n thing" or "n things" ("copy": "copies").
+func plural(n int, thing string) string {
+	switch {
+	case n == 1:
+		return "1 " + thing
+	case strings.HasSuffix(thing, "y"):
+		return fmt.Sprintf("%d %sies", n, strings.TrimSuffix(thing, "y"))
+	}
+	return fmt.Sprintf("%d %ss", n, thing)
+}
+
+// laneIndent indents a lane's lines under its name.
+const laneIndent = "          "
+
+// writeWrapped prints text indented by indent, wrapped at about 100
+// columns.
+func writeWrapped(out io.Writer, indent, text string) {
+	const width = 100
+	line := indent
+	for _, w := range strings.Fields(text) {
+		if len(line) > len(indent) && len(line)+1+len(w) > width {
+			fmt.Fprintln(out, line)
+			line = indent + "  "
+		}
+		if len(line) > len(indent) && !strings.HasSuffix(line, " ") {
+			line += " "
+		}
+		line += w
+	}
+	fmt.Fprintln(out, line)
 }

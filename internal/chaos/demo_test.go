@@ -40,7 +40,7 @@ func TestWriteSummary(t *testing.T) {
 	}}
 	var ok strings.Builder
 	r.WriteSummary(&ok)
-	for _, want := range []string{"http      2 messages through the generic HTTP adapter", "1 FAILED", "smtp      1 messages", "checked against its template", "\nRESULT: OK"} {
+	for _, want := range []string{"http      2 messages through the generic HTTP adapter", "1 FAILED", "smtp      1 message through", "checked against its template", "\nRESULT: OK"} {
 		if !strings.Contains(ok.String(), want) {
 			t.Errorf("summary lacks %q:\n%s", want, ok.String())
 		}
