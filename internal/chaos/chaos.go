@@ -674,10 +674,7 @@ func startLane(ctx context.Context, o Options, d Lane, n, idx int, seed uint64, 
 	}
 	l.w = localpipeline.NewWorkload(localpipeline.WorkloadOptions{
 		N: n, Seed: seed, Tenant: "chaos-" + d.Name, Permanent: o.Permanent, Undeliverable: undeliverable, Invalid: invalid,
-		// The recipients start at a random offset, not the seed's: a run
-		// that shares a moto_server with an earlier one of the same seed
-		// (make demo KEEP=1 twice) must not meet its recipients there.
-		Channels: d.Channels, AddressBase: idx*1000000 + rand.IntN(900000),
+		Channels: d.Channels, AddressBase: addressBase(idx),
 	})
 	if tc := d.TemplateChange; tc != nil {
 		if o.TemplateThrottle > 0 && tc.Throttle > 0 {
@@ -708,6 +705,13 @@ func startLane(ctx context.Context, o Options, d Lane, n, idx int, seed uint64, 
 	}
 	return l, nil
 }
+
+// addressBase is the first recipient number of the lane at index idx of
+// a run: lanes apart, and at a random offset, not the seed's, so that a
+// run sharing a moto_server with an earlier one of the same seed (a test
+// run twice against make services-start, make demo KEEP=1 twice) does not
+// count that run's SMS and email as its own.
+func addressBase(idx int) int { return idx*1000000 + rand.IntN(900000) }
 
 // addDueCopies queues the redelivered copies whose time has come.
 func (l *lane) addDueCopies() {

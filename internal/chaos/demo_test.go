@@ -52,3 +52,24 @@ func TestWriteSummary(t *testing.T) {
 		t.Errorf("a report with a violation:\n%s", failed.String())
 	}
 }
+
+// TestAddressBase: each lane's recipients are its own, and a run's start
+// at an offset of its own, whatever the seed (runs of one seed on one
+// moto_server counted each other's messages twice when it was the
+// seed's).
+func TestAddressBase(t *testing.T) {
+	t.Parallel()
+	seen := map[int]bool{}
+	for range 20 {
+		for idx := range 3 {
+			b := addressBase(idx)
+			if b < idx*1000000 || b >= idx*1000000+900000 {
+				t.Fatalf("addressBase(%d) = %d, outside the lane's range", idx, b)
+			}
+			seen[b] = true
+		}
+	}
+	if len(seen) < 50 {
+		t.Errorf("60 offsets drawn, %d distinct: not random per run", len(seen))
+	}
+}
