@@ -74,16 +74,16 @@ test: prereqs deps bench-deps rie ## Run everything CI runs (gofmt, vet, race te
 	services_down
 	summary "make test"
 
-demo: prereqs deps rie ## Run the whole pipeline locally (go run ./cmd/demo); KEEP=1 leaves local AWS running with the demo's rows, queues and bin/sendonce to look around (make services-stop stops it).
+demo: prereqs deps rie ## Run the whole pipeline locally through every adapter under a gentle fault plan (go run ./cmd/demo: the chaos engine, 300 messages; a summary per adapter and one RESULT line; SEED=1); KEEP=1 leaves local AWS running with the demo's rows, queues and bin/sendonce to look around (make services-stop stops it).
 	@source scripts/steps.sh
 	require_cmd_dir cmd/demo "make demo"
 	if [ -z "$(KEEP)" ] || [ "$(KEEP)" = 0 ]; then
 		services_up
-		go run ./cmd/demo
+		go run ./cmd/demo $(if $(SEED),-seed=$(SEED))
 	else
 		services_keep
 		go build -o bin/sendonce ./cmd/sendonce
-		go run ./cmd/demo -keep "$${SENDONCE_LOCAL_DIR:-.local}"
+		go run ./cmd/demo $(if $(SEED),-seed=$(SEED)) -keep "$${SENDONCE_LOCAL_DIR:-.local}"
 	fi
 
 bench-deps: ## Install bench/'s Node package (Powertools idempotency) from its lockfile if it is missing or stale.

@@ -136,9 +136,17 @@ type Options struct {
 	// Outage is how long every send of every lane is refused, starting
 	// OutageAt after the faults start (zero: no outage).
 	Outage, OutageAt time.Duration
+	// PrimaryOutage, if set, is the failover lane's primary outage where
+	// the fault window leaves no room for a longer one, instead of
+	// Outage: the lane fails over without an outage of every lane.
+	PrimaryOutage time.Duration
 	// LookupOnly names the http lane's channel served by a provider that
 	// ignores Idempotency-Key ("" for none).
 	LookupOnly string
+	// TemplateThrottle, if set, replaces how long a lane's template
+	// change throttles its provider (TemplateChange.Throttle; the put
+	// comes halfway through).
+	TemplateThrottle time.Duration
 
 	// ProviderTimeout, Settle, VisibilityTimeout and ClaimTimeout are the
 	// pipelines' (localpipeline defaults when zero; a lane's LongClaim
@@ -153,6 +161,12 @@ type Options struct {
 	// default 10s); nil discards.
 	Progress      io.Writer
 	ProgressEvery time.Duration
+
+	// KeepResources leaves every lane's table and queues in the emulators
+	// after the run (localpipeline.Options.KeepResources), the invalid
+	// requests the check read off a dead-letter queue put back on it,
+	// for a person to look at (make demo KEEP=1; LaneReport names them).
+	KeepResources bool
 }
 
 // Defaults returns the standard mix for n messages and seed.
@@ -231,6 +245,9 @@ type lane struct {
 	// messages it found there and sent back to the queue.
 	deadLetters []localpipeline.DeadLetter
 	redriven    int
+	// kept are the invalid bodies the check found dead-lettered, to put
+	// back with Options.KeepResources.
+	kept []localpipeline.DeadLetter
 	// tc is the lane's template change (nil: none); fed counts the
 	// first-wave bodies enqueued so far (the feeding loop's; the first
 	// wave is the feeder's first bodies, so its indices are theirs).
@@ -551,10 +568,14 @@ func Run(ctx context.Context, o Options) (rep Report, err error) {
 		lr, vs, err := l.check(rctx, lostKeys)
 		errs = append(errs, err)
 		if s, ok := l.cp.(interface {
-			summarize(context.Context, *lane, LaneReport) (string, []Violation, error)
+			summarize(context.Context, *lane, *LaneReport) ([]Violation, error)
 		}); ok {
-			line, more, err := s.summarize(rctx, l, lr)
-			lr.Summary, vs, errs = line, append(vs, more...), append(errs, err)
+			more, err := s.summarize(rctx, l, &lr)
+			vs, errs = append(vs, more...), append(errs, err)
+		}
+		lr.Table, lr.QueueURL, lr.DLQURL, lr.RedactKeyARN = l.p.Table, l.p.QueueURL, l.p.DLQURL, l.p.RedactKeyARN()
+		if o.KeepResources {
+			errs = append(errs, l.p.DeadLetterAgain(rctx, l.kept))
 		}
 		rep.Lanes = append(rep.Lanes, lr)
 		rep.Violations = append(rep.Violations, vs...)
@@ -624,8 +645,9 @@ func startLane(ctx context.Context, o Options, d Lane, n, idx int, seed uint64, 
 			}
 			return map[string]string{"AWS_ENDPOINT_URL_DYNAMODB": u}
 		},
-		Simulator: simulator.Options{Seed: seed ^ 0x51, Latency: o.Latency, Jitter: o.Jitter, Callbacks: o.Callbacks},
-		Twin:      twin,
+		Simulator:     simulator.Options{Seed: seed ^ 0x51, Latency: o.Latency, Jitter: o.Jitter, Callbacks: o.Callbacks},
+		Twin:          twin,
+		KeepResources: o.KeepResources,
 	}
 	if o.LongClaims && d.LongClaim != nil {
 		po.ClaimTimeout, po.VisibilityTimeout, po.ReconcileEvery = d.LongClaim.Claim, d.LongClaim.Visibility, d.LongClaim.ReconcileEvery
@@ -650,12 +672,16 @@ func startLane(ctx context.Context, o Options, d Lane, n, idx int, seed uint64, 
 	if d.Name == "http" {
 		invalid, undeliverable = o.Invalid, o.Undeliverable
 	}
-	arng := rand.New(rand.NewPCG(seed, 0xadd))
 	l.w = localpipeline.NewWorkload(localpipeline.WorkloadOptions{
 		N: n, Seed: seed, Tenant: "chaos-" + d.Name, Permanent: o.Permanent, Undeliverable: undeliverable, Invalid: invalid,
-		Channels: d.Channels, AddressBase: idx*1000000 + arng.IntN(900000),
+		Channels: d.Channels, AddressBase: addressBase(idx),
 	})
 	if tc := d.TemplateChange; tc != nil {
+		if o.TemplateThrottle > 0 && tc.Throttle > 0 {
+			c := *tc
+			c.Throttle, c.ThrottleLead = o.TemplateThrottle, o.TemplateThrottle/2
+			tc = &c
+		}
 		l.w = tc.addParam(l.w, rand.New(rand.NewPCG(seed, 0x7e3)))
 		l.tc = newTemplateRun(tc, "chaos-"+d.Name, o.DynamoDBEndpoint, p.Table)
 	}
@@ -679,6 +705,13 @@ func startLane(ctx context.Context, o Options, d Lane, n, idx int, seed uint64, 
 	}
 	return l, nil
 }
+
+// addressBase is the first recipient number of the lane at index idx of
+// a run: lanes apart, and at a random offset, not the seed's, so that a
+// run sharing a moto_server with an earlier one of the same seed (a test
+// run twice against make services-start, make demo KEEP=1 twice) does not
+// count that run's SMS and email as its own.
+func addressBase(idx int) int { return idx*1000000 + rand.IntN(900000) }
 
 // addDueCopies queues the redelivered copies whose time has come.
 func (l *lane) addDueCopies() {

@@ -122,8 +122,19 @@ func TestChaosSmall(t *testing.T) {
 	if l, _ := rep.Lane("failover"); l.Metrics.Counts[metrics.Failovers] == 0 || l.Summary == "" {
 		t.Errorf("the failover lane never failed over through its primary's outage (EMF %v), or has no summary line %q", l.Metrics.Counts, l.Summary)
 	}
+	// The smtp lane's content check read messages of every shape: with
+	// an HTML part, and with a subject outside ASCII (RFC 2047).
+	if l, _ := rep.Lane("smtp"); l.MIME == nil || l.MIME.Checked == 0 || l.MIME.HTML == 0 || l.MIME.HTML == l.MIME.Checked || l.MIME.Encoded == 0 {
+		t.Errorf("the smtp lane's content check: %+v", l.MIME)
+	}
 	if len(rep.Violations) > 0 {
 		t.Fatalf("violations:\n%s\nprogress:\n%s", out.String(), progress.String())
+	}
+	// make demo's summary of the same report carries its verdict.
+	var sum strings.Builder
+	rep.WriteSummary(&sum)
+	if !strings.Contains(sum.String(), "\nRESULT: OK") {
+		t.Errorf("the demo's summary of a run without violations:\n%s", sum.String())
 	}
 	kills := 0
 	for _, f := range rep.Faults {

@@ -94,8 +94,18 @@ type LaneReport struct {
 	Leaks []localpipeline.Leak
 
 	// Summary is the lane's own summary line ("" for most lanes; the
-	// failover lane's: per provider, failovers and their evidence).
+	// failover lane's: per provider, failovers and their evidence; the
+	// smtp lane's: the messages checked against their templates).
 	Summary string
+	// MIME is the smtp lane's check of every message the server took
+	// against what its stored template renders (nil for other lanes).
+	MIME *MIMEReport
+
+	// Table, QueueURL and DLQURL are the lane's resources (left in the
+	// emulators with Options.KeepResources; the queue URLs name the
+	// run's SQS front), RedactKeyARN its functions' redaction key
+	// secret, and SentKey the key of a message it delivered once.
+	Table, QueueURL, DLQURL, RedactKeyARN, SentKey string
 
 	Metrics                        localpipeline.MetricTotals
 	Poller                         localpipeline.PollerStats
@@ -240,6 +250,7 @@ func (l *lane) check(ctx context.Context, lostKeys map[string][]string) (LaneRep
 	for _, d := range dls {
 		if _, ok := d.Attributes[sender.AttrErrorReason]; ok {
 			got[d.Body]++
+			l.kept = append(l.kept, d)
 			continue
 		}
 		lr.Redriven++
@@ -354,6 +365,9 @@ func (l *lane) judge(lr *LaneReport, cc *ClassCount, f facts, tr *TemplateReport
 		switch k {
 		case groundtruth.Once:
 			lr.DeliveredOnce++
+			if lr.SentKey == "" && state == ledger.StateSent {
+				lr.SentKey = m.Key
+			}
 		case groundtruth.Twice:
 			lr.DeliveredTwice++
 			v.Detail = fmt.Sprintf("%s %s delivered %d times (ledger %s)", m.Channel, m.Class, n, state)

@@ -100,7 +100,7 @@ const (
 
 // failoverSchedule returns the primary's outage (longer than SQS's
 // receives of a message where the fault window leaves the room, else
-// o.Outage), the healthy gap before its brownout (the senders' health
+// o.PrimaryOutage or o.Outage), the healthy gap before its brownout (the senders' health
 // cool-down, so that they try the primary again before it browns out,
 // where the window leaves the room), its brownout, and how long the
 // lane's first wave is fed.
@@ -109,13 +109,14 @@ func failoverSchedule(o Options) (outage, gap, brownout, spread time.Duration) {
 	receives := vis * localpipeline.DefaultMaxReceiveCount
 	window := cmp.Or(o.FaultWindow, 40*time.Second)
 	brownout = min(max(window/6, 3*time.Second), 20*time.Second)
-	outage, gap = max(o.Outage, receives+5*time.Second), dispatch.DefaultHealthCooldown
+	want := cmp.Or(o.PrimaryOutage, o.Outage)
+	outage, gap = max(want, receives+5*time.Second), dispatch.DefaultHealthCooldown
 	room := window - o.OutageAt - brownout - 5*time.Second
 	if outage+gap > room {
 		gap = 0
 	}
 	if outage > room {
-		outage = max(min(o.Outage, room), 0)
+		outage = max(min(want, room), 0)
 	}
 	spread = min(o.OutageAt+outage+gap+brownout+5*time.Second, window)
 	return outage, gap, brownout, spread
@@ -473,8 +474,9 @@ func (f *failoverFront) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // summarize draws the lane's own verdict (see failoverLane) over its
-// valid keys and returns its summary line with the violations it found.
-func (l *failoverLane) summarize(ctx context.Context, ln *lane, lr LaneReport) (string, []Violation, error) {
+// valid keys: it sets lr's summary line and returns the violations it
+// found.
+func (l *failoverLane) summarize(ctx context.Context, ln *lane, lr *LaneReport) ([]Violation, error) {
 	var vs []Violation
 	byProvider := map[string]map[string][]time.Time{} // provider → key → acceptance times
 	for name, s := range map[string]*simulator.Simulator{failoverPrimary: l.primary, failoverSecondary: l.secondary} {
@@ -505,7 +507,7 @@ func (l *failoverLane) summarize(ctx context.Context, ln *lane, lr LaneReport) (
 		}
 		rec, state, err := ln.p.Row(ctx, m.Key)
 		if err != nil {
-			return "", vs, err
+			return vs, err
 		}
 		if state == localpipeline.NoRow {
 			continue
@@ -527,7 +529,7 @@ func (l *failoverLane) summarize(ctx context.Context, ln *lane, lr LaneReport) (
 	}
 	count := func(name string) int { return len(byProvider[name]) }
 	emfFailovers := int(lr.Metrics.Counts[metrics.Failovers])
-	line := fmt.Sprintf("failover lane: %d delivered twice; %d lost; delivered by %s (primary) %d, by %s (secondary) %d, by both %d; "+
+	lr.Summary = fmt.Sprintf("failover lane: %d delivered twice; %d lost; delivered by %s (primary) %d, by %s (secondary) %d, by both %d; "+
 		"failovers %d (EMF Failovers; %d provider changes in %d ledger rows' attempt histories, %d of them truncated); "+
 		"%d after an ambiguous attempt that was not first settled against its provider "+
 		"(ledger: %d provider changes after an attempt not released; providers' side: %d sends without an answer, %d acceptances elsewhere after one, %d settled by a lookup first); "+
@@ -536,7 +538,7 @@ func (l *failoverLane) summarize(ctx context.Context, ln *lane, lr LaneReport) (
 		emfFailovers, ledgerFailovers, rows, truncated,
 		unsettledLedger+unsettledWire, unsettledLedger, ambiguousCalls, unsettledWire+settledAmbiguous, settledAmbiguous,
 		l.scheduleText())
-	return line, vs, nil
+	return vs, nil
 }
 
 // scheduleText describes the schedule as it ran.

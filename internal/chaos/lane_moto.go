@@ -226,7 +226,7 @@ func (l *motoLane) serve(w http.ResponseWriter, r *http.Request) {
 
 // Delivered reads moto_server's record of what the API accepted.
 func (l *motoLane) Delivered(ctx context.Context, w localpipeline.Workload) (map[string]int, map[string]string, error) {
-	sms, email, err := localpipeline.MotoRecords(ctx, l.client, l.moto)
+	sms, email, err := MotoRecords(ctx, l.client, l.moto)
 	if err != nil {
 		return nil, nil, fmt.Errorf("chaos: %s: %w", l.api.name, err)
 	}
@@ -243,3 +243,48 @@ func (l *motoLane) Sent() int {
 
 func (l *motoLane) Capability(string) Capability { return Neither }
 func (l *motoLane) Close()                       { l.stop() }
+
+// MotoRecords counts the SMS (by phone number) and emails (by recipient)
+// the moto_server at moto recorded (/moto-api/data.json), read through
+// client (http.DefaultClient if nil).
+func MotoRecords(ctx context.Context, client *http.Client, moto string) (sms, email map[string]int, err error) {
+	if client == nil {
+		client = http.DefaultClient
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, moto+"/moto-api/data.json", nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, nil, fmt.Errorf("chaos: read moto records: %w", err)
+	}
+	defer resp.Body.Close()
+	var data struct {
+		SNS struct {
+			SMS []struct {
+				PhoneNumber string `json:"phone_number"`
+			} `json:"SMS"`
+		} `json:"sns"`
+		SES struct {
+			Message []struct {
+				Destinations struct {
+					ToAddresses []string `json:"ToAddresses"`
+				} `json:"destinations"`
+			} `json:"Message"`
+		} `json:"ses"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&data); err != nil {
+		return nil, nil, fmt.Errorf("chaos: decode moto records: %w", err)
+	}
+	sms, email = map[string]int{}, map[string]int{}
+	for _, s := range data.SNS.SMS {
+		sms[s.PhoneNumber]++
+	}
+	for _, m := range data.SES.Message {
+		for _, to := range m.Destinations.ToAddresses {
+			email[to]++
+		}
+	}
+	return sms, email, nil
+}

@@ -19,7 +19,8 @@ import (
 // smtpLane is the SMTP adapter against a real SMTP server (emersion/
 // go-smtp) that records every message it took, by recipient, and
 // sometimes stalls after DATA: the message is in, the final reply never
-// comes before the adapter gives up.
+// comes before the adapter gives up. Its verdict also checks each
+// message's MIME against its template (summarize, MIMEReport).
 type smtpLane struct {
 	*drawer
 	srv     *smtp.Server
@@ -28,15 +29,19 @@ type smtpLane struct {
 	done    chan struct{}
 	closing sync.Once
 
-	mu  sync.Mutex
-	got map[string]int
+	ddb string // DynamoDB endpoint, to read the lane's templates
+
+	mu   sync.Mutex
+	got  map[string]int
+	data map[string][][]byte // recipient → every message taken, as received
 }
 
 // smtpFrom is the lane's envelope and header sender.
 const smtpFrom = "chaos@sendonce.test"
 
 func newSMTPLane(_ context.Context, o Options, seed uint64) (Counterpart, error) {
-	l := &smtpLane{drawer: newDrawer(o.SendFaults, seed), stall: 2 * o.ProviderTimeout, done: make(chan struct{}), got: map[string]int{}}
+	l := &smtpLane{drawer: newDrawer(o.SendFaults, seed), stall: 2 * o.ProviderTimeout, done: make(chan struct{}), got: map[string]int{},
+		data: map[string][][]byte{}, ddb: o.DynamoDBEndpoint}
 	srv := smtp.NewServer(l)
 	srv.Domain = "chaos.localhost"
 	srv.ReadTimeout = 30 * time.Second
@@ -84,12 +89,14 @@ func (s *smtpSession) Rcpt(to string, _ *smtp.RcptOptions) error {
 func (s *smtpSession) Data(r io.Reader) error {
 	s.l.inFlight.Add(1)
 	defer s.l.inFlight.Add(-1)
-	if _, err := io.Copy(io.Discard, r); err != nil {
+	data, err := io.ReadAll(r)
+	if err != nil {
 		return err
 	}
 	// The whole message is in: the server has it.
 	s.l.mu.Lock()
 	s.l.got[s.rcpt]++
+	s.l.data[s.rcpt] = append(s.l.data[s.rcpt], data)
 	s.l.mu.Unlock()
 	switch s.fault {
 	case fkAfter, fkAfterError:

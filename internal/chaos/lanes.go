@@ -61,6 +61,9 @@ type Counterpart interface {
 type Lane struct {
 	// Name names the adapter ("http", "twilio", "sns", "smtp", "ses").
 	Name string
+	// About names the adapter and its counterpart for a person
+	// (Report.WriteSummary).
+	About string
 	// Channels the lane's workload draws from.
 	Channels []notify.Channel
 	// Share is the lane's fraction of Options.N (the shares of the lanes
@@ -96,14 +99,14 @@ type Timings struct {
 // Lanes is the adapter table: every adapter chaos drives, each against
 // its counterpart. A new adapter is one more entry with its Counterpart.
 var Lanes = []Lane{
-	{Name: "http", Channels: []notify.Channel{notify.ChannelSMS, notify.ChannelEmail}, Share: 0.4, Instances: 3, New: newHTTPLane},
-	{Name: "twilio", Channels: []notify.Channel{notify.ChannelSMS}, Share: 0.2, Instances: 2, New: newTwilioLane,
+	{Name: "http", About: "the generic HTTP adapter to the provider simulator (sms drops repeats, email is looked up)", Channels: []notify.Channel{notify.ChannelSMS, notify.ChannelEmail}, Share: 0.4, Instances: 3, New: newHTTPLane},
+	{Name: "twilio", About: "the Twilio adapter to twiliotest (looked up by content)", Channels: []notify.Channel{notify.ChannelSMS}, Share: 0.2, Instances: 2, New: newTwilioLane,
 		LongClaim: &Timings{Claim: 65 * time.Second, Visibility: 20 * time.Second, ReconcileEvery: 90 * time.Second},
 		Workload:  shareTexts, TemplateChange: orderShippedChange},
-	{Name: "sns", Channels: []notify.Channel{notify.ChannelSMS}, Share: 0.2, Instances: 2, New: newSNSLane},
-	{Name: "smtp", Channels: []notify.Channel{notify.ChannelEmail}, Share: 0.2, Instances: 2, New: newSMTPLane},
-	{Name: "ses", Channels: []notify.Channel{notify.ChannelEmail}, Share: 0.15, Instances: 2, New: newSESLane},
-	{Name: "failover", Channels: []notify.Channel{notify.ChannelSMS}, Share: 0.15, Instances: 2, New: newFailoverLane, Spread: failoverSpread},
+	{Name: "sns", About: "Amazon SNS on moto_server", Channels: []notify.Channel{notify.ChannelSMS}, Share: 0.2, Instances: 2, New: newSNSLane},
+	{Name: "smtp", About: "SMTP to a go-smtp server", Channels: []notify.Channel{notify.ChannelEmail}, Share: 0.2, Instances: 2, New: newSMTPLane},
+	{Name: "ses", About: "Amazon SES on moto_server", Channels: []notify.Channel{notify.ChannelEmail}, Share: 0.15, Instances: 2, New: newSESLane},
+	{Name: "failover", About: "the route http,lambda (the provider simulator, then a Lambda provider)", Channels: []notify.Channel{notify.ChannelSMS}, Share: 0.15, Instances: 2, New: newFailoverLane, Spread: failoverSpread},
 }
 
 // LaneNames returns the names of Lanes, in order.

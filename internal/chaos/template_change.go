@@ -109,7 +109,7 @@ func (c *TemplateChange) addParam(w localpipeline.Workload, rng *rand.Rand) loca
 // rewrite applies f to the request of each valid message of w (by
 // index); where f reports a change, the message's body, key, class and
 // address are made again from the request, and every copy of its body in
-// w.First and w.Late is replaced.
+// w.First is replaced.
 func rewrite(w localpipeline.Workload, f func(i int, r *notify.Request) bool) localpipeline.Workload {
 	renamed := map[string]string{}
 	msgs := make([]localpipeline.Message, len(w.Messages))
@@ -133,9 +133,6 @@ func rewrite(w localpipeline.Workload, f func(i int, r *notify.Request) bool) lo
 	out := localpipeline.Workload{Messages: msgs}
 	for _, b := range w.First {
 		out.First = append(out.First, cmpOr(renamed[b], b))
-	}
-	for _, b := range w.Late {
-		out.Late = append(out.Late, cmpOr(renamed[b], b))
 	}
 	return out
 }

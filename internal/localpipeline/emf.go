@@ -2,9 +2,12 @@ package localpipeline
 
 import (
 	"bufio"
+	"cmp"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/sendonce/sendonce/internal/metrics"
@@ -111,3 +114,16 @@ func (d emfDirectives) names() (counts, dims []string) {
 
 // Dim returns the sum of counter name for one dimension value.
 func (t MetricTotals) Dim(name, dim, value string) int { return int(t.ByDim[name+"/"+dim+"="+value]) }
+
+// Counts formats m for a summary line: "key<kv>count" in key order,
+// joined by sep; "none" when m is empty.
+func Counts[K cmp.Ordered](m map[K]int, kv, sep string) string {
+	if len(m) == 0 {
+		return "none"
+	}
+	parts := make([]string, 0, len(m))
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		parts = append(parts, fmt.Sprint(k)+kv+strconv.Itoa(m[k]))
+	}
+	return strings.Join(parts, sep)
+}

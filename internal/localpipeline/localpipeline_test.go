@@ -58,15 +58,15 @@ func TestParseEMF(t *testing.T) {
 
 func TestNewWorkload(t *testing.T) {
 	t.Parallel()
-	o := DefaultWorkload(200, 7)
+	o := WorkloadOptions{N: 200, Seed: 7, Permanent: 0.02, Undeliverable: 0.01, Invalid: 6}
 	w := NewWorkload(o)
 	if again := NewWorkload(o); !reflect.DeepEqual(w, again) {
 		t.Fatalf("the same options gave two different workloads")
 	}
-	var valid, invalid, faults, copies, wantFailed int
-	keys := map[string]bool{}
+	var valid, invalid, faults, wantFailed int
+	keys, bodies := map[string]bool{}, map[string]bool{}
 	for _, m := range w.Messages {
-		copies += m.Copies
+		bodies[m.Body] = true
 		req, err := notify.Parse([]byte(m.Body))
 		if !m.Valid {
 			invalid++
@@ -97,14 +97,16 @@ func TestNewWorkload(t *testing.T) {
 	if valid != o.N || invalid != o.Invalid {
 		t.Errorf("got %d valid and %d invalid, want %d and %d", valid, invalid, o.N, o.Invalid)
 	}
-	if got := len(w.Faults()); got != faults || faults == 0 || wantFailed == 0 {
-		t.Errorf("Faults() = %d, messages with a fault %d, planned failures %d: want equal and non-zero", got, faults, wantFailed)
+	if faults != 6 || wantFailed != 4 {
+		t.Errorf("%d messages with a planned fault, %d planned failures; want 6 and 4", faults, wantFailed)
 	}
-	if got := w.Copies(); got != copies || copies <= len(w.Messages) {
-		t.Errorf("Copies() = %d, sum of copies %d: want equal and more than %d messages", got, copies, len(w.Messages))
+	if len(w.First) != len(w.Messages) || len(bodies) != len(w.Messages) {
+		t.Errorf("%d bodies to send, %d distinct, for %d messages: want each once", len(w.First), len(bodies), len(w.Messages))
 	}
-	if len(w.Late) == 0 {
-		t.Errorf("no late copies")
+	for _, b := range w.First {
+		if !bodies[b] {
+			t.Errorf("body %s sent but not a message's", b)
+		}
 	}
 }
 

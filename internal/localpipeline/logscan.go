@@ -169,13 +169,3 @@ func LogLeaks(name, logs string, rd *redact.Redactor, addrs []string) []string {
 	}
 	return out
 }
-
-// leakDetail is Scan's findings as a count and one "instance: form" line
-// each, without the address.
-func leakDetail(leaks []Leak) (int, []string) {
-	out := make([]string, 0, len(leaks))
-	for _, l := range leaks {
-		out = append(out, l.Instance+": "+l.Form)
-	}
-	return len(leaks), out
-}

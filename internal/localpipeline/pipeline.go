@@ -1,8 +1,9 @@
 // Package localpipeline runs the whole sendonce pipeline on one machine with
 // real components: the real function bootstraps under the Lambda Runtime
 // Interface Emulator, DynamoDB Local, SQS on moto_server, and the provider
-// simulator as ground truth. `make demo` (cmd/demo) and the chaos harness
-// use it.
+// simulator as ground truth. The chaos harness (package chaos, which make
+// demo and make chaos run) starts one per adapter lane; tests start one
+// with StartTest.
 //
 // Start builds, against emulators that are already running:
 //
@@ -124,8 +125,7 @@ type Options struct {
 	Env map[string]string
 	// TemplateTenants are the tenants whose example templates
 	// (templates.Examples) Start stores in the table. Default: "demo",
-	// "chaos" and "native", the tenants of the demo, chaos and native
-	// (SNS/SES) workloads.
+	// the default tenant of a Workload.
 	TemplateTenants []string
 	// InstanceEnv, if set, is called with each instance's name
 	// ("sender-1", "webhook", "reconciler") and adds to (and overrides)
@@ -143,7 +143,8 @@ type Options struct {
 
 	// KeepResources makes Close leave the table and queues (and what they
 	// hold) in the emulators, for a person to look at afterwards (make
-	// demo KEEP=1). Default false: Close deletes them.
+	// demo KEEP=1, through chaos.Options.KeepResources). Default false:
+	// Close deletes them.
 	KeepResources bool
 
 	// Twin, if set, is called with every batch a poller received; the
@@ -156,7 +157,7 @@ type Options struct {
 
 func (o *Options) defaults() error {
 	if o.DynamoDBEndpoint == "" || o.MotoEndpoint == "" {
-		return fmt.Errorf("localpipeline: the DynamoDB Local and moto_server endpoints are required (%s, %s): run through `make demo`, which starts them",
+		return fmt.Errorf("localpipeline: the DynamoDB Local and moto_server endpoints are required (%s, %s): run through `make demo` or `make services-start`, which start them",
 			testenv.DynamoDBEndpointEnv, testenv.MotoEndpointEnv)
 	}
 	if o.RIE == "" {
@@ -303,7 +304,7 @@ func Start(ctx context.Context, opts Options) (p *Pipeline, err error) {
 	}
 	tenants := opts.TemplateTenants
 	if len(tenants) == 0 {
-		tenants = []string{"demo", "chaos", "native"}
+		tenants = []string{"demo"}
 	}
 	for _, tenant := range tenants {
 		if _, err := templates.ImportExamples(ctx, dynamotemplates.New(p.ddb, p.Table, dynamotemplates.Config{}), tenant); err != nil {
@@ -674,6 +675,21 @@ func (p *Pipeline) DrainDLQ(ctx context.Context) ([]DeadLetter, error) {
 	return out, nil
 }
 
+// DeadLetterAgain puts dls, read off the dead-letter queue by DrainDLQ,
+// back on it with their message attributes (what the sender gave them).
+func (p *Pipeline) DeadLetterAgain(ctx context.Context, dls []DeadLetter) error {
+	for _, d := range dls {
+		attrs := map[string]types.MessageAttributeValue{}
+		for k, v := range d.Attributes {
+			attrs[k] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(v)}
+		}
+		if _, err := p.sqs.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(p.DLQURL), MessageBody: aws.String(d.Body), MessageAttributes: attrs}); err != nil {
+			return fmt.Errorf("localpipeline: put a dead letter back: %w", err)
+		}
+	}
+	return nil
+}
+
 // Attention returns the rows that still need attention (PENDING and
 // UNCERTAIN) across every shard of the attention index, the shards read
 // in parallel.
@@ -841,4 +857,18 @@ func (p *Pipeline) Close() error {
 		p.closeErr = errors.Join(errs...)
 	})
 	return p.closeErr
+}
+
+// WaitCallbacks waits (bounded by ctx) until sim, which posts each
+// callback dups extra times, has posted every callback of every message
+// it accepted.
+func WaitCallbacks(ctx context.Context, sim *simulator.Simulator, dups int) {
+	per := 2 * (1 + max(dups, 0))
+	for ctx.Err() == nil {
+		st := sim.Stats()
+		if st.CallbacksSent+st.CallbacksFailed+st.CallbacksDropped*per >= st.Accepted*per {
+			return
+		}
+		Sleep(ctx, 100*time.Millisecond)
+	}
 }

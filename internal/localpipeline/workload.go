@@ -11,9 +11,9 @@ import (
 	"github.com/sendonce/sendonce/notify"
 )
 
-// WorkloadOptions describes a workload: how many logical messages and how
-// much trouble. Rates are fractions of the valid messages, drawn without
-// overlap for the faults.
+// WorkloadOptions describes a workload: how many logical messages, the
+// planned rejections among them, and invalid bodies. Rates are fractions
+// of the valid messages, drawn without overlap.
 type WorkloadOptions struct {
 	// N is the number of valid logical messages.
 	N int
@@ -21,17 +21,10 @@ type WorkloadOptions struct {
 	Seed uint64
 	// Tenant is the tenant of every message; default "demo".
 	Tenant string
-	// SameBatch: a second SQS copy right after the first (same batch,
-	// raced by two goroutines of one instance).
-	SameBatch float64
-	// CrossInstance: a second copy a batch and a half later (likely
-	// processed at the same time by another instance).
-	CrossInstance float64
-	// Late: two more copies sent after the first wave (redeliveries of a
-	// message that is already final).
-	Late float64
-	// The provider faults, each once per chosen message (Count 1).
-	TimeoutAfterAccept, TimeoutBeforeAccept, Transient, Permanent, Undeliverable float64
+	// Permanent and Undeliverable are the shares of messages whose first
+	// send is rejected (400) or accepted but never delivered, each once
+	// per chosen message.
+	Permanent, Undeliverable float64
 	// Invalid is the number of invalid bodies added (they must reach the
 	// dead-letter queue with their reason).
 	Invalid int
@@ -46,16 +39,6 @@ type WorkloadOptions struct {
 	AddressBase int
 }
 
-// DefaultWorkload returns the demo's mix for n messages and seed.
-func DefaultWorkload(n int, seed uint64) WorkloadOptions {
-	return WorkloadOptions{
-		N: n, Seed: seed, Tenant: "demo",
-		SameBatch: 0.10, CrossInstance: 0.08, Late: 0.06,
-		TimeoutAfterAccept: 0.04, TimeoutBeforeAccept: 0.02, Transient: 0.06, Permanent: 0.015, Undeliverable: 0.01,
-		Invalid: max(5, n/50),
-	}
-}
-
 // Message is one logical message of a workload.
 type Message struct {
 	// Body is the SQS message body (every copy is identical).
@@ -67,8 +50,6 @@ type Message struct {
 	// Channel, Class and Address of a valid message; Address is the raw
 	// phone number or email address (never to appear in a log).
 	Channel, Class, Address string
-	// Copies is the number of SQS messages sent with this body.
-	Copies int
 	// Fault is the provider fault planned for the message's first send
 	// (zero Kind: none).
 	Fault simulator.Fault
@@ -83,13 +64,9 @@ type Message struct {
 // Workload is a generated workload.
 type Workload struct {
 	Messages []Message
-	// First is the first wave of bodies, in sending order; Late is sent
-	// after it.
-	First, Late []string
+	// First is every body once, in sending order.
+	First []string
 }
-
-// Copies returns the number of SQS messages the workload sends.
-func (w Workload) Copies() int { return len(w.First) + len(w.Late) }
 
 // Addresses returns every address the workload uses, valid or not.
 func (w Workload) Addresses() []string {
@@ -102,20 +79,9 @@ func (w Workload) Addresses() []string {
 	return out
 }
 
-// Faults returns the provider faults the workload plans, one per faulted
-// message, each restricted to the message's key.
-func (w Workload) Faults() []simulator.Fault {
-	var out []simulator.Fault
-	for _, m := range w.Messages {
-		if m.Fault.Kind != "" {
-			out = append(out, m.Fault)
-		}
-	}
-	return out
-}
-
 // NewWorkload generates the workload o describes. It is deterministic in
-// o.
+// o. Its emails carry text outside ASCII (a name in the data, the
+// newsletter's subject), which an email adapter must encode.
 func NewWorkload(o WorkloadOptions) Workload {
 	o.Tenant = cmp.Or(o.Tenant, "demo")
 	rng := rand.New(rand.NewPCG(o.Seed, o.Seed^0x5eed))
@@ -157,40 +123,32 @@ func NewWorkload(o WorkloadOptions) Workload {
 		case class == notify.ClassMarketing:
 			// Pre-rendered by the producer: no stored template is used.
 			req.Template, req.Content = "newsletter", &notify.Content{
-				Subject: "sendonce news", Text: fmt.Sprintf("Issue %d: what is new in sendonce.", i),
+				Subject: "Les nouveautés de sendonce", Text: fmt.Sprintf("Issue %d: what is new in sendonce.", i),
 				HTML: fmt.Sprintf("<p>Issue <b>%d</b>: what is new in sendonce.</p>", i),
 			}
 		default:
 			req.Template, req.Data = "order_shipped", map[string]any{"order_id": fmt.Sprintf("A-%05d", i)}
+			if ch == notify.ChannelEmail {
+				req.Data["name"] = "José"
+			}
 		}
 		body, _ := json.Marshal(req)
 		w.Messages = append(w.Messages, Message{
 			Body: string(body), Valid: true, Key: req.Key(), Channel: string(ch), Class: string(class),
-			Address: req.Address(), Copies: 1,
+			Address: req.Address(),
 		})
 	}
 
-	// Faults: distinct messages per kind, in a shuffled order.
+	// Planned rejections: distinct messages, in a shuffled order.
 	order := rng.Perm(o.N)
 	next := 0
-	take := func(rate float64) []int {
-		n := int(rate*float64(o.N) + 0.5)
-		n = min(n, o.N-next)
-		out := order[next : next+n]
-		next += n
-		return out
-	}
 	plan := func(rate float64, f simulator.Fault, failed bool) {
-		for _, i := range take(rate) {
+		n := min(int(rate*float64(o.N)+0.5), o.N-next)
+		for _, i := range order[next : next+n] {
 			f.Reference, f.Count = w.Messages[i].Key, 1
 			w.Messages[i].Fault, w.Messages[i].WantFailed = f, failed
 		}
-	}
-	plan(o.TimeoutAfterAccept, simulator.Fault{Kind: simulator.FaultTimeoutAfterAccept}, false)
-	plan(o.TimeoutBeforeAccept, simulator.Fault{Kind: simulator.FaultTimeoutBeforeAccept}, false)
-	for _, i := range take(o.Transient) {
-		status := []int{503, 500, 429}[rng.IntN(3)]
-		w.Messages[i].Fault = simulator.Fault{Kind: simulator.FaultStatus, Status: status, Reference: w.Messages[i].Key, Count: 1}
+		next += n
 	}
 	plan(o.Permanent, simulator.Fault{Kind: simulator.FaultStatus, Status: 400}, true)
 	plan(o.Undeliverable, simulator.Fault{Kind: simulator.FaultUndeliverable}, false)
@@ -214,40 +172,22 @@ func NewWorkload(o WorkloadOptions) Workload {
 			// Keep later copies of a kind distinct bodies.
 			body = body[:len(body)-1] + fmt.Sprintf(`,"n":%d}`, i)
 		}
-		w.Messages = append(w.Messages, Message{Body: body, InvalidField: v.field, Address: v.address, Copies: 1})
+		w.Messages = append(w.Messages, Message{Body: body, InvalidField: v.field, Address: v.address})
 	}
 
-	// Sending order: position i for message i; extra copies at offsets.
+	// Sending order: the valid messages in order, the invalid bodies
+	// spread through them rather than at the end.
 	type slot struct {
 		pos  float64
 		body string
 	}
-	var slots []slot
+	slots := make([]slot, 0, len(w.Messages))
 	for i, m := range w.Messages {
-		slots = append(slots, slot{float64(i), m.Body})
-	}
-	dup := order[next:] // messages without a fault get the duplicates first
-	dup = append(dup, order[:next]...)
-	k := 0
-	copies := func(rate float64, n int, add func(i int)) {
-		for range int(rate*float64(o.N) + 0.5) {
-			if k >= len(dup) {
-				return
-			}
-			i := dup[k]
-			k++
-			w.Messages[i].Copies += n
-			add(i)
+		pos := float64(i)
+		if i >= o.N {
+			pos = float64(rng.IntN(max(1, o.N)))
 		}
-	}
-	copies(o.SameBatch, 1, func(i int) { slots = append(slots, slot{float64(i) + 0.5, w.Messages[i].Body}) })
-	copies(o.CrossInstance, 1, func(i int) { slots = append(slots, slot{float64(i) + 15.5, w.Messages[i].Body}) })
-	copies(o.Late, 2, func(i int) { w.Late = append(w.Late, w.Messages[i].Body, w.Messages[i].Body) })
-	// Invalid bodies are spread through the wave rather than at its end.
-	for j := range slots {
-		if j >= o.N && j < len(w.Messages) {
-			slots[j].pos = float64(rng.IntN(max(1, o.N)))
-		}
+		slots = append(slots, slot{pos, m.Body})
 	}
 	slices.SortStableFunc(slots, func(a, b slot) int { return cmp.Compare(a.pos, b.pos) })
 	for _, s := range slots {

@@ -1,43 +1,16 @@
-package localpipeline
+package chaos
 
 import (
-	"context"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/sendonce/sendonce/internal/provider/smtpprovider/smtptest"
 	"github.com/sendonce/sendonce/internal/render"
 )
 
-// TestSMTPPhase: through the real sender bootstrap under the RIE and the
-// SMTP adapter, each email enqueued three times reaches a real SMTP server
-// once, with its key header, the stored template's subject and its parts
-// (multipart/alternative with text and HTML for order_shipped, text alone
-// for welcome).
-func TestSMTPPhase(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	srv := smtptest.New(t, smtptest.Options{})
-	p := StartTest(t, Options{
-		SenderInstances: 2, ProviderTimeout: 5 * time.Second, ClaimTimeout: 15 * time.Second,
-		SenderTimeout: 15 * time.Second, VisibilityTimeout: 20 * time.Second,
-		Env: SMTPEnv(srv, "notify@sendonce.example"),
-	})
-	rep, err := RunSMTP(ctx, p, srv, 6, 3, 90*time.Second)
-	if err != nil {
-		t.Fatalf("RunSMTP: %v", err)
-	}
-	if !rep.OK() || rep.Sent+rep.Abandoned != 6 || rep.Email != 6 || rep.HTML != 3 || rep.Copies != 18 || rep.Received != rep.Sent+rep.AbandonedRecorded {
-		var b strings.Builder
-		rep.WriteSummary(&b)
-		t.Fatalf("SMTP run:\n%s", b.String())
-	}
-}
-
-// TestCheckEmail: the content check refuses a wrong key header, subject,
-// part type or text, and a missing HTML part.
+// TestCheckEmail: the smtp lane's content check refuses a wrong key
+// header, subject, part type or text, and a missing HTML part.
 func TestCheckEmail(t *testing.T) {
+	t.Parallel()
 	want := render.Rendered{Subject: "Welcome, Zoë", Body: "Hi Zoë,\nwelcome.", HTML: "<p>Hi Zoë</p>"}
 	msg := func(key, subject, body string) []byte {
 		return []byte("X-Sendonce-Key: " + key + "\r\nSubject: " + subject + "\r\nMIME-Version: 1.0\r\n" + body)
@@ -55,6 +28,9 @@ func TestCheckEmail(t *testing.T) {
 	if err := checkEmail(msg("k1", subject, plain), "k1", textOnly); err != nil {
 		t.Fatalf("right text-only message refused: %v", err)
 	}
+	if !strings.Contains(headerOf(msg("k1", subject, plain), "Subject"), "=?") {
+		t.Errorf("headerOf did not return the raw, encoded subject")
+	}
 	for name, c := range map[string]struct {
 		data []byte
 		want render.Rendered
@@ -65,6 +41,7 @@ func TestCheckEmail(t *testing.T) {
 		"ExtraHTML":    {msg("k1", subject, alt), textOnly},
 		"WrongText":    {msg("k1", subject, strings.Replace(plain, "welcome", "goodbye", 1)), textOnly},
 		"Mixed":        {msg("k1", subject, strings.Replace(alt, "alternative", "mixed", 1)), want},
+		"Latin1":       {msg("k1", subject, strings.Replace(plain, "UTF-8", "ISO-8859-1", 1)), textOnly},
 	} {
 		if err := checkEmail(c.data, "k1", c.want); err == nil {
 			t.Errorf("%s: accepted", name)
