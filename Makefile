@@ -68,9 +68,10 @@ test: prereqs deps bench-deps rie ## Run everything CI runs (gofmt, vet, race te
 	# statement, no shared state but a sync.Once in its tests): the race
 	# detector finds nothing there and makes it nine times slower (its
 	# route tests alone: 18 s of CPU instead of 2), so it runs without.
-	# -p 4 test binaries at a time rather than one per core: they mostly
-	# wait, and the slowest start first (go_test_packages).
-	step "go test" go test -p 4 -race -count=1 $$(go_test_packages)
+	# -p 6 actions (builds, test runs) at a time rather than one per core:
+	# the slowest packages start first (go_test_packages) and mostly wait
+	# on the emulators for up to a minute each; two slots stay for builds.
+	step "go test" go test -p 6 -race -count=1 $$(go_test_packages)
 	step_wait
 	step "go test (infra, without the race detector)" go test -count=1 ./infra
 	step "simulation (2800 seeds)" go test -count=1 -run 'TestSim$$' ./internal/simtest -seeds=2800
