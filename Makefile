@@ -59,18 +59,25 @@ test: prereqs deps bench-deps rie ## Run everything CI runs (gofmt, vet, race te
 	services_up
 	step gofmt check_gofmt
 	step "go vet" go vet ./...
+	# cfn-lint computes on one core for half a minute, while go test -race
+	# mostly waits (on DynamoDB Local, moto_server, the emulator's
+	# bootstraps): they run side by side.
+	step_bg "cfn-lint (template.full.yaml, template.yaml, template.sar.yaml)" lint_template template.full.yaml template.yaml template.sar.yaml
+	step_bg "cfn-lint rules (negative tests)" python3 scripts/test_cfnlint_rules.py
 	# infra generates and checks the templates in one goroutine (no go
 	# statement, no shared state but a sync.Once in its tests): the race
 	# detector finds nothing there and makes it nine times slower (its
 	# route tests alone: 18 s of CPU instead of 2), so it runs without.
-	step "go test" go test -race -count=1 $$(go list ./... | grep -v '/infra$$')
+	# -p 6 actions (builds, test runs) at a time rather than one per core:
+	# the slowest packages start first (go_test_packages) and mostly wait
+	# on the emulators for up to a minute each; two slots stay for builds.
+	step "go test" go test -p 6 -race -count=1 $$(go_test_packages)
+	step_wait
 	step "go test (infra, without the race detector)" go test -count=1 ./infra
 	step "simulation (2800 seeds)" go test -count=1 -run 'TestSim$$' ./internal/simtest -seeds=2800
 	step "simulation mutations apply and build" scripts/mutations.sh check $(MUTATIONS)
 	step "checker and DynamoDB front mutations caught" scripts/mutations.sh tests $(TOOL_MUTATIONS)
 	step fuzz env FUZZTIME=$(FUZZTIME) scripts/fuzz.sh
-	step "cfn-lint (template.full.yaml, template.yaml, template.sar.yaml)" lint_template template.full.yaml template.yaml template.sar.yaml
-	step "cfn-lint rules (negative tests)" python3 scripts/test_cfnlint_rules.py
 	services_down
 	summary "make test"
 

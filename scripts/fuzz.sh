@@ -3,6 +3,15 @@
 # a _test.go file) for FUZZTIME (default 5s), one target at a time in its own
 # package. Keeps going after a failure and exits 1 if any target failed; a
 # crasher is saved under the package's testdata/fuzz/ as usual.
+#
+# Each package's fuzzing test binary is built once (go test -c -fuzz=.,
+# two packages at a time: a link is single-threaded) and then run once per
+# target as `go test -fuzz` runs it: in the package's directory, where it
+# reads and writes testdata/fuzz, with go test's flags and its corpus
+# directory in the build cache (fuzz/<import path> in go env GOCACHE), so
+# the corpus accumulates across runs exactly as with go test. (go test
+# -fuzz per target linked that binary once per target: 18 links for 14
+# packages, about half of the step's time.)
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -25,20 +34,45 @@ if [ "${#targets[@]}" -eq 0 ]; then
 	exit 0
 fi
 
+work=$(mktemp -d "${TMPDIR:-/tmp}/sendonce-fuzz.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+log=$work/log
+cache=$(go env GOCACHE)
+
+# The packages, each once, in the targets' order, with their import paths.
+mapfile -t pkgs < <(for t in "${targets[@]}"; do echo "${t% *}"; done | awk '!seen[$0]++')
+declare -A importpath binary
+i=0
+while read -r dir path; do
+	importpath[$dir]=$path
+	binary[$dir]=$work/$i.test
+	i=$((i + 1))
+done < <(for dir in "${pkgs[@]}"; do echo "$dir $(go list -f '{{.ImportPath}}' "$dir")"; done)
+
+# Build each package's binary; its build output is kept next to it.
+for dir in "${pkgs[@]}"; do echo "$dir ${binary[$dir]}"; done |
+	xargs -P 2 -L 1 sh -c 'go test -c -fuzz=. -o "$2" "$1" >"$2.build" 2>&1 || rm -f "$2"' _
+
 failed=()
-log=$(mktemp)
-trap 'rm -f "$log"' EXIT
 for t in "${targets[@]}"; do
 	dir=${t% *}
 	name=${t#* }
+	bin=${binary[$dir]}
 	echo "fuzz: $dir $name ($FUZZTIME)"
+	if [ ! -x "$bin" ]; then
+		echo "fuzz: $dir: the fuzzing test binary does not build:"
+		cat "$bin.build"
+		failed+=("$dir.$name")
+		continue
+	fi
 	# Go 1.26's fuzzing coordinator can end a clean run with a bare
 	# "context deadline exceeded" at the -fuzztime boundary on a loaded
 	# machine (go.dev/issue/75804, fixed in Go 1.27): no input failed and
 	# none was written. Such a run is retried once; any other failure, or
 	# one that wrote a failing input, counts at once.
 	for try in 1 2; do
-		if go test -run '^$' -fuzz "^${name}\$" -fuzztime "$FUZZTIME" "$dir" 2>&1 | tee "$log"; then
+		if (cd "$dir" && "$bin" -test.paniconexit0 -test.fuzzcachedir="$cache/fuzz/${importpath[$dir]}" \
+			-test.timeout=10m0s -test.run='^$' -test.fuzz="^${name}\$" -test.fuzztime="$FUZZTIME") 2>&1 | tee "$log"; then
 			break
 		fi
 		if [ "$try" -eq 1 ] && grep -q '^    context deadline exceeded$' "$log" &&

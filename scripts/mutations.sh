@@ -41,26 +41,44 @@ overlay() {
 	echo "$dir/overlay.json"
 }
 
+# check PATCH...: each patch applies and builds. Two at a time: each go
+# vet is mostly one chain of compiles (the mutated package up to simtest),
+# so one alone leaves a core idle. The lines come out in the patches' order.
 check() {
-	local failed=0 p name ov out
+	local failed=0 i=0 n=0 p
 	for p in "$@"; do
-		name=$(basename "$p" .patch)
-		if ! ov=$(overlay "$root/$p" 2>"$scratch/err"); then
-			echo "mutation $name: the patch does not apply: $(head -3 "$scratch/err" | tr '\n' ' ')"
-			failed=1
-			continue
+		check_one "$p" >"$scratch/check.$i" 2>&1 &
+		i=$((i + 1)) n=$((n + 1))
+		if [ "$n" -ge "${MUTATION_JOBS:-2}" ]; then
+			wait -n || true
+			n=$((n - 1))
 		fi
-		# go vet of the simulation compiles it and every package it runs
-		# (the mutated ones among them), where the mutation must build.
-		if ! out=$(go vet -overlay="$ov" ./internal/simtest 2>&1); then
-			echo "mutation $name: applies but does not build:"
-			echo "$out" | head -10
-			failed=1
-			continue
-		fi
-		echo "mutation $name: applies and builds"
+	done
+	wait || true
+	for ((p = 0; p < i; p++)); do
+		cat "$scratch/check.$p"
+		grep -q ': applies and builds$' "$scratch/check.$p" || failed=1
 	done
 	return $failed
+}
+
+# check_one PATCH: says whether PATCH applies and builds.
+check_one() {
+	local p=$1 name ov out err
+	name=$(basename "$p" .patch)
+	err=$scratch/err.$BASHPID
+	if ! ov=$(overlay "$root/$p" 2>"$err"); then
+		echo "mutation $name: the patch does not apply: $(head -3 "$err" | tr '\n' ' ')"
+		return 1
+	fi
+	# go vet of the simulation compiles it and every package it runs
+	# (the mutated ones among them), where the mutation must build.
+	if ! out=$(go vet -overlay="$ov" ./internal/simtest 2>&1); then
+		echo "mutation $name: applies but does not build:"
+		echo "$out" | head -10
+		return 1
+	fi
+	echo "mutation $name: applies and builds"
 }
 
 catch() {

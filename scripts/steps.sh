@@ -7,6 +7,7 @@
 _STEPS_PASSED=()
 _STEPS_FAILED=()
 _STEPS_SKIPPED=()
+_STEPS_BG=()
 _STEPS_T0=$SECONDS
 
 # services_up starts DynamoDB Local and moto_server on free ports, exports
@@ -70,12 +71,54 @@ step() {
 	fi
 }
 
+# step_bg NAME CMD...: starts CMD in the background as a named step (a
+# command that mostly computes on one core, next to a step that mostly
+# waits); its output goes to a file. step_wait waits for every step_bg
+# step, prints its output and its line, and records it as step does.
+step_bg() {
+	local name=$1 dir
+	shift
+	dir=$(mktemp -d "${TMPDIR:-/tmp}/sendonce-step.XXXXXX")
+	echo "==> $name: started in the background"
+	(
+		_STEPS_PID=$BASHPID
+		t0=$SECONDS rc=0
+		c0=$(_cpu_ticks)
+		"$@" >"$dir/out" 2>&1 </dev/null || rc=$?
+		echo "$rc $((SECONDS - t0))s, CPU $(_cpu_since "$c0")s" >"$dir/rc"
+	) &
+	_STEPS_BG+=("$!:$dir:$name")
+}
+
+# step_wait waits for the steps step_bg started and reports each (its
+# output, then its line) in the order they were started.
+step_wait() {
+	local bg pid dir name rc took
+	for bg in "${_STEPS_BG[@]}"; do
+		pid=${bg%%:*} dir=${bg#*:} name=${dir#*:} dir=${dir%%:*}
+		wait "$pid" || true
+		echo "==> $name (ran in the background)"
+		cat "$dir/out"
+		read -r rc took <"$dir/rc" || { rc=1 took="?"; }
+		if [ "$rc" -eq 0 ]; then
+			_STEPS_PASSED+=("$name")
+			echo "==> $name: ok ($took)"
+		else
+			_STEPS_FAILED+=("$name")
+			echo "==> $name: FAILED (exit $rc, $took)"
+		fi
+		rm -rf "$dir"
+	done
+	_STEPS_BG=()
+}
+
 # _cpu_ticks prints the user + system clock ticks of this shell's waited-for
-# children so far (/proc/self/stat's cutime and cstime, of the subshell's
-# parent: this shell).
+# children so far (/proc/PID/stat's cutime and cstime, of this shell: $$,
+# or a background step's subshell, _STEPS_PID; not of the subshell that
+# runs _cpu_ticks).
 _cpu_ticks() {
 	local f
-	read -ra f </proc/$$/stat
+	read -ra f </proc/"${_STEPS_PID:-$$}"/stat
 	echo $((f[15] + f[16]))
 }
 
@@ -144,6 +187,22 @@ lint_template() {
 	done
 	cfn-lint "${files[@]}" --append-rules scripts/cfnlint_rules || failed=1
 	return $failed
+}
+
+# go_test_packages prints the packages `make test` tests with the race
+# detector (all but infra), the slowest first: go test starts its builds
+# and runs in the order it is given the packages, and these wait on the
+# emulators for up to a minute (chaos), so they start while the quick
+# ones keep the cores busy instead of running alone at the end.
+go_test_packages() {
+	local m slow p all
+	m=$(go list -m)
+	slow=(internal/chaos internal/sender cmd/sendonce examples internal/reconcile cmd/bench
+		internal/provider/lambdaprovider internal/simtest functions/sender internal/ledger/dynamoledger)
+	all=$(go list ./... | grep -v '/infra$')
+	# (one that is gone is left out: the order is only a hint)
+	for p in "${slow[@]}"; do grep -Fx "$m/$p" <<<"$all" || true; done
+	grep -Fxv -f <(printf "$m/%s\n" "${slow[@]}") <<<"$all"
 }
 
 # has_go_pkg DIR: true when DIR holds a Go package (a non-test .go file).
