@@ -126,6 +126,12 @@ MUTATION_SEEDS ?= 20000
 MUTATIONS ?= internal/simtest/testdata/mutations/*.patch
 .PHONY: sim sim-mutations sim-outage drain-bench tool-mutations loc
 SCALE ?= 100
+# make sim-outage: the provider's limit (sends/s), the reconcile workers'
+# rows/s and the rows one Find hands out (SENDONCE_RECONCILE_MAX_ROWS), at
+# full scale.
+LIMIT ?= 1500
+WORKERS ?= 2000
+MAXROWS ?= 60000
 DRAIN_ROWS ?= 20000
 TOOL_MUTATIONS ?= internal/groundtruth/testdata/mutations/*.patch internal/ddbfront/testdata/mutations/*.patch
 
@@ -133,8 +139,8 @@ sim: ## Run the deterministic simulation over SEEDS seeds (1000000) on every cor
 	@go test -count=1 -timeout=0 -run 'TestSim$$' ./internal/simtest -seeds=$(SEEDS) -progress=10s -v \
 		| grep --line-buffered -v -E '^(=== (RUN|PAUSE|CONT)|    --- PASS: TestSim/seeds/|--- PASS: TestSim/seeds)'
 
-sim-outage: ## Simulate a provider outage at scale in virtual time (internal/outagesim, docs/scale.md): 1,000 msg/s scaled by 1/SCALE (100), two hours; prints the table and RESULT: OK or FAIL.
-	@go test -count=1 -timeout=0 -run '^TestOutageFull$$' ./internal/outagesim -outage.full -outage.scale=$(SCALE) -v | grep -v -E '^(=== RUN|--- (PASS|FAIL)|PASS|FAIL|ok )'
+sim-outage: ## Simulate a provider outage at scale in virtual time (internal/outagesim, docs/scale.md): 1,000 msg/s scaled by 1/SCALE (100), two hours, provider limit LIMIT (1500)/s, WORKERS (2000) rows/s, MAXROWS (60000) a hand-out; prints the table and RESULT: OK or FAIL.
+	@go test -count=1 -timeout=0 -run '^TestOutageFull$$' ./internal/outagesim -outage.full -outage.scale=$(SCALE) -outage.limit=$(LIMIT) -outage.workers=$(WORKERS) -outage.maxrows=$(MAXROWS) -v | grep -v -E '^(=== RUN|--- (PASS|FAIL)|PASS|FAIL|ok )'
 
 drain-bench: prereqs deps rie ## Drain DRAIN_ROWS (20000) released rows on DynamoDB Local with 1, 4 and 16 reconcile workers under the RIE against the provider simulator; rows/s per level (docs/scale.md). Minutes; not part of make test.
 	@source scripts/steps.sh

@@ -15,51 +15,59 @@
 // table, which TestTable checks Of against over every combination of its
 // dimensions (caller, row state, the provider's capabilities, class
 // policy, settle, age, attempts, lookup answer, render, time left,
-// validity; row "new" is a message the sender has not claimed yet). A
+// validity, the provider's health; row "new" is a message the sender has
+// not claimed yet). A
 // rule names only the dimensions it tests: "provider lookup|both" is a
 // provider that can be asked (and may also drop repeats), "tries many"
 // is MaxAttempts attempts that may have reached the provider, "time
-// short" is Input.NoTime. The lines below are
+// short" is Input.NoTime, "health down" Input.ProviderDown and "health
+// paced" Input.Paced. The lines below are
 // generated from it by TestDocTable (go test -run TestDocTable -update):
 //
-//	row new, validity expired                                                                                     expire
-//	row new, render unrenderable|no_message                                                                       mark_failed
-//	row new, provider unconfigured                                                                                wait
-//	row new                                                                                                       send
-//	row sent|failed|abandoned                                                                                     acknowledge
-//	row pending-live                                                                                              wait
-//	caller sender, row uncertain                                                                                  hand_off
-//	row released|released-backoff, validity expired                                                               expire
-//	caller reconciler, row released-backoff                                                                       wait
-//	caller reconciler, age old                                                                                    abandon
-//	row released|released-backoff, render unrenderable|no_message                                                 mark_failed
-//	render no_message                                                                                             mark_failed
-//	caller sender, row pending-stale, tries few, render unrenderable                                              mark_uncertain
-//	render unrenderable                                                                                           wait
-//	caller sender, row released|released-backoff, provider unconfigured                                           wait
-//	caller reconciler, row released, provider unconfigured                                                        postpone
-//	row released|released-backoff                                                                                 send
-//	caller sender, row pending-stale, provider unconfigured, tries few                                            mark_uncertain
-//	provider unconfigured                                                                                         wait
-//	caller sender, row pending-stale, provider lookup|both, tries few, lookup not_asked, time short               mark_uncertain
-//	provider lookup|both, lookup not_asked, time short                                                            wait
-//	provider lookup|both, lookup not_asked                                                                        look_up
-//	provider lookup|both, lookup accepted                                                                         mark_sent
-//	provider lookup|both, lookup rejected                                                                         mark_failed
-//	provider lookup|both, settle settled, lookup no_record, validity expired                                      expire
-//	caller sender, row pending-stale, provider lookup|both, tries few, lookup no_record|failed, validity expired  mark_uncertain
-//	provider lookup|both, lookup no_record|failed, validity expired                                               wait
-//	caller sender, validity expired                                                                               mark_uncertain
-//	caller reconciler, validity expired                                                                           abandon
-//	provider both                                                                                                 send
-//	provider lookup, settle settled, lookup no_record                                                             send
-//	caller sender, row pending-stale, provider lookup, tries few, lookup no_record|failed                         mark_uncertain
-//	provider lookup, lookup no_record|failed                                                                      wait
-//	provider idempotent                                                                                           send
-//	caller sender, provider none|lookup                                                                           mark_uncertain
-//	caller reconciler, provider none|lookup, policy resend, tries many                                            abandon
-//	caller reconciler, provider none|lookup, policy resend                                                        send
-//	caller reconciler, provider none|lookup                                                                       abandon
+//	row new, validity expired                                                                                          expire
+//	row new, render unrenderable|no_message                                                                            mark_failed
+//	row new, provider unconfigured                                                                                     wait
+//	row new                                                                                                            send
+//	row sent|failed|abandoned                                                                                          acknowledge
+//	row pending-live                                                                                                   wait
+//	caller sender, row uncertain                                                                                       hand_off
+//	row released|released-backoff, validity expired                                                                    expire
+//	caller reconciler, row released-backoff                                                                            wait
+//	caller reconciler, age old                                                                                         abandon
+//	row released|released-backoff, render unrenderable|no_message                                                      mark_failed
+//	render no_message                                                                                                  mark_failed
+//	caller sender, row pending-stale, tries few, render unrenderable                                                   mark_uncertain
+//	render unrenderable                                                                                                wait
+//	caller sender, row released|released-backoff, provider unconfigured                                                wait
+//	caller reconciler, row released, provider unconfigured                                                             postpone
+//	row released|released-backoff, health down|paced                                                                   wait
+//	row released|released-backoff                                                                                      send
+//	caller sender, row pending-stale, provider unconfigured, tries few                                                 mark_uncertain
+//	provider unconfigured                                                                                              wait
+//	caller sender, row pending-stale, provider lookup|both, tries few, lookup not_asked, time short                    mark_uncertain
+//	provider lookup|both, lookup not_asked, time short                                                                 wait
+//	provider lookup|both, lookup not_asked                                                                             look_up
+//	provider lookup|both, lookup accepted                                                                              mark_sent
+//	provider lookup|both, lookup rejected                                                                              mark_failed
+//	provider lookup|both, settle settled, lookup no_record, validity expired                                           expire
+//	caller sender, row pending-stale, provider lookup|both, tries few, lookup no_record|failed, validity expired       mark_uncertain
+//	provider lookup|both, lookup no_record|failed, validity expired                                                    wait
+//	caller sender, validity expired                                                                                    mark_uncertain
+//	caller reconciler, validity expired                                                                                abandon
+//	caller sender, row pending-stale, provider both|idempotent, tries few, health down|paced                           mark_uncertain
+//	provider both|idempotent, health down|paced                                                                        wait
+//	provider both                                                                                                      send
+//	caller sender, row pending-stale, provider lookup, settle settled, tries few, lookup no_record, health down|paced  mark_uncertain
+//	provider lookup, settle settled, lookup no_record, health down|paced                                               wait
+//	provider lookup, settle settled, lookup no_record                                                                  send
+//	caller sender, row pending-stale, provider lookup, tries few, lookup no_record|failed                              mark_uncertain
+//	provider lookup, lookup no_record|failed                                                                           wait
+//	provider idempotent                                                                                                send
+//	caller sender, provider none|lookup                                                                                mark_uncertain
+//	caller reconciler, provider none|lookup, policy resend, tries many                                                 abandon
+//	caller reconciler, provider none|lookup, policy resend, health down|paced                                          wait
+//	caller reconciler, provider none|lookup, policy resend                                                             send
+//	caller reconciler, provider none|lookup                                                                            abandon
 //
 // The sender's mark_uncertain rules for "row pending-stale, tries few"
 // are Wait†: Wait is MarkUncertain instead when the sender decides about a stale
@@ -143,7 +151,8 @@ const (
 	// abandons a row.
 	DefaultMaxAttempts = 5
 	// RetryBase and RetryCap shape the reconciler's backoff of released
-	// rows: RetryBase × 2^(attempt−1), at most RetryCap.
+	// rows: RetryBase × 2^(attempt−1), at most RetryCap; RetryBase alone
+	// for a release because the provider is down or paced (RetryDelay).
 	RetryBase = time.Minute
 	RetryCap  = 30 * time.Minute
 )
@@ -178,6 +187,24 @@ func CheckClaimTimeout(claim, providerTimeout time.Duration) error {
 // RetryAfter is how long the reconciler waits before it retries a row
 // whose attempt number attempt was released: exponential, capped.
 func RetryAfter(attempt int) time.Duration { return Backoff(RetryBase, attempt) }
+
+// RetryDelay is how long a row released for cause waits before the
+// reconciler retries it (its RetryAt), from base
+// (SENDONCE_RECONCILE_RETRY_BASE). A refusal of the provider as a whole
+// does not grow a row's backoff: a release because the provider is known
+// down (CauseProviderDown) or its send rate was spent (CausePaced) waits
+// base, however often the row was released before, so the rows of an
+// outage are due again within base of the recovery (the reconciler does
+// not take them over while the provider is still down: Input.ProviderDown).
+// Any other release (a refusal while the provider otherwise answers, a
+// configuration error, the template store, a lost ledger answer) backs
+// off exponentially by attempt (Backoff).
+func RetryDelay(base time.Duration, attempt int, cause Cause) time.Duration {
+	if cause == CauseProviderDown || cause == CausePaced {
+		return min(base, RetryCap)
+	}
+	return Backoff(base, attempt)
+}
 
 // Backoff is RetryAfter with base in place of RetryBase
 // (SENDONCE_RECONCILE_RETRY_BASE): base × 2^(attempt−1), at most RetryCap.
@@ -401,10 +428,21 @@ const (
 	// CauseNoTime: too little time is left before the caller's deadline for a
 	// lookup and a send (Input.NoTime).
 	CauseNoTime
+	// CauseProviderDown: the decision is a send, but every provider that
+	// may take it is known down (Input.ProviderDown): the row is not
+	// taken over for a call that would only be refused. Also why a row is
+	// released when its provider refused it while known down (RetryDelay).
+	CauseProviderDown
+	// CausePaced: the decision is a send, but the provider's send rate is
+	// spent (Input.Paced): the row is not taken over for a send that has
+	// no token. Also why a row is released when its send had no token
+	// (RetryDelay).
+	CausePaced
 )
 
 var causeNames = [...]string{CauseNone: "", CauseInFlight: "in_flight", CauseBackingOff: "backing_off", CauseNoProvider: "no_provider",
-	CauseUnrenderable: "unrenderable", CauseSettling: "settling", CauseLookupFailed: "lookup_failed", CauseNoTime: "no_time"}
+	CauseUnrenderable: "unrenderable", CauseSettling: "settling", CauseLookupFailed: "lookup_failed", CauseNoTime: "no_time",
+	CauseProviderDown: "provider_down", CausePaced: "paced"}
 
 // String returns the cause's name as logs print it ("in_flight", ...).
 func (c Cause) String() string {
@@ -452,6 +490,20 @@ type Input struct {
 	// and the row waits for a caller with time (the sender's stale first
 	// claim is marked UNCERTAIN instead: Wait†).
 	NoTime bool
+	// ProviderDown is true when every provider that may take the row's
+	// next attempt is known down (dispatch.Health: cooling down after
+	// failures in a row). A decision to send waits instead (CauseProviderDown,
+	// Wait†), with no takeover: the send would only be refused, and its
+	// takeover and release would cost two writes. A new message is still
+	// claimed and sent (its row must exist for the reconciler, and its
+	// call probes the provider).
+	ProviderDown bool
+	// Paced is true when the provider's send rate is spent: no send token
+	// within the caller's wait (package pace). A decision to send waits
+	// instead (CausePaced, Wait†), with no takeover. The caller takes the
+	// token once Of has decided to send, and decides again with Paced
+	// when it has none (as with a lookup's Answer).
+	Paced bool
 }
 
 // Decision is an Action with its explanation.
@@ -495,7 +547,7 @@ func Of(in Input) Decision {
 		}
 		return Decision{Action: Postpone, Reason: "config: no provider is configured for channel " + r.Channel}
 	case r.Released:
-		return Decision{Action: Send, Reason: "the previous attempt was released: nothing was sent"}
+		return send(in, "the previous attempt was released: nothing was sent")
 	case !in.Configured && r.Provider != "":
 		return wait(in, CauseNoProvider, "the provider of the previous attempt ("+r.Provider+") no longer serves channel "+r.Channel+", and that attempt may have sent")
 	case !in.Configured:
@@ -508,7 +560,7 @@ func Of(in Input) Decision {
 		if in.Caller == Reconciler && in.MaxAttempts > 0 && mayHaveSent >= in.MaxAttempts {
 			return Decision{Action: Abandon, Reason: fmt.Sprintf("gave up after %d attempts that may have reached the provider", mayHaveSent)}
 		}
-		return Decision{Action: Send, Reason: reason}
+		return send(in, reason)
 	}
 	if in.Caps.LookupByReference && in.Answer != Unproven {
 		switch in.Answer {
@@ -530,13 +582,13 @@ func Of(in Input) Decision {
 		case expired:
 			return wait(in, CauseLookupFailed, "expired; lookup failed: ask again later, so the ledger knows whether it was sent")
 		case in.Caps.IdempotentSends:
-			return Decision{Action: Send, Reason: "the provider has no record or could not be asked, and it drops repeats"}
+			return send(in, "the provider has no record or could not be asked, and it drops repeats")
 		case in.Answer == NoRecord && in.Now.Sub(r.AttemptedAt) >= in.Settle:
 			// The lookup covered every attempt that may have sent (from
 			// LookupStart) and the latest has settled: none of them
 			// reached the provider. Like released attempts, they do not
 			// count toward giving up; only the maximum age does.
-			return Decision{Action: Send, Reason: "no record at the provider after the settle time: no attempt was sent"}
+			return send(in, "no record at the provider after the settle time: no attempt was sent")
 		case in.Answer == NoRecord:
 			return wait(in, CauseSettling, "no record at the provider yet: settling")
 		}
@@ -548,7 +600,7 @@ func Of(in Input) Decision {
 	case expired:
 		return Decision{Action: Abandon, Reason: expiredReason(r, "whether the earlier attempt was sent is unknown, and it is never sent again")}
 	case in.Caps.IdempotentSends:
-		return Decision{Action: Send, Reason: "the provider drops repeats"}
+		return send(in, "the provider drops repeats")
 	case in.Caller == Sender && in.Answer == Unproven:
 		return Decision{Action: MarkUncertain, Reason: "a message with the same content is at the provider, but none is proven to be this key's"}
 	case in.Caller == Sender:
@@ -572,6 +624,20 @@ func first(in Input, expired bool) Decision {
 		return Decision{Action: Wait, Reason: "no provider is configured for channel " + r.Channel, Cause: CauseNoProvider}
 	}
 	return Decision{Action: Send, Reason: "a new message"}
+}
+
+// send is Send for a row, or a wait when the send could not go: every
+// provider that may take it is known down (Input.ProviderDown), or its
+// send rate is spent (Input.Paced). The wait needs no takeover; the
+// sender's stale first claim is marked UNCERTAIN instead (Wait†).
+func send(in Input, reason string) Decision {
+	switch {
+	case in.ProviderDown:
+		return wait(in, CauseProviderDown, "the provider is down (it keeps failing): "+reason+"; sent once it answers again")
+	case in.Paced:
+		return wait(in, CausePaced, "the provider's send rate is spent: "+reason+"; sent when a token is free")
+	}
+	return Decision{Action: Send, Reason: reason}
 }
 
 // expiredReason is the reason of a row whose message expired: ReasonExpired,

@@ -31,69 +31,81 @@ var (
 	// (ledger.Entry.ValidUntil); a validity ahead decides as none does
 	// (TestValidityAhead).
 	validities = []string{"none", "expired"}
+	// healths: the provider answers; every provider that may take the
+	// send is known down (Input.ProviderDown); its send rate is spent
+	// (Input.Paced).
+	healths = []string{"up", "down", "paced"}
 )
 
 // rule is one line of the decision table: "*" matches anything, a value
 // list "a|b" any of them. The first matching rule decides.
 type rule struct {
-	caller, state, caps, policy, settle, age, tries, lookup, render, time, validity string
-	want                                                                            Action
+	caller, state, caps, policy, settle, age, tries, lookup, render, time, validity, health string
+	want                                                                                    Action
 }
 
 // table is the decision, in order. It is the documentation the package
 // doc summarises; TestTable checks decide.Of against it over every
 // combination of the dimensions above.
 var table = []rule{
-	// caller      state                        caps                    policy    settle     age    tries   lookup   render   time          want
+	// caller      state                        caps                    policy    settle     age    tries   lookup   render   time   validity   health   want
 	// A new message (the sender, before its first claim).
-	{"*", "new", "*", "*", "*", "*", "*", "*", "*", "*", "expired", Expire},
-	{"*", "new", "*", "*", "*", "*", "*", "*", "unrenderable|no_message", "*", "*", MarkFailed},
-	{"*", "new", "unconfigured", "*", "*", "*", "*", "*", "*", "*", "*", Wait},
-	{"*", "new", "*", "*", "*", "*", "*", "*", "*", "*", "*", Send},
-	{"*", "sent|failed|abandoned", "*", "*", "*", "*", "*", "*", "*", "*", "*", Acknowledge},
-	{"*", "pending-live", "*", "*", "*", "*", "*", "*", "*", "*", "*", Wait},
-	{"sender", "uncertain", "*", "*", "*", "*", "*", "*", "*", "*", "*", HandOff},
+	{"*", "new", "*", "*", "*", "*", "*", "*", "*", "*", "expired", "*", Expire},
+	{"*", "new", "*", "*", "*", "*", "*", "*", "unrenderable|no_message", "*", "*", "*", MarkFailed},
+	{"*", "new", "unconfigured", "*", "*", "*", "*", "*", "*", "*", "*", "*", Wait},
+	{"*", "new", "*", "*", "*", "*", "*", "*", "*", "*", "*", "*", Send},
+	{"*", "sent|failed|abandoned", "*", "*", "*", "*", "*", "*", "*", "*", "*", "*", Acknowledge},
+	{"*", "pending-live", "*", "*", "*", "*", "*", "*", "*", "*", "*", "*", Wait},
+	{"sender", "uncertain", "*", "*", "*", "*", "*", "*", "*", "*", "*", "*", HandOff},
 	// Past its validity a message is never sent: a released row sent
 	// nothing, so it ends FAILED (expired) at once.
-	{"*", "released|released-backoff", "*", "*", "*", "*", "*", "*", "*", "*", "expired", Expire},
-	{"reconciler", "released-backoff", "*", "*", "*", "*", "*", "*", "*", "*", "*", Wait},
-	{"reconciler", "*", "*", "*", "*", "old", "*", "*", "*", "*", "*", Abandon},
+	{"*", "released|released-backoff", "*", "*", "*", "*", "*", "*", "*", "*", "expired", "*", Expire},
+	{"reconciler", "released-backoff", "*", "*", "*", "*", "*", "*", "*", "*", "*", "*", Wait},
+	{"reconciler", "*", "*", "*", "*", "old", "*", "*", "*", "*", "*", "*", Abandon},
 	// A message the row pins that cannot be rendered: FAILED when nothing
 	// can have been sent; otherwise it waits (a stale first claim is
 	// marked uncertain by the sender, so the reconciler sees it).
-	{"*", "released|released-backoff", "*", "*", "*", "*", "*", "*", "unrenderable|no_message", "*", "*", MarkFailed},
-	{"*", "*", "*", "*", "*", "*", "*", "*", "no_message", "*", "*", MarkFailed},
-	{"sender", "pending-stale", "*", "*", "*", "*", "few", "*", "unrenderable", "*", "*", MarkUncertain},
-	{"*", "*", "*", "*", "*", "*", "*", "*", "unrenderable", "*", "*", Wait},
-	{"sender", "released|released-backoff", "unconfigured", "*", "*", "*", "*", "*", "*", "*", "*", Wait},
-	{"reconciler", "released", "unconfigured", "*", "*", "*", "*", "*", "*", "*", "*", Postpone},
-	{"*", "released|released-backoff", "*", "*", "*", "*", "*", "*", "*", "*", "*", Send},
-	{"sender", "pending-stale", "unconfigured", "*", "*", "*", "few", "*", "*", "*", "*", MarkUncertain},
-	{"*", "*", "unconfigured", "*", "*", "*", "*", "*", "*", "*", "*", Wait},
+	{"*", "released|released-backoff", "*", "*", "*", "*", "*", "*", "unrenderable|no_message", "*", "*", "*", MarkFailed},
+	{"*", "*", "*", "*", "*", "*", "*", "*", "no_message", "*", "*", "*", MarkFailed},
+	{"sender", "pending-stale", "*", "*", "*", "*", "few", "*", "unrenderable", "*", "*", "*", MarkUncertain},
+	{"*", "*", "*", "*", "*", "*", "*", "*", "unrenderable", "*", "*", "*", Wait},
+	{"sender", "released|released-backoff", "unconfigured", "*", "*", "*", "*", "*", "*", "*", "*", "*", Wait},
+	{"reconciler", "released", "unconfigured", "*", "*", "*", "*", "*", "*", "*", "*", "*", Postpone},
+	// A send that could not go (the provider is known down, or its rate
+	// is spent) waits, without a takeover.
+	{"*", "released|released-backoff", "*", "*", "*", "*", "*", "*", "*", "*", "*", "down|paced", Wait},
+	{"*", "released|released-backoff", "*", "*", "*", "*", "*", "*", "*", "*", "*", "*", Send},
+	{"sender", "pending-stale", "unconfigured", "*", "*", "*", "few", "*", "*", "*", "*", "*", MarkUncertain},
+	{"*", "*", "unconfigured", "*", "*", "*", "*", "*", "*", "*", "*", "*", Wait},
 	// The previous attempt may have reached the provider.
-	{"sender", "pending-stale", "lookup|both", "*", "*", "*", "few", "not_asked", "*", "short", "*", MarkUncertain},
-	{"*", "*", "lookup|both", "*", "*", "*", "*", "not_asked", "*", "short", "*", Wait},
-	{"*", "*", "lookup|both", "*", "*", "*", "*", "not_asked", "*", "*", "*", LookUp},
-	{"*", "*", "lookup|both", "*", "*", "*", "*", "accepted", "*", "*", "*", MarkSent},
-	{"*", "*", "lookup|both", "*", "*", "*", "*", "rejected", "*", "*", "*", MarkFailed},
+	{"sender", "pending-stale", "lookup|both", "*", "*", "*", "few", "not_asked", "*", "short", "*", "*", MarkUncertain},
+	{"*", "*", "lookup|both", "*", "*", "*", "*", "not_asked", "*", "short", "*", "*", Wait},
+	{"*", "*", "lookup|both", "*", "*", "*", "*", "not_asked", "*", "*", "*", "*", LookUp},
+	{"*", "*", "lookup|both", "*", "*", "*", "*", "accepted", "*", "*", "*", "*", MarkSent},
+	{"*", "*", "lookup|both", "*", "*", "*", "*", "rejected", "*", "*", "*", "*", MarkFailed},
 	// An expired message whose earlier attempt may have been sent is
 	// still looked up, so the ledger knows what happened; never resent.
-	{"*", "*", "lookup|both", "*", "settled", "*", "*", "no_record", "*", "*", "expired", Expire},
-	{"sender", "pending-stale", "lookup|both", "*", "*", "*", "few", "no_record|failed", "*", "*", "expired", MarkUncertain},
-	{"*", "*", "lookup|both", "*", "*", "*", "*", "no_record|failed", "*", "*", "expired", Wait},
-	{"sender", "*", "*", "*", "*", "*", "*", "*", "*", "*", "expired", MarkUncertain},
-	{"reconciler", "*", "*", "*", "*", "*", "*", "*", "*", "*", "expired", Abandon},
-	{"*", "*", "both", "*", "*", "*", "*", "*", "*", "*", "*", Send},
-	{"*", "*", "lookup", "*", "settled", "*", "*", "no_record", "*", "*", "*", Send},
-	{"sender", "pending-stale", "lookup", "*", "*", "*", "few", "no_record|failed", "*", "*", "*", MarkUncertain},
-	{"*", "*", "lookup", "*", "*", "*", "*", "no_record|failed", "*", "*", "*", Wait},
+	{"*", "*", "lookup|both", "*", "settled", "*", "*", "no_record", "*", "*", "expired", "*", Expire},
+	{"sender", "pending-stale", "lookup|both", "*", "*", "*", "few", "no_record|failed", "*", "*", "expired", "*", MarkUncertain},
+	{"*", "*", "lookup|both", "*", "*", "*", "*", "no_record|failed", "*", "*", "expired", "*", Wait},
+	{"sender", "*", "*", "*", "*", "*", "*", "*", "*", "*", "expired", "*", MarkUncertain},
+	{"reconciler", "*", "*", "*", "*", "*", "*", "*", "*", "*", "expired", "*", Abandon},
+	{"sender", "pending-stale", "both|idempotent", "*", "*", "*", "few", "*", "*", "*", "*", "down|paced", MarkUncertain},
+	{"*", "*", "both|idempotent", "*", "*", "*", "*", "*", "*", "*", "*", "down|paced", Wait},
+	{"*", "*", "both", "*", "*", "*", "*", "*", "*", "*", "*", "*", Send},
+	{"sender", "pending-stale", "lookup", "*", "settled", "*", "few", "no_record", "*", "*", "*", "down|paced", MarkUncertain},
+	{"*", "*", "lookup", "*", "settled", "*", "*", "no_record", "*", "*", "*", "down|paced", Wait},
+	{"*", "*", "lookup", "*", "settled", "*", "*", "no_record", "*", "*", "*", "*", Send},
+	{"sender", "pending-stale", "lookup", "*", "*", "*", "few", "no_record|failed", "*", "*", "*", "*", MarkUncertain},
+	{"*", "*", "lookup", "*", "*", "*", "*", "no_record|failed", "*", "*", "*", "*", Wait},
 	// An unproven lookup (a content match) proves nothing: as if the
 	// provider could not be asked.
-	{"*", "*", "idempotent", "*", "*", "*", "*", "*", "*", "*", "*", Send},
-	{"sender", "*", "none|lookup", "*", "*", "*", "*", "*", "*", "*", "*", MarkUncertain},
-	{"reconciler", "*", "none|lookup", "resend", "*", "*", "many", "*", "*", "*", "*", Abandon},
-	{"reconciler", "*", "none|lookup", "resend", "*", "*", "*", "*", "*", "*", "*", Send},
-	{"reconciler", "*", "none|lookup", "*", "*", "*", "*", "*", "*", "*", "*", Abandon},
+	{"*", "*", "idempotent", "*", "*", "*", "*", "*", "*", "*", "*", "*", Send},
+	{"sender", "*", "none|lookup", "*", "*", "*", "*", "*", "*", "*", "*", "*", MarkUncertain},
+	{"reconciler", "*", "none|lookup", "resend", "*", "*", "many", "*", "*", "*", "*", "*", Abandon},
+	{"reconciler", "*", "none|lookup", "resend", "*", "*", "*", "*", "*", "*", "*", "down|paced", Wait},
+	{"reconciler", "*", "none|lookup", "resend", "*", "*", "*", "*", "*", "*", "*", "*", Send},
+	{"reconciler", "*", "none|lookup", "*", "*", "*", "*", "*", "*", "*", "*", "*", Abandon},
 }
 
 func match(pattern, v string) bool {
@@ -111,13 +123,13 @@ func match(pattern, v string) bool {
 func (r rule) matches(c combo) bool {
 	return match(r.caller, c.caller) && match(r.state, c.state) && match(r.caps, c.caps) && match(r.policy, c.policy) &&
 		match(r.settle, c.settle) && match(r.age, c.age) && match(r.tries, c.tries) && match(r.lookup, c.lookup) &&
-		match(r.render, c.render) && match(r.time, c.time) && match(r.validity, c.validity)
+		match(r.render, c.render) && match(r.time, c.time) && match(r.validity, c.validity) && match(r.health, c.health)
 }
 
-type combo struct{ caller, state, caps, policy, settle, age, tries, lookup, render, time, validity string }
+type combo struct{ caller, state, caps, policy, settle, age, tries, lookup, render, time, validity, health string }
 
 func (c combo) String() string {
-	return fmt.Sprintf("%s/%s/%s/%s/%s/%s/%s/%s/%s/%s/%s", c.caller, c.state, c.caps, c.policy, c.settle, c.age, c.tries, c.lookup, c.render, c.time, c.validity)
+	return fmt.Sprintf("%s/%s/%s/%s/%s/%s/%s/%s/%s/%s/%s/%s", c.caller, c.state, c.caps, c.policy, c.settle, c.age, c.tries, c.lookup, c.render, c.time, c.validity, c.health)
 }
 
 var now = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
@@ -130,7 +142,8 @@ const (
 
 // input builds the decision's input for a combination.
 func (c combo) input() Input {
-	in := Input{Now: now, Settle: settle, MaxAge: maxAge, MaxAttempts: maxAttempts, Policy: Policy(c.policy), Configured: c.caps != "unconfigured", NoTime: c.time == "short"}
+	in := Input{Now: now, Settle: settle, MaxAge: maxAge, MaxAttempts: maxAttempts, Policy: Policy(c.policy), Configured: c.caps != "unconfigured", NoTime: c.time == "short",
+		ProviderDown: c.health == "down", Paced: c.health == "paced"}
 	switch c.caller {
 	case "sender":
 		in.Caller = Sender
@@ -213,7 +226,9 @@ func combos() []combo {
 									for _, rd := range renders {
 										for _, tm := range times {
 											for _, v := range validities {
-												out = append(out, combo{caller, state, cp, policy, st, age, tr, lk, rd, tm, v})
+												for _, h := range healths {
+													out = append(out, combo{caller, state, cp, policy, st, age, tr, lk, rd, tm, v, h})
+												}
 											}
 										}
 									}
@@ -383,6 +398,29 @@ func TestBackoff(t *testing.T) {
 	}
 	if got, want := RetryAfter(2), Backoff(RetryBase, 2); got != want {
 		t.Errorf("RetryAfter(2) = %s, want %s", got, want)
+	}
+}
+
+// TestRetryDelay: a release because the provider is down or paced waits
+// the base, however many attempts the row has (an outage's rows are due
+// again within the base of the recovery); any other release backs off
+// exponentially.
+func TestRetryDelay(t *testing.T) {
+	t.Parallel()
+	for _, cause := range []Cause{CauseProviderDown, CausePaced} {
+		for _, attempt := range []int{1, 5, 12} {
+			if got := RetryDelay(time.Minute, attempt, cause); got != time.Minute {
+				t.Errorf("RetryDelay(1m, %d, %s) = %s, want the base 1m", attempt, cause, got)
+			}
+		}
+	}
+	if got := RetryDelay(time.Hour, 1, CauseProviderDown); got != RetryCap {
+		t.Errorf("RetryDelay(1h, 1, provider_down) = %s, want the cap %s", got, RetryCap)
+	}
+	for _, attempt := range []int{1, 5, 12} {
+		if got, want := RetryDelay(time.Minute, attempt, CauseNone), Backoff(time.Minute, attempt); got != want {
+			t.Errorf("RetryDelay(1m, %d, none) = %s, want Backoff %s", attempt, got, want)
+		}
 	}
 }
 

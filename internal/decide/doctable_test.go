@@ -24,7 +24,7 @@ func docTable() string {
 		var parts []string
 		for _, f := range []struct{ name, v string }{
 			{"caller", r.caller}, {"row", r.state}, {"provider", r.caps}, {"policy", r.policy}, {"settle", r.settle},
-			{"age", r.age}, {"tries", r.tries}, {"lookup", r.lookup}, {"render", r.render}, {"time", r.time}, {"validity", r.validity},
+			{"age", r.age}, {"tries", r.tries}, {"lookup", r.lookup}, {"render", r.render}, {"time", r.time}, {"validity", r.validity}, {"health", r.health},
 		} {
 			if f.v != "*" {
 				parts = append(parts, f.name+" "+f.v)

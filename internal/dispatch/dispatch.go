@@ -60,9 +60,16 @@
 // deadline, so the SDK's retries of a lost answer leave the worker the
 // time to release.
 //
-// A release makes the row due for the reconciler after decide.RetryAfter
-// of the attempt (its backoff); a sender's redelivery may take it over at
-// once.
+// A release makes the row due for the reconciler after decide.RetryDelay
+// of the attempt (its backoff, or the base alone when the provider as a
+// whole refused: known down, or paced); a sender's redelivery may take it
+// over at once.
+//
+// A row due for a send is not taken over when the send could not go:
+// every provider that may take it is known down (Health.Down), or its
+// send rate is spent (Decide takes the send's token first, Pacer). The
+// row is then left as it is, nothing written, still due in the attention
+// index; a new message is claimed and sent whatever the provider's health.
 package dispatch
 
 import (
@@ -78,6 +85,7 @@ import (
 	"github.com/sendonce/sendonce/internal/decide"
 	"github.com/sendonce/sendonce/internal/ledger"
 	"github.com/sendonce/sendonce/internal/metrics"
+	"github.com/sendonce/sendonce/internal/pace"
 	"github.com/sendonce/sendonce/internal/redact"
 	"github.com/sendonce/sendonce/internal/render"
 	"github.com/sendonce/sendonce/provider"
@@ -233,21 +241,30 @@ func New(d Dispatcher) (*Dispatcher, error) {
 }
 
 // Decide makes the one decision about row in.Row (decide.Of), resolved
-// through p, the first provider of Pick (nil when none may resolve it); it sets in.Configured and in.Caps from p. When the
+// through p, the first provider of picked (the row's Pick; p is nil when
+// none may resolve it); it sets in.Configured and in.Caps from p, and
+// in.ProviderDown when Health knows every provider of picked down
+// (Health.Down). When the
 // decision needs the row's message (a lookup or a send) it renders what
 // the row pins (Render: the row's template version, never the tenant's
 // latest), and decides again with in.Unrenderable when that fails for
 // good; when the decision is to look the message up, it asks p about the
-// attempt being resolved and decides again with the answer. It returns
+// attempt being resolved and decides again with the answer; when the
+// decision is to send through a paced provider (Pacer), it takes the
+// send's token before any takeover and decides again with in.Paced when
+// none is free and no other provider of picked could take the send (the
+// row then waits, nothing written). It returns
 // the decision, the lookup's result (for MarkSent and MarkFailed), and
 // the row with its message's text for Resolve. It sets in.NoTime when
 // less than decide.TakeOverBudget is left before ctx's deadline, so the
 // decision itself says what a caller without time for a lookup does. Its
 // error is the template store's (render.ErrUnavailable): nothing was
 // decided, and the caller comes back later.
-func (d *Dispatcher) Decide(ctx context.Context, in decide.Input, p provider.Adapter) (decide.Decision, provider.LookupResult, ledger.Record, error) {
+func (d *Dispatcher) Decide(ctx context.Context, in decide.Input, picked []provider.Adapter) (decide.Decision, provider.LookupResult, ledger.Record, error) {
 	rec := in.Row
+	p := First(picked)
 	in.Configured = p != nil
+	in.ProviderDown = d.allDown(picked)
 	// Deadlines are wall-clock time, whatever clock the rows are judged by.
 	if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < decide.TakeOverBudget(d.ProviderTimeout) {
 		in.NoTime = true
@@ -258,6 +275,18 @@ func (d *Dispatcher) Decide(ctx context.Context, in decide.Input, p provider.Ada
 	dec := decide.Of(in)
 	if dec.Action != decide.LookUp && dec.Action != decide.Send {
 		return dec, provider.LookupResult{}, rec, nil
+	}
+	// The send's token is taken before the takeover (a send the rate
+	// refuses then costs no write), once the message is rendered. When
+	// another provider of picked could take the send, no token is taken
+	// here: the send takes p's, and SendRoute fails over from its paced
+	// refusal.
+	paced := func(dec decide.Decision) decide.Decision {
+		if dec.Action != decide.Send || d.canFailOver(picked) || d.reserve(ctx, p, rec.Key) {
+			return dec
+		}
+		in.Paced = true
+		return decide.Of(in)
 	}
 	e, err := d.Render(ctx, rec.Entry)
 	switch {
@@ -270,7 +299,7 @@ func (d *Dispatcher) Decide(ctx context.Context, in decide.Input, p provider.Ada
 	}
 	rec.Entry = e
 	if dec.Action != decide.LookUp {
-		return dec, provider.LookupResult{}, rec, nil
+		return paced(dec), provider.LookupResult{}, rec, nil
 	}
 	in.Answer = decide.AskFailed
 	var found provider.LookupResult
@@ -280,7 +309,59 @@ func (d *Dispatcher) Decide(ctx context.Context, in decide.Input, p provider.Ada
 	// The lookup took time: the send that may follow is judged now, so
 	// a message whose validity passed during the lookup is not sent.
 	in.Now = d.Now()
-	return decide.Of(in), found, rec, nil
+	return paced(decide.Of(in)), found, rec, nil
+}
+
+// Pacer is a provider adapter whose sends are paced (pace.Adapter).
+// Reserve takes the token of message key's next send before the row is
+// taken over: a send the provider's rate refuses then costs no ledger
+// write (before, it cost the takeover and its release). It returns an
+// error when no token is free within the adapter's wait.
+type Pacer interface {
+	Reserve(ctx context.Context, key string) error
+}
+
+// reserve takes the send token of message key from p when p is paced, and
+// reports whether the send may go.
+func (d *Dispatcher) reserve(ctx context.Context, p provider.Adapter, key string) bool {
+	pc, ok := p.(Pacer)
+	if !ok {
+		return true
+	}
+	if err := pc.Reserve(ctx, key); err != nil {
+		d.Logger.Debug("paced: no send token, the row is left as it is", "key", key, "provider", p.Name(), "reason", provider.ReasonOf(err))
+		return false
+	}
+	return true
+}
+
+// canFailOver reports whether picked holds a provider after the first
+// that Health does not know down: a send the first's pace refuses fails
+// over to it (SendRoute).
+func (d *Dispatcher) canFailOver(picked []provider.Adapter) bool {
+	for _, q := range picked[min(1, len(picked)):] {
+		if q != nil && !d.Health.Down(q.Name()) {
+			return true
+		}
+	}
+	return false
+}
+
+// allDown reports whether picked holds providers and Health knows every
+// one down: each refused its latest sends in a row (Health.Down;
+// decide.Input.ProviderDown).
+func (d *Dispatcher) allDown(picked []provider.Adapter) bool {
+	n := 0
+	for _, p := range picked {
+		if p == nil {
+			continue
+		}
+		if !d.Health.Down(p.Name()) {
+			return false
+		}
+		n++
+	}
+	return n > 0
 }
 
 // Render returns e with its message's text: e itself when it carries the
@@ -437,7 +518,14 @@ func (d *Dispatcher) releaseLost(ctx context.Context, c ledger.Claim, channel, o
 // RetryAt is when the reconciler retries a row whose claim c is released:
 // after decide.Backoff with d.RetryBase.
 func (d *Dispatcher) RetryAt(c ledger.Claim) time.Time {
-	return d.Now().Add(decide.Backoff(cmp.Or(d.RetryBase, decide.RetryBase), c.Attempt))
+	return d.retryAt(c, decide.CauseNone)
+}
+
+// retryAt is when the reconciler retries a row whose claim c is released
+// for cause (decide.RetryDelay with d.RetryBase): a refusal of a provider
+// known down, or of the pace, does not grow the row's backoff.
+func (d *Dispatcher) retryAt(c ledger.Claim, cause decide.Cause) time.Time {
+	return d.Now().Add(decide.RetryDelay(cmp.Or(d.RetryBase, decide.RetryBase), c.Attempt, cause))
 }
 
 // Release gives claim c up with reason, due for the reconciler at
@@ -493,7 +581,12 @@ func (d *Dispatcher) Send(ctx context.Context, c ledger.Claim, e ledger.Entry, p
 	receipt, err := p.Send(callCtx, ProviderMessage(e, c.AttemptedAt))
 	cancel()
 	d.Metrics.Latency(metrics.SendLatency, d.Now().Sub(start), dims...)
-	d.Health.Record(p.Name(), err == nil || provider.KindOf(err) == provider.Permanent)
+	paced := pace.IsPaced(err)
+	if !paced {
+		// A refusal of this side's own pace says nothing about the
+		// provider's health.
+		d.Health.Observe(p.Name(), err)
+	}
 
 	if err == nil {
 		return d.mark(ctx, log, c, ledger.Outcome{State: ledger.StateSent, ProviderMessageID: receipt.MessageID}, true, dims)
@@ -513,7 +606,16 @@ func (d *Dispatcher) Send(ctx context.Context, c ledger.Claim, e ledger.Entry, p
 		} else {
 			log.Warn("provider call failed: will retry with the same key", "kind", kind.String(), "reason", reason)
 		}
-		if rerr := d.Release(ctx, c, kind.String()+": "+reason, d.RetryAt(c)); rerr != nil {
+		// Released for the provider as a whole (paced, or known down
+		// now), the row does not back off further (decide.RetryDelay).
+		cause := decide.CauseNone
+		switch {
+		case paced:
+			cause = decide.CausePaced
+		case d.Health.Down(p.Name()):
+			cause = decide.CauseProviderDown
+		}
+		if rerr := d.Release(ctx, c, kind.String()+": "+reason, d.retryAt(c, cause)); rerr != nil {
 			if errors.Is(rerr, ledger.ErrFencingLost) {
 				// Nothing was sent: not a possible duplicate, so not counted
 				// as FencingLost.

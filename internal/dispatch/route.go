@@ -144,6 +144,10 @@ func (d *Dispatcher) SendRoute(ctx context.Context, c ledger.Claim, e ledger.Ent
 			}
 			return r
 		}
+		// The next provider's send token is taken before the takeover.
+		if !d.reserve(ctx, next, e.Key) {
+			return r
+		}
 		history = ledger.NextHistory(cur)
 		nc, err := d.TakeOver(ctx, cur, next.Name(), c.LeaseUntil.Sub(c.AttemptedAt))
 		if err != nil {
@@ -171,6 +175,12 @@ func (d *Dispatcher) SendRoute(ctx context.Context, c ledger.Claim, e ledger.Ent
 // (transient, configuration) and ambiguous outcomes; any answer (accepted,
 // or a recipient's permanent rejection) resets them. After the cool-down
 // the provider is tried again, and one more failure starts another.
+// Refusals alone (not ambiguous outcomes) make a provider known down
+// (Down): the rows due for a send through it are then left as they are
+// (decide.Input.ProviderDown), and a release while it is down does not
+// grow the row's backoff (decide.RetryDelay). New messages are still
+// claimed and sent, and a row is sent again once the cool-down has
+// passed: each such send probes the provider.
 // The zero Health (and a nil *Health) uses the defaults; it is safe for
 // concurrent use.
 type Health struct {
@@ -195,6 +205,10 @@ const (
 type healthState struct {
 	failures int
 	until    time.Time
+	// refusals counts refusals in a row (transient, configuration:
+	// provably nothing sent); downUntil is set from them (Down).
+	refusals  int
+	downUntil time.Time
 }
 
 func (h *Health) now() time.Time {
@@ -215,9 +229,38 @@ func (h *Health) Healthy(name string) bool {
 	return st == nil || !h.now().Before(st.until)
 }
 
+// Down reports whether provider name is known down: its latest Threshold
+// sends in a row or more were refused (transient or configuration errors,
+// nothing sent), the latest less than Cooldown ago. Unlike Healthy, an
+// ambiguous outcome neither counts nor clears: a provider that answers
+// 10 % of its calls with a timeout is not down. A row whose every
+// provider is down is not taken over for a send (decide.Input.ProviderDown).
+func (h *Health) Down(name string) bool {
+	if h == nil {
+		return false
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	st := h.state[name]
+	return st != nil && h.now().Before(st.downUntil)
+}
+
 // Record notes the outcome of one call to provider name: ok when it
 // answered (accepted, or rejected the message for the recipient's sake).
+// It counts toward Healthy only; Observe counts toward Down too.
 func (h *Health) Record(name string, ok bool) {
+	h.record(name, ok, false)
+}
+
+// Observe notes the outcome err of one send to provider name (nil:
+// accepted), for Healthy (as Record) and for Down: a transient or
+// configuration error is a refusal.
+func (h *Health) Observe(name string, err error) {
+	k := provider.KindOf(err)
+	h.record(name, err == nil || k == provider.Permanent, err != nil && (k == provider.Transient || k == provider.Config))
+}
+
+func (h *Health) record(name string, ok, refused bool) {
 	if h == nil {
 		return
 	}
@@ -235,8 +278,15 @@ func (h *Health) Record(name string, ok bool) {
 		*st = healthState{}
 		return
 	}
+	now, threshold, cooldown := h.now(), cmp.Or(h.Threshold, DefaultHealthThreshold), cmp.Or(h.Cooldown, DefaultHealthCooldown)
 	st.failures++
-	if st.failures >= cmp.Or(h.Threshold, DefaultHealthThreshold) {
-		st.until = h.now().Add(cmp.Or(h.Cooldown, DefaultHealthCooldown))
+	if st.failures >= threshold {
+		st.until = now.Add(cooldown)
+	}
+	if refused {
+		st.refusals++
+		if st.refusals >= threshold {
+			st.downUntil = now.Add(cooldown)
+		}
 	}
 }

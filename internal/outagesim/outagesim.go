@@ -11,17 +11,24 @@
 // message per second, no batching window), Lambda (every visible message
 // is processed in the second it is visible; the workers' capacity is a
 // number of rows a second), the provider (instant answers). A paced send
-// does not wait for its token (pace.Adapter.MaxWait 0): it is released at
-// once and retried, which is the worse case for redeliveries.
+// does not wait for its token (pace.Adapter.MaxWait 0): a sender's first
+// attempt is released at once and redelivered by SQS, which is the worse
+// case for redeliveries; a reconcile worker whose row finds no token
+// leaves it as it is (dispatch.Decide takes the token before the
+// takeover), and the unit goes on from that row the next second, as a
+// worker waiting up to sendpath.PaceMaxWait for the next second's tokens
+// does.
 package outagesim
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"text/tabwriter"
@@ -60,6 +67,10 @@ type Config struct {
 	// WorkerRows is the rows the reconcile workers examine a second
 	// (ReconcileWorkerConcurrency × 4 rows at once ÷ a row's time).
 	WorkerRows int
+	// MaxRows is the rows one Find hands out at most
+	// (SENDONCE_RECONCILE_MAX_ROWS, 60,000 in the template; scaled like
+	// the rates). Zero: 60,000 ÷ Scale.
+	MaxRows int
 	// Visibility and MaxReceive are the notification queue's.
 	Visibility time.Duration
 	MaxReceive int
@@ -104,10 +115,19 @@ type Result struct {
 	// were not settled (delivered, final, or past their validity) at
 	// recovery, 15 minutes after it, and at the end.
 	BacklogAtRecovery, BacklogAt15, BacklogAtEnd int
-	Writes                                       int
-	WritesPerMsg                                 float64
-	DLQ                                          int
-	ReconcileFound                               int
+	// Bound is the shortest drain the arithmetic allows, new traffic
+	// served as it arrives: the least T at which the provider's spare rate
+	// after recovery (min(Limit, Pace) − Rate) could have sent every
+	// message of the backlog at recovery that is still valid at recovery +
+	// T (a message whose validity passes before T need not be sent, nor
+	// can it be); -1 if no T within the run does. No schedule of sends
+	// drains the backlog sooner; the drain measured also waits for the
+	// provider's ramp, the hand-out and the workers.
+	Bound          time.Duration
+	Writes         int
+	WritesPerMsg   float64
+	DLQ            int
+	ReconcileFound int
 }
 
 // OK reports whether the run met the goal: none twice, none lost, none
@@ -128,12 +148,56 @@ func (r Result) Failures() []string {
 		f = append(f, fmt.Sprintf("%d sent after their validity", r.SentAfterExpiry))
 	}
 	if r.Drain < 0 || r.Drain > 15*time.Minute {
-		f = append(f, fmt.Sprintf("backlog drained %s after recovery, want within 15m", fmtDrain(r.Drain)))
+		f = append(f, fmt.Sprintf("backlog drained %s after recovery, want within 15m; the arithmetic allows %s at best (%s)",
+			fmtDrain(r.Drain), fmtDrain(r.Bound), r.boundWhy()))
 	}
 	if r.PeakRate > r.Limit {
 		f = append(f, fmt.Sprintf("provider peak %d/s above its limit %d/s", r.PeakRate, r.Limit))
 	}
 	return f
+}
+
+// boundWhy explains Bound: the backlog at recovery over the spare rate,
+// less what expires meanwhile.
+func (r Result) boundWhy() string {
+	plain := "never"
+	if sp := r.spare(); sp > 0 {
+		plain = (time.Duration(r.BacklogAtRecovery) * time.Second / time.Duration(sp)).Round(time.Second).String()
+	}
+	return fmt.Sprintf("backlog %d at recovery ÷ spare %d/s (limit %d/s − traffic %d/s) = %s, less the messages whose validity passes meanwhile",
+		r.BacklogAtRecovery, r.spare(), min(r.Limit, r.Pace), r.Rate, plain)
+}
+
+// spare is the provider's rate left for the backlog after recovery, new
+// traffic served first.
+func (r Result) spare() int { return min(r.Limit, r.Pace) - r.Rate }
+
+// drainBound computes Result.Bound from the expiries of the backlog at
+// recovery (zero: no validity), the spare rate and the time left in the
+// run.
+func drainBound(expiries []time.Time, recovery time.Time, spare int, left time.Duration) time.Duration {
+	var timed []time.Time
+	valid := 0 // still valid at recovery + t
+	for _, e := range expiries {
+		if e.IsZero() {
+			valid++
+		} else {
+			timed = append(timed, e)
+		}
+	}
+	slices.SortFunc(timed, time.Time.Compare)
+	valid += len(timed)
+	i := 0
+	for t := time.Duration(0); t <= left; t += time.Second {
+		at := recovery.Add(t)
+		for ; i < len(timed) && !at.Before(timed[i]); i++ {
+			valid--
+		}
+		if valid == 0 || spare > 0 && int64(spare)*int64(t/time.Second) >= int64(valid) {
+			return t
+		}
+	}
+	return -1
 }
 
 func fmtDrain(d time.Duration) string {
@@ -152,6 +216,8 @@ func (r Result) Table(w io.Writer) {
 	}
 	fmt.Fprintf(tw, "workload\t%d msg/s for %s (1/%d of %d msg/s), provider limit %d/s (paced at %d/s), down %s, then %d %% ambiguous timeouts\n",
 		r.Rate, r.Total, s, r.Rate*s, r.Limit, r.Pace, r.Down, r.AmbiguousPercent)
+	fmt.Fprintf(tw, "reconciler\t%d rows/s examined by the workers, %d rows handed out a run, a run every %s\n",
+		r.WorkerRows, cmp.Or(r.MaxRows, 60000/s), r.Schedule)
 	fmt.Fprintf(tw, "messages\t%d\n", r.Messages)
 	fmt.Fprintf(tw, "delivered once\t%d\n", r.DeliveredOnce)
 	fmt.Fprintf(tw, "delivered twice or more\t%d\n", r.DeliveredTwice)
@@ -161,6 +227,7 @@ func (r Result) Table(w io.Writer) {
 	fmt.Fprintf(tw, "sent after expiry\t%d\n", r.SentAfterExpiry)
 	fmt.Fprintf(tw, "provider peak rate / limit\t%d/s / %d/s (429s: %d)\n", r.PeakRate, r.Limit, r.Throttled)
 	fmt.Fprintf(tw, "recovery until backlog empty\t%s\n", fmtDrain(r.Drain))
+	fmt.Fprintf(tw, "arithmetic lower bound on that\t%s (%s)\n", fmtDrain(r.Bound), r.boundWhy())
 	fmt.Fprintf(tw, "backlog at recovery / +15m / end\t%d / %d / %d (arrived before recovery, not settled, still valid)\n", r.BacklogAtRecovery, r.BacklogAt15, r.BacklogAtEnd)
 	fmt.Fprintf(tw, "DynamoDB writes per message\t%.2f (%d; ledger writes and pace counter writes)\n", r.WritesPerMsg, r.Writes)
 	fmt.Fprintf(tw, "dead-lettered by SQS\t%d (their rows are settled by the reconciler)\n", r.DLQ)
@@ -326,19 +393,21 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	rc, err := reconcile.New(reconcile.Config{Dispatcher: rd, MaxRows: 60000, PageSize: 60000, Concurrency: 1})
+	maxRows := cmp.Or(cfg.MaxRows, 60000/max(1, cfg.Scale))
+	rc, err := reconcile.New(reconcile.Config{Dispatcher: rd, MaxRows: maxRows, PageSize: maxRows, Concurrency: 1})
 	if err != nil {
 		return Result{}, err
 	}
 	uq := &units{}
 	var (
 		n         int
-		pending   []reconcile.Unit
+		pending   []string // keys of the unit the workers are on
 		workerCap int
 		found     int
 	)
 	recovery := start.Add(cfg.Down)
 	drain := time.Duration(-1)
+	bound := time.Duration(-1)
 	backlog := [2]int{-1, -1} // -1: the run ended before
 	end := start.Add(cfg.Total)
 	for ; w.now.Before(end); w.now = w.now.Add(time.Second) {
@@ -357,7 +426,12 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 			}
 			found += rep.Found
 		}
-		// The workers: WorkerRows rows a second, unit by unit.
+		// The workers: WorkerRows rows a second, unit by unit. A unit
+		// whose row found the pace spent is offered again the next
+		// second from that row on: a worker's send waits for its token
+		// (up to sendpath.PaceMaxWait), and the next second's come in
+		// one. A unit whose row found the provider down is done: Work
+		// left the rest of it in the attention index (deferred).
 		workerCap += cfg.WorkerRows
 		for workerCap > 0 {
 			if len(pending) == 0 {
@@ -365,16 +439,24 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 					workerCap = 0
 					break
 				}
-				pending, uq.q = uq.q[:1], uq.q[1:]
+				pending, uq.q = uq.q[0].Keys, uq.q[1:]
 			}
-			u := pending[0]
-			pending = pending[1:]
-			rc.Work(ctx, u)
-			workerCap -= len(u.Keys)
+			wrep, _ := rc.Work(ctx, reconcile.Unit{Keys: pending, FoundAt: w.now})
+			workerCap -= wrep.Examined
+			if wrep.Actions[reconcile.ActionPaced] > 0 {
+				// Work examines one row at a time here (Concurrency 1):
+				// the last one examined found the pace spent.
+				pending = pending[wrep.Examined-1:]
+				workerCap = min(workerCap, 0)
+				break
+			}
+			pending = nil
 		}
 		switch w.now {
 		case recovery:
-			backlog[0] = w.backlog(ctx, led, recovery)
+			var exp []time.Time
+			backlog[0], exp = w.backlogAt(ctx, led, recovery)
+			bound = drainBound(exp, recovery, min(cfg.Limit, cfg.Pace)-cfg.Rate, end.Sub(recovery))
 		case recovery.Add(15 * time.Minute):
 			backlog[1] = w.backlog(ctx, led, recovery)
 		}
@@ -382,7 +464,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 			drain = w.now.Sub(recovery)
 		}
 	}
-	res := Result{Config: cfg, Messages: n, PeakRate: w.prov.peak, Throttled: w.prov.throttled, Drain: drain, DLQ: w.dlq, ReconcileFound: found,
+	res := Result{Config: cfg, Messages: n, PeakRate: w.prov.peak, Throttled: w.prov.throttled, Drain: drain, Bound: bound, DLQ: w.dlq, ReconcileFound: found,
 		BacklogAtRecovery: backlog[0], BacklogAt15: backlog[1], BacklogAtEnd: w.backlog(ctx, led, recovery)}
 	for _, m := range w.order {
 		switch d := len(m.delivered); {
@@ -510,7 +592,15 @@ func (w *world) backlogEmpty(ctx context.Context, led ledger.Ledger, recovery ti
 // settled now: not delivered, not final in the ledger, not past their
 // validity.
 func (w *world) backlog(ctx context.Context, led ledger.Ledger, recovery time.Time) int {
+	n, _ := w.backlogAt(ctx, led, recovery)
+	return n
+}
+
+// backlogAt is backlog with the expiries of the messages it counts (zero:
+// no validity).
+func (w *world) backlogAt(ctx context.Context, led ledger.Ledger, recovery time.Time) (int, []time.Time) {
 	n := 0
+	var exp []time.Time
 	for _, m := range w.order {
 		if !m.arrived.Before(recovery) {
 			break
@@ -522,6 +612,7 @@ func (w *world) backlog(ctx context.Context, led ledger.Ledger, recovery time.Ti
 			continue
 		}
 		n++
+		exp = append(exp, m.expires)
 	}
-	return n
+	return n, exp
 }

@@ -10,7 +10,14 @@ import (
 )
 
 var full = flag.Bool("outage.full", false, "run the full simulation of make sim-outage (two hours of virtual time) and print its table")
-var scale = flag.Int("outage.scale", 100, "with -outage.full: divide every rate by this (1 runs 1,000 msg/s)")
+var (
+	scale   = flag.Int("outage.scale", 100, "with -outage.full: divide every rate by this (1 runs 1,000 msg/s)")
+	limit   = flag.Int("outage.limit", 1500, "with -outage.full: the provider's rate limit at full scale, sends/s (issue 25: 1,500)")
+	pacing  = flag.Int("outage.pace", 0, "with -outage.full: the configured send rate at full scale, sends/s (0: the limit)")
+	rate    = flag.Int("outage.rate", 1000, "with -outage.full: the messages arriving each second at full scale (issue 25: 1,000)")
+	workers = flag.Int("outage.workers", 2000, "with -outage.full: the rows the reconcile workers examine a second at full scale")
+	maxRows = flag.Int("outage.maxrows", 60000, "with -outage.full: the rows one Find hands out at most at full scale (SENDONCE_RECONCILE_MAX_ROWS)")
+)
 
 // TestOutageSmall is the scaled-down run of make test: 3 minutes down,
 // 3 minutes of 10 % ambiguous timeouts, 4 messages a second against a
@@ -34,14 +41,20 @@ func TestOutageSmall(t *testing.T) {
 	}
 }
 
-// TestOutageFull is make sim-outage.
+// TestOutageFull is make sim-outage: issue 25's workload, with the
+// provider's limit, the pace, the workers and the hand-out as flags (the
+// goal is the same whatever they are).
 func TestOutageFull(t *testing.T) {
 	if !*full {
 		t.Skip("make sim-outage (-outage.full)")
 	}
 	s := *scale
-	res, err := Run(context.Background(), Config{Rate: 1000 / s, Limit: 1500 / s, Pace: 1500 / s, Down: time.Hour, Total: 2 * time.Hour,
-		AmbiguousPercent: 10, WorkerRows: 2000 / s, Visibility: 180 * time.Second, MaxReceive: 5, Schedule: time.Minute, Scale: s, Seed: 1})
+	p := *pacing
+	if p == 0 {
+		p = *limit
+	}
+	res, err := Run(context.Background(), Config{Rate: *rate / s, Limit: *limit / s, Pace: p / s, Down: time.Hour, Total: 2 * time.Hour,
+		AmbiguousPercent: 10, WorkerRows: *workers / s, MaxRows: *maxRows / s, Visibility: 180 * time.Second, MaxReceive: 5, Schedule: time.Minute, Scale: s, Seed: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

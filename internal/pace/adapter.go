@@ -2,6 +2,8 @@ package pace
 
 import (
 	"context"
+	"errors"
+	"sync"
 	"time"
 
 	"github.com/sendonce/sendonce/provider"
@@ -15,6 +17,12 @@ const PacedCode = "paced"
 // Adapter is a provider.Adapter whose sends go through a Limiter: each
 // waits for a token at most MaxWait (then fails Transient, PacedCode), and
 // its outcome adjusts the pace. Lookups are not paced.
+//
+// The dispatcher takes a send's token before it takes the row over
+// (Reserve): a send the rate refuses then costs no ledger write. Send
+// spends the token Reserve took for its message's key in the same second,
+// and takes one itself otherwise (a first attempt, whose claim tells a new
+// message from a redelivery and is written whatever the pace says).
 type Adapter struct {
 	provider.Adapter
 	Limiter *Limiter
@@ -22,6 +30,9 @@ type Adapter struct {
 	MaxWait time.Duration
 	// Sleep waits d or until ctx ends; a timer when nil.
 	Sleep func(ctx context.Context, d time.Duration) error
+
+	mu       sync.Mutex
+	reserved map[string]int64 // message key → the Unix second its token is for
 }
 
 // Wrap returns a paced a, keeping its Looker if it has one; a provider the
@@ -49,30 +60,95 @@ func (l looking) Lookup(ctx context.Context, m provider.Message) (provider.Looku
 	return l.lk.Lookup(ctx, m)
 }
 
+// Reserve takes the token of message key's next Send, waiting for it at
+// most MaxWait; Send spends it if it comes within the same second (a token
+// of a second that has passed is lost, as a block's unspent tokens are).
+// It returns a Transient error with Code PacedCode when no token is free:
+// the caller leaves the row as it is, nothing written. A key that already
+// holds a token for this second takes no other.
+func (a *Adapter) Reserve(ctx context.Context, key string) error {
+	sec := a.Limiter.now().Unix()
+	a.mu.Lock()
+	if a.reserved[key] == sec {
+		a.mu.Unlock()
+		return nil
+	}
+	a.mu.Unlock()
+	if err := a.acquire(ctx); err != nil {
+		return err
+	}
+	sec = a.Limiter.now().Unix()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.reserved == nil {
+		a.reserved = map[string]int64{}
+	}
+	if len(a.reserved) >= 1024 {
+		for k, s := range a.reserved {
+			if s < sec {
+				delete(a.reserved, k)
+			}
+		}
+	}
+	a.reserved[key] = sec
+	return nil
+}
+
+// spendReserved reports whether key holds a token Reserve took for the
+// current second, and spends it.
+func (a *Adapter) spendReserved(key string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	sec, ok := a.reserved[key]
+	if !ok {
+		return false
+	}
+	delete(a.reserved, key)
+	return sec == a.Limiter.now().Unix()
+}
+
 // Send implements provider.Adapter.
 func (a *Adapter) Send(ctx context.Context, m provider.Message) (provider.Receipt, error) {
+	name := a.Adapter.Name()
+	if !a.spendReserved(m.Key) {
+		if err := a.acquire(ctx); err != nil {
+			return provider.Receipt{}, err
+		}
+	}
+	rc, err := a.Adapter.Send(ctx, m)
+	a.Limiter.Observe(name, err)
+	return rc, err
+}
+
+// acquire takes one token of the provider, waiting at most MaxWait.
+func (a *Adapter) acquire(ctx context.Context) error {
 	name := a.Adapter.Name()
 	waited := time.Duration(0)
 	for {
 		wait, err := a.Limiter.Acquire(ctx, name)
 		if err != nil {
 			// The shared counter cannot be read: nothing was sent.
-			return provider.Receipt{}, &provider.Error{Kind: provider.Transient, Provider: name, Op: "send", Code: PacedCode, Reason: "pace store unavailable", Err: err}
+			return &provider.Error{Kind: provider.Transient, Provider: name, Op: "send", Code: PacedCode, Reason: "pace store unavailable", Err: err}
 		}
 		if wait == 0 {
-			break
+			return nil
 		}
 		if waited+wait > a.MaxWait {
-			return provider.Receipt{}, &provider.Error{Kind: provider.Transient, Provider: name, Op: "send", Code: PacedCode, Reason: "paced: the provider's send rate is spent"}
+			return &provider.Error{Kind: provider.Transient, Provider: name, Op: "send", Code: PacedCode, Reason: "paced: the provider's send rate is spent"}
 		}
 		if err := a.sleep(ctx, wait); err != nil {
-			return provider.Receipt{}, &provider.Error{Kind: provider.Transient, Provider: name, Op: "send", Code: PacedCode, Reason: "paced", Err: err}
+			return &provider.Error{Kind: provider.Transient, Provider: name, Op: "send", Code: PacedCode, Reason: "paced", Err: err}
 		}
 		waited += wait
 	}
-	rc, err := a.Adapter.Send(ctx, m)
-	a.Limiter.Observe(name, err)
-	return rc, err
+}
+
+// IsPaced reports whether err is a paced adapter's refusal (Code
+// PacedCode): this side's own rate, which says nothing about the
+// provider's health.
+func IsPaced(err error) bool {
+	var pe *provider.Error
+	return errors.As(err, &pe) && pe.Code == PacedCode
 }
 
 func (a *Adapter) sleep(ctx context.Context, d time.Duration) error {

@@ -3,6 +3,7 @@ package pace_test
 import (
 	"context"
 	"errors"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -189,5 +190,80 @@ func TestParseRates(t *testing.T) {
 	}
 	if _, err := pace.New(nil, map[string]int{"a": 0}, pace.Options{}); err == nil {
 		t.Error("New accepted a zero rate")
+	}
+}
+
+// TestReserveIsSpentBySend: the token Reserve takes before the takeover
+// is the one the message's Send spends (no second token), a key holds one
+// token a second however often it reserves, and a token of a second that
+// has passed is not spent (its Send takes one of its own second), so the
+// limit holds either way.
+func TestReserveIsSpentBySend(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	clock := testsupport.NewClock(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC))
+	l := newLimiter(t, &pace.MemStore{}, clock, 10)
+	f := &providertest.Fake{}
+	a, ok := pace.Wrap(f, l, 0).(interface {
+		Reserve(context.Context, string) error
+		provider.Adapter
+	})
+	if !ok {
+		t.Fatal("a paced adapter has no Reserve")
+	}
+	key := func(i int) string { return "k" + strconv.Itoa(i) }
+	// Ten tokens a second: k0 reserves twice (one token), k1..k9 once.
+	if err := a.Reserve(ctx, key(0)); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 10 {
+		if err := a.Reserve(ctx, key(i)); err != nil {
+			t.Fatalf("Reserve(%s): %v, want a token (the limit is 10 and %d were taken)", key(i), err, i)
+		}
+	}
+	if err := a.Reserve(ctx, key(10)); !pace.IsPaced(err) {
+		t.Fatalf("the 11th Reserve of the second: %v, want paced", err)
+	}
+	for i := range 10 {
+		if _, err := a.Send(ctx, provider.Message{Key: key(i)}); err != nil {
+			t.Fatalf("Send(%s) after its Reserve: %v, want it to spend the reserved token", key(i), err)
+		}
+	}
+	if _, err := a.Send(ctx, provider.Message{Key: key(10)}); !pace.IsPaced(err) {
+		t.Fatalf("Send of a key without a token in a spent second: %v, want paced", err)
+	}
+	if got := f.Calls(); got != 10 {
+		t.Fatalf("%d sends reached the provider, want 10", got)
+	}
+	// A reservation of a second that has passed is lost: the send takes a
+	// token of its own second.
+	clock.Advance(time.Second)
+	if err := a.Reserve(ctx, "late"); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(time.Second)
+	if _, err := a.Send(ctx, provider.Message{Key: "late"}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 9 {
+		if err := a.Reserve(ctx, key(100+i)); err != nil {
+			t.Fatalf("Reserve %d of the second after a late send: %v", i+2, err)
+		}
+	}
+	if err := a.Reserve(ctx, key(200)); !pace.IsPaced(err) {
+		t.Fatalf("an 11th token in the second of a late send (its stale reservation spent instead of a token): %v, want paced", err)
+	}
+}
+
+// TestIsPaced: only the paced adapter's own refusal is paced.
+func TestIsPaced(t *testing.T) {
+	t.Parallel()
+	if !pace.IsPaced(&provider.Error{Kind: provider.Transient, Code: pace.PacedCode}) {
+		t.Error("a PacedCode error is not paced")
+	}
+	for _, err := range []error{nil, errors.New("x"), providertest.Error(provider.Transient, "429")} {
+		if pace.IsPaced(err) {
+			t.Errorf("IsPaced(%v) = true", err)
+		}
 	}
 }

@@ -184,32 +184,59 @@ func unitRows(us []Unit) int {
 // first, or its backoff was extended).
 const ActionNotDue Action = "not_due"
 
+// ActionDeferred: a row of the unit was not examined because an earlier
+// row of it found the provider's rate spent or the provider down
+// (ActionPaced, ActionProviderDown): it stays due in the attention index,
+// untouched, and the next Find hands it out again.
+const ActionDeferred Action = "deferred"
+
 // Work reconciles the rows of one unit: it reads each row again by key and
 // reconciles it if it is still due, as Run does, Concurrency rows at a
 // time. done is false when the deadline came before every row was
 // examined: the caller returns the unit to the queue (a redelivery redoes
 // only what is still due).
+//
+// Once a row of the unit could not be sent because the provider's rate is
+// spent or the provider is down, Work starts no further row of the unit:
+// each would wait for a token (up to the pace's wait) or be skipped, and
+// the worker would only spend reads and time. The rows it did not start
+// are counted as ActionDeferred (not in Examined) and stay due in the
+// attention index, where the next Find finds them; done is still true
+// (the unit is acknowledged). A unit may hold rows of several channels:
+// those wait for the next Find too, a minute at most.
 func (r *Reconciler) Work(ctx context.Context, u Unit) (rep Report, done bool) {
 	rep = Report{Actions: map[Action]int{}}
 	var (
-		mu  sync.Mutex
-		wg  sync.WaitGroup
-		sem = make(chan struct{}, r.cfg.Concurrency)
+		mu      sync.Mutex
+		wg      sync.WaitGroup
+		sem     = make(chan struct{}, r.cfg.Concurrency)
+		stopped bool
 	)
 	done = true
-	for _, key := range u.Keys {
+	for i, key := range u.Keys {
 		if r.nearDeadline(ctx) {
 			done = false
 			break
 		}
-		rep.Examined++
 		sem <- struct{}{}
+		mu.Lock()
+		stop := stopped
+		mu.Unlock()
+		if stop {
+			<-sem
+			rep.Actions[ActionDeferred] += len(u.Keys) - i
+			break
+		}
+		rep.Examined++
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
 			a := r.workKey(ctx, key)
 			mu.Lock()
 			rep.Actions[a]++
+			if a == ActionPaced || a == ActionProviderDown {
+				stopped = true
+			}
 			mu.Unlock()
 		}()
 	}

@@ -192,6 +192,13 @@ const (
 	// ActionWaiting: left for a later run (settling, lookup failed, resend
 	// must be retried).
 	ActionWaiting Action = "waiting"
+	// ActionPaced: a send was due but the provider's send rate is spent
+	// (decide.CausePaced): the row was left as it is, nothing written.
+	ActionPaced Action = "paced"
+	// ActionProviderDown: a send was due but every provider that may take
+	// it is known down (decide.CauseProviderDown): the row was left as it
+	// is, nothing written.
+	ActionProviderDown Action = "provider_down"
 	// ActionConflict: another worker holds or took the row.
 	ActionConflict Action = "conflict"
 	ActionError    Action = "error"
@@ -293,12 +300,11 @@ func (r *Reconciler) reconcile(ctx context.Context, rec ledger.Record) Action {
 	// The row is resolved against the provider its attempt went through
 	// and with the message it pins (dispatch.Decide).
 	picked := r.dispatch.Pick(rec, r.dispatch.Route(rec.Channel))
-	p := dispatch.First(picked)
 	in := decide.Input{
 		Caller: decide.Reconciler, Row: rec, Now: r.dispatch.Now(),
 		Policy: r.cfg.Policies[rec.Class], Settle: r.dispatch.Settle, MaxAge: r.cfg.MaxAge, MaxAttempts: r.cfg.MaxAttempts,
 	}
-	d, found, rec, err := r.dispatch.Decide(ctx, in, p)
+	d, found, rec, err := r.dispatch.Decide(ctx, in, picked)
 	if err != nil {
 		log.Warn("row left for a later run", "error", err)
 		return ActionWaiting
@@ -309,6 +315,14 @@ func (r *Reconciler) reconcile(ctx context.Context, rec ledger.Record) Action {
 	case decide.Wait:
 		if d.Cause == decide.CauseInFlight {
 			return ActionConflict
+		}
+		switch d.Cause {
+		case decide.CausePaced:
+			log.Debug("row left for a later run: paced", "why", d.Reason)
+			return ActionPaced
+		case decide.CauseProviderDown:
+			log.Debug("row left for a later run: provider down", "why", d.Reason)
+			return ActionProviderDown
 		}
 		if d.Cause == decide.CauseNoProvider {
 			// The provider the attempt went through no longer serves the

@@ -392,7 +392,11 @@ func TestExpiredRowsAtTheHeadOfAShard(t *testing.T) {
 
 // TestReleasedRowsBackOff (defect 2): the reconciler's retries of a
 // released row back off (decide.RetryAfter of the attempt), while the row
-// stays takeable at once for a sender's redelivery.
+// stays takeable at once for a sender's redelivery. The refusals here are
+// the row's own: the container does not know the provider down (its
+// Health threshold is out of reach), as when the provider answers other
+// messages; a provider refusing everything is
+// TestProviderDownDefersTheUnit.
 func TestReleasedRowsBackOff(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -407,7 +411,7 @@ func TestReleasedRowsBackOff(t *testing.T) {
 	if err := b.ledger.Release(ctx, c, "transient: 429", time.Time{}); err != nil {
 		t.Fatal(err)
 	}
-	r := b.reconciler(t, p, nil)
+	r := b.reconciler(t, p, func(c *Config) { c.Dispatcher.Health = &dispatch.Health{Threshold: 1000, Now: b.clock.Now} })
 	// step: how long after the previous run, and whether the row is due.
 	for i, step := range []struct {
 		after time.Duration
@@ -512,5 +516,92 @@ func TestLostTakeoverOfAnUncertainRowIsUncertainAgain(t *testing.T) {
 	}
 	if row := b.state(t, "v1_lost_takeover"); row.State != ledger.StateSent || p.Calls() != 1 {
 		t.Fatalf("the next run: row %s, %d sends; want SENT by the otp policy's resend, one send", row.State, p.Calls())
+	}
+}
+
+// units is a Queue of units the test takes out by hand.
+type units struct{ q []Unit }
+
+func (u *units) Waiting(context.Context) (int, error) { return len(u.q), nil }
+func (u *units) Put(_ context.Context, us []Unit) (int, error) {
+	u.q = append(u.q, us...)
+	return len(us), nil
+}
+
+// TestProviderDownDefersTheUnit: once a row of a unit finds the provider
+// known down (dispatch.Health), Work starts no further row of it: the
+// rest are counted deferred, every row is left as it was (no takeover,
+// no provider call), still due in the attention index, and the next Find
+// hands them all out again. After the cool-down the unit's rows are sent,
+// each once.
+func TestProviderDownDefersTheUnit(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t)
+	down := true
+	p := &providertest.Fake{SendFunc: func(context.Context, provider.Message) (provider.Receipt, error) {
+		if down {
+			return provider.Receipt{}, providertest.Error(provider.Transient, "503")
+		}
+		return provider.Receipt{MessageID: "m"}, nil
+	}}
+	health := &dispatch.Health{Cooldown: 5 * time.Minute, Now: b.clock.Now}
+	// One row at a time: with more, the rows already started when the
+	// first finds the provider down are examined too.
+	r := b.reconciler(t, p, func(c *Config) { c.Dispatcher.Health = health; c.Concurrency = 1 })
+	var keys []string
+	before := map[string]ledger.Record{}
+	for i := range 5 {
+		key := fmt.Sprintf("v1_down_%d", i)
+		c, err := b.ledger.Claim(ctx, ledger.Entry{Key: key, Channel: "sms", Class: "marketing", Address: "+15551234567", Body: "b"}, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.ledger.Release(ctx, c, "transient: 503", time.Time{}); err != nil {
+			t.Fatal(err)
+		}
+		keys = append(keys, key)
+		before[key] = b.state(t, key)
+	}
+	// The container's sends were refused in a row: the provider is known
+	// down.
+	for range dispatch.DefaultHealthThreshold {
+		health.Observe(p.Name(), providertest.Error(provider.Transient, "503"))
+	}
+	b.clock.Advance(time.Second)
+	rep, done := r.Work(ctx, Unit{Keys: keys, FoundAt: b.clock.Now()})
+	if !done || rep.Examined != 1 || rep.Actions[ActionProviderDown] != 1 || rep.Actions[ActionDeferred] != len(keys)-1 {
+		t.Fatalf("Work on a unit while the provider is down: done %t, %+v; want 1 examined (provider_down), %d deferred", done, rep, len(keys)-1)
+	}
+	if p.Calls() != 0 {
+		t.Errorf("%d provider calls while it is known down, want 0", p.Calls())
+	}
+	for _, key := range keys {
+		row := b.state(t, key)
+		if row.ClaimID != before[key].ClaimID || row.Attempts != before[key].Attempts || !row.Indexed() || ledger.Due(row).After(b.clock.Now()) {
+			t.Errorf("row %s: claim %s attempts %d due %s; want it left as it was (claim %s, attempts %d), due in the attention index",
+				key, row.ClaimID, row.Attempts, ledger.Due(row), before[key].ClaimID, before[key].Attempts)
+		}
+	}
+	q := &units{}
+	if fr, err := r.Find(ctx, q); err != nil || fr.Found != len(keys) {
+		t.Fatalf("the next Find: %+v, %v; want the %d rows handed out again", fr, err, len(keys))
+	}
+	// Recovery: after the cool-down the unit's rows are sent, each once.
+	down = false
+	b.clock.Advance(5 * time.Minute)
+	for _, u := range q.q {
+		if rep, done := r.Work(ctx, u); !done || rep.Actions[ActionResent] != len(u.Keys) {
+			t.Fatalf("Work after recovery: done %t, %+v; want every row resent", done, rep)
+		}
+	}
+	sends := map[string]int{}
+	for _, m := range p.Sent() {
+		sends[m.Key]++
+	}
+	for _, key := range keys {
+		if row := b.state(t, key); row.State != ledger.StateSent || sends[key] != 1 {
+			t.Errorf("row %s: %s after %d sends, want SENT after 1", key, row.State, sends[key])
+		}
 	}
 }

@@ -157,7 +157,8 @@ func twilioDeadWorker(t *testing.T, event string) (*regBundle, *twiliotest.Serve
 
 // TestOutageNeverAbandonsANeverSentMessage (defect 2): six minutes of 429s
 // from the provider. Each sender redelivery and reconciler run takes the
-// released row over and calls the provider; none of those attempts sent
+// released row over and calls the provider (until the provider is known
+// down: then it is left as it is); none of those attempts sent
 // anything, so none counts toward giving up: the row must not be
 // ABANDONED, and once the outage ends the message is delivered once. The
 // reconciler's own retries back off.
@@ -221,6 +222,10 @@ func TestOutageNeverAbandonsANeverSentMessage(t *testing.T) {
 		t.Errorf("row released=%v releases=%d attempts=%d, want every attempt released", row.Released, row.Releases, row.Attempts)
 	}
 	outage = false
+	// The sender's container knows the provider down until its cool-down
+	// passes (dispatch.Health): a redelivery meanwhile leaves the row as
+	// it is, nothing written (decide: health down).
+	b.clock.Advance(dispatch.DefaultHealthCooldown)
 	b.process(t, r, dispatch.Sent)
 	b.process(t, r, dispatch.Duplicate)
 	for range 3 {

@@ -278,9 +278,8 @@ func (s *Sender) redelivered(ctx context.Context, log *slog.Logger, cur ledger.R
 	key := cur.Key
 	dims := metrics.Dim{Name: "channel", Value: cur.Channel}
 	picked := s.dispatch.Pick(cur, route)
-	p := dispatch.First(picked)
 	in := decide.Input{Caller: decide.Sender, Row: cur, Now: s.dispatch.Now(), Settle: s.dispatch.Settle}
-	d, found, rec, err := s.dispatch.Decide(ctx, in, p)
+	d, found, rec, err := s.dispatch.Decide(ctx, in, picked)
 	if err != nil {
 		return dispatch.Result{Key: key, Disposition: dispatch.Retry, Reason: "template store unavailable"}
 	}
