@@ -427,7 +427,7 @@ func (f *failoverFront) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		f.note(r.URL.Query().Get("reference"), wireEvent{at: at, lookup: true}, "")
 		status, hdr, out, err := localpipeline.Forward(r.Context(), f.client, r, base+r.URL.RequestURI(), nil)
 		if err != nil {
-			hangUp(w)
+			localpipeline.HangUp(w)
 			return
 		}
 		localpipeline.Answer(w, status, hdr, out)
@@ -451,7 +451,7 @@ func (f *failoverFront) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		case x < f.rate/2:
 			f.note(key, wireEvent{at: at, noAnswer: true}, faultBrownoutBefore)
 			<-r.Context().Done()
-			hangUp(w)
+			localpipeline.HangUp(w)
 			return
 		case x < f.rate:
 			f.note(key, wireEvent{at: at, noAnswer: true}, faultBrownoutAfter)
@@ -460,14 +460,14 @@ func (f *failoverFront) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			_, _, _, _ = localpipeline.Forward(ctx, f.client, r, base+r.URL.RequestURI(), body)
 			cancel()
 			<-r.Context().Done()
-			hangUp(w)
+			localpipeline.HangUp(w)
 			return
 		}
 	}
 	status, hdr, out, err := localpipeline.Forward(r.Context(), f.client, r, base+r.URL.RequestURI(), body)
 	f.note(key, wireEvent{at: at, noAnswer: err != nil}, "")
 	if err != nil {
-		hangUp(w)
+		localpipeline.HangUp(w)
 		return
 	}
 	localpipeline.Answer(w, status, hdr, out)
@@ -649,16 +649,4 @@ func attemptsOf(rec ledger.Record) ([]attempt, bool) {
 	}
 	out = append(out, attempt{provider: rec.Provider})
 	return out, len(rec.History) == 0 || first == 1
-}
-
-// hangUp drops the connection without an answer, as a provider that took
-// the request and never replied does: the caller sees no response at all.
-func hangUp(w http.ResponseWriter) {
-	if hj, ok := w.(http.Hijacker); ok {
-		if conn, _, err := hj.Hijack(); err == nil {
-			_ = conn.Close()
-			return
-		}
-	}
-	panic(http.ErrAbortHandler)
 }

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sendonce/sendonce/internal/localpipeline"
 	"github.com/sendonce/sendonce/internal/rie"
 )
 
@@ -109,7 +110,7 @@ func (lp *lambdaPool) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case <-r.Context().Done():
 		return // never invoked: nothing happened
 	case <-lp.done:
-		hangUp(w)
+		localpipeline.HangUp(w)
 		return
 	}
 	type result struct {
@@ -145,7 +146,7 @@ func (lp *lambdaPool) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		failed := out.err != nil || out.status != http.StatusOK || fnErr || bytes.HasPrefix(out.body, []byte("Task timed out"))
 		note(failed)
 		if out.err != nil {
-			hangUp(w)
+			localpipeline.HangUp(w)
 			return
 		}
 		w.WriteHeader(out.status)
@@ -154,6 +155,6 @@ func (lp *lambdaPool) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		note(true)
 	case <-lp.done:
 		note(true)
-		hangUp(w)
+		localpipeline.HangUp(w)
 	}
 }
