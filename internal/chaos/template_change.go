@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -132,16 +133,9 @@ func rewrite(w localpipeline.Workload, f func(i int, r *notify.Request) bool) lo
 	}
 	out := localpipeline.Workload{Messages: msgs}
 	for _, b := range w.First {
-		out.First = append(out.First, cmpOr(renamed[b], b))
+		out.First = append(out.First, cmp.Or(renamed[b], b))
 	}
 	return out
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 // templateRun is a TemplateChange as a run carries it out.
