@@ -639,9 +639,6 @@ type DeadLetter struct {
 	// Attributes are its message attributes (string values), e.g.
 	// sender.AttrErrorReason.
 	Attributes map[string]string
-	// ReceiveCount is its ApproximateReceiveCount on the dead-letter
-	// queue (1 on the first drain).
-	ReceiveCount int
 }
 
 // DrainDLQ receives and deletes every message on the dead-letter queue.
@@ -650,8 +647,7 @@ func (p *Pipeline) DrainDLQ(ctx context.Context) ([]DeadLetter, error) {
 	for empty := 0; empty < 2; {
 		r, err := p.sqs.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
 			QueueUrl: aws.String(p.DLQURL), MaxNumberOfMessages: 10, WaitTimeSeconds: 0,
-			MessageAttributeNames:       []string{"All"},
-			MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAll},
+			MessageAttributeNames: []string{"All"},
 		})
 		if err != nil {
 			return out, fmt.Errorf("localpipeline: receive dead letters: %w", err)
@@ -662,7 +658,6 @@ func (p *Pipeline) DrainDLQ(ctx context.Context) ([]DeadLetter, error) {
 		}
 		for _, m := range r.Messages {
 			d := DeadLetter{Body: aws.ToString(m.Body), Attributes: map[string]string{}}
-			d.ReceiveCount, _ = strconv.Atoi(m.Attributes[string(types.MessageSystemAttributeNameApproximateReceiveCount)])
 			for k, v := range m.MessageAttributes {
 				d.Attributes[k] = aws.ToString(v.StringValue)
 			}
