@@ -301,7 +301,7 @@ func Run(ctx context.Context, o Options) (rep Report, err error) {
 	}
 	defer os.RemoveAll(dir)
 	logf("building ./functions/sender, webhook, reconciler")
-	boot, err := localpipeline.BuildBootstraps(ctx, dir, localpipeline.Bootstraps{})
+	boot, err := localpipeline.BuildBootstraps(ctx, dir)
 	if err != nil {
 		return Report{}, err
 	}

@@ -95,8 +95,8 @@ type Options struct {
 	MotoEndpoint     string
 	// RIE is the aws-lambda-rie binary; empty means SENDONCE_TEST_RIE.
 	RIE string
-	// Bootstraps are the functions' linux bootstraps. An empty one is
-	// built into a temporary directory (see BuildBootstraps).
+	// Bootstraps are the functions' linux bootstraps (BuildBootstraps;
+	// StartTest builds them with rie.Build).
 	Bootstraps
 
 	// SenderInstances is the number of concurrent sender instances (and
@@ -165,6 +165,9 @@ func (o *Options) defaults() error {
 	}
 	if o.RIE == "" {
 		return rie.ErrNoBinary
+	}
+	if b := o.Bootstraps; b.SenderBootstrap == "" || b.WebhookBootstrap == "" || b.ReconcilerBootstrap == "" {
+		return errors.New("localpipeline: every bootstrap is required (BuildBootstraps)")
 	}
 	set := func(d *time.Duration, def time.Duration) {
 		if *d == 0 {
@@ -293,9 +296,6 @@ func Start(ctx context.Context, opts Options) (p *Pipeline, err error) {
 		return nil, err
 	}
 
-	if err := p.bootstraps(ctx); err != nil {
-		return nil, err
-	}
 	if p.Resources, err = CreateResources(ctx, p.ddb, p.sqs, opts.VisibilityTimeout, opts.MaxReceiveCount); err != nil {
 		return nil, err
 	}
@@ -373,10 +373,11 @@ type Bootstraps struct {
 	SenderBootstrap, WebhookBootstrap, ReconcilerBootstrap string
 }
 
-// BuildBootstraps compiles the empty ones of b's bootstraps at once, each
-// into dir/<name>/bootstrap, and returns b with their paths. It must run
-// inside the module (go env GOMOD).
-func BuildBootstraps(ctx context.Context, dir string, b Bootstraps) (Bootstraps, error) {
+// BuildBootstraps compiles the bootstraps at once, each into
+// dir/<name>/bootstrap, and returns their paths. It must run inside the
+// module (go env GOMOD).
+func BuildBootstraps(ctx context.Context, dir string) (Bootstraps, error) {
+	var b Bootstraps
 	root, err := rie.ModuleRoot(ctx)
 	if err != nil {
 		return b, err
@@ -387,9 +388,6 @@ func BuildBootstraps(ctx context.Context, dir string, b Bootstraps) (Bootstraps,
 		name string
 		path *string
 	}{{"sender", &b.SenderBootstrap}, {"webhook", &b.WebhookBootstrap}, {"reconciler", &b.ReconcilerBootstrap}} {
-		if *f.path != "" {
-			continue
-		}
 		out := filepath.Join(dir, f.name, "bootstrap")
 		wg.Go(func() {
 			if errs[i] = rie.BuildBootstrap(ctx, root, f.name, out); errs[i] != nil {
@@ -401,20 +399,6 @@ func BuildBootstraps(ctx context.Context, dir string, b Bootstraps) (Bootstraps,
 	}
 	wg.Wait()
 	return b, errors.Join(errs[:]...)
-}
-
-func (p *Pipeline) bootstraps(ctx context.Context) error {
-	b := p.opts.Bootstraps
-	if b.SenderBootstrap != "" && b.WebhookBootstrap != "" && b.ReconcilerBootstrap != "" {
-		return nil
-	}
-	dir, err := os.MkdirTemp("", "sendonce-localpipeline-")
-	if err != nil {
-		return fmt.Errorf("localpipeline: %w", err)
-	}
-	fmt.Fprintln(p.opts.Progress, "building ./functions/sender, webhook, reconciler")
-	p.opts.Bootstraps, err = BuildBootstraps(ctx, dir, b)
-	return err
 }
 
 // Resources are a pipeline's table and queues (CreateResources).
