@@ -251,15 +251,11 @@ type Pipeline struct {
 }
 
 type pollerStats struct {
-	receives, invocations, functionErrors, records, deleted, reported atomic.Int64
-	webhookRequests, webhookErrors                                    atomic.Int64
-	twins, twinSkipped                                                atomic.Int64
+	invocations, functionErrors, records, deleted, reported, twins atomic.Int64
 }
 
 // PollerStats are the event source mapping's totals.
 type PollerStats struct {
-	// Receives counts ReceiveMessage calls that returned messages.
-	Receives int64
 	// Invocations counts sender invocations; FunctionErrors those that
 	// failed as a whole (every record of the batch was left to reappear).
 	Invocations, FunctionErrors int64
@@ -267,13 +263,9 @@ type PollerStats struct {
 	// included); Deleted those acknowledged and deleted; Reported those
 	// listed in batchItemFailures.
 	Records, Deleted, Reported int64
-	// WebhookRequests counts requests through the Function URL front;
-	// WebhookErrors those the function failed as a whole.
-	WebhookRequests, WebhookErrors int64
 	// Twins counts twin invocations (Options.Twin): records handed to a
-	// second instance at the same time; TwinSkipped those not made
-	// because no second instance was free.
-	Twins, TwinSkipped int64
+	// second instance at the same time.
+	Twins int64
 }
 
 // Start creates the resources and starts every component; it returns once
@@ -562,14 +554,12 @@ func (p *Pipeline) Row(ctx context.Context, key string) (ledger.Record, ledger.S
 	return rec, rec.State, nil
 }
 
-// Stats returns the event source mapping's and the front's totals.
+// Stats returns the event source mapping's totals.
 func (p *Pipeline) Stats() PollerStats {
 	s := &p.stats
 	return PollerStats{
-		Receives: s.receives.Load(), Invocations: s.invocations.Load(), FunctionErrors: s.functionErrors.Load(),
-		Records: s.records.Load(), Deleted: s.deleted.Load(), Reported: s.reported.Load(),
-		WebhookRequests: s.webhookRequests.Load(), WebhookErrors: s.webhookErrors.Load(),
-		Twins: s.twins.Load(), TwinSkipped: s.twinSkipped.Load(),
+		Invocations: s.invocations.Load(), FunctionErrors: s.functionErrors.Load(),
+		Records: s.records.Load(), Deleted: s.deleted.Load(), Reported: s.reported.Load(), Twins: s.twins.Load(),
 	}
 }
 
