@@ -259,14 +259,7 @@ func (l *failoverLane) Outage(bool) {}
 
 // Delivered counts, per key, the messages both providers accepted.
 func (l *failoverLane) Delivered(context.Context, localpipeline.Workload) (map[string]int, map[string]string, error) {
-	count, status := map[string]int{}, map[string]string{}
-	for _, s := range []*simulator.Simulator{l.primary, l.secondary} {
-		for _, m := range s.Messages() {
-			count[m.Reference]++
-			status[m.Reference] = string(m.Status)
-		}
-	}
-	return count, status, nil
+	return simDelivered(l.primary, l.secondary)
 }
 
 func (l *failoverLane) Sent() int {
