@@ -683,7 +683,7 @@ func startLane(ctx context.Context, o Options, d Lane, n, idx int, seed uint64, 
 			tc = &c
 		}
 		l.w = tc.addParam(l.w, rand.New(rand.NewPCG(seed, 0x7e3)))
-		l.tc = newTemplateRun(tc, "chaos-"+d.Name, o.DynamoDBEndpoint, p.Table)
+		l.tc = newTemplateRun(tc, "chaos-"+d.Name, p.Templates())
 	}
 	if d.Workload != nil {
 		l.w = d.Workload(l.w, rand.New(rand.NewPCG(seed, 0x5a7e)))

@@ -29,8 +29,6 @@ type smtpLane struct {
 	done    chan struct{}
 	closing sync.Once
 
-	ddb string // DynamoDB endpoint, to read the lane's templates
-
 	mu   sync.Mutex
 	data map[string][][]byte // recipient → every message taken, as received
 }
@@ -39,8 +37,7 @@ type smtpLane struct {
 const smtpFrom = "chaos@sendonce.test"
 
 func newSMTPLane(_ context.Context, o Options, seed uint64) (Counterpart, error) {
-	l := &smtpLane{drawer: newDrawer(o.SendFaults, seed), stall: 2 * o.ProviderTimeout, done: make(chan struct{}), data: map[string][][]byte{},
-		ddb: o.DynamoDBEndpoint}
+	l := &smtpLane{drawer: newDrawer(o.SendFaults, seed), stall: 2 * o.ProviderTimeout, done: make(chan struct{}), data: map[string][][]byte{}}
 	srv := smtp.NewServer(l)
 	srv.Domain = "chaos.localhost"
 	srv.ReadTimeout = 30 * time.Second

@@ -14,8 +14,6 @@ import (
 	"github.com/sendonce/sendonce/internal/ledger"
 	"github.com/sendonce/sendonce/internal/localpipeline"
 	"github.com/sendonce/sendonce/internal/templates"
-	"github.com/sendonce/sendonce/internal/templates/dynamotemplates"
-	"github.com/sendonce/sendonce/internal/testenv"
 	"github.com/sendonce/sendonce/notify"
 )
 
@@ -164,8 +162,8 @@ type putVersion struct {
 	Fed float64
 }
 
-func newTemplateRun(c *TemplateChange, tenant, ddbEndpoint, table string) *templateRun {
-	return &templateRun{c: c, tenant: tenant, store: dynamotemplates.New(testenv.DynamoDBAt(ddbEndpoint), table, dynamotemplates.Config{})}
+func newTemplateRun(c *TemplateChange, tenant string, store templates.Store) *templateRun {
+	return &templateRun{c: c, tenant: tenant, store: store}
 }
 
 // step carries the change on at now, once the share fed of the lane's

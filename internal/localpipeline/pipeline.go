@@ -299,7 +299,7 @@ func Start(ctx context.Context, opts Options) (p *Pipeline, err error) {
 		tenants = []string{"demo"}
 	}
 	for _, tenant := range tenants {
-		if _, err := templates.ImportExamples(ctx, dynamotemplates.New(p.ddb, p.Table, dynamotemplates.Config{}), tenant); err != nil {
+		if _, err := templates.ImportExamples(ctx, p.Templates(), tenant); err != nil {
 			return nil, fmt.Errorf("localpipeline: %w", err)
 		}
 	}
@@ -536,6 +536,11 @@ func (p *Pipeline) RedactKeyARN() string { return p.redactKeyARN }
 
 // Ledger returns a ledger client on the pipeline's table.
 func (p *Pipeline) Ledger() ledger.Ledger { return p.ledger }
+
+// Templates returns a template store on the pipeline's table.
+func (p *Pipeline) Templates() templates.Store {
+	return dynamotemplates.New(p.ddb, p.Table, dynamotemplates.Config{})
+}
 
 // NoRow is the state Row reports for a key the ledger holds no live row
 // of.
