@@ -348,16 +348,16 @@ type failoverFront struct {
 	rate   float64
 
 	inFlight atomic.Int64
+	wire     wireLog
 
 	mu     sync.Mutex
 	rng    *rand.Rand
-	events map[string][]wireEvent
 	counts map[string]int
 }
 
 func newFailoverFront(seed uint64, brownoutRate float64) (*failoverFront, error) {
 	f := &failoverFront{client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}, rate: brownoutRate,
-		rng: rand.New(rand.NewPCG(seed, seed^0xf0f0)), events: map[string][]wireEvent{}, counts: map[string]int{}}
+		rng: rand.New(rand.NewPCG(seed, seed^0xf0f0)), counts: map[string]int{}}
 	url, stop, err := serve(f)
 	if err != nil {
 		return nil, err
@@ -369,11 +369,9 @@ func newFailoverFront(seed uint64, brownoutRate float64) (*failoverFront, error)
 func (f *failoverFront) close() { f.stop() }
 
 func (f *failoverFront) note(key string, ev wireEvent, fault string) {
+	f.wire.note(key, ev)
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if key != "" {
-		f.events[key] = append(f.events[key], ev)
-	}
 	if fault != "" {
 		f.counts[fault]++
 	}
@@ -396,12 +394,31 @@ func (f *failoverFront) faulted() map[string]int {
 	return out
 }
 
+// wireLog records a provider's calls per key, as its side saw them.
+type wireLog struct {
+	mu     sync.Mutex
+	events map[string][]wireEvent
+}
+
+// note records ev for key (none without a key).
+func (w *wireLog) note(key string, ev wireEvent) {
+	if key == "" {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.events == nil {
+		w.events = map[string][]wireEvent{}
+	}
+	w.events[key] = append(w.events[key], ev)
+}
+
 // eventsOf returns a copy of the events of every key.
-func (f *failoverFront) eventsOf() map[string][]wireEvent {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	out := make(map[string][]wireEvent, len(f.events))
-	for k, v := range f.events {
+func (w *wireLog) eventsOf() map[string][]wireEvent {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := make(map[string][]wireEvent, len(w.events))
+	for k, v := range w.events {
 		out[k] = slices.Clone(v)
 	}
 	return out
@@ -478,7 +495,7 @@ func (l *failoverLane) summarize(ctx context.Context, ln *lane, lr *LaneReport) 
 			byProvider[name][m.Reference] = append(byProvider[name][m.Reference], m.AcceptedAt)
 		}
 	}
-	wire := map[string]map[string][]wireEvent{failoverPrimary: l.front.eventsOf(), failoverSecondary: l.pool.eventsOf()}
+	wire := map[string]map[string][]wireEvent{failoverPrimary: l.front.wire.eventsOf(), failoverSecondary: l.pool.wire.eventsOf()}
 	var (
 		keys, both, unsettledWire, ambiguousCalls, settledAmbiguous int
 		ledgerFailovers, unsettledLedger, truncated, rows           int
