@@ -301,7 +301,7 @@ func Run(ctx context.Context, o Options) (rep Report, err error) {
 	}
 	defer os.RemoveAll(dir)
 	logf("building ./functions/sender, webhook, reconciler")
-	boot, err := localpipeline.BuildBootstraps(ctx, dir, localpipeline.Bootstraps{})
+	boot, err := localpipeline.BuildBootstraps(ctx, dir)
 	if err != nil {
 		return Report{}, err
 	}
@@ -683,7 +683,7 @@ func startLane(ctx context.Context, o Options, d Lane, n, idx int, seed uint64, 
 			tc = &c
 		}
 		l.w = tc.addParam(l.w, rand.New(rand.NewPCG(seed, 0x7e3)))
-		l.tc = newTemplateRun(tc, "chaos-"+d.Name, o.DynamoDBEndpoint, p.Table)
+		l.tc = newTemplateRun(tc, "chaos-"+d.Name, p.Templates())
 	}
 	if d.Workload != nil {
 		l.w = d.Workload(l.w, rand.New(rand.NewPCG(seed, 0x5a7e)))

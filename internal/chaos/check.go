@@ -44,13 +44,13 @@ type LaneReport struct {
 	// Lost counts messages never delivered without a final state, or SENT
 	// without the provider having accepted them.
 	Lost int
-	// Abandoned counts ABANDONED rows: AbandonedDelivered those the
-	// provider had accepted once, AbandonedByPolicy those the class policy
+	// AbandonedDelivered counts ABANDONED rows the provider had accepted
+	// once, AbandonedByPolicy those the class policy
 	// (or its resend budget) gave up on after an ambiguous attempt (a
 	// miss), AbandonedMaxAge those
 	// given up at the maximum age, and AbandonedNeverAccepted the rest: a
 	// message given up although no provider ever took it.
-	Abandoned, AbandonedDelivered, AbandonedByPolicy, AbandonedMaxAge, AbandonedNeverAccepted int
+	AbandonedDelivered, AbandonedByPolicy, AbandonedMaxAge, AbandonedNeverAccepted int
 	// NeverAcceptedCauses breaks AbandonedNeverAccepted down by cause
 	// (neverAcceptedCause).
 	NeverAcceptedCauses map[string]int
@@ -440,7 +440,6 @@ func (l *lane) judge(lr *LaneReport, cc *ClassCount, f facts, tr *TemplateReport
 	case ledger.StateFailed:
 		lr.Failed[rec.Reason]++
 	case ledger.StateAbandoned:
-		lr.Abandoned++
 		if capability == ByContent && groundtruth.ByPolicy(rec.Reason) {
 			lr.PolicySettled++
 		}

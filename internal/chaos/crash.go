@@ -3,9 +3,6 @@ package chaos
 import (
 	"context"
 	"math/rand/v2"
-	"os"
-	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -110,7 +107,7 @@ func (c *Crasher) killOne() {
 
 // kill SIGKILLs inst's running bootstrap; callers hold c.mu.
 func (c *Crasher) kill(inst *rie.Instance) bool {
-	pids := children(inst.PID())
+	pids := inst.FunctionPIDs()
 	for _, pid := range pids {
 		if syscall.Kill(pid, syscall.SIGKILL) == nil {
 			c.killed[pid] = true
@@ -139,7 +136,7 @@ func (c *Crasher) Observe() {
 		if inst == nil {
 			continue
 		}
-		for _, pid := range children(inst.PID()) {
+		for _, pid := range inst.FunctionPIDs() {
 			if prev, ok := c.last[inst]; ok && prev != pid && c.killed[prev] {
 				c.stats.Restarts++
 			}
@@ -153,36 +150,4 @@ func (c *Crasher) Stats() CrashStats {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.stats
-}
-
-// children returns the running child processes of pid (the emulator's
-// bootstrap), read from /proc.
-func children(pid int) []int {
-	ents, err := os.ReadDir("/proc")
-	if err != nil {
-		return nil
-	}
-	var out []int
-	for _, e := range ents {
-		p, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		i := strings.LastIndexByte(string(b), ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(string(b[i+1:]))
-		if len(f) < 2 || f[0] == "Z" || f[0] == "X" {
-			continue
-		}
-		if ppid, err := strconv.Atoi(f[1]); err == nil && ppid == pid {
-			out = append(out, p)
-		}
-	}
-	return out
 }

@@ -259,14 +259,7 @@ func (l *failoverLane) Outage(bool) {}
 
 // Delivered counts, per key, the messages both providers accepted.
 func (l *failoverLane) Delivered(context.Context, localpipeline.Workload) (map[string]int, map[string]string, error) {
-	count, status := map[string]int{}, map[string]string{}
-	for _, s := range []*simulator.Simulator{l.primary, l.secondary} {
-		for _, m := range s.Messages() {
-			count[m.Reference]++
-			status[m.Reference] = string(m.Status)
-		}
-	}
-	return count, status, nil
+	return simDelivered(l.primary, l.secondary)
 }
 
 func (l *failoverLane) Sent() int {
@@ -355,16 +348,16 @@ type failoverFront struct {
 	rate   float64
 
 	inFlight atomic.Int64
+	wire     wireLog
 
 	mu     sync.Mutex
 	rng    *rand.Rand
-	events map[string][]wireEvent
 	counts map[string]int
 }
 
 func newFailoverFront(seed uint64, brownoutRate float64) (*failoverFront, error) {
 	f := &failoverFront{client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}, rate: brownoutRate,
-		rng: rand.New(rand.NewPCG(seed, seed^0xf0f0)), events: map[string][]wireEvent{}, counts: map[string]int{}}
+		rng: rand.New(rand.NewPCG(seed, seed^0xf0f0)), counts: map[string]int{}}
 	url, stop, err := serve(f)
 	if err != nil {
 		return nil, err
@@ -376,11 +369,9 @@ func newFailoverFront(seed uint64, brownoutRate float64) (*failoverFront, error)
 func (f *failoverFront) close() { f.stop() }
 
 func (f *failoverFront) note(key string, ev wireEvent, fault string) {
+	f.wire.note(key, ev)
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if key != "" {
-		f.events[key] = append(f.events[key], ev)
-	}
 	if fault != "" {
 		f.counts[fault]++
 	}
@@ -403,12 +394,31 @@ func (f *failoverFront) faulted() map[string]int {
 	return out
 }
 
+// wireLog records a provider's calls per key, as its side saw them.
+type wireLog struct {
+	mu     sync.Mutex
+	events map[string][]wireEvent
+}
+
+// note records ev for key (none without a key).
+func (w *wireLog) note(key string, ev wireEvent) {
+	if key == "" {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.events == nil {
+		w.events = map[string][]wireEvent{}
+	}
+	w.events[key] = append(w.events[key], ev)
+}
+
 // eventsOf returns a copy of the events of every key.
-func (f *failoverFront) eventsOf() map[string][]wireEvent {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	out := make(map[string][]wireEvent, len(f.events))
-	for k, v := range f.events {
+func (w *wireLog) eventsOf() map[string][]wireEvent {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := make(map[string][]wireEvent, len(w.events))
+	for k, v := range w.events {
 		out[k] = slices.Clone(v)
 	}
 	return out
@@ -427,7 +437,7 @@ func (f *failoverFront) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		f.note(r.URL.Query().Get("reference"), wireEvent{at: at, lookup: true}, "")
 		status, hdr, out, err := localpipeline.Forward(r.Context(), f.client, r, base+r.URL.RequestURI(), nil)
 		if err != nil {
-			hangUp(w)
+			localpipeline.HangUp(w)
 			return
 		}
 		localpipeline.Answer(w, status, hdr, out)
@@ -451,7 +461,7 @@ func (f *failoverFront) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		case x < f.rate/2:
 			f.note(key, wireEvent{at: at, noAnswer: true}, faultBrownoutBefore)
 			<-r.Context().Done()
-			hangUp(w)
+			localpipeline.HangUp(w)
 			return
 		case x < f.rate:
 			f.note(key, wireEvent{at: at, noAnswer: true}, faultBrownoutAfter)
@@ -460,14 +470,14 @@ func (f *failoverFront) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			_, _, _, _ = localpipeline.Forward(ctx, f.client, r, base+r.URL.RequestURI(), body)
 			cancel()
 			<-r.Context().Done()
-			hangUp(w)
+			localpipeline.HangUp(w)
 			return
 		}
 	}
 	status, hdr, out, err := localpipeline.Forward(r.Context(), f.client, r, base+r.URL.RequestURI(), body)
 	f.note(key, wireEvent{at: at, noAnswer: err != nil}, "")
 	if err != nil {
-		hangUp(w)
+		localpipeline.HangUp(w)
 		return
 	}
 	localpipeline.Answer(w, status, hdr, out)
@@ -485,7 +495,7 @@ func (l *failoverLane) summarize(ctx context.Context, ln *lane, lr *LaneReport) 
 			byProvider[name][m.Reference] = append(byProvider[name][m.Reference], m.AcceptedAt)
 		}
 	}
-	wire := map[string]map[string][]wireEvent{failoverPrimary: l.front.eventsOf(), failoverSecondary: l.pool.eventsOf()}
+	wire := map[string]map[string][]wireEvent{failoverPrimary: l.front.wire.eventsOf(), failoverSecondary: l.pool.wire.eventsOf()}
 	var (
 		keys, both, unsettledWire, ambiguousCalls, settledAmbiguous int
 		ledgerFailovers, unsettledLedger, truncated, rows           int
@@ -649,16 +659,4 @@ func attemptsOf(rec ledger.Record) ([]attempt, bool) {
 	}
 	out = append(out, attempt{provider: rec.Provider})
 	return out, len(rec.History) == 0 || first == 1
-}
-
-// hangUp drops the connection without an answer, as a provider that took
-// the request and never replied does: the caller sees no response at all.
-func hangUp(w http.ResponseWriter) {
-	if hj, ok := w.(http.Hijacker); ok {
-		if conn, _, err := hj.Hijack(); err == nil {
-			_ = conn.Close()
-			return
-		}
-	}
-	panic(http.ErrAbortHandler)
 }

@@ -7,12 +7,11 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/sendonce/sendonce/internal/localpipeline"
 	"github.com/sendonce/sendonce/internal/rie"
 )
 
@@ -33,15 +32,13 @@ type lambdaPool struct {
 	done  chan struct{}
 
 	inFlight atomic.Int64
-
-	mu     sync.Mutex
-	events map[string][]wireEvent
+	wire     wireLog
 }
 
 // startLambdaPool launches n emulators of bootstrap with env (a timeout
 // of a second: below the pipeline's provider timeout) and serves them.
 func startLambdaPool(ctx context.Context, bin, bootstrap string, n int, env map[string]string) (*lambdaPool, error) {
-	lp := &lambdaPool{free: make(chan *rie.Instance, n), done: make(chan struct{}), events: map[string][]wireEvent{}}
+	lp := &lambdaPool{free: make(chan *rie.Instance, n), done: make(chan struct{})}
 	for i := range n {
 		inst, err := rie.Launch(ctx, rie.Config{RIE: bin, Bootstrap: bootstrap, FunctionName: fmt.Sprintf("chaos-failover-provider-%d", i+1),
 			Timeout: time.Second, Env: env})
@@ -75,17 +72,6 @@ func (lp *lambdaPool) close() {
 	}
 }
 
-// eventsOf returns a copy of the events of every key.
-func (lp *lambdaPool) eventsOf() map[string][]wireEvent {
-	lp.mu.Lock()
-	defer lp.mu.Unlock()
-	out := make(map[string][]wireEvent, len(lp.events))
-	for k, v := range lp.events {
-		out[k] = slices.Clone(v)
-	}
-	return out
-}
-
 func (lp *lambdaPool) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	lp.inFlight.Add(1)
 	defer lp.inFlight.Add(-1)
@@ -109,7 +95,7 @@ func (lp *lambdaPool) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case <-r.Context().Done():
 		return // never invoked: nothing happened
 	case <-lp.done:
-		hangUp(w)
+		localpipeline.HangUp(w)
 		return
 	}
 	type result struct {
@@ -130,12 +116,7 @@ func (lp *lambdaPool) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		res <- result{resp.StatusCode, data, err}
 	}()
 	note := func(noAnswer bool) {
-		if req.Key == "" {
-			return
-		}
-		lp.mu.Lock()
-		lp.events[req.Key] = append(lp.events[req.Key], wireEvent{at: at, lookup: req.Op == "lookup", noAnswer: noAnswer})
-		lp.mu.Unlock()
+		lp.wire.note(req.Key, wireEvent{at: at, lookup: req.Op == "lookup", noAnswer: noAnswer})
 	}
 	select {
 	case out := <-res:
@@ -145,7 +126,7 @@ func (lp *lambdaPool) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		failed := out.err != nil || out.status != http.StatusOK || fnErr || bytes.HasPrefix(out.body, []byte("Task timed out"))
 		note(failed)
 		if out.err != nil {
-			hangUp(w)
+			localpipeline.HangUp(w)
 			return
 		}
 		w.WriteHeader(out.status)
@@ -154,6 +135,6 @@ func (lp *lambdaPool) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		note(true)
 	case <-lp.done:
 		note(true)
-		hangUp(w)
+		localpipeline.HangUp(w)
 	}
 }

@@ -113,9 +113,15 @@ func (l *httpLane) Outage(on bool) {
 	}
 }
 
-func (l *httpLane) Delivered(_ context.Context, _ localpipeline.Workload) (map[string]int, map[string]string, error) {
+func (l *httpLane) Delivered(context.Context, localpipeline.Workload) (map[string]int, map[string]string, error) {
+	return simDelivered(l.distinct...)
+}
+
+// simDelivered counts, per key, the messages the simulators accepted, with
+// the delivery status of each key's message.
+func simDelivered(sims ...*simulator.Simulator) (map[string]int, map[string]string, error) {
 	count, status := map[string]int{}, map[string]string{}
-	for _, s := range l.distinct {
+	for _, s := range sims {
 		for _, m := range s.Messages() {
 			count[m.Reference]++
 			status[m.Reference] = string(m.Status)

@@ -29,10 +29,7 @@ type smtpLane struct {
 	done    chan struct{}
 	closing sync.Once
 
-	ddb string // DynamoDB endpoint, to read the lane's templates
-
 	mu   sync.Mutex
-	got  map[string]int
 	data map[string][][]byte // recipient → every message taken, as received
 }
 
@@ -40,8 +37,7 @@ type smtpLane struct {
 const smtpFrom = "chaos@sendonce.test"
 
 func newSMTPLane(_ context.Context, o Options, seed uint64) (Counterpart, error) {
-	l := &smtpLane{drawer: newDrawer(o.SendFaults, seed), stall: 2 * o.ProviderTimeout, done: make(chan struct{}), got: map[string]int{},
-		data: map[string][][]byte{}, ddb: o.DynamoDBEndpoint}
+	l := &smtpLane{drawer: newDrawer(o.SendFaults, seed), stall: 2 * o.ProviderTimeout, done: make(chan struct{}), data: map[string][][]byte{}}
 	srv := smtp.NewServer(l)
 	srv.Domain = "chaos.localhost"
 	srv.ReadTimeout = 30 * time.Second
@@ -95,7 +91,6 @@ func (s *smtpSession) Data(r io.Reader) error {
 	}
 	// The whole message is in: the server has it.
 	s.l.mu.Lock()
-	s.l.got[s.rcpt]++
 	s.l.data[s.rcpt] = append(s.l.data[s.rcpt], data)
 	s.l.mu.Unlock()
 	switch s.fault {
@@ -132,9 +127,9 @@ func (l *smtpLane) Env() map[string]string {
 
 func (l *smtpLane) Delivered(_ context.Context, w localpipeline.Workload) (map[string]int, map[string]string, error) {
 	l.mu.Lock()
-	count := make(map[string]int, len(l.got))
-	for k, v := range l.got {
-		count[k] = v
+	count := make(map[string]int, len(l.data))
+	for k, v := range l.data {
+		count[k] = len(v)
 	}
 	l.mu.Unlock()
 	return byAddress(w, count, true), nil, nil
@@ -143,7 +138,7 @@ func (l *smtpLane) Delivered(_ context.Context, w localpipeline.Workload) (map[s
 func (l *smtpLane) Sent() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return len(l.got)
+	return len(l.data)
 }
 
 func (l *smtpLane) Capability(string) Capability { return Neither }

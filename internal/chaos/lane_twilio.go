@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"cmp"
 	"context"
 	"crypto/hmac"
 	crand "crypto/rand"
@@ -303,7 +304,7 @@ func (l *twilioLane) Delivered(_ context.Context, _ localpipeline.Workload) (map
 func (l *twilioLane) Accepted() []acceptedMessage {
 	var out []acceptedMessage
 	for _, m := range l.fake.Messages() {
-		key := cmpOr(callbackKey(m.StatusCallback), noKey)
+		key := cmp.Or(callbackKey(m.StatusCallback), noKey)
 		out = append(out, acceptedMessage{Key: key, ID: m.SID, To: m.To, Body: m.Body, Status: m.Status, At: m.DateCreated})
 	}
 	return out

@@ -14,8 +14,6 @@ import (
 
 	"github.com/sendonce/sendonce/internal/provider/smtpprovider"
 	"github.com/sendonce/sendonce/internal/render"
-	"github.com/sendonce/sendonce/internal/templates/dynamotemplates"
-	"github.com/sendonce/sendonce/internal/testenv"
 )
 
 // MIMEReport is the smtp lane's check of the whole path from a stored
@@ -38,7 +36,7 @@ type MIMEReport struct {
 // message of ln against what its request renders with the templates in
 // the lane's table, into lr.MIME; it returns a violation per wrong one.
 func (l *smtpLane) summarize(ctx context.Context, ln *lane, lr *LaneReport) ([]Violation, error) {
-	rend := render.New(dynamotemplates.New(testenv.DynamoDBAt(l.ddb), ln.p.Table, dynamotemplates.Config{}), render.Config{CacheTTL: -1})
+	rend := render.New(ln.p.Templates(), render.Config{CacheTTL: -1})
 	l.mu.Lock()
 	data := make(map[string][][]byte, len(l.data))
 	for k, v := range l.data {

@@ -48,10 +48,10 @@ func (r Report) Lane(name string) (LaneReport, bool) {
 
 // faultTable builds the injected/observed rows over every lane.
 func faultTable(r Report, lanes []*lane, cs CrashStats, ps ddbfront.Stats) []FaultCount {
-	var m sumMetrics
+	var m localpipeline.MetricTotals
 	var twins, functionErrors, reconcileErrors, copies, throttleLogged int
 	for _, l := range r.Lanes {
-		m.add(l)
+		m.Add(l.Metrics)
 		twins += int(l.Poller.Twins)
 		functionErrors += int(l.Poller.FunctionErrors)
 		reconcileErrors += l.ReconcileErrors
@@ -66,43 +66,24 @@ func faultTable(r Report, lanes []*lane, cs CrashStats, ps ddbfront.Stats) []Fau
 	}
 	lost := func(op string) int { return int(ps.Lost[op]) }
 	return []FaultCount{
-		{"SQS redelivery (extra copies)", copies, m.get(metrics.DuplicatesPrevented), "injected: SendMessage copies; observed: EMF DuplicatesPrevented (copies of a final or uncertain message acknowledged without a send)"},
-		{"concurrent delivery to two instances", twins, m.get(metrics.InFlightConflicts), "injected: twin invocations; observed: EMF InFlightConflicts (claim held by the other instance)"},
+		{"SQS redelivery (extra copies)", copies, m.Get(metrics.DuplicatesPrevented), "injected: SendMessage copies; observed: EMF DuplicatesPrevented (copies of a final or uncertain message acknowledged without a send)"},
+		{"concurrent delivery to two instances", twins, m.Get(metrics.InFlightConflicts), "injected: twin invocations; observed: EMF InFlightConflicts (claim held by the other instance)"},
 		{"SIGKILL sender bootstrap", cs.SenderKills, functionErrors, "observed: invocations failed as a whole (records reappear after the visibility timeout)"},
 		{"SIGKILL reconciler bootstrap", cs.ReconcilerKills, reconcileErrors, "observed: reconciler runs that failed"},
 		{"kill with a provider call in flight", cs.InFlightKills, inFlightGone, "observed: http provider requests whose caller vanished (incl. provider timeouts)"},
 		{"bootstrap restarted by the emulator", cs.SenderKills + cs.ReconcilerKills + cs.AfterLostAnswer, cs.Restarts, "observed: new bootstrap pids after a kill (sampled)"},
-		{"provider outage (every send refused)", int(r.Outage / time.Second), m.dim(metrics.ProviderErrors, "kind", "transient"), "injected: seconds of outage; observed: EMF ProviderErrors kind=transient (all transient refusals)"},
-		{"provider ambiguous (no answer, or an error after accepting)", 0, m.dim(metrics.ProviderErrors, "kind", "ambiguous"), "injected: per lane below; observed: EMF ProviderErrors kind=ambiguous"},
-		{"provider permanent rejection", 0, m.dim(metrics.ProviderErrors, "kind", "permanent"), "injected: per lane below; observed: EMF ProviderErrors kind=permanent"},
+		{"provider outage (every send refused)", int(r.Outage / time.Second), m.Dim(metrics.ProviderErrors, "kind", "transient"), "injected: seconds of outage; observed: EMF ProviderErrors kind=transient (all transient refusals)"},
+		{"provider ambiguous (no answer, or an error after accepting)", 0, m.Dim(metrics.ProviderErrors, "kind", "ambiguous"), "injected: per lane below; observed: EMF ProviderErrors kind=ambiguous"},
+		{"provider permanent rejection", 0, m.Dim(metrics.ProviderErrors, "kind", "permanent"), "injected: per lane below; observed: EMF ProviderErrors kind=permanent"},
 		{"DynamoDB throttling (in bursts)", int(ps.Throttled), throttleLogged, fmt.Sprintf("injected: throttled requests in %d bursts; observed: throttling errors that outlived the SDK's retries (log lines)", ps.Bursts)},
 		{"DynamoDB answer lost, SDK retry answered", int(ps.Dropped) - lost("claim") - lost("takeover") - lost("release"), 0, "recognised silently by the ledger (a retry finding its own write)"},
 		{"DynamoDB Claim answer lost for good", lost("claim"), 0, "the write happened; the function saw only errors (its SDK retries were dropped too)"},
 		{"DynamoDB TakeOver answer lost for good", lost("takeover"), 0, "as above"},
 		{"DynamoDB Release answer lost for good", lost("release"), 0, "as above"},
 		{"worker killed right after a lost answer", int(ps.Killed), cs.AfterLostAnswer, "injected: kills the proxy asked for; observed: bootstraps killed"},
-		{"ambiguous attempts recorded UNCERTAIN", m.get(metrics.UncertainAttempts), m.get(metrics.ReconciledSent) + m.get(metrics.ReconciledFailed) + m.get(metrics.Resent) + m.get(metrics.Abandoned),
+		{"ambiguous attempts recorded UNCERTAIN", m.Get(metrics.UncertainAttempts), m.Get(metrics.ReconciledSent) + m.Get(metrics.ReconciledFailed) + m.Get(metrics.Resent) + m.Get(metrics.Abandoned),
 			"injected: EMF UncertainAttempts; observed: reconciled (sent/failed by lookup, resent, abandoned)"},
 	}
-}
-
-type sumMetrics struct{ counts, dims map[string]int }
-
-func (s *sumMetrics) add(l LaneReport) {
-	if s.counts == nil {
-		s.counts, s.dims = map[string]int{}, map[string]int{}
-	}
-	for k, v := range l.Metrics.Counts {
-		s.counts[k] += int(v)
-	}
-	for k, v := range l.Metrics.ByDim {
-		s.dims[k] += int(v)
-	}
-}
-
-func (s *sumMetrics) get(name string) int { return s.counts[name] }
-func (s *sumMetrics) dim(name, dim, value string) int {
-	return s.dims[name+"/"+dim+"="+value]
 }
 
 // WriteTable prints the report: faults, the verdict per adapter, the

@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -13,8 +14,6 @@ import (
 	"github.com/sendonce/sendonce/internal/ledger"
 	"github.com/sendonce/sendonce/internal/localpipeline"
 	"github.com/sendonce/sendonce/internal/templates"
-	"github.com/sendonce/sendonce/internal/templates/dynamotemplates"
-	"github.com/sendonce/sendonce/internal/testenv"
 	"github.com/sendonce/sendonce/notify"
 )
 
@@ -132,16 +131,9 @@ func rewrite(w localpipeline.Workload, f func(i int, r *notify.Request) bool) lo
 	}
 	out := localpipeline.Workload{Messages: msgs}
 	for _, b := range w.First {
-		out.First = append(out.First, cmpOr(renamed[b], b))
+		out.First = append(out.First, cmp.Or(renamed[b], b))
 	}
 	return out
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 // templateRun is a TemplateChange as a run carries it out.
@@ -170,8 +162,8 @@ type putVersion struct {
 	Fed float64
 }
 
-func newTemplateRun(c *TemplateChange, tenant, ddbEndpoint, table string) *templateRun {
-	return &templateRun{c: c, tenant: tenant, store: dynamotemplates.New(testenv.DynamoDBAt(ddbEndpoint), table, dynamotemplates.Config{})}
+func newTemplateRun(c *TemplateChange, tenant string, store templates.Store) *templateRun {
+	return &templateRun{c: c, tenant: tenant, store: store}
 }
 
 // step carries the change on at now, once the share fed of the lane's

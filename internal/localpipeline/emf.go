@@ -115,6 +115,19 @@ func (d emfDirectives) names() (counts, dims []string) {
 // Dim returns the sum of counter name for one dimension value.
 func (t MetricTotals) Dim(name, dim, value string) int { return int(t.ByDim[name+"/"+dim+"="+value]) }
 
+// Add adds o's counters to t's (a sum over several pipelines).
+func (t *MetricTotals) Add(o MetricTotals) {
+	if t.Counts == nil {
+		t.Counts, t.ByDim = map[string]float64{}, map[string]float64{}
+	}
+	for k, v := range o.Counts {
+		t.Counts[k] += v
+	}
+	for k, v := range o.ByDim {
+		t.ByDim[k] += v
+	}
+}
+
 // Counts formats m for a summary line: "key<kv>count" in key order,
 // joined by sep; "none" when m is empty.
 func Counts[K cmp.Ordered](m map[K]int, kv, sep string) string {

@@ -26,7 +26,6 @@ type Feeder struct {
 	at      []time.Time // when the i-th body added was enqueued (zero: not yet)
 	next    int         // index of the next backlog body to enqueue
 	front   []string    // bodies to enqueue before the backlog (AddFront)
-	sent    int
 }
 
 // NewFeeder returns a Feeder for p keeping at most maxDepth messages on
@@ -84,13 +83,6 @@ func (f *Feeder) Backlog() int {
 	return len(f.front) + len(f.backlog) - f.next
 }
 
-// Sent returns how many bodies the Feeder enqueued.
-func (f *Feeder) Sent() int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.sent
-}
-
 // Step reads the queue's depth and enqueues up to the bound from the
 // front list, then the backlog. It returns the depth it read (before
 // enqueuing) and how many it enqueued.
@@ -123,7 +115,6 @@ func (f *Feeder) Step(ctx context.Context) (depth, enqueued int, err error) {
 		f.at[i] = now
 	}
 	f.next = from + nBack
-	f.sent += len(batch)
 	f.mu.Unlock()
 	return depth, len(batch), nil
 }

@@ -95,8 +95,8 @@ type Options struct {
 	MotoEndpoint     string
 	// RIE is the aws-lambda-rie binary; empty means SENDONCE_TEST_RIE.
 	RIE string
-	// Bootstraps are the functions' linux bootstraps. An empty one is
-	// built into a temporary directory (see BuildBootstraps).
+	// Bootstraps are the functions' linux bootstraps (BuildBootstraps;
+	// StartTest builds them with rie.Build).
 	Bootstraps
 
 	// SenderInstances is the number of concurrent sender instances (and
@@ -165,6 +165,9 @@ func (o *Options) defaults() error {
 	}
 	if o.RIE == "" {
 		return rie.ErrNoBinary
+	}
+	if b := o.Bootstraps; b.SenderBootstrap == "" || b.WebhookBootstrap == "" || b.ReconcilerBootstrap == "" {
+		return errors.New("localpipeline: every bootstrap is required (BuildBootstraps)")
 	}
 	set := func(d *time.Duration, def time.Duration) {
 		if *d == 0 {
@@ -248,15 +251,11 @@ type Pipeline struct {
 }
 
 type pollerStats struct {
-	receives, invocations, functionErrors, records, deleted, reported atomic.Int64
-	webhookRequests, webhookErrors                                    atomic.Int64
-	twins, twinSkipped                                                atomic.Int64
+	invocations, functionErrors, records, deleted, reported, twins atomic.Int64
 }
 
 // PollerStats are the event source mapping's totals.
 type PollerStats struct {
-	// Receives counts ReceiveMessage calls that returned messages.
-	Receives int64
 	// Invocations counts sender invocations; FunctionErrors those that
 	// failed as a whole (every record of the batch was left to reappear).
 	Invocations, FunctionErrors int64
@@ -264,13 +263,9 @@ type PollerStats struct {
 	// included); Deleted those acknowledged and deleted; Reported those
 	// listed in batchItemFailures.
 	Records, Deleted, Reported int64
-	// WebhookRequests counts requests through the Function URL front;
-	// WebhookErrors those the function failed as a whole.
-	WebhookRequests, WebhookErrors int64
 	// Twins counts twin invocations (Options.Twin): records handed to a
-	// second instance at the same time; TwinSkipped those not made
-	// because no second instance was free.
-	Twins, TwinSkipped int64
+	// second instance at the same time.
+	Twins int64
 }
 
 // Start creates the resources and starts every component; it returns once
@@ -293,9 +288,6 @@ func Start(ctx context.Context, opts Options) (p *Pipeline, err error) {
 		return nil, err
 	}
 
-	if err := p.bootstraps(ctx); err != nil {
-		return nil, err
-	}
 	if p.Resources, err = CreateResources(ctx, p.ddb, p.sqs, opts.VisibilityTimeout, opts.MaxReceiveCount); err != nil {
 		return nil, err
 	}
@@ -307,7 +299,7 @@ func Start(ctx context.Context, opts Options) (p *Pipeline, err error) {
 		tenants = []string{"demo"}
 	}
 	for _, tenant := range tenants {
-		if _, err := templates.ImportExamples(ctx, dynamotemplates.New(p.ddb, p.Table, dynamotemplates.Config{}), tenant); err != nil {
+		if _, err := templates.ImportExamples(ctx, p.Templates(), tenant); err != nil {
 			return nil, fmt.Errorf("localpipeline: %w", err)
 		}
 	}
@@ -373,10 +365,11 @@ type Bootstraps struct {
 	SenderBootstrap, WebhookBootstrap, ReconcilerBootstrap string
 }
 
-// BuildBootstraps compiles the empty ones of b's bootstraps at once, each
-// into dir/<name>/bootstrap, and returns b with their paths. It must run
-// inside the module (go env GOMOD).
-func BuildBootstraps(ctx context.Context, dir string, b Bootstraps) (Bootstraps, error) {
+// BuildBootstraps compiles the bootstraps at once, each into
+// dir/<name>/bootstrap, and returns their paths. It must run inside the
+// module (go env GOMOD).
+func BuildBootstraps(ctx context.Context, dir string) (Bootstraps, error) {
+	var b Bootstraps
 	root, err := rie.ModuleRoot(ctx)
 	if err != nil {
 		return b, err
@@ -387,9 +380,6 @@ func BuildBootstraps(ctx context.Context, dir string, b Bootstraps) (Bootstraps,
 		name string
 		path *string
 	}{{"sender", &b.SenderBootstrap}, {"webhook", &b.WebhookBootstrap}, {"reconciler", &b.ReconcilerBootstrap}} {
-		if *f.path != "" {
-			continue
-		}
 		out := filepath.Join(dir, f.name, "bootstrap")
 		wg.Go(func() {
 			if errs[i] = rie.BuildBootstrap(ctx, root, f.name, out); errs[i] != nil {
@@ -401,20 +391,6 @@ func BuildBootstraps(ctx context.Context, dir string, b Bootstraps) (Bootstraps,
 	}
 	wg.Wait()
 	return b, errors.Join(errs[:]...)
-}
-
-func (p *Pipeline) bootstraps(ctx context.Context) error {
-	b := p.opts.Bootstraps
-	if b.SenderBootstrap != "" && b.WebhookBootstrap != "" && b.ReconcilerBootstrap != "" {
-		return nil
-	}
-	dir, err := os.MkdirTemp("", "sendonce-localpipeline-")
-	if err != nil {
-		return fmt.Errorf("localpipeline: %w", err)
-	}
-	fmt.Fprintln(p.opts.Progress, "building ./functions/sender, webhook, reconciler")
-	p.opts.Bootstraps, err = BuildBootstraps(ctx, dir, b)
-	return err
 }
 
 // Resources are a pipeline's table and queues (CreateResources).
@@ -561,6 +537,11 @@ func (p *Pipeline) RedactKeyARN() string { return p.redactKeyARN }
 // Ledger returns a ledger client on the pipeline's table.
 func (p *Pipeline) Ledger() ledger.Ledger { return p.ledger }
 
+// Templates returns a template store on the pipeline's table.
+func (p *Pipeline) Templates() templates.Store {
+	return dynamotemplates.New(p.ddb, p.Table, dynamotemplates.Config{})
+}
+
 // NoRow is the state Row reports for a key the ledger holds no live row
 // of.
 const NoRow ledger.State = "NO ROW"
@@ -578,14 +559,12 @@ func (p *Pipeline) Row(ctx context.Context, key string) (ledger.Record, ledger.S
 	return rec, rec.State, nil
 }
 
-// Stats returns the event source mapping's and the front's totals.
+// Stats returns the event source mapping's totals.
 func (p *Pipeline) Stats() PollerStats {
 	s := &p.stats
 	return PollerStats{
-		Receives: s.receives.Load(), Invocations: s.invocations.Load(), FunctionErrors: s.functionErrors.Load(),
-		Records: s.records.Load(), Deleted: s.deleted.Load(), Reported: s.reported.Load(),
-		WebhookRequests: s.webhookRequests.Load(), WebhookErrors: s.webhookErrors.Load(),
-		Twins: s.twins.Load(), TwinSkipped: s.twinSkipped.Load(),
+		Invocations: s.invocations.Load(), FunctionErrors: s.functionErrors.Load(),
+		Records: s.records.Load(), Deleted: s.deleted.Load(), Reported: s.reported.Load(), Twins: s.twins.Load(),
 	}
 }
 
@@ -639,9 +618,6 @@ type DeadLetter struct {
 	// Attributes are its message attributes (string values), e.g.
 	// sender.AttrErrorReason.
 	Attributes map[string]string
-	// ReceiveCount is its ApproximateReceiveCount on the dead-letter
-	// queue (1 on the first drain).
-	ReceiveCount int
 }
 
 // DrainDLQ receives and deletes every message on the dead-letter queue.
@@ -650,8 +626,7 @@ func (p *Pipeline) DrainDLQ(ctx context.Context) ([]DeadLetter, error) {
 	for empty := 0; empty < 2; {
 		r, err := p.sqs.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
 			QueueUrl: aws.String(p.DLQURL), MaxNumberOfMessages: 10, WaitTimeSeconds: 0,
-			MessageAttributeNames:       []string{"All"},
-			MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAll},
+			MessageAttributeNames: []string{"All"},
 		})
 		if err != nil {
 			return out, fmt.Errorf("localpipeline: receive dead letters: %w", err)
@@ -662,7 +637,6 @@ func (p *Pipeline) DrainDLQ(ctx context.Context) ([]DeadLetter, error) {
 		}
 		for _, m := range r.Messages {
 			d := DeadLetter{Body: aws.ToString(m.Body), Attributes: map[string]string{}}
-			d.ReceiveCount, _ = strconv.Atoi(m.Attributes[string(types.MessageSystemAttributeNameApproximateReceiveCount)])
 			for k, v := range m.MessageAttributes {
 				d.Attributes[k] = aws.ToString(v.StringValue)
 			}

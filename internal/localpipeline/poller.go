@@ -42,7 +42,6 @@ func (p *Pipeline) poll(ctx context.Context) {
 		if len(out.Messages) == 0 {
 			continue
 		}
-		p.stats.receives.Add(1)
 		var inst *rie.Instance
 		select {
 		case inst = <-p.free:
@@ -71,7 +70,6 @@ func (p *Pipeline) deliverTwice(ctx context.Context, inst *rie.Instance, msgs, t
 	select {
 	case other = <-p.free:
 	default:
-		p.stats.twinSkipped.Add(1)
 		p.deliver(ctx, inst, msgs)
 		return
 	}
@@ -195,7 +193,6 @@ func SQSEvent(queueARN string, msgs []types.Message) events.SQSEvent {
 // Function URL event (payload 2.0), invokes the webhook and writes its
 // response back.
 func (p *Pipeline) serveWebhook(w http.ResponseWriter, r *http.Request) {
-	p.stats.webhookRequests.Add(1)
 	body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
 	if err != nil {
 		http.Error(w, "read body", http.StatusBadRequest)
@@ -209,7 +206,6 @@ func (p *Pipeline) serveWebhook(w http.ResponseWriter, r *http.Request) {
 	}
 	out, err := p.webhook.Invoke(r.Context(), payload)
 	if err != nil {
-		p.stats.webhookErrors.Add(1)
 		var ie *rie.InvokeError
 		if errors.As(err, &ie) {
 			// A Function URL answers a function error with 502.
@@ -221,7 +217,6 @@ func (p *Pipeline) serveWebhook(w http.ResponseWriter, r *http.Request) {
 	}
 	var resp events.LambdaFunctionURLResponse
 	if err := json.Unmarshal(out, &resp); err != nil || resp.StatusCode == 0 {
-		p.stats.webhookErrors.Add(1)
 		http.Error(w, "bad function response", http.StatusBadGateway)
 		return
 	}

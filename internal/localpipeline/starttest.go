@@ -4,12 +4,14 @@ import (
 	"context"
 	"testing"
 
+	"github.com/sendonce/sendonce/internal/rie"
 	"github.com/sendonce/sendonce/internal/testenv"
 )
 
 // StartTest starts a pipeline for test t and closes it when t ends. An
-// endpoint opts leaves empty is the emulator's that testenv names. It
-// fails t if the pipeline does not start or does not close cleanly.
+// endpoint opts leaves empty is the emulator's that testenv names, a
+// bootstrap it leaves empty rie.Build's. It fails t if the pipeline does
+// not start or does not close cleanly.
 func StartTest(t testing.TB, opts Options) *Pipeline {
 	t.Helper()
 	if opts.DynamoDBEndpoint == "" {
@@ -17,6 +19,11 @@ func StartTest(t testing.TB, opts Options) *Pipeline {
 	}
 	if opts.MotoEndpoint == "" {
 		opts.MotoEndpoint = testenv.MotoEndpoint(t)
+	}
+	for name, path := range map[string]*string{"sender": &opts.SenderBootstrap, "webhook": &opts.WebhookBootstrap, "reconciler": &opts.ReconcilerBootstrap} {
+		if *path == "" {
+			*path = rie.Build(t, name)
+		}
 	}
 	p, err := Start(context.Background(), opts)
 	if err != nil {
