@@ -560,12 +560,12 @@ func Run(ctx context.Context, o Options) (rep Report, err error) {
 		}
 	}
 	instMu.Unlock()
-	lostKeys := proxy.LostKeys()
+	lostKeys, diedHolding := proxy.LostKeys(), proxy.DiedHolding()
 	if dir := os.Getenv(DumpEnv); dir != "" {
 		_ = os.WriteFile(filepath.Join(dir, "lost.log"), []byte(strings.Join(proxy.Journal(), "\n")+"\n"), 0o644)
 	}
 	for _, l := range lanes {
-		lr, vs, err := l.check(rctx, lostKeys)
+		lr, vs, err := l.check(rctx, lostKeys, diedHolding)
 		errs = append(errs, err)
 		if s, ok := l.cp.(interface {
 			summarize(context.Context, *lane, *LaneReport) ([]Violation, error)

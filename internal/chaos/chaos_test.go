@@ -158,29 +158,47 @@ func TestAmbiguous(t *testing.T) {
 		return `{"level":"ERROR","msg":"` + msg + `","key":"` + key + `"` + extra + `}`
 	}
 	released := line("take over: ledger answer lost; releasing the claim it may have taken", "")
+	releasedClaim := line("claim: ledger answer lost; releasing the claim it may have taken", "")
 	died := `{"level":"WARN","msg":"abandoned","key":"` + key + `","state":"PENDING","attempts":4}`
 	for _, tc := range []struct {
-		name string
-		ops  []string
-		logs []string
-		want bool
+		name        string
+		ops         []string
+		logs        []string
+		diedHolding bool
+		want        bool
 	}{
-		{"NoLostAnswer", nil, nil, true},
-		{"KilledAfterTheLostAnswer", []string{"takeover+kill"}, nil, true},
-		{"LostTakeoverOfAnUnreleasedRow", []string{"claim+kill", "takeover(unreleased)"}, nil, true},
-		{"ReleaseNeverApplied", []string{"release"}, nil, true},
-		{"LostClaimNotReleased", []string{"claim"}, []string{died}, false},
-		{"LostTakeoverReleasedNothingElse", []string{"takeover"}, []string{released}, false},
-		{"LostTakeoverReleasedThenAWorkerDied", []string{"takeover"}, []string{released, died}, true},
-		{"LostTakeoverReleasedThenAmbiguous", []string{"takeover"}, []string{released, line("provider call failed", `,"kind":"ambiguous"`)}, true},
-		{"ReleaseFailed", []string{"takeover"}, []string{released, line("release claim failed: the row stays PENDING until its lease passes", ""), died}, false},
-		{"TwoLostOneReleased", []string{"claim", "takeover"}, []string{released, died}, false},
-		{"AnotherKeysEvidence", []string{"takeover"}, []string{released, strings.ReplaceAll(died, key, "v1_other")}, false},
+		{"NoLostAnswer", nil, nil, false, true},
+		{"KilledAfterTheLostAnswer", []string{"takeover+kill"}, nil, false, true},
+		{"LostTakeoverOfAnUnreleasedRow", []string{"claim+kill", "takeover(unreleased)"}, nil, false, true},
+		{"ReleaseNeverApplied", []string{"release"}, nil, false, true},
+		{"LostClaimNotReleased", []string{"claim"}, []string{died}, false, false},
+		{"LostTakeoverReleasedNothingElse", []string{"takeover"}, []string{released}, false, false},
+		{"LostTakeoverReleasedThenAWorkerDied", []string{"takeover"}, []string{released, died}, false, true},
+		{"LostTakeoverReleasedThenAmbiguous", []string{"takeover"}, []string{released, line("provider call failed", `,"kind":"ambiguous"`)}, false, true},
+		{"ReleaseFailed", []string{"takeover"}, []string{released, line("release claim failed: the row stays PENDING until its lease passes", ""), died}, false, false},
+		{"TwoLostOneReleased", []string{"claim", "takeover"}, []string{released, died}, false, false},
+		{"AnotherKeysEvidence", []string{"takeover"}, []string{released, strings.ReplaceAll(died, key, "v1_other")}, false, false},
+		// A lost Claim that DynamoDB refused (another worker held the row,
+		// died holding it, and the sender that marked its stale claim
+		// UNCERTAIN died before it logged): it changed nothing, and its
+		// fenced release says nothing about the row.
+		{"LostClaimOfAHeldRow", []string{"claim(unapplied)"}, []string{releasedClaim}, false, true},
+		{"LostClaimOfAHeldRowThenKilled", []string{"claim(unapplied)+kill"}, nil, false, true},
+		{"LostTakeOverThatLostToAnother", []string{"takeover(unapplied)"}, []string{released}, false, true},
+		{"RefusedClaimsReleaseIsNotTheTakeOvers", []string{"claim(unapplied)", "takeover"}, []string{releasedClaim, died}, false, false},
+		// The front saw a worker die holding the row (its takeover applied,
+		// then its death before it released or marked): ambiguous, though
+		// no line says so (the sender that marked its stale claim
+		// UNCERTAIN, and the reconciler that abandoned it, were killed
+		// before they logged).
+		{"LostClaimReleasedThenAWorkerDiedHolding", []string{"claim"}, []string{releasedClaim}, true, true},
+		{"LostClaimNotReleasedThoughAWorkerDiedHolding", []string{"claim"}, nil, true, false},
+		{"RefusedClaimAndAReleasedTakeOverThenAWorkerDied", []string{"claim(unapplied)", "takeover"}, []string{releasedClaim, released, died}, false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			logs := map[string]string{"sender-1": "START\n" + strings.Join(tc.logs, "\n") + "\nEND"}
-			if got := ambiguous(tc.ops, func() map[string]keyEvidence { return keysLogged(logs) }, key); got != tc.want {
+			if got := ambiguous(tc.ops, tc.diedHolding, func() map[string]keyEvidence { return keysLogged(logs) }, key); got != tc.want {
 				t.Errorf("ambiguous(%v) = %v, want %v", tc.ops, got, tc.want)
 			}
 		})

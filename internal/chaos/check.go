@@ -124,8 +124,10 @@ const maxEvents = 8
 // message given up by class policy after a lost Claim or TakeOver answer
 // (or an unapplied Release) whose worker lived on, with nothing else
 // ambiguous about it (see ambiguous), was not ambiguous: the worker knew
-// it had sent nothing and could have released.
-func (l *lane) check(ctx context.Context, lostKeys map[string][]string) (LaneReport, []Violation, error) {
+// it had sent nothing and could have released. diedHolding are the keys
+// whose row a worker died holding (Proxy.DiedHolding): ambiguous,
+// whatever the logs say.
+func (l *lane) check(ctx context.Context, lostKeys map[string][]string, diedHolding map[string]bool) (LaneReport, []Violation, error) {
 	lr := LaneReport{Name: l.def.Name, Failed: map[string]int{}, NeverAcceptedCauses: map[string]int{}, States: map[ledger.State]int{}, Classes: map[string]*ClassCount{},
 		Poller: l.p.Stats(), Faults: l.cp.Faulted(), slow: l.slow, copies: len(l.copies)}
 	var errs []error
@@ -217,7 +219,7 @@ func (l *lane) check(ctx context.Context, lostKeys map[string][]string) (LaneRep
 		before := lr.AbandonedByPolicy
 		l.judge(&lr, cc, facts{
 			m: m, capability: capability, n: n, status: status[m.Key], rec: rec, state: state,
-			lost: lostKeys[m.Key], evidence: evidence, onDLQ: onDLQ[m.Body], enqueued: l.feed.EnqueuedAt(l.first[m.Body]),
+			lost: lostKeys[m.Key], diedHolding: diedHolding[m.Key], evidence: evidence, onDLQ: onDLQ[m.Body], enqueued: l.feed.EnqueuedAt(l.first[m.Body]),
 			recorded: isRecorder, owner: owner, idStatus: idStatus, accepted: accepted[m.Key],
 		}, tr, add)
 		if lr.AbandonedByPolicy == before && len(abandoned) > 0 && abandoned[len(abandoned)-1].key == m.Key {
@@ -309,6 +311,9 @@ type facts struct {
 	// evidence what the workers' logs say per key (keysLogged).
 	lost     []string
 	evidence func() map[string]keyEvidence
+	// diedHolding: a worker died holding a claim of its row
+	// (Proxy.DiedHolding).
+	diedHolding bool
 	// onDLQ: its body is on the dead-letter queue; enqueued: when its
 	// first copy was.
 	onDLQ    bool
@@ -358,7 +363,7 @@ func (l *lane) judge(lr *LaneReport, cc *ClassCount, f facts, tr *TemplateReport
 		Received: n, Rejected: f.status == "failed", State: state, Reason: rec.Reason,
 		ForeignID: foreignID, WantFailed: m.WantFailed, Unrenderable: why == "",
 		PolicyResend: ev.policyResend,
-		Ambiguous:    state == ledger.StateAbandoned && ambiguous(f.lost, f.evidence, m.Key),
+		Ambiguous:    state == ledger.StateAbandoned && ambiguous(f.lost, f.diedHolding, f.evidence, m.Key),
 	}
 	for _, k := range groundtruth.Judge(gt) {
 		v := Violation{Kind: string(k), Key: m.Key}
@@ -509,7 +514,11 @@ func neverAcceptedCause(reason string, lost []string) string {
 // ambiguous reports whether a message that an adapter which can neither
 // drop repeats nor be asked gave up on (class policy, or its resend budget)
 // had a truly ambiguous attempt, so that the abandon is the policy's miss.
-// It is, when no DynamoDB answer of its key was lost; or a worker was
+// A lost answer of a write DynamoDB refused ("(unapplied)": a Claim of a
+// row another claim held, a TakeOver that lost to another) changed
+// nothing: the row is as if it had never been sent, and neither its
+// worker's fenced release nor its death after it says anything about
+// the row. Of the others: it is ambiguous when there is none; or a worker was
 // killed before it released (by the proxy, by the crasher, or by the
 // emulator at its timeout: nobody can know whether it went on to send);
 // or the lost answer was a TakeOver of a row that was not released (it
@@ -518,24 +527,34 @@ func neverAcceptedCause(reason string, lost []string) string {
 // TakeOver of a released row must have been followed by its worker's
 // release (as logged), and then the message is ambiguous only if
 // something else made it so: an ambiguous provider outcome, or a worker
-// that died holding a claim (the row was decided on as a stale claim;
-// a worker killed mid-send leaves no line of its own).
-func ambiguous(ops []string, evidence func() map[string]keyEvidence, key string) bool {
-	if len(ops) == 0 {
-		return true
-	}
-	mustRelease := 0
+// that died holding a claim: diedHolding, as the front saw it (its Claim
+// or TakeOver applied, then its death before it released or marked the
+// row), or as the logs show it (the row was decided on as a stale claim;
+// a worker killed mid-send leaves no line of its own, and the one that
+// decided on its stale claim may die before it writes its own).
+func ambiguous(ops []string, diedHolding bool, evidence func() map[string]keyEvidence, key string) bool {
+	mustRelease, refused := 0, 0
 	for _, op := range ops {
-		if strings.HasSuffix(op, "+kill") || strings.HasPrefix(op, "takeover(unreleased)") || strings.HasPrefix(op, "release") {
+		switch {
+		case strings.Contains(op, "(unapplied)"):
+			// Its worker, when it lived on, logged a release of it too.
+			if (strings.HasPrefix(op, "claim") || strings.HasPrefix(op, "takeover(unapplied)")) && !strings.HasSuffix(op, "+kill") {
+				refused++
+			}
+			continue
+		case strings.HasSuffix(op, "+kill") || strings.HasPrefix(op, "takeover(unreleased)") || strings.HasPrefix(op, "release"):
 			return true
 		}
 		mustRelease++
 	}
+	if mustRelease == 0 {
+		return true
+	}
 	ev := evidence()[key]
-	if ev.releasing < mustRelease || ev.releaseFailed {
+	if ev.releasing-refused < mustRelease || ev.releaseFailed {
 		return false // the worker knew it sent nothing and did not record it
 	}
-	return ev.ambiguousOutcome || ev.deadWorker
+	return ev.ambiguousOutcome || ev.deadWorker || diedHolding
 }
 
 // keyEvidence is what the workers' logs say about one key.

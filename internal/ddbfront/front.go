@@ -209,7 +209,7 @@ func (f *Front) serve(w http.ResponseWriter, r *http.Request, tag string) {
 	if ledgerOp == "release" || ledgerOp == "mark" {
 		f.storm.acted(tag, body)
 	}
-	lost, retry := f.lose(tag, ledgerOp, body)
+	lost, ref, retry := f.lose(tag, ledgerOp, body)
 	if retry {
 		f.storm.retried.Add(1)
 		localpipeline.HangUp(w) // a retry of a request whose answer was lost: lost too
@@ -268,6 +268,9 @@ func (f *Front) serve(w http.ResponseWriter, r *http.Request, tag string) {
 	}
 
 	status, header, out, err := localpipeline.Forward(r.Context(), f.client, r, f.target+r.URL.RequestURI(), body)
+	if err == nil {
+		f.settled(tag, ledgerOp, body, status, out, ref)
+	}
 	if err != nil || drop {
 		if drop {
 			f.storm.dropped.Add(1)

@@ -429,3 +429,207 @@ func TestKeyLocks(t *testing.T) {
 	<-done
 	l.lock("a")() // a released name can be taken again
 }
+
+// TestUnapplied: a lost Claim or TakeOver that DynamoDB refused (its
+// condition failed, the row another claim's or gone) is "(unapplied)" in
+// LostKeys: it changed nothing. One that applied, one refused because
+// its own earlier try had applied (the row holds its claim id, or that
+// try was seen applying), and one whose outcome the front cannot read
+// keep their name.
+func TestUnapplied(t *testing.T) {
+	t.Parallel()
+	key := "v1_" + strings.Repeat("f", 64)
+	claim := func(id string) string {
+		return `{"Item":{"pk":{"S":"` + key + `"},"claim_id":{"S":"` + id + `"}}}`
+	}
+	takeover := func(id string) string {
+		return `{"UpdateExpression":"SET #state = :pending, #claim_id = :new, #attempts = #attempts + :one REMOVE #released",` +
+			`"ExpressionAttributeValues":{":new":{"S":"` + id + `"}},"Key":{"pk":{"S":"` + key + `"}}}`
+	}
+	refused := func(holder string) answer {
+		item := ""
+		if holder != "" {
+			item = `,"Item":{"pk":{"S":"` + key + `"},"claim_id":{"S":"` + holder + `"}}`
+		}
+		return answer{http.StatusBadRequest, `{"__type":"com.amazonaws.dynamodb.v20120810#ConditionalCheckFailedException","message":"The conditional request failed"` + item + `}`}
+	}
+	ok := answer{http.StatusOK, `{}`}
+	const putItem, updateItem = "DynamoDB_20120810.PutItem", "DynamoDB_20120810.UpdateItem"
+	tests := []struct {
+		name   string
+		target string
+		// before is a request answered (not lost) ahead of the lost one.
+		before       string
+		lost         string
+		answers      []answer
+		killed, want string
+	}{
+		{name: "ClaimOfAHeldRow", target: putItem, lost: claim("b"), answers: []answer{refused("a")}, want: "claim(unapplied)"},
+		{name: "ClaimApplied", target: putItem, lost: claim("b"), answers: []answer{ok}, want: "claim"},
+		{name: "RetryFoundItsOwnRow", target: putItem, lost: claim("b"), answers: []answer{refused("b")}, want: "claim"},
+		{name: "EarlierTryApplied", target: putItem, before: claim("b"), lost: claim("b"), answers: []answer{ok, refused("a")}, want: "claim"},
+		{name: "ServerError", target: putItem, lost: claim("b"), answers: []answer{{http.StatusInternalServerError, `{}`}}, want: "claim"},
+		{name: "ClaimOfAHeldRowThenKilled", target: putItem, lost: claim("b"), answers: []answer{refused("a")}, killed: "w", want: "claim(unapplied)+kill"},
+		{name: "TakeOverLostToAnother", target: updateItem, lost: takeover("b"), answers: []answer{refused("c")}, want: "takeover(unapplied)"},
+		{name: "TakeOverOfAGoneRow", target: updateItem, lost: takeover("b"), answers: []answer{refused("")}, want: "takeover(unapplied)"},
+		{name: "TakeOverApplied", target: updateItem, lost: takeover("b"), answers: []answer{ok}, want: "takeover"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			px := newFront(t, scriptedBackend(t, tt.answers), Options{Storm: Storm{Lost: map[string]float64{"claim": 1, "takeover": 1}}, Seed: 1})
+			u, err := px.Listen("w")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tt.before != "" {
+				post(t, u, tt.target, tt.before) // answered: faults are off
+			}
+			px.Enable(true)
+			post(t, u, tt.target, tt.lost)
+			if tt.killed != "" {
+				px.Killed(tt.killed)
+			}
+			if got := px.LostKeys()[key]; len(got) != 1 || got[0] != tt.want {
+				t.Errorf("lost ops %v, want [%s]\njournal:\n%s", got, tt.want, strings.Join(px.Journal(), "\n"))
+			}
+		})
+	}
+}
+
+// answer is one scripted answer of a backend.
+type answer struct {
+	status int
+	body   string
+}
+
+// scriptedBackend starts a server that answers its requests with
+// answers, in turn, and fails the test past the last.
+func scriptedBackend(t *testing.T, answers []answer) string {
+	t.Helper()
+	var mu sync.Mutex
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(answers) == 0 {
+			t.Errorf("unexpected request %s", r.Header.Get("X-Amz-Target"))
+			http.Error(w, "no answer scripted", http.StatusInternalServerError)
+			return
+		}
+		a := answers[0]
+		answers = answers[1:]
+		w.Header().Set("Content-Type", "application/x-amz-json-1.0")
+		w.WriteHeader(a.status)
+		_, _ = io.WriteString(w, a.body)
+	}))
+	t.Cleanup(backend.Close)
+	return backend.URL
+}
+
+// TestUnappliedLedger: through the ledger on DynamoDB Local, a Claim of a
+// key another worker holds whose answer is lost for good is unapplied,
+// and its worker's release of the claim it may have taken is fenced out;
+// a lost Claim of a new key applied.
+func TestUnappliedLedger(t *testing.T) {
+	t.Parallel()
+	ep := testenv.DynamoDBEndpoint(t)
+	table := testenv.NewTable(t, testenv.DynamoDB(t))
+	px := newFront(t, ep, Options{Storm: Storm{Lost: map[string]float64{"claim": 1}}, Seed: 1})
+	ledgerAt := func(tag string) *dynamoledger.Ledger {
+		u, err := px.Listen(tag)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := dynamoledger.New(testenv.DynamoDBAt(u), table, dynamoledger.Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	ctx := context.Background()
+	held, fresh := "v1_"+strings.Repeat("1", 64), "v1_"+strings.Repeat("2", 64)
+	a, b := ledgerAt("a"), ledgerAt("b")
+	if _, err := a.Claim(ctx, ledger.Entry{Key: held, Channel: "sms"}, time.Minute); err != nil {
+		t.Fatalf("a's claim: %v", err)
+	}
+	px.Enable(true)
+	for _, key := range []string{held, fresh} {
+		c, err := b.Claim(ctx, ledger.Entry{Key: key, Channel: "sms"}, time.Minute)
+		if _, conflict := ledger.AsConflict(err); err == nil || conflict || c.ClaimID == "" {
+			t.Fatalf("b's claim of %s…: %v (claim %+v), want a lost answer", key[:5], err, c)
+		}
+		err = b.Release(ctx, c, "lost", time.Time{})
+		if want := key == held; errors.Is(err, ledger.ErrFencingLost) != want {
+			t.Errorf("release of %s…: %v, fenced out %v", key[:5], err, want)
+		}
+	}
+	got := px.LostKeys()
+	for key, want := range map[string]string{held: "claim(unapplied)", fresh: "claim"} {
+		if ops := got[key]; len(ops) != 1 || ops[0] != want {
+			t.Errorf("lost ops of %s…: %v, want [%s]", key[:5], ops, want)
+		}
+	}
+}
+
+// TestDiedHolding: a worker whose Claim or TakeOver DynamoDB applied and
+// that died before a release or a mark of the key reached the front died
+// holding the row; not one that acted on it first (or whose act, sent
+// before it died, reached the front after its death), one whose write was
+// refused, one that died in a later invocation, nor another worker.
+func TestDiedHolding(t *testing.T) {
+	t.Parallel()
+	key := "v1_" + strings.Repeat("9", 64)
+	claim := `{"Item":{"pk":{"S":"` + key + `"},"claim_id":{"S":"a"}}}`
+	takeover := `{"UpdateExpression":"SET #state = :pending, #claim_id = :new, #attempts = #attempts + :one REMOVE #released",` +
+		`"ExpressionAttributeValues":{":new":{"S":"b"}},"Key":{"pk":{"S":"` + key + `"}}}`
+	mark := `{"UpdateExpression":"SET #state = :state, #updated_at = :now_ms",` +
+		`"ExpressionAttributeValues":{":claim":{"S":"a"}},"Key":{"pk":{"S":"` + key + `"}}}`
+	ok := answer{http.StatusOK, `{}`}
+	refused := answer{http.StatusBadRequest, `{"__type":"com.amazonaws.dynamodb.v20120810#ConditionalCheckFailedException","Item":{"claim_id":{"S":"z"}}}`}
+	const putItem, updateItem = "DynamoDB_20120810.PutItem", "DynamoDB_20120810.UpdateItem"
+	tests := []struct {
+		name    string
+		target  string
+		body    string
+		answers []answer
+		// after runs once the claim was answered.
+		after func(px *Front, u string, at time.Time)
+		want  bool
+	}{
+		{"ClaimThenKilled", putItem, claim, []answer{ok}, func(px *Front, _ string, _ time.Time) { px.Killed("w") }, true},
+		{"TakeOverThenTimedOut", updateItem, takeover, []answer{ok}, func(px *Front, _ string, at time.Time) { px.Died("w", at.Add(time.Second)) }, true},
+		{"MarkedThenKilled", updateItem, takeover, []answer{ok, ok}, func(px *Front, u string, _ time.Time) {
+			post(t, u, updateItem, mark)
+			px.Killed("w")
+		}, false},
+		// Its mark, sent before it died, reached the front after its
+		// death was recorded.
+		{"KilledThenItsMarkArrived", putItem, claim, []answer{ok, ok}, func(px *Front, u string, _ time.Time) {
+			px.Killed("w")
+			post(t, u, updateItem, mark)
+		}, false},
+		{"KilledThenAnotherClaimsMarkArrived", putItem, claim, []answer{ok, ok}, func(px *Front, u string, _ time.Time) {
+			px.Killed("w")
+			post(t, u, updateItem, strings.Replace(mark, `{"S":"a"}`, `{"S":"other"}`, 1))
+		}, true},
+		{"RefusedThenKilled", putItem, claim, []answer{refused}, func(px *Front, _ string, _ time.Time) { px.Killed("w") }, false},
+		{"DiedInALaterInvocation", putItem, claim, []answer{ok}, func(px *Front, _ string, at time.Time) { px.Died("w", at.Add(time.Minute)) }, false},
+		{"DiedBeforeIt", putItem, claim, []answer{ok}, func(px *Front, _ string, at time.Time) { px.Died("w", at.Add(-time.Second)) }, false},
+		{"OtherWorkerKilled", putItem, claim, []answer{ok}, func(px *Front, _ string, _ time.Time) { px.Killed("other") }, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			px := newFront(t, scriptedBackend(t, tt.answers), Options{Storm: Storm{Lost: map[string]float64{"claim": 0.01}}, Seed: 1})
+			u, err := px.Listen("w")
+			if err != nil {
+				t.Fatal(err)
+			}
+			post(t, u, tt.target, tt.body) // answered: faults are off
+			tt.after(px, u, time.Now())
+			if got := px.DiedHolding()[key]; got != tt.want {
+				t.Errorf("died holding %v, want %v\njournal:\n%s", got, tt.want, strings.Join(px.Journal(), "\n"))
+			}
+		})
+	}
+}

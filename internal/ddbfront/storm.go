@@ -3,8 +3,10 @@ package ddbfront
 import (
 	"bytes"
 	"crypto/sha256"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
 	"regexp"
 	"slices"
 	"strings"
@@ -87,12 +89,33 @@ type stormState struct {
 	// journal lists each answer lost for good, each death and each act
 	// after a loss, in order (Journal).
 	journal []string
+	// applied holds the claim id of every Claim and TakeOver that
+	// DynamoDB applied while answers may be lost (Storm.Lost): a lost
+	// retry whose condition failed because its own first try had applied
+	// is not unapplied.
+	applied map[string]bool
+	// holding are, per worker tag, the claims (Claim, TakeOver) DynamoDB
+	// applied for it that it has not acted on since (no release or mark
+	// of that key reached the front from it); diedHolding the keys of
+	// those its worker died holding, by claim id (DiedHolding): a release
+	// or mark the worker sent before it died may reach the front after
+	// its death was recorded, and takes its claim off.
+	holding     map[string][]heldClaim
+	diedHolding map[string]string
+}
+
+// heldClaim is a claim a worker holds: its key and id, since when.
+type heldClaim struct {
+	key, id string
+	at      time.Time
 }
 
 func (s *stormState) init(seed uint64) {
 	s.rng = rand.New(rand.NewPCG(seed, seed^0xd1a0))
 	s.lost, s.lostKeys = map[string]int64{}, map[string][]string{}
 	s.recent, s.holes = map[string][]lostRef{}, map[[sha256.Size]byte]*hole{}
+	s.applied = map[string]bool{}
+	s.holding, s.diedHolding = map[string][]heldClaim{}, map[string]string{}
 }
 
 // lostRef is one entry of lostKeys, with when it was lost: kept (in
@@ -140,8 +163,9 @@ func (f *Front) LostKeys() map[string][]string {
 }
 
 // lose decides whether this request's answer is lost for good, and
-// whether a hole is already swallowing its retries.
-func (f *Front) lose(tag, op string, body []byte) (lose, retry bool) {
+// whether a hole is already swallowing its retries. ref is the entry it
+// added to LostKeys (key "" when it added none).
+func (f *Front) lose(tag, op string, body []byte) (lose bool, ref lostRef, retry bool) {
 	s := &f.storm
 	sum := sha256.Sum256(body)
 	s.lostMu.Lock()
@@ -149,19 +173,19 @@ func (f *Front) lose(tag, op string, body []byte) (lose, retry bool) {
 	if h, ok := s.holes[sum]; ok {
 		if h.left > 0 && time.Now().Before(h.until) {
 			h.left--
-			return false, true
+			return false, lostRef{}, true
 		}
 		delete(s.holes, sum)
 	}
 	rate := f.opts.Storm.Lost[op]
 	if rate <= 0 || !f.enabled.Load() {
-		return false, false
+		return false, lostRef{}, false
 	}
 	s.mu.Lock()
 	hit := s.rng.Float64() < rate
 	s.mu.Unlock()
 	if !hit {
-		return false, false
+		return false, lostRef{}, false
 	}
 	s.lost[op]++
 	if k := keyRE.Find(body); k != nil {
@@ -171,10 +195,80 @@ func (f *Front) lose(tag, op string, body []byte) (lose, retry bool) {
 		}
 		s.lostKeys[string(k)] = append(s.lostKeys[string(k)], name)
 		s.journal = append(s.journal, fmt.Sprintf("%s lost %s %s by %s", time.Now().UTC().Format(time.RFC3339Nano), name, k, tag))
-		s.recent[tag] = append(s.recent[tag], lostRef{key: string(k), i: len(s.lostKeys[string(k)]) - 1, at: time.Now()})
+		ref = lostRef{key: string(k), i: len(s.lostKeys[string(k)]) - 1, at: time.Now()}
+		s.recent[tag] = append(s.recent[tag], ref)
 	}
 	s.holes[sum] = &hole{left: 10, until: time.Now().Add(30 * time.Second)}
-	return true, false
+	return true, ref, false
+}
+
+// settled records what DynamoDB answered to a Claim or TakeOver (op) the
+// front forwarded for the worker behind tag, whether or not the answer
+// reaches it. One that applied: its claim id, and that the worker holds
+// the row until it acts on the key again or dies (DiedHolding). The lost
+// one behind ref (key "" for none), when DynamoDB refused it for good:
+// "(unapplied)" in LostKeys. It is refused for good when its condition
+// failed, the row (the refusal's old item) is gone or held by another
+// claim id, and no earlier try of it applied.
+func (f *Front) settled(tag, op string, body []byte, status int, out []byte, ref lostRef) {
+	if op != "claim" && op != "takeover" || len(f.opts.Storm.Lost) == 0 {
+		return
+	}
+	id := claimIDOf(op, body)
+	if id == "" {
+		return
+	}
+	s := &f.storm
+	s.lostMu.Lock()
+	defer s.lostMu.Unlock()
+	if status == http.StatusOK {
+		s.applied[id] = true
+		if k := keyRE.Find(body); k != nil && tag != "" {
+			s.holding[tag] = append(s.holding[tag], heldClaim{key: string(k), id: id, at: time.Now()})
+		}
+		return
+	}
+	if ref.key == "" || s.applied[id] || status != http.StatusBadRequest || !bytes.Contains(out, []byte("ConditionalCheckFailed")) {
+		return
+	}
+	var refused struct {
+		Item map[string]wireValue `json:"Item"`
+	}
+	_ = json.Unmarshal(out, &refused)
+	if v, ok := refused.Item["claim_id"]; ok && v.S != nil && *v.S == id {
+		return // the row is this claim's after all
+	}
+	ops := s.lostKeys[ref.key]
+	if ref.i >= len(ops) || strings.Contains(ops[ref.i], "(unapplied)") {
+		return
+	}
+	// Before "+kill", when its worker died while it was forwarded.
+	name, killed := strings.CutSuffix(ops[ref.i], "+kill")
+	ops[ref.i] = name + "(unapplied)"
+	if killed {
+		ops[ref.i] += "+kill"
+	}
+	s.journal = append(s.journal, fmt.Sprintf("%s unapplied %s %s (%s refused: the row holds another claim)", time.Now().UTC().Format(time.RFC3339Nano), op, ref.key, id))
+}
+
+// claimIDOf returns the claim id a Claim (its item's claim_id) or a
+// TakeOver (its :new value) asks for, "" when body names none.
+func claimIDOf(op string, body []byte) string {
+	var req struct {
+		Item   map[string]wireValue `json:"Item"`
+		Values map[string]wireValue `json:"ExpressionAttributeValues"`
+	}
+	if json.Unmarshal(body, &req) != nil {
+		return ""
+	}
+	v := req.Values[":new"]
+	if op == "claim" {
+		v = req.Item["claim_id"]
+	}
+	if v.S == nil {
+		return ""
+	}
+	return *v.S
 }
 
 // afterLoss kills, as drawn, the worker whose answer was just lost,
@@ -218,11 +312,41 @@ func (f *Front) Died(tag string, at time.Time) {
 		}
 	}
 	s.recent[tag] = keep
+	held := s.holding[tag][:0]
+	for _, h := range s.holding[tag] {
+		switch {
+		case h.at.After(at):
+			held = append(held, h)
+		case at.Sub(h.at) <= MaxInvocation:
+			s.diedHolding[h.id] = h.key
+			s.journal = append(s.journal, fmt.Sprintf("%s died holding %s: %s", at.UTC().Format(time.RFC3339Nano), h.key, tag))
+		}
+	}
+	s.holding[tag] = held
+}
+
+// DiedHolding returns the keys whose row a worker died holding: DynamoDB
+// applied its Claim or TakeOver, and it died (Killed, Died) within the
+// same invocation before a release or a mark of the key reached the
+// front from it (one under that claim that it sent before it died counts
+// however late it reaches the front). Nobody can know whether it sent:
+// the row is ambiguous,
+// whatever its worker's logs say (it may have died before it wrote any).
+// Claims are followed only while answers may be lost (Storm.Lost).
+func (f *Front) DiedHolding() map[string]bool {
+	f.storm.lostMu.Lock()
+	defer f.storm.lostMu.Unlock()
+	out := map[string]bool{}
+	for _, key := range f.storm.diedHolding {
+		out[key] = true
+	}
+	return out
 }
 
 // acted records that the worker behind tag sent a release or a mark of the
 // key in body: it lived on after the answers of that key it lost, which
-// no later death of it explains.
+// no later death of it explains, and no longer holds a claim of it that
+// it took.
 func (s *stormState) acted(tag string, body []byte) {
 	k := keyRE.Find(body)
 	if k == nil {
@@ -241,6 +365,29 @@ func (s *stormState) acted(tag string, body []byte) {
 		s.journal = append(s.journal, fmt.Sprintf("%s acted %s by %s", time.Now().UTC().Format(time.RFC3339Nano), k, tag))
 	}
 	s.recent[tag] = keep
+	held := s.holding[tag][:0]
+	for _, h := range s.holding[tag] {
+		if h.key != string(k) {
+			held = append(held, h)
+		}
+	}
+	s.holding[tag] = held
+	if id := heldID(body); s.diedHolding[id] != "" {
+		delete(s.diedHolding, id)
+		s.journal = append(s.journal, fmt.Sprintf("%s acted %s by %s after its death: it did not die holding claim %s", time.Now().UTC().Format(time.RFC3339Nano), k, tag, id))
+	}
+}
+
+// heldID returns the claim id a release or a mark presents (its :claim
+// value), "" when body names none.
+func heldID(body []byte) string {
+	var req struct {
+		Values map[string]wireValue `json:"ExpressionAttributeValues"`
+	}
+	if json.Unmarshal(body, &req) != nil || req.Values[":claim"].S == nil {
+		return ""
+	}
+	return *req.Values[":claim"].S
 }
 
 func (f *Front) killAfterLoss() bool {
