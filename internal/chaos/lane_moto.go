@@ -33,6 +33,12 @@ type motoLane struct {
 	url    string
 	stop   func()
 
+	// before is what moto had recorded per recipient when the lane
+	// started: moto keeps every message it ever took, so a recipient an
+	// earlier run used (runs draw their numbers from one range of ten
+	// million) is counted from there on, not twice.
+	before map[string]int
+
 	mu       sync.Mutex
 	accepted map[string]bool // recipients moto answered a send to with 200
 }
@@ -158,6 +164,11 @@ func newMotoLane(ctx context.Context, api motoAPI, o Options, seed uint64) (*mot
 	}
 	l := &motoLane{drawer: newDrawer(o.SendFaults, seed), api: api, moto: moto, accepted: map[string]bool{},
 		client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 32}}}
+	sms, email, err := MotoRecords(ctx, l.client, moto)
+	if err != nil {
+		return nil, fmt.Errorf("chaos: %s: %w", api.name, err)
+	}
+	l.before = api.records(sms, email)
 	url, stop, err := serve(http.HandlerFunc(l.serve))
 	if err != nil {
 		return nil, err
@@ -224,13 +235,18 @@ func (l *motoLane) serve(w http.ResponseWriter, r *http.Request) {
 	localpipeline.Answer(w, status, hdr, out)
 }
 
-// Delivered reads moto_server's record of what the API accepted.
+// Delivered reads moto_server's record of what the API accepted since
+// the lane started.
 func (l *motoLane) Delivered(ctx context.Context, w localpipeline.Workload) (map[string]int, map[string]string, error) {
 	sms, email, err := MotoRecords(ctx, l.client, l.moto)
 	if err != nil {
 		return nil, nil, fmt.Errorf("chaos: %s: %w", l.api.name, err)
 	}
-	return byAddress(w, l.api.records(sms, email), false), nil, nil // moto_server may serve other tests too
+	got := l.api.records(sms, email)
+	for a, n := range l.before {
+		got[a] -= n
+	}
+	return byAddress(w, got, false), nil, nil // moto_server may serve other tests too
 }
 
 // Sent counts the recipients moto accepted a send to, as the front saw
