@@ -248,8 +248,14 @@ func (l traceLine) text() string {
 type World struct {
 	seed uint64
 	rng  *rand.Rand
-	sc   scenario
-	t0   time.Time
+	// health is each function's view of which providers keep failing
+	// (dispatch.Health), kept across invocations as a warm container
+	// keeps it; all of a function's workers share it, so that the
+	// refusals in a row that make a provider known down (a 429 storm)
+	// are met within a seed's few hundred sends.
+	health map[string]*dispatch.Health
+	sc     scenario
+	t0     time.Time
 
 	mu      sync.Mutex
 	arrived []*task
@@ -746,8 +752,14 @@ func (w *World) dispatcher(wk *worker, fn string) (*dispatch.Dispatcher, fnConfi
 	cfg := d.fn[fn]
 	wk.claim, wk.settle, wk.configuredSettle = cfg.ClaimTimeout, cfg.Settle, d.settle()
 	providers, fallbacks := w.providers(d)
+	if w.health == nil {
+		w.health = map[string]*dispatch.Health{}
+	}
+	if w.health[fn] == nil {
+		w.health[fn] = &dispatch.Health{Now: time.Now}
+	}
 	disp, err := dispatch.New(dispatch.Dispatcher{
-		Ledger: w.led, Providers: providers, Fallbacks: fallbacks, Renderer: w.renderer(fn, d), Metrics: w.tally[wk.service],
+		Ledger: w.led, Providers: providers, Fallbacks: fallbacks, Renderer: w.renderer(fn, d), Metrics: w.tally[wk.service], Health: w.health[fn],
 		ProviderTimeout: cfg.ProviderTimeout, ClaimTimeout: cfg.ClaimTimeout, Settle: cfg.Settle, RetryBase: cfg.RetryBase,
 		Now: func() time.Time { return time.Now().Add(wk.skew) },
 	})
