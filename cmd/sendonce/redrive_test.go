@@ -303,8 +303,30 @@ func TestDLQRedriveMoveTask(t *testing.T) {
 	if lists < 1 {
 		t.Errorf("the task was never followed with ListMessageMoveTasks")
 	}
-	if got := q.drain(t, q.queue, 0); len(got) != n+1 {
-		t.Errorf("the queue holds %d messages, want %d", len(got), n+1)
+	// Every message is on the queue. The move itself is SQS's (here the
+	// emulator's, whose SendMessage the SDK may retry after moto answered
+	// late: once seen under make test's load), and SQS moves at least
+	// once, so a repeated body is logged, not failed.
+	moved := map[string]bool{`{"not":"a request"}`: true}
+	for i := range n {
+		moved[request(fmt.Sprintf("evt-move-%d", i))] = true
+	}
+	got := map[string]int{}
+	for _, b := range q.drain(t, q.queue, 0) {
+		got[b]++
+	}
+	for b := range moved {
+		if got[b] == 0 {
+			t.Errorf("message %s was not moved to the queue", b)
+		}
+	}
+	for b, c := range got {
+		switch {
+		case !moved[b]:
+			t.Errorf("the queue holds %s, which was never dead-lettered", b)
+		case c > 1:
+			t.Logf("the emulated move task delivered %s %d times", b, c)
+		}
 	}
 
 	// --no-wait: started, printed, not followed.
