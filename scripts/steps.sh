@@ -56,18 +56,23 @@ services_down() {
 # prints its wall time and the CPU time (user + system) of the processes
 # it ran: on a shared machine the CPU time is the figure that compares.
 step() {
-	local name=$1 t0=$SECONDS rc=0 c0 took
+	local name=$1 t0=$SECONDS rc=0 c0
 	shift
 	echo "==> $name"
 	c0=$(_cpu_ticks)
 	"$@" || rc=$?
-	took="$((SECONDS - t0))s, CPU $(_cpu_since "$c0")s"
-	if [ "$rc" -eq 0 ]; then
-		_STEPS_PASSED+=("$name")
-		echo "==> $name: ok ($took)"
+	_step_done "$name" "$rc" "$((SECONDS - t0))s, CPU $(_cpu_since "$c0")s"
+}
+
+# _step_done NAME RC TOOK records step NAME as passed (RC 0) or failed and
+# prints its line with TOOK, its wall and CPU time.
+_step_done() {
+	if [ "$2" -eq 0 ]; then
+		_STEPS_PASSED+=("$1")
+		echo "==> $1: ok ($3)"
 	else
-		_STEPS_FAILED+=("$name")
-		echo "==> $name: FAILED (exit $rc, $took)"
+		_STEPS_FAILED+=("$1")
+		echo "==> $1: FAILED (exit $2, $3)"
 	fi
 }
 
@@ -100,13 +105,7 @@ step_wait() {
 		echo "==> $name (ran in the background)"
 		cat "$dir/out"
 		read -r rc took <"$dir/rc" || { rc=1 took="?"; }
-		if [ "$rc" -eq 0 ]; then
-			_STEPS_PASSED+=("$name")
-			echo "==> $name: ok ($took)"
-		else
-			_STEPS_FAILED+=("$name")
-			echo "==> $name: FAILED (exit $rc, $took)"
-		fi
+		_step_done "$name" "$rc" "$took"
 		rm -rf "$dir"
 	done
 	_STEPS_BG=()

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"gopkg.in/yaml.v3"
+	"github.com/sendonce/sendonce/infra"
 )
 
 // functionWords are the names docs/configuration.md gives the functions in
@@ -63,47 +63,28 @@ func mapKeys[V any](m map[string]V) func(func(string) bool) {
 // each function (its own Environment and the Globals'), by logical ID.
 func templateVariables(t *testing.T, template string) map[string][]string {
 	t.Helper()
-	b, err := os.ReadFile(template)
+	tpl, err := infra.Load(template)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var doc yaml.Node
-	if err := yaml.Unmarshal(b, &doc); err != nil {
-		t.Fatal(err)
-	}
-	top := doc.Content[0]
-	globals := variables(get(get(get(get(top, "Globals"), "Function"), "Environment"), "Variables"))
+	globals := variables(tpl.Globals["Function"])
 	out := map[string][]string{}
-	res := get(top, "Resources")
-	for i := 0; res != nil && i+1 < len(res.Content); i += 2 {
-		id, r := res.Content[i].Value, res.Content[i+1]
-		if typ := get(r, "Type"); typ == nil || typ.Value != "AWS::Serverless::Function" {
-			continue
+	for id, r := range tpl.Resources {
+		if r["Type"] == "AWS::Serverless::Function" {
+			props, _ := r["Properties"].(map[string]any)
+			out[id] = append(variables(props), globals...)
 		}
-		vars := variables(get(get(get(r, "Properties"), "Environment"), "Variables"))
-		out[id] = append(vars, globals...)
 	}
 	return out
 }
 
-// get returns the value of key in the mapping n, or nil.
-func get(n *yaml.Node, key string) *yaml.Node {
-	if n == nil || n.Kind != yaml.MappingNode {
-		return nil
-	}
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		if n.Content[i].Value == key {
-			return n.Content[i+1]
-		}
-	}
-	return nil
-}
-
-// variables returns the SENDONCE_* keys of the mapping n.
-func variables(n *yaml.Node) []string {
+// variables returns the SENDONCE_* keys of properties' Environment.Variables.
+func variables(properties map[string]any) []string {
+	env, _ := properties["Environment"].(map[string]any)
+	vars, _ := env["Variables"].(map[string]any)
 	var vs []string
-	for i := 0; n != nil && i+1 < len(n.Content); i += 2 {
-		if k := n.Content[i].Value; strings.HasPrefix(k, "SENDONCE_") {
+	for k := range vars {
+		if strings.HasPrefix(k, "SENDONCE_") {
 			vs = append(vs, k)
 		}
 	}
