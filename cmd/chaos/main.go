@@ -1,13 +1,13 @@
 // Command chaos runs the real local pipeline through every provider
-// adapter (http, twilio, sns, smtp, ses), each against its counterpart, under
+// adapter (http, sns, smtp, ses), each against its counterpart, under
 // redeliveries, crashes, provider faults and an outage, callback trouble,
 // a DynamoDB error storm and lost DynamoDB answers (package chaos), then
 // checks every message against each counterpart's ground truth and prints
 // the verdict per adapter. `make chaos` runs it after starting DynamoDB
 // Local and moto_server.
 //
-//	go run ./cmd/chaos [-n 2000] [-seed S] [-lanes http,twilio,sns,smtp,ses] [-lookup-only email|sms|""]
-//	                   [-long-claims=true] [-crash-every D] [-outage D] [-max-depth K] [-timeout D]
+//	go run ./cmd/chaos [-n 2000] [-seed S] [-lanes http,sns,smtp,ses] [-lookup-only email|sms|""]
+//	                   [-crash-every D] [-outage D] [-max-depth K] [-timeout D]
 //
 // It reads the emulators' endpoints from SENDONCE_TEST_DYNAMODB_ENDPOINT
 // and SENDONCE_TEST_MOTO_ENDPOINT and the emulator binary from
@@ -38,7 +38,6 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		n          = fs.Int("n", 2000, "number of valid logical messages")
 		seed       = fs.Uint64("seed", 0, "seed of every fault (0: draw one and print it)")
 		lanes      = fs.String("lanes", strings.Join(chaos.LaneNames(), ","), "adapters to drive, comma-separated")
-		longClaims = fs.Bool("long-claims", true, "production-shaped claim timeouts where a lane declares them (twilio: a takeover more than a minute after the send)")
 		outage     = fs.Duration("outage", -1, "how long every send is refused (-1: the default mix's)")
 		maxDepth   = fs.Int("max-depth", 0, "bound on each lane's queue depth while it is fed (0: chaos.Defaults' 60)")
 		lookupOnly = fs.String("lookup-only", "email", `channel served by a provider that ignores Idempotency-Key ("" for none)`)
@@ -50,7 +49,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	if fs.NArg() != 0 || *n <= 0 || *maxDepth < 0 || *timeout < 0 || *crashEvery < 0 ||
 		(*lookupOnly != "" && *lookupOnly != "sms" && *lookupOnly != "email") {
-		fmt.Fprintln(stderr, `usage: chaos [-n N>0] [-seed S] [-lanes a,b] [-lookup-only email|sms|""] [-long-claims] [-crash-every D] [-outage D] [-max-depth K] [-timeout D]`)
+		fmt.Fprintln(stderr, `usage: chaos [-n N>0] [-seed S] [-lanes a,b] [-lookup-only email|sms|""] [-crash-every D] [-outage D] [-max-depth K] [-timeout D]`)
 		return 2
 	}
 	if *seed == 0 {
@@ -58,7 +57,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	o := chaos.Defaults(*n, *seed)
 	o.DynamoDBEndpoint, o.MotoEndpoint = getenv(testenv.DynamoDBEndpointEnv), getenv(testenv.MotoEndpointEnv)
-	o.Lanes, o.LongClaims, o.LookupOnly, o.Progress = strings.Split(*lanes, ","), *longClaims, *lookupOnly, stdout
+	o.Lanes, o.LookupOnly, o.Progress = strings.Split(*lanes, ","), *lookupOnly, stdout
 	if *maxDepth > 0 {
 		o.MaxDepth = *maxDepth
 	}

@@ -4,19 +4,18 @@
 // one verdict line from ground truth. `make demo` runs it after starting
 // DynamoDB Local and moto_server.
 //
-//	go run ./cmd/demo [-n 300] [-seed 1] [-lanes http,twilio,...] [-timeout 2m] [-v] [-keep DIR]
+//	go run ./cmd/demo [-n 300] [-seed 1] [-lanes http,sns,...] [-timeout 2m] [-v] [-keep DIR]
 //
 // Each adapter runs in its own lane (docs/chaos.md): the real sender,
 // webhook and reconciler bootstraps under the Lambda Runtime Interface
 // Emulator, DynamoDB Local, SQS on moto_server, the adapter against its
-// real or faithful counterpart (the provider simulator, twiliotest,
-// moto_server's SNS and SES, an SMTP server, a two-provider route). The
-// plan puts copies of messages on the queue, hands a few batches to two
-// instances at once, has providers refuse or leave sends without an
-// answer, posts callbacks twice and out of order and loses a few
-// DynamoDB answers; each message is then checked against its provider's
-// own record with groundtruth.Judge. -v prints the chaos report's whole
-// tables too.
+// real or faithful counterpart (the provider simulator, moto_server's SNS
+// and SES, an SMTP server). The plan puts copies of messages on the
+// queue, hands a few batches to two instances at once, has providers
+// refuse or leave sends without an answer, posts callbacks twice and out
+// of order and loses a few DynamoDB answers; each message is then checked
+// against its provider's own record with groundtruth.Judge. -v prints
+// the chaos report's whole tables too.
 //
 // With -keep DIR (make demo KEEP=1) every lane's table and queues stay in
 // the emulators, which make leaves running, the invalid requests back on

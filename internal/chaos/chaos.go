@@ -5,20 +5,19 @@
 // Lanes), under what an at-least-once world does to it, then checks every
 // logical message against each counterpart's record of what it accepted.
 //
+// Chaos proves only what takes real processes to show: SIGKILL under the
+// emulator, the AWS SDK's real retries, real SQS redelivery and redrive,
+// moto_server's and the SMTP server's actual behaviour. Protocol
+// properties under every interleaving (failover, content lookups,
+// template versions) are the deterministic simulation's
+// (internal/simtest).
+//
 // Each lane is one adapter with its own pipeline (table, queues,
 // functions):
 //
 //   - http: the generic HTTP adapter against the provider simulator, sms
 //     through a simulator that honours Idempotency-Key, email
 //     (Options.LookupOnly) through one that ignores it;
-//   - twilio: the Twilio adapter against twiliotest (a list by recipient
-//     filtered by send date, matched by body), whose accepted messages
-//     the lane follows with Twilio's signed status callbacks to the
-//     webhook (the evidence a content lookup needs to prove a message);
-//     its workload sends identical texts to shared recipients
-//     (shareTexts), and its tenant changes a template mid-run
-//     (TemplateChange: a version that cannot render the messages claimed
-//     before it);
 //   - sns and ses: the SNS adapter (SMS) and the SES adapter (email)
 //     against moto_server, read back from /moto-api/data.json (one
 //     motoLane each, through a front that injects the faults);
@@ -40,9 +39,7 @@
 //     answers near the provider timeout, planned permanent rejections;
 //   - an outage: every send of every lane refused (429/5xx) for longer
 //     than the reconciler's old give-up budget (5 attempts);
-//   - callbacks (http): duplicated, delayed and reordered; (twilio)
-//     "sent" then "delivered" or "undelivered", retried when the webhook
-//     fails them;
+//   - callbacks (http): duplicated, delayed and reordered;
 //   - DynamoDB (ddbfront.Front): throttling in bursts, answers lost after the
 //     write happened, answers of Claim, TakeOver and Release lost for good
 //     (the SDK's retries dropped too), and the worker killed right after
@@ -62,7 +59,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -82,7 +78,6 @@ import (
 	"github.com/sendonce/sendonce/internal/provider/simulator"
 	"github.com/sendonce/sendonce/internal/rie"
 	"github.com/sendonce/sendonce/internal/sender"
-	"github.com/sendonce/sendonce/internal/sendpath"
 )
 
 // Options configures a chaos run. Zero rates turn a fault off; Defaults
@@ -100,10 +95,6 @@ type Options struct {
 	Seed uint64
 	// Lanes names the lanes to run (LaneNames); empty means all.
 	Lanes []string
-	// LongClaims gives the lanes that declare them production-shaped
-	// claim and queue timings (Lane.LongClaim): slower, but a takeover
-	// then comes more than a minute after the dead worker's send.
-	LongClaims bool
 
 	// Redeliver is the fraction of messages sent 1-3 extra times, each
 	// copy up to RedeliverSpread after the message was first enqueued.
@@ -136,21 +127,12 @@ type Options struct {
 	// Outage is how long every send of every lane is refused, starting
 	// OutageAt after the faults start (zero: no outage).
 	Outage, OutageAt time.Duration
-	// PrimaryOutage, if set, is the failover lane's primary outage where
-	// the fault window leaves no room for a longer one, instead of
-	// Outage: the lane fails over without an outage of every lane.
-	PrimaryOutage time.Duration
 	// LookupOnly names the http lane's channel served by a provider that
 	// ignores Idempotency-Key ("" for none).
 	LookupOnly string
-	// TemplateThrottle, if set, replaces how long a lane's template
-	// change throttles its provider (TemplateChange.Throttle; the put
-	// comes halfway through).
-	TemplateThrottle time.Duration
 
 	// ProviderTimeout, Settle, VisibilityTimeout and ClaimTimeout are the
-	// pipelines' (localpipeline defaults when zero; a lane's LongClaim
-	// overrides the claim and visibility timeouts).
+	// pipelines' (localpipeline defaults when zero).
 	ProviderTimeout, Settle, VisibilityTimeout, ClaimTimeout time.Duration
 	// MaxDepth bounds each lane's queue depth while it is fed.
 	MaxDepth int
@@ -187,7 +169,6 @@ func Defaults(n int, seed uint64) Options {
 			Lost: map[string]float64{"claim": 0.01, "takeover": 0.05, "release": 0.05}, LostKill: 0.3},
 		Outage: 30 * time.Second, OutageAt: 10 * time.Second,
 		LookupOnly: "email",
-		LongClaims: true,
 		// moto_server's SQS scans a queue's every message on each receive
 		// and depth query, single-threaded: 60 keeps a lane's pollers fed
 		// (batches of 10) at about a third of moto's cost at 200.
@@ -248,17 +229,6 @@ type lane struct {
 	// kept are the invalid bodies the check found dead-lettered, to put
 	// back with Options.KeepResources.
 	kept []localpipeline.DeadLetter
-	// tc is the lane's template change (nil: none); fed counts the
-	// first-wave bodies enqueued so far (the feeding loop's; the first
-	// wave is the feeder's first bodies, so its indices are theirs).
-	tc   *templateRun
-	fed  int
-	logf func(format string, args ...any)
-	// spread is the lane's Lane.Spread (0: its first wave is fed at
-	// once); added counts the first-wave bodies handed to the feeder so
-	// far (the feeding loop's).
-	spread time.Duration
-	added  int
 }
 
 type copyAt struct {
@@ -364,7 +334,7 @@ func Run(ctx context.Context, o Options) (rep Report, err error) {
 		}
 		n = max(1, min(n, left))
 		left -= n
-		l, err := startLane(ctx, o, d, n, i, seeds(), boot, proxy, sqsURL, twin, logf, func(tag string, inst *rie.Instance) {
+		l, err := startLane(ctx, o, d, n, i, seeds(), boot, proxy, sqsURL, twin, func(tag string, inst *rie.Instance) {
 			instMu.Lock()
 			instances[tag] = inst
 			instMu.Unlock()
@@ -439,11 +409,6 @@ func Run(ctx context.Context, o Options) (rep Report, err error) {
 	proxy.Enable(true)
 	twinOn.Store(true)
 	faultStart := time.Now()
-	for _, l := range lanes {
-		if l.tc != nil {
-			l.tc.since = faultStart
-		}
-	}
 	outageDone := func() bool { return o.Outage <= 0 || time.Since(faultStart) > o.OutageAt+o.Outage+2*time.Second }
 	crashCtx, stopCrash := context.WithCancel(runCtx)
 	var bg, faultWG sync.WaitGroup
@@ -617,17 +582,12 @@ func channelsOf(d Lane) string {
 // at sqsURL, the SQSFront) and builds its workload of n messages. A lane returned with an error must still be
 // closed.
 func startLane(ctx context.Context, o Options, d Lane, n, idx int, seed uint64, boot localpipeline.Bootstraps, proxy *ddbfront.Front, sqsURL string,
-	twin func([]types.Message) []types.Message, logf func(string, ...any), register func(string, *rie.Instance)) (*lane, error) {
+	twin func([]types.Message) []types.Message, register func(string, *rie.Instance)) (*lane, error) {
 	cp, err := d.New(ctx, o, seed)
 	if err != nil {
 		return nil, fmt.Errorf("chaos: lane %s: %w", d.Name, err)
 	}
-	l := &lane{def: d, cp: cp, first: map[string]int{}, logf: logf}
-	env := cp.Env()
-	if tc := d.TemplateChange; tc != nil && tc.CacheTTL > 0 {
-		env = maps.Clone(env)
-		env[sendpath.EnvTemplateCache] = tc.CacheTTL.String()
-	}
+	l := &lane{def: d, cp: cp, first: map[string]int{}}
 	var endpointErr error
 	po := localpipeline.Options{
 		// SQS (and the rest of moto) through the front that keeps
@@ -637,7 +597,7 @@ func startLane(ctx context.Context, o Options, d Lane, n, idx int, seed uint64, 
 		Bootstraps:      boot,
 		SenderInstances: d.Instances, VisibilityTimeout: o.VisibilityTimeout, ClaimTimeout: o.ClaimTimeout,
 		ProviderTimeout: o.ProviderTimeout, Settle: o.Settle,
-		Env: env,
+		Env: cp.Env(),
 		InstanceEnv: func(inst string) map[string]string {
 			u, err := proxy.Listen(d.Name + "/" + inst)
 			if err != nil {
@@ -648,10 +608,6 @@ func startLane(ctx context.Context, o Options, d Lane, n, idx int, seed uint64, 
 		Simulator:     simulator.Options{Seed: seed ^ 0x51, Latency: o.Latency, Jitter: o.Jitter, Callbacks: o.Callbacks},
 		Twin:          twin,
 		KeepResources: o.KeepResources,
-	}
-	if o.LongClaims && d.LongClaim != nil {
-		po.ClaimTimeout, po.VisibilityTimeout, po.ReconcileEvery = d.LongClaim.Claim, d.LongClaim.Visibility, d.LongClaim.ReconcileEvery
-		po.SenderTimeout = min(localpipeline.DefaultSenderTimeout, d.LongClaim.Visibility)
 	}
 	p, err := localpipeline.Start(ctx, po)
 	if err != nil {
@@ -676,28 +632,9 @@ func startLane(ctx context.Context, o Options, d Lane, n, idx int, seed uint64, 
 		N: n, Seed: seed, Tenant: "chaos-" + d.Name, Permanent: o.Permanent, Undeliverable: undeliverable, Invalid: invalid,
 		Channels: d.Channels, AddressBase: addressBase(idx),
 	})
-	if tc := d.TemplateChange; tc != nil {
-		if o.TemplateThrottle > 0 && tc.Throttle > 0 {
-			c := *tc
-			c.Throttle, c.ThrottleLead = o.TemplateThrottle, o.TemplateThrottle/2
-			tc = &c
-		}
-		l.w = tc.addParam(l.w, rand.New(rand.NewPCG(seed, 0x7e3)))
-		l.tc = newTemplateRun(tc, "chaos-"+d.Name, p.Templates())
-	}
-	if d.Workload != nil {
-		l.w = d.Workload(l.w, rand.New(rand.NewPCG(seed, 0x5a7e)))
-	}
 	l.feed = p.NewFeeder(o.MaxDepth)
 	l.feed.SetParallel(4)
-	if d.Spread != nil {
-		l.spread = d.Spread(o)
-	}
-	base := 0
-	if l.spread <= 0 {
-		base = l.feed.Add(l.w.First...)
-		l.added = len(l.w.First)
-	}
+	base := l.feed.Add(l.w.First...)
 	for i, b := range l.w.First {
 		if _, ok := l.first[b]; !ok {
 			l.first[b] = base + i
@@ -737,43 +674,11 @@ func (l *lane) addDueCopies() {
 // feedLoop keeps the lane's queue fed (due copies first) until ctx ends,
 // keeping busy up to date.
 func (l *lane) feedLoop(ctx context.Context) {
-	start := time.Now()
 	for ctx.Err() == nil {
-		if n := len(l.w.First); l.added < n {
-			// Spread: the share of the first wave due by now, in order
-			// (the feeder's indices are the first wave's).
-			due := n
-			if !l.flush.Load() {
-				due = min(n, int(float64(n)*float64(time.Since(start))/float64(l.spread))+1)
-			}
-			if due > l.added {
-				l.feed.Add(l.w.First[l.added:due]...)
-				l.added = due
-			}
-		}
 		l.addDueCopies()
 		depth, n, err := l.feed.Step(ctx)
-		l.changeTemplate(ctx)
-		l.busy.Store(err != nil || depth > 0 || n > 0 || l.feed.Backlog() > 0 || l.added < len(l.w.First) || int(l.nCopies.Load()) < len(l.copies))
+		l.busy.Store(err != nil || depth > 0 || n > 0 || l.feed.Backlog() > 0 || int(l.nCopies.Load()) < len(l.copies))
 		localpipeline.Sleep(ctx, 500*time.Millisecond)
-	}
-}
-
-// changeTemplate carries the lane's template change on by the share of
-// its first wave enqueued so far (the feeding loop's).
-func (l *lane) changeTemplate(ctx context.Context) {
-	if l.tc == nil || len(l.w.First) == 0 {
-		return
-	}
-	for l.fed < len(l.w.First) && !l.feed.EnqueuedAt(l.fed).IsZero() {
-		l.fed++
-	}
-	var throttle func(bool)
-	if t, ok := l.cp.(interface{ Throttle(on bool) }); ok {
-		throttle = t.Throttle
-	}
-	for _, line := range l.tc.step(ctx, float64(l.fed)/float64(len(l.w.First)), time.Now(), throttle) {
-		l.logf("lane %s: %s", l.def.Name, line)
 	}
 }
 

@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sendonce/sendonce/internal/metrics"
 	"github.com/sendonce/sendonce/internal/provider/simulator"
 	"github.com/sendonce/sendonce/internal/rie"
 	"github.com/sendonce/sendonce/internal/testenv"
@@ -83,7 +82,7 @@ func TestDefaults(t *testing.T) {
 // TestChaosSmall runs a small chaos run through every adapter's lane:
 // each lane's sender, webhook and reconciler bootstraps under the
 // emulator, DynamoDB Local behind the storm proxy, SQS on moto_server,
-// each adapter against its counterpart (the HTTP simulators, twiliotest,
+// each adapter against its counterpart (the HTTP simulators,
 // moto_server's SNS and SES, an SMTP server), with an outage and lost
 // DynamoDB answers. Any violation fails it.
 func TestChaosSmall(t *testing.T) {
@@ -95,7 +94,6 @@ func TestChaosSmall(t *testing.T) {
 	}
 	o := Defaults(100, 7)
 	o.DynamoDBEndpoint, o.MotoEndpoint, o.RIE = ddb, moto, bin
-	o.LongClaims = false // production-shaped claims take minutes to settle
 	o.CrashEvery = 2 * time.Second
 	o.Outage, o.OutageAt = 10*time.Second, 2*time.Second
 	o.FaultWindow = 15 * time.Second
@@ -118,9 +116,6 @@ func TestChaosSmall(t *testing.T) {
 		if !ok || l.N == 0 || l.DeliveredOnce+l.DeliveredTwice+l.AbandonedDelivered == 0 || l.Poller.Invocations == 0 {
 			t.Errorf("lane %s did not deliver: %+v", name, l)
 		}
-	}
-	if l, _ := rep.Lane("failover"); l.Metrics.Counts[metrics.Failovers] == 0 || l.Summary == "" {
-		t.Errorf("the failover lane never failed over through its primary's outage (EMF %v), or has no summary line %q", l.Metrics.Counts, l.Summary)
 	}
 	// The smtp lane's content check read messages of every shape: with
 	// an HTML part, and with a subject outside ASCII (RFC 2047).

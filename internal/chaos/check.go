@@ -58,28 +58,8 @@ type LaneReport struct {
 	Failed map[string]int
 	States map[ledger.State]int
 	// Classes counts duplicates and misses per class (adapters whose
-	// ambiguous attempts a class policy may settle: Neither, ByContent).
+	// ambiguous attempts a class policy settles: Neither).
 	Classes map[string]*ClassCount
-	// PolicySettled counts the messages a class policy settled after a
-	// lookup that could not prove them (ByContent: resent or abandoned);
-	// ProvenByLookup those the reconciler resolved by a lookup's proof.
-	PolicySettled, ProvenByLookup int
-	// MissesOthers counts the ByContent misses (AbandonedByPolicy) whose
-	// every message with the same recipient and text at the provider is
-	// another key's, as that key's row shows (its callback recorded the
-	// message's id): a lookup that also searched the ledger for those ids
-	// would have proven "no record" and sent them.
-	MissesOthers int
-	// FailedUnrenderable counts FAILED rows that hold no message: first
-	// claimed after a template version that cannot render them was put
-	// (Lane.TemplateChange); nothing was sent.
-	FailedUnrenderable int
-	// Template is the lane's template change, per version (nil: none).
-	Template *TemplateReport
-	// Callbacks are the status callbacks the counterpart posted (nil:
-	// it posts none), and RowsWithID the rows holding a provider id.
-	Callbacks  *CallbackStats
-	RowsWithID int
 	// Faults are the counterpart's injected faults, by name.
 	Faults map[string]int
 	// DeadLettered counts invalid bodies on the dead-letter queue;
@@ -94,7 +74,6 @@ type LaneReport struct {
 	Leaks []localpipeline.Leak
 
 	// Summary is the lane's own summary line ("" for most lanes; the
-	// failover lane's: per provider, failovers and their evidence; the
 	// smtp lane's: the messages checked against their templates).
 	Summary string
 	// MIME is the smtp lane's check of every message the server took
@@ -128,7 +107,7 @@ const maxEvents = 8
 // whose row a worker died holding (Proxy.DiedHolding): ambiguous,
 // whatever the logs say.
 func (l *lane) check(ctx context.Context, lostKeys map[string][]string, diedHolding map[string]bool) (LaneReport, []Violation, error) {
-	lr := LaneReport{Name: l.def.Name, Failed: map[string]int{}, NeverAcceptedCauses: map[string]int{}, States: map[ledger.State]int{}, Classes: map[string]*ClassCount{},
+	lr := LaneReport{Name: l.def.Name, Capability: l.def.Capability, Failed: map[string]int{}, NeverAcceptedCauses: map[string]int{}, States: map[ledger.State]int{}, Classes: map[string]*ClassCount{},
 		Poller: l.p.Stats(), Faults: l.cp.Faulted(), slow: l.slow, copies: len(l.copies)}
 	var errs []error
 	delivered, status, err := l.cp.Delivered(ctx, l.w)
@@ -162,29 +141,6 @@ func (l *lane) check(ctx context.Context, lostKeys map[string][]string, diedHold
 		onDLQ[d.Body] = true
 	}
 	evidence := sync.OnceValue(func() map[string]keyEvidence { return keysLogged(logs) })
-	// What a recording counterpart accepted, per key and per provider id.
-	rc, isRecorder := l.cp.(recorder)
-	owner, idStatus, accepted := map[string]string{}, map[string]string{}, map[string][]acceptedMessage{}
-	if isRecorder {
-		for _, a := range rc.Accepted() {
-			owner[a.ID], idStatus[a.ID] = a.Key, a.Status
-			accepted[a.Key] = append(accepted[a.Key], a)
-		}
-	}
-	if cb, ok := l.cp.(callbackPoster); ok {
-		st := cb.Callbacks()
-		lr.Callbacks = &st
-	}
-	tr := l.templateReport()
-	lr.Template = tr
-	rowIDs := map[string]string{} // key → the provider id its row holds
-	var abandoned []missCase      // ByContent misses
-	if l.tc != nil {
-		if _, err := l.tc.Put(); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	caps := map[Capability]bool{}
 	valid := map[string]bool{}
 	for _, m := range l.w.Messages {
 		if !m.Valid {
@@ -197,8 +153,6 @@ func (l *lane) check(ctx context.Context, lostKeys map[string][]string, diedHold
 			lr.NotFed++ // the run ended before it was enqueued: no verdict
 			continue
 		}
-		capability := l.cp.Capability(m.Channel)
-		caps[capability] = true
 		cc := lr.Classes[m.Class]
 		if cc == nil {
 			cc = &ClassCount{}
@@ -212,29 +166,10 @@ func (l *lane) check(ctx context.Context, lostKeys map[string][]string, diedHold
 			continue
 		}
 		lr.States[state]++
-		rowIDs[m.Key] = rec.ProviderMessageID
-		if capability == ByContent && state == ledger.StateAbandoned && delivered[m.Key] == 0 {
-			abandoned = append(abandoned, missCase{key: m.Key, to: m.Address, text: l.tc.texts(request(m))[rec.TemplateVersion]})
-		}
-		before := lr.AbandonedByPolicy
 		l.judge(&lr, cc, facts{
-			m: m, capability: capability, n: n, status: status[m.Key], rec: rec, state: state,
+			m: m, n: n, status: status[m.Key], rec: rec, state: state,
 			lost: lostKeys[m.Key], diedHolding: diedHolding[m.Key], evidence: evidence, onDLQ: onDLQ[m.Body], enqueued: l.feed.EnqueuedAt(l.first[m.Body]),
-			recorded: isRecorder, owner: owner, idStatus: idStatus, accepted: accepted[m.Key],
-		}, tr, add)
-		if lr.AbandonedByPolicy == before && len(abandoned) > 0 && abandoned[len(abandoned)-1].key == m.Key {
-			abandoned = abandoned[:len(abandoned)-1] // not a miss
-		}
-	}
-	lr.MissesOthers = missesOthers(abandoned, rowIDs, accepted)
-	if caps[Neither] {
-		lr.Capability = Neither
-	}
-	if caps[ByContent] {
-		lr.Capability = ByContent
-	}
-	if caps[CanAvoid] {
-		lr.Capability = CanAvoid
+		}, add)
 	}
 	for ref, n := range delivered {
 		if !valid[ref] {
@@ -297,8 +232,7 @@ func (l *lane) check(ctx context.Context, lostKeys map[string][]string, diedHold
 
 // facts are what the verdict reads about one valid message.
 type facts struct {
-	m          localpipeline.Message
-	capability Capability
+	m localpipeline.Message
 	// n counts the times its provider accepted it; status is the
 	// provider's delivery status of its own message ("failed" when it
 	// reports it undeliverable).
@@ -318,52 +252,18 @@ type facts struct {
 	// first copy was.
 	onDLQ    bool
 	enqueued time.Time
-	// recorded: the counterpart records owners (recorder): owner and
-	// idStatus map its provider ids to their keys and statuses, accepted
-	// are this message's own accepted messages.
-	recorded        bool
-	owner, idStatus map[string]string
-	accepted        []acceptedMessage
 }
 
 // judge draws the verdict on one valid message from f through
 // groundtruth.Judge: it counts it in lr and cc (its class) and reports
 // each broken guarantee to add, with what the lane knows of it.
-func (l *lane) judge(lr *LaneReport, cc *ClassCount, f facts, tr *TemplateReport, add func(Violation)) {
-	m, n, rec, state, capability := f.m, f.n, f.rec, f.state, f.capability
-	ev := f.evidence()[m.Key]
-	if ev.provenLookup {
-		lr.ProvenByLookup++
-	}
-	if rec.ProviderMessageID != "" {
-		lr.RowsWithID++
-	}
-	// The owner of the provider id the row holds, when the
-	// counterpart records owners: a row must never hold another
-	// message's id.
-	idOwner, foreignID := "", false
-	if f.recorded && rec.ProviderMessageID != "" {
-		idOwner = f.owner[rec.ProviderMessageID]
-		foreignID = idOwner != m.Key
-	}
-	foreign := func() string {
-		if idOwner == "" {
-			return fmt.Sprintf("provider id %s, which the provider never issued", rec.ProviderMessageID)
-		}
-		return fmt.Sprintf("provider id %s, the message of %s (status %s), with the same text to the same recipient", rec.ProviderMessageID, idOwner, f.idStatus[rec.ProviderMessageID])
-	}
-	// Why a FAILED row nothing rejected may not fail ("": it may, as
-	// no version put during the run can render it).
-	why := ""
-	if state == ledger.StateFailed && n == 0 && !m.WantFailed {
-		why = l.unrenderable(m, rec)
-	}
+func (l *lane) judge(lr *LaneReport, cc *ClassCount, f facts, add func(Violation)) {
+	m, n, rec, state := f.m, f.n, f.rec, f.state
 	gt := groundtruth.Facts{
-		Key: m.Key, Adapter: l.def.Name, Class: m.Class, Capability: capability,
+		Key: m.Key, Adapter: l.def.Name, Class: m.Class, Capability: l.def.Capability,
 		Received: n, Rejected: f.status == "failed", State: state, Reason: rec.Reason,
-		ForeignID: foreignID, WantFailed: m.WantFailed, Unrenderable: why == "",
-		PolicyResend: ev.policyResend,
-		Ambiguous:    state == ledger.StateAbandoned && ambiguous(f.lost, f.diedHolding, f.evidence, m.Key),
+		WantFailed: m.WantFailed,
+		Ambiguous:  state == ledger.StateAbandoned && ambiguous(f.lost, f.diedHolding, f.evidence, m.Key),
 	}
 	for _, k := range groundtruth.Judge(gt) {
 		v := Violation{Kind: string(k), Key: m.Key}
@@ -396,13 +296,6 @@ func (l *lane) judge(lr *LaneReport, cc *ClassCount, f facts, tr *TemplateReport
 			v.Detail = fmt.Sprintf("%s, never delivered%s; enqueued %s", state, where, f.enqueued.Format(time.RFC3339Nano))
 		case groundtruth.Unresolved:
 			v.Detail = fmt.Sprintf("%s, but delivered", state)
-		case groundtruth.SentForeign:
-			if n == 0 {
-				lr.Lost++
-			}
-			v.Detail = fmt.Sprintf("%s %s SENT with %s; its own messages accepted: %d", m.Channel, m.Class, foreign(), n)
-		case groundtruth.FailedForeign:
-			v.Detail = fmt.Sprintf("%s %s FAILED (%s) with %s; its own messages accepted: %d", m.Channel, m.Class, rec.Reason, foreign(), n)
 		case groundtruth.Contradiction:
 			if rec.Reason == "" && (n == 0 || f.status == "failed") {
 				v.Detail = "FAILED without a reason"
@@ -410,12 +303,7 @@ func (l *lane) judge(lr *LaneReport, cc *ClassCount, f facts, tr *TemplateReport
 				v.Detail = fmt.Sprintf("FAILED (%s), but the provider accepted it (status %q)", rec.Reason, f.status)
 			}
 		case groundtruth.FailedNeverRejected:
-			// Never rejected by its provider: only a message that could
-			// not be rendered when first claimed may fail, and only when
-			// a version put during the run cannot render it.
-			v.Detail = fmt.Sprintf("%s %s FAILED (%s) though no provider rejected it and %s", m.Channel, m.Class, rec.Reason, why)
-		case groundtruth.FailedUnrenderable:
-			lr.FailedUnrenderable++
+			v.Detail = fmt.Sprintf("%s %s FAILED (%s) though no provider rejected it", m.Channel, m.Class, rec.Reason)
 		case groundtruth.AbandonedDelivered:
 			lr.AbandonedDelivered++
 		case groundtruth.AbandonedMaxAge:
@@ -435,56 +323,12 @@ func (l *lane) judge(lr *LaneReport, cc *ClassCount, f facts, tr *TemplateReport
 			add(v)
 		}
 	}
-	if f.recorded {
-		l.checkTexts(m, rec, f.accepted, tr, add)
-	}
 	if rec.DeliveryStatus == "failed" || rec.DeliveryStatus == "undelivered" {
 		lr.deliveryFailed++
 	}
-	switch state {
-	case ledger.StateFailed:
+	if state == ledger.StateFailed {
 		lr.Failed[rec.Reason]++
-	case ledger.StateAbandoned:
-		if capability == ByContent && groundtruth.ByPolicy(rec.Reason) {
-			lr.PolicySettled++
-		}
 	}
-	if capability == ByContent && state != ledger.StateAbandoned && ev.policyResend {
-		lr.PolicySettled++
-	}
-}
-
-// missCase is a ByContent miss: its key, recipient and the text its row
-// pins (what its lookups searched for).
-type missCase struct{ key, to, text string }
-
-// missesOthers counts the misses whose every message at the provider with
-// the same recipient and text belongs to another key whose row holds
-// that message's id (there is at least one: else the lookup would have
-// found no record).
-func missesOthers(misses []missCase, rowIDs map[string]string, accepted map[string][]acceptedMessage) int {
-	type content struct{ to, body string }
-	byContent := map[content][]acceptedMessage{}
-	for _, as := range accepted {
-		for _, a := range as {
-			c := content{a.To, a.Body}
-			byContent[c] = append(byContent[c], a)
-		}
-	}
-	n := 0
-	for _, m := range misses {
-		same := byContent[content{m.to, m.text}]
-		others := len(same) > 0
-		for _, a := range same {
-			if a.Key == m.key || rowIDs[a.Key] != a.ID {
-				others = false
-			}
-		}
-		if others {
-			n++
-		}
-	}
-	return n
 }
 
 // DumpEnv names a directory into which a run writes every function
@@ -569,10 +413,6 @@ type keyEvidence struct {
 	// deadWorker: the row was decided on as a stale claim whose worker
 	// never recorded an outcome.
 	deadWorker bool
-	// policyResend: a class policy resent the message (after an
-	// ambiguous attempt no lookup could prove); provenLookup: the
-	// reconciler resolved it by a lookup's proof.
-	policyResend, provenLookup bool
 }
 
 var keyField = regexp.MustCompile(`"key":"([^"]+)"`)
@@ -588,10 +428,6 @@ func keysLogged(logs map[string]string) map[string]keyEvidence {
 			}
 			ev := out[m[1]]
 			switch {
-			case strings.Contains(line, " policy: resend"):
-				ev.policyResend = true
-			case strings.Contains(line, `"msg":"reconciled by lookup"`):
-				ev.provenLookup = true
 			case strings.Contains(line, "ledger answer lost; releasing the claim it may have taken"):
 				ev.releasing++
 			case strings.Contains(line, "release claim failed") || strings.Contains(line, "record UNCERTAIN again failed"):
@@ -621,65 +457,4 @@ func events(logs map[string]string, key string) []string {
 		}
 	}
 	return out
-}
-
-// acceptedMessage is one message a counterpart accepted, with the key it
-// belongs to (as the counterpart's own record shows it).
-type acceptedMessage struct {
-	Key, ID, To, Body, Status string
-	// At is when the provider accepted it.
-	At time.Time
-}
-
-// recorder is a counterpart that records which key each message it
-// accepted belongs to, its provider id and its text (twilio: the key is in
-// the StatusCallback URL of the create request). The verdict then checks
-// the provider ids rows hold and the texts sent (checkTexts).
-type recorder interface {
-	Accepted() []acceptedMessage
-}
-
-// CallbackStats are the status callbacks a counterpart posted to the
-// webhook.
-type CallbackStats struct {
-	// Accepted counts the messages accepted, WithoutURL those that
-	// carried no callback URL.
-	Accepted, WithoutURL int
-	// Posted counts callbacks the webhook took, Retried the repeated
-	// posts, GaveUp the callbacks never taken.
-	Posted, Retried, GaveUp int
-}
-
-// callbackPoster is a counterpart that posts status callbacks.
-type callbackPoster interface {
-	Callbacks() CallbackStats
-}
-
-// TemplateReport is a lane's template change as the verdict saw it.
-type TemplateReport struct {
-	// Template names it (tenant/name/channel).
-	Template string
-	// Versions has one row per version, 1 first.
-	Versions []VersionCount
-	// Other counts the messages of the template a provider took with a
-	// text no version renders for them (each a violation).
-	Other int
-	// Straddled counts the messages the last version cannot render that
-	// a provider took, with the text of the earlier version their rows
-	// pin, after the last version was live (put, and the renderers'
-	// cache passed): claimed before the change, sent after it.
-	Straddled int
-}
-
-// VersionCount is what happened with one version of a changed template.
-type VersionCount struct {
-	Version int
-	// Fed is the share of the lane's first wave enqueued when it was put
-	// (0 for version 1, stored at start); At how long after the faults
-	// started.
-	Fed float64
-	At  time.Duration
-	// Pinned counts the rows that pin it; Received the messages the
-	// provider took with its text.
-	Pinned, Received int
 }

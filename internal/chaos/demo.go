@@ -20,9 +20,7 @@ import (
 // instances at once), provider refusals and sends left without an answer
 // after the provider took them (the reconciler settles them), planned
 // rejections, callbacks posted twice and out of order, DynamoDB answers
-// lost (the SDK's retry finds the write), the twilio lane's template
-// change under a short throttle, the failover lane's primary refusing
-// every send for a few seconds. No outage of every lane, no DynamoDB
+// lost (the SDK's retry finds the write). No outage, no DynamoDB
 // throttling storm, no SIGKILL: a small run drains in well under a
 // minute.
 func Demo(n int, seed uint64) Options {
@@ -37,9 +35,7 @@ func Demo(n int, seed uint64) Options {
 	o.Latency, o.Jitter = 5*time.Millisecond, 20*time.Millisecond
 	o.Callbacks = simulator.CallbackOptions{Duplicates: 1, Reorder: true, Workers: 4, Queue: 4 * n}
 	o.Storm = ddbfront.Storm{DropRate: 0.01}
-	o.Outage, o.OutageAt, o.PrimaryOutage = 0, 2*time.Second, 5*time.Second
-	o.LongClaims = false
-	o.TemplateThrottle = 4 * time.Second
+	o.Outage = 0
 	o.FaultWindow, o.Timeout = 15*time.Second, 2*time.Minute
 	o.ProgressEvery = 5 * time.Second
 	return o
@@ -136,14 +132,8 @@ func writeLaneSummary(out io.Writer, l LaneReport) {
 	if n := m.Get(metrics.ReconciledSent) + m.Get(metrics.Resent) + m.Get(metrics.Abandoned); n > 0 {
 		way = append(way, fmt.Sprintf("the reconciler found %d sent by lookup, resent %d, abandoned %d", m.Get(metrics.ReconciledSent), m.Get(metrics.Resent), m.Get(metrics.Abandoned)))
 	}
-	if n := m.Get(metrics.Failovers); n > 0 {
-		way = append(way, fmt.Sprintf("%s to the secondary provider", plural(n, "failover")))
-	}
 	if n := m.Get(metrics.CallbacksApplied) + m.Get(metrics.DuplicateCallbacks); n > 0 {
 		way = append(way, fmt.Sprintf("%s (%d repeats recognised, %d out of order)", plural(n, "delivery callback"), m.Get(metrics.DuplicateCallbacks), m.Get(metrics.OutOfOrderCallbacks)))
-	}
-	if l.Template != nil {
-		way = append(way, fmt.Sprintf("template %s changed mid-run to version %d", l.Template.Template, len(l.Template.Versions)))
 	}
 	if l.Invalid > 0 {
 		way = append(way, fmt.Sprintf("%d of %s dead-lettered, each with its reason", l.DeadLettered, plural(l.Invalid, "invalid request")))

@@ -19,14 +19,11 @@ func TestDemo(t *testing.T) {
 	if err := sim.SetRandom(o.ProviderFaults); err != nil {
 		t.Errorf("demo provider faults: %v", err)
 	}
-	if o.CrashEvery != 0 || o.Outage != 0 || o.Storm.BurstRate != 0 || len(o.Storm.Lost) != 0 || o.LongClaims {
+	if o.CrashEvery != 0 || o.Outage != 0 || o.Storm.BurstRate != 0 || len(o.Storm.Lost) != 0 {
 		t.Errorf("the demo's plan is not gentle: %+v", o)
 	}
-	if o.FaultWindow >= o.Timeout || o.TemplateThrottle <= 0 || o.PrimaryOutage <= 0 {
-		t.Errorf("fault window %s, timeout %s, template throttle %s, primary outage %s", o.FaultWindow, o.Timeout, o.TemplateThrottle, o.PrimaryOutage)
-	}
-	if outage, _, _, _ := failoverSchedule(o); outage != o.PrimaryOutage {
-		t.Errorf("the failover lane's primary outage is %s, want the demo's %s", outage, o.PrimaryOutage)
+	if o.FaultWindow >= o.Timeout {
+		t.Errorf("fault window %s, timeout %s: the calm phase has no time", o.FaultWindow, o.Timeout)
 	}
 }
 

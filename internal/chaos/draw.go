@@ -38,14 +38,12 @@ const (
 	fkSlow
 	fkReject
 	fkOutage
-	fkThrottle
 )
 
 var faultNames = map[faultKind]string{
 	fkTransient: "refused before accepting (429/throttled/451)", fkBefore: "no answer, nothing accepted",
 	fkAfter: "accepted, no answer", fkAfterError: "accepted, then an error answer", fkSlow: "slow answer (0.7-1.3x timeout)",
 	fkReject: "permanent rejection", fkOutage: "outage: refused (429/5xx)",
-	fkThrottle: "throttled around a template change (429)",
 }
 
 // drawer decides each send's fault for one counterpart: planned
@@ -58,8 +56,8 @@ var faultNames = map[faultKind]string{
 type drawer struct {
 	rates SendFaults
 
-	enabled, outage, throttle atomic.Bool
-	inFlight                  atomic.Int64
+	enabled, outage atomic.Bool
+	inFlight        atomic.Int64
 
 	mu     sync.Mutex
 	rng    *rand.Rand
@@ -103,9 +101,6 @@ func (d *drawer) pick(addr string) (faultKind, time.Duration) {
 	}
 	if d.outage.Load() {
 		return fkOutage, 0
-	}
-	if d.throttle.Load() {
-		return fkThrottle, 0
 	}
 	if !d.enabled.Load() {
 		return fkNone, 0
@@ -163,11 +158,6 @@ func (d *drawer) Faults(on bool) { d.enabled.Store(on) }
 
 // Outage turns the outage on or off.
 func (d *drawer) Outage(on bool) { d.outage.Store(on) }
-
-// Throttle turns on or off a rate limit that refuses every send before
-// accepting it (Lane.TemplateChange's, around a version's put), whether
-// or not the random faults are on.
-func (d *drawer) Throttle(on bool) { d.throttle.Store(on) }
 
 // Faulted returns Counts by name.
 func (d *drawer) Faulted() map[string]int {

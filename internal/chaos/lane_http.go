@@ -26,7 +26,6 @@ type httpLane struct {
 	sims     map[string]*simulator.Simulator
 	distinct []*simulator.Simulator
 	faultsOn bool
-	slow     int
 }
 
 func newHTTPLane(_ context.Context, o Options, seed uint64) (Counterpart, error) {
@@ -78,7 +77,6 @@ func (l *httpLane) Plan(m localpipeline.Message, slow time.Duration) error {
 		return sim.AddFault(m.Fault)
 	}
 	if slow > 0 {
-		l.slow++
 		return sim.AddFault(simulator.Fault{Kind: simulator.FaultLatency, Delay: slow, Reference: m.Key, Count: 1})
 	}
 	return nil
@@ -137,8 +135,6 @@ func (l *httpLane) Sent() int {
 	}
 	return n
 }
-
-func (l *httpLane) Capability(string) Capability { return CanAvoid }
 
 func (l *httpLane) Faulted() map[string]int {
 	out := map[string]int{}

@@ -257,8 +257,7 @@ func (l *motoLane) Sent() int {
 	return len(l.accepted)
 }
 
-func (l *motoLane) Capability(string) Capability { return Neither }
-func (l *motoLane) Close()                       { l.stop() }
+func (l *motoLane) Close() { l.stop() }
 
 // MotoRecords counts the SMS (by phone number) and emails (by recipient)
 // the moto_server at moto recorded (/moto-api/data.json), read through

@@ -141,8 +141,6 @@ func (l *smtpLane) Sent() int {
 	return len(l.data)
 }
 
-func (l *smtpLane) Capability(string) Capability { return Neither }
-
 func (l *smtpLane) Close() {
 	l.closing.Do(func() {
 		close(l.done)

@@ -2,7 +2,6 @@ package chaos
 
 import (
 	"context"
-	"math/rand/v2"
 	"time"
 
 	"github.com/sendonce/sendonce/internal/groundtruth"
@@ -16,14 +15,13 @@ type Capability = groundtruth.Capability
 
 // The capabilities (groundtruth's).
 const (
-	CanAvoid  = groundtruth.CanAvoid
-	ByContent = groundtruth.ByContent
-	Neither   = groundtruth.Neither
+	CanAvoid = groundtruth.CanAvoid
+	Neither  = groundtruth.Neither
 )
 
 // Counterpart is the provider an adapter talks to in a chaos run: real
-// (moto_server, an SMTP server) or faithful (the HTTP simulator,
-// twiliotest), with its record of what it accepted as ground truth.
+// (moto_server, an SMTP server) or faithful (the HTTP simulator), with
+// its record of what it accepted as ground truth.
 type Counterpart interface {
 	// Env is the functions' environment selecting and configuring the
 	// adapter (it overrides the pipeline's defaults).
@@ -44,8 +42,6 @@ type Counterpart interface {
 	// Sent is a cheap count of the distinct messages accepted so far,
 	// for progress lines (Delivered is the ground truth).
 	Sent() int
-	// Capability is the adapter's, for channel.
-	Capability(channel string) Capability
 	// Faulted returns the faults injected so far, by name.
 	Faulted() map[string]int
 	// InFlight returns the provider calls being served now.
@@ -59,54 +55,31 @@ type Counterpart interface {
 // Lane is one row of the adapter table: an adapter, the channels it
 // serves, its share of the messages, and how to start its counterpart.
 type Lane struct {
-	// Name names the adapter ("http", "twilio", "sns", "smtp", "ses").
+	// Name names the adapter ("http", "sns", "smtp", "ses").
 	Name string
 	// About names the adapter and its counterpart for a person
 	// (Report.WriteSummary).
 	About string
 	// Channels the lane's workload draws from.
 	Channels []notify.Channel
+	// Capability is the adapter's, for every channel it serves.
+	Capability Capability
 	// Share is the lane's fraction of Options.N (the shares of the lanes
 	// run are normalised).
 	Share float64
 	// Instances is the number of sender instances.
 	Instances int
-	// LongClaim, when Options.LongClaims is set, is the lane's claim
-	// timeout, visibility timeout and reconciler schedule: a takeover
-	// then comes more than a minute after the dead worker's send, as in
-	// production, which a provider looked up by time must survive.
-	LongClaim *Timings
-	// Workload, if set, reshapes the lane's generated workload (the
-	// twilio lane: identical texts to shared recipients); rng is the
-	// lane's.
-	Workload func(w localpipeline.Workload, rng *rand.Rand) localpipeline.Workload
-	// TemplateChange, if set, is the tenant's template change during the
-	// run (new versions put as the lane is fed).
-	TemplateChange *TemplateChange
-	// Spread, if set, is how long the lane's first wave is fed over,
-	// evenly from the start of the faults (the failover lane: its
-	// messages meet every phase of its provider's schedule).
-	Spread func(o Options) time.Duration
 	// New starts the counterpart.
 	New func(ctx context.Context, o Options, seed uint64) (Counterpart, error)
-}
-
-// Timings are a lane's claim and queue timings.
-type Timings struct {
-	Claim, Visibility, ReconcileEvery time.Duration
 }
 
 // Lanes is the adapter table: every adapter chaos drives, each against
 // its counterpart. A new adapter is one more entry with its Counterpart.
 var Lanes = []Lane{
-	{Name: "http", About: "the generic HTTP adapter to the provider simulator (sms drops repeats, email is looked up)", Channels: []notify.Channel{notify.ChannelSMS, notify.ChannelEmail}, Share: 0.4, Instances: 3, New: newHTTPLane},
-	{Name: "twilio", About: "the Twilio adapter to twiliotest (looked up by content)", Channels: []notify.Channel{notify.ChannelSMS}, Share: 0.2, Instances: 2, New: newTwilioLane,
-		LongClaim: &Timings{Claim: 65 * time.Second, Visibility: 20 * time.Second, ReconcileEvery: 90 * time.Second},
-		Workload:  shareTexts, TemplateChange: orderShippedChange},
-	{Name: "sns", About: "Amazon SNS on moto_server", Channels: []notify.Channel{notify.ChannelSMS}, Share: 0.2, Instances: 2, New: newSNSLane},
-	{Name: "smtp", About: "SMTP to a go-smtp server", Channels: []notify.Channel{notify.ChannelEmail}, Share: 0.2, Instances: 2, New: newSMTPLane},
-	{Name: "ses", About: "Amazon SES on moto_server", Channels: []notify.Channel{notify.ChannelEmail}, Share: 0.15, Instances: 2, New: newSESLane},
-	{Name: "failover", About: "the route http,lambda (the provider simulator, then a Lambda provider)", Channels: []notify.Channel{notify.ChannelSMS}, Share: 0.15, Instances: 2, New: newFailoverLane, Spread: failoverSpread},
+	{Name: "http", About: "the generic HTTP adapter to the provider simulator (sms drops repeats, email is looked up)", Channels: []notify.Channel{notify.ChannelSMS, notify.ChannelEmail}, Capability: CanAvoid, Share: 0.4, Instances: 3, New: newHTTPLane},
+	{Name: "sns", About: "Amazon SNS on moto_server", Channels: []notify.Channel{notify.ChannelSMS}, Capability: Neither, Share: 0.2, Instances: 2, New: newSNSLane},
+	{Name: "smtp", About: "SMTP to a go-smtp server", Channels: []notify.Channel{notify.ChannelEmail}, Capability: Neither, Share: 0.2, Instances: 2, New: newSMTPLane},
+	{Name: "ses", About: "Amazon SES on moto_server", Channels: []notify.Channel{notify.ChannelEmail}, Capability: Neither, Share: 0.15, Instances: 2, New: newSESLane},
 }
 
 // LaneNames returns the names of Lanes, in order.
@@ -114,6 +87,31 @@ func LaneNames() []string {
 	out := make([]string, len(Lanes))
 	for i, l := range Lanes {
 		out[i] = l.Name
+	}
+	return out
+}
+
+// byAddress turns counts per recipient into counts per workload key (a
+// lane's workload gives every message its own recipient). With strays,
+// recipients outside the workload are counted under one pseudo-key (a
+// counterpart only this run uses must have none); without, they are
+// ignored (a counterpart shared with other tests, as moto_server is in
+// `make test`).
+func byAddress(w localpipeline.Workload, perAddr map[string]int, strays bool) map[string]int {
+	out := map[string]int{}
+	known := map[string]bool{}
+	for _, m := range w.Messages {
+		if m.Valid && m.Address != "" {
+			known[m.Address] = true
+			if n := perAddr[m.Address]; n > 0 {
+				out[m.Key] = n
+			}
+		}
+	}
+	for a, n := range perAddr {
+		if strays && !known[a] {
+			out["(recipients outside the workload)"] += n
+		}
 	}
 	return out
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"io"
 	"mime"
@@ -12,8 +13,10 @@ import (
 	"net/mail"
 	"strings"
 
+	"github.com/sendonce/sendonce/internal/localpipeline"
 	"github.com/sendonce/sendonce/internal/provider/smtpprovider"
 	"github.com/sendonce/sendonce/internal/render"
+	"github.com/sendonce/sendonce/notify"
 )
 
 // MIMEReport is the smtp lane's check of the whole path from a stored
@@ -71,6 +74,13 @@ func (l *smtpLane) summarize(ctx context.Context, ln *lane, lr *LaneReport) ([]V
 	lr.Summary = fmt.Sprintf("smtp content: %d messages the server took checked against what their templates render (key header, subject, parts): %d with an HTML part (multipart/alternative), %d with an RFC 2047-encoded subject; %d wrong",
 		rep.Checked, rep.HTML, rep.Encoded, rep.Wrong)
 	return vs, nil
+}
+
+// request is a valid message's request.
+func request(m localpipeline.Message) notify.Request {
+	var r notify.Request
+	_ = json.Unmarshal([]byte(m.Body), &r) // a valid message's body is a request
+	return r
 }
 
 // headerOf returns the raw header name of message data ("" if it cannot

@@ -134,41 +134,8 @@ func (r Report) WriteTable(out io.Writer) {
 		}
 	}
 	_ = tw.Flush()
-	fmt.Fprintln(out, "  (adapters whose ambiguous attempts a class policy settles: those that can neither drop repeats nor be asked, and those asked by content when the lookup proves nothing; the policy trades a duplicate (resend) against a miss (abandon))")
+	fmt.Fprintln(out, "  (adapters whose ambiguous attempts a class policy settles, those that can neither drop repeats nor be asked: the policy trades a duplicate (resend) against a miss (abandon))")
 	fmt.Fprintln(out)
-
-	for _, l := range r.Lanes {
-		if l.Capability != ByContent {
-			continue
-		}
-		fmt.Fprintf(out, "%s lookups: %d resolved by the reconciler with a proven lookup; %d settled by class policy after a lookup that proved nothing (a message with the same text, no callback for the key); %d of %d rows hold a provider id\n",
-			l.Name, l.ProvenByLookup, l.PolicySettled, l.RowsWithID, l.N)
-		fmt.Fprintf(out, "%s misses by policy: %d of %d had at the provider only messages with their text whose ids other keys' rows hold (their callbacks): a lookup that also searched the ledger for those ids would have proven \"no record\" and sent them\n",
-			l.Name, l.MissesOthers, l.AbandonedByPolicy)
-		if cb := l.Callbacks; cb != nil {
-			fmt.Fprintf(out, "%s status callbacks: %d messages accepted (%d without a callback URL); %d callbacks taken by the webhook, %d posts retried, %d given up\n",
-				l.Name, cb.Accepted, cb.WithoutURL, cb.Posted, cb.Retried, cb.GaveUp)
-		}
-		fmt.Fprintln(out)
-	}
-
-	for _, l := range r.Lanes {
-		tr := l.Template
-		if tr == nil {
-			continue
-		}
-		fmt.Fprintf(tw, "TEMPLATE\tVERSION\tPUT\tROWS PINNING IT\tPROVIDER TOOK ITS TEXT\n")
-		for _, v := range tr.Versions {
-			put := "at start"
-			if v.Version > 1 {
-				put = fmt.Sprintf("%s into the faults, %.0f%% of the lane enqueued", v.At.Round(time.Second), 100*v.Fed)
-			}
-			fmt.Fprintf(tw, "%s (%s)\t%d\t%s\t%d\t%d\n", tr.Template, l.Name, v.Version, put, v.Pinned, v.Received)
-		}
-		_ = tw.Flush()
-		fmt.Fprintf(out, "  (%s: claimed before the last version, which cannot render them, and taken after it was live with the text their rows pin: %d; FAILED at first claim, holding no message, by a version that cannot render the message's data: %d; taken with a text no version renders: %d; every message taken must carry the text of the version its row pins)\n\n",
-			l.Name, tr.Straddled, l.FailedUnrenderable, tr.Other)
-	}
 
 	fmt.Fprintln(tw, "ADAPTER\tDETAIL")
 	for _, l := range r.Lanes {
