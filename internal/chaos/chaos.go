@@ -131,9 +131,9 @@ type Options struct {
 	// ignores Idempotency-Key ("" for none).
 	LookupOnly string
 
-	// ProviderTimeout, Settle, VisibilityTimeout and ClaimTimeout are the
-	// pipelines' (localpipeline defaults when zero).
-	ProviderTimeout, Settle, VisibilityTimeout, ClaimTimeout time.Duration
+	// ProviderTimeout is the pipelines' (localpipeline's default when
+	// zero); their other timings are localpipeline's defaults.
+	ProviderTimeout time.Duration
 	// MaxDepth bounds each lane's queue depth while it is fed.
 	MaxDepth int
 	// FaultWindow bounds the fault phase; Timeout the whole run.
@@ -595,8 +595,7 @@ func startLane(ctx context.Context, o Options, d Lane, n, idx int, seed uint64, 
 		DynamoDBEndpoint: o.DynamoDBEndpoint, MotoEndpoint: sqsURL, RIE: o.RIE,
 		TemplateTenants: []string{"chaos-" + d.Name}, // the lane's workload tenant (below)
 		Bootstraps:      boot,
-		SenderInstances: d.Instances, VisibilityTimeout: o.VisibilityTimeout, ClaimTimeout: o.ClaimTimeout,
-		ProviderTimeout: o.ProviderTimeout, Settle: o.Settle,
+		SenderInstances: d.Instances, ProviderTimeout: o.ProviderTimeout,
 		Env: cp.Env(),
 		InstanceEnv: func(inst string) map[string]string {
 			u, err := proxy.Listen(d.Name + "/" + inst)
