@@ -1,9 +1,9 @@
 // Package groundtruth judges each logical message by what its counterpart
-// (a provider simulator, moto_server, an SMTP server, twiliotest) says it
+// (a provider simulator, moto_server, an SMTP server) says it
 // received against what the ledger says became of it: delivered once,
 // delivered twice, lost, never sent, abandoned after delivery. It is the
 // one verdict of every black-box run: the chaos lanes (internal/chaos),
-// the demo's phases and the local pipeline's runs (internal/localpipeline).
+// which make chaos, TestChaosSmall and make demo run.
 //
 // A caller gathers the Facts of each message from its own counterpart and
 // ledger, hands them to Judge and counts the kinds it returns per adapter
@@ -29,15 +29,6 @@ const (
 	// asked whether it accepted a message (lookup). Nothing may be
 	// delivered twice and nothing abandoned that it never accepted.
 	CanAvoid Capability = "drops repeats or can be asked"
-	// ByContent: the provider can be asked, but only by content
-	// (Twilio: recipient, text and time), and a match proves the message
-	// only with the provider id a status callback recorded for its key
-	// (provider.Attribute). A lookup that found a message with the same
-	// text and no such proof is unproven and the class policy settles the
-	// row: a duplicate of a policy resend and a miss of a policy abandon
-	// are counted per class, never a violation; every other duplicate,
-	// loss or abandon is one, as for CanAvoid.
-	ByContent Capability = "asked by content (proof: its callback)"
 	// Neither: the class policy decides after an ambiguous send;
 	// duplicates (resend) and misses (abandon) are counted per class.
 	Neither Capability = "neither"
@@ -45,7 +36,7 @@ const (
 
 // SettledByPolicy reports whether c lets a class policy settle an
 // ambiguous attempt (its duplicates and misses are counted per class).
-func (c Capability) SettledByPolicy() bool { return c == ByContent || c == Neither }
+func (c Capability) SettledByPolicy() bool { return c == Neither }
 
 // Facts are what a run knows of one valid logical message.
 type Facts struct {
@@ -63,22 +54,10 @@ type Facts struct {
 	// there is none: localpipeline.NoRow).
 	State  ledger.State
 	Reason string
-	// ForeignID is set when the row holds a provider id the counterpart
-	// never issued for this message (another message's, or none's).
-	ForeignID bool
-	// WantFailed is set when the run planned a permanent rejection (of
-	// its first send: FAILED is right without a delivery).
-	// RejectionHolds is set when that rejection holds for every send, so
-	// that SENT is wrong (a run without kills, whose first send is the
-	// one rejected).
-	WantFailed, RejectionHolds bool
-	// Unrenderable is set when a FAILED row was first claimed after a
-	// template version that cannot render it was put: nothing was sent,
-	// and FAILED is right although no provider rejected it.
-	Unrenderable bool
-	// PolicyResend is set when a class policy resent it after an
-	// ambiguous attempt no lookup could prove (as the logs show).
-	PolicyResend bool
+	// WantFailed is set when the run planned a permanent rejection:
+	// FAILED is right without a delivery. (SENT is wrong then, and Lost:
+	// a rejected message is never received.)
+	WantFailed bool
 	// Ambiguous is set when an attempt of it had an outcome nobody could
 	// know (a provider call without an answer, a worker dead holding its
 	// claim): a class policy's abandon of it is a miss the policy allows.
@@ -94,8 +73,7 @@ type Kind string
 // The kinds. A message gets at most one of the delivery kinds (Once,
 // Twice, TwiceByPolicy, TwiceAgainstPolicy) and at most one of the others.
 const (
-	// Once: SENT, and received exactly once (a foreign id the row holds
-	// is a finding of its own).
+	// Once: SENT, and received exactly once.
 	Once Kind = "delivered once"
 	// Twice: received more than once, by no policy's resend.
 	Twice Kind = "delivered twice"
@@ -109,23 +87,13 @@ const (
 	Lost Kind = "lost"
 	// Unresolved: received, but its row never became final.
 	Unresolved Kind = "unresolved"
-	// SentForeign: SENT holding another message's provider id.
-	SentForeign Kind = "SENT with another message's id"
-	// FailedForeign: FAILED by another message's status.
-	FailedForeign Kind = "FAILED by another message's status"
 	// Contradiction: FAILED although the counterpart accepted it and
 	// never reported it undeliverable, or FAILED without a reason.
 	Contradiction Kind = "contradiction"
-	// FailedNeverRejected: FAILED although nothing rejected it and
-	// nothing made it unrenderable.
+	// FailedNeverRejected: FAILED although nothing rejected it.
 	FailedNeverRejected Kind = "FAILED, never rejected"
-	// NotRejected: SENT although the run planned a rejection that
-	// holds for every send.
-	NotRejected Kind = "SENT, though planned to be rejected"
 	// Failed: FAILED as planned or as its provider reported.
 	Failed Kind = "failed"
-	// FailedUnrenderable: FAILED, no version could render it; nothing sent.
-	FailedUnrenderable Kind = "failed, unrenderable"
 	// AbandonedDelivered: ABANDONED, but the counterpart had received it.
 	AbandonedDelivered Kind = "abandoned after delivery"
 	// AbandonedMaxAge: ABANDONED at the maximum age.
@@ -141,8 +109,8 @@ const (
 // Violation reports whether k breaks a guarantee.
 func (k Kind) Violation() bool {
 	switch k {
-	case Twice, TwiceAgainstPolicy, Lost, Unresolved, SentForeign, FailedForeign,
-		Contradiction, FailedNeverRejected, NotRejected, AbandonedNeverAccepted:
+	case Twice, TwiceAgainstPolicy, Lost, Unresolved, Contradiction,
+		FailedNeverRejected, AbandonedNeverAccepted:
 		return true
 	}
 	return false
@@ -172,17 +140,14 @@ func Judge(f Facts) []Kind {
 	n, state := f.Received, f.State
 	if n > 1 {
 		// Through Neither every repeat is a policy's (nothing else
-		// resends an ambiguous attempt); through ByContent only one
-		// after a logged policy resend; through CanAvoid none.
+		// resends an ambiguous attempt); through CanAvoid none.
 		switch {
-		case f.Capability == Neither || f.Capability == ByContent && f.PolicyResend:
-			if ClassResends(f.Class) {
-				out = append(out, TwiceByPolicy)
-			} else {
-				out = append(out, TwiceAgainstPolicy)
-			}
-		default:
+		case f.Capability != Neither:
 			out = append(out, Twice)
+		case ClassResends(f.Class):
+			out = append(out, TwiceByPolicy)
+		default:
+			out = append(out, TwiceAgainstPolicy)
 		}
 	}
 	if state == ledger.StateSent && n == 1 {
@@ -193,22 +158,14 @@ func Judge(f Facts) []Kind {
 		out = append(out, Lost)
 	case !state.Final():
 		out = append(out, Unresolved)
-	case state == ledger.StateSent && f.ForeignID:
-		out = append(out, SentForeign)
 	case state == ledger.StateSent && n == 0:
 		out = append(out, Lost)
-	case state == ledger.StateSent && f.WantFailed && f.RejectionHolds:
-		out = append(out, NotRejected)
-	case state == ledger.StateFailed && f.ForeignID:
-		out = append(out, FailedForeign)
 	case state == ledger.StateFailed && n >= 1 && !f.Rejected:
 		out = append(out, Contradiction)
 	case state == ledger.StateFailed && f.Reason == "":
 		out = append(out, Contradiction)
-	case state == ledger.StateFailed && n == 0 && !f.WantFailed && !f.Unrenderable:
-		out = append(out, FailedNeverRejected)
 	case state == ledger.StateFailed && n == 0 && !f.WantFailed:
-		out = append(out, FailedUnrenderable)
+		out = append(out, FailedNeverRejected)
 	case state == ledger.StateFailed:
 		out = append(out, Failed)
 	case state == ledger.StateAbandoned && n >= 1:
