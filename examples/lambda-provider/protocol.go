@@ -4,10 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"regexp"
-	"strconv"
-	"strings"
-	"time"
 )
 
 // The sendonce Lambda provider protocol, version 1
@@ -90,99 +86,35 @@ func NotFound() Answer { return Answer{Version: ProtocolVersion, Status: StatusN
 var ErrUnsupported = errors.New("unsupported request")
 
 // ErrInvalid is wrapped by ParseRequest's error for a request that breaks
-// the protocol (not JSON, a required field missing or wrong): it can never
-// be sent, so the answer is rejected.
+// the protocol (not a JSON object, a field of the wrong type, a required
+// field missing): it can never be sent, so the answer is rejected.
 var ErrInvalid = errors.New("invalid request")
 
-var (
-	keyRE      = regexp.MustCompile(`^v[1-9][0-9]*_[0-9a-f]{64}$`)
-	tenantRE   = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
-	dateTimeRE = regexp.MustCompile(`^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?(Z|[+-][0-9]{2}:[0-9]{2})$`)
-)
-
-// ParseRequest reads one invocation payload. It accepts a JSON object
-// (unknown fields ignored) that schema/lambda-provider.v1.json's request
-// accepts, and returns an error wrapping ErrUnsupported (a version other
-// than 1, an unknown op) or ErrInvalid (anything else wrong) otherwise.
+// ParseRequest reads one invocation payload, ignoring unknown fields. It
+// checks the version and the op first (ErrUnsupported), so that a request
+// of a newer protocol is retried whatever else it holds, then that the
+// fields a send needs are there (ErrInvalid). It does not check their
+// formats (schema/lambda-provider.v1.json): sendonce writes them.
 func ParseRequest(payload []byte) (Request, error) {
-	var f map[string]json.RawMessage
-	if err := json.Unmarshal(payload, &f); err != nil || f == nil {
+	var head struct {
+		Version json.RawMessage `json:"version"`
+		Op      json.RawMessage `json:"op"`
+	}
+	if err := json.Unmarshal(payload, &head); err != nil {
 		return Request{}, fmt.Errorf("%w: not a JSON object", ErrInvalid)
 	}
+	if string(head.Version) != "1" {
+		return Request{}, fmt.Errorf("%w: protocol version %.40q (this function reads %d)", ErrUnsupported, head.Version, ProtocolVersion)
+	}
+	if op := string(head.Op); op != `"`+OpSend+`"` && op != `"`+OpLookup+`"` {
+		return Request{}, fmt.Errorf("%w: op %.40q", ErrUnsupported, op)
+	}
 	var r Request
-	if err := json.Unmarshal(f["version"], &r.Version); err != nil || r.Version != ProtocolVersion {
-		return Request{}, fmt.Errorf("%w: protocol version %s (this function reads %d)", ErrUnsupported, cut(string(f["version"])), ProtocolVersion)
+	if err := json.Unmarshal(payload, &r); err != nil {
+		return Request{}, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
-	if err := json.Unmarshal(f["op"], &r.Op); err != nil || (r.Op != OpSend && r.Op != OpLookup) {
-		return Request{}, fmt.Errorf("%w: op %s", ErrUnsupported, cut(string(f["op"])))
-	}
-	var c map[string]json.RawMessage
-	if err := json.Unmarshal(f["content"], &c); err != nil || c == nil {
-		return Request{}, fmt.Errorf("%w: content is required and must be an object", ErrInvalid)
-	}
-	fields := []struct {
-		from     map[string]json.RawMessage
-		name     string
-		dst      *string
-		required bool
-		valid    func(string) bool
-	}{
-		{f, "key", &r.Key, true, keyRE.MatchString},
-		{f, "tenant", &r.Tenant, true, tenantRE.MatchString},
-		{f, "channel", &r.Channel, true, oneOf("sms", "email", "push")},
-		{f, "class", &r.Class, false, oneOf("otp", "transactional", "marketing")},
-		{f, "to", &r.To, true, nonEmpty},
-		{f, "attempted_at", &r.AttemptedAt, true, dateTime},
-		{f, "attempted_until", &r.AttemptedUntil, false, dateTime},
-		{f, "provider_message_id", &r.ProviderMessageID, false, nil},
-		{c, "subject", &r.Content.Subject, false, nil},
-		{c, "text", &r.Content.Text, true, nonEmpty},
-		{c, "html", &r.Content.HTML, false, nil},
-	}
-	for _, fd := range fields {
-		v, ok := fd.from[fd.name]
-		if !ok {
-			if fd.required {
-				return Request{}, fmt.Errorf("%w: %s is required", ErrInvalid, fd.name)
-			}
-			continue
-		}
-		if err := json.Unmarshal(v, fd.dst); err != nil || v[0] != '"' {
-			return Request{}, fmt.Errorf("%w: %s is not a string", ErrInvalid, fd.name)
-		}
-		if fd.valid != nil && !fd.valid(*fd.dst) {
-			return Request{}, fmt.Errorf("%w: %s %s", ErrInvalid, fd.name, cut(*fd.dst))
-		}
+	if r.Key == "" || r.Tenant == "" || r.Channel == "" || r.To == "" || r.Content.Text == "" || r.AttemptedAt == "" {
+		return Request{}, fmt.Errorf("%w: key, tenant, channel, to, content.text and attempted_at are required", ErrInvalid)
 	}
 	return r, nil
-}
-
-func oneOf(values ...string) func(string) bool {
-	return func(s string) bool {
-		for _, v := range values {
-			if s == v {
-				return true
-			}
-		}
-		return false
-	}
-}
-
-func nonEmpty(s string) bool { return s != "" }
-
-// dateTime reports whether s is an RFC 3339 date-time ("2026-11-29T12:00:00.000Z").
-func dateTime(s string) bool {
-	if !dateTimeRE.MatchString(s) {
-		return false
-	}
-	_, err := time.Parse(time.RFC3339Nano, s)
-	return err == nil
-}
-
-// cut quotes s for an error message, at most 40 bytes of it.
-func cut(s string) string {
-	if len(s) > 40 {
-		s = s[:40] + "..."
-	}
-	return strconv.Quote(strings.ToValidUTF8(s, "?"))
 }
