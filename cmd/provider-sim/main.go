@@ -1,7 +1,8 @@
 // Command provider-sim serves the generic HTTP provider simulator
-// (internal/provider/simulator) for the demo and the chaos harness.
+// (internal/provider/simulator) as a stand-in gateway for local runs, such
+// as the example Lambda provider's (docs/lambda-provider.md).
 //
-//	provider-sim -token T [-addr 127.0.0.1:8089] [-callback-secret S] ...
+//	provider-sim -token T [-addr 127.0.0.1:8089] [-callback-secret S] [-v]
 //
 // When it is listening it prints its base URL alone on stdout
 // ("http://127.0.0.1:8089"); logs go to stderr as JSON. It binds the
@@ -20,7 +21,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
@@ -34,27 +34,10 @@ func main() { cmdmain.Main(run) }
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 	fs := cmdmain.FlagSet("provider-sim", stderr)
 	var (
-		addr        = fs.String("addr", "127.0.0.1:8089", "listen address (host:port); port 0 picks a free one")
-		token       = fs.String("token", getenv("PROVIDER_SIM_TOKEN"), "bearer token clients must send (default $PROVIDER_SIM_TOKEN)")
-		cbSecret    = fs.String("callback-secret", getenv("PROVIDER_SIM_CALLBACK_SECRET"), "HMAC secret signing callbacks; empty disables callbacks (default $PROVIDER_SIM_CALLBACK_SECRET)")
-		latency     = fs.Duration("latency", 0, "fixed latency of every /messages request")
-		jitter      = fs.Duration("jitter", 0, "random extra latency, up to this")
-		seed        = fs.Uint64("seed", 1, "seed of the RNG (jitter, random faults)")
-		idempotency = fs.Bool("idempotency", true, "honour Idempotency-Key (false: every POST delivers)")
-		lookup      = fs.Bool("lookup", true, "answer lookups by reference (false: 404)")
-		cbDelay     = fs.Duration("callback-delay", 0, "delay before each callback")
-		cbDups      = fs.Int("callback-duplicates", 0, "extra copies of each callback")
-		cbReorder   = fs.Bool("callback-reorder", false, "post the final status before \"sent\"")
-		cbWorkers   = fs.Int("callback-workers", 4, "callback worker goroutines")
-		statusRate  = fs.Float64("fault-status-rate", 0, "probability a send is answered an error status")
-		statuses    = fs.String("fault-statuses", "500,503,429", "comma-separated statuses of -fault-status-rate")
-		tBefore     = fs.Float64("fault-timeout-before-rate", 0, "probability a send hangs before it is accepted")
-		tAfter      = fs.Float64("fault-timeout-after-rate", 0, "probability a send is accepted, then hangs")
-		rBefore     = fs.Float64("fault-reset-before-rate", 0, "probability a send's connection is reset before it is accepted")
-		rAfter      = fs.Float64("fault-reset-after-rate", 0, "probability a send is accepted, then its connection reset")
-		undeliv     = fs.Float64("fault-undeliverable-rate", 0, "probability an accepted send fails delivery")
-		hang        = fs.Duration("fault-hang", 0, "bound of the random timeout faults' hang (0: until the client gives up)")
-		verbose     = fs.Bool("v", false, "log every request at debug level")
+		addr     = fs.String("addr", "127.0.0.1:8089", "listen address (host:port); port 0 picks a free one")
+		token    = fs.String("token", getenv("PROVIDER_SIM_TOKEN"), "bearer token clients must send (default $PROVIDER_SIM_TOKEN)")
+		cbSecret = fs.String("callback-secret", getenv("PROVIDER_SIM_CALLBACK_SECRET"), "HMAC secret signing callbacks; empty disables callbacks (default $PROVIDER_SIM_CALLBACK_SECRET)")
+		verbose  = fs.Bool("v", false, "log every request at debug level")
 	)
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -69,41 +52,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if *token == "" {
 		return usage("-token (or PROVIDER_SIM_TOKEN) is required")
 	}
-	if *latency < 0 || *jitter < 0 || *cbDelay < 0 || *hang < 0 || *cbDups < 0 {
-		return usage("durations and -callback-duplicates must not be negative")
-	}
-	random := simulator.RandomFaults{
-		StatusRate: *statusRate, TimeoutBeforeRate: *tBefore, TimeoutAfterRate: *tAfter,
-		ResetBeforeRate: *rBefore, ResetAfterRate: *rAfter, UndeliverableRate: *undeliv, Hang: *hang,
-	}
-	for s := range strings.SplitSeq(*statuses, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(s))
-		if err != nil {
-			return usage("-fault-statuses: " + strconv.Quote(s) + " is not a status")
-		}
-		random.Statuses = append(random.Statuses, n)
-	}
 
 	level := slog.LevelInfo
 	if *verbose {
 		level = slog.LevelDebug
 	}
 	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))
-	sim := simulator.New(simulator.Options{
-		Token:               *token,
-		CallbackSecret:      []byte(*cbSecret),
-		IdempotencyDisabled: !*idempotency,
-		LookupDisabled:      !*lookup,
-		Latency:             *latency,
-		Jitter:              *jitter,
-		Seed:                *seed,
-		Callbacks:           simulator.CallbackOptions{Delay: *cbDelay, Duplicates: *cbDups, Reorder: *cbReorder, Workers: *cbWorkers},
-		Logger:              log,
-	})
+	sim := simulator.New(simulator.Options{Token: *token, CallbackSecret: []byte(*cbSecret), Logger: log})
 	defer sim.Close()
-	if err := sim.SetRandom(random); err != nil {
-		return usage(err.Error())
-	}
 
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
@@ -114,8 +70,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	fmt.Fprintf(stdout, "http://%s\n", ln.Addr())
-	log.Info("provider simulator listening", "addr", ln.Addr().String(),
-		"idempotency", *idempotency, "lookup", *lookup, "callbacks", *cbSecret != "", "seed", *seed)
+	log.Info("provider simulator listening", "addr", ln.Addr().String(), "callbacks", *cbSecret != "")
 
 	select {
 	case <-ctx.Done():

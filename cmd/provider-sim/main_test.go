@@ -24,7 +24,7 @@ func TestRunServes(t *testing.T) {
 	stderr := &testsupport.Buffer{}
 	done := make(chan int, 1)
 	go func() {
-		done <- run(ctx, []string{"-addr", "127.0.0.1:0", "-seed", "3"}, func(k string) string {
+		done <- run(ctx, []string{"-addr", "127.0.0.1:0"}, func(k string) string {
 			if k == "PROVIDER_SIM_TOKEN" {
 				return "env-token"
 			}
@@ -75,9 +75,6 @@ func TestRunUsage(t *testing.T) {
 		{"NoToken", []string{"-addr", "127.0.0.1:0"}, 2},
 		{"BadFlag", []string{"-token", "t", "-nope"}, 2},
 		{"ExtraArgs", []string{"-token", "t", "extra"}, 2},
-		{"BadStatuses", []string{"-token", "t", "-fault-statuses", "5xx"}, 2},
-		{"BadRates", []string{"-token", "t", "-fault-status-rate", "0.8", "-fault-reset-after-rate", "0.8"}, 2},
-		{"NegativeLatency", []string{"-token", "t", "-latency", "-1s"}, 2},
 		{"CannotListen", []string{"-token", "t", "-addr", "256.0.0.1:1"}, 1},
 	}
 	for _, tt := range tests {
