@@ -30,12 +30,11 @@ type CallbackOptions struct {
 	// message that finds the queue full gets no callbacks (counted in
 	// Stats.CallbacksDropped) and reaches its final status at once.
 	Queue int
-	// Attempts is how many times a callback is posted until it gets a
-	// 2xx answer; 0 means 3. Attempts back off from 100ms, doubling.
-	Attempts int
-	// Client posts callbacks; nil means a client with a 5s timeout.
-	Client *http.Client
 }
+
+// callbackAttempts is how many times a callback is posted until it gets a
+// 2xx answer, backing off from 100ms, doubling.
+const callbackAttempts = 3
 
 type event struct {
 	status httpprovider.MessageStatus
@@ -58,10 +57,7 @@ func (s *Simulator) startCallbacks() {
 	if queue <= 0 {
 		queue = 1024
 	}
-	s.client = o.Client
-	if s.client == nil {
-		s.client = &http.Client{Timeout: 5 * time.Second}
-	}
+	s.client = &http.Client{Timeout: 5 * time.Second}
 	s.jobs = make(chan job, queue)
 	for range workers {
 		s.wg.Add(1)
@@ -151,12 +147,8 @@ func (s *Simulator) run(j job) {
 
 // post posts one callback until it is answered 2xx or attempts run out.
 func (s *Simulator) post(url string, body []byte) bool {
-	attempts := s.opts.Callbacks.Attempts
-	if attempts <= 0 {
-		attempts = 3
-	}
 	backoff := 100 * time.Millisecond
-	for i := range attempts {
+	for i := range callbackAttempts {
 		if i > 0 && !s.sleep(s.ctx, backoff) {
 			return false
 		}
@@ -167,7 +159,7 @@ func (s *Simulator) post(url string, body []byte) bool {
 			return false
 		}
 		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set(httpprovider.SignatureHeader, httpprovider.Sign(s.opts.CallbackSecret, s.now(), body))
+		req.Header.Set(httpprovider.SignatureHeader, httpprovider.Sign(s.opts.CallbackSecret, time.Now(), body))
 		resp, err := s.client.Do(req)
 		if err != nil {
 			if s.ctx.Err() != nil {

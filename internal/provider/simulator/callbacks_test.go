@@ -137,15 +137,15 @@ func TestCallbacksRetryAndGiveUp(t *testing.T) {
 	t.Parallel()
 	rc, cbURL := newReceiver(t)
 	rc.status = http.StatusInternalServerError
-	b := setup(t, simulator.Options{CallbackSecret: []byte(secret), Callbacks: simulator.CallbackOptions{Attempts: 2}}, cbURL)
+	b := setup(t, simulator.Options{CallbackSecret: []byte(secret)}, cbURL)
 	if _, err := b.p.Send(context.Background(), msg("k")); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "callbacks to be given up", func() bool { return b.sim.Stats().CallbacksFailed == 2 })
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
-	if rc.calls != 4 {
-		t.Errorf("callback posts = %d, want 4 (2 events × 2 attempts)", rc.calls)
+	if rc.calls != 6 {
+		t.Errorf("callback posts = %d, want 6 (2 events × 3 attempts)", rc.calls)
 	}
 }
 

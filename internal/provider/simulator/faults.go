@@ -126,20 +126,17 @@ type RandomFaults struct {
 	// StatusRate answers one of Statuses (default 500, 503, 429).
 	StatusRate float64 `json:"status_rate,omitempty"`
 	Statuses   []int   `json:"statuses,omitempty"`
-	// The other kinds, as their Fault counterparts.
+	// The other kinds, as their Fault counterparts; the timeouts hang
+	// until the client gives up.
 	TimeoutBeforeRate float64 `json:"timeout_before_rate,omitempty"`
 	TimeoutAfterRate  float64 `json:"timeout_after_rate,omitempty"`
 	ResetBeforeRate   float64 `json:"reset_before_rate,omitempty"`
 	ResetAfterRate    float64 `json:"reset_after_rate,omitempty"`
-	UndeliverableRate float64 `json:"undeliverable_rate,omitempty"`
-	// Hang bounds the hangs of the timeout kinds (0: until the client
-	// gives up).
-	Hang time.Duration `json:"-"`
 }
 
 func (r RandomFaults) validate() error {
 	sum := 0.0
-	for _, x := range []float64{r.StatusRate, r.TimeoutBeforeRate, r.TimeoutAfterRate, r.ResetBeforeRate, r.ResetAfterRate, r.UndeliverableRate} {
+	for _, x := range []float64{r.StatusRate, r.TimeoutBeforeRate, r.TimeoutAfterRate, r.ResetBeforeRate, r.ResetAfterRate} {
 		if x < 0 || x > 1 || x != x {
 			return fmt.Errorf("%w: rate %v is not in [0,1]", ErrInvalidFault, x)
 		}
@@ -152,9 +149,6 @@ func (r RandomFaults) validate() error {
 		if s < 400 || s > 599 {
 			return fmt.Errorf("%w: status %d is not 400..599", ErrInvalidFault, s)
 		}
-	}
-	if r.Hang < 0 {
-		return fmt.Errorf("%w: negative hang", ErrInvalidFault)
 	}
 	return nil
 }
@@ -171,13 +165,12 @@ func (r RandomFaults) pick(u float64, v int) (Fault, bool) {
 		{r.TimeoutAfterRate, FaultTimeoutAfterAccept},
 		{r.ResetBeforeRate, FaultResetBeforeAccept},
 		{r.ResetAfterRate, FaultResetAfterAccept},
-		{r.UndeliverableRate, FaultUndeliverable},
 	}
 	acc := 0.0
 	for _, s := range steps {
 		acc += s.rate
 		if u < acc {
-			f := Fault{Kind: s.kind, Hang: r.Hang}
+			f := Fault{Kind: s.kind}
 			if s.kind == FaultStatus {
 				statuses := r.Statuses
 				if len(statuses) == 0 {

@@ -33,9 +33,8 @@ import (
 	"github.com/sendonce/sendonce/internal/redact"
 )
 
-// DefaultMaxBody is the largest send body accepted when Options.MaxBody is
-// zero; a larger one is answered 413.
-const DefaultMaxBody = 64 << 10
+// maxBody is the largest send body accepted; a larger one is answered 413.
+const maxBody = 64 << 10
 
 // Options configures a Simulator.
 type Options struct {
@@ -48,18 +47,11 @@ type Options struct {
 	// IdempotencyDisabled models a provider without idempotent sends:
 	// Idempotency-Key is ignored and every POST delivers a new message.
 	IdempotencyDisabled bool
-	// LookupDisabled models a provider without lookup: GET /messages
-	// answers 404.
-	LookupDisabled bool
 	// Latency and Jitter delay every /messages request by Latency plus a
 	// uniform random part of up to Jitter.
 	Latency, Jitter time.Duration
 	// Seed seeds the RNG of jitter and random faults.
 	Seed uint64
-	// MaxBody bounds a send body; 0 means DefaultMaxBody.
-	MaxBody int64
-	// Now is the clock; nil means time.Now.
-	Now func() time.Time
 	// Callbacks tunes callback delivery.
 	Callbacks CallbackOptions
 	// Logger receives one line per request outcome (Debug) and callback
@@ -89,17 +81,10 @@ type Stats struct {
 	// Requests counts every request to /messages (sends and lookups).
 	Requests int `json:"requests"`
 	Sends    int `json:"sends"`
-	Lookups  int `json:"lookups"`
-	// Unauthorized counts requests refused for their token.
-	Unauthorized int `json:"unauthorized"`
-	// BadRequests counts sends refused as malformed (400, 413).
-	BadRequests int `json:"bad_requests"`
 	// Accepted counts new messages (each one is a delivery).
 	Accepted int `json:"accepted"`
 	// DuplicatesSuppressed counts repeats answered with the original.
 	DuplicatesSuppressed int `json:"duplicates_suppressed"`
-	// Conflicts counts repeats of a key with another body (422).
-	Conflicts int `json:"conflicts"`
 	// Faults counts injected faults by kind.
 	Faults map[FaultKind]int `json:"faults"`
 	// CallbacksSent counts callbacks answered 2xx (duplicates included).
@@ -123,10 +108,8 @@ type plannedFault struct {
 // Simulator is the provider simulator. Its methods are safe for
 // concurrent use. Close stops its callbacks and releases hung requests.
 type Simulator struct {
-	opts    Options
-	now     func() time.Time
-	log     *slog.Logger
-	maxBody int64
+	opts Options
+	log  *slog.Logger
 
 	ctx    context.Context // canceled by Close
 	cancel context.CancelFunc
@@ -154,9 +137,7 @@ type Simulator struct {
 func New(opts Options) *Simulator {
 	s := &Simulator{
 		opts:    opts,
-		now:     opts.Now,
 		log:     opts.Logger,
-		maxBody: opts.MaxBody,
 		rng:     rand.New(rand.NewPCG(opts.Seed, opts.Seed^0x9e3779b97f4a7c15)),
 		latency: opts.Latency,
 		jitter:  opts.Jitter,
@@ -164,14 +145,8 @@ func New(opts Options) *Simulator {
 		byRef:   map[string][]*record{},
 		stats:   Stats{Faults: map[FaultKind]int{}},
 	}
-	if s.now == nil {
-		s.now = time.Now
-	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
-	}
-	if s.maxBody <= 0 {
-		s.maxBody = DefaultMaxBody
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.startCallbacks()
@@ -201,9 +176,6 @@ func (s *Simulator) Handler() http.Handler {
 func (s *Simulator) auth(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if s.opts.Token != "" && r.Header.Get("Authorization") != "Bearer "+s.opts.Token {
-			s.mu.Lock()
-			s.stats.Unauthorized++
-			s.mu.Unlock()
 			writeError(w, http.StatusUnauthorized, "invalid bearer token")
 			return
 		}
@@ -229,20 +201,6 @@ func (s *Simulator) ClearFaults() {
 	defer s.mu.Unlock()
 	s.faults = nil
 	s.random = RandomFaults{}
-}
-
-// Faults returns the planned faults still active, Count holding what is
-// left of each (0: unlimited).
-func (s *Simulator) Faults() []Fault {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := make([]Fault, 0, len(s.faults))
-	for _, p := range s.faults {
-		f := p.Fault
-		f.Count = p.left
-		out = append(out, f)
-	}
-	return out
 }
 
 // SetRandom sets the random fault mode (the zero RandomFaults turns it
@@ -387,13 +345,15 @@ func (s *Simulator) pickFault(op FaultOp, reference, key, to string) (Fault, boo
 	return f, ok
 }
 
-// admit counts a request, and in count its kind, then applies the
-// configured latency. It reports false when the request was cut off
-// during it (the connection is then abandoned).
+// admit counts a request, and in count (if not nil) its kind, then
+// applies the configured latency. It reports false when the request was
+// cut off during it (the connection is then abandoned).
 func (s *Simulator) admit(w http.ResponseWriter, r *http.Request, count *int) bool {
 	s.mu.Lock()
 	s.stats.Requests++
-	*count++
+	if count != nil {
+		*count++
+	}
 	s.mu.Unlock()
 	if !s.delay(r) {
 		s.abandon(w)
@@ -406,22 +366,21 @@ func (s *Simulator) handleSend(w http.ResponseWriter, r *http.Request) {
 	if !s.admit(w, r, &s.stats.Sends) {
 		return
 	}
-	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.maxBody))
+	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			s.badRequest(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("body larger than %d bytes", s.maxBody))
-			return
+			writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("body larger than %d bytes", maxBody))
 		}
-		return // the client went away
+		return // else the client went away
 	}
 	var req httpprovider.SendRequest
 	if err := json.Unmarshal(raw, &req); err != nil {
-		s.badRequest(w, http.StatusBadRequest, "body is not a JSON message")
+		writeError(w, http.StatusBadRequest, "body is not a JSON message")
 		return
 	}
 	if msg := validate(req); msg != "" {
-		s.badRequest(w, http.StatusBadRequest, msg)
+		writeError(w, http.StatusBadRequest, msg)
 		return
 	}
 	key := r.Header.Get("Idempotency-Key")
@@ -464,7 +423,6 @@ func (s *Simulator) accept(req httpprovider.SendRequest, key string, undeliverab
 			a, b := orig.req, req
 			a.CallbackURL, b.CallbackURL = "", ""
 			if a != b {
-				s.stats.Conflicts++
 				return Message{}, 0, true
 			}
 			s.stats.DuplicatesSuppressed++
@@ -475,7 +433,7 @@ func (s *Simulator) accept(req httpprovider.SendRequest, key string, undeliverab
 	rec := &record{req: req, Message: Message{
 		ID: "msg_" + strconv.Itoa(s.nextID), Reference: req.Reference, IdempotencyKey: key,
 		Channel: req.Channel, To: req.To, Subject: req.Subject, Body: req.Body, HTML: req.HTML, CallbackURL: req.CallbackURL,
-		Status: httpprovider.StatusAccepted, AcceptedAt: s.now(),
+		Status: httpprovider.StatusAccepted, AcceptedAt: time.Now(),
 	}}
 	final, reason := httpprovider.StatusDelivered, ""
 	if undeliverable {
@@ -515,11 +473,7 @@ func validate(req httpprovider.SendRequest) string {
 }
 
 func (s *Simulator) handleLookup(w http.ResponseWriter, r *http.Request) {
-	if !s.admit(w, r, &s.stats.Lookups) {
-		return
-	}
-	if s.opts.LookupDisabled {
-		writeError(w, http.StatusNotFound, "lookup is not supported")
+	if !s.admit(w, r, nil) {
 		return
 	}
 	ref := r.URL.Query().Get("reference")
@@ -567,13 +521,6 @@ func (s *Simulator) beforeAccept(w http.ResponseWriter, r *http.Request, f Fault
 		return false
 	}
 	return true
-}
-
-func (s *Simulator) badRequest(w http.ResponseWriter, status int, msg string) {
-	s.mu.Lock()
-	s.stats.BadRequests++
-	s.mu.Unlock()
-	writeError(w, status, msg)
 }
 
 func (s *Simulator) logOutcome(outcome string, req httpprovider.SendRequest, key string, fault FaultKind) {

@@ -133,9 +133,6 @@ func TestIdempotency(t *testing.T) {
 	if got, want := b.sim.Delivered("k1"), 1; got != want {
 		t.Errorf("Delivered after conflict = %d, want %d", got, want)
 	}
-	if got := b.sim.Stats().Conflicts; got != 1 {
-		t.Errorf("Conflicts = %d, want 1", got)
-	}
 }
 
 // TestHTML: the simulator records an email's HTML part and treats a repeat of the key with another HTML part as
@@ -194,7 +191,7 @@ func TestIdempotencyDisabled(t *testing.T) {
 
 func TestAuthAndBadRequests(t *testing.T) {
 	t.Parallel()
-	b := setup(t, simulator.Options{MaxBody: 512}, "")
+	b := setup(t, simulator.Options{}, "")
 	tests := []struct {
 		name, tok, body string
 		want            int
@@ -207,7 +204,7 @@ func TestAuthAndBadRequests(t *testing.T) {
 		{"NoTo", token, `{"channel":"sms","body":"x","reference":"r"}`, 400},
 		{"NoBody", token, `{"channel":"sms","to":"+1","reference":"r"}`, 400},
 		{"NoReference", token, `{"channel":"sms","to":"+1","body":"x"}`, 400},
-		{"TooLarge", token, `{"channel":"sms","to":"+1","reference":"r","body":"` + strings.Repeat("x", 600) + `"}`, 413},
+		{"TooLarge", token, `{"channel":"sms","to":"+1","reference":"r","body":"` + strings.Repeat("x", 65<<10) + `"}`, 413},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -223,10 +220,6 @@ func TestAuthAndBadRequests(t *testing.T) {
 	}
 	if got := b.sim.Delivered("r"); got != 0 {
 		t.Errorf("Delivered = %d, want 0", got)
-	}
-	st := b.sim.Stats()
-	if st.Unauthorized != 2 || st.BadRequests != 7 {
-		t.Errorf("Stats = %+v, want 2 unauthorized, 7 bad requests", st)
 	}
 	wrong, err := httpprovider.New(httpprovider.Config{BaseURL: b.url, Token: "wrong-token", Logger: quiet})
 	if err != nil {
@@ -256,8 +249,8 @@ func TestLookup(t *testing.T) {
 		if err != nil || got.Status != provider.LookupAccepted || got.MessageID != rc.MessageID {
 			t.Errorf("Lookup after send = %+v, %v, want accepted %s", got, err, rc.MessageID)
 		}
-		if st := b.sim.Stats(); st.Lookups != 2 || st.Requests != 3 {
-			t.Errorf("Stats = %+v, want 2 lookups of 3 requests", st)
+		if st := b.sim.Stats(); st.Sends != 1 || st.Requests != 3 {
+			t.Errorf("Stats = %+v, want 1 send of 3 requests", st)
 		}
 	})
 	t.Run("Undeliverable", func(t *testing.T) {
@@ -272,15 +265,6 @@ func TestLookup(t *testing.T) {
 		got, err := b.p.Lookup(ctx, msg("k"))
 		if err != nil || got.Status != provider.LookupRejected || got.Reason == "" {
 			t.Errorf("Lookup = %+v, %v, want rejected with a reason", got, err)
-		}
-	})
-	t.Run("Disabled", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t, simulator.Options{LookupDisabled: true}, "")
-		_, err := b.p.Lookup(ctx, msg("k"))
-		var pe *provider.Error
-		if !errors.As(err, &pe) || pe.Code != "404" {
-			t.Errorf("Lookup err = %v, want a 404 *provider.Error", err)
 		}
 	})
 	t.Run("Fault", func(t *testing.T) {
@@ -399,9 +383,6 @@ func TestFaultMatching(t *testing.T) {
 			t.Errorf("send to bad recipient err = %v, want permanent", err)
 		}
 	}
-	if got := len(b.sim.Faults()); got != 1 {
-		t.Errorf("Faults left = %d, want 1", got)
-	}
 	b.sim.ClearFaults()
 	if _, err := p.Send(ctx, m); err != nil {
 		t.Errorf("send after ClearFaults = %v, want ok", err)
@@ -422,7 +403,7 @@ func TestRandomFaultsSeeded(t *testing.T) {
 	t.Parallel()
 	run := func(seed uint64) []string {
 		b := setup(t, simulator.Options{Seed: seed}, "")
-		if err := b.sim.SetRandom(simulator.RandomFaults{StatusRate: 0.3, ResetAfterRate: 0.2, TimeoutBeforeRate: 0.1, Hang: 20 * time.Millisecond}); err != nil {
+		if err := b.sim.SetRandom(simulator.RandomFaults{StatusRate: 0.3, ResetAfterRate: 0.2, ResetBeforeRate: 0.1}); err != nil {
 			t.Fatal(err)
 		}
 		// The outcome must come from the seed alone, never from a send
