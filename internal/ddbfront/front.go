@@ -31,6 +31,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/sendonce/sendonce/internal/benchreport/ddbcost"
@@ -80,9 +81,6 @@ type Front struct {
 // New starts a Front forwarding to target (DynamoDB Local's URL) on a new
 // loopback port (URL). Close stops it.
 func New(target string, o Options) (*Front, error) {
-	if o.Storm.Window <= 0 {
-		o.Storm.Window = time.Second
-	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConnsPerHost = 64
 	f := &Front{
@@ -180,9 +178,8 @@ func (f *Front) ConditionalFailureBody() string {
 
 // wireRequest is the part of an item call's JSON the front reads.
 type wireRequest struct {
-	TableName string               `json:"TableName"`
-	Key       map[string]wireValue `json:"Key"`
-	Item      map[string]wireValue `json:"Item"`
+	TableName string
+	Key, Item json.RawMessage
 }
 
 var itemOps = map[string]bool{"PutItem": true, "UpdateItem": true, "DeleteItem": true, "GetItem": true, "Query": true}
@@ -207,7 +204,7 @@ func (f *Front) serve(w http.ResponseWriter, r *http.Request, tag string) {
 	// The Storm: a retry of a lost answer, a throttle, a loss.
 	ledgerOp := Operation(target, body)
 	if ledgerOp == "release" || ledgerOp == "mark" {
-		f.storm.acted(tag, body)
+		f.storm.acted(tag, ledgerOp, body)
 	}
 	lost, ref, retry := f.lose(tag, ledgerOp, body)
 	if retry {
@@ -250,16 +247,22 @@ func (f *Front) serve(w http.ResponseWriter, r *http.Request, tag string) {
 			http.Error(w, err.Error(), http.StatusBadGateway)
 			return
 		}
-		key = wireItem(req.Key)
+		key, _ = attributevalue.UnmarshalMapJSON(req.Key)
 		if op == "PutItem" {
+			item, _ := attributevalue.UnmarshalMapJSON(req.Item)
 			key = ddbcost.Item{}
 			for _, k := range schema.Keys {
-				if v, ok := req.Item[k]; ok {
-					key[k] = v.value()
+				if v, ok := item[k]; ok {
+					key[k] = v
 				}
 			}
 		}
-		unlock := f.locks.lock(req.TableName + "\x00" + keyString(key))
+		name := req.TableName // and the key's values, in the schema's order
+		for _, k := range schema.Keys {
+			v, _ := attributevalue.MarshalJSON(key[k])
+			name += "\x00" + string(v)
+		}
+		unlock := f.locks.lock(name)
 		defer unlock()
 		if old, err = f.image(r.Context(), req.TableName, key); err != nil {
 			http.Error(w, err.Error(), http.StatusBadGateway)
@@ -289,7 +292,7 @@ func (f *Front) serve(w http.ResponseWriter, r *http.Request, tag string) {
 		wr := ddbcost.Write{Op: ddbcost.Op(op), Old: old, Failed: failed}
 		switch {
 		case failed && op == "PutItem":
-			wr.New = wireItem(req.Item)
+			wr.New, _ = attributevalue.UnmarshalMapJSON(req.Item)
 		case !failed && op != "DeleteItem":
 			if wr.New, err = f.image(r.Context(), req.TableName, key); err != nil {
 				http.Error(w, err.Error(), http.StatusBadGateway)

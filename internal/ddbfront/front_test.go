@@ -379,24 +379,6 @@ func TestCost(t *testing.T) {
 	}
 }
 
-func TestWireValue(t *testing.T) {
-	t.Parallel()
-	var m map[string]wireValue
-	in := `{"s":{"S":"a"},"n":{"N":"12"},"b":{"B":"AQID"},"t":{"BOOL":true},"z":{"NULL":true},
-		"l":{"L":[{"S":"x"},{"N":"1"}]},"m":{"M":{"k":{"S":"v"}}},"ss":{"SS":["p","q"]}}`
-	if err := json.Unmarshal([]byte(in), &m); err != nil {
-		t.Fatal(err)
-	}
-	item := wireItem(m)
-	// s 1+1, n 1+2, b 1+3, t 1+1, z 1+1, l 1+3+(1+1)+(1+2), m 1+3+(1+1+1), ss 2+1+1
-	if got, want := ddbcost.ItemSize(item), 2+3+4+2+2+(4+2+3)+(4+3)+4; got != want {
-		t.Errorf("size of the decoded item = %d, want %d (%v)", got, want, item)
-	}
-	if b, ok := item["b"].(*types.AttributeValueMemberB); !ok || string(b.Value) != "\x01\x02\x03" {
-		t.Errorf("binary = %#v, want the base64-decoded bytes", item["b"])
-	}
-}
-
 func TestWithCapacity(t *testing.T) {
 	t.Parallel()
 	got := withCapacity([]byte(`{"TableName":"t","ReturnConsumedCapacity":"NONE"}`))

@@ -5,11 +5,11 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"regexp"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -30,8 +30,6 @@ type Storm struct {
 	// forwarded (the write happens) and its response is then lost: the
 	// connection is closed without an answer.
 	DropRate float64
-	// Window is the length of one burst window; zero means one second.
-	Window time.Duration
 	// Lost is, per ledger operation ("claim", "takeover", "release"; see
 	// Operation), the probability that its answer is lost for good: the
 	// write happens (a release's does not: it never reaches DynamoDB), the
@@ -72,17 +70,15 @@ const MaxInvocation = localpipeline.DefaultReconcilerTimeout
 
 // stormState is a Front's fault state.
 type stormState struct {
+	requests, throttled, dropped, bursts atomic.Int64
+	retried, killed                      atomic.Int64
+
 	mu          sync.Mutex
 	rng         *rand.Rand
 	window      time.Time // start of the current window
 	burst, seen bool
-
-	requests, throttled, dropped, bursts atomic.Int64
-	retried, killed                      atomic.Int64
-
-	lostMu   sync.Mutex
-	lost     map[string]int64
-	lostKeys map[string][]string // message key → "claim", "takeover+kill", ...
+	lost        map[string]int64
+	lostKeys    map[string][]*lostAnswer // by message key
 	// recent are the lost answers per worker tag, for Killed.
 	recent map[string][]lostRef
 	holes  map[[sha256.Size]byte]*hole
@@ -112,19 +108,41 @@ type heldClaim struct {
 
 func (s *stormState) init(seed uint64) {
 	s.rng = rand.New(rand.NewPCG(seed, seed^0xd1a0))
-	s.lost, s.lostKeys = map[string]int64{}, map[string][]string{}
+	s.lost, s.lostKeys = map[string]int64{}, map[string][]*lostAnswer{}
 	s.recent, s.holes = map[string][]lostRef{}, map[[sha256.Size]byte]*hole{}
 	s.applied = map[string]bool{}
 	s.holding, s.diedHolding = map[string][]heldClaim{}, map[string]string{}
 }
 
-// lostRef is one entry of lostKeys, with when it was lost: kept (in
+// lostAnswer is an answer lost for good: its operation ("claim",
+// "takeover", "takeover(unreleased)", "release"), whether DynamoDB refused
+// the write for good (settled) and whether its worker died before it
+// acted on the key again (Died).
+type lostAnswer struct {
+	op                string
+	unapplied, killed bool
+}
+
+// String names a lost answer as LostKeys does: "claim",
+// "takeover(unapplied)", "claim(unapplied)+kill", ...
+func (a *lostAnswer) String() string {
+	s := a.op
+	if a.unapplied {
+		s += "(unapplied)"
+	}
+	if a.killed {
+		s += "+kill"
+	}
+	return s
+}
+
+// lostRef is a lost answer of a key, with when it was lost: kept (in
 // recent) until its worker acts on the key again (a release or a mark
 // reaches the front) or dies (Killed, Died).
 type lostRef struct {
-	key string
-	i   int
-	at  time.Time
+	key    string
+	answer *lostAnswer
+	at     time.Time
 }
 
 // hole drops the retries of a request whose answer was lost.
@@ -140,8 +158,8 @@ var keyRE = regexp.MustCompile(`v1_[0-9a-f]{64}`)
 // which key, which worker), every death recorded and every release or
 // mark after a loss: the evidence behind LostKeys.
 func (f *Front) Journal() []string {
-	f.storm.lostMu.Lock()
-	defer f.storm.lostMu.Unlock()
+	f.storm.mu.Lock()
+	defer f.storm.mu.Unlock()
 	return slices.Clone(f.storm.journal)
 }
 
@@ -153,13 +171,20 @@ func (f *Front) Journal() []string {
 // earlier attempt's outcome was unknown before the answer was lost; the
 // update keeps the lookup window instead of restarting it).
 func (f *Front) LostKeys() map[string][]string {
-	f.storm.lostMu.Lock()
-	defer f.storm.lostMu.Unlock()
+	f.storm.mu.Lock()
+	defer f.storm.mu.Unlock()
 	out := make(map[string][]string, len(f.storm.lostKeys))
-	for k, v := range f.storm.lostKeys {
-		out[k] = slices.Clone(v)
+	for k, as := range f.storm.lostKeys {
+		for _, a := range as {
+			out[k] = append(out[k], a.String())
+		}
 	}
 	return out
+}
+
+// note adds a line to the journal, at at. The caller holds s.mu.
+func (s *stormState) note(at time.Time, format string, args ...any) {
+	s.journal = append(s.journal, at.UTC().Format(time.RFC3339Nano)+" "+fmt.Sprintf(format, args...))
 }
 
 // lose decides whether this request's answer is lost for good, and
@@ -168,8 +193,8 @@ func (f *Front) LostKeys() map[string][]string {
 func (f *Front) lose(tag, op string, body []byte) (lose bool, ref lostRef, retry bool) {
 	s := &f.storm
 	sum := sha256.Sum256(body)
-	s.lostMu.Lock()
-	defer s.lostMu.Unlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if h, ok := s.holes[sum]; ok {
 		if h.left > 0 && time.Now().Before(h.until) {
 			h.left--
@@ -181,21 +206,19 @@ func (f *Front) lose(tag, op string, body []byte) (lose bool, ref lostRef, retry
 	if rate <= 0 || !f.enabled.Load() {
 		return false, lostRef{}, false
 	}
-	s.mu.Lock()
 	hit := s.rng.Float64() < rate
-	s.mu.Unlock()
 	if !hit {
 		return false, lostRef{}, false
 	}
 	s.lost[op]++
 	if k := keyRE.Find(body); k != nil {
-		name := op
+		a := &lostAnswer{op: op}
 		if op == "takeover" && bytes.Contains(body, []byte("if_not_exists(#lookup_from")) {
-			name = "takeover(unreleased)"
+			a.op = "takeover(unreleased)"
 		}
-		s.lostKeys[string(k)] = append(s.lostKeys[string(k)], name)
-		s.journal = append(s.journal, fmt.Sprintf("%s lost %s %s by %s", time.Now().UTC().Format(time.RFC3339Nano), name, k, tag))
-		ref = lostRef{key: string(k), i: len(s.lostKeys[string(k)]) - 1, at: time.Now()}
+		s.lostKeys[string(k)] = append(s.lostKeys[string(k)], a)
+		ref = lostRef{key: string(k), answer: a, at: time.Now()}
+		s.note(ref.at, "lost %s %s by %s", a.op, k, tag)
 		s.recent[tag] = append(s.recent[tag], ref)
 	}
 	s.holes[sum] = &hole{left: 10, until: time.Now().Add(30 * time.Second)}
@@ -219,8 +242,8 @@ func (f *Front) settled(tag, op string, body []byte, status int, out []byte, ref
 		return
 	}
 	s := &f.storm
-	s.lostMu.Lock()
-	defer s.lostMu.Unlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if status == http.StatusOK {
 		s.applied[id] = true
 		if k := keyRE.Find(body); k != nil && tag != "" {
@@ -231,45 +254,39 @@ func (f *Front) settled(tag, op string, body []byte, status int, out []byte, ref
 	if ref.key == "" || s.applied[id] || status != http.StatusBadRequest || !bytes.Contains(out, []byte("ConditionalCheckFailed")) {
 		return
 	}
-	var refused struct {
-		Item map[string]wireValue `json:"Item"`
-	}
+	var refused struct{ Item map[string]stringValue }
 	_ = json.Unmarshal(out, &refused)
-	if v, ok := refused.Item["claim_id"]; ok && v.S != nil && *v.S == id {
+	if refused.Item["claim_id"].S == id {
 		return // the row is this claim's after all
 	}
-	ops := s.lostKeys[ref.key]
-	if ref.i >= len(ops) || strings.Contains(ops[ref.i], "(unapplied)") {
-		return
+	if !ref.answer.unapplied {
+		ref.answer.unapplied = true
+		s.note(time.Now(), "unapplied %s %s (%s refused: the row holds another claim)", op, ref.key, id)
 	}
-	// Before "+kill", when its worker died while it was forwarded.
-	name, killed := strings.CutSuffix(ops[ref.i], "+kill")
-	ops[ref.i] = name + "(unapplied)"
-	if killed {
-		ops[ref.i] += "+kill"
-	}
-	s.journal = append(s.journal, fmt.Sprintf("%s unapplied %s %s (%s refused: the row holds another claim)", time.Now().UTC().Format(time.RFC3339Nano), op, ref.key, id))
 }
 
-// claimIDOf returns the claim id a Claim (its item's claim_id) or a
-// TakeOver (its :new value) asks for, "" when body names none.
+// claimIDOf returns the claim id a ledger operation's request names: the
+// one a Claim (its item's claim_id) or a TakeOver (its :new value) asks
+// for, the one a release or a mark presents (its :claim value); "" when
+// body names none.
 func claimIDOf(op string, body []byte) string {
 	var req struct {
-		Item   map[string]wireValue `json:"Item"`
-		Values map[string]wireValue `json:"ExpressionAttributeValues"`
+		Item   map[string]stringValue
+		Values map[string]stringValue `json:"ExpressionAttributeValues"`
 	}
-	if json.Unmarshal(body, &req) != nil {
-		return ""
+	_ = json.Unmarshal(body, &req)
+	switch op {
+	case "claim":
+		return req.Item["claim_id"].S
+	case "takeover":
+		return req.Values[":new"].S
 	}
-	v := req.Values[":new"]
-	if op == "claim" {
-		v = req.Item["claim_id"]
-	}
-	if v.S == nil {
-		return ""
-	}
-	return *v.S
+	return req.Values[":claim"].S
 }
+
+// stringValue is a string AttributeValue in DynamoDB's JSON protocol
+// ({"S":"..."}); S is "" for another type.
+type stringValue struct{ S string }
 
 // afterLoss kills, as drawn, the worker whose answer was just lost,
 // before the answer could have reached it.
@@ -295,20 +312,18 @@ func (f *Front) Killed(tag string) { f.Died(tag, time.Now()) }
 // invocation), and had not acted on counts as lost right before its death.
 func (f *Front) Died(tag string, at time.Time) {
 	s := &f.storm
-	s.lostMu.Lock()
-	defer s.lostMu.Unlock()
-	s.journal = append(s.journal, fmt.Sprintf("%s died %s (%d losses not acted on)", at.UTC().Format(time.RFC3339Nano), tag, len(s.recent[tag])))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.note(at, "died %s (%d losses not acted on)", tag, len(s.recent[tag]))
+	// A loss after at is kept; one more than MaxInvocation before it was
+	// in an earlier invocation, which ended without acting on it.
 	keep := s.recent[tag][:0]
 	for _, r := range s.recent[tag] {
-		if r.at.After(at) {
+		switch {
+		case r.at.After(at):
 			keep = append(keep, r)
-			continue
-		}
-		if at.Sub(r.at) > MaxInvocation {
-			continue // lost in an earlier invocation, which ended without acting on it
-		}
-		if ops := s.lostKeys[r.key]; r.i < len(ops) && !strings.HasSuffix(ops[r.i], "+kill") {
-			ops[r.i] += "+kill"
+		case at.Sub(r.at) <= MaxInvocation:
+			r.answer.killed = true
 		}
 	}
 	s.recent[tag] = keep
@@ -319,7 +334,7 @@ func (f *Front) Died(tag string, at time.Time) {
 			held = append(held, h)
 		case at.Sub(h.at) <= MaxInvocation:
 			s.diedHolding[h.id] = h.key
-			s.journal = append(s.journal, fmt.Sprintf("%s died holding %s: %s", at.UTC().Format(time.RFC3339Nano), h.key, tag))
+			s.note(at, "died holding %s: %s", h.key, tag)
 		}
 	}
 	s.holding[tag] = held
@@ -334,8 +349,8 @@ func (f *Front) Died(tag string, at time.Time) {
 // whatever its worker's logs say (it may have died before it wrote any).
 // Claims are followed only while answers may be lost (Storm.Lost).
 func (f *Front) DiedHolding() map[string]bool {
-	f.storm.lostMu.Lock()
-	defer f.storm.lostMu.Unlock()
+	f.storm.mu.Lock()
+	defer f.storm.mu.Unlock()
 	out := map[string]bool{}
 	for _, key := range f.storm.diedHolding {
 		out[key] = true
@@ -347,47 +362,25 @@ func (f *Front) DiedHolding() map[string]bool {
 // key in body: it lived on after the answers of that key it lost, which
 // no later death of it explains, and no longer holds a claim of it that
 // it took.
-func (s *stormState) acted(tag string, body []byte) {
+func (s *stormState) acted(tag, op string, body []byte) {
 	k := keyRE.Find(body)
 	if k == nil {
 		return
 	}
-	s.lostMu.Lock()
-	defer s.lostMu.Unlock()
-	rs := s.recent[tag]
-	keep := rs[:0]
-	for _, r := range rs {
-		if r.key != string(k) {
-			keep = append(keep, r)
-		}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := len(s.recent[tag])
+	s.recent[tag] = slices.DeleteFunc(s.recent[tag], func(r lostRef) bool { return r.key == string(k) })
+	if len(s.recent[tag]) < n {
+		s.note(time.Now(), "acted %s by %s", k, tag)
 	}
-	if len(keep) < len(rs) {
-		s.journal = append(s.journal, fmt.Sprintf("%s acted %s by %s", time.Now().UTC().Format(time.RFC3339Nano), k, tag))
-	}
-	s.recent[tag] = keep
-	held := s.holding[tag][:0]
-	for _, h := range s.holding[tag] {
-		if h.key != string(k) {
-			held = append(held, h)
-		}
-	}
-	s.holding[tag] = held
-	if id := heldID(body); s.diedHolding[id] != "" {
+	s.holding[tag] = slices.DeleteFunc(s.holding[tag], func(h heldClaim) bool {
+		return h.key == string(k)
+	})
+	if id := claimIDOf(op, body); s.diedHolding[id] != "" {
 		delete(s.diedHolding, id)
-		s.journal = append(s.journal, fmt.Sprintf("%s acted %s by %s after its death: it did not die holding claim %s", time.Now().UTC().Format(time.RFC3339Nano), k, tag, id))
+		s.note(time.Now(), "acted %s by %s after its death: it did not die holding claim %s", k, tag, id)
 	}
-}
-
-// heldID returns the claim id a release or a mark presents (its :claim
-// value), "" when body names none.
-func heldID(body []byte) string {
-	var req struct {
-		Values map[string]wireValue `json:"ExpressionAttributeValues"`
-	}
-	if json.Unmarshal(body, &req) != nil || req.Values[":claim"].S == nil {
-		return ""
-	}
-	return *req.Values[":claim"].S
 }
 
 func (f *Front) killAfterLoss() bool {
@@ -395,20 +388,16 @@ func (f *Front) killAfterLoss() bool {
 		return false
 	}
 	f.storm.mu.Lock()
-	hit := f.storm.rng.Float64() < f.opts.Storm.LostKill
-	f.storm.mu.Unlock()
-	return hit
+	defer f.storm.mu.Unlock()
+	return f.storm.rng.Float64() < f.opts.Storm.LostKill
 }
 
 // Stats returns the fault totals so far.
 func (f *Front) Stats() Stats {
 	s := &f.storm
-	s.lostMu.Lock()
-	lost := make(map[string]int64, len(s.lost))
-	for k, v := range s.lost {
-		lost[k] = v
-	}
-	s.lostMu.Unlock()
+	s.mu.Lock()
+	lost := maps.Clone(s.lost)
+	s.mu.Unlock()
 	return Stats{Requests: s.requests.Load(), Throttled: s.throttled.Load(), Dropped: s.dropped.Load(), Bursts: s.bursts.Load(),
 		Lost: lost, Retried: s.retried.Load(), Killed: s.killed.Load()}
 }
@@ -421,8 +410,8 @@ func (f *Front) decide(now time.Time) (throttle, drop bool, typ string) {
 	s, o := &f.storm, f.opts.Storm
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if now.Sub(s.window) >= o.Window {
-		s.window = now.Truncate(o.Window)
+	if now.Sub(s.window) >= time.Second {
+		s.window = now.Truncate(time.Second)
 		s.burst = s.rng.Float64() < o.BurstRate
 		s.seen = false
 	}
