@@ -33,7 +33,7 @@ var discard = slog.New(slog.DiscardHandler)
 // fixed latency per /messages request, and returns an adapter for it and
 // its URL.
 func startSim(latency time.Duration) (*httpprovider.Provider, string, func(), error) {
-	sim := simulator.New(simulator.Options{Token: simToken, Latency: latency, Logger: discard})
+	sim := simulator.New(simulator.Options{Token: simToken, Latency: latency})
 	srv := httptest.NewServer(sim.Handler())
 	stop := func() {
 		srv.Close()

@@ -2,7 +2,7 @@
 // (internal/provider/simulator) as a stand-in gateway for local runs, such
 // as the example Lambda provider's (docs/lambda-provider.md).
 //
-//	provider-sim -token T [-addr 127.0.0.1:8089] [-callback-secret S] [-v]
+//	provider-sim -token T [-addr 127.0.0.1:8089] [-callback-secret S]
 //
 // When it is listening it prints its base URL alone on stdout
 // ("http://127.0.0.1:8089"); logs go to stderr as JSON. It binds the
@@ -37,7 +37,6 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		addr     = fs.String("addr", "127.0.0.1:8089", "listen address (host:port); port 0 picks a free one")
 		token    = fs.String("token", getenv("PROVIDER_SIM_TOKEN"), "bearer token clients must send (default $PROVIDER_SIM_TOKEN)")
 		cbSecret = fs.String("callback-secret", getenv("PROVIDER_SIM_CALLBACK_SECRET"), "HMAC secret signing callbacks; empty disables callbacks (default $PROVIDER_SIM_CALLBACK_SECRET)")
-		verbose  = fs.Bool("v", false, "log every request at debug level")
 	)
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -53,12 +52,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return usage("-token (or PROVIDER_SIM_TOKEN) is required")
 	}
 
-	level := slog.LevelInfo
-	if *verbose {
-		level = slog.LevelDebug
-	}
-	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))
-	sim := simulator.New(simulator.Options{Token: *token, CallbackSecret: []byte(*cbSecret), Logger: log})
+	log := slog.New(slog.NewJSONHandler(stderr, nil))
+	sim := simulator.New(simulator.Options{Token: *token, CallbackSecret: []byte(*cbSecret)})
 	defer sim.Close()
 
 	ln, err := net.Listen("tcp", *addr)

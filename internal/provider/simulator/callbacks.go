@@ -155,8 +155,7 @@ func (s *Simulator) post(url string, body []byte) bool {
 		backoff *= 2
 		req, err := http.NewRequestWithContext(s.ctx, http.MethodPost, url, bytes.NewReader(body))
 		if err != nil {
-			s.log.Warn("simulator callback: bad callback_url", "error", err)
-			return false
+			return false // a bad callback_url
 		}
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set(httpprovider.SignatureHeader, httpprovider.Sign(s.opts.CallbackSecret, time.Now(), body))
@@ -165,7 +164,6 @@ func (s *Simulator) post(url string, body []byte) bool {
 			if s.ctx.Err() != nil {
 				return false
 			}
-			s.log.Warn("simulator callback failed", "attempt", i+1, "error", err)
 			continue
 		}
 		io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
@@ -173,7 +171,6 @@ func (s *Simulator) post(url string, body []byte) bool {
 		if resp.StatusCode/100 == 2 {
 			return true
 		}
-		s.log.Warn("simulator callback refused", "attempt", i+1, "status", resp.StatusCode)
 	}
 	return false
 }

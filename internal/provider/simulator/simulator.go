@@ -19,7 +19,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"maps"
 	"math/rand/v2"
 	"net"
@@ -30,7 +29,6 @@ import (
 	"time"
 
 	"github.com/sendonce/sendonce/internal/provider/httpprovider"
-	"github.com/sendonce/sendonce/internal/redact"
 )
 
 // maxBody is the largest send body accepted; a larger one is answered 413.
@@ -54,9 +52,6 @@ type Options struct {
 	Seed uint64
 	// Callbacks tunes callback delivery.
 	Callbacks CallbackOptions
-	// Logger receives one line per request outcome (Debug) and callback
-	// failure (Warn); addresses are redacted. Nil discards.
-	Logger *slog.Logger
 }
 
 // Message is a message the simulator accepted.
@@ -109,7 +104,6 @@ type plannedFault struct {
 // concurrent use. Close stops its callbacks and releases hung requests.
 type Simulator struct {
 	opts Options
-	log  *slog.Logger
 
 	ctx    context.Context // canceled by Close
 	cancel context.CancelFunc
@@ -137,16 +131,12 @@ type Simulator struct {
 func New(opts Options) *Simulator {
 	s := &Simulator{
 		opts:    opts,
-		log:     opts.Logger,
 		rng:     rand.New(rand.NewPCG(opts.Seed, opts.Seed^0x9e3779b97f4a7c15)),
 		latency: opts.Latency,
 		jitter:  opts.Jitter,
 		byKey:   map[string]*record{},
 		byRef:   map[string][]*record{},
 		stats:   Stats{Faults: map[FaultKind]int{}},
-	}
-	if s.log == nil {
-		s.log = slog.New(slog.DiscardHandler)
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.startCallbacks()
@@ -386,17 +376,15 @@ func (s *Simulator) handleSend(w http.ResponseWriter, r *http.Request) {
 	key := r.Header.Get("Idempotency-Key")
 
 	f, faulted := s.pickFault(OpSend, req.Reference, key, req.To)
-	if faulted && s.beforeAccept(w, r, f, func() { s.logOutcome("fault", req, key, f.Kind) }) {
+	if faulted && s.beforeAccept(w, r, f) {
 		return
 	}
 
 	rec, status, conflict := s.accept(req, key, faulted && f.Kind == FaultUndeliverable)
 	if conflict {
-		s.logOutcome("conflict", req, key, "")
 		writeError(w, http.StatusUnprocessableEntity, "Idempotency-Key reused with a different message")
 		return
 	}
-	s.logOutcome(map[int]string{http.StatusOK: "replay", http.StatusAccepted: "accepted"}[status], req, key, f.Kind)
 	if faulted {
 		switch f.Kind {
 		case FaultTimeoutAfterAccept:
@@ -481,7 +469,7 @@ func (s *Simulator) handleLookup(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "reference is required")
 		return
 	}
-	if f, ok := s.pickFault(OpLookup, ref, ref, ""); ok && s.beforeAccept(w, r, f, func() {}) {
+	if f, ok := s.pickFault(OpLookup, ref, ref, ""); ok && s.beforeAccept(w, r, f) {
 		return
 	}
 	s.mu.Lock()
@@ -495,12 +483,10 @@ func (s *Simulator) handleLookup(w http.ResponseWriter, r *http.Request) {
 
 // beforeAccept plays the part of fault f that comes before the request is
 // taken: a status, a delay, a hang or a reset. It reports whether that
-// ended the response; logFault is called first for each fault that ends it
-// other than an abandoned delay.
-func (s *Simulator) beforeAccept(w http.ResponseWriter, r *http.Request, f Fault, logFault func()) bool {
+// ended the response.
+func (s *Simulator) beforeAccept(w http.ResponseWriter, r *http.Request, f Fault) bool {
 	switch f.Kind {
 	case FaultStatus:
-		logFault()
 		writeFault(w, f.Status)
 	case FaultLatency:
 		if s.sleep(r.Context(), f.Delay) {
@@ -508,24 +494,17 @@ func (s *Simulator) beforeAccept(w http.ResponseWriter, r *http.Request, f Fault
 		}
 		s.abandon(w)
 	case FaultTimeoutBeforeAccept:
-		logFault()
 		if s.hang(r, f) {
 			writeError(w, http.StatusGatewayTimeout, "simulated timeout")
 		} else {
 			s.abandon(w)
 		}
 	case FaultResetBeforeAccept:
-		logFault()
 		reset(w)
 	default:
 		return false
 	}
 	return true
-}
-
-func (s *Simulator) logOutcome(outcome string, req httpprovider.SendRequest, key string, fault FaultKind) {
-	s.log.Debug("simulator send", "outcome", outcome, "reference", req.Reference, "idempotency_key", key,
-		"to", redact.Address(req.To), "fault", string(fault))
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
