@@ -17,10 +17,10 @@ import (
 	"time"
 )
 
-// DefaultMargin is how long before the invocation's deadline the handler
-// stops waiting for the gateway, so that it can still answer (retry when
-// nothing was sent) instead of being stopped by Lambda mid-call.
-const DefaultMargin = 500 * time.Millisecond
+// Margin is how long before the invocation's deadline the handler stops
+// waiting for the gateway, so that it can still answer (retry when nothing
+// was sent) instead of being stopped by Lambda mid-call.
+const Margin = 500 * time.Millisecond
 
 // Handler forwards sendonce's requests to a gateway that speaks sendonce's
 // generic HTTP provider protocol (docs/http-provider.md): the provider
@@ -36,8 +36,6 @@ type Handler struct {
 	Token string
 	// Client makes the calls; nil means http.DefaultClient.
 	Client *http.Client
-	// Margin is DefaultMargin when zero.
-	Margin time.Duration
 	// Log receives one line per request; nil discards.
 	Log *slog.Logger
 }
@@ -54,12 +52,8 @@ func (h *Handler) Handle(ctx context.Context, payload json.RawMessage) (Answer, 
 		return Rejected("invalid_request", err.Error()), nil
 	}
 	if deadline, ok := ctx.Deadline(); ok {
-		margin := h.Margin
-		if margin == 0 {
-			margin = DefaultMargin
-		}
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithDeadline(ctx, deadline.Add(-margin))
+		ctx, cancel = context.WithDeadline(ctx, deadline.Add(-Margin))
 		defer cancel()
 	}
 	var a Answer
@@ -68,7 +62,7 @@ func (h *Handler) Handle(ctx context.Context, payload json.RawMessage) (Answer, 
 	} else {
 		a, err = h.send(ctx, req)
 	}
-	h.logf("request", "op", req.Op, "key", req.Key, "status", a.Status, "id", a.ID, "code", a.Code, "error", errText(err))
+	h.logf("request", "op", req.Op, "key", req.Key, "status", a.Status, "id", a.ID, "code", a.Code, "error", err)
 	return a, err
 }
 
@@ -216,11 +210,4 @@ func withoutURL(err error) error {
 		return ue.Err
 	}
 	return err
-}
-
-func errText(err error) string {
-	if err == nil {
-		return ""
-	}
-	return err.Error()
 }

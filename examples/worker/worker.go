@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"sync"
 	"time"
 
@@ -214,9 +215,5 @@ func (w *Worker) delete(ctx context.Context, log *slog.Logger, m types.Message) 
 // lambdaRecord presents a received message as the record of a Lambda SQS
 // event, the shape sendonce.DeadLetters takes.
 func lambdaRecord(m types.Message) events.SQSMessage {
-	attrs := make(map[string]string, len(m.Attributes))
-	for k, v := range m.Attributes {
-		attrs[k] = v
-	}
-	return events.SQSMessage{MessageId: aws.ToString(m.MessageId), ReceiptHandle: aws.ToString(m.ReceiptHandle), Body: aws.ToString(m.Body), Attributes: attrs}
+	return events.SQSMessage{MessageId: aws.ToString(m.MessageId), ReceiptHandle: aws.ToString(m.ReceiptHandle), Body: aws.ToString(m.Body), Attributes: maps.Clone(m.Attributes)}
 }
