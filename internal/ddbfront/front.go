@@ -193,13 +193,7 @@ func (f *Front) serve(w http.ResponseWriter, r *http.Request, tag string) {
 	target := r.Header.Get("X-Amz-Target")
 	op := strings.TrimPrefix(target, "DynamoDB_20120810.")
 	var req wireRequest
-	if f.opts.Cost && itemOps[op] {
-		_ = json.Unmarshal(body, &req)
-	} else {
-		var t struct{ TableName string }
-		_ = json.Unmarshal(body, &t)
-		req.TableName = t.TableName
-	}
+	_ = json.Unmarshal(body, &req)
 
 	// The Storm: a retry of a lost answer, a throttle, a loss.
 	ledgerOp := Operation(target, body)

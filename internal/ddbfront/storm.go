@@ -291,7 +291,7 @@ type stringValue struct{ S string }
 // afterLoss kills, as drawn, the worker whose answer was just lost,
 // before the answer could have reached it.
 func (f *Front) afterLoss(tag string) {
-	if tag == "" || !f.killAfterLoss() || !f.Kill(tag) {
+	if tag == "" || f.Kill == nil || !f.storm.draw(f.opts.Storm.LostKill) || !f.Kill(tag) {
 		return
 	}
 	f.storm.killed.Add(1)
@@ -383,13 +383,11 @@ func (s *stormState) acted(tag, op string, body []byte) {
 	}
 }
 
-func (f *Front) killAfterLoss() bool {
-	if f.opts.Storm.LostKill <= 0 || f.Kill == nil {
-		return false
-	}
-	f.storm.mu.Lock()
-	defer f.storm.mu.Unlock()
-	return f.storm.rng.Float64() < f.opts.Storm.LostKill
+// draw reports true with probability p.
+func (s *stormState) draw(p float64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return p > 0 && s.rng.Float64() < p
 }
 
 // Stats returns the fault totals so far.
