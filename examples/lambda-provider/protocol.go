@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 )
 
 // The sendonce Lambda provider protocol, version 1
@@ -103,7 +104,7 @@ func ParseRequest(payload []byte) (Request, error) {
 	if err := json.Unmarshal(payload, &head); err != nil {
 		return Request{}, fmt.Errorf("%w: not a JSON object", ErrInvalid)
 	}
-	if string(head.Version) != "1" {
+	if string(head.Version) != strconv.Itoa(ProtocolVersion) {
 		return Request{}, fmt.Errorf("%w: protocol version %.40q (this function reads %d)", ErrUnsupported, head.Version, ProtocolVersion)
 	}
 	if op := string(head.Op); op != `"`+OpSend+`"` && op != `"`+OpLookup+`"` {
