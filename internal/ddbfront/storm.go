@@ -79,9 +79,10 @@ type stormState struct {
 	burst, seen bool
 	lost        map[string]int64
 	lostKeys    map[string][]*lostAnswer // by message key
-	// recent are the lost answers per worker tag, for Killed.
-	recent map[string][]lostRef
-	holes  map[[sha256.Size]byte]*hole
+	// pending are, per worker tag, what it has not acted on (Killed,
+	// DiedHolding).
+	pending map[string][]pending
+	holes   map[[sha256.Size]byte]*hole
 	// journal lists each answer lost for good, each death and each act
 	// after a loss, in order (Journal).
 	journal []string
@@ -90,28 +91,18 @@ type stormState struct {
 	// retry whose condition failed because its own first try had applied
 	// is not unapplied.
 	applied map[string]bool
-	// holding are, per worker tag, the claims (Claim, TakeOver) DynamoDB
-	// applied for it that it has not acted on since (no release or mark
-	// of that key reached the front from it); diedHolding the keys of
-	// those its worker died holding, by claim id (DiedHolding): a release
-	// or mark the worker sent before it died may reach the front after
-	// its death was recorded, and takes its claim off.
-	holding     map[string][]heldClaim
+	// diedHolding are the keys of the claims whose worker died holding
+	// them, by claim id (DiedHolding): a release or mark the worker sent
+	// before it died may reach the front after its death was recorded,
+	// and takes its claim off.
 	diedHolding map[string]string
-}
-
-// heldClaim is a claim a worker holds: its key and id, since when.
-type heldClaim struct {
-	key, id string
-	at      time.Time
 }
 
 func (s *stormState) init(seed uint64) {
 	s.rng = rand.New(rand.NewPCG(seed, seed^0xd1a0))
 	s.lost, s.lostKeys = map[string]int64{}, map[string][]*lostAnswer{}
-	s.recent, s.holes = map[string][]lostRef{}, map[[sha256.Size]byte]*hole{}
-	s.applied = map[string]bool{}
-	s.holding, s.diedHolding = map[string][]heldClaim{}, map[string]string{}
+	s.pending, s.holes = map[string][]pending{}, map[[sha256.Size]byte]*hole{}
+	s.applied, s.diedHolding = map[string]bool{}, map[string]string{}
 }
 
 // lostAnswer is an answer lost for good: its operation ("claim",
@@ -136,13 +127,15 @@ func (a *lostAnswer) String() string {
 	return s
 }
 
-// lostRef is a lost answer of a key, with when it was lost: kept (in
-// recent) until its worker acts on the key again (a release or a mark
-// reaches the front) or dies (Killed, Died).
-type lostRef struct {
-	key    string
-	answer *lostAnswer
-	at     time.Time
+// pending is something of a key's that a worker has not acted on (no
+// release or mark of the key reached the front from it since), kept
+// until it does or dies (Killed, Died): an answer it lost for good, or a
+// claim (Claim, TakeOver) DynamoDB applied for it, with its id.
+type pending struct {
+	key  string
+	lost *lostAnswer // nil for a claim
+	id   string      // the claim's; "" for a lost answer
+	at   time.Time
 }
 
 // hole drops the retries of a request whose answer was lost.
@@ -188,9 +181,9 @@ func (s *stormState) note(at time.Time, format string, args ...any) {
 }
 
 // lose decides whether this request's answer is lost for good, and
-// whether a hole is already swallowing its retries. ref is the entry it
-// added to LostKeys (key "" when it added none).
-func (f *Front) lose(tag, op string, body []byte) (lose bool, ref lostRef, retry bool) {
+// whether a hole is already swallowing its retries. ref.lost is the entry
+// it added to LostKeys (nil when it added none).
+func (f *Front) lose(tag, op string, body []byte) (lose bool, ref pending, retry bool) {
 	s := &f.storm
 	sum := sha256.Sum256(body)
 	s.mu.Lock()
@@ -198,17 +191,17 @@ func (f *Front) lose(tag, op string, body []byte) (lose bool, ref lostRef, retry
 	if h, ok := s.holes[sum]; ok {
 		if h.left > 0 && time.Now().Before(h.until) {
 			h.left--
-			return false, lostRef{}, true
+			return false, pending{}, true
 		}
 		delete(s.holes, sum)
 	}
 	rate := f.opts.Storm.Lost[op]
 	if rate <= 0 || !f.enabled.Load() {
-		return false, lostRef{}, false
+		return false, pending{}, false
 	}
 	hit := s.rng.Float64() < rate
 	if !hit {
-		return false, lostRef{}, false
+		return false, pending{}, false
 	}
 	s.lost[op]++
 	if k := keyRE.Find(body); k != nil {
@@ -217,9 +210,9 @@ func (f *Front) lose(tag, op string, body []byte) (lose bool, ref lostRef, retry
 			a.op = "takeover(unreleased)"
 		}
 		s.lostKeys[string(k)] = append(s.lostKeys[string(k)], a)
-		ref = lostRef{key: string(k), answer: a, at: time.Now()}
+		ref = pending{key: string(k), lost: a, at: time.Now()}
 		s.note(ref.at, "lost %s %s by %s", a.op, k, tag)
-		s.recent[tag] = append(s.recent[tag], ref)
+		s.pending[tag] = append(s.pending[tag], ref)
 	}
 	s.holes[sum] = &hole{left: 10, until: time.Now().Add(30 * time.Second)}
 	return true, ref, false
@@ -229,11 +222,11 @@ func (f *Front) lose(tag, op string, body []byte) (lose bool, ref lostRef, retry
 // front forwarded for the worker behind tag, whether or not the answer
 // reaches it. One that applied: its claim id, and that the worker holds
 // the row until it acts on the key again or dies (DiedHolding). The lost
-// one behind ref (key "" for none), when DynamoDB refused it for good:
+// one behind ref (ref.lost nil for none), when DynamoDB refused it for good:
 // "(unapplied)" in LostKeys. It is refused for good when its condition
 // failed, the row (the refusal's old item) is gone or held by another
 // claim id, and no earlier try of it applied.
-func (f *Front) settled(tag, op string, body []byte, status int, out []byte, ref lostRef) {
+func (f *Front) settled(tag, op string, body []byte, status int, out []byte, ref pending) {
 	if op != "claim" && op != "takeover" || len(f.opts.Storm.Lost) == 0 {
 		return
 	}
@@ -247,11 +240,11 @@ func (f *Front) settled(tag, op string, body []byte, status int, out []byte, ref
 	if status == http.StatusOK {
 		s.applied[id] = true
 		if k := keyRE.Find(body); k != nil && tag != "" {
-			s.holding[tag] = append(s.holding[tag], heldClaim{key: string(k), id: id, at: time.Now()})
+			s.pending[tag] = append(s.pending[tag], pending{key: string(k), id: id, at: time.Now()})
 		}
 		return
 	}
-	if ref.key == "" || s.applied[id] || status != http.StatusBadRequest || !bytes.Contains(out, []byte("ConditionalCheckFailed")) {
+	if ref.lost == nil || s.applied[id] || status != http.StatusBadRequest || !bytes.Contains(out, []byte("ConditionalCheckFailed")) {
 		return
 	}
 	var refused struct{ Item map[string]stringValue }
@@ -259,8 +252,8 @@ func (f *Front) settled(tag, op string, body []byte, status int, out []byte, ref
 	if refused.Item["claim_id"].S == id {
 		return // the row is this claim's after all
 	}
-	if !ref.answer.unapplied {
-		ref.answer.unapplied = true
+	if !ref.lost.unapplied {
+		ref.lost.unapplied = true
 		s.note(time.Now(), "unapplied %s %s (%s refused: the row holds another claim)", op, ref.key, id)
 	}
 }
@@ -308,36 +301,29 @@ func (f *Front) Killed(tag string) { f.Died(tag, time.Now()) }
 
 // Died records that the worker behind tag stopped at at (killed, or its
 // invocation ran past the function's timeout, which stops the process):
-// each answer it lost before at, within MaxInvocation (so in the same
-// invocation), and had not acted on counts as lost right before its death.
+// each answer it lost and each claim DynamoDB applied for it before at,
+// within MaxInvocation (so in the same invocation), that it had not acted
+// on counts as lost right before its death, or held when it died.
 func (f *Front) Died(tag string, at time.Time) {
 	s := &f.storm
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.note(at, "died %s (%d losses not acted on)", tag, len(s.recent[tag]))
-	// A loss after at is kept; one more than MaxInvocation before it was
-	// in an earlier invocation, which ended without acting on it.
-	keep := s.recent[tag][:0]
-	for _, r := range s.recent[tag] {
+	s.note(at, "died %s (%d losses or claims not acted on)", tag, len(s.pending[tag]))
+	keep := s.pending[tag][:0]
+	for _, p := range s.pending[tag] {
 		switch {
-		case r.at.After(at):
-			keep = append(keep, r)
-		case at.Sub(r.at) <= MaxInvocation:
-			r.answer.killed = true
+		case p.at.After(at):
+			keep = append(keep, p)
+		case at.Sub(p.at) > MaxInvocation:
+			// In an earlier invocation, which ended without acting on it.
+		case p.lost != nil:
+			p.lost.killed = true
+		default:
+			s.diedHolding[p.id] = p.key
+			s.note(at, "died holding %s: %s", p.key, tag)
 		}
 	}
-	s.recent[tag] = keep
-	held := s.holding[tag][:0]
-	for _, h := range s.holding[tag] {
-		switch {
-		case h.at.After(at):
-			held = append(held, h)
-		case at.Sub(h.at) <= MaxInvocation:
-			s.diedHolding[h.id] = h.key
-			s.note(at, "died holding %s: %s", h.key, tag)
-		}
-	}
-	s.holding[tag] = held
+	s.pending[tag] = keep
 }
 
 // DiedHolding returns the keys whose row a worker died holding: DynamoDB
@@ -369,14 +355,13 @@ func (s *stormState) acted(tag, op string, body []byte) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	n := len(s.recent[tag])
-	s.recent[tag] = slices.DeleteFunc(s.recent[tag], func(r lostRef) bool { return r.key == string(k) })
-	if len(s.recent[tag]) < n {
+	n := len(s.pending[tag])
+	s.pending[tag] = slices.DeleteFunc(s.pending[tag], func(p pending) bool {
+		return p.key == string(k)
+	})
+	if len(s.pending[tag]) < n {
 		s.note(time.Now(), "acted %s by %s", k, tag)
 	}
-	s.holding[tag] = slices.DeleteFunc(s.holding[tag], func(h heldClaim) bool {
-		return h.key == string(k)
-	})
 	if id := claimIDOf(op, body); s.diedHolding[id] != "" {
 		delete(s.diedHolding, id)
 		s.note(time.Now(), "acted %s by %s after its death: it did not die holding claim %s", k, tag, id)
