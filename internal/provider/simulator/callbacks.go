@@ -43,8 +43,7 @@ type event struct {
 }
 
 type job struct {
-	rec    *record
-	url    string
+	rec    *Message
 	events []event // in posting order
 }
 
@@ -67,7 +66,7 @@ func (s *Simulator) startCallbacks() {
 
 // enqueueCallbacks queues the callbacks of rec; false if it has none. The
 // caller holds s.mu; it never blocks.
-func (s *Simulator) enqueueCallbacks(rec *record, final httpprovider.MessageStatus, reason string) bool {
+func (s *Simulator) enqueueCallbacks(rec *Message, final httpprovider.MessageStatus, reason string) bool {
 	if len(s.opts.CallbackSecret) == 0 || rec.CallbackURL == "" {
 		return false
 	}
@@ -94,7 +93,7 @@ func (s *Simulator) enqueueCallbacks(rec *record, final httpprovider.MessageStat
 		}
 	}
 	select {
-	case s.jobs <- job{rec: rec, url: rec.CallbackURL, events: events}:
+	case s.jobs <- job{rec: rec, events: events}:
 		return true
 	default:
 		s.stats.CallbacksDropped++
@@ -134,7 +133,7 @@ func (s *Simulator) run(j job) {
 			j.rec.Status, j.rec.Reason = e.status, e.reason
 		}
 		s.mu.Unlock()
-		ok := s.post(j.url, e.body)
+		ok := s.post(j.rec.CallbackURL, e.body)
 		s.mu.Lock()
 		if ok {
 			s.stats.CallbacksSent++

@@ -54,21 +54,15 @@ type Options struct {
 	Callbacks CallbackOptions
 }
 
-// Message is a message the simulator accepted.
+// Message is a message the simulator accepted: the send's body, and what
+// the simulator made of it.
 type Message struct {
-	ID             string `json:"id"`
-	Reference      string `json:"reference"`
-	IdempotencyKey string `json:"idempotency_key,omitempty"`
-	Channel        string `json:"channel"`
-	To             string `json:"to"`
-	Subject        string `json:"subject,omitempty"`
-	Body           string `json:"body"`
-	// HTML is the email's HTML part, when the send carried one.
-	HTML        string                     `json:"html,omitempty"`
-	CallbackURL string                     `json:"callback_url,omitempty"`
-	Status      httpprovider.MessageStatus `json:"status"`
-	Reason      string                     `json:"reason,omitempty"`
-	AcceptedAt  time.Time                  `json:"accepted_at"`
+	httpprovider.SendRequest
+	ID             string                     `json:"id"`
+	IdempotencyKey string                     `json:"idempotency_key,omitempty"`
+	Status         httpprovider.MessageStatus `json:"status"`
+	Reason         string                     `json:"reason,omitempty"`
+	AcceptedAt     time.Time                  `json:"accepted_at"`
 }
 
 // Stats are the simulator's totals since New.
@@ -88,11 +82,6 @@ type Stats struct {
 	CallbacksFailed int `json:"callbacks_failed"`
 	// CallbacksDropped counts callback jobs dropped (queue full or closed).
 	CallbacksDropped int `json:"callbacks_dropped"`
-}
-
-type record struct {
-	Message
-	req httpprovider.SendRequest
 }
 
 type plannedFault struct {
@@ -118,9 +107,9 @@ type Simulator struct {
 	jitter  time.Duration
 	faults  []*plannedFault
 	random  RandomFaults
-	byKey   map[string]*record
-	byRef   map[string][]*record
-	msgs    []*record
+	byKey   map[string]*Message
+	byRef   map[string][]*Message
+	msgs    []*Message
 	stats   Stats
 	nextID  int
 	closed  bool
@@ -134,8 +123,8 @@ func New(opts Options) *Simulator {
 		rng:     rand.New(rand.NewPCG(opts.Seed, opts.Seed^0x9e3779b97f4a7c15)),
 		latency: opts.Latency,
 		jitter:  opts.Jitter,
-		byKey:   map[string]*record{},
-		byRef:   map[string][]*record{},
+		byKey:   map[string]*Message{},
+		byRef:   map[string][]*Message{},
 		stats:   Stats{Faults: map[FaultKind]int{}},
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
@@ -251,8 +240,8 @@ func (s *Simulator) Messages() []Message {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := make([]Message, len(s.msgs))
-	for i, r := range s.msgs {
-		out[i] = r.Message
+	for i, m := range s.msgs {
+		out[i] = *m
 	}
 	return out
 }
@@ -408,21 +397,18 @@ func (s *Simulator) accept(req httpprovider.SendRequest, key string, undeliverab
 	idem := !s.opts.IdempotencyDisabled && key != ""
 	if idem {
 		if orig, ok := s.byKey[key]; ok {
-			a, b := orig.req, req
+			a, b := orig.SendRequest, req
 			a.CallbackURL, b.CallbackURL = "", ""
 			if a != b {
 				return Message{}, 0, true
 			}
 			s.stats.DuplicatesSuppressed++
-			return orig.Message, http.StatusOK, false
+			return *orig, http.StatusOK, false
 		}
 	}
 	s.nextID++
-	rec := &record{req: req, Message: Message{
-		ID: "msg_" + strconv.Itoa(s.nextID), Reference: req.Reference, IdempotencyKey: key,
-		Channel: req.Channel, To: req.To, Subject: req.Subject, Body: req.Body, HTML: req.HTML, CallbackURL: req.CallbackURL,
-		Status: httpprovider.StatusAccepted, AcceptedAt: time.Now(),
-	}}
+	rec := &Message{SendRequest: req, ID: "msg_" + strconv.Itoa(s.nextID), IdempotencyKey: key,
+		Status: httpprovider.StatusAccepted, AcceptedAt: time.Now()}
 	final, reason := httpprovider.StatusDelivered, ""
 	if undeliverable {
 		final, reason = httpprovider.StatusFailed, "simulated delivery failure"
@@ -433,7 +419,7 @@ func (s *Simulator) accept(req httpprovider.SendRequest, key string, undeliverab
 	s.byRef[req.Reference] = append(s.byRef[req.Reference], rec)
 	s.msgs = append(s.msgs, rec)
 	s.stats.Accepted++
-	answer := rec.Message
+	answer := *rec
 	if !s.enqueueCallbacks(rec, final, reason) {
 		// No callbacks will move it: it reaches its final status now.
 		rec.Status, rec.Reason = final, reason
