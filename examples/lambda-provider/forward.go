@@ -36,8 +36,6 @@ type Handler struct {
 	Token string
 	// Client makes the calls; nil means http.DefaultClient.
 	Client *http.Client
-	// Log receives one line per request; nil discards.
-	Log *slog.Logger
 }
 
 // Handle answers one invocation. It returns an error, which Lambda reports
@@ -62,7 +60,7 @@ func (h *Handler) Handle(ctx context.Context, payload json.RawMessage) (Answer, 
 	} else {
 		a, err = h.send(ctx, req)
 	}
-	h.logf("request", "op", req.Op, "key", req.Key, "status", a.Status, "id", a.ID, "code", a.Code, "error", err)
+	slog.Info("request", "op", req.Op, "key", req.Key, "status", a.Status, "id", a.ID, "code", a.Code, "error", err)
 	return a, err
 }
 
@@ -182,12 +180,6 @@ func (h *Handler) client() *http.Client {
 		return h.Client
 	}
 	return http.DefaultClient
-}
-
-func (h *Handler) logf(msg string, args ...any) {
-	if h.Log != nil {
-		h.Log.Info(msg, args...)
-	}
 }
 
 // gatewayReason is the "error" of a gateway's error answer, else the

@@ -38,13 +38,13 @@ import (
 )
 
 func main() {
-	log := slog.New(slog.NewJSONHandler(os.Stdout, nil))
+	// Handle logs one JSON line per request, to CloudWatch Logs.
+	slog.SetDefault(slog.New(slog.NewJSONHandler(os.Stdout, nil)))
 	h, err := fromEnv(os.Getenv)
 	if err != nil {
-		log.Error("start-up failed", "error", err.Error())
+		slog.Error("start-up failed", "error", err.Error())
 		os.Exit(1)
 	}
-	h.Log = log
 	lambda.Start(h.Handle)
 }
 
