@@ -195,9 +195,7 @@ func TestIdempotentSends(t *testing.T) {
 	s := b.sender(t, "sms", p)
 	r := request(notify.ChannelSMS, notify.ClassTransactional)
 	key := r.Key()
-	if err := sim.AddFault(simulator.Fault{Kind: simulator.FaultTimeoutAfterAccept, Reference: key, Count: 1}); err != nil {
-		t.Fatal(err)
-	}
+	sim.AddFault(simulator.Fault{Kind: simulator.FaultTimeoutAfterAccept, Reference: key, Count: 1})
 
 	process(t, s, r, dispatch.Uncertain)
 	row := b.wantState(t, key, ledger.StateUncertain)
@@ -208,9 +206,7 @@ func TestIdempotentSends(t *testing.T) {
 		t.Fatalf("after the timeout the simulator delivered %d, want 1 (it accepted before hanging)", got)
 	}
 
-	if err := sim.AddFault(simulator.Fault{Kind: simulator.FaultStatus, Op: simulator.OpLookup, Status: 503, Count: 1}); err != nil {
-		t.Fatal(err)
-	}
+	sim.AddFault(simulator.Fault{Kind: simulator.FaultStatus, Op: simulator.OpLookup, Status: 503, Count: 1})
 	b.run(t, b.reconciler(t, "sms", p), reconcile.ActionResent)
 	msgs := sim.Messages()
 	if len(msgs) != 1 {

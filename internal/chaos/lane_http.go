@@ -74,10 +74,9 @@ func (l *httpLane) Attach(p *localpipeline.Pipeline) error {
 func (l *httpLane) Plan(m localpipeline.Message, slow time.Duration) error {
 	sim := l.sims[m.Channel]
 	if m.Fault.Kind != "" {
-		return sim.AddFault(m.Fault)
-	}
-	if slow > 0 {
-		return sim.AddFault(simulator.Fault{Kind: simulator.FaultLatency, Delay: slow, Reference: m.Key, Count: 1})
+		sim.AddFault(m.Fault)
+	} else if slow > 0 {
+		sim.AddFault(simulator.Fault{Kind: simulator.FaultLatency, Delay: slow, Reference: m.Key, Count: 1})
 	}
 	return nil
 }

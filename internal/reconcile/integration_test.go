@@ -206,9 +206,7 @@ func TestLookupAgainstSimulator(t *testing.T) {
 		t.Parallel()
 		e := setup(t, simulator.Options{})
 		keys := e.uncertain(t, 1, "marketing")
-		if err := e.sim.AddFault(simulator.Fault{Kind: simulator.FaultUndeliverable, Count: 1}); err != nil {
-			t.Fatal(err)
-		}
+		e.sim.AddFault(simulator.Fault{Kind: simulator.FaultUndeliverable, Count: 1})
 		if _, err := e.prov.Send(ctx, provider.Message{Key: keys[0], Channel: "sms", To: "+15551230000", Body: "code 0"}); err != nil {
 			t.Fatal(err)
 		}
@@ -259,9 +257,7 @@ func TestOutageOfALookupProviderIsNotAbandoned(t *testing.T) {
 	}
 	keys := e.uncertain(t, 1, "transactional")
 	const outage = 6
-	if err := e.sim.AddFault(simulator.Fault{Kind: simulator.FaultStatus, Status: 503, Count: outage}); err != nil {
-		t.Fatal(err)
-	}
+	e.sim.AddFault(simulator.Fault{Kind: simulator.FaultStatus, Status: 503, Count: outage})
 	r, err := reconcile.New(reconcile.Config{
 		Dispatcher: testsupport.Dispatcher(t, dispatch.Dispatcher{
 			Ledger:          e.ledger,

@@ -380,9 +380,7 @@ func TestProviderSwitchAfterAnAmbiguousAttemptThroughAProviderThatDropsRepeats(t
 	t.Parallel()
 	w := newWorld(t)
 	r := req("evt-switch-idempotent")
-	if err := w.sim.AddFault(simulator.Fault{Kind: simulator.FaultTimeoutAfterAccept, Count: 1}); err != nil {
-		t.Fatal(err)
-	}
+	w.sim.AddFault(simulator.Fault{Kind: simulator.FaultTimeoutAfterAccept, Count: 1})
 	w.sender(t, w.http).Process(context.Background(), r)
 	if w.sim.Delivered(r.Key()) != 1 {
 		t.Fatal("the simulator did not accept the first attempt")

@@ -22,17 +22,13 @@ func TestConformance(t *testing.T) {
 	t.Parallel()
 	sim := simulator.New(simulator.Options{Token: testToken})
 	t.Cleanup(sim.Close)
-	if err := sim.AddFault(simulator.Fault{Kind: simulator.FaultStatus, Status: 400, To: refusedPhone}); err != nil {
-		t.Fatal(err)
-	}
+	sim.AddFault(simulator.Fault{Kind: simulator.FaultStatus, Status: 400, To: refusedPhone})
 	srv := httptest.NewServer(sim.Handler())
 	t.Cleanup(srv.Close)
 
 	stalled := simulator.New(simulator.Options{Token: testToken})
 	t.Cleanup(stalled.Close)
-	if err := stalled.AddFault(simulator.Fault{Kind: simulator.FaultTimeoutAfterAccept}); err != nil {
-		t.Fatal(err)
-	}
+	stalled.AddFault(simulator.Fault{Kind: simulator.FaultTimeoutAfterAccept})
 	stalledSrv := httptest.NewServer(stalled.Handler())
 	t.Cleanup(stalledSrv.Close)
 

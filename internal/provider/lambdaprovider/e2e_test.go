@@ -236,9 +236,7 @@ func TestEndToEnd(t *testing.T) {
 			if tt.fault != nil {
 				f := *tt.fault
 				f.Reference = key
-				if err := s.sim.AddFault(f); err != nil {
-					t.Fatal(err)
-				}
+				s.sim.AddFault(f)
 			}
 
 			res := snd.Process(context.Background(), r)
@@ -340,9 +338,7 @@ func TestBootstraps(t *testing.T) {
 
 	r := notification(notify.ChannelSMS, notify.ClassTransactional)
 	key := r.Key()
-	if err := s.sim.AddFault(simulator.Fault{Kind: simulator.FaultResetAfterAccept, Reference: key, Count: 1}); err != nil {
-		t.Fatal(err)
-	}
+	s.sim.AddFault(simulator.Fault{Kind: simulator.FaultResetAfterAccept, Reference: key, Count: 1})
 	body, err := json.Marshal(r)
 	if err != nil {
 		t.Fatal(err)

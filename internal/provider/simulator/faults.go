@@ -71,36 +71,8 @@ type Fault struct {
 	Delay time.Duration `json:"-"`
 }
 
-// ErrInvalidFault is wrapped by the errors of AddFault and SetRandom.
+// ErrInvalidFault is wrapped by SetRandom's errors.
 var ErrInvalidFault = errors.New("simulator: invalid fault")
-
-func (f Fault) validate() error {
-	switch f.Op {
-	case "", OpSend:
-	case OpLookup:
-		switch f.Kind {
-		case FaultStatus, FaultLatency, FaultTimeoutBeforeAccept, FaultResetBeforeAccept:
-		default:
-			return fmt.Errorf("%w: kind %q cannot apply to lookups", ErrInvalidFault, f.Kind)
-		}
-	default:
-		return fmt.Errorf("%w: unknown op %q", ErrInvalidFault, f.Op)
-	}
-	switch f.Kind {
-	case FaultStatus:
-		if f.Status < 400 || f.Status > 599 {
-			return fmt.Errorf("%w: status %d is not 400..599", ErrInvalidFault, f.Status)
-		}
-	case FaultLatency, FaultTimeoutBeforeAccept, FaultTimeoutAfterAccept,
-		FaultResetBeforeAccept, FaultResetAfterAccept, FaultUndeliverable:
-	default:
-		return fmt.Errorf("%w: unknown kind %q", ErrInvalidFault, f.Kind)
-	}
-	if f.Count < 0 || f.Hang < 0 || f.Delay < 0 {
-		return fmt.Errorf("%w: negative count, hang or delay", ErrInvalidFault)
-	}
-	return nil
-}
 
 func (f Fault) matches(op FaultOp, reference, key, to string) bool {
 	fop := f.Op

@@ -162,16 +162,11 @@ func (s *Simulator) auth(h http.HandlerFunc) http.HandlerFunc {
 	}
 }
 
-// AddFault validates f and appends it to the plan. Its error wraps
-// ErrInvalidFault.
-func (s *Simulator) AddFault(f Fault) error {
-	if err := f.validate(); err != nil {
-		return err
-	}
+// AddFault appends f to the plan.
+func (s *Simulator) AddFault(f Fault) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.faults = append(s.faults, &plannedFault{Fault: f, left: f.Count})
-	return nil
 }
 
 // ClearFaults removes every planned fault and turns random faults off.
