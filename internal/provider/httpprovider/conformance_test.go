@@ -12,9 +12,6 @@ import (
 	"github.com/sendonce/sendonce/provider/providertest"
 )
 
-// refusedPhone is a recipient the simulator refuses for good (400).
-const refusedPhone = "+15550000400"
-
 // TestConformance runs the public provider conformance suite against the
 // HTTP adapter and the provider simulator, with the simulator's own
 // records as the count of what the provider received.
@@ -22,7 +19,6 @@ func TestConformance(t *testing.T) {
 	t.Parallel()
 	sim := simulator.New(simulator.Options{Token: testToken})
 	t.Cleanup(sim.Close)
-	sim.AddFault(simulator.Fault{Kind: simulator.FaultStatus, Status: 400, To: refusedPhone})
 	srv := httptest.NewServer(sim.Handler())
 	t.Cleanup(srv.Close)
 
@@ -55,7 +51,10 @@ func TestConformance(t *testing.T) {
 			}
 			return n
 		},
-		Refused: func(_ *testing.T, key string) provider.Message { return message(key, refusedPhone) },
+		Refused: func(_ *testing.T, key string) provider.Message {
+			sim.AddFault(simulator.Fault{Kind: simulator.FaultStatus, Status: 400, Reference: key}) // refused for good
+			return message(key, testPhone)
+		},
 		Stalled: func(t *testing.T) provider.Adapter { return adapter(t, stalledSrv.URL) },
 		Unreachable: func(t *testing.T) provider.Adapter {
 			l, err := net.Listen("tcp", "127.0.0.1:0")

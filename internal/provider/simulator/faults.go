@@ -62,8 +62,6 @@ type Fault struct {
 	// Reference, if set, restricts the fault to requests with this
 	// reference (or Idempotency-Key).
 	Reference string `json:"reference,omitempty"`
-	// To, if set, restricts the fault to sends to this recipient.
-	To string `json:"to,omitempty"`
 	// Hang bounds the hang of the timeout kinds; 0 means until the client
 	// gives up or the simulator closes.
 	Hang time.Duration `json:"-"`
@@ -74,7 +72,7 @@ type Fault struct {
 // ErrInvalidFault is wrapped by SetRandom's errors.
 var ErrInvalidFault = errors.New("simulator: invalid fault")
 
-func (f Fault) matches(op FaultOp, reference, key, to string) bool {
+func (f Fault) matches(op FaultOp, reference, key string) bool {
 	fop := f.Op
 	if fop == "" {
 		fop = OpSend
@@ -82,13 +80,7 @@ func (f Fault) matches(op FaultOp, reference, key, to string) bool {
 	if fop != op {
 		return false
 	}
-	if f.Reference != "" && f.Reference != reference && f.Reference != key {
-		return false
-	}
-	if f.To != "" && f.To != to {
-		return false
-	}
-	return true
+	return f.Reference == "" || f.Reference == reference || f.Reference == key
 }
 
 // RandomFaults injects faults into sends at random, from the simulator's

@@ -293,11 +293,11 @@ func (s *Simulator) hang(r *http.Request, f Fault) bool {
 
 // pickFault takes the first planned fault matching the request, else
 // draws a random one for a send. It counts the fault.
-func (s *Simulator) pickFault(op FaultOp, reference, key, to string) (Fault, bool) {
+func (s *Simulator) pickFault(op FaultOp, reference, key string) (Fault, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for i, p := range s.faults {
-		if !p.matches(op, reference, key, to) {
+		if !p.matches(op, reference, key) {
 			continue
 		}
 		if p.left > 0 {
@@ -359,7 +359,7 @@ func (s *Simulator) handleSend(w http.ResponseWriter, r *http.Request) {
 	}
 	key := r.Header.Get("Idempotency-Key")
 
-	f, faulted := s.pickFault(OpSend, req.Reference, key, req.To)
+	f, faulted := s.pickFault(OpSend, req.Reference, key)
 	if faulted && s.beforeAccept(w, r, f) {
 		return
 	}
@@ -450,7 +450,7 @@ func (s *Simulator) handleLookup(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "reference is required")
 		return
 	}
-	if f, ok := s.pickFault(OpLookup, ref, ref, ""); ok && s.beforeAccept(w, r, f) {
+	if f, ok := s.pickFault(OpLookup, ref, ref); ok && s.beforeAccept(w, r, f) {
 		return
 	}
 	s.mu.Lock()
