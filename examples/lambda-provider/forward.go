@@ -154,25 +154,20 @@ func (h *Handler) lookup(ctx context.Context, r Request) Answer {
 	if err := json.Unmarshal(data, &list); err != nil {
 		return Retry("200", "unreadable lookup answer")
 	}
-	var failed *gatewayMessage
-	for i, m := range list.Messages {
-		switch m.Status {
-		case "accepted", "queued", "sent", "delivered":
-			return Accepted(m.ID)
-		case "failed", "undelivered", "rejected":
-			if failed == nil {
-				failed = &list.Messages[i]
-			}
-		default:
-			return Retry("200", "unknown message status "+strconv.Quote(m.Status))
-		}
+	// The gateway keeps one message per key: it drops repeats.
+	if len(list.Messages) == 0 {
+		return NotFound()
 	}
-	if failed != nil {
-		a := Rejected(failed.Status, failed.Reason)
-		a.ID = failed.ID
+	switch m := list.Messages[0]; m.Status {
+	case "accepted", "queued", "sent", "delivered":
+		return Accepted(m.ID)
+	case "failed", "undelivered", "rejected":
+		a := Rejected(m.Status, m.Reason)
+		a.ID = m.ID
 		return a
+	default:
+		return Retry("200", "unknown message status "+strconv.Quote(m.Status))
 	}
-	return NotFound()
 }
 
 func (h *Handler) client() *http.Client {

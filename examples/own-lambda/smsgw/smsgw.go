@@ -148,9 +148,6 @@ func (a *Adapter) call(ctx context.Context, op, method, u string, body []byte, o
 	req = req.WithContext(httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
 		WroteRequest: func(httptrace.WroteRequestInfo) { wrote.Store(true) },
 	}))
-	if err := ctx.Err(); err != nil {
-		return a.fail(op, provider.Transient, "", "not sent: "+err.Error(), err)
-	}
 	resp, err := a.client.Do(req)
 	if err != nil {
 		if !wrote.Load() {
