@@ -33,6 +33,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/sendonce/sendonce/internal/benchreport/ddbcost"
 	"github.com/sendonce/sendonce/internal/localpipeline"
@@ -300,18 +301,8 @@ func (f *Front) serve(w http.ResponseWriter, r *http.Request, tag string) {
 	localpipeline.Answer(w, status, header, out)
 }
 
-// wireCapacity is ConsumedCapacity in a response.
-type wireCapacity struct {
-	ConsumedCapacity *struct {
-		CapacityUnits          float64 `json:"CapacityUnits"`
-		GlobalSecondaryIndexes map[string]struct {
-			CapacityUnits float64 `json:"CapacityUnits"`
-		} `json:"GlobalSecondaryIndexes"`
-	} `json:"ConsumedCapacity"`
-}
-
 func (f *Front) record(table, op string, status int, failed bool, body []byte, cost ddbcost.Cost, size int) {
-	var cc wireCapacity
+	var cc struct{ ConsumedCapacity *types.ConsumedCapacity }
 	if f.opts.Cost && status == http.StatusOK {
 		_ = json.Unmarshal(body, &cc)
 	}
@@ -334,11 +325,11 @@ func (f *Front) record(table, op string, status int, failed bool, body []byte, c
 	}
 	if c := cc.ConsumedCapacity; c != nil {
 		if op == "GetItem" || op == "Query" {
-			u.ReportedRCU += c.CapacityUnits
+			u.ReportedRCU += aws.ToFloat64(c.CapacityUnits)
 		} else {
-			u.ReportedWCU += c.CapacityUnits
+			u.ReportedWCU += aws.ToFloat64(c.CapacityUnits)
 			for _, g := range c.GlobalSecondaryIndexes {
-				u.ReportedIndexWCU += g.CapacityUnits
+				u.ReportedIndexWCU += aws.ToFloat64(g.CapacityUnits)
 			}
 		}
 	}
