@@ -164,7 +164,7 @@ func Defaults(n int, seed uint64) Options {
 		SendFaults: SendFaults{Transient: 0.04, Before: 0.01, After: 0.015, AfterError: 0.005},
 		Slow:       0.02, Permanent: 0.015, Undeliverable: 0.01,
 		Latency: 10 * time.Millisecond, Jitter: 60 * time.Millisecond,
-		Callbacks: simulator.CallbackOptions{Duplicates: 1, Reorder: true, Delay: 5 * time.Millisecond, Workers: 8, Queue: 8 * n},
+		Callbacks: simulator.CallbackOptions{Duplicates: 1, Reorder: true, Delay: 5 * time.Millisecond, Workers: 8},
 		Storm: ddbfront.Storm{BurstRate: 0.15, BurstFailure: 0.5, DropRate: 0.01,
 			Lost: map[string]float64{"claim": 0.01, "takeover": 0.05, "release": 0.05}, LostKill: 0.3},
 		Outage: 30 * time.Second, OutageAt: 10 * time.Second,

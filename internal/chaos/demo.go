@@ -33,7 +33,7 @@ func Demo(n int, seed uint64) Options {
 	o.SendFaults = SendFaults{Transient: 0.03, After: 0.01}
 	o.Slow, o.Permanent, o.Undeliverable = 0, 0.01, 0.01
 	o.Latency, o.Jitter = 5*time.Millisecond, 20*time.Millisecond
-	o.Callbacks = simulator.CallbackOptions{Duplicates: 1, Reorder: true, Workers: 4, Queue: 4 * n}
+	o.Callbacks = simulator.CallbackOptions{Duplicates: 1, Reorder: true, Workers: 4}
 	o.Storm = ddbfront.Storm{DropRate: 0.01}
 	o.Outage = 0
 	o.FaultWindow, o.Timeout = 15*time.Second, 2*time.Minute

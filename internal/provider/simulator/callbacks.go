@@ -23,13 +23,9 @@ type CallbackOptions struct {
 	Duplicates int
 	// Reorder posts the final status before "sent".
 	Reorder bool
-	// Workers is the number of goroutines posting callbacks; 0 means 4.
-	// Callbacks of one message are posted by one worker, in order.
+	// Workers bounds the messages whose callbacks are posted at once; 0
+	// means 4. The callbacks of one message are posted in order.
 	Workers int
-	// Queue bounds the messages waiting for callbacks; 0 means 1024. A
-	// message that finds the queue full gets no callbacks (counted in
-	// Stats.CallbacksDropped) and reaches its final status at once.
-	Queue int
 }
 
 // callbackAttempts is how many times a callback is posted until it gets a
@@ -42,30 +38,9 @@ type event struct {
 	body   []byte
 }
 
-type job struct {
-	rec    *Message
-	events []event // in posting order
-}
-
-func (s *Simulator) startCallbacks() {
-	o := &s.opts.Callbacks
-	workers, queue := o.Workers, o.Queue
-	if workers <= 0 {
-		workers = 4
-	}
-	if queue <= 0 {
-		queue = 1024
-	}
-	s.client = &http.Client{Timeout: 5 * time.Second}
-	s.jobs = make(chan job, queue)
-	for range workers {
-		s.wg.Add(1)
-		go s.worker()
-	}
-}
-
-// enqueueCallbacks queues the callbacks of rec; false if it has none. The
-// caller holds s.mu; it never blocks.
+// enqueueCallbacks starts posting the callbacks of rec, as soon as a
+// worker is free; false if it has none. The caller holds s.mu; it never
+// blocks.
 func (s *Simulator) enqueueCallbacks(rec *Message, final httpprovider.MessageStatus, reason string) bool {
 	if len(s.opts.CallbackSecret) == 0 || rec.CallbackURL == "" {
 		return false
@@ -92,25 +67,17 @@ func (s *Simulator) enqueueCallbacks(rec *Message, final httpprovider.MessageSta
 			events = append(events, e)
 		}
 	}
-	select {
-	case s.jobs <- job{rec: rec, events: events}:
-		return true
-	default:
-		s.stats.CallbacksDropped++
-		return false
-	}
-}
-
-func (s *Simulator) worker() {
-	defer s.wg.Done()
-	for {
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
 		select {
+		case s.workers <- struct{}{}:
+			defer func() { <-s.workers }()
+			s.run(rec, events)
 		case <-s.ctx.Done():
-			return
-		case j := <-s.jobs:
-			s.run(j)
 		}
-	}
+	}()
+	return true
 }
 
 func rank(st httpprovider.MessageStatus) int {
@@ -123,17 +90,18 @@ func rank(st httpprovider.MessageStatus) int {
 	return 0
 }
 
-func (s *Simulator) run(j job) {
-	for _, e := range j.events {
+// run posts events, the callbacks of rec, in order.
+func (s *Simulator) run(rec *Message, events []event) {
+	for _, e := range events {
 		if !s.sleep(s.ctx, s.opts.Callbacks.Delay) {
 			return
 		}
 		s.mu.Lock()
-		if rank(e.status) > rank(j.rec.Status) {
-			j.rec.Status, j.rec.Reason = e.status, e.reason
+		if rank(e.status) > rank(rec.Status) {
+			rec.Status, rec.Reason = e.status, e.reason
 		}
 		s.mu.Unlock()
-		ok := s.post(j.rec.CallbackURL, e.body)
+		ok := s.post(rec.CallbackURL, e.body)
 		s.mu.Lock()
 		if ok {
 			s.stats.CallbacksSent++

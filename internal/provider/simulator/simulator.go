@@ -5,15 +5,17 @@
 //
 // It checks the bearer token, honours Idempotency-Key (a repeat answers
 // 200 with the original id and delivers nothing; a repeat with another body,
-// its "html" part included, answers 422), records an email's HTML part, answers lookups by reference, assigns ids msg_1, msg_2, ...,
-// and posts signed delivery callbacks (sent, then delivered or failed) from
-// a bounded worker pool.
+// its "html" part included, answers 422), records an email's HTML part,
+// answers lookups by reference, assigns ids msg_1, msg_2, ..., and posts
+// signed delivery callbacks (sent, then delivered or failed), for a
+// bounded number of messages at a time.
 //
 // Faults are injected per request from a plan (AddFault) or at random
 // from a seeded RNG (SetRandom).
 package simulator
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -80,7 +82,8 @@ type Stats struct {
 	CallbacksSent int `json:"callbacks_sent"`
 	// CallbacksFailed counts callbacks given up after every attempt.
 	CallbacksFailed int `json:"callbacks_failed"`
-	// CallbacksDropped counts callback jobs dropped (queue full or closed).
+	// CallbacksDropped counts messages accepted while closing, whose
+	// callbacks were never posted.
 	CallbacksDropped int `json:"callbacks_dropped"`
 }
 
@@ -94,12 +97,12 @@ type plannedFault struct {
 type Simulator struct {
 	opts Options
 
-	ctx    context.Context // canceled by Close
-	cancel context.CancelFunc
-	once   sync.Once
-	wg     sync.WaitGroup
-	jobs   chan job
-	client *http.Client
+	ctx     context.Context // canceled by Close
+	cancel  context.CancelFunc
+	once    sync.Once
+	wg      sync.WaitGroup
+	workers chan struct{} // a semaphore: one token per message posting its callbacks
+	client  *http.Client
 
 	mu      sync.Mutex
 	rng     *rand.Rand
@@ -115,8 +118,7 @@ type Simulator struct {
 	closed  bool
 }
 
-// New returns a running Simulator (its callback workers are started).
-// Call Close when done.
+// New returns a Simulator. Call Close when done.
 func New(opts Options) *Simulator {
 	s := &Simulator{
 		opts:    opts,
@@ -128,12 +130,14 @@ func New(opts Options) *Simulator {
 		stats:   Stats{Faults: map[FaultKind]int{}},
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
-	s.startCallbacks()
+	s.workers = make(chan struct{}, max(1, cmp.Or(opts.Callbacks.Workers, 4)))
+	s.client = &http.Client{Timeout: 5 * time.Second}
 	return s
 }
 
-// Close stops the callback workers (pending callbacks are dropped), wakes
-// every hung request and waits for the workers to exit. It is idempotent.
+// Close stops posting callbacks (pending ones are dropped), wakes every
+// hung request and waits for the callbacks being posted to stop. It is
+// idempotent.
 func (s *Simulator) Close() {
 	s.once.Do(func() {
 		s.mu.Lock()
