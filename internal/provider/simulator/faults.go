@@ -73,14 +73,7 @@ type Fault struct {
 var ErrInvalidFault = errors.New("simulator: invalid fault")
 
 func (f Fault) matches(op FaultOp, reference, key string) bool {
-	fop := f.Op
-	if fop == "" {
-		fop = OpSend
-	}
-	if fop != op {
-		return false
-	}
-	return f.Reference == "" || f.Reference == reference || f.Reference == key
+	return f.Op == op && (f.Reference == "" || f.Reference == reference || f.Reference == key)
 }
 
 // RandomFaults injects faults into sends at random, from the simulator's

@@ -168,6 +168,7 @@ func (s *Simulator) auth(h http.HandlerFunc) http.HandlerFunc {
 
 // AddFault appends f to the plan.
 func (s *Simulator) AddFault(f Fault) {
+	f.Op = cmp.Or(f.Op, OpSend)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.faults = append(s.faults, &plannedFault{Fault: f, left: f.Count})
@@ -254,17 +255,6 @@ func (s *Simulator) Stats() Stats {
 	return st
 }
 
-// delay sleeps the configured latency; false if the request went away.
-func (s *Simulator) delay(r *http.Request) bool {
-	s.mu.Lock()
-	d := s.latency
-	if s.jitter > 0 {
-		d += time.Duration(s.rng.Int64N(int64(s.jitter) + 1))
-	}
-	s.mu.Unlock()
-	return s.sleep(r.Context(), d)
-}
-
 // sleep waits d (forever if d < 0); false if ctx or the simulator ended.
 func (s *Simulator) sleep(ctx context.Context, d time.Duration) bool {
 	if d == 0 {
@@ -283,16 +273,6 @@ func (s *Simulator) sleep(ctx context.Context, d time.Duration) bool {
 	case <-s.ctx.Done():
 	}
 	return false
-}
-
-// hang waits for a timeout fault; true if the client is still waiting
-// after the fault's Hang.
-func (s *Simulator) hang(r *http.Request, f Fault) bool {
-	d := f.Hang
-	if d == 0 {
-		d = -1
-	}
-	return s.sleep(r.Context(), d)
 }
 
 // pickFault takes the first planned fault matching the request, else
@@ -332,8 +312,12 @@ func (s *Simulator) admit(w http.ResponseWriter, r *http.Request, count *int) bo
 	if count != nil {
 		*count++
 	}
+	d := s.latency
+	if s.jitter > 0 {
+		d += time.Duration(s.rng.Int64N(int64(s.jitter) + 1))
+	}
 	s.mu.Unlock()
-	if !s.delay(r) {
+	if !s.sleep(r.Context(), d) {
 		s.abandon(w)
 		return false
 	}
@@ -376,7 +360,7 @@ func (s *Simulator) handleSend(w http.ResponseWriter, r *http.Request) {
 	if faulted {
 		switch f.Kind {
 		case FaultTimeoutAfterAccept:
-			if !s.hang(r, f) {
+			if !s.sleep(r.Context(), cmp.Or(f.Hang, -1)) { // Hang 0: until the client gives up
 				s.abandon(w)
 				return
 			}
@@ -479,7 +463,7 @@ func (s *Simulator) beforeAccept(w http.ResponseWriter, r *http.Request, f Fault
 		}
 		s.abandon(w)
 	case FaultTimeoutBeforeAccept:
-		if s.hang(r, f) {
+		if s.sleep(r.Context(), cmp.Or(f.Hang, -1)) { // Hang 0: until the client gives up
 			writeError(w, http.StatusGatewayTimeout, "simulated timeout")
 		} else {
 			s.abandon(w)
