@@ -70,11 +70,11 @@ type Front struct {
 
 	enabled atomic.Bool
 	storm   stormState
+	tables  sync.Map // table name → ddbcost.Schema (Cost)
+	locks   keyLocks
 
 	mu      sync.Mutex
 	usage   map[string]*Usage
-	tables  map[string]ddbcost.Schema
-	locks   keyLocks
 	srvs    []*http.Server
 	ccfBody string
 }
@@ -87,7 +87,7 @@ func New(target string, o Options) (*Front, error) {
 	f := &Front{
 		target: strings.TrimRight(target, "/"), opts: o,
 		client: &http.Client{Transport: tr},
-		usage:  map[string]*Usage{}, tables: map[string]ddbcost.Schema{},
+		usage:  map[string]*Usage{},
 	}
 	f.storm.init(o.Seed)
 	if o.Cost {
@@ -357,20 +357,15 @@ func withCapacity(body []byte) []byte {
 
 // schema returns table's key and indexes, from DescribeTable once.
 func (f *Front) schema(ctx context.Context, table string) (ddbcost.Schema, error) {
-	f.mu.Lock()
-	s, ok := f.tables[table]
-	f.mu.Unlock()
-	if ok {
-		return s, nil
+	if s, ok := f.tables.Load(table); ok {
+		return s.(ddbcost.Schema), nil
 	}
 	out, err := f.direct.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)})
 	if err != nil {
 		return ddbcost.Schema{}, fmt.Errorf("ddbfront: describe %s: %w", table, err)
 	}
-	s = ddbcost.SchemaOf(out.Table)
-	f.mu.Lock()
-	f.tables[table] = s
-	f.mu.Unlock()
+	s := ddbcost.SchemaOf(out.Table)
+	f.tables.Store(table, s)
 	return s, nil
 }
 
@@ -403,9 +398,7 @@ func Operation(target string, body []byte) string {
 	default:
 		return op
 	}
-	var req struct {
-		UpdateExpression string `json:"UpdateExpression"`
-	}
+	var req struct{ UpdateExpression string }
 	_ = json.Unmarshal(body, &req)
 	u := req.UpdateExpression
 	switch {
