@@ -331,8 +331,8 @@ func (f *Front) Died(tag string, at time.Time) {
 // same invocation before a release or a mark of the key reached the
 // front from it (one under that claim that it sent before it died counts
 // however late it reaches the front). Nobody can know whether it sent:
-// the row is ambiguous,
-// whatever its worker's logs say (it may have died before it wrote any).
+// the row is ambiguous, whatever its worker's logs say (it may have died
+// before it wrote any).
 // Claims are followed only while answers may be lost (Storm.Lost).
 func (f *Front) DiedHolding() map[string]bool {
 	f.storm.mu.Lock()

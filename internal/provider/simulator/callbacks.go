@@ -80,14 +80,10 @@ func (s *Simulator) enqueueCallbacks(rec *Message, final httpprovider.MessageSta
 	return true
 }
 
-func rank(st httpprovider.MessageStatus) int {
-	switch {
-	case st == httpprovider.StatusSent:
-		return 1
-	case st.Failed() || st == httpprovider.StatusDelivered:
-		return 2
-	}
-	return 0
+// rank orders a message's statuses: a callback posted late (Reorder)
+// never takes a message back to an earlier one.
+var rank = map[httpprovider.MessageStatus]int{
+	httpprovider.StatusSent: 1, httpprovider.StatusDelivered: 2, httpprovider.StatusFailed: 2,
 }
 
 // run posts events, the callbacks of rec, in order.
@@ -97,7 +93,7 @@ func (s *Simulator) run(rec *Message, events []event) {
 			return
 		}
 		s.mu.Lock()
-		if rank(e.status) > rank(rec.Status) {
+		if rank[e.status] > rank[rec.Status] {
 			rec.Status, rec.Reason = e.status, e.reason
 		}
 		s.mu.Unlock()

@@ -411,14 +411,9 @@ func (s *Simulator) accept(req httpprovider.SendRequest, key string, undeliverab
 }
 
 func validate(req httpprovider.SendRequest) string {
-	switch req.Channel {
-	case "sms", "email", "push":
-	case "":
-		return "channel is required"
-	default:
-		return "channel must be sms, email or push"
-	}
 	switch {
+	case req.Channel != "sms" && req.Channel != "email" && req.Channel != "push":
+		return "channel must be sms, email or push"
 	case req.To == "":
 		return "to is required"
 	case req.Body == "":
