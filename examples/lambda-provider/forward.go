@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -99,7 +100,7 @@ func (h *Handler) send(ctx context.Context, r Request) (Answer, error) {
 	hr.Header.Set("Authorization", "Bearer "+h.Token)
 	hr.Header.Set("Idempotency-Key", r.Key)
 	hr.Header.Set("Content-Type", "application/json")
-	resp, err := h.client().Do(hr)
+	resp, err := cmp.Or(h.Client, http.DefaultClient).Do(hr)
 	if err != nil {
 		if !written.Load() {
 			return Retry("unreachable", "the gateway could not be reached: nothing was sent"), nil
@@ -139,7 +140,7 @@ func (h *Handler) lookup(ctx context.Context, r Request) Answer {
 		return Retry("config", "bad gateway URL")
 	}
 	hr.Header.Set("Authorization", "Bearer "+h.Token)
-	resp, err := h.client().Do(hr)
+	resp, err := cmp.Or(h.Client, http.DefaultClient).Do(hr)
 	if err != nil {
 		return Retry("unreachable", "the gateway could not be asked")
 	}
@@ -170,23 +171,12 @@ func (h *Handler) lookup(ctx context.Context, r Request) Answer {
 	}
 }
 
-func (h *Handler) client() *http.Client {
-	if h.Client != nil {
-		return h.Client
-	}
-	return http.DefaultClient
-}
-
 // gatewayReason is the "error" of a gateway's error answer, else the
 // status text.
 func gatewayReason(body []byte, status int) string {
-	var e struct {
-		Error string `json:"error"`
-	}
-	if json.Unmarshal(body, &e) == nil && e.Error != "" {
-		return e.Error
-	}
-	return http.StatusText(status)
+	var e struct{ Error string }
+	_ = json.Unmarshal(body, &e)
+	return cmp.Or(e.Error, http.StatusText(status))
 }
 
 // withoutURL drops the URL from a transport error: the function's error

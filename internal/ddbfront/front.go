@@ -228,8 +228,7 @@ func (f *Front) serve(w http.ResponseWriter, r *http.Request, tag string) {
 	}
 
 	// Cost: the item's image before the write, under its lock.
-	write := op == "PutItem" || op == "UpdateItem" || op == "DeleteItem"
-	priced := f.opts.Cost && write && req.TableName != ""
+	priced := f.opts.Cost && req.TableName != "" && (op == "PutItem" || op == "UpdateItem" || op == "DeleteItem")
 	var schema ddbcost.Schema
 	var key, old ddbcost.Item
 	if f.opts.Cost && itemOps[op] {
