@@ -222,7 +222,8 @@ func (f *Front) serve(w http.ResponseWriter, r *http.Request, tag string) {
 	if throttle {
 		f.storm.throttled.Add(1)
 		f.record(req.TableName, op, http.StatusBadRequest, false, nil, ddbcost.Cost{}, 0)
-		hdr := http.Header{"Content-Type": {"application/x-amz-json-1.0"}, "X-Amzn-Requestid": {fmt.Sprintf("chaos-%d", f.storm.requests.Load())}}
+		hdr := http.Header{"Content-Type": {"application/x-amz-json-1.0"},
+			"X-Amzn-Requestid": {fmt.Sprintf("chaos-%d", f.storm.requests.Load())}}
 		localpipeline.Answer(w, http.StatusBadRequest, hdr, fmt.Appendf(nil, `{"__type":%q,"message":"chaos: the request rate is too high for this table"}`, typ))
 		return
 	}
