@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
-	"os"
 	"os/exec"
 	"reflect"
 	"regexp"
@@ -196,10 +195,4 @@ func slug(heading string) string {
 		}
 	}
 	return b.String()
-}
-
-// readFile is os.ReadFile as a string.
-func readFile(path string) (string, error) {
-	b, err := os.ReadFile(path)
-	return string(b), err
 }

@@ -59,9 +59,9 @@ func (t *Template) RedeliveryRule() (string, error) {
 			}
 		}
 		for n := nmin; n < free; n++ {
-			type sig struct{ c0, cw string }
-			groups := map[sig][]int{}
-			var order []sig
+			// The sender timeouts that allow the same claims, in order.
+			type group struct{ c0, cw, ss []int }
+			var groups []*group
 			for _, s := range feasible {
 				l := (n - 1) * v
 				var c0, cw []int
@@ -76,14 +76,14 @@ func (t *Template) RedeliveryRule() (string, error) {
 				if len(c0) == len(clm) && len(cw) == len(clm) {
 					continue
 				}
-				k := sig{ints(c0), ints(cw)}
-				if _, ok := groups[k]; !ok {
-					order = append(order, k)
+				i := slices.IndexFunc(groups, func(g *group) bool { return slices.Equal(g.c0, c0) && slices.Equal(g.cw, cw) })
+				if i < 0 {
+					i, groups = len(groups), append(groups, &group{c0: c0, cw: cw})
 				}
-				groups[k] = append(groups[k], s)
+				groups[i].ss = append(groups[i].ss, s)
 			}
-			for _, k := range order {
-				ss := groups[k]
+			for _, g := range groups {
+				ss, c0, cw := g.ss, g.c0, g.cw
 				terms := []string{
 					fmt.Sprintf("!Not [!Equals [!Ref %s, %q]]", visibility, strconv.Itoa(v)),
 					fmt.Sprintf("!Not [!Equals [!Ref %s, %q]]", receives, strconv.Itoa(n)),
@@ -91,7 +91,6 @@ func (t *Template) RedeliveryRule() (string, error) {
 				if !slices.Equal(ss, feasible) {
 					terms = append(terms, fmt.Sprintf("!Not [!Contains [%s, !Ref %s]]", quoted(ss), senderTimeout))
 				}
-				c0, cw := split(k.c0), split(k.cw)
 				if cond := claimCondition(c0, cw, len(clm)); cond != "" {
 					terms = append(terms, cond)
 				}
@@ -194,26 +193,6 @@ func (t *Template) intProp(name, prop string) (int, error) {
 		return 0, fmt.Errorf("%w: parameter %s has no integer %s", ErrUnresolved, name, prop)
 	}
 	return n, nil
-}
-
-func ints(xs []int) string {
-	s := make([]string, len(xs))
-	for i, x := range xs {
-		s[i] = strconv.Itoa(x)
-	}
-	return strings.Join(s, ",")
-}
-
-func split(s string) []int {
-	if s == "" {
-		return nil
-	}
-	var out []int
-	for _, f := range strings.Split(s, ",") {
-		n, _ := strconv.Atoi(f)
-		out = append(out, n)
-	}
-	return out
 }
 
 // quoted returns xs as a YAML flow list of quoted strings.

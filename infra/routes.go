@@ -148,18 +148,18 @@ func title(s string) string { return strings.ToUpper(s[:1]) + s[1:] }
 // the generated block check them; channel-specific ones (http's URL,
 // lambda's function) are in routeRules.
 var providerNeeds = []struct {
-	rule, provider, channel string
-	asserts                 [][2]string // assertion, description
+	rule, provider, param string
+	asserts               [][2]string // assertion, description
 }{
-	{"TwilioConfigured", "twilio", "sms", [][2]string{{
+	{"TwilioConfigured", "twilio", "SmsProvider", [][2]string{{
 		"!And [!Not [!Equals [!Ref TwilioAccountSid, \"\"]], !Not [!Equals [!Ref TwilioAuthTokenParam, \"\"]], !Not [!Equals [!Ref TwilioFrom, \"\"]]]",
 		"SmsProvider's route includes twilio, so TwilioAccountSid, TwilioAuthTokenParam and TwilioFrom are required."}}},
-	{"SmtpConfigured", "smtp", "email", [][2]string{
+	{"SmtpConfigured", "smtp", "EmailProvider", [][2]string{
 		{"!And [!Not [!Equals [!Ref SmtpHost, \"\"]], !Not [!Equals [!Ref SmtpFrom, \"\"]]]",
 			"EmailProvider's route includes smtp, so SmtpHost and SmtpFrom are required."},
 		{"!Or [!Equals [!Ref SmtpUsername, \"\"], !Not [!Equals [!Ref SmtpPasswordParam, \"\"]]]",
 			"SmtpUsername needs SmtpPasswordParam (the SMTP password's SSM parameter): the sender refuses a user name without a password."}}},
-	{"SesConfigured", "ses", "email", [][2]string{{
+	{"SesConfigured", "ses", "EmailProvider", [][2]string{{
 		"!Not [!Equals [!Ref SesFrom, \"\"]]",
 		"EmailProvider's route includes ses, so SesFrom (a verified SES identity) is required."}}},
 }
@@ -333,7 +333,7 @@ func RouteBlocks() map[string]string {
 		}
 	}
 	for _, n := range providerNeeds {
-		c, _ := RouteChannelOf(channelParam(n.channel))
+		c, _ := RouteChannelOf(n.param)
 		if slices.Contains(c.Providers, n.provider) {
 			rule(n.rule, c.contains(c.Via(n.provider), "      "), n.asserts)
 		}
@@ -341,14 +341,4 @@ func RouteBlocks() map[string]string {
 	b.WriteString(end("  ", RouteRulesBlock))
 	out[RouteRulesBlock] = b.String()
 	return out
-}
-
-// channelParam returns the parameter of the channel.
-func channelParam(channel string) string {
-	for _, c := range RouteChannels {
-		if c.Channel == channel {
-			return c.Param
-		}
-	}
-	return ""
 }
