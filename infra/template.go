@@ -67,16 +67,22 @@ func Load(path string) (*Template, error) {
 // Parse parses a YAML (or JSON) template. Its error is YAML's when data is
 // not YAML or its sections are not mappings of the expected shape.
 func Parse(data []byte) (*Template, error) {
-	var doc yaml.Node
-	if err := yaml.Unmarshal(data, &doc); err != nil {
-		return nil, err
-	}
-	longForm(&doc)
 	var t Template
-	if err := doc.Decode(&t); err != nil {
+	if err := decodeLongForm(data, &t); err != nil {
 		return nil, err
 	}
 	return &t, nil
+}
+
+// decodeLongForm decodes YAML data into out, short-form tags in their
+// long form (longForm).
+func decodeLongForm(data []byte, out any) error {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return err
+	}
+	longForm(&doc)
+	return doc.Decode(out)
 }
 
 // longForm rewrites every node tagged !X into the mapping {"Fn::X": node}
@@ -173,13 +179,18 @@ func (t *Template) Extremes(name string) []string {
 func (t *Template) combinations(names []string) []Values {
 	out := []Values{t.Defaults()}
 	for _, name := range names {
-		var next []Values
-		for _, p := range out {
-			for _, v := range t.Extremes(name) {
-				next = append(next, p.With(name, v))
-			}
+		out = expand(out, name, t.Extremes(name))
+	}
+	return out
+}
+
+// expand returns each of ps with name set to each of vals.
+func expand(ps []Values, name string, vals []string) []Values {
+	var out []Values
+	for _, p := range ps {
+		for _, v := range vals {
+			out = append(out, p.With(name, v))
 		}
-		out = next
 	}
 	return out
 }

@@ -140,7 +140,11 @@ func (v Variant) Generate(src []byte) ([]byte, error) {
 	if len(doc.Content) != 1 || doc.Content[0].Kind != yaml.MappingNode {
 		return nil, fmt.Errorf("infra: variant: the template is not a mapping")
 	}
-	g := &gen{v: v, root: doc.Content[0], fixed: map[string]*yaml.Node{}, conds: map[string]tri{}, alias: map[string]string{}, dropped: map[string]bool{}}
+	t, err := Parse(src)
+	if err != nil {
+		return nil, err
+	}
+	g := &gen{v: v, root: doc.Content[0], src: t, fixed: map[string]*yaml.Node{}, conds: map[string]tri{}, alias: map[string]string{}, dropped: map[string]bool{}}
 	if err := g.run(); err != nil {
 		return nil, err
 	}
@@ -232,15 +236,16 @@ func triOf(b bool) tri {
 }
 
 type gen struct {
-	v        Variant
-	root     *yaml.Node
-	fixed    map[string]*yaml.Node // parameter → its value: the default (a scalar), or Fix's
-	allowed  map[string][]string   // kept parameter → the values it may take (nil: any)
-	required map[string]bool       // kept parameter → it has no default and is not empty
-	conds    map[string]tri
-	alias    map[string]string // condition → the one it equals, once simplified
-	dropped  map[string]bool   // resources dropped
-	depth    int
+	v       Variant
+	root    *yaml.Node
+	src     *Template             // the source, as the conditions are evaluated
+	fixed   map[string]*yaml.Node // parameter → its value: the default (a scalar), or Fix's
+	allowed map[string][]string   // kept parameter → the values it may take (nil: any)
+	base    Values                // the fixed parameters' values, as conditions read them
+	values  map[string][]string   // kept parameter → the values conditions may see (keptValues)
+	conds   map[string]tri
+	alias   map[string]string // condition → the one it equals, once simplified
+	dropped map[string]bool   // resources dropped
 }
 
 func get(m *yaml.Node, key string) *yaml.Node {
@@ -285,10 +290,6 @@ func (g *gen) run() error {
 		}
 		g.allowed[k.Name] = k.Values
 	}
-	g.required = map[string]bool{}
-	for _, k := range g.v.Keep {
-		g.required[k.Name] = k.Required
-	}
 	for name, text := range g.v.Fix {
 		var n yaml.Node
 		if err := yaml.Unmarshal([]byte(text), &n); err != nil || len(n.Content) != 1 {
@@ -313,6 +314,11 @@ func (g *gen) run() error {
 		}
 		g.fixed[name] = d
 	}
+	g.base = Values{} // a Fix's Fn::Sub at its text
+	for name, f := range g.fixed {
+		g.base[name] = f.Value
+	}
+	g.values = g.keptValues()
 	// Conditions first: the rest asks for their values.
 	conds := get(g.root, "Conditions")
 	if conds != nil {
@@ -387,7 +393,10 @@ func (g *gen) run() error {
 		if vals == nil {
 			continue
 		}
-		d, _ := g.scalarOf(get(p, "Default"))
+		d := ""
+		if dn := get(p, "Default"); dn != nil {
+			d = dn.Value
+		}
 		if !slices.Contains(vals, d) {
 			return fmt.Errorf("infra: variant: %s's default %q is not among its values %q", name, d, vals)
 		}
@@ -457,46 +466,12 @@ func (g *gen) cond(name string) string {
 	return name
 }
 
-// scalarOf returns the string CloudFormation sees for a literal scalar, or
-// for a fixed parameter's Ref.
-func (g *gen) scalarOf(n *yaml.Node) (string, bool) {
-	if n == nil {
-		return "", false
-	}
-	switch {
-	case n.Kind == yaml.ScalarNode && (n.Tag == "" || !strings.HasPrefix(n.Tag, "!") || strings.HasPrefix(n.Tag, "!!")):
-		return n.Value, true
-	case n.Tag == "!Ref" && n.Kind == yaml.ScalarNode:
-		if d, ok := g.fixed[n.Value]; ok {
-			return g.scalarOf(d)
-		}
-		if vals := g.allowed[n.Value]; len(vals) == 1 {
-			return vals[0], true
-		}
-	}
-	return "", false
-}
-
-// keptRef returns the kept parameter n refers to and the values it may
-// take (nil: any).
-func (g *gen) keptRef(n *yaml.Node) (string, []string, bool) {
-	if n.Tag != "!Ref" || n.Kind != yaml.ScalarNode {
-		return "", nil, false
-	}
-	vals, ok := g.allowed[n.Value]
-	return n.Value, vals, ok
-}
-
 // condition returns the value of the named condition.
 func (g *gen) condition(name string) (tri, error) {
 	if t, ok := g.conds[name]; ok {
 		return t, nil
 	}
-	n := get(get(g.root, "Conditions"), name)
-	if n == nil {
-		return unknown, fmt.Errorf("infra: variant: no condition %s", name)
-	}
-	t, err := g.eval(n)
+	t, err := g.decide(map[string]any{"Condition": name})
 	if err != nil {
 		return unknown, fmt.Errorf("condition %s: %w", name, err)
 	}
@@ -504,148 +479,118 @@ func (g *gen) condition(name string) (tri, error) {
 	return t, nil
 }
 
-// eval returns the value of a condition or Rule expression.
+// eval returns the value of condition or Rule expression n.
 func (g *gen) eval(n *yaml.Node) (tri, error) {
-	if g.depth++; g.depth > maxDepth {
-		return unknown, fmt.Errorf("%w: nested more than %d deep", ErrUnresolved, maxDepth)
-	}
-	defer func() { g.depth-- }()
-	switch n.Tag {
-	case "!Condition":
-		return g.condition(n.Value)
-	case "!Not":
-		if len(n.Content) != 1 {
-			break
-		}
-		t, err := g.eval(n.Content[0])
-		switch t {
-		case true_:
-			return false_, err
-		case false_:
-			return true_, err
-		}
+	data, err := yaml.Marshal(n)
+	if err != nil {
 		return unknown, err
-	case "!And", "!Or":
-		and := n.Tag == "!And"
-		all := true
-		for _, c := range n.Content {
-			t, err := g.eval(c)
-			if err != nil {
-				return unknown, err
-			}
-			if t == triOf(!and) {
-				return t, nil
-			}
-			all = all && t != unknown
+	}
+	var v any
+	if err := decodeLongForm(data, &v); err != nil {
+		return unknown, err
+	}
+	return g.decide(v)
+}
+
+// decide returns the value of expression v (in long form) in every
+// combination of the values the kept parameters it reads may take:
+// unknown when they differ.
+func (g *gen) decide(v any) (tri, error) {
+	reads := map[string]bool{}
+	g.reads(v, reads, 0)
+	combos := []Values{g.base}
+	for _, k := range g.v.Keep {
+		if reads[k.Name] {
+			combos = expand(combos, k.Name, g.values[k.Name])
 		}
-		if all {
-			return triOf(and), nil
+	}
+	out := unknown
+	for i, p := range combos {
+		b, err := (&eval{t: g.src, p: p}).cond(v)
+		if err != nil {
+			return unknown, err
 		}
-		if ref, vals, ok := g.membership(n); !and && ok {
-			// An Or of tests of one kept parameter: decided when every
-			// value it may take is in their union, or none is.
-			return g.among(ref, vals), nil
+		if i > 0 && triOf(b) != out {
+			return unknown, nil
 		}
-		return unknown, nil
-	case "!Equals":
-		if len(n.Content) != 2 {
-			break
+		out = triOf(b)
+	}
+	return out, nil
+}
+
+// reads adds to names the parameters expression v refers to, directly or
+// through the conditions it names.
+func (g *gen) reads(v any, names map[string]bool, depth int) {
+	switch x := v.(type) {
+	case []any:
+		for _, e := range x {
+			g.reads(e, names, depth)
 		}
-		a, aok := g.scalarOf(n.Content[0])
-		b, bok := g.scalarOf(n.Content[1])
+	case map[string]any:
+		if c, ok := x["Condition"].(string); ok && depth < maxDepth {
+			g.reads(g.src.Conditions[c], names, depth+1)
+		}
+		if name := refName(x); name != "" {
+			names[name] = true
+		}
+		for _, e := range x {
+			g.reads(e, names, depth)
+		}
+	}
+}
+
+// keptValues returns the values each kept parameter may take: its
+// Kept.Values, else the source's AllowedValues, else "" unless Required,
+// any literal a condition or Rule compares it with, and a value none does.
+func (g *gen) keptValues() map[string][]string {
+	compared := map[string]map[string]bool{}
+	literals(map[string]any{"Conditions": g.src.Conditions, "Rules": g.src.Rules}, compared)
+	out := map[string][]string{}
+	for _, k := range g.v.Keep {
+		vals := k.Values
 		switch {
-		case aok && bok:
-			return triOf(a == b), nil
-		case aok && a == "" && g.nonEmpty(n.Content[1]), bok && b == "" && g.nonEmpty(n.Content[0]):
-			return false_, nil
-		case aok:
-			return g.among(n.Content[1], []string{a}), nil
-		case bok:
-			return g.among(n.Content[0], []string{b}), nil
-		}
-		return unknown, nil
-	case "!Contains":
-		if len(n.Content) != 2 || n.Content[0].Kind != yaml.SequenceNode {
-			break
-		}
-		var list []string
-		for _, c := range n.Content[0].Content {
-			s, ok := g.scalarOf(c)
-			if !ok {
-				return unknown, nil
+		case vals != nil:
+		case g.src.Parameters[k.Name]["AllowedValues"] != nil:
+			vals = g.src.Extremes(k.Name)
+		default:
+			vals = append(slices.Collect(maps.Keys(compared[k.Name])), "", "(what no condition names)")
+			if k.Required {
+				vals = slices.DeleteFunc(vals, func(v string) bool { return v == "" })
 			}
-			list = append(list, s)
 		}
-		if x, ok := g.scalarOf(n.Content[1]); ok {
-			return triOf(slices.Contains(list, x)), nil
-		}
-		return g.among(n.Content[1], list), nil
+		out[k.Name] = vals
 	}
-	return unknown, fmt.Errorf("%w: %s %v is not a condition the variant evaluates", ErrUnresolved, n.Tag, n.Value)
+	return out
 }
 
-// nonEmpty reports whether n is known not to be empty: a Ref to a
-// required kept parameter, or to a parameter fixed at a Fn::Sub with text
-// besides its ${...}.
-func (g *gen) nonEmpty(n *yaml.Node) bool {
-	if n.Tag != "!Ref" {
-		return false
-	}
-	if g.required[n.Value] {
-		return true
-	}
-	f, ok := g.fixed[n.Value]
-	return ok && f.Tag == "!Sub" && f.Kind == yaml.ScalarNode && subVar.ReplaceAllString(f.Value, "") != ""
-}
-
-// membership returns the kept parameter's Ref that expression n tests
-// and the values for which it holds, when n is an Fn::Equals of that Ref
-// and a literal, or an Fn::Or of such tests of the same parameter.
-func (g *gen) membership(n *yaml.Node) (*yaml.Node, []string, bool) {
-	switch {
-	case n.Tag == "!Equals" && len(n.Content) == 2:
-		for i := range 2 {
-			if _, _, ok := g.keptRef(n.Content[i]); ok {
-				if v, ok := g.scalarOf(n.Content[1-i]); ok {
-					return n.Content[i], []string{v}, true
+// literals adds to compared, for each parameter an Fn::Equals or
+// Fn::Contains in v tests, the literals it tests it against.
+func literals(v any, compared map[string]map[string]bool) {
+	switch x := v.(type) {
+	case []any:
+		for _, e := range x {
+			literals(e, compared)
+		}
+	case map[string]any:
+		for fn, arg := range x {
+			args, _ := arg.([]any)
+			if fn == "Fn::Equals" || fn == "Fn::Contains" {
+				for _, ref := range args {
+					if name := refName(ref); name != "" {
+						if compared[name] == nil {
+							compared[name] = map[string]bool{}
+						}
+						for _, lit := range flattenIf(args) {
+							if s, ok := scalar(lit); ok {
+								compared[name][s] = true
+							}
+						}
+					}
 				}
 			}
-		}
-	case n.Tag == "!Or" && len(n.Content) > 0:
-		var ref *yaml.Node
-		var vals []string
-		for _, c := range n.Content {
-			r, vs, ok := g.membership(c)
-			if !ok || ref != nil && r.Value != ref.Value {
-				return nil, nil, false
-			}
-			ref, vals = r, append(vals, vs...)
-		}
-		return ref, vals, true
-	}
-	return nil, nil, false
-}
-
-// among returns whether ref, a kept parameter's Ref, takes one of vals:
-// decided when every value it may take is in vals, or none is.
-func (g *gen) among(ref *yaml.Node, vals []string) tri {
-	_, allowed, ok := g.keptRef(ref)
-	if !ok || allowed == nil {
-		return unknown
-	}
-	in := 0
-	for _, a := range allowed {
-		if slices.Contains(vals, a) {
-			in++
+			literals(arg, compared)
 		}
 	}
-	switch in {
-	case 0:
-		return false_
-	case len(allowed):
-		return true_
-	}
-	return unknown
 }
 
 // simplify returns expression n (of undecided value) without its decided
@@ -686,11 +631,10 @@ func (g *gen) simplify(n *yaml.Node) *yaml.Node {
 		// Of a list a kept parameter is tested against, only the values
 		// it may still take are left; one is an Equals.
 		if len(n.Content) == 2 && n.Content[0].Kind == yaml.SequenceNode {
-			if _, allowed, ok := g.keptRef(n.Content[1]); ok && allowed != nil {
+			if allowed := g.allowed[n.Content[1].Value]; n.Content[1].Tag == "!Ref" && allowed != nil {
 				list := *n.Content[0]
 				list.Content = slices.DeleteFunc(slices.Clone(list.Content), func(c *yaml.Node) bool {
-					s, ok := g.scalarOf(c)
-					return ok && !slices.Contains(allowed, s)
+					return c.Tag != "!Ref" && !slices.Contains(allowed, c.Value)
 				})
 				if len(list.Content) == 1 {
 					return &yaml.Node{Kind: yaml.SequenceNode, Tag: "!Equals", Style: yaml.FlowStyle, Content: []*yaml.Node{n.Content[1], list.Content[0]}}
