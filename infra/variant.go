@@ -240,7 +240,6 @@ type gen struct {
 	root    *yaml.Node
 	src     *Template             // the source, as the conditions are evaluated
 	fixed   map[string]*yaml.Node // parameter → its value: the default (a scalar), or Fix's
-	allowed map[string][]string   // kept parameter → the values it may take (nil: any)
 	base    Values                // the fixed parameters' values, as conditions read them
 	values  map[string][]string   // kept parameter → the values conditions may see (keptValues)
 	conds   map[string]tri
@@ -248,33 +247,34 @@ type gen struct {
 	dropped map[string]bool   // resources dropped
 }
 
-func get(m *yaml.Node, key string) *yaml.Node {
-	if m == nil || m.Kind != yaml.MappingNode {
-		return nil
-	}
-	for i := 0; i+1 < len(m.Content); i += 2 {
+// at returns the index of key in mapping m, -1 without it.
+func at(m *yaml.Node, key string) int {
+	for i := 0; m != nil && m.Kind == yaml.MappingNode && i+1 < len(m.Content); i += 2 {
 		if m.Content[i].Value == key {
-			return m.Content[i+1]
+			return i
 		}
+	}
+	return -1
+}
+
+// get returns the value of key in mapping m, nil without it.
+func get(m *yaml.Node, key string) *yaml.Node {
+	if i := at(m, key); i >= 0 {
+		return m.Content[i+1]
 	}
 	return nil
 }
 
-func keyNode(m *yaml.Node, key string) *yaml.Node {
-	for i := 0; i+1 < len(m.Content); i += 2 {
-		if m.Content[i].Value == key {
-			return m.Content[i]
-		}
+// set replaces the value of key in mapping m, if it has key.
+func set(m *yaml.Node, key string, v *yaml.Node) {
+	if i := at(m, key); i >= 0 {
+		m.Content[i+1] = v
 	}
-	return nil
 }
 
 func del(m *yaml.Node, key string) {
-	for i := 0; i+1 < len(m.Content); i += 2 {
-		if m.Content[i].Value == key {
-			m.Content = slices.Delete(m.Content, i, i+2)
-			return
-		}
+	if i := at(m, key); i >= 0 {
+		m.Content = slices.Delete(m.Content, i, i+2)
 	}
 }
 
@@ -283,12 +283,10 @@ func (g *gen) run() error {
 	if params == nil {
 		return fmt.Errorf("infra: variant: no Parameters")
 	}
-	g.allowed = map[string][]string{}
 	for _, k := range g.v.Keep {
 		if get(params, k.Name) == nil {
 			return fmt.Errorf("infra: variant: kept parameter %s is not a parameter", k.Name)
 		}
-		g.allowed[k.Name] = k.Values
 	}
 	for name, text := range g.v.Fix {
 		var n yaml.Node
@@ -302,10 +300,7 @@ func (g *gen) run() error {
 	}
 	for i := 0; i+1 < len(params.Content); i += 2 {
 		name, p := params.Content[i].Value, params.Content[i+1]
-		if _, keep := g.allowed[name]; keep {
-			continue
-		}
-		if _, ok := g.fixed[name]; ok {
+		if g.fixed[name] != nil || slices.ContainsFunc(g.v.Keep, func(k Kept) bool { return k.Name == name }) {
 			continue
 		}
 		d := get(p, "Default")
@@ -321,22 +316,14 @@ func (g *gen) run() error {
 	g.values = g.keptValues()
 	// Conditions first: the rest asks for their values.
 	conds := get(g.root, "Conditions")
-	if conds != nil {
-		for i := 0; i+1 < len(conds.Content); i += 2 {
-			if _, err := g.condition(conds.Content[i].Value); err != nil {
-				return err
-			}
+	for i := 0; conds != nil && i+1 < len(conds.Content); i += 2 {
+		name := conds.Content[i].Value
+		t, err := g.condition(name)
+		if err != nil {
+			return err
 		}
-	}
-	if conds != nil {
-		for i := 0; i+1 < len(conds.Content); i += 2 {
-			name := conds.Content[i].Value
-			if g.conds[name] != unknown {
-				continue
-			}
-			if e := g.simplify(conds.Content[i+1]); e.Tag == "!Condition" {
-				g.alias[name] = e.Value // a condition that equals another, once the variant decides
-			}
+		if e := g.simplify(conds.Content[i+1]); t == unknown && e.Tag == "!Condition" {
+			g.alias[name] = e.Value // a condition that equals another, once the variant decides
 		}
 	}
 	if err := g.rules(); err != nil {
@@ -375,20 +362,11 @@ func (g *gen) run() error {
 			if get(p, prop) == nil {
 				return fmt.Errorf("infra: variant: %s has no %s to replace", name, prop)
 			}
-			for i := 0; i+1 < len(p.Content); i += 2 {
-				if p.Content[i].Value == prop {
-					p.Content[i+1] = &yaml.Node{Kind: yaml.ScalarNode, Value: v}
-				}
-			}
+			set(p, prop, &yaml.Node{Kind: yaml.ScalarNode, Value: v})
 		}
 		if k.Label != "" {
-			if l := get(get(get(get(g.root, "Metadata"), "AWS::CloudFormation::Interface"), "ParameterLabels"), name); l != nil {
-				for i := 0; i+1 < len(l.Content); i += 2 {
-					if l.Content[i].Value == "default" {
-						l.Content[i+1] = &yaml.Node{Kind: yaml.ScalarNode, Value: k.Label, Style: yaml.DoubleQuotedStyle}
-					}
-				}
-			}
+			l := get(get(get(get(g.root, "Metadata"), "AWS::CloudFormation::Interface"), "ParameterLabels"), name)
+			set(l, "default", &yaml.Node{Kind: yaml.ScalarNode, Value: k.Label, Style: yaml.DoubleQuotedStyle})
 		}
 		if vals == nil {
 			continue
@@ -418,30 +396,21 @@ func (g *gen) run() error {
 					return fmt.Errorf("infra: variant: %s's value %q does not match its AllowedPattern", name, val)
 				}
 			}
-			keyNode(p, "AllowedPattern").Value = "AllowedValues"
+			p.Content[at(p, "AllowedPattern")].Value = "AllowedValues"
 			del(p, "ConstraintDescription")
 		default:
 			return fmt.Errorf("infra: variant: %s has neither AllowedValues nor AllowedPattern to restrict", name)
 		}
-		for i := 0; i+1 < len(p.Content); i += 2 {
-			if p.Content[i].Value == "AllowedValues" {
-				p.Content[i+1] = list
-			}
-		}
+		set(p, "AllowedValues", list)
 	}
 	var ordered []*yaml.Node
 	for _, k := range g.v.Keep {
-		for i := 0; i+1 < len(params.Content); i += 2 {
-			if params.Content[i].Value == k.Name {
-				params.Content[i].HeadComment = ""
-				ordered = append(ordered, params.Content[i], params.Content[i+1])
-			}
-		}
+		i := at(params, k.Name)
+		params.Content[i].HeadComment = ""
+		ordered = append(ordered, params.Content[i], params.Content[i+1])
 	}
 	params.Content = ordered
-	if k := keyNode(g.root, "Parameters"); k != nil {
-		k.HeadComment = comment(g.v.ParametersComment)
-	}
+	g.root.Content[at(g.root, "Parameters")].HeadComment = comment(g.v.ParametersComment)
 	// Conditions the variant decides, or that equal another, are gone; the
 	// others are simplified.
 	if conds != nil {
@@ -629,20 +598,17 @@ func (g *gen) simplify(n *yaml.Node) *yaml.Node {
 		return &m
 	case "!Contains":
 		// Of a list a kept parameter is tested against, only the values
-		// it may still take are left; one is an Equals.
-		if len(n.Content) == 2 && n.Content[0].Kind == yaml.SequenceNode {
-			if allowed := g.allowed[n.Content[1].Value]; n.Content[1].Tag == "!Ref" && allowed != nil {
-				list := *n.Content[0]
-				list.Content = slices.DeleteFunc(slices.Clone(list.Content), func(c *yaml.Node) bool {
-					return c.Tag != "!Ref" && !slices.Contains(allowed, c.Value)
-				})
-				if len(list.Content) == 1 {
-					return &yaml.Node{Kind: yaml.SequenceNode, Tag: "!Equals", Style: yaml.FlowStyle, Content: []*yaml.Node{n.Content[1], list.Content[0]}}
-				}
-				m := *n
-				m.Content = []*yaml.Node{&list, n.Content[1]}
-				return &m
+		// it may take are left; one is an Equals.
+		if len(n.Content) == 2 && n.Content[1].Tag == "!Ref" && g.values[n.Content[1].Value] != nil {
+			vals := g.values[n.Content[1].Value]
+			list := *n.Content[0]
+			list.Content = slices.DeleteFunc(slices.Clone(list.Content), func(c *yaml.Node) bool { return !slices.Contains(vals, c.Value) })
+			if len(list.Content) == 1 {
+				return &yaml.Node{Kind: yaml.SequenceNode, Tag: "!Equals", Style: yaml.FlowStyle, Content: []*yaml.Node{n.Content[1], list.Content[0]}}
 			}
+			m := *n
+			m.Content = []*yaml.Node{&list, n.Content[1]}
+			return &m
 		}
 	}
 	if n.Kind == yaml.SequenceNode || n.Kind == yaml.MappingNode {
@@ -691,11 +657,7 @@ func (g *gen) rules() error {
 			case true_:
 				del(r, "RuleCondition")
 			default:
-				for j := 0; j+1 < len(r.Content); j += 2 {
-					if r.Content[j].Value == "RuleCondition" {
-						r.Content[j+1] = g.simplify(c)
-					}
-				}
+				set(r, "RuleCondition", g.simplify(c))
 			}
 		}
 		asserts := get(r, "Assertions")
@@ -711,11 +673,7 @@ func (g *gen) rules() error {
 				case false_:
 					return fmt.Errorf("infra: variant: rule %s rejects the variant's fixed values (%s): restrict a kept parameter's values", name, get(a, "AssertDescription").Value)
 				case unknown:
-					for j := 0; j+1 < len(a.Content); j += 2 {
-						if a.Content[j].Value == "Assert" {
-							a.Content[j+1] = g.simplify(expr)
-						}
-					}
+					set(a, "Assert", g.simplify(expr))
 					kept = append(kept, a)
 				}
 			}
