@@ -22,27 +22,28 @@ type Pseudo map[string]string
 // not changed. Its error wraps ErrUnresolved: a condition it cannot
 // evaluate, or an Fn::If of another shape.
 func (t *Template) Resolve(v any, p Values, pseudo Pseudo) (any, error) {
-	r := &resolver{e: &eval{t: t, p: p}, pseudo: pseudo}
+	r := &resolver{eval: eval{t: t, p: p}, pseudo: pseudo}
 	out, err := r.value(v)
-	if err != nil {
+	if err != nil || isNoValue(out) {
 		return nil, err
-	}
-	if r.isNoValue(out) {
-		return nil, nil
 	}
 	return out, nil
 }
 
 type resolver struct {
-	e      *eval
+	eval
 	pseudo Pseudo
 }
 
-var noValueRef = map[string]any{"Ref": "AWS::NoValue"}
+func isNoValue(v any) bool { return refName(v) == "AWS::NoValue" }
 
-func (r *resolver) isNoValue(v any) bool {
-	m := mapOf(v)
-	return len(m) == 1 && m["Ref"] == "AWS::NoValue"
+// param returns the value of a pseudo parameter or a parameter.
+func (r *resolver) param(name string) (string, bool) {
+	if s, ok := r.pseudo[name]; ok {
+		return s, true
+	}
+	s, ok := r.p[name]
+	return s, ok && r.t.Parameters[name] != nil
 }
 
 func (r *resolver) value(v any) (any, error) {
@@ -54,7 +55,7 @@ func (r *resolver) value(v any) (any, error) {
 			if err != nil {
 				return nil, err
 			}
-			if !r.isNoValue(rv) {
+			if !isNoValue(rv) {
 				out = append(out, rv)
 			}
 		}
@@ -65,16 +66,11 @@ func (r *resolver) value(v any) (any, error) {
 				switch fn {
 				case "Fn::If":
 					args, _ := arg.([]any)
-					name, _ := scalar(func() any {
-						if len(args) > 0 {
-							return args[0]
-						}
-						return nil
-					}())
-					if len(args) != 3 || name == "" {
+					if len(args) != 3 {
 						return nil, fmt.Errorf("%w: Fn::If %v", ErrUnresolved, arg)
 					}
-					b, err := r.e.cond(map[string]any{"Condition": name})
+					name, _ := args[0].(string)
+					b, err := r.cond(map[string]any{"Condition": name})
 					if err != nil {
 						return nil, err
 					}
@@ -84,13 +80,10 @@ func (r *resolver) value(v any) (any, error) {
 					return r.value(args[2])
 				case "Ref":
 					name, _ := arg.(string)
-					if s, ok := r.pseudo[name]; ok {
+					if s, ok := r.param(name); ok {
 						return s, nil
 					}
-					if s, ok := r.e.p[name]; ok && r.e.t.Parameters[name] != nil {
-						return s, nil
-					}
-					return noValueOr(x, name), nil
+					return maps.Clone(x), nil // a resource, or AWS::NoValue
 				case "Fn::Sub":
 					return r.sub(arg)
 				case "Fn::Select":
@@ -104,21 +97,13 @@ func (r *resolver) value(v any) (any, error) {
 			if err != nil {
 				return nil, err
 			}
-			if !r.isNoValue(rv) {
+			if !isNoValue(rv) {
 				out[k] = rv
 			}
 		}
 		return out, nil
 	}
 	return v, nil
-}
-
-// noValueOr returns AWS::NoValue for it, else the Ref as it is.
-func noValueOr(ref map[string]any, name string) any {
-	if name == "AWS::NoValue" {
-		return noValueRef
-	}
-	return maps.Clone(ref)
 }
 
 func (r *resolver) sub(arg any) (any, error) {
@@ -136,7 +121,7 @@ func (r *resolver) sub(arg any) (any, error) {
 		}
 		vars = mapOf(rv)
 	}
-	out := subVar.ReplaceAllStringFunc(text, func(m string) string {
+	return subVar.ReplaceAllStringFunc(text, func(m string) string {
 		name := m[2 : len(m)-1]
 		if v, ok := vars[name]; ok {
 			if s, ok := scalar(v); ok {
@@ -144,15 +129,11 @@ func (r *resolver) sub(arg any) (any, error) {
 			}
 			return m
 		}
-		if s, ok := r.pseudo[name]; ok {
-			return s
-		}
-		if s, ok := r.e.p[name]; ok && r.e.t.Parameters[name] != nil {
+		if s, ok := r.param(name); ok {
 			return s
 		}
 		return m
-	})
-	return out, nil
+	}), nil
 }
 
 // sel resolves {"Fn::Select": [i, {"Fn::Split": [sep, s]}]} when s

@@ -336,7 +336,7 @@ func (g *gen) run() error {
 	}
 	for _, section := range []string{"Globals", "Metadata"} {
 		if n := get(g.root, section); n != nil {
-			if _, err := g.walk(n, nil); err != nil {
+			if _, err := g.walk(n, map[string]bool{}); err != nil {
 				return fmt.Errorf("%s: %w", section, err)
 			}
 		}
@@ -763,9 +763,6 @@ func (g *gen) walk(n *yaml.Node, ctx map[string]bool) (*yaml.Node, error) {
 		n.Content[0].Value = c
 		for i := 1; i < 3; i++ {
 			inner := maps.Clone(ctx)
-			if inner == nil {
-				inner = map[string]bool{}
-			}
 			inner[c] = i == 1
 			r, err := g.walk(n.Content[i], inner)
 			if err != nil {
@@ -782,32 +779,23 @@ func (g *gen) walk(n *yaml.Node, ctx map[string]bool) (*yaml.Node, error) {
 	case "!Sub":
 		return g.sub(n, ctx)
 	}
-	switch n.Kind {
-	case yaml.MappingNode:
-		for i := 0; i+1 < len(n.Content); {
-			r, err := g.walk(n.Content[i+1], ctx)
-			if err != nil {
-				return nil, err
-			}
-			if noValue(r) {
-				n.Content = slices.Delete(n.Content, i, i+2)
-				continue
-			}
-			n.Content[i+1] = r
-			i += 2
+	// The values of a mapping (every second node, from the second) or the
+	// items of a list.
+	step := 1
+	if n.Kind == yaml.MappingNode {
+		step = 2
+	}
+	for i := step - 1; i < len(n.Content); {
+		r, err := g.walk(n.Content[i], ctx)
+		if err != nil {
+			return nil, err
 		}
-	case yaml.SequenceNode:
-		out := n.Content[:0]
-		for _, c := range n.Content {
-			r, err := g.walk(c, ctx)
-			if err != nil {
-				return nil, err
-			}
-			if !noValue(r) {
-				out = append(out, r)
-			}
+		if noValue(r) {
+			n.Content = slices.Delete(n.Content, i+1-step, i+1) // with its key
+			continue
 		}
-		n.Content = out
+		n.Content[i] = r
+		i += step
 	}
 	return n, nil
 }
