@@ -3,6 +3,7 @@ package infra
 import (
 	"fmt"
 	"maps"
+	"regexp"
 	"slices"
 	"strings"
 )
@@ -33,9 +34,8 @@ func (t *Template) Diagram() string {
 	d.node("Clients", "API clients\n(Idempotency-Key)", "external", "")
 	for _, q := range byType("AWS::SQS::Queue") {
 		d.node(q, q+"\nSQS queue", "queue", t.cond(q))
-		if dlq := getAttName(mapOf(mapOf(res[q]["Properties"])["RedrivePolicy"])["deadLetterTargetArn"]); dlq != "" {
-			n := fmt.Sprint(mapOf(mapOf(res[q]["Properties"])["RedrivePolicy"])["maxReceiveCount"])
-			d.edge(q, dlq, "after "+n+" receives", "dashed")
+		if rp := mapOf(mapOf(res[q]["Properties"])["RedrivePolicy"]); rp != nil {
+			d.edge(q, getAttName(rp["deadLetterTargetArn"]), fmt.Sprintf("after %v receives", rp["maxReceiveCount"]), "dashed")
 		}
 	}
 	if slices.Contains(names, "NotificationQueue") {
@@ -114,14 +114,8 @@ func (t *Template) Diagram() string {
 		grants := t.grants(role)
 		for _, tbl := range byType("AWS::DynamoDB::Table") {
 			for _, g := range grants["dynamodb:Query"] {
-				if i := strings.Index(g, "/index/"); i >= 0 {
-					idx := g[i+len("/index/"):]
-					if j := strings.IndexFunc(idx, func(r rune) bool {
-						return !(r == '_' || r == '-' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9')
-					}); j >= 0 {
-						idx = idx[:j]
-					}
-					d.edge(fn, tbl+"_"+idx, "Query", "")
+				if m := indexARN.FindStringSubmatch(g); m != nil {
+					d.edge(fn, tbl+"_"+m[1], "Query", "")
 				}
 			}
 		}
@@ -158,6 +152,9 @@ func (t *Template) Diagram() string {
 	}
 	return d.String()
 }
+
+// indexARN matches the index of a table's index ARN.
+var indexARN = regexp.MustCompile(`/index/([A-Za-z0-9_-]+)`)
 
 type diagram struct {
 	t     *Template

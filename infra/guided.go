@@ -33,9 +33,9 @@ type SAMConfig struct {
 }
 
 var (
-	tomlString    = regexp.MustCompile(`(?m)^\s*([a-z_]+)\s*=\s*"((?:[^"\\]|\\.)*)"\s*$`)
-	tomlBool      = regexp.MustCompile(`(?m)^\s*([a-z_]+)\s*=\s*(true|false)\s*$`)
-	tomlSection   = regexp.MustCompile(`(?m)^\[([a-z_.]+)\]\s*$`)
+	tomlString    = regexp.MustCompile(`^\s*([a-z_]+)\s*=\s*"((?:[^"\\]|\\.)*)"\s*$`)
+	tomlBool      = regexp.MustCompile(`^\s*([a-z_]+)\s*=\s*(true|false)\s*$`)
+	tomlSection   = regexp.MustCompile(`^\[([a-z_.]+)\]\s*$`)
 	overrideToken = regexp.MustCompile(`([A-Za-z0-9]+)=(?:"((?:[^"\\]|\\.)*)"|(\S*))`)
 )
 
@@ -43,21 +43,13 @@ var (
 // few keys GuidedPrompts needs; not a TOML parser).
 func ParseSAMConfig(data []byte) SAMConfig {
 	c := SAMConfig{ParameterOverrides: map[string]string{}}
-	text := string(data)
-	sections := tomlSection.FindAllStringSubmatchIndex(text, -1)
-	for i, m := range sections {
-		name := text[m[2]:m[3]]
-		end := len(text)
-		if i+1 < len(sections) {
-			end = sections[i+1][0]
-		}
-		body := text[m[1]:end]
-		switch name {
-		case "default.global.parameters", "default.deploy.parameters":
-		default:
+	section := ""
+	for line := range strings.Lines(string(data)) {
+		if m := tomlSection.FindStringSubmatch(line); m != nil {
+			section = m[1]
+		} else if section != "default.global.parameters" && section != "default.deploy.parameters" {
 			continue
-		}
-		for _, kv := range tomlString.FindAllStringSubmatch(body, -1) {
+		} else if kv := tomlString.FindStringSubmatch(line); kv != nil {
 			v := strings.ReplaceAll(kv[2], `\"`, `"`)
 			switch kv[1] {
 			case "stack_name":
@@ -67,11 +59,8 @@ func ParseSAMConfig(data []byte) SAMConfig {
 					c.ParameterOverrides[o[1]] = o[2] + o[3]
 				}
 			}
-		}
-		for _, kv := range tomlBool.FindAllStringSubmatch(body, -1) {
-			if kv[1] == "confirm_changeset" {
-				c.ConfirmChangeset = kv[2] == "true"
-			}
+		} else if kv := tomlBool.FindStringSubmatch(line); kv != nil && kv[1] == "confirm_changeset" {
+			c.ConfirmChangeset = kv[2] == "true"
 		}
 	}
 	return c
