@@ -67,45 +67,39 @@ func Load(path string) (*Template, error) {
 // Parse parses a YAML (or JSON) template. Its error is YAML's when data is
 // not YAML or its sections are not mappings of the expected shape.
 func Parse(data []byte) (*Template, error) {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return nil, err
+	}
 	var t Template
-	if err := decodeLongForm(data, &t); err != nil {
+	if err := longForm(&doc).Decode(&t); err != nil {
 		return nil, err
 	}
 	return &t, nil
 }
 
-// decodeLongForm decodes YAML data into out, short-form tags in their
-// long form (longForm).
-func decodeLongForm(data []byte, out any) error {
-	var doc yaml.Node
-	if err := yaml.Unmarshal(data, &doc); err != nil {
-		return err
-	}
-	longForm(&doc)
-	return doc.Decode(out)
-}
-
-// longForm rewrites every node tagged !X into the mapping {"Fn::X": node}
-// ({"Ref": ...} and {"Condition": ...} for !Ref and !Condition, and
-// !GetAtt A.B into {"Fn::GetAtt": [A, B]}).
-func longForm(n *yaml.Node) {
-	for _, c := range n.Content {
-		longForm(c)
+// longForm returns a copy of n with every node tagged !X rewritten into
+// the mapping {"Fn::X": node} ({"Ref": ...} and {"Condition": ...} for
+// !Ref and !Condition, and !GetAtt A.B into {"Fn::GetAtt": [A, B]}).
+func longForm(n *yaml.Node) *yaml.Node {
+	arg := *n
+	arg.Content = make([]*yaml.Node, len(n.Content))
+	for i, c := range n.Content {
+		arg.Content[i] = longForm(c)
 	}
 	if !strings.HasPrefix(n.Tag, "!") || strings.HasPrefix(n.Tag, "!!") {
-		return
+		return &arg
 	}
 	key := "Fn::" + n.Tag[1:]
 	if n.Tag == "!Ref" || n.Tag == "!Condition" {
 		key = n.Tag[1:]
 	}
-	arg := *n
 	arg.Tag = ""
 	if res, attr, ok := strings.Cut(n.Value, "."); ok && n.Tag == "!GetAtt" && n.Kind == yaml.ScalarNode {
 		arg = yaml.Node{Kind: yaml.SequenceNode, Content: []*yaml.Node{
 			{Kind: yaml.ScalarNode, Value: res}, {Kind: yaml.ScalarNode, Value: attr}}}
 	}
-	*n = yaml.Node{Kind: yaml.MappingNode, Content: []*yaml.Node{{Kind: yaml.ScalarNode, Value: key}, &arg}}
+	return &yaml.Node{Kind: yaml.MappingNode, Content: []*yaml.Node{{Kind: yaml.ScalarNode, Value: key}, &arg}}
 }
 
 func mapOf(v any) map[string]any {

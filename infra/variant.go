@@ -24,8 +24,8 @@ type Variant struct {
 	// allows whose settings the variant fixes cannot be offered).
 	Keep []Kept
 	// Fix sets parameters the variant does not keep to another value than
-	// their default: a YAML value, such as !Sub "${AWS::StackName}-x" (a
-	// Fn::Sub with text besides its ${...} is known not to be empty).
+	// their default: a YAML value, such as !Sub "${AWS::StackName}-x" (its
+	// conditions read a Fn::Sub as its text, which is not empty).
 	Fix map[string]string
 	// DropMetadata names Metadata keys the variant leaves out.
 	DropMetadata []string
@@ -140,11 +140,11 @@ func (v Variant) Generate(src []byte) ([]byte, error) {
 	if len(doc.Content) != 1 || doc.Content[0].Kind != yaml.MappingNode {
 		return nil, fmt.Errorf("infra: variant: the template is not a mapping")
 	}
-	t, err := Parse(src)
-	if err != nil {
+	var t Template
+	if err := longForm(&doc).Decode(&t); err != nil {
 		return nil, err
 	}
-	g := &gen{v: v, root: doc.Content[0], src: t, fixed: map[string]*yaml.Node{}, conds: map[string]tri{}, alias: map[string]string{}, dropped: map[string]bool{}}
+	g := &gen{v: v, root: doc.Content[0], src: &t, fixed: map[string]*yaml.Node{}, conds: map[string]tri{}, alias: map[string]string{}, dropped: map[string]bool{}}
 	if err := g.run(); err != nil {
 		return nil, err
 	}
@@ -450,26 +450,22 @@ func (g *gen) condition(name string) (tri, error) {
 
 // eval returns the value of condition or Rule expression n.
 func (g *gen) eval(n *yaml.Node) (tri, error) {
-	data, err := yaml.Marshal(n)
-	if err != nil {
-		return unknown, err
-	}
 	var v any
-	if err := decodeLongForm(data, &v); err != nil {
+	if err := longForm(n).Decode(&v); err != nil {
 		return unknown, err
 	}
 	return g.decide(v)
 }
 
 // decide returns the value of expression v (in long form) in every
-// combination of the values the kept parameters it reads may take:
+// combination of the values the kept parameters it tests may take:
 // unknown when they differ.
 func (g *gen) decide(v any) (tri, error) {
-	reads := map[string]bool{}
-	g.reads(v, reads, 0)
+	tests := map[string]map[string]bool{}
+	g.compared(v, tests, 0)
 	combos := []Values{g.base}
 	for _, k := range g.v.Keep {
-		if reads[k.Name] {
+		if tests[k.Name] != nil {
 			combos = expand(combos, k.Name, g.values[k.Name])
 		}
 	}
@@ -487,33 +483,15 @@ func (g *gen) decide(v any) (tri, error) {
 	return out, nil
 }
 
-// reads adds to names the parameters expression v refers to, directly or
-// through the conditions it names.
-func (g *gen) reads(v any, names map[string]bool, depth int) {
-	switch x := v.(type) {
-	case []any:
-		for _, e := range x {
-			g.reads(e, names, depth)
-		}
-	case map[string]any:
-		if c, ok := x["Condition"].(string); ok && depth < maxDepth {
-			g.reads(g.src.Conditions[c], names, depth+1)
-		}
-		if name := refName(x); name != "" {
-			names[name] = true
-		}
-		for _, e := range x {
-			g.reads(e, names, depth)
-		}
-	}
-}
-
 // keptValues returns the values each kept parameter may take: its
 // Kept.Values, else the source's AllowedValues, else "" unless Required,
 // any literal a condition or Rule compares it with, and a value none does.
 func (g *gen) keptValues() map[string][]string {
 	compared := map[string]map[string]bool{}
-	literals(map[string]any{"Conditions": g.src.Conditions, "Rules": g.src.Rules}, compared)
+	g.compared(g.src.Conditions, compared, 0)
+	for _, r := range g.src.Rules {
+		g.compared(map[string]any(r), compared, 0)
+	}
 	out := map[string][]string{}
 	for _, k := range g.v.Keep {
 		vals := k.Values
@@ -532,32 +510,34 @@ func (g *gen) keptValues() map[string][]string {
 	return out
 }
 
-// literals adds to compared, for each parameter an Fn::Equals or
-// Fn::Contains in v tests, the literals it tests it against.
-func literals(v any, compared map[string]map[string]bool) {
+// compared adds to out, for each parameter an Fn::Equals or Fn::Contains
+// of v, or of a condition it names, tests (the only parameters a
+// condition reads), the literals it is tested against.
+func (g *gen) compared(v any, out map[string]map[string]bool, depth int) {
 	switch x := v.(type) {
 	case []any:
 		for _, e := range x {
-			literals(e, compared)
+			g.compared(e, out, depth)
 		}
 	case map[string]any:
+		if c, ok := x["Condition"].(string); ok && depth < maxDepth {
+			g.compared(g.src.Conditions[c], out, depth+1)
+		}
 		for fn, arg := range x {
 			args, _ := arg.([]any)
-			if fn == "Fn::Equals" || fn == "Fn::Contains" {
-				for _, ref := range args {
-					if name := refName(ref); name != "" {
-						if compared[name] == nil {
-							compared[name] = map[string]bool{}
-						}
-						for _, lit := range flattenIf(args) {
-							if s, ok := scalar(lit); ok {
-								compared[name][s] = true
-							}
+			for _, ref := range args {
+				if name := refName(ref); name != "" && (fn == "Fn::Equals" || fn == "Fn::Contains") {
+					if out[name] == nil {
+						out[name] = map[string]bool{}
+					}
+					for _, lit := range flattenIf(args) {
+						if s, ok := scalar(lit); ok {
+							out[name][s] = true
 						}
 					}
 				}
 			}
-			literals(arg, compared)
+			g.compared(arg, out, depth)
 		}
 	}
 }
