@@ -3,8 +3,6 @@ package infra
 import (
 	"fmt"
 	"maps"
-	"strconv"
-	"strings"
 )
 
 // Pseudo holds values of CloudFormation's pseudo parameters (AWS::Region,
@@ -16,10 +14,9 @@ type Pseudo map[string]string
 // Fn::If becomes the branch its condition chooses, a Ref to a parameter
 // or a pseudo parameter its value, an Fn::Sub the text with the
 // parameters, pseudo parameters and its own variables it names filled in,
-// an Fn::Select of an Fn::Split the part it selects, and what becomes
-// AWS::NoValue leaves its mapping or list. What names a resource (a Ref
-// to it, Fn::GetAtt, ${Name} in an Fn::Sub) stays as it is. v itself is
-// not changed. Its error wraps ErrUnresolved: a condition it cannot
+// and what becomes AWS::NoValue leaves its mapping or list. What names a
+// resource (a Ref to it, Fn::GetAtt, ${Name} in an Fn::Sub) or is another
+// function (Fn::Select, ...) stays as it is. v itself is not changed. Its error wraps ErrUnresolved: a condition it cannot
 // evaluate, or an Fn::If of another shape.
 func (t *Template) Resolve(v any, p Values, pseudo Pseudo) (any, error) {
 	r := &resolver{eval: eval{t: t, p: p}, pseudo: pseudo}
@@ -86,8 +83,6 @@ func (r *resolver) value(v any) (any, error) {
 					return maps.Clone(x), nil // a resource, or AWS::NoValue
 				case "Fn::Sub":
 					return r.sub(arg)
-				case "Fn::Select":
-					return r.sel(x, arg)
 				}
 			}
 		}
@@ -134,33 +129,4 @@ func (r *resolver) sub(arg any) (any, error) {
 		}
 		return m
 	}), nil
-}
-
-// sel resolves {"Fn::Select": [i, {"Fn::Split": [sep, s]}]} when s
-// resolves to a string; anything else stays as it is.
-func (r *resolver) sel(orig map[string]any, arg any) (any, error) {
-	args, _ := arg.([]any)
-	if len(args) != 2 {
-		return orig, nil
-	}
-	is, _ := scalar(args[0])
-	i, err := strconv.Atoi(is)
-	split, _ := mapOf(args[1])["Fn::Split"].([]any)
-	if err != nil || len(split) != 2 {
-		return orig, nil
-	}
-	sep, _ := split[0].(string)
-	rv, err := r.value(split[1])
-	if err != nil {
-		return nil, err
-	}
-	s, ok := rv.(string)
-	if !ok {
-		return orig, nil
-	}
-	parts := strings.Split(s, sep)
-	if i < 0 || i >= len(parts) {
-		return nil, fmt.Errorf("%w: Fn::Select %d of %q split on %q", ErrUnresolved, i, s, sep)
-	}
-	return parts[i], nil
 }
