@@ -542,64 +542,12 @@ func (g *gen) compared(v any, out map[string]map[string]bool, depth int) {
 	}
 }
 
-// simplify returns expression n (of undecided value) without its decided
-// parts: an And drops what is true, an Or what is false, a fixed
-// parameter's Ref becomes its value.
+// simplify returns expression n (a condition or Rule assertion of
+// undecided value) without its decided parts (walk). It has no Fn::If or
+// Fn::Sub, which are walk's only errors.
 func (g *gen) simplify(n *yaml.Node) *yaml.Node {
-	switch n.Tag {
-	case "!And", "!Or":
-		keep := triOf(n.Tag == "!Or") // an Or drops what is false, an And what is true
-		var out []*yaml.Node
-		for _, c := range n.Content {
-			t, _ := g.eval(c)
-			if t != unknown && t != keep {
-				continue
-			}
-			out = append(out, g.simplify(c))
-		}
-		if len(out) == 1 {
-			return out[0]
-		}
-		m := *n
-		m.Content = out
-		return &m
-	case "!Not":
-		m := *n
-		m.Content = []*yaml.Node{g.simplify(n.Content[0])}
-		return &m
-	case "!Ref":
-		if d, ok := g.fixed[n.Value]; ok {
-			return literal(d)
-		}
-		return n
-	case "!Condition":
-		m := *n
-		m.Value = g.cond(n.Value)
-		return &m
-	case "!Contains":
-		// Of a list a kept parameter is tested against, only the values
-		// it may take are left; one is an Equals.
-		if len(n.Content) == 2 && n.Content[1].Tag == "!Ref" && g.values[n.Content[1].Value] != nil {
-			vals := g.values[n.Content[1].Value]
-			list := *n.Content[0]
-			list.Content = slices.DeleteFunc(slices.Clone(list.Content), func(c *yaml.Node) bool { return !slices.Contains(vals, c.Value) })
-			if len(list.Content) == 1 {
-				return &yaml.Node{Kind: yaml.SequenceNode, Tag: "!Equals", Style: yaml.FlowStyle, Content: []*yaml.Node{n.Content[1], list.Content[0]}}
-			}
-			m := *n
-			m.Content = []*yaml.Node{&list, n.Content[1]}
-			return &m
-		}
-	}
-	if n.Kind == yaml.SequenceNode || n.Kind == yaml.MappingNode {
-		m := *n
-		m.Content = make([]*yaml.Node, len(n.Content))
-		for i, c := range n.Content {
-			m.Content[i] = g.simplify(c)
-		}
-		return &m
-	}
-	return n
+	r, _ := g.walk(n, map[string]bool{})
+	return r
 }
 
 // literal returns a copy of a parameter's value: its default as a plain
@@ -714,8 +662,10 @@ var subVar = regexp.MustCompile(`\$\{([A-Za-z0-9:.]+)\}`)
 // walk rewrites n in place (it returns n's replacement): a decided Fn::If
 // becomes the branch it chooses, a fixed parameter's Ref its value, a
 // Fn::Sub string the text with fixed parameters filled in (a plain string
-// when nothing is left to substitute), and what becomes AWS::NoValue
-// leaves its mapping or list.
+// when nothing is left to substitute), what becomes AWS::NoValue leaves
+// its mapping or list; in a condition, an And drops what is true, an Or
+// what is false, a Condition names what it stands for, a list a kept
+// parameter is tested against keeps the values it may take.
 //
 // ctx holds the conditions known where n is (the Condition of the
 // resource it is in, the branches of the Fn::If around it): a Fn::If on
@@ -758,6 +708,38 @@ func (g *gen) walk(n *yaml.Node, ctx map[string]bool) (*yaml.Node, error) {
 		return n, nil
 	case "!Sub":
 		return g.sub(n, ctx)
+	case "!Condition":
+		n.Value = g.cond(n.Value)
+		return n, nil
+	case "!And", "!Or":
+		var kept []*yaml.Node
+		for _, c := range n.Content {
+			if t, _ := g.eval(c); t == triOf(n.Tag == "!And") {
+				continue // an And drops what is true, an Or what is false
+			}
+			r, err := g.walk(c, ctx)
+			if err != nil {
+				return nil, err
+			}
+			kept = append(kept, r)
+		}
+		if len(kept) == 1 {
+			return kept[0], nil
+		}
+		n.Content = kept
+		return n, nil
+	case "!Contains":
+		// Of a list a kept parameter is tested against, only the values
+		// it may take are left; one is an Equals.
+		if len(n.Content) == 2 && n.Content[1].Tag == "!Ref" && g.values[n.Content[1].Value] != nil {
+			vals := g.values[n.Content[1].Value]
+			list := n.Content[0]
+			list.Content = slices.DeleteFunc(list.Content, func(c *yaml.Node) bool { return !slices.Contains(vals, c.Value) })
+			if len(list.Content) == 1 {
+				return &yaml.Node{Kind: yaml.SequenceNode, Tag: "!Equals", Style: yaml.FlowStyle, Content: []*yaml.Node{n.Content[1], list.Content[0]}}, nil
+			}
+			return n, nil
+		}
 	}
 	// The values of a mapping (every second node, from the second) or the
 	// items of a list.
