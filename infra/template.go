@@ -87,7 +87,7 @@ func longForm(n *yaml.Node) *yaml.Node {
 	for i, c := range n.Content {
 		arg.Content[i] = longForm(c)
 	}
-	if !strings.HasPrefix(n.Tag, "!") || strings.HasPrefix(n.Tag, "!!") {
+	if !intrinsic(n) {
 		return &arg
 	}
 	key := "Fn::" + n.Tag[1:]
@@ -100,6 +100,12 @@ func longForm(n *yaml.Node) *yaml.Node {
 			{Kind: yaml.ScalarNode, Value: res}, {Kind: yaml.ScalarNode, Value: attr}}}
 	}
 	return &yaml.Node{Kind: yaml.MappingNode, Content: []*yaml.Node{{Kind: yaml.ScalarNode, Value: key}, &arg}}
+}
+
+// intrinsic reports whether n is an intrinsic function in short form
+// (tagged !Ref, !Sub, ...; not a YAML tag such as !!str).
+func intrinsic(n *yaml.Node) bool {
+	return strings.HasPrefix(n.Tag, "!") && !strings.HasPrefix(n.Tag, "!!")
 }
 
 func mapOf(v any) map[string]any {

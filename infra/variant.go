@@ -245,6 +245,9 @@ type gen struct {
 	conds   map[string]tri
 	alias   map[string]string // condition → the one it equals, once simplified
 	dropped map[string]bool   // resources dropped
+	// resolve makes an Fn::Sub a string, its variables of literal value
+	// filled in (Template.Resolve).
+	resolve bool
 }
 
 // at returns the index of key in mapping m, -1 without it.
@@ -553,7 +556,7 @@ func (g *gen) simplify(n *yaml.Node) *yaml.Node {
 // literal returns a copy of a parameter's value: its default as a plain
 // scalar, or the Fn::Sub a Variant fixes it at.
 func literal(d *yaml.Node) *yaml.Node {
-	if strings.HasPrefix(d.Tag, "!") && !strings.HasPrefix(d.Tag, "!!") {
+	if intrinsic(d) {
 		c := *d
 		return &c
 	}
@@ -674,7 +677,7 @@ func (g *gen) walk(n *yaml.Node, ctx map[string]bool) (*yaml.Node, error) {
 	switch n.Tag {
 	case "!If":
 		if len(n.Content) != 3 {
-			return nil, fmt.Errorf("Fn::If with %d arguments", len(n.Content))
+			return nil, fmt.Errorf("%w: Fn::If with %d arguments", ErrUnresolved, len(n.Content))
 		}
 		t, err := g.condition(n.Content[0].Value)
 		if err != nil {
@@ -766,7 +769,7 @@ func (g *gen) sub(n *yaml.Node, ctx map[string]bool) (*yaml.Node, error) {
 	str, vars := n, (*yaml.Node)(nil)
 	if n.Kind == yaml.SequenceNode {
 		if len(n.Content) != 2 {
-			return nil, fmt.Errorf("Fn::Sub with %d arguments", len(n.Content))
+			return nil, fmt.Errorf("%w: Fn::Sub with %d arguments", ErrUnresolved, len(n.Content))
 		}
 		str, vars = n.Content[0], n.Content[1]
 		if _, err := g.walk(vars, ctx); err != nil {
@@ -775,7 +778,10 @@ func (g *gen) sub(n *yaml.Node, ctx map[string]bool) (*yaml.Node, error) {
 	}
 	text := subVar.ReplaceAllStringFunc(str.Value, func(m string) string {
 		name := m[2 : len(m)-1]
-		if get(vars, name) != nil {
+		if v := get(vars, name); v != nil {
+			if g.resolve && v.Kind == yaml.ScalarNode && !intrinsic(v) {
+				return v.Value
+			}
 			return m
 		}
 		if d, ok := g.fixed[name]; ok && (d.Tag == "" || d.Tag == "!Sub" || strings.HasPrefix(d.Tag, "!!")) && d.Kind == yaml.ScalarNode {
@@ -783,15 +789,10 @@ func (g *gen) sub(n *yaml.Node, ctx map[string]bool) (*yaml.Node, error) {
 		}
 		return m
 	})
-	if vars == nil && !strings.Contains(text, "${") {
+	if g.resolve || vars == nil && !strings.Contains(text, "${") {
 		return literal(&yaml.Node{Value: text, Style: yaml.DoubleQuotedStyle}), nil
 	}
-	s := *str
-	s.Value = text
-	if vars == nil {
-		return &s, nil
-	}
-	n.Content[0] = &s
+	str.Value = text
 	return n, nil
 }
 
