@@ -93,9 +93,7 @@ func CheckAlarms(cfn map[string]any, runbook string) []error {
 	routes := false // a channel's parameter takes a route of more than one provider
 	for _, c := range RouteChannels {
 		param := mapOf(mapOf(cfn["Parameters"])[c.Param])
-		vals, _ := param["AllowedValues"].([]any)
-		pattern, _ := param["AllowedPattern"].(string)
-		routes = routes || strings.Contains(pattern, ",") || slices.ContainsFunc(vals, func(v any) bool { s, _ := v.(string); return strings.Contains(s, ",") })
+		routes = routes || strings.Contains(fmt.Sprint(param["AllowedValues"], param["AllowedPattern"]), ",")
 	}
 	failovers := 0
 	type fnAlarm struct{ fn, metric string }

@@ -235,6 +235,8 @@ func triOf(b bool) tri {
 	return false_
 }
 
+// gen makes a Variant; Template.Resolve walks a part of a template with
+// one, every parameter fixed.
 type gen struct {
 	v       Variant
 	root    *yaml.Node
@@ -349,10 +351,7 @@ func (g *gen) run() error {
 	for _, k := range g.v.DropMetadata {
 		del(get(g.root, "Metadata"), k)
 	}
-	// Parameters: the fixed ones go, the kept ones take their values.
-	for name := range g.fixed {
-		del(params, name)
-	}
+	// Parameters: the kept ones take their values, the fixed ones go.
 	for _, k := range g.v.Keep {
 		name, vals, p := k.Name, k.Values, get(params, k.Name)
 		if k.Required {
