@@ -17,7 +17,7 @@ import (
 // with the condition. Everything is in a fixed order, so the same template
 // gives the same text.
 func (t *Template) Diagram() string {
-	d := &diagram{t: t, nodes: map[string]string{}}
+	d := &diagram{nodes: map[string]string{}, edges: map[string]bool{}}
 	res := t.Resources
 	names := slices.Sorted(maps.Keys(res))
 	byType := func(typ string) []string {
@@ -157,9 +157,8 @@ func (t *Template) Diagram() string {
 var indexARN = regexp.MustCompile(`/index/([A-Za-z0-9_-]+)`)
 
 type diagram struct {
-	t     *Template
 	nodes map[string]string // id → its line
-	edges []string
+	edges map[string]bool   // its lines
 }
 
 var shapes = map[string]string{
@@ -174,6 +173,9 @@ var shapes = map[string]string{
 	"alarms":   `shape=note, style=filled, fillcolor="#eeeeee", fontsize=9`,
 }
 
+// dashedStyle makes a filled node's style dashed.
+var dashedStyle = strings.NewReplacer(`style="rounded,filled"`, `style="rounded,filled,dashed"`, "style=filled", `style="filled,dashed"`)
+
 func (d *diagram) node(id, label, kind, cond string) {
 	if _, ok := d.nodes[id]; ok {
 		return
@@ -181,12 +183,10 @@ func (d *diagram) node(id, label, kind, cond string) {
 	attrs := shapes[kind]
 	if cond != "" {
 		label += "\n[" + cond + "]"
-		attrs += ", color=\"#888888\""
-		if strings.Contains(attrs, "style=filled") || strings.Contains(attrs, `style="rounded,filled"`) {
-			attrs = strings.Replace(attrs, `style="rounded,filled"`, `style="rounded,filled,dashed"`, 1)
-			attrs = strings.Replace(attrs, "style=filled", `style="filled,dashed"`, 1)
+		if dashed := dashedStyle.Replace(attrs); dashed != attrs {
+			attrs = dashed + `, color="#888888"`
 		} else {
-			attrs += ", style=dashed"
+			attrs += `, color="#888888", style=dashed`
 		}
 	}
 	d.nodes[id] = fmt.Sprintf("  %q [label=%q, %s];", id, label, attrs)
@@ -207,10 +207,7 @@ func (d *diagram) edge(from, to, label, style string) {
 	if len(attrs) > 0 {
 		line += " [" + strings.Join(attrs, ", ") + "]"
 	}
-	line += ";"
-	if !slices.Contains(d.edges, line) {
-		d.edges = append(d.edges, line)
-	}
+	d.edges[line+";"] = true
 }
 
 func (d *diagram) String() string {
@@ -223,9 +220,7 @@ func (d *diagram) String() string {
 	for _, id := range slices.Sorted(maps.Keys(d.nodes)) {
 		b.WriteString(d.nodes[id] + "\n")
 	}
-	edges := slices.Clone(d.edges)
-	slices.Sort(edges)
-	for _, e := range edges {
+	for _, e := range slices.Sorted(maps.Keys(d.edges)) {
 		b.WriteString(e + "\n")
 	}
 	b.WriteString("}\n")

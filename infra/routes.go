@@ -146,7 +146,7 @@ func title(s string) string { return strings.ToUpper(s[:1]) + s[1:] }
 
 // providerNeeds are the settings each provider requires, as the Rules of
 // the generated block check them; channel-specific ones (http's URL,
-// lambda's function) are in routeRules.
+// lambda's function) are RouteBlocks' own.
 var providerNeeds = []struct {
 	rule, provider, param string
 	asserts               [][2]string // assertion, description
