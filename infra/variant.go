@@ -270,6 +270,14 @@ func get(m *yaml.Node, key string) *yaml.Node {
 	return nil
 }
 
+// text returns the scalar value of key in mapping m, "" without it.
+func text(m *yaml.Node, key string) string {
+	if v := get(m, key); v != nil {
+		return v.Value
+	}
+	return ""
+}
+
 // set replaces the value of key in mapping m, if it has key.
 func set(m *yaml.Node, key string, v *yaml.Node) {
 	if i := at(m, key); i >= 0 {
@@ -373,11 +381,7 @@ func (g *gen) run() error {
 		if vals == nil {
 			continue
 		}
-		d := ""
-		if dn := get(p, "Default"); dn != nil {
-			d = dn.Value
-		}
-		if !slices.Contains(vals, d) {
+		if d := text(p, "Default"); !slices.Contains(vals, d) {
 			return fmt.Errorf("infra: variant: %s's default %q is not among its values %q", name, d, vals)
 		}
 		list := &yaml.Node{Kind: yaml.SequenceNode, Style: yaml.FlowStyle}
