@@ -11,12 +11,6 @@ import (
 // RedeliveryOutlivesClaim at deploy time.
 const RedeliveryRuleName = "RedeliveryOutlivesClaim"
 
-// The markers around the generated Rule in the template.
-const (
-	redeliveryBegin = "  # BEGIN generated RedeliveryOutlivesClaim"
-	redeliveryEnd   = "  # END generated RedeliveryOutlivesClaim"
-)
-
 // RedeliveryRule returns the YAML of the Rule that makes CloudFormation
 // reject every parameter combination breaking RedeliveryOutlivesClaim,
 // (N−1)·V ≥ claim + sender timeout + batching window, which Rules cannot
@@ -45,7 +39,7 @@ func (t *Template) RedeliveryRule() (string, error) {
 	}
 	free := t.noConstraintFrom(vis, snd, clm, wmax)
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s by `make template`\n", redeliveryBegin)
+	b.WriteString("  " + beginMarker(RedeliveryRuleName) + "\n")
 	b.WriteString("  # from the parameters' AllowedValues and ranges (infra.RedeliveryRule); do not edit by hand.\n")
 	fmt.Fprintf(&b, "  # MaxReceiveCount %d and more holds with every allowed value; a batching window other\n", free)
 	fmt.Fprintf(&b, "  # than 0 is counted as %d s.\n", wmax)
@@ -106,7 +100,7 @@ func (t *Template) RedeliveryRule() (string, error) {
 	if asserts == 0 {
 		return "", fmt.Errorf("%w: %s: no combination needs a rule (check the parameters' values)", ErrUnresolved, RedeliveryRuleName)
 	}
-	b.WriteString(redeliveryEnd + "\n")
+	b.WriteString(end("  ", RedeliveryRuleName))
 	return b.String(), nil
 }
 

@@ -254,10 +254,10 @@ const (
 func ValuesBlock(param string) string { return param + " routes" }
 
 func begin(indent, name, what string) string {
-	return fmt.Sprintf("%s# BEGIN generated %s by `make template` (%s); do not edit by hand.\n", indent, name, what)
+	return fmt.Sprintf("%s%s (%s); do not edit by hand.\n", indent, beginMarker(name), what)
 }
 
-func end(indent, name string) string { return fmt.Sprintf("%s# END generated %s\n", indent, name) }
+func end(indent, name string) string { return indent + endMarker(name) + "\n" }
 
 // RouteBlocks returns the generated blocks of template.full.yaml that
 // RouteChannels decides, by name (ReplaceBlock writes them).
