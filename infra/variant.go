@@ -150,6 +150,15 @@ func (v Variant) Generate(src []byte) ([]byte, error) {
 	}
 	stripMarkers(&doc)
 	doc.HeadComment = comment(v.Header)
+	// A blank line before each top-level section and each resource and
+	// output (and the comments above it), as a person writes a template:
+	// the YAML encoder keeps none of the source's.
+	root := doc.Content[0]
+	for _, m := range []*yaml.Node{root, get(root, "Resources"), get(root, "Outputs")} {
+		for i := 2; m != nil && i < len(m.Content); i += 2 {
+			m.Content[i].HeadComment = "\n" + m.Content[i].HeadComment
+		}
+	}
 	var b bytes.Buffer
 	enc := yaml.NewEncoder(&b)
 	enc.SetIndent(2)
@@ -159,40 +168,7 @@ func (v Variant) Generate(src []byte) ([]byte, error) {
 	if err := enc.Close(); err != nil {
 		return nil, err
 	}
-	return spaced(b.Bytes()), nil
-}
-
-// spaced puts a blank line before each top-level section and before each
-// resource and output (and the comments above it), as a person writes a
-// template; the YAML encoder keeps no blank lines.
-func spaced(text []byte) []byte {
-	lines := strings.SplitAfter(string(text), "\n")
-	var out []string
-	section := ""
-	for i, l := range lines {
-		top := l != "" && l[0] != ' ' && l[0] != '#' && l[0] != '\n'
-		if top {
-			section, _, _ = strings.Cut(l, ":")
-		}
-		entry := strings.HasPrefix(l, "  ") && len(l) > 2 && l[2] != ' ' && l[2] != '#' && l[2] != '-' &&
-			(section == "Resources" || section == "Outputs")
-		if (top || entry) && i > 0 {
-			// Before the comment block that belongs to this key.
-			j := len(out)
-			indent := "  "
-			if top {
-				indent = ""
-			}
-			for j > 0 && strings.HasPrefix(out[j-1], indent+"#") {
-				j--
-			}
-			if j > 0 && strings.TrimSpace(out[j-1]) != "" && !strings.HasSuffix(strings.TrimSpace(out[j-1]), ":") {
-				out = slices.Insert(out, j, "\n")
-			}
-		}
-		out = append(out, l)
-	}
-	return []byte(strings.Join(out, ""))
+	return blankLine.ReplaceAll(b.Bytes(), nil), nil // the encoder indents them
 }
 
 func comment(lines []string) string {
@@ -661,6 +637,9 @@ func (g *gen) entries(m *yaml.Node) error {
 
 // noValue reports whether n is !Ref AWS::NoValue.
 func noValue(n *yaml.Node) bool { return n.Tag == "!Ref" && n.Value == "AWS::NoValue" }
+
+// blankLine matches the spaces of a line of nothing else.
+var blankLine = regexp.MustCompile(`(?m)^ +$`)
 
 // subVar matches a ${Name} of a Fn::Sub string.
 var subVar = regexp.MustCompile(`\$\{([A-Za-z0-9:.]+)\}`)
