@@ -183,14 +183,13 @@ func CheckAlarms(cfn map[string]any, runbook string) []error {
 
 // slug returns GitHub's anchor of a markdown heading.
 func slug(heading string) string {
-	var b strings.Builder
-	for _, r := range strings.ToLower(strings.TrimSpace(heading)) {
+	return strings.Map(func(r rune) rune {
 		switch {
 		case r >= 'a' && r <= 'z', r >= '0' && r <= '9', r == '-', r == '_':
-			b.WriteRune(r)
+			return r
 		case r == ' ':
-			b.WriteRune('-')
+			return '-'
 		}
-	}
-	return b.String()
+		return -1 // dropped
+	}, strings.ToLower(strings.TrimSpace(heading)))
 }
