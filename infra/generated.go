@@ -48,9 +48,3 @@ func Block(text, name string) string {
 	}
 	return text[i:j]
 }
-
-// isMarker reports whether a comment line is a generated block's marker.
-func isMarker(line string) bool {
-	l := strings.TrimSpace(line)
-	return strings.HasPrefix(l, "# BEGIN generated ") || strings.HasPrefix(l, "# END generated ")
-}

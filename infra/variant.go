@@ -148,7 +148,6 @@ func (v Variant) Generate(src []byte) ([]byte, error) {
 	if err := g.run(); err != nil {
 		return nil, err
 	}
-	stripMarkers(&doc)
 	doc.HeadComment = comment(v.Header)
 	// A blank line before each top-level section and each resource and
 	// output (and the comments above it), as a person writes a template:
@@ -168,7 +167,9 @@ func (v Variant) Generate(src []byte) ([]byte, error) {
 	if err := enc.Close(); err != nil {
 		return nil, err
 	}
-	return blankLine.ReplaceAll(b.Bytes(), nil), nil // the encoder indents them
+	// The encoder indents blank lines; a variant is generated as a whole,
+	// without the marker lines of template.full.yaml's generated blocks.
+	return marker.ReplaceAll(blankLine.ReplaceAll(b.Bytes(), nil), nil), nil
 }
 
 func comment(lines []string) string {
@@ -177,22 +178,6 @@ func comment(lines []string) string {
 		out[i] = strings.TrimRight("# "+l, " ")
 	}
 	return strings.Join(out, "\n")
-}
-
-// stripMarkers removes the marker lines of template.full.yaml's generated
-// blocks from the comments of n and everything in it: a variant is
-// generated as a whole.
-func stripMarkers(n *yaml.Node) {
-	for _, c := range []*string{&n.HeadComment, &n.LineComment, &n.FootComment} {
-		if *c == "" {
-			continue
-		}
-		lines := slices.DeleteFunc(strings.Split(*c, "\n"), isMarker)
-		*c = strings.Join(lines, "\n")
-	}
-	for _, c := range n.Content {
-		stripMarkers(c)
-	}
 }
 
 // tri is a condition's value as far as the variant decides it.
@@ -638,8 +623,13 @@ func (g *gen) entries(m *yaml.Node) error {
 // noValue reports whether n is !Ref AWS::NoValue.
 func noValue(n *yaml.Node) bool { return n.Tag == "!Ref" && n.Value == "AWS::NoValue" }
 
-// blankLine matches the spaces of a line of nothing else.
-var blankLine = regexp.MustCompile(`(?m)^ +$`)
+var (
+	// blankLine matches the spaces of a line of nothing else.
+	blankLine = regexp.MustCompile(`(?m)^ +$`)
+	// marker matches the line of a generated block's marker (beginMarker,
+	// endMarker).
+	marker = regexp.MustCompile(`(?m)^ *# (BEGIN|END) generated .*\n`)
+)
 
 // subVar matches a ${Name} of a Fn::Sub string.
 var subVar = regexp.MustCompile(`\$\{([A-Za-z0-9:.]+)\}`)
