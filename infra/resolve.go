@@ -1,6 +1,7 @@
 package infra
 
 import (
+	"strconv"
 	"strings"
 
 	"gopkg.in/yaml.v3"
@@ -31,11 +32,7 @@ func (t *Template) Resolve(v any, p Values, pseudo Pseudo) (any, error) {
 	for name, s := range pseudo {
 		g.fixed[name] = &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: s}
 	}
-	var n yaml.Node
-	if err := n.Encode(v); err != nil {
-		return nil, err
-	}
-	out, err := g.walk(shortForm(&n), map[string]bool{})
+	out, err := g.walk(shortForm(v), map[string]bool{})
 	if err != nil || noValue(out) {
 		return nil, err
 	}
@@ -44,20 +41,35 @@ func (t *Template) Resolve(v any, p Values, pseudo Pseudo) (any, error) {
 	return r, err
 }
 
-// shortForm rewrites n, a part of a template in long form, into the short
-// form (the inverse of longForm).
-func shortForm(n *yaml.Node) *yaml.Node {
-	for i, c := range n.Content {
-		n.Content[i] = shortForm(c)
+// shortForm returns v, a part of a template in long form, as YAML nodes
+// with short-form tags (the inverse of longForm).
+func shortForm(v any) *yaml.Node {
+	n := &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!null"}
+	switch x := v.(type) {
+	case map[string]any:
+		for k, arg := range x {
+			if name, fn := strings.CutPrefix(k, "Fn::"); len(x) == 1 && (fn || k == "Ref" || k == "Condition") {
+				n = shortForm(arg)
+				n.Tag = "!" + name
+				return n
+			}
+		}
+		n = &yaml.Node{Kind: yaml.MappingNode}
+		for k, e := range x {
+			n.Content = append(n.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: k}, shortForm(e))
+		}
+	case []any:
+		n = &yaml.Node{Kind: yaml.SequenceNode}
+		for _, e := range x {
+			n.Content = append(n.Content, shortForm(e))
+		}
+	case string:
+		n.Tag, n.Value = "!!str", x
+	case float64:
+		n.Tag, n.Value = "!!float", strconv.FormatFloat(x, 'g', -1, 64)
+	case int, bool:
+		n.Tag = "" // plain: read back as the number or boolean it is
+		n.Value, _ = scalar(x)
 	}
-	if n.Kind != yaml.MappingNode || len(n.Content) != 2 {
-		return n
-	}
-	key, arg := n.Content[0].Value, n.Content[1]
-	name, fn := strings.CutPrefix(key, "Fn::")
-	if !fn && key != "Ref" && key != "Condition" {
-		return n
-	}
-	arg.Tag = "!" + name
-	return arg
+	return n
 }
