@@ -213,30 +213,24 @@ func (c RouteChannel) contains(routes []string, indent string) string {
 // at indent: an Fn::Equals for one value, an Fn::Or of them for up to
 // ten, nested Fn::Or of ten for more (Fn::Or takes 2 to 10 conditions).
 func (c RouteChannel) anyOf(values []string, indent string) string {
-	eq := func(v string) string { return fmt.Sprintf("!Equals [!Ref %s, %s]", c.Param, strconv.Quote(v)) }
-	if len(values) == 1 {
-		return eq(values[0])
+	terms := make([]string, len(values))
+	for i, v := range values {
+		terms[i] = fmt.Sprintf("!Equals [!Ref %s, %s]", c.Param, strconv.Quote(v))
 	}
-	if len(values) <= 10 {
-		terms := make([]string, len(values))
-		for i, v := range values {
-			terms[i] = eq(v)
-		}
+	switch {
+	case len(terms) == 1:
+		return terms[0]
+	case len(terms) <= 10:
 		return "!Or\n" + indent + "- " + strings.Join(terms, "\n"+indent+"- ")
 	}
 	var b strings.Builder
 	b.WriteString("!Or")
-	for i := 0; i < len(values); i += 10 {
-		chunk := values[i:min(i+10, len(values))]
-		if len(chunk) == 1 {
-			fmt.Fprintf(&b, "\n%s- %s", indent, eq(chunk[0]))
-			continue
+	for i := 0; i < len(terms); i += 10 {
+		if chunk := terms[i:min(i+10, len(terms))]; len(chunk) == 1 {
+			fmt.Fprintf(&b, "\n%s- %s", indent, chunk[0])
+		} else {
+			fmt.Fprintf(&b, "\n%s- %s", indent, wrap("!Or [", chunk, "]", len(indent)+2, indent+"    "))
 		}
-		terms := make([]string, len(chunk))
-		for j, v := range chunk {
-			terms[j] = eq(v)
-		}
-		fmt.Fprintf(&b, "\n%s- %s", indent, wrap("!Or [", terms, "]", len(indent)+2, indent+"    "))
 	}
 	return b.String()
 }
@@ -274,23 +268,16 @@ func RouteBlocks() map[string]string {
 
 	var b strings.Builder
 	b.WriteString(begin("  ", RouteConditionsBlock, "infra.RouteChannels"))
+	var http, fails []string
 	for _, c := range RouteChannels {
 		for _, p := range c.Providers {
 			fmt.Fprintf(&b, "  %s: %s\n", c.Cond(p), c.anyOf(c.Via(p), "    "))
 		}
-		single := []string{""}
-		for _, r := range c.Routes() {
-			if !strings.Contains(r, ",") {
-				single = append(single, r)
-			}
-		}
-		fmt.Fprintf(&b, "  %s: !Not\n    - %s\n", c.FailsOverCond(), c.anyOf(single, "      "))
+		// Not "" nor a route of one provider.
+		fmt.Fprintf(&b, "  %s: !Not\n    - %s\n", c.FailsOverCond(), c.anyOf(append([]string{""}, c.Providers...), "      "))
 		if slices.Contains(c.Providers, "lambda") {
 			fmt.Fprintf(&b, "  %s: !And [!Condition %s, !Not [!Equals [!Ref %sLambdaArn, \"\"]]]\n", c.InvokesCond(), c.Cond("lambda"), c.Prefix)
 		}
-	}
-	var http, fails []string
-	for _, c := range RouteChannels {
 		if slices.Contains(c.Providers, "http") {
 			http = append(http, "!Condition "+c.Cond("http"))
 		}
