@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
-	"os"
 	"os/exec"
 	"reflect"
 	"regexp"
@@ -94,9 +93,7 @@ func CheckAlarms(cfn map[string]any, runbook string) []error {
 	routes := false // a channel's parameter takes a route of more than one provider
 	for _, c := range RouteChannels {
 		param := mapOf(mapOf(cfn["Parameters"])[c.Param])
-		vals, _ := param["AllowedValues"].([]any)
-		pattern, _ := param["AllowedPattern"].(string)
-		routes = routes || strings.Contains(pattern, ",") || slices.ContainsFunc(vals, func(v any) bool { s, _ := v.(string); return strings.Contains(s, ",") })
+		routes = routes || strings.Contains(fmt.Sprint(param["AllowedValues"], param["AllowedPattern"]), ",")
 	}
 	failovers := 0
 	type fnAlarm struct{ fn, metric string }
@@ -186,20 +183,13 @@ func CheckAlarms(cfn map[string]any, runbook string) []error {
 
 // slug returns GitHub's anchor of a markdown heading.
 func slug(heading string) string {
-	var b strings.Builder
-	for _, r := range strings.ToLower(strings.TrimSpace(heading)) {
+	return strings.Map(func(r rune) rune {
 		switch {
 		case r >= 'a' && r <= 'z', r >= '0' && r <= '9', r == '-', r == '_':
-			b.WriteRune(r)
+			return r
 		case r == ' ':
-			b.WriteRune('-')
+			return '-'
 		}
-	}
-	return b.String()
-}
-
-// readFile is os.ReadFile as a string.
-func readFile(path string) (string, error) {
-	b, err := os.ReadFile(path)
-	return string(b), err
+		return -1 // dropped
+	}, strings.ToLower(strings.TrimSpace(heading)))
 }

@@ -2,6 +2,7 @@ package infra
 
 import (
 	"encoding/json"
+	"os"
 	"sync"
 	"testing"
 )
@@ -37,11 +38,11 @@ func translate(t *testing.T, name string) map[string]any {
 
 func runbook(t *testing.T) string {
 	t.Helper()
-	doc, err := readFile("../docs/operations.md")
+	doc, err := os.ReadFile("../docs/operations.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	return doc
+	return string(doc)
 }
 
 // TestAlarms: in the CloudFormation the template translates to, alarms

@@ -3,6 +3,7 @@ package infra
 import (
 	"fmt"
 	"maps"
+	"regexp"
 	"slices"
 	"strings"
 )
@@ -16,7 +17,7 @@ import (
 // with the condition. Everything is in a fixed order, so the same template
 // gives the same text.
 func (t *Template) Diagram() string {
-	d := &diagram{t: t, nodes: map[string]string{}}
+	d := &diagram{nodes: map[string]string{}, edges: map[string]bool{}}
 	res := t.Resources
 	names := slices.Sorted(maps.Keys(res))
 	byType := func(typ string) []string {
@@ -33,9 +34,8 @@ func (t *Template) Diagram() string {
 	d.node("Clients", "API clients\n(Idempotency-Key)", "external", "")
 	for _, q := range byType("AWS::SQS::Queue") {
 		d.node(q, q+"\nSQS queue", "queue", t.cond(q))
-		if dlq := getAttName(mapOf(mapOf(res[q]["Properties"])["RedrivePolicy"])["deadLetterTargetArn"]); dlq != "" {
-			n := fmt.Sprint(mapOf(mapOf(res[q]["Properties"])["RedrivePolicy"])["maxReceiveCount"])
-			d.edge(q, dlq, "after "+n+" receives", "dashed")
+		if rp := mapOf(mapOf(res[q]["Properties"])["RedrivePolicy"]); rp != nil {
+			d.edge(q, getAttName(rp["deadLetterTargetArn"]), fmt.Sprintf("after %v receives", rp["maxReceiveCount"]), "dashed")
 		}
 	}
 	if slices.Contains(names, "NotificationQueue") {
@@ -114,14 +114,8 @@ func (t *Template) Diagram() string {
 		grants := t.grants(role)
 		for _, tbl := range byType("AWS::DynamoDB::Table") {
 			for _, g := range grants["dynamodb:Query"] {
-				if i := strings.Index(g, "/index/"); i >= 0 {
-					idx := g[i+len("/index/"):]
-					if j := strings.IndexFunc(idx, func(r rune) bool {
-						return !(r == '_' || r == '-' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9')
-					}); j >= 0 {
-						idx = idx[:j]
-					}
-					d.edge(fn, tbl+"_"+idx, "Query", "")
+				if m := indexARN.FindStringSubmatch(g); m != nil {
+					d.edge(fn, tbl+"_"+m[1], "Query", "")
 				}
 			}
 		}
@@ -159,10 +153,12 @@ func (t *Template) Diagram() string {
 	return d.String()
 }
 
+// indexARN matches the index of a table's index ARN.
+var indexARN = regexp.MustCompile(`/index/([A-Za-z0-9_-]+)`)
+
 type diagram struct {
-	t     *Template
 	nodes map[string]string // id → its line
-	edges []string
+	edges map[string]bool   // its lines
 }
 
 var shapes = map[string]string{
@@ -177,6 +173,9 @@ var shapes = map[string]string{
 	"alarms":   `shape=note, style=filled, fillcolor="#eeeeee", fontsize=9`,
 }
 
+// dashedStyle makes a filled node's style dashed.
+var dashedStyle = strings.NewReplacer(`style="rounded,filled"`, `style="rounded,filled,dashed"`, "style=filled", `style="filled,dashed"`)
+
 func (d *diagram) node(id, label, kind, cond string) {
 	if _, ok := d.nodes[id]; ok {
 		return
@@ -184,12 +183,10 @@ func (d *diagram) node(id, label, kind, cond string) {
 	attrs := shapes[kind]
 	if cond != "" {
 		label += "\n[" + cond + "]"
-		attrs += ", color=\"#888888\""
-		if strings.Contains(attrs, "style=filled") || strings.Contains(attrs, `style="rounded,filled"`) {
-			attrs = strings.Replace(attrs, `style="rounded,filled"`, `style="rounded,filled,dashed"`, 1)
-			attrs = strings.Replace(attrs, "style=filled", `style="filled,dashed"`, 1)
+		if dashed := dashedStyle.Replace(attrs); dashed != attrs {
+			attrs = dashed + `, color="#888888"`
 		} else {
-			attrs += ", style=dashed"
+			attrs += `, color="#888888", style=dashed`
 		}
 	}
 	d.nodes[id] = fmt.Sprintf("  %q [label=%q, %s];", id, label, attrs)
@@ -210,10 +207,7 @@ func (d *diagram) edge(from, to, label, style string) {
 	if len(attrs) > 0 {
 		line += " [" + strings.Join(attrs, ", ") + "]"
 	}
-	line += ";"
-	if !slices.Contains(d.edges, line) {
-		d.edges = append(d.edges, line)
-	}
+	d.edges[line+";"] = true
 }
 
 func (d *diagram) String() string {
@@ -226,9 +220,7 @@ func (d *diagram) String() string {
 	for _, id := range slices.Sorted(maps.Keys(d.nodes)) {
 		b.WriteString(d.nodes[id] + "\n")
 	}
-	edges := slices.Clone(d.edges)
-	slices.Sort(edges)
-	for _, e := range edges {
+	for _, e := range slices.Sorted(maps.Keys(d.edges)) {
 		b.WriteString(e + "\n")
 	}
 	b.WriteString("}\n")

@@ -11,11 +11,15 @@ import (
 // "# END generated NAME", which make template rewrites. The variants made
 // from it (Variant.Generate) leave the marker lines out.
 
+// beginMarker and endMarker are the comments that begin and end the
+// generated block name.
+func beginMarker(name string) string { return "# BEGIN generated " + name + " by `make template`" }
+func endMarker(name string) string   { return "# END generated " + name }
+
 // blockBounds returns where the generated block name starts (its BEGIN
 // line's first byte) and ends (after its END line's newline) in text.
 func blockBounds(text, name string) (int, int, bool) {
-	begin := "# BEGIN generated " + name + " by `make template`"
-	end := "# END generated " + name + "\n"
+	begin, end := beginMarker(name), endMarker(name)+"\n"
 	i, j := strings.Index(text, begin), strings.Index(text, end)
 	if i < 0 || j < i || strings.Count(text, begin) != 1 || strings.Count(text, end) != 1 {
 		return 0, 0, false
@@ -30,7 +34,7 @@ func blockBounds(text, name string) (int, int, bool) {
 func ReplaceBlock(text, name, block string) (string, error) {
 	i, j, ok := blockBounds(text, name)
 	if !ok {
-		return "", fmt.Errorf("infra: the template has no one %q ... %q block", "# BEGIN generated "+name+" by `make template`", "# END generated "+name)
+		return "", fmt.Errorf("infra: the template has no one %q ... %q block", beginMarker(name), endMarker(name))
 	}
 	return text[:i] + block + text[j:], nil
 }
@@ -43,10 +47,4 @@ func Block(text, name string) string {
 		return ""
 	}
 	return text[i:j]
-}
-
-// isMarker reports whether a comment line is a generated block's marker.
-func isMarker(line string) bool {
-	l := strings.TrimSpace(line)
-	return strings.HasPrefix(l, "# BEGIN generated ") || strings.HasPrefix(l, "# END generated ")
 }

@@ -1,6 +1,7 @@
 package infra
 
 import (
+	"cmp"
 	"fmt"
 	"regexp"
 	"strings"
@@ -33,9 +34,9 @@ type SAMConfig struct {
 }
 
 var (
-	tomlString    = regexp.MustCompile(`(?m)^\s*([a-z_]+)\s*=\s*"((?:[^"\\]|\\.)*)"\s*$`)
-	tomlBool      = regexp.MustCompile(`(?m)^\s*([a-z_]+)\s*=\s*(true|false)\s*$`)
-	tomlSection   = regexp.MustCompile(`(?m)^\[([a-z_.]+)\]\s*$`)
+	tomlString    = regexp.MustCompile(`^\s*([a-z_]+)\s*=\s*"((?:[^"\\]|\\.)*)"\s*$`)
+	tomlBool      = regexp.MustCompile(`^\s*([a-z_]+)\s*=\s*(true|false)\s*$`)
+	tomlSection   = regexp.MustCompile(`^\[([a-z_.]+)\]\s*$`)
 	overrideToken = regexp.MustCompile(`([A-Za-z0-9]+)=(?:"((?:[^"\\]|\\.)*)"|(\S*))`)
 )
 
@@ -43,21 +44,13 @@ var (
 // few keys GuidedPrompts needs; not a TOML parser).
 func ParseSAMConfig(data []byte) SAMConfig {
 	c := SAMConfig{ParameterOverrides: map[string]string{}}
-	text := string(data)
-	sections := tomlSection.FindAllStringSubmatchIndex(text, -1)
-	for i, m := range sections {
-		name := text[m[2]:m[3]]
-		end := len(text)
-		if i+1 < len(sections) {
-			end = sections[i+1][0]
-		}
-		body := text[m[1]:end]
-		switch name {
-		case "default.global.parameters", "default.deploy.parameters":
-		default:
+	section := ""
+	for line := range strings.Lines(string(data)) {
+		if m := tomlSection.FindStringSubmatch(line); m != nil {
+			section = m[1]
+		} else if section != "default.global.parameters" && section != "default.deploy.parameters" {
 			continue
-		}
-		for _, kv := range tomlString.FindAllStringSubmatch(body, -1) {
+		} else if kv := tomlString.FindStringSubmatch(line); kv != nil {
 			v := strings.ReplaceAll(kv[2], `\"`, `"`)
 			switch kv[1] {
 			case "stack_name":
@@ -67,11 +60,8 @@ func ParseSAMConfig(data []byte) SAMConfig {
 					c.ParameterOverrides[o[1]] = o[2] + o[3]
 				}
 			}
-		}
-		for _, kv := range tomlBool.FindAllStringSubmatch(body, -1) {
-			if kv[1] == "confirm_changeset" {
-				c.ConfirmChangeset = kv[2] == "true"
-			}
+		} else if kv := tomlBool.FindStringSubmatch(line); kv != nil && kv[1] == "confirm_changeset" {
+			c.ConfirmChangeset = kv[2] == "true"
 		}
 	}
 	return c
@@ -112,18 +102,12 @@ func GuidedPrompts(template []byte, cfg SAMConfig, region string) ([]Prompt, err
 	params := get(root, "Parameters")
 	for i := 0; params != nil && i+1 < len(params.Content); i += 2 {
 		name, p := params.Content[i].Value, params.Content[i+1]
-		if e := get(p, "NoEcho"); e != nil && e.Value == "true" {
+		if text(p, "NoEcho") == "true" {
 			out = append(out, Prompt{Text: "Parameter " + name + ":", Parameter: name})
 			continue
 		}
-		def := ""
-		if d := get(p, "Default"); d != nil {
-			def = d.Value
-		}
-		if o := cfg.ParameterOverrides[name]; o != "" { // an empty override is falsy: the Default shows
-			def = o
-		}
-		out = append(out, Prompt{Text: prompt("Parameter "+name, def), Parameter: name})
+		// An empty override is falsy: the Default shows.
+		out = append(out, Prompt{Text: prompt("Parameter "+name, cmp.Or(cfg.ParameterOverrides[name], text(p, "Default"))), Parameter: name})
 	}
 	out = append(out,
 		Prompt{Text: confirm("Confirm changes before deploy", cfg.ConfirmChangeset), Note: "#Shows you resources changes to be deployed and require a 'Y' to initiate deploy"},
@@ -133,19 +117,19 @@ func GuidedPrompts(template []byte, cfg SAMConfig, region string) ([]Prompt, err
 	res := get(root, "Resources")
 	for i := 0; res != nil && i+1 < len(res.Content); i += 2 {
 		name, r := res.Content[i].Value, res.Content[i+1]
-		if t := get(r, "Type"); t == nil || t.Value != "AWS::Serverless::Function" {
+		if text(r, "Type") != "AWS::Serverless::Function" {
 			continue
 		}
 		props := get(r, "Properties")
 		events := get(props, "Events")
 		for j := 0; events != nil && j+1 < len(events.Content); j += 2 {
 			ev := events.Content[j+1]
-			typ := get(ev, "Type")
-			if typ == nil || (typ.Value != "Api" && typ.Value != "HttpApi") {
+			typ := text(ev, "Type")
+			if typ != "Api" && typ != "HttpApi" {
 				continue
 			}
 			ep := get(ev, "Properties")
-			auth, err := apiHasAuth(res, ep, typ.Value)
+			auth, err := apiHasAuth(res, ep, typ)
 			if err != nil {
 				return nil, fmt.Errorf("infra: guided prompts: %s: %w", name, err)
 			}
@@ -154,10 +138,8 @@ func GuidedPrompts(template []byte, cfg SAMConfig, region string) ([]Prompt, err
 			}
 			out = append(out, Prompt{Text: confirm(name+" has no authentication. Is this okay?", false)})
 		}
-		if u := get(props, "FunctionUrlConfig"); u != nil {
-			if a := get(u, "AuthType"); a != nil && a.Value == "NONE" {
-				out = append(out, Prompt{Text: confirm(name+" Function Url has no authentication. Is this okay?", false)})
-			}
+		if text(get(props, "FunctionUrlConfig"), "AuthType") == "NONE" {
+			out = append(out, Prompt{Text: confirm(name+" Function Url has no authentication. Is this okay?", false)})
 		}
 	}
 	out = append(out,
@@ -186,7 +168,7 @@ func apiHasAuth(res, eventProps *yaml.Node, typ string) (bool, error) {
 		return false, nil // the implicit API: no Auth
 	}
 	api := get(res, ref.Value)
-	if t := get(api, "Type"); t != nil && (t.Value == "AWS::ApiGateway::RestApi" || t.Value == "AWS::ApiGatewayV2::Api") {
+	if t := text(api, "Type"); t == "AWS::ApiGateway::RestApi" || t == "AWS::ApiGatewayV2::Api" {
 		return true, nil
 	}
 	p := get(api, "Properties")

@@ -11,12 +11,6 @@ import (
 // RedeliveryOutlivesClaim at deploy time.
 const RedeliveryRuleName = "RedeliveryOutlivesClaim"
 
-// The markers around the generated Rule in the template.
-const (
-	redeliveryBegin = "  # BEGIN generated RedeliveryOutlivesClaim"
-	redeliveryEnd   = "  # END generated RedeliveryOutlivesClaim"
-)
-
 // RedeliveryRule returns the YAML of the Rule that makes CloudFormation
 // reject every parameter combination breaking RedeliveryOutlivesClaim,
 // (N−1)·V ≥ claim + sender timeout + batching window, which Rules cannot
@@ -45,7 +39,7 @@ func (t *Template) RedeliveryRule() (string, error) {
 	}
 	free := t.noConstraintFrom(vis, snd, clm, wmax)
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s by `make template`\n", redeliveryBegin)
+	b.WriteString("  " + beginMarker(RedeliveryRuleName) + "\n")
 	b.WriteString("  # from the parameters' AllowedValues and ranges (infra.RedeliveryRule); do not edit by hand.\n")
 	fmt.Fprintf(&b, "  # MaxReceiveCount %d and more holds with every allowed value; a batching window other\n", free)
 	fmt.Fprintf(&b, "  # than 0 is counted as %d s.\n", wmax)
@@ -59,9 +53,9 @@ func (t *Template) RedeliveryRule() (string, error) {
 			}
 		}
 		for n := nmin; n < free; n++ {
-			type sig struct{ c0, cw string }
-			groups := map[sig][]int{}
-			var order []sig
+			// The sender timeouts that allow the same claims, in order.
+			type group struct{ c0, cw, ss []int }
+			var groups []*group
 			for _, s := range feasible {
 				l := (n - 1) * v
 				var c0, cw []int
@@ -76,14 +70,14 @@ func (t *Template) RedeliveryRule() (string, error) {
 				if len(c0) == len(clm) && len(cw) == len(clm) {
 					continue
 				}
-				k := sig{ints(c0), ints(cw)}
-				if _, ok := groups[k]; !ok {
-					order = append(order, k)
+				i := slices.IndexFunc(groups, func(g *group) bool { return slices.Equal(g.c0, c0) && slices.Equal(g.cw, cw) })
+				if i < 0 {
+					i, groups = len(groups), append(groups, &group{c0: c0, cw: cw})
 				}
-				groups[k] = append(groups[k], s)
+				groups[i].ss = append(groups[i].ss, s)
 			}
-			for _, k := range order {
-				ss := groups[k]
+			for _, g := range groups {
+				ss, c0, cw := g.ss, g.c0, g.cw
 				terms := []string{
 					fmt.Sprintf("!Not [!Equals [!Ref %s, %q]]", visibility, strconv.Itoa(v)),
 					fmt.Sprintf("!Not [!Equals [!Ref %s, %q]]", receives, strconv.Itoa(n)),
@@ -91,7 +85,6 @@ func (t *Template) RedeliveryRule() (string, error) {
 				if !slices.Equal(ss, feasible) {
 					terms = append(terms, fmt.Sprintf("!Not [!Contains [%s, !Ref %s]]", quoted(ss), senderTimeout))
 				}
-				c0, cw := split(k.c0), split(k.cw)
 				if cond := claimCondition(c0, cw, len(clm)); cond != "" {
 					terms = append(terms, cond)
 				}
@@ -107,7 +100,7 @@ func (t *Template) RedeliveryRule() (string, error) {
 	if asserts == 0 {
 		return "", fmt.Errorf("%w: %s: no combination needs a rule (check the parameters' values)", ErrUnresolved, RedeliveryRuleName)
 	}
-	b.WriteString(redeliveryEnd + "\n")
+	b.WriteString(end("  ", RedeliveryRuleName))
 	return b.String(), nil
 }
 
@@ -194,26 +187,6 @@ func (t *Template) intProp(name, prop string) (int, error) {
 		return 0, fmt.Errorf("%w: parameter %s has no integer %s", ErrUnresolved, name, prop)
 	}
 	return n, nil
-}
-
-func ints(xs []int) string {
-	s := make([]string, len(xs))
-	for i, x := range xs {
-		s[i] = strconv.Itoa(x)
-	}
-	return strings.Join(s, ",")
-}
-
-func split(s string) []int {
-	if s == "" {
-		return nil
-	}
-	var out []int
-	for _, f := range strings.Split(s, ",") {
-		n, _ := strconv.Atoi(f)
-		out = append(out, n)
-	}
-	return out
 }
 
 // quoted returns xs as a YAML flow list of quoted strings.

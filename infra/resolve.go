@@ -1,10 +1,10 @@
 package infra
 
 import (
-	"fmt"
-	"maps"
 	"strconv"
 	"strings"
+
+	"gopkg.in/yaml.v3"
 )
 
 // Pseudo holds values of CloudFormation's pseudo parameters (AWS::Region,
@@ -16,170 +16,60 @@ type Pseudo map[string]string
 // Fn::If becomes the branch its condition chooses, a Ref to a parameter
 // or a pseudo parameter its value, an Fn::Sub the text with the
 // parameters, pseudo parameters and its own variables it names filled in,
-// an Fn::Select of an Fn::Split the part it selects, and what becomes
-// AWS::NoValue leaves its mapping or list. What names a resource (a Ref
-// to it, Fn::GetAtt, ${Name} in an Fn::Sub) stays as it is. v itself is
-// not changed. Its error wraps ErrUnresolved: a condition it cannot
-// evaluate, or an Fn::If of another shape.
+// and what becomes AWS::NoValue leaves its mapping or list. What names a
+// resource (a Ref to it, Fn::GetAtt, ${Name} in an Fn::Sub) or is another
+// function (Fn::Select, ...) stays as it is. v itself is not changed. Its
+// error wraps ErrUnresolved: a condition it cannot evaluate, or an Fn::If
+// or Fn::Sub of another shape.
 func (t *Template) Resolve(v any, p Values, pseudo Pseudo) (any, error) {
-	r := &resolver{e: &eval{t: t, p: p}, pseudo: pseudo}
-	out, err := r.value(v)
-	if err != nil {
+	// Variant's walk, with every parameter fixed at its value.
+	g := &gen{src: t, fixed: map[string]*yaml.Node{}, base: p, conds: map[string]tri{}, alias: map[string]string{}, resolve: true}
+	for name, s := range p {
+		if t.Parameters[name] != nil {
+			g.fixed[name] = &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: s}
+		}
+	}
+	for name, s := range pseudo {
+		g.fixed[name] = &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: s}
+	}
+	out, err := g.walk(shortForm(v), map[string]bool{})
+	if err != nil || noValue(out) {
 		return nil, err
 	}
-	if r.isNoValue(out) {
-		return nil, nil
-	}
-	return out, nil
+	var r any
+	err = longForm(out).Decode(&r)
+	return r, err
 }
 
-type resolver struct {
-	e      *eval
-	pseudo Pseudo
-}
-
-var noValueRef = map[string]any{"Ref": "AWS::NoValue"}
-
-func (r *resolver) isNoValue(v any) bool {
-	m := mapOf(v)
-	return len(m) == 1 && m["Ref"] == "AWS::NoValue"
-}
-
-func (r *resolver) value(v any) (any, error) {
+// shortForm returns v, a part of a template in long form, as YAML nodes
+// with short-form tags (the inverse of longForm).
+func shortForm(v any) *yaml.Node {
+	n := &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!null"}
 	switch x := v.(type) {
-	case []any:
-		out := make([]any, 0, len(x))
-		for _, e := range x {
-			rv, err := r.value(e)
-			if err != nil {
-				return nil, err
-			}
-			if !r.isNoValue(rv) {
-				out = append(out, rv)
-			}
-		}
-		return out, nil
 	case map[string]any:
-		if len(x) == 1 {
-			for fn, arg := range x {
-				switch fn {
-				case "Fn::If":
-					args, _ := arg.([]any)
-					name, _ := scalar(func() any {
-						if len(args) > 0 {
-							return args[0]
-						}
-						return nil
-					}())
-					if len(args) != 3 || name == "" {
-						return nil, fmt.Errorf("%w: Fn::If %v", ErrUnresolved, arg)
-					}
-					b, err := r.e.cond(map[string]any{"Condition": name})
-					if err != nil {
-						return nil, err
-					}
-					if b {
-						return r.value(args[1])
-					}
-					return r.value(args[2])
-				case "Ref":
-					name, _ := arg.(string)
-					if s, ok := r.pseudo[name]; ok {
-						return s, nil
-					}
-					if s, ok := r.e.p[name]; ok && r.e.t.Parameters[name] != nil {
-						return s, nil
-					}
-					return noValueOr(x, name), nil
-				case "Fn::Sub":
-					return r.sub(arg)
-				case "Fn::Select":
-					return r.sel(x, arg)
-				}
+		for k, arg := range x {
+			if name, fn := strings.CutPrefix(k, "Fn::"); len(x) == 1 && (fn || k == "Ref" || k == "Condition") {
+				n = shortForm(arg)
+				n.Tag = "!" + name
+				return n
 			}
 		}
-		out := make(map[string]any, len(x))
+		n = &yaml.Node{Kind: yaml.MappingNode}
 		for k, e := range x {
-			rv, err := r.value(e)
-			if err != nil {
-				return nil, err
-			}
-			if !r.isNoValue(rv) {
-				out[k] = rv
-			}
+			n.Content = append(n.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: k}, shortForm(e))
 		}
-		return out, nil
-	}
-	return v, nil
-}
-
-// noValueOr returns AWS::NoValue for it, else the Ref as it is.
-func noValueOr(ref map[string]any, name string) any {
-	if name == "AWS::NoValue" {
-		return noValueRef
-	}
-	return maps.Clone(ref)
-}
-
-func (r *resolver) sub(arg any) (any, error) {
-	text, ok := arg.(string)
-	vars := map[string]any{}
-	if !ok {
-		args, _ := arg.([]any)
-		if len(args) != 2 {
-			return nil, fmt.Errorf("%w: Fn::Sub %v", ErrUnresolved, arg)
+	case []any:
+		n = &yaml.Node{Kind: yaml.SequenceNode}
+		for _, e := range x {
+			n.Content = append(n.Content, shortForm(e))
 		}
-		text, _ = args[0].(string)
-		rv, err := r.value(args[1])
-		if err != nil {
-			return nil, err
-		}
-		vars = mapOf(rv)
+	case string:
+		n.Tag, n.Value = "!!str", x
+	case float64:
+		n.Tag, n.Value = "!!float", strconv.FormatFloat(x, 'g', -1, 64)
+	case int, bool:
+		n.Tag = "" // plain: read back as the number or boolean it is
+		n.Value, _ = scalar(x)
 	}
-	out := subVar.ReplaceAllStringFunc(text, func(m string) string {
-		name := m[2 : len(m)-1]
-		if v, ok := vars[name]; ok {
-			if s, ok := scalar(v); ok {
-				return s
-			}
-			return m
-		}
-		if s, ok := r.pseudo[name]; ok {
-			return s
-		}
-		if s, ok := r.e.p[name]; ok && r.e.t.Parameters[name] != nil {
-			return s
-		}
-		return m
-	})
-	return out, nil
-}
-
-// sel resolves {"Fn::Select": [i, {"Fn::Split": [sep, s]}]} when s
-// resolves to a string; anything else stays as it is.
-func (r *resolver) sel(orig map[string]any, arg any) (any, error) {
-	args, _ := arg.([]any)
-	if len(args) != 2 {
-		return orig, nil
-	}
-	is, _ := scalar(args[0])
-	i, err := strconv.Atoi(is)
-	split, _ := mapOf(args[1])["Fn::Split"].([]any)
-	if err != nil || len(split) != 2 {
-		return orig, nil
-	}
-	sep, _ := split[0].(string)
-	rv, err := r.value(split[1])
-	if err != nil {
-		return nil, err
-	}
-	s, ok := rv.(string)
-	if !ok {
-		return orig, nil
-	}
-	parts := strings.Split(s, sep)
-	if i < 0 || i >= len(parts) {
-		return nil, fmt.Errorf("%w: Fn::Select %d of %q split on %q", ErrUnresolved, i, s, sep)
-	}
-	return parts[i], nil
+	return n
 }

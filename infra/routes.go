@@ -146,20 +146,20 @@ func title(s string) string { return strings.ToUpper(s[:1]) + s[1:] }
 
 // providerNeeds are the settings each provider requires, as the Rules of
 // the generated block check them; channel-specific ones (http's URL,
-// lambda's function) are in routeRules.
+// lambda's function) are RouteBlocks' own.
 var providerNeeds = []struct {
-	rule, provider, channel string
-	asserts                 [][2]string // assertion, description
+	rule, provider, param string
+	asserts               [][2]string // assertion, description
 }{
-	{"TwilioConfigured", "twilio", "sms", [][2]string{{
+	{"TwilioConfigured", "twilio", "SmsProvider", [][2]string{{
 		"!And [!Not [!Equals [!Ref TwilioAccountSid, \"\"]], !Not [!Equals [!Ref TwilioAuthTokenParam, \"\"]], !Not [!Equals [!Ref TwilioFrom, \"\"]]]",
 		"SmsProvider's route includes twilio, so TwilioAccountSid, TwilioAuthTokenParam and TwilioFrom are required."}}},
-	{"SmtpConfigured", "smtp", "email", [][2]string{
+	{"SmtpConfigured", "smtp", "EmailProvider", [][2]string{
 		{"!And [!Not [!Equals [!Ref SmtpHost, \"\"]], !Not [!Equals [!Ref SmtpFrom, \"\"]]]",
 			"EmailProvider's route includes smtp, so SmtpHost and SmtpFrom are required."},
 		{"!Or [!Equals [!Ref SmtpUsername, \"\"], !Not [!Equals [!Ref SmtpPasswordParam, \"\"]]]",
 			"SmtpUsername needs SmtpPasswordParam (the SMTP password's SSM parameter): the sender refuses a user name without a password."}}},
-	{"SesConfigured", "ses", "email", [][2]string{{
+	{"SesConfigured", "ses", "EmailProvider", [][2]string{{
 		"!Not [!Equals [!Ref SesFrom, \"\"]]",
 		"EmailProvider's route includes ses, so SesFrom (a verified SES identity) is required."}}},
 }
@@ -213,30 +213,24 @@ func (c RouteChannel) contains(routes []string, indent string) string {
 // at indent: an Fn::Equals for one value, an Fn::Or of them for up to
 // ten, nested Fn::Or of ten for more (Fn::Or takes 2 to 10 conditions).
 func (c RouteChannel) anyOf(values []string, indent string) string {
-	eq := func(v string) string { return fmt.Sprintf("!Equals [!Ref %s, %s]", c.Param, strconv.Quote(v)) }
-	if len(values) == 1 {
-		return eq(values[0])
+	terms := make([]string, len(values))
+	for i, v := range values {
+		terms[i] = fmt.Sprintf("!Equals [!Ref %s, %s]", c.Param, strconv.Quote(v))
 	}
-	if len(values) <= 10 {
-		terms := make([]string, len(values))
-		for i, v := range values {
-			terms[i] = eq(v)
-		}
+	switch {
+	case len(terms) == 1:
+		return terms[0]
+	case len(terms) <= 10:
 		return "!Or\n" + indent + "- " + strings.Join(terms, "\n"+indent+"- ")
 	}
 	var b strings.Builder
 	b.WriteString("!Or")
-	for i := 0; i < len(values); i += 10 {
-		chunk := values[i:min(i+10, len(values))]
-		if len(chunk) == 1 {
-			fmt.Fprintf(&b, "\n%s- %s", indent, eq(chunk[0]))
-			continue
+	for i := 0; i < len(terms); i += 10 {
+		if chunk := terms[i:min(i+10, len(terms))]; len(chunk) == 1 {
+			fmt.Fprintf(&b, "\n%s- %s", indent, chunk[0])
+		} else {
+			fmt.Fprintf(&b, "\n%s- %s", indent, wrap("!Or [", chunk, "]", len(indent)+2, indent+"    "))
 		}
-		terms := make([]string, len(chunk))
-		for j, v := range chunk {
-			terms[j] = eq(v)
-		}
-		fmt.Fprintf(&b, "\n%s- %s", indent, wrap("!Or [", terms, "]", len(indent)+2, indent+"    "))
 	}
 	return b.String()
 }
@@ -254,10 +248,10 @@ const (
 func ValuesBlock(param string) string { return param + " routes" }
 
 func begin(indent, name, what string) string {
-	return fmt.Sprintf("%s# BEGIN generated %s by `make template` (%s); do not edit by hand.\n", indent, name, what)
+	return fmt.Sprintf("%s%s (%s); do not edit by hand.\n", indent, beginMarker(name), what)
 }
 
-func end(indent, name string) string { return fmt.Sprintf("%s# END generated %s\n", indent, name) }
+func end(indent, name string) string { return indent + endMarker(name) + "\n" }
 
 // RouteBlocks returns the generated blocks of template.full.yaml that
 // RouteChannels decides, by name (ReplaceBlock writes them).
@@ -274,23 +268,16 @@ func RouteBlocks() map[string]string {
 
 	var b strings.Builder
 	b.WriteString(begin("  ", RouteConditionsBlock, "infra.RouteChannels"))
+	var http, fails []string
 	for _, c := range RouteChannels {
 		for _, p := range c.Providers {
 			fmt.Fprintf(&b, "  %s: %s\n", c.Cond(p), c.anyOf(c.Via(p), "    "))
 		}
-		single := []string{""}
-		for _, r := range c.Routes() {
-			if !strings.Contains(r, ",") {
-				single = append(single, r)
-			}
-		}
-		fmt.Fprintf(&b, "  %s: !Not\n    - %s\n", c.FailsOverCond(), c.anyOf(single, "      "))
+		// Not "" nor a route of one provider.
+		fmt.Fprintf(&b, "  %s: !Not\n    - %s\n", c.FailsOverCond(), c.anyOf(append([]string{""}, c.Providers...), "      "))
 		if slices.Contains(c.Providers, "lambda") {
 			fmt.Fprintf(&b, "  %s: !And [!Condition %s, !Not [!Equals [!Ref %sLambdaArn, \"\"]]]\n", c.InvokesCond(), c.Cond("lambda"), c.Prefix)
 		}
-	}
-	var http, fails []string
-	for _, c := range RouteChannels {
 		if slices.Contains(c.Providers, "http") {
 			http = append(http, "!Condition "+c.Cond("http"))
 		}
@@ -333,7 +320,7 @@ func RouteBlocks() map[string]string {
 		}
 	}
 	for _, n := range providerNeeds {
-		c, _ := RouteChannelOf(channelParam(n.channel))
+		c, _ := RouteChannelOf(n.param)
 		if slices.Contains(c.Providers, n.provider) {
 			rule(n.rule, c.contains(c.Via(n.provider), "      "), n.asserts)
 		}
@@ -341,14 +328,4 @@ func RouteBlocks() map[string]string {
 	b.WriteString(end("  ", RouteRulesBlock))
 	out[RouteRulesBlock] = b.String()
 	return out
-}
-
-// channelParam returns the parameter of the channel.
-func channelParam(channel string) string {
-	for _, c := range RouteChannels {
-		if c.Channel == channel {
-			return c.Param
-		}
-	}
-	return ""
 }

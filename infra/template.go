@@ -71,35 +71,41 @@ func Parse(data []byte) (*Template, error) {
 	if err := yaml.Unmarshal(data, &doc); err != nil {
 		return nil, err
 	}
-	longForm(&doc)
 	var t Template
-	if err := doc.Decode(&t); err != nil {
+	if err := longForm(&doc).Decode(&t); err != nil {
 		return nil, err
 	}
 	return &t, nil
 }
 
-// longForm rewrites every node tagged !X into the mapping {"Fn::X": node}
-// ({"Ref": ...} and {"Condition": ...} for !Ref and !Condition, and
-// !GetAtt A.B into {"Fn::GetAtt": [A, B]}).
-func longForm(n *yaml.Node) {
-	for _, c := range n.Content {
-		longForm(c)
+// longForm returns a copy of n with every node tagged !X rewritten into
+// the mapping {"Fn::X": node} ({"Ref": ...} and {"Condition": ...} for
+// !Ref and !Condition, and !GetAtt A.B into {"Fn::GetAtt": [A, B]}).
+func longForm(n *yaml.Node) *yaml.Node {
+	arg := *n
+	arg.Content = make([]*yaml.Node, len(n.Content))
+	for i, c := range n.Content {
+		arg.Content[i] = longForm(c)
 	}
-	if !strings.HasPrefix(n.Tag, "!") || strings.HasPrefix(n.Tag, "!!") {
-		return
+	if !intrinsic(n) {
+		return &arg
 	}
 	key := "Fn::" + n.Tag[1:]
 	if n.Tag == "!Ref" || n.Tag == "!Condition" {
 		key = n.Tag[1:]
 	}
-	arg := *n
 	arg.Tag = ""
 	if res, attr, ok := strings.Cut(n.Value, "."); ok && n.Tag == "!GetAtt" && n.Kind == yaml.ScalarNode {
 		arg = yaml.Node{Kind: yaml.SequenceNode, Content: []*yaml.Node{
 			{Kind: yaml.ScalarNode, Value: res}, {Kind: yaml.ScalarNode, Value: attr}}}
 	}
-	*n = yaml.Node{Kind: yaml.MappingNode, Content: []*yaml.Node{{Kind: yaml.ScalarNode, Value: key}, &arg}}
+	return &yaml.Node{Kind: yaml.MappingNode, Content: []*yaml.Node{{Kind: yaml.ScalarNode, Value: key}, &arg}}
+}
+
+// intrinsic reports whether n is an intrinsic function in short form
+// (tagged !Ref, !Sub, ...; not a YAML tag such as !!str).
+func intrinsic(n *yaml.Node) bool {
+	return strings.HasPrefix(n.Tag, "!") && !strings.HasPrefix(n.Tag, "!!")
 }
 
 func mapOf(v any) map[string]any {
@@ -173,13 +179,18 @@ func (t *Template) Extremes(name string) []string {
 func (t *Template) combinations(names []string) []Values {
 	out := []Values{t.Defaults()}
 	for _, name := range names {
-		var next []Values
-		for _, p := range out {
-			for _, v := range t.Extremes(name) {
-				next = append(next, p.With(name, v))
-			}
+		out = expand(out, name, t.Extremes(name))
+	}
+	return out
+}
+
+// expand returns each of ps with name set to each of vals.
+func expand(ps []Values, name string, vals []string) []Values {
+	var out []Values
+	for _, p := range ps {
+		for _, v := range vals {
+			out = append(out, p.With(name, v))
 		}
-		out = next
 	}
 	return out
 }

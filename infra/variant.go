@@ -24,8 +24,8 @@ type Variant struct {
 	// allows whose settings the variant fixes cannot be offered).
 	Keep []Kept
 	// Fix sets parameters the variant does not keep to another value than
-	// their default: a YAML value, such as !Sub "${AWS::StackName}-x" (a
-	// Fn::Sub with text besides its ${...} is known not to be empty).
+	// their default: a YAML value, such as !Sub "${AWS::StackName}-x" (its
+	// conditions read a Fn::Sub as its text, which is not empty).
 	Fix map[string]string
 	// DropMetadata names Metadata keys the variant leaves out.
 	DropMetadata []string
@@ -140,12 +140,24 @@ func (v Variant) Generate(src []byte) ([]byte, error) {
 	if len(doc.Content) != 1 || doc.Content[0].Kind != yaml.MappingNode {
 		return nil, fmt.Errorf("infra: variant: the template is not a mapping")
 	}
-	g := &gen{v: v, root: doc.Content[0], fixed: map[string]*yaml.Node{}, conds: map[string]tri{}, alias: map[string]string{}, dropped: map[string]bool{}}
+	var t Template
+	if err := longForm(&doc).Decode(&t); err != nil {
+		return nil, err
+	}
+	g := &gen{v: v, root: doc.Content[0], src: &t, fixed: map[string]*yaml.Node{}, conds: map[string]tri{}, alias: map[string]string{}, dropped: map[string]bool{}}
 	if err := g.run(); err != nil {
 		return nil, err
 	}
-	stripMarkers(&doc)
 	doc.HeadComment = comment(v.Header)
+	// A blank line before each top-level section and each resource and
+	// output (and the comments above it), as a person writes a template:
+	// the YAML encoder keeps none of the source's.
+	root := doc.Content[0]
+	for _, m := range []*yaml.Node{root, get(root, "Resources"), get(root, "Outputs")} {
+		for i := 2; m != nil && i < len(m.Content); i += 2 {
+			m.Content[i].HeadComment = "\n" + m.Content[i].HeadComment
+		}
+	}
 	var b bytes.Buffer
 	enc := yaml.NewEncoder(&b)
 	enc.SetIndent(2)
@@ -155,40 +167,9 @@ func (v Variant) Generate(src []byte) ([]byte, error) {
 	if err := enc.Close(); err != nil {
 		return nil, err
 	}
-	return spaced(b.Bytes()), nil
-}
-
-// spaced puts a blank line before each top-level section and before each
-// resource and output (and the comments above it), as a person writes a
-// template; the YAML encoder keeps no blank lines.
-func spaced(text []byte) []byte {
-	lines := strings.SplitAfter(string(text), "\n")
-	var out []string
-	section := ""
-	for i, l := range lines {
-		top := l != "" && l[0] != ' ' && l[0] != '#' && l[0] != '\n'
-		if top {
-			section, _, _ = strings.Cut(l, ":")
-		}
-		entry := strings.HasPrefix(l, "  ") && len(l) > 2 && l[2] != ' ' && l[2] != '#' && l[2] != '-' &&
-			(section == "Resources" || section == "Outputs")
-		if (top || entry) && i > 0 {
-			// Before the comment block that belongs to this key.
-			j := len(out)
-			indent := "  "
-			if top {
-				indent = ""
-			}
-			for j > 0 && strings.HasPrefix(out[j-1], indent+"#") {
-				j--
-			}
-			if j > 0 && strings.TrimSpace(out[j-1]) != "" && !strings.HasSuffix(strings.TrimSpace(out[j-1]), ":") {
-				out = slices.Insert(out, j, "\n")
-			}
-		}
-		out = append(out, l)
-	}
-	return []byte(strings.Join(out, ""))
+	// The encoder indents blank lines; a variant is generated as a whole,
+	// without the marker lines of template.full.yaml's generated blocks.
+	return marker.ReplaceAll(blankLine.ReplaceAll(b.Bytes(), nil), nil), nil
 }
 
 func comment(lines []string) string {
@@ -197,22 +178,6 @@ func comment(lines []string) string {
 		out[i] = strings.TrimRight("# "+l, " ")
 	}
 	return strings.Join(out, "\n")
-}
-
-// stripMarkers removes the marker lines of template.full.yaml's generated
-// blocks from the comments of n and everything in it: a variant is
-// generated as a whole.
-func stripMarkers(n *yaml.Node) {
-	for _, c := range []*string{&n.HeadComment, &n.LineComment, &n.FootComment} {
-		if *c == "" {
-			continue
-		}
-		lines := slices.DeleteFunc(strings.Split(*c, "\n"), isMarker)
-		*c = strings.Join(lines, "\n")
-	}
-	for _, c := range n.Content {
-		stripMarkers(c)
-	}
 }
 
 // tri is a condition's value as far as the variant decides it.
@@ -231,45 +196,59 @@ func triOf(b bool) tri {
 	return false_
 }
 
+// gen makes a Variant; Template.Resolve walks a part of a template with
+// one, every parameter fixed.
 type gen struct {
-	v        Variant
-	root     *yaml.Node
-	fixed    map[string]*yaml.Node // parameter → its value: the default (a scalar), or Fix's
-	allowed  map[string][]string   // kept parameter → the values it may take (nil: any)
-	required map[string]bool       // kept parameter → it has no default and is not empty
-	conds    map[string]tri
-	alias    map[string]string // condition → the one it equals, once simplified
-	dropped  map[string]bool   // resources dropped
-	depth    int
+	v       Variant
+	root    *yaml.Node
+	src     *Template             // the source, as the conditions are evaluated
+	fixed   map[string]*yaml.Node // parameter → its value: the default (a scalar), or Fix's
+	base    Values                // the fixed parameters' values, as conditions read them
+	values  map[string][]string   // kept parameter → the values conditions may see (keptValues)
+	conds   map[string]tri
+	alias   map[string]string // condition → the one it equals, once simplified
+	dropped map[string]bool   // resources dropped
+	// resolve makes an Fn::Sub a string, its variables of literal value
+	// filled in (Template.Resolve).
+	resolve bool
 }
 
+// at returns the index of key in mapping m, -1 without it.
+func at(m *yaml.Node, key string) int {
+	for i := 0; m != nil && m.Kind == yaml.MappingNode && i+1 < len(m.Content); i += 2 {
+		if m.Content[i].Value == key {
+			return i
+		}
+	}
+	return -1
+}
+
+// get returns the value of key in mapping m, nil without it.
 func get(m *yaml.Node, key string) *yaml.Node {
-	if m == nil || m.Kind != yaml.MappingNode {
-		return nil
-	}
-	for i := 0; i+1 < len(m.Content); i += 2 {
-		if m.Content[i].Value == key {
-			return m.Content[i+1]
-		}
+	if i := at(m, key); i >= 0 {
+		return m.Content[i+1]
 	}
 	return nil
 }
 
-func keyNode(m *yaml.Node, key string) *yaml.Node {
-	for i := 0; i+1 < len(m.Content); i += 2 {
-		if m.Content[i].Value == key {
-			return m.Content[i]
-		}
+// text returns the scalar value of key in mapping m, "" without it.
+func text(m *yaml.Node, key string) string {
+	if v := get(m, key); v != nil {
+		return v.Value
 	}
-	return nil
+	return ""
+}
+
+// set replaces the value of key in mapping m, if it has key.
+func set(m *yaml.Node, key string, v *yaml.Node) {
+	if i := at(m, key); i >= 0 {
+		m.Content[i+1] = v
+	}
 }
 
 func del(m *yaml.Node, key string) {
-	for i := 0; i+1 < len(m.Content); i += 2 {
-		if m.Content[i].Value == key {
-			m.Content = slices.Delete(m.Content, i, i+2)
-			return
-		}
+	if i := at(m, key); i >= 0 {
+		m.Content = slices.Delete(m.Content, i, i+2)
 	}
 }
 
@@ -278,16 +257,10 @@ func (g *gen) run() error {
 	if params == nil {
 		return fmt.Errorf("infra: variant: no Parameters")
 	}
-	g.allowed = map[string][]string{}
 	for _, k := range g.v.Keep {
 		if get(params, k.Name) == nil {
 			return fmt.Errorf("infra: variant: kept parameter %s is not a parameter", k.Name)
 		}
-		g.allowed[k.Name] = k.Values
-	}
-	g.required = map[string]bool{}
-	for _, k := range g.v.Keep {
-		g.required[k.Name] = k.Required
 	}
 	for name, text := range g.v.Fix {
 		var n yaml.Node
@@ -301,10 +274,7 @@ func (g *gen) run() error {
 	}
 	for i := 0; i+1 < len(params.Content); i += 2 {
 		name, p := params.Content[i].Value, params.Content[i+1]
-		if _, keep := g.allowed[name]; keep {
-			continue
-		}
-		if _, ok := g.fixed[name]; ok {
+		if g.fixed[name] != nil || slices.ContainsFunc(g.v.Keep, func(k Kept) bool { return k.Name == name }) {
 			continue
 		}
 		d := get(p, "Default")
@@ -313,24 +283,21 @@ func (g *gen) run() error {
 		}
 		g.fixed[name] = d
 	}
+	g.base = Values{} // a Fix's Fn::Sub at its text
+	for name, f := range g.fixed {
+		g.base[name] = f.Value
+	}
+	g.values = g.keptValues()
 	// Conditions first: the rest asks for their values.
 	conds := get(g.root, "Conditions")
-	if conds != nil {
-		for i := 0; i+1 < len(conds.Content); i += 2 {
-			if _, err := g.condition(conds.Content[i].Value); err != nil {
-				return err
-			}
+	for i := 0; conds != nil && i+1 < len(conds.Content); i += 2 {
+		name := conds.Content[i].Value
+		t, err := g.condition(name)
+		if err != nil {
+			return err
 		}
-	}
-	if conds != nil {
-		for i := 0; i+1 < len(conds.Content); i += 2 {
-			name := conds.Content[i].Value
-			if g.conds[name] != unknown {
-				continue
-			}
-			if e := g.simplify(conds.Content[i+1]); e.Tag == "!Condition" {
-				g.alias[name] = e.Value // a condition that equals another, once the variant decides
-			}
+		if e := g.simplify(conds.Content[i+1]); t == unknown && e.Tag == "!Condition" {
+			g.alias[name] = e.Value // a condition that equals another, once the variant decides
 		}
 	}
 	if err := g.rules(); err != nil {
@@ -343,7 +310,7 @@ func (g *gen) run() error {
 	}
 	for _, section := range []string{"Globals", "Metadata"} {
 		if n := get(g.root, section); n != nil {
-			if _, err := g.walk(n, nil); err != nil {
+			if _, err := g.walk(n, map[string]bool{}); err != nil {
 				return fmt.Errorf("%s: %w", section, err)
 			}
 		}
@@ -353,10 +320,7 @@ func (g *gen) run() error {
 	for _, k := range g.v.DropMetadata {
 		del(get(g.root, "Metadata"), k)
 	}
-	// Parameters: the fixed ones go, the kept ones take their values.
-	for name := range g.fixed {
-		del(params, name)
-	}
+	// Parameters: the kept ones take their values, the fixed ones go.
 	for _, k := range g.v.Keep {
 		name, vals, p := k.Name, k.Values, get(params, k.Name)
 		if k.Required {
@@ -369,26 +333,16 @@ func (g *gen) run() error {
 			if get(p, prop) == nil {
 				return fmt.Errorf("infra: variant: %s has no %s to replace", name, prop)
 			}
-			for i := 0; i+1 < len(p.Content); i += 2 {
-				if p.Content[i].Value == prop {
-					p.Content[i+1] = &yaml.Node{Kind: yaml.ScalarNode, Value: v}
-				}
-			}
+			set(p, prop, &yaml.Node{Kind: yaml.ScalarNode, Value: v})
 		}
 		if k.Label != "" {
-			if l := get(get(get(get(g.root, "Metadata"), "AWS::CloudFormation::Interface"), "ParameterLabels"), name); l != nil {
-				for i := 0; i+1 < len(l.Content); i += 2 {
-					if l.Content[i].Value == "default" {
-						l.Content[i+1] = &yaml.Node{Kind: yaml.ScalarNode, Value: k.Label, Style: yaml.DoubleQuotedStyle}
-					}
-				}
-			}
+			l := get(get(get(get(g.root, "Metadata"), "AWS::CloudFormation::Interface"), "ParameterLabels"), name)
+			set(l, "default", &yaml.Node{Kind: yaml.ScalarNode, Value: k.Label, Style: yaml.DoubleQuotedStyle})
 		}
 		if vals == nil {
 			continue
 		}
-		d, _ := g.scalarOf(get(p, "Default"))
-		if !slices.Contains(vals, d) {
+		if d := text(p, "Default"); !slices.Contains(vals, d) {
 			return fmt.Errorf("infra: variant: %s's default %q is not among its values %q", name, d, vals)
 		}
 		list := &yaml.Node{Kind: yaml.SequenceNode, Style: yaml.FlowStyle}
@@ -409,30 +363,21 @@ func (g *gen) run() error {
 					return fmt.Errorf("infra: variant: %s's value %q does not match its AllowedPattern", name, val)
 				}
 			}
-			keyNode(p, "AllowedPattern").Value = "AllowedValues"
+			p.Content[at(p, "AllowedPattern")].Value = "AllowedValues"
 			del(p, "ConstraintDescription")
 		default:
 			return fmt.Errorf("infra: variant: %s has neither AllowedValues nor AllowedPattern to restrict", name)
 		}
-		for i := 0; i+1 < len(p.Content); i += 2 {
-			if p.Content[i].Value == "AllowedValues" {
-				p.Content[i+1] = list
-			}
-		}
+		set(p, "AllowedValues", list)
 	}
 	var ordered []*yaml.Node
 	for _, k := range g.v.Keep {
-		for i := 0; i+1 < len(params.Content); i += 2 {
-			if params.Content[i].Value == k.Name {
-				params.Content[i].HeadComment = ""
-				ordered = append(ordered, params.Content[i], params.Content[i+1])
-			}
-		}
+		i := at(params, k.Name)
+		params.Content[i].HeadComment = ""
+		ordered = append(ordered, params.Content[i], params.Content[i+1])
 	}
 	params.Content = ordered
-	if k := keyNode(g.root, "Parameters"); k != nil {
-		k.HeadComment = comment(g.v.ParametersComment)
-	}
+	g.root.Content[at(g.root, "Parameters")].HeadComment = comment(g.v.ParametersComment)
 	// Conditions the variant decides, or that equal another, are gone; the
 	// others are simplified.
 	if conds != nil {
@@ -457,46 +402,12 @@ func (g *gen) cond(name string) string {
 	return name
 }
 
-// scalarOf returns the string CloudFormation sees for a literal scalar, or
-// for a fixed parameter's Ref.
-func (g *gen) scalarOf(n *yaml.Node) (string, bool) {
-	if n == nil {
-		return "", false
-	}
-	switch {
-	case n.Kind == yaml.ScalarNode && (n.Tag == "" || !strings.HasPrefix(n.Tag, "!") || strings.HasPrefix(n.Tag, "!!")):
-		return n.Value, true
-	case n.Tag == "!Ref" && n.Kind == yaml.ScalarNode:
-		if d, ok := g.fixed[n.Value]; ok {
-			return g.scalarOf(d)
-		}
-		if vals := g.allowed[n.Value]; len(vals) == 1 {
-			return vals[0], true
-		}
-	}
-	return "", false
-}
-
-// keptRef returns the kept parameter n refers to and the values it may
-// take (nil: any).
-func (g *gen) keptRef(n *yaml.Node) (string, []string, bool) {
-	if n.Tag != "!Ref" || n.Kind != yaml.ScalarNode {
-		return "", nil, false
-	}
-	vals, ok := g.allowed[n.Value]
-	return n.Value, vals, ok
-}
-
 // condition returns the value of the named condition.
 func (g *gen) condition(name string) (tri, error) {
 	if t, ok := g.conds[name]; ok {
 		return t, nil
 	}
-	n := get(get(g.root, "Conditions"), name)
-	if n == nil {
-		return unknown, fmt.Errorf("infra: variant: no condition %s", name)
-	}
-	t, err := g.eval(n)
+	t, err := g.decide(map[string]any{"Condition": name})
 	if err != nil {
 		return unknown, fmt.Errorf("condition %s: %w", name, err)
 	}
@@ -504,218 +415,112 @@ func (g *gen) condition(name string) (tri, error) {
 	return t, nil
 }
 
-// eval returns the value of a condition or Rule expression.
+// eval returns the value of condition or Rule expression n.
 func (g *gen) eval(n *yaml.Node) (tri, error) {
-	if g.depth++; g.depth > maxDepth {
-		return unknown, fmt.Errorf("%w: nested more than %d deep", ErrUnresolved, maxDepth)
-	}
-	defer func() { g.depth-- }()
-	switch n.Tag {
-	case "!Condition":
-		return g.condition(n.Value)
-	case "!Not":
-		if len(n.Content) != 1 {
-			break
-		}
-		t, err := g.eval(n.Content[0])
-		switch t {
-		case true_:
-			return false_, err
-		case false_:
-			return true_, err
-		}
+	var v any
+	if err := longForm(n).Decode(&v); err != nil {
 		return unknown, err
-	case "!And", "!Or":
-		and := n.Tag == "!And"
-		all := true
-		for _, c := range n.Content {
-			t, err := g.eval(c)
-			if err != nil {
-				return unknown, err
-			}
-			if t == triOf(!and) {
-				return t, nil
-			}
-			all = all && t != unknown
+	}
+	return g.decide(v)
+}
+
+// decide returns the value of expression v (in long form) in every
+// combination of the values the kept parameters it tests may take:
+// unknown when they differ.
+func (g *gen) decide(v any) (tri, error) {
+	tests := map[string]map[string]bool{}
+	g.compared(v, tests, 0)
+	combos := []Values{g.base}
+	for _, k := range g.v.Keep {
+		if tests[k.Name] != nil {
+			combos = expand(combos, k.Name, g.values[k.Name])
 		}
-		if all {
-			return triOf(and), nil
+	}
+	out := unknown
+	for i, p := range combos {
+		b, err := (&eval{t: g.src, p: p}).cond(v)
+		if err != nil {
+			return unknown, err
 		}
-		if ref, vals, ok := g.membership(n); !and && ok {
-			// An Or of tests of one kept parameter: decided when every
-			// value it may take is in their union, or none is.
-			return g.among(ref, vals), nil
+		if i > 0 && triOf(b) != out {
+			return unknown, nil
 		}
-		return unknown, nil
-	case "!Equals":
-		if len(n.Content) != 2 {
-			break
-		}
-		a, aok := g.scalarOf(n.Content[0])
-		b, bok := g.scalarOf(n.Content[1])
+		out = triOf(b)
+	}
+	return out, nil
+}
+
+// keptValues returns the values each kept parameter may take: its
+// Kept.Values, else the source's AllowedValues, else "" unless Required,
+// any literal a condition or Rule compares it with, and a value none does.
+func (g *gen) keptValues() map[string][]string {
+	compared := map[string]map[string]bool{}
+	g.compared(g.src.Conditions, compared, 0)
+	for _, r := range g.src.Rules {
+		g.compared(map[string]any(r), compared, 0)
+	}
+	out := map[string][]string{}
+	for _, k := range g.v.Keep {
+		vals := k.Values
 		switch {
-		case aok && bok:
-			return triOf(a == b), nil
-		case aok && a == "" && g.nonEmpty(n.Content[1]), bok && b == "" && g.nonEmpty(n.Content[0]):
-			return false_, nil
-		case aok:
-			return g.among(n.Content[1], []string{a}), nil
-		case bok:
-			return g.among(n.Content[0], []string{b}), nil
-		}
-		return unknown, nil
-	case "!Contains":
-		if len(n.Content) != 2 || n.Content[0].Kind != yaml.SequenceNode {
-			break
-		}
-		var list []string
-		for _, c := range n.Content[0].Content {
-			s, ok := g.scalarOf(c)
-			if !ok {
-				return unknown, nil
+		case vals != nil:
+		case g.src.Parameters[k.Name]["AllowedValues"] != nil:
+			vals = g.src.Extremes(k.Name)
+		default:
+			vals = append(slices.Collect(maps.Keys(compared[k.Name])), "", "(what no condition names)")
+			if k.Required {
+				vals = slices.DeleteFunc(vals, func(v string) bool { return v == "" })
 			}
-			list = append(list, s)
 		}
-		if x, ok := g.scalarOf(n.Content[1]); ok {
-			return triOf(slices.Contains(list, x)), nil
-		}
-		return g.among(n.Content[1], list), nil
+		out[k.Name] = vals
 	}
-	return unknown, fmt.Errorf("%w: %s %v is not a condition the variant evaluates", ErrUnresolved, n.Tag, n.Value)
+	return out
 }
 
-// nonEmpty reports whether n is known not to be empty: a Ref to a
-// required kept parameter, or to a parameter fixed at a Fn::Sub with text
-// besides its ${...}.
-func (g *gen) nonEmpty(n *yaml.Node) bool {
-	if n.Tag != "!Ref" {
-		return false
-	}
-	if g.required[n.Value] {
-		return true
-	}
-	f, ok := g.fixed[n.Value]
-	return ok && f.Tag == "!Sub" && f.Kind == yaml.ScalarNode && subVar.ReplaceAllString(f.Value, "") != ""
-}
-
-// membership returns the kept parameter's Ref that expression n tests
-// and the values for which it holds, when n is an Fn::Equals of that Ref
-// and a literal, or an Fn::Or of such tests of the same parameter.
-func (g *gen) membership(n *yaml.Node) (*yaml.Node, []string, bool) {
-	switch {
-	case n.Tag == "!Equals" && len(n.Content) == 2:
-		for i := range 2 {
-			if _, _, ok := g.keptRef(n.Content[i]); ok {
-				if v, ok := g.scalarOf(n.Content[1-i]); ok {
-					return n.Content[i], []string{v}, true
+// compared adds to out, for each parameter an Fn::Equals or Fn::Contains
+// of v, or of a condition it names, tests (the only parameters a
+// condition reads), the literals it is tested against.
+func (g *gen) compared(v any, out map[string]map[string]bool, depth int) {
+	switch x := v.(type) {
+	case []any:
+		for _, e := range x {
+			g.compared(e, out, depth)
+		}
+	case map[string]any:
+		if c, ok := x["Condition"].(string); ok && depth < maxDepth {
+			g.compared(g.src.Conditions[c], out, depth+1)
+		}
+		for fn, arg := range x {
+			args, _ := arg.([]any)
+			for _, ref := range args {
+				if name := refName(ref); name != "" && (fn == "Fn::Equals" || fn == "Fn::Contains") {
+					if out[name] == nil {
+						out[name] = map[string]bool{}
+					}
+					for _, lit := range flattenIf(args) {
+						if s, ok := scalar(lit); ok {
+							out[name][s] = true
+						}
+					}
 				}
 			}
+			g.compared(arg, out, depth)
 		}
-	case n.Tag == "!Or" && len(n.Content) > 0:
-		var ref *yaml.Node
-		var vals []string
-		for _, c := range n.Content {
-			r, vs, ok := g.membership(c)
-			if !ok || ref != nil && r.Value != ref.Value {
-				return nil, nil, false
-			}
-			ref, vals = r, append(vals, vs...)
-		}
-		return ref, vals, true
 	}
-	return nil, nil, false
 }
 
-// among returns whether ref, a kept parameter's Ref, takes one of vals:
-// decided when every value it may take is in vals, or none is.
-func (g *gen) among(ref *yaml.Node, vals []string) tri {
-	_, allowed, ok := g.keptRef(ref)
-	if !ok || allowed == nil {
-		return unknown
-	}
-	in := 0
-	for _, a := range allowed {
-		if slices.Contains(vals, a) {
-			in++
-		}
-	}
-	switch in {
-	case 0:
-		return false_
-	case len(allowed):
-		return true_
-	}
-	return unknown
-}
-
-// simplify returns expression n (of undecided value) without its decided
-// parts: an And drops what is true, an Or what is false, a fixed
-// parameter's Ref becomes its value.
+// simplify returns expression n (a condition or Rule assertion of
+// undecided value) without its decided parts (walk). It has no Fn::If or
+// Fn::Sub, which are walk's only errors.
 func (g *gen) simplify(n *yaml.Node) *yaml.Node {
-	switch n.Tag {
-	case "!And", "!Or":
-		keep := triOf(n.Tag == "!Or") // an Or drops what is false, an And what is true
-		var out []*yaml.Node
-		for _, c := range n.Content {
-			t, _ := g.eval(c)
-			if t != unknown && t != keep {
-				continue
-			}
-			out = append(out, g.simplify(c))
-		}
-		if len(out) == 1 {
-			return out[0]
-		}
-		m := *n
-		m.Content = out
-		return &m
-	case "!Not":
-		m := *n
-		m.Content = []*yaml.Node{g.simplify(n.Content[0])}
-		return &m
-	case "!Ref":
-		if d, ok := g.fixed[n.Value]; ok {
-			return literal(d)
-		}
-		return n
-	case "!Condition":
-		m := *n
-		m.Value = g.cond(n.Value)
-		return &m
-	case "!Contains":
-		// Of a list a kept parameter is tested against, only the values
-		// it may still take are left; one is an Equals.
-		if len(n.Content) == 2 && n.Content[0].Kind == yaml.SequenceNode {
-			if _, allowed, ok := g.keptRef(n.Content[1]); ok && allowed != nil {
-				list := *n.Content[0]
-				list.Content = slices.DeleteFunc(slices.Clone(list.Content), func(c *yaml.Node) bool {
-					s, ok := g.scalarOf(c)
-					return ok && !slices.Contains(allowed, s)
-				})
-				if len(list.Content) == 1 {
-					return &yaml.Node{Kind: yaml.SequenceNode, Tag: "!Equals", Style: yaml.FlowStyle, Content: []*yaml.Node{n.Content[1], list.Content[0]}}
-				}
-				m := *n
-				m.Content = []*yaml.Node{&list, n.Content[1]}
-				return &m
-			}
-		}
-	}
-	if n.Kind == yaml.SequenceNode || n.Kind == yaml.MappingNode {
-		m := *n
-		m.Content = make([]*yaml.Node, len(n.Content))
-		for i, c := range n.Content {
-			m.Content[i] = g.simplify(c)
-		}
-		return &m
-	}
-	return n
+	r, _ := g.walk(n, map[string]bool{})
+	return r
 }
 
 // literal returns a copy of a parameter's value: its default as a plain
 // scalar, or the Fn::Sub a Variant fixes it at.
 func literal(d *yaml.Node) *yaml.Node {
-	if strings.HasPrefix(d.Tag, "!") && !strings.HasPrefix(d.Tag, "!!") {
+	if intrinsic(d) {
 		c := *d
 		return &c
 	}
@@ -747,11 +552,7 @@ func (g *gen) rules() error {
 			case true_:
 				del(r, "RuleCondition")
 			default:
-				for j := 0; j+1 < len(r.Content); j += 2 {
-					if r.Content[j].Value == "RuleCondition" {
-						r.Content[j+1] = g.simplify(c)
-					}
-				}
+				set(r, "RuleCondition", g.simplify(c))
 			}
 		}
 		asserts := get(r, "Assertions")
@@ -767,11 +568,7 @@ func (g *gen) rules() error {
 				case false_:
 					return fmt.Errorf("infra: variant: rule %s rejects the variant's fixed values (%s): restrict a kept parameter's values", name, get(a, "AssertDescription").Value)
 				case unknown:
-					for j := 0; j+1 < len(a.Content); j += 2 {
-						if a.Content[j].Value == "Assert" {
-							a.Content[j+1] = g.simplify(expr)
-						}
-					}
+					set(a, "Assert", g.simplify(expr))
 					kept = append(kept, a)
 				}
 			}
@@ -826,14 +623,24 @@ func (g *gen) entries(m *yaml.Node) error {
 // noValue reports whether n is !Ref AWS::NoValue.
 func noValue(n *yaml.Node) bool { return n.Tag == "!Ref" && n.Value == "AWS::NoValue" }
 
+var (
+	// blankLine matches the spaces of a line of nothing else.
+	blankLine = regexp.MustCompile(`(?m)^ +$`)
+	// marker matches the line of a generated block's marker (beginMarker,
+	// endMarker).
+	marker = regexp.MustCompile(`(?m)^ *# (BEGIN|END) generated .*\n`)
+)
+
 // subVar matches a ${Name} of a Fn::Sub string.
 var subVar = regexp.MustCompile(`\$\{([A-Za-z0-9:.]+)\}`)
 
 // walk rewrites n in place (it returns n's replacement): a decided Fn::If
 // becomes the branch it chooses, a fixed parameter's Ref its value, a
 // Fn::Sub string the text with fixed parameters filled in (a plain string
-// when nothing is left to substitute), and what becomes AWS::NoValue
-// leaves its mapping or list.
+// when nothing is left to substitute), what becomes AWS::NoValue leaves
+// its mapping or list; in a condition, an And drops what is true, an Or
+// what is false, a Condition names what it stands for, a list a kept
+// parameter is tested against keeps the values it may take.
 //
 // ctx holds the conditions known where n is (the Condition of the
 // resource it is in, the branches of the Fn::If around it): a Fn::If on
@@ -842,7 +649,7 @@ func (g *gen) walk(n *yaml.Node, ctx map[string]bool) (*yaml.Node, error) {
 	switch n.Tag {
 	case "!If":
 		if len(n.Content) != 3 {
-			return nil, fmt.Errorf("Fn::If with %d arguments", len(n.Content))
+			return nil, fmt.Errorf("%w: Fn::If with %d arguments", ErrUnresolved, len(n.Content))
 		}
 		t, err := g.condition(n.Content[0].Value)
 		if err != nil {
@@ -861,9 +668,6 @@ func (g *gen) walk(n *yaml.Node, ctx map[string]bool) (*yaml.Node, error) {
 		n.Content[0].Value = c
 		for i := 1; i < 3; i++ {
 			inner := maps.Clone(ctx)
-			if inner == nil {
-				inner = map[string]bool{}
-			}
 			inner[c] = i == 1
 			r, err := g.walk(n.Content[i], inner)
 			if err != nil {
@@ -879,33 +683,56 @@ func (g *gen) walk(n *yaml.Node, ctx map[string]bool) (*yaml.Node, error) {
 		return n, nil
 	case "!Sub":
 		return g.sub(n, ctx)
-	}
-	switch n.Kind {
-	case yaml.MappingNode:
-		for i := 0; i+1 < len(n.Content); {
-			r, err := g.walk(n.Content[i+1], ctx)
-			if err != nil {
-				return nil, err
-			}
-			if noValue(r) {
-				n.Content = slices.Delete(n.Content, i, i+2)
-				continue
-			}
-			n.Content[i+1] = r
-			i += 2
-		}
-	case yaml.SequenceNode:
-		out := n.Content[:0]
+	case "!Condition":
+		n.Value = g.cond(n.Value)
+		return n, nil
+	case "!And", "!Or":
+		var kept []*yaml.Node
 		for _, c := range n.Content {
+			if t, _ := g.eval(c); t == triOf(n.Tag == "!And") {
+				continue // an And drops what is true, an Or what is false
+			}
 			r, err := g.walk(c, ctx)
 			if err != nil {
 				return nil, err
 			}
-			if !noValue(r) {
-				out = append(out, r)
-			}
+			kept = append(kept, r)
 		}
-		n.Content = out
+		if len(kept) == 1 {
+			return kept[0], nil
+		}
+		n.Content = kept
+		return n, nil
+	case "!Contains":
+		// Of a list a kept parameter is tested against, only the values
+		// it may take are left; one is an Equals.
+		if len(n.Content) == 2 && n.Content[1].Tag == "!Ref" && g.values[n.Content[1].Value] != nil {
+			vals := g.values[n.Content[1].Value]
+			list := n.Content[0]
+			list.Content = slices.DeleteFunc(list.Content, func(c *yaml.Node) bool { return !slices.Contains(vals, c.Value) })
+			if len(list.Content) == 1 {
+				return &yaml.Node{Kind: yaml.SequenceNode, Tag: "!Equals", Style: yaml.FlowStyle, Content: []*yaml.Node{n.Content[1], list.Content[0]}}, nil
+			}
+			return n, nil
+		}
+	}
+	// The values of a mapping (every second node, from the second) or the
+	// items of a list.
+	step := 1
+	if n.Kind == yaml.MappingNode {
+		step = 2
+	}
+	for i := step - 1; i < len(n.Content); {
+		r, err := g.walk(n.Content[i], ctx)
+		if err != nil {
+			return nil, err
+		}
+		if noValue(r) {
+			n.Content = slices.Delete(n.Content, i+1-step, i+1) // with its key
+			continue
+		}
+		n.Content[i] = r
+		i += step
 	}
 	return n, nil
 }
@@ -914,7 +741,7 @@ func (g *gen) sub(n *yaml.Node, ctx map[string]bool) (*yaml.Node, error) {
 	str, vars := n, (*yaml.Node)(nil)
 	if n.Kind == yaml.SequenceNode {
 		if len(n.Content) != 2 {
-			return nil, fmt.Errorf("Fn::Sub with %d arguments", len(n.Content))
+			return nil, fmt.Errorf("%w: Fn::Sub with %d arguments", ErrUnresolved, len(n.Content))
 		}
 		str, vars = n.Content[0], n.Content[1]
 		if _, err := g.walk(vars, ctx); err != nil {
@@ -923,7 +750,10 @@ func (g *gen) sub(n *yaml.Node, ctx map[string]bool) (*yaml.Node, error) {
 	}
 	text := subVar.ReplaceAllStringFunc(str.Value, func(m string) string {
 		name := m[2 : len(m)-1]
-		if get(vars, name) != nil {
+		if v := get(vars, name); v != nil {
+			if g.resolve && v.Kind == yaml.ScalarNode && !intrinsic(v) {
+				return v.Value
+			}
 			return m
 		}
 		if d, ok := g.fixed[name]; ok && (d.Tag == "" || d.Tag == "!Sub" || strings.HasPrefix(d.Tag, "!!")) && d.Kind == yaml.ScalarNode {
@@ -931,15 +761,10 @@ func (g *gen) sub(n *yaml.Node, ctx map[string]bool) (*yaml.Node, error) {
 		}
 		return m
 	})
-	if vars == nil && !strings.Contains(text, "${") {
+	if g.resolve || vars == nil && !strings.Contains(text, "${") {
 		return literal(&yaml.Node{Value: text, Style: yaml.DoubleQuotedStyle}), nil
 	}
-	s := *str
-	s.Value = text
-	if vars == nil {
-		return &s, nil
-	}
-	n.Content[0] = &s
+	str.Value = text
 	return n, nil
 }
 
