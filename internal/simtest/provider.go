@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/sendonce/sendonce/internal/metrics"
@@ -217,32 +218,66 @@ func (p *simProvider) lag() time.Duration {
 	return time.Duration(p.w.rng.Int64N(int64(p.w.sc.lagMax) + 1))
 }
 
-// begin starts a send of key's message (body) through p: the worker's
-// yield point, then, under w.mu (the caller unlocks it), the send's checks,
-// the attempt the worker holds and what the provider does with the send
-// (pick). A send that may have reached the provider is noted before the
-// call may hang (its worker may die there); so is a 5xx where the provider
-// takes no key (Twilio), which may come after the message was taken.
-func (p *simProvider) begin(ctx context.Context, key, body string) (*worker, *keyTruth, *attempt, string) {
+// call runs one send of key's message (to, body) through p: the worker's
+// yield point, then, under w.mu (the caller unlocks it), the send's checks
+// and what the provider does with it (pick), with the ground truth and the
+// expected counts. A send that may have reached the provider is noted
+// before the call may hang (its worker may die there); so is a 5xx where
+// the provider takes no key (Twilio), half of which here come after the
+// message was taken. It returns what p did, the message id when p took
+// the message, and, for a call that got no answer, the error its client
+// sees (a hang's deadline, or a reset connection).
+func (p *simProvider) call(ctx context.Context, key, to, body string) (b, id string, err error) {
 	w := p.w
 	wk := w.yield(ctx, "send", key)
 	w.mu.Lock()
 	kt := w.truth(key)
 	w.checkSend(p, key, body)
 	a := w.heldAttempt(wk, key)
-	b := p.pick(wk)
+	b = p.pick(wk)
 	if b != provAccept {
 		w.faults[b]++
 	}
-	switch b {
-	case provAccept, provHangAfter, provHangBefore, provLost:
+	twilio5xx := b == prov5xx && p.tw != nil
+	accepted := b == provAccept || b == provHangAfter || b == provLost
+	if accepted || b == provHangBefore || twilio5xx {
 		kt.reached[p.name] = true
-	case prov5xx:
-		if p.tw != nil {
-			kt.reached[p.name] = true
-		}
 	}
-	return wk, kt, a, b
+	if accepted || twilio5xx && w.rng.IntN(2) == 0 {
+		id = p.accept(wk, key, to, body)
+	}
+	switch b {
+	case provHangAfter, provHangBefore:
+		w.tracef(key, "%s send %s via %s: %s, no answer yet", wk.name, w.short(key), p.name, b)
+		err = p.hang(ctx, key)
+	case provLost:
+		err = errors.New("read tcp 10.0.0.1:443: connection reset by peer")
+	case prov4xx:
+		kt.refused = true
+	}
+	if b != provAccept {
+		w.expect(wk.service, metrics.ProviderErrors)
+		kt.ambiguous = kt.ambiguous || err != nil || twilio5xx
+	} else if a != nil {
+		a.receipt = true
+	}
+	w.tracef(key, "%s send %s via %s: %s", wk.name, w.short(key), p.name, b)
+	return b, id, err
+}
+
+// refusals are a provider's answers to the sends it refuses: the kind of
+// error a provider of a class other than Twilio returns, the HTTP status,
+// and Twilio's error code and message.
+var refusals = map[string]struct {
+	kind         provider.Kind
+	status, code int
+	message      string
+}{
+	prov4xx:    {provider.Permanent, 400, 21211, "The 'To' number is not a valid phone number."},
+	prov5xx:    {provider.Transient, 503, 20503, "Service Unavailable"},
+	prov429:    {provider.Transient, 429, 20429, "Too Many Requests"},
+	provStorm:  {provider.Transient, 429, 20429, "Too Many Requests"},
+	provConfig: {provider.Config, 401, 20003, "Authenticate"},
 }
 
 // heldAttempt is the attempt worker wk holds on key, or nil. w.mu is held.
@@ -255,46 +290,15 @@ func (w *World) heldAttempt(wk *worker, key string) *attempt {
 }
 
 func (p *simProvider) Send(ctx context.Context, m provider.Message) (provider.Receipt, error) {
-	w := p.w
-	wk, kt, a, b := p.begin(ctx, m.Key, m.Body)
-	defer w.mu.Unlock()
-	var (
-		rcpt provider.Receipt
-		err  error
-	)
-	switch b {
-	case provAccept:
-		rcpt.MessageID = p.accept(wk, m.Key, m.To, m.Body)
-	case provHangAfter:
-		p.accept(wk, m.Key, m.To, m.Body)
-		w.tracef(m.Key, "%s send %s via %s: accepted, then no answer", wk.name, w.short(m.Key), p.name)
-		err = p.perr(provider.Ambiguous, "send", "", "no answer after the request was written: timeout", p.hang(ctx, m.Key))
-	case provHangBefore:
-		w.tracef(m.Key, "%s send %s via %s: no answer, not accepted", wk.name, w.short(m.Key), p.name)
-		err = p.perr(provider.Ambiguous, "send", "", "no answer after the request was written: timeout", p.hang(ctx, m.Key))
-	case provLost:
-		p.accept(wk, m.Key, m.To, m.Body)
-		err = p.perr(provider.Ambiguous, "send", "", "connection reset after the request was written", errors.New("read: connection reset by peer"))
-	case prov4xx:
-		kt.refused = true
-		err = p.perr(provider.Permanent, "send", "400", "invalid recipient", nil)
-	case prov5xx:
-		err = p.perr(provider.Transient, "send", "503", "service unavailable", nil)
-	case prov429, provStorm:
-		err = p.perr(provider.Transient, "send", "429", "too many requests", nil)
-	case provConfig:
-		err = p.perr(provider.Config, "send", "401", "bad credentials", nil)
+	b, id, err := p.call(ctx, m.Key, m.To, m.Body)
+	defer p.w.mu.Unlock()
+	switch r := refusals[b]; {
+	case err != nil:
+		return provider.Receipt{}, p.perr(provider.Ambiguous, "send", "", "no answer after the request was written", err)
+	case b != provAccept:
+		return provider.Receipt{}, p.perr(r.kind, "send", strconv.Itoa(r.status), r.message, nil)
 	}
-	if err != nil {
-		w.expect(wk.service, metrics.ProviderErrors)
-		if provider.KindOf(err) == provider.Ambiguous {
-			kt.ambiguous = true
-		}
-	} else if a != nil {
-		a.receipt = true
-	}
-	w.tracef(m.Key, "%s send %s via %s: %s", wk.name, w.short(m.Key), p.name, b)
-	return rcpt, err
+	return provider.Receipt{MessageID: id}, nil
 }
 
 // Lookup answers by the message's key: the provider stores it as the

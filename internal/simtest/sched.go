@@ -66,32 +66,31 @@ const maxCallDelay = 50 * time.Millisecond
 // returns the worker of ctx. A goroutine told to exit (cleanup after the
 // run) exits here without running further.
 func (w *World) yield(ctx context.Context, op, key string) *worker {
-	wk, exit := w.park(ctx, op, key, time.Time{})
-	if exit {
-		runtime.Goexit()
-	}
-	return wk
+	return w.yieldUntil(ctx, op, key, time.Time{})
 }
 
-// sleepUntil parks the caller until the virtual clock reaches wake (a
-// provider call that hangs until its deadline).
-func (w *World) sleepUntil(ctx context.Context, op, key string, wake time.Time) {
-	w.mu.Unlock() // ops run under w.mu; a timed park releases it
-	_, exit := w.park(ctx, op, key, wake)
-	w.mu.Lock()
-	if exit {
-		runtime.Goexit() // the caller's deferred Unlock runs
-	}
-}
-
-func (w *World) park(ctx context.Context, op, key string, wake time.Time) (*worker, bool) {
+// yieldUntil is yield that, when wake is set, parks the task until the
+// clock reaches it.
+func (w *World) yieldUntil(ctx context.Context, op, key string, wake time.Time) *worker {
 	wk := workerOf(ctx)
 	t := &task{w: wk, op: op, key: key, resume: make(chan bool), wake: wake}
 	w.mu.Lock()
 	w.arrived = append(w.arrived, t)
 	w.signal()
 	w.mu.Unlock()
-	return wk, <-t.resume
+	if <-t.resume {
+		runtime.Goexit()
+	}
+	return wk
+}
+
+// sleepUntil parks the caller, which holds w.mu, until the virtual clock
+// reaches wake (a provider call that hangs until its deadline). The park
+// releases w.mu; a goroutine told to exit meanwhile exits without it.
+func (w *World) sleepUntil(ctx context.Context, op, key string, wake time.Time) {
+	w.mu.Unlock()
+	w.yieldUntil(ctx, op, key, wake)
+	w.mu.Lock()
 }
 
 // settle waits until every goroutine of the bubble is blocked, then files

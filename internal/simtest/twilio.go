@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -15,7 +14,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sendonce/sendonce/internal/metrics"
 	"github.com/sendonce/sendonce/internal/provider/twilio"
 	"github.com/sendonce/sendonce/provider"
 )
@@ -113,24 +111,26 @@ func keyOf(ctx context.Context) string {
 	return k
 }
 
-// RoundTrip serves one request of the adapter.
+// RoundTrip serves one request of the adapter: a create (POST) or a
+// list (GET). The adapter's tests check its requests' path and
+// authentication against package twiliotest.
 func (t *twilioAPI) RoundTrip(req *http.Request) (*http.Response, error) {
-	if req.Body != nil {
-		defer req.Body.Close()
-	}
-	if u, p, ok := req.BasicAuth(); !ok || u != t.account || p != t.token {
-		return t.answer(req, http.StatusUnauthorized, map[string]any{"code": 20003, "message": "Authenticate", "status": 401}), nil
-	}
-	if req.URL.Path != "/2010-04-01/Accounts/"+t.account+"/Messages.json" {
-		return t.answer(req, http.StatusNotFound, map[string]any{"code": 20404, "message": "not found", "status": 404}), nil
-	}
-	switch req.Method {
-	case http.MethodPost:
-		return t.create(req)
-	case http.MethodGet:
+	if req.Method == http.MethodGet {
 		return t.list(req)
 	}
-	return t.answer(req, http.StatusMethodNotAllowed, map[string]any{"code": 20004, "message": "method not allowed", "status": 405}), nil
+	raw, _ := io.ReadAll(req.Body)
+	req.Body.Close()
+	form, _ := url.ParseQuery(string(raw))
+	p := t.p
+	b, _, err := p.call(req.Context(), keyOf(req.Context()), form.Get("To"), form.Get("Body"))
+	defer p.w.mu.Unlock()
+	switch r := refusals[b]; {
+	case err != nil:
+		return nil, err
+	case b != provAccept:
+		return t.answer(req, r.status, map[string]any{"code": r.code, "message": r.message, "status": r.status}), nil
+	}
+	return t.answer(req, http.StatusCreated, t.resource(p.sent[len(p.sent)-1], p.w.now().Add(p.skew))), nil
 }
 
 func (t *twilioAPI) answer(req *http.Request, status int, body any) *http.Response {
@@ -138,67 +138,6 @@ func (t *twilioAPI) answer(req *http.Request, status int, body any) *http.Respon
 	return &http.Response{StatusCode: status, Status: fmt.Sprintf("%d %s", status, http.StatusText(status)),
 		Header: http.Header{"Content-Type": {"application/json"}}, Body: io.NopCloser(bytes.NewReader(b)),
 		ContentLength: int64(len(b)), Request: req, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1}
-}
-
-func (t *twilioAPI) create(req *http.Request) (*http.Response, error) {
-	ctx := req.Context()
-	key := keyOf(ctx)
-	raw, _ := io.ReadAll(req.Body)
-	form, _ := url.ParseQuery(string(raw))
-	to, body := form.Get("To"), form.Get("Body")
-	p := t.p
-	w := p.w
-	wk, kt, a, b := p.begin(ctx, key, body)
-	defer w.mu.Unlock()
-	fail := func(status, code int, msg string) (*http.Response, error) {
-		return t.answer(req, status, map[string]any{"code": code, "message": msg, "status": status}), nil
-	}
-	var (
-		resp *http.Response
-		err  error
-	)
-	switch b {
-	case provAccept:
-		p.accept(wk, key, to, body)
-		resp = t.answer(req, http.StatusCreated, t.resource(p.sent[len(p.sent)-1], w.now().Add(p.skew)))
-		if a != nil {
-			a.receipt = true
-		}
-	case provHangAfter:
-		p.accept(wk, key, to, body)
-		err = p.hang(ctx, key)
-	case provHangBefore:
-		err = p.hang(ctx, key)
-	case provLost:
-		p.accept(wk, key, to, body)
-		err = errors.New("read tcp 10.0.0.1:443: connection reset by peer")
-	case prov4xx:
-		kt.refused = true
-		resp, err = fail(http.StatusBadRequest, 21211, "The 'To' number is not a valid phone number.")
-	case prov5xx:
-		// Twilio takes no key: a 5xx answer is ambiguous to the adapter.
-		// Here half of them come after the message was taken.
-		if w.rng.IntN(2) == 0 {
-			p.accept(wk, key, to, body)
-			resp, err = fail(http.StatusInternalServerError, 20500, "Internal Server Error")
-		} else {
-			resp, err = fail(http.StatusServiceUnavailable, 20503, "Service Unavailable")
-		}
-	case prov429, provStorm:
-		resp, err = fail(http.StatusTooManyRequests, 20429, "Too Many Requests")
-	case provConfig:
-		resp, err = fail(http.StatusUnauthorized, 20003, "Authenticate")
-	}
-	switch b {
-	case provAccept:
-	case provHangAfter, provHangBefore, provLost, prov5xx:
-		kt.ambiguous = true
-		w.expect(wk.service, metrics.ProviderErrors)
-	default:
-		w.expect(wk.service, metrics.ProviderErrors)
-	}
-	w.tracef(key, "%s send %s via twilio: %s", wk.name, w.short(key), b)
-	return resp, err
 }
 
 // resource is a message as the API shows it at now.
