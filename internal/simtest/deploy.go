@@ -148,7 +148,7 @@ func (w *World) drawProviders() {
 			if _, dup := w.byName[name]; dup {
 				name += "-2"
 			}
-			p := w.newProvider(name, ch, c)
+			p := w.newProvider(name, c)
 			w.chans[ch] = append(w.chans[ch], p)
 			w.byName[name] = p
 		}

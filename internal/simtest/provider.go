@@ -72,11 +72,10 @@ func (d *delivery) failedAt(t time.Time) bool { return !d.failAt.IsZero() && !t.
 // provider.Adapter; refProvider adds provider.Looker; the Twilio class is
 // the real adapter over twilioAPI.
 type simProvider struct {
-	w       *World
-	name    string
-	channel string
-	class   provClass
-	skew    time.Duration
+	w     *World
+	name  string
+	class provClass
+	skew  time.Duration
 	// storms are 429 storms: every send in [from, until) is throttled.
 	storms [][2]time.Time
 	byKey  map[string]string // key → first message id
@@ -93,8 +92,8 @@ var (
 	_ provider.Looker  = refProvider{}
 )
 
-func (w *World) newProvider(name, ch string, c provClass) *simProvider {
-	p := &simProvider{w: w, name: name, channel: ch, class: c,
+func (w *World) newProvider(name string, c provClass) *simProvider {
+	p := &simProvider{w: w, name: name, class: c,
 		skew: time.Duration(w.rng.Int64N(int64(2*maxSkew))) - maxSkew, byKey: map[string]string{}}
 	if w.rng.IntN(10) < 3 {
 		from := w.t0.Add(time.Duration(w.rng.Int64N(int64(10 * time.Minute))))

@@ -2,7 +2,6 @@ package simtest
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"strconv"
 	"time"
@@ -18,7 +17,6 @@ type sqsMsg struct {
 	body  string
 	msg   *message // nil for an invalid body
 	group string
-	seq   int
 	// arrive is when the producer enqueued it.
 	arrive    time.Time
 	receives  int
@@ -37,8 +35,6 @@ type queue struct {
 	visibility time.Duration
 	maxReceive int
 	msgs       []*sqsMsg
-	// invalidDLQ holds invalid requests the sender moved to the DLQ.
-	invalidDLQ map[string]bool
 }
 
 func (q *queue) arn() string {
@@ -198,9 +194,6 @@ func (w *World) finishBatch(wk *worker, batch []*sqsMsg, resp events.SQSEventRes
 		}
 		if !m.dlq {
 			m.deleted = true
-			if m.msg != nil {
-				m.msg.acked = true
-			}
 		}
 		w.tracef(k, "%s sqs %s: deleted", wk.name, m.id)
 	}
@@ -214,10 +207,9 @@ func (d simDLQ) Put(ctx context.Context, rec events.SQSMessage, invalid *notify.
 	w := d.w
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if f := w.writeFault(wk); f == faultFail || f == faultThrottle {
-		return fmt.Errorf("simdlq: put: %w", w.faultErr(f))
+	if f := w.writeFault(wk); refused(f) {
+		return w.faultErr("dlq put", f)
 	}
-	w.q.invalidDLQ[rec.MessageId] = true
 	w.tracef("", "%s dlq %s: %s", wk.name, rec.MessageId, invalid.Reason)
 	return nil
 }

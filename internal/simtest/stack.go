@@ -141,8 +141,6 @@ type fnConfig struct {
 	sendpath.Settings
 	// timeout is the function's timeout: its invocations' deadline.
 	timeout time.Duration
-	// env is the environment it reads, for the trace.
-	env map[string]string
 }
 
 // config returns function fn's settings under params, read as its main
@@ -177,5 +175,5 @@ func (s *stack) readConfig(fn string, params map[string]string) fnConfig {
 	if err := e.Err(); err != nil {
 		panic(fmt.Sprintf("simtest: %s's environment from template.yaml: %v", fn, err))
 	}
-	return fnConfig{Settings: st, timeout: s.timeout(fn, params), env: env}
+	return fnConfig{Settings: st, timeout: s.timeout(fn, params)}
 }

@@ -7,7 +7,6 @@ import (
 
 	"github.com/sendonce/sendonce/internal/decide"
 	"github.com/sendonce/sendonce/internal/ledger"
-	"github.com/sendonce/sendonce/internal/metrics"
 	"github.com/sendonce/sendonce/notify"
 )
 
@@ -92,6 +91,3 @@ func (w *World) expiredMark(wk *worker, key string, before ledger.Record, o ledg
 	w.faults["expired_rows"]++
 	return true
 }
-
-// expectExpired expects the count of an applied expired mark.
-func (w *World) expectExpired(wk *worker) { w.expect(wk.service, metrics.Expired) }

@@ -76,7 +76,7 @@ func (d *simDedup) Seen(ctx context.Context, id string) (bool, error) {
 	d.w.mu.Lock()
 	defer d.w.mu.Unlock()
 	if f := d.w.readFault(wk); f != faultNone {
-		return false, fmt.Errorf("simdedup: seen: %w", d.w.faultErr(f))
+		return false, d.w.faultErr("dedup seen", f)
 	}
 	return d.inner.Seen(ctx, id)
 }
@@ -86,12 +86,12 @@ func (d *simDedup) Record(ctx context.Context, cb webhook.Callback) (bool, error
 	d.w.mu.Lock()
 	defer d.w.mu.Unlock()
 	f := d.w.writeFault(wk)
-	if f == faultFail || f == faultThrottle {
-		return false, fmt.Errorf("simdedup: record: %w", d.w.faultErr(f))
+	if refused(f) {
+		return false, d.w.faultErr("dedup record", f)
 	}
 	created, err := d.inner.Record(ctx, cb)
 	if f == faultLost {
-		return false, fmt.Errorf("simdedup: record: %w", d.w.faultErr(f))
+		return false, d.w.faultErr("dedup record", f)
 	}
 	return created, err
 }

@@ -4,9 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -80,13 +80,9 @@ type scenario struct {
 
 // message is one notification request of the workload.
 type message struct {
-	idx     int
-	key     string
-	req     notify.Request
-	channel string
-	class   string
-	acked   bool
-	sqs     []*sqsMsg
+	key string
+	req notify.Request
+	sqs []*sqsMsg
 }
 
 // attempt is one claim on a key.
@@ -94,7 +90,6 @@ type attempt struct {
 	claimID string
 	worker  *worker
 	key     string
-	acked   bool
 	// receipt: a send under this claim returned a receipt.
 	receipt  bool
 	released bool
@@ -152,9 +147,6 @@ type keyTruth struct {
 	policyResends int
 	chains        map[int]bool
 	ambiguous     bool
-	lostClaim     bool
-	lostTakeOver  bool
-	releaseFailed bool
 	// reached names the providers a send of the key reached that may
 	// have delivered it (accepted, or no answer).
 	reached map[string]bool
@@ -182,39 +174,11 @@ func (k *keyTruth) maybeDelivered(w *World) bool {
 		return true
 	}
 	for _, a := range w.attempts {
-		if a.key == k.msgKey() && (a.worker.dead || a.overran || a.gaveUp()) && !a.ended {
+		if k.msg != nil && a.key == k.msg.key && (a.worker.dead || a.overran || a.gaveUp()) && !a.ended {
 			return true
 		}
 	}
 	return false
-}
-
-// cause names what led to a wrong give-up, as far as the history tells.
-func (k *keyTruth) cause(reason string) string {
-	var c []string
-	if strings.HasPrefix(reason, "gave up after") {
-		c = append(c, "attempts that sent nothing counted toward giving up")
-	}
-	if k.lostClaim {
-		c = append(c, "a claim's answer was lost")
-	}
-	if k.lostTakeOver {
-		c = append(c, "a takeover's answer was lost")
-	}
-	if k.releaseFailed {
-		c = append(c, "a release failed")
-	}
-	if len(c) == 0 {
-		return ""
-	}
-	return " (" + strings.Join(c, "; ") + ")"
-}
-
-func (k *keyTruth) msgKey() string {
-	if k.msg != nil {
-		return k.msg.key
-	}
-	return ""
 }
 
 // Violation is a broken invariant.
@@ -494,12 +458,6 @@ func (w *World) reclaimSlack() int {
 	return n
 }
 
-func (w *World) observeConflict(wk *worker, cur ledger.Record) {
-	if wk.service == "sender" && (cur.State.Final() || cur.State == ledger.StateUncertain) {
-		w.expect("sender", metrics.DuplicatesPrevented)
-	}
-}
-
 // policyResend reports whether a reconciler takeover of row before (as
 // it was) is a resend the class policy allows though an earlier attempt
 // may have delivered: the attempt's provider can neither drop a repeat
@@ -622,31 +580,20 @@ func (w *World) setup() {
 		w.storeStormUntil = w.storeStormFrom.Add(time.Duration(10+w.rng.IntN(300)) * time.Second)
 		w.faults["store_throttle_storm_windows"]++
 	}
-	w.q = &queue{fifo: w.sc.fifo, visibility: w.sc.visibility, maxReceive: w.sc.maxReceive, invalidDLQ: map[string]bool{}}
-	enqueue := func(m *message, body string) {
-		sm := &sqsMsg{id: fmt.Sprintf("m%d", len(w.q.msgs)+1), body: body, msg: m, seq: len(w.q.msgs),
-			arrive: w.t0.Add(time.Duration(w.rng.Int64N(int64(2 * time.Minute))))}
-		if m != nil {
-			sm.group = m.req.Recipient.ID
-			m.sqs = append(m.sqs, sm)
-		} else {
-			sm.group = "invalid"
-		}
-		w.q.msgs = append(w.q.msgs, sm)
-	}
+	w.q = &queue{fifo: w.sc.fifo, visibility: w.sc.visibility, maxReceive: w.sc.maxReceive}
 	for i := range w.sc.messages {
 		req, body := w.request(i, fmt.Sprintf("e%d", i))
-		m := &message{idx: i, key: req.Key(), req: req, channel: string(req.Channel), class: string(req.Class)}
+		m := &message{key: req.Key(), req: req}
 		kt := w.truth(m.key)
 		kt.name, kt.msg = fmt.Sprintf("k%d", i), m
 		w.msgs = append(w.msgs, m)
-		enqueue(m, body)
+		w.enqueue(m, body)
 		if w.sc.duplicate && i == 0 {
-			enqueue(m, body) // the producer sent it twice
+			w.enqueue(m, body) // the producer sent it twice
 		}
 	}
 	if w.sc.invalid {
-		enqueue(nil, `{"tenant_id":"acme","event_id":"bad","channel":"fax"}`)
+		w.enqueue(nil, `{"tenant_id":"acme","event_id":"bad","channel":"fax"}`)
 	}
 	if w.sc.backlog > 0 {
 		w.makeBacklog()
@@ -667,24 +614,20 @@ func (w *World) setup() {
 	}
 	slices.SortStableFunc(w.q.msgs, func(a, b *sqsMsg) int { return a.arrive.Compare(b.arrive) })
 	w.nextRecon = w.t0.Add(time.Duration(w.rng.Int64N(int64(reconcileEvery))))
-	w.tracef("", "scenario: queue visibility %s, %d receives; %s; providers %s; listing lag up to %s",
-		w.sc.visibility, w.sc.maxReceive, w.dep[senderFn], w.providerNames(), w.sc.lagMax)
+	w.tracef("", "scenario: queue visibility %s, %d receives; %s; providers %v; listing lag up to %s",
+		w.sc.visibility, w.sc.maxReceive, w.dep[senderFn], slices.Sorted(maps.Keys(w.byName)), w.sc.lagMax)
 }
 
-// providerNames lists each channel's providers, the serving one first.
-func (w *World) providerNames() string {
-	var b strings.Builder
-	for _, ch := range channels {
-		for i, p := range w.chans[ch] {
-			if i > 0 {
-				b.WriteString("|")
-			} else {
-				b.WriteString(" " + ch + "=")
-			}
-			b.WriteString(p.name)
-		}
+// enqueue puts a producer's message on the queue, at a time in the run's
+// first 2 minutes; m is nil for an invalid body.
+func (w *World) enqueue(m *message, body string) {
+	sm := &sqsMsg{id: fmt.Sprintf("m%d", len(w.q.msgs)+1), body: body, msg: m, group: "invalid",
+		arrive: w.t0.Add(time.Duration(w.rng.Int64N(int64(2 * time.Minute))))}
+	if m != nil {
+		sm.group = m.req.Recipient.ID
+		m.sqs = append(m.sqs, sm)
 	}
-	return b.String()
+	w.q.msgs = append(w.q.msgs, sm)
 }
 
 // makeBacklog writes, long ago, UNCERTAIN rows that were never resolved
@@ -716,7 +659,7 @@ func (w *World) makeBacklog() {
 		kt := w.truth(key)
 		kt.name = fmt.Sprintf("old%d", n)
 		if first == nil {
-			first = &message{idx: 1000 + i, key: key, req: req, channel: string(req.Channel), class: string(req.Class)}
+			first = &message{key: key, req: req}
 		}
 		n++
 	}
@@ -726,13 +669,9 @@ func (w *World) makeBacklog() {
 		kt := w.truth(first.key)
 		kt.msg = first
 		kt.name = "k" + kt.name
-		first.idx = len(w.msgs)
 		w.msgs = append(w.msgs, first)
 		b, _ := json.Marshal(first.req)
-		sm := &sqsMsg{id: fmt.Sprintf("m%d", len(w.q.msgs)+1), body: string(b), msg: first, group: first.req.Recipient.ID,
-			arrive: w.t0.Add(time.Duration(w.rng.Int64N(int64(2 * time.Minute))))}
-		first.sqs = append(first.sqs, sm)
-		w.q.msgs = append(w.q.msgs, sm)
+		w.enqueue(first, string(b))
 	}
 }
 
