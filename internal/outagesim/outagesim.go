@@ -455,17 +455,20 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		switch w.now {
 		case recovery:
 			var exp []time.Time
-			backlog[0], exp = w.backlogAt(ctx, led, recovery)
+			backlog[0], exp = w.backlog(ctx, led, recovery)
 			bound = drainBound(exp, recovery, min(cfg.Limit, cfg.Pace)-cfg.Rate, end.Sub(recovery))
 		case recovery.Add(15 * time.Minute):
-			backlog[1] = w.backlog(ctx, led, recovery)
+			backlog[1], _ = w.backlog(ctx, led, recovery)
 		}
-		if drain < 0 && !w.now.Before(recovery) && w.now.Sub(start)%(10*time.Second) == 0 && w.backlogEmpty(ctx, led, recovery) {
-			drain = w.now.Sub(recovery)
+		if drain < 0 && !w.now.Before(recovery) && w.now.Sub(start)%(10*time.Second) == 0 {
+			if left, _ := w.backlog(ctx, led, recovery); left == 0 {
+				drain = w.now.Sub(recovery)
+			}
 		}
 	}
+	atEnd, _ := w.backlog(ctx, led, recovery)
 	res := Result{Config: cfg, Messages: n, PeakRate: w.prov.peak, Throttled: w.prov.throttled, Drain: drain, Bound: bound, DLQ: w.dlq, ReconcileFound: found,
-		BacklogAtRecovery: backlog[0], BacklogAt15: backlog[1], BacklogAtEnd: w.backlog(ctx, led, recovery)}
+		BacklogAtRecovery: backlog[0], BacklogAt15: backlog[1], BacklogAtEnd: atEnd}
 	for _, m := range w.order {
 		switch d := len(m.delivered); {
 		case d == 1:
@@ -570,35 +573,10 @@ func (w *world) sendVisible(ctx context.Context, snd *sender.Sender) {
 	w.queue = append(keep, later...)
 }
 
-// backlogEmpty reports whether every message that arrived before recovery
-// is settled: delivered, final in the ledger, or past its validity.
-func (w *world) backlogEmpty(ctx context.Context, led ledger.Ledger, recovery time.Time) bool {
-	for _, m := range w.order {
-		if !m.arrived.Before(recovery) {
-			return true
-		}
-		if len(m.delivered) > 0 || !m.expires.IsZero() && !w.now.Before(m.expires) {
-			continue
-		}
-		if r, err := led.Get(ctx, m.key); err == nil && r.State.Final() {
-			continue
-		}
-		return false
-	}
-	return true
-}
-
 // backlog counts the messages that arrived before recovery and are not
-// settled now: not delivered, not final in the ledger, not past their
-// validity.
-func (w *world) backlog(ctx context.Context, led ledger.Ledger, recovery time.Time) int {
-	n, _ := w.backlogAt(ctx, led, recovery)
-	return n
-}
-
-// backlogAt is backlog with the expiries of the messages it counts (zero:
-// no validity).
-func (w *world) backlogAt(ctx context.Context, led ledger.Ledger, recovery time.Time) (int, []time.Time) {
+// settled now (not delivered, not final in the ledger, not past their
+// validity), with their expiries (zero: no validity).
+func (w *world) backlog(ctx context.Context, led ledger.Ledger, recovery time.Time) (int, []time.Time) {
 	n := 0
 	var exp []time.Time
 	for _, m := range w.order {

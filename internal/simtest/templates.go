@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/sendonce/sendonce/internal/ledger"
@@ -20,30 +19,12 @@ const (
 	template = "order_shipped"
 )
 
-// examples are the example templates of the workload's template
-// (version 1 of each), validated once.
-var examples = func() []templates.Template {
-	all, err := templates.Examples(tenant)
-	if err != nil {
-		panic(err)
-	}
-	var out []templates.Template
-	for _, t := range all {
-		if t.Name == template {
-			out = append(out, t)
-		}
-	}
-	return out
-}()
-
 // newTemplates returns the tenant's template store, holding version 1 of
-// the workload's template.
+// each example template (the workload uses order_shipped).
 func newTemplates() *memtemplates.Store {
 	s := memtemplates.New(memtemplates.Config{})
-	for _, t := range examples {
-		if _, err := s.Put(context.Background(), t); err != nil {
-			panic(err)
-		}
+	if _, err := templates.ImportExamples(context.Background(), s, tenant); err != nil {
+		panic(err)
 	}
 	return s
 }
@@ -118,8 +99,9 @@ func (w *World) putTemplate(ch, kind string, n int) {
 
 // pinnedText is the text key's row pins, what every attempt of it must
 // send: the row's own content, or its template version rendered on its
-// data. ok is false when the row holds no message (its request could not
-// be rendered when it was first claimed). w.mu is held.
+// data (render.RenderVersion, whose tests check it renders the version
+// asked, not the latest). ok is false when the row holds no message (its
+// request could not be rendered when it was first claimed). w.mu is held.
 func (w *World) pinnedText(r ledger.Record) (text string, ok bool) {
 	if r.TemplateVersion == 0 {
 		return r.Body, r.Body != "" || r.Subject != "" || r.HTML != ""
@@ -127,54 +109,12 @@ func (w *World) pinnedText(r ledger.Record) (text string, ok bool) {
 	if r.Rendered() {
 		return r.Body, true
 	}
-	k := fmt.Sprintf("%s\x00%s\x00%d\x00%s\x00%s", r.Channel, r.Template, r.TemplateVersion, r.TemplateLocale, r.Data)
-	if p, ok := w.pinned[k]; ok {
-		return p.text, p.ok
-	}
-	text, ok = w.renderPinned(r)
-	w.pinned[k] = pinned{text, ok}
-	return text, ok
-}
-
-// pinned is a text a row pins, rendered once.
-type pinned struct {
-	text string
-	ok   bool
-}
-
-func (w *World) renderPinned(r ledger.Record) (text string, ok bool) {
 	var data map[string]any
-	if r.Data != "" {
-		dec := json.NewDecoder(strings.NewReader(r.Data))
-		dec.UseNumber()
-		if err := dec.Decode(&data); err != nil {
-			return "", false
-		}
-	}
-	t, err := w.tmpl.Get(context.Background(), templates.ID{Tenant: r.Tenant, Name: r.Template, Channel: r.Channel, Locale: r.TemplateLocale}, r.TemplateVersion)
-	if err != nil {
+	dec := json.NewDecoder(strings.NewReader(r.Data))
+	dec.UseNumber()
+	if r.Data != "" && dec.Decode(&data) != nil {
 		return "", false
 	}
-	c, err := compiled(t)
-	if err != nil {
-		return "", false
-	}
-	_, body, _, err := c.Execute(data)
-	return body, err == nil
-}
-
-// compiledTemplates caches compiled templates by content across runs
-// (every run puts the same few versions).
-var compiledTemplates sync.Map // templates.Template (Version, CreatedAt zero) → *templates.Compiled
-
-func compiled(t templates.Template) (*templates.Compiled, error) {
-	t.Version, t.CreatedAt = 0, time.Time{}
-	if c, ok := compiledTemplates.Load(t); ok {
-		return c.(*templates.Compiled), nil
-	}
-	c, err := templates.Compile(t)
-	if err == nil {
-		compiledTemplates.Store(t, c)
-	}
-	return c, err
+	m, err := w.truthRender.RenderVersion(context.Background(), r.Tenant, r.Template, r.Channel, r.TemplateVersion, r.TemplateLocale, data)
+	return m.Body, err == nil
 }

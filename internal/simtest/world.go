@@ -253,10 +253,8 @@ type World struct {
 	tmpl   *memtemplates.Store
 	// renderers are the functions' renderers by function and deployment.
 	renderers map[string]*render.Renderer
-	// truthRender renders what a row pins, for the invariants; pinned
-	// keeps what it rendered (pinnedText).
+	// truthRender renders what a row pins, for the invariants.
 	truthRender *render.Renderer
-	pinned      map[string]pinned
 	tally       map[string]simTally
 	exp         map[string]map[string]int
 	// metricsDirty: a count, an expectation or a pending count changed
@@ -317,7 +315,6 @@ func newWorld(seed uint64) *World {
 	w.tmpl = newTemplates()
 	w.renderers = map[string]*render.Renderer{}
 	w.truthRender = render.New(w.tmpl, render.Config{CacheTTL: -1})
-	w.pinned = map[string]pinned{}
 	w.mem = memledger.New(memledger.Config{Now: w.ledgerNow, ClaimID: w.newClaimID, Retention: retention})
 	w.led = &simLedger{w: w, inner: w.mem}
 	w.dedup = &simDedup{w: w, inner: memdedup.New(memdedup.Config{})}
