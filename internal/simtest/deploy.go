@@ -14,10 +14,6 @@ import (
 // template allows any positive number; the default is 2 minutes).
 var settles = []time.Duration{30 * time.Second, time.Minute, 2 * time.Minute, 5 * time.Minute, 10 * time.Minute}
 
-// drawnParams are the template parameters the simulation sets; the
-// others keep their defaults.
-var drawnParams = []string{"ProviderTimeoutSeconds", "QueueVisibilityTimeoutSeconds", "SenderTimeoutSeconds", "ClaimTimeoutSeconds", "ReconcileSettleSeconds", "MaxReceiveCount"}
-
 // Functions of the stack that the simulation runs, by resource name.
 const (
 	senderFn     = "SenderFunction"
@@ -113,7 +109,7 @@ func (w *World) drawSettings(redeploys int) {
 	for i := range sc.deps {
 		d := &sc.deps[i]
 		d.params["MaxReceiveCount"] = strconv.Itoa(sc.maxReceive)
-		d.fn = map[string]fnConfig{senderFn: st.config(senderFn, d.params, drawnParams), reconcilerFn: st.config(reconcilerFn, d.params, drawnParams)}
+		d.fn = map[string]fnConfig{senderFn: st.config(senderFn, d.params), reconcilerFn: st.config(reconcilerFn, d.params)}
 	}
 	sc.lagMax = settles[base] - 3*time.Second
 }
