@@ -73,10 +73,6 @@ func (w *World) checkStep() {
 			w.violate(InvDuplicate, m.key, fmt.Sprintf("delivered %d times through %v with %d class-policy resends", n, kt.deliveredBy, kt.policyResends))
 		}
 	}
-	if !w.metricsDirty.Load() {
-		return
-	}
-	w.metricsDirty.Store(false)
 	for _, svc := range []string{"sender", "reconciler", "webhook"} {
 		counts := w.tally[svc].Snapshot()
 		for _, name := range checkedMetrics {

@@ -82,7 +82,6 @@ func (l *simLedger) begin(ctx context.Context, op, key string) (*worker, *World)
 }
 
 func (l *simLedger) end() {
-	l.w.metricsDirty.Store(true) // pending counts may have settled
 	l.w.cur = nil
 	l.w.mu.Unlock()
 }

@@ -8,7 +8,6 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -255,11 +254,8 @@ type World struct {
 	renderers map[string]*render.Renderer
 	// truthRender renders what a row pins, for the invariants.
 	truthRender *render.Renderer
-	tally       map[string]simTally
+	tally       map[string]*metrics.Tally
 	exp         map[string]map[string]int
-	// metricsDirty: a count, an expectation or a pending count changed
-	// since the metrics were last compared.
-	metricsDirty atomic.Bool // set by concurrent workers (simTally.Count)
 	// staleSeen: a sender's redelivery found a stale first claim it must
 	// take over or mark (heldKey → when).
 	staleSeen map[heldKey]staleSight
@@ -303,14 +299,14 @@ func newWorld(seed uint64) *World {
 		woke:     make(chan struct{}, 1),
 		faults:   map[string]int{},
 		violated: map[string]bool{},
-		tally:    map[string]simTally{},
+		tally:    map[string]*metrics.Tally{},
 		exp:      map[string]map[string]int{"sender": {}, "reconciler": {}, "webhook": {}},
 
 		staleSeen:  map[heldKey]staleSight{},
 		lastLookup: map[heldKey]provider.LookupStatus{},
 	}
 	for _, svc := range []string{"sender", "reconciler", "webhook"} {
-		w.tally[svc] = simTally{metrics.NewTally(), &w.metricsDirty}
+		w.tally[svc] = metrics.NewTally()
 	}
 	w.tmpl = newTemplates()
 	w.renderers = map[string]*render.Renderer{}
@@ -363,18 +359,6 @@ func (w *World) tracef(key, format string, args ...any) {
 
 func (w *World) expect(service, metric string) {
 	w.exp[service][metric]++
-	w.metricsDirty.Store(true)
-}
-
-// simTally is a service's metrics.Tally that notes every count.
-type simTally struct {
-	*metrics.Tally
-	dirty *atomic.Bool
-}
-
-func (t simTally) Count(name string, n int, dims ...metrics.Dim) {
-	t.Tally.Count(name, n, dims...)
-	t.dirty.Store(true)
 }
 
 func (w *World) expectMark(wk *worker, a *attempt, st ledger.State) {
@@ -411,7 +395,6 @@ func (w *World) reclaimDone(a *attempt) {
 // worker that finished returned from every attempt; one that died counted
 // none that had not returned, except perhaps one whose Release failed.
 func (w *World) workerEnded(wk *worker) {
-	w.metricsDirty.Store(true)
 	w.checkStaleLeft(wk)
 	for _, a := range w.attempts {
 		if a.worker != wk || (a.reclaim != reclaimPending && a.reclaim != reclaimReleased) {
