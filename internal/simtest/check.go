@@ -56,7 +56,7 @@ func (w *World) checkStep() {
 	for _, m := range w.msgs {
 		kt := w.keys[m.key]
 		n := kt.delivered()
-		if n-1 <= kt.policyResends {
+		if n-1 <= len(kt.chains) {
 			continue
 		}
 		plain := true
@@ -65,12 +65,12 @@ func (w *World) checkStep() {
 		}
 		switch pm := kt.dupPremature; {
 		case plain:
-			w.violate(InvUnpermitted, m.key, fmt.Sprintf("delivered %d times through %v, which can neither drop repeats nor be asked, with %d class-policy resends", n, kt.deliveredBy, kt.policyResends))
+			w.violate(InvUnpermitted, m.key, fmt.Sprintf("delivered %d times through %v, which can neither drop repeats nor be asked, with %d class-policy resends", n, kt.deliveredBy, len(kt.chains)))
 		case pm.worker != nil && pm.settle != pm.configured:
 			w.violateKind(InvDuplicate, KindSettleNotConfigured, m.key, fmt.Sprintf("delivered %d times through %v with %d class-policy resends, after %s trusted a premature \"no record\" with a settle time of %s where its deployment configures %s",
-				n, kt.deliveredBy, kt.policyResends, pm.worker.name, pm.settle, pm.configured))
+				n, kt.deliveredBy, len(kt.chains), pm.worker.name, pm.settle, pm.configured))
 		default:
-			w.violate(InvDuplicate, m.key, fmt.Sprintf("delivered %d times through %v with %d class-policy resends", n, kt.deliveredBy, kt.policyResends))
+			w.violate(InvDuplicate, m.key, fmt.Sprintf("delivered %d times through %v with %d class-policy resends", n, kt.deliveredBy, len(kt.chains)))
 		}
 	}
 	for _, svc := range []string{"sender", "reconciler", "webhook"} {

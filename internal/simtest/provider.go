@@ -202,9 +202,8 @@ func (p *simProvider) accept(wk *worker, key, to, body string) string {
 		kt.dupPremature = kt.premature // what the repeat followed
 	}
 	kt.deliveredBy = append(kt.deliveredBy, p.name)
-	if a != nil && a.chain != 0 && !kt.chains[a.chain] {
+	if a != nil && a.chain != 0 {
 		kt.chains[a.chain] = true
-		kt.policyResends++
 	}
 	w.scheduleCallbacks(p, d)
 	return id

@@ -19,7 +19,6 @@ type worker struct {
 	skew    time.Duration
 	dead    bool
 	done    bool
-	batch   []*sqsMsg
 	// calm workers meet no faults (the drain phase).
 	calm bool
 	// deadline is the invocation's deadline, timeout its function's.

@@ -142,10 +142,9 @@ type keyTruth struct {
 	deliveries []delivery
 	// deliveredBy names the provider of each delivery.
 	deliveredBy []string
-	// policyResends counts the policy chains that delivered (chains).
-	policyResends int
-	chains        map[int]bool
-	ambiguous     bool
+	// chains are the policy chains that delivered it (attempt.chain).
+	chains    map[int]bool
+	ambiguous bool
 	// reached names the providers a send of the key reached that may
 	// have delivered it (accepted, or no answer).
 	reached map[string]bool
@@ -302,6 +301,7 @@ func newWorld(seed uint64) *World {
 		tally:    map[string]*metrics.Tally{},
 		exp:      map[string]map[string]int{"sender": {}, "reconciler": {}, "webhook": {}},
 
+		health:     map[string]*dispatch.Health{senderFn: {Now: time.Now}, reconcilerFn: {Now: time.Now}},
 		staleSeen:  map[heldKey]staleSight{},
 		lastLookup: map[heldKey]provider.LookupStatus{},
 	}
@@ -671,12 +671,6 @@ func (w *World) dispatcher(wk *worker, fn string) (*dispatch.Dispatcher, fnConfi
 	cfg := d.fn[fn]
 	wk.claim, wk.settle, wk.configuredSettle = cfg.ClaimTimeout, cfg.Settle, d.settle()
 	providers, fallbacks := w.providers(d)
-	if w.health == nil {
-		w.health = map[string]*dispatch.Health{}
-	}
-	if w.health[fn] == nil {
-		w.health[fn] = &dispatch.Health{Now: time.Now}
-	}
 	disp, err := dispatch.New(dispatch.Dispatcher{
 		Ledger: w.led, Providers: providers, Fallbacks: fallbacks, Renderer: w.renderer(fn, d), Metrics: w.tally[wk.service], Health: w.health[fn],
 		ProviderTimeout: cfg.ProviderTimeout, ClaimTimeout: cfg.ClaimTimeout, Settle: cfg.Settle, RetryBase: cfg.RetryBase,
@@ -690,7 +684,6 @@ func (w *World) dispatcher(wk *worker, fn string) (*dispatch.Dispatcher, fnConfi
 
 func (w *World) startSender(batch []*sqsMsg) {
 	wk := w.newWorker("sender", false)
-	wk.batch = batch
 	for _, m := range batch {
 		if m.msg != nil {
 			w.tracef(m.msg.key, "%s receives %s (%s, receive %d)", wk.name, m.id, w.short(m.msg.key), m.receives)
@@ -803,7 +796,6 @@ func (w *World) step() bool {
 	var opts []option
 	bound := time.Time{}
 	for _, t := range w.runnable {
-		t := t
 		if b := t.readyAt.Add(maxCallDelay); bound.IsZero() || b.Before(bound) {
 			bound = b
 		}
@@ -820,14 +812,12 @@ func (w *World) step() bool {
 			w.resume(t)
 		}})
 	}
-	if w.liveWorkers("sender") < maxSenders {
-		if len(w.q.candidates(now)) > 0 {
-			opts = append(opts, option{5, func() {
-				if b := w.receive(); len(b) > 0 {
-					w.startSender(b)
-				}
-			}})
-		}
+	if w.liveWorkers("sender") < maxSenders && len(w.q.candidates(now)) > 0 {
+		opts = append(opts, option{5, func() {
+			if b := w.receive(); len(b) > 0 {
+				w.startSender(b)
+			}
+		}})
 	}
 	if !now.Before(w.nextRecon) {
 		opts = append(opts, option{5, func() {
@@ -843,7 +833,6 @@ func (w *World) step() bool {
 	}
 	for i, c := range w.callbacks {
 		if !now.Before(c.due) {
-			i, c := i, c
 			opts = append(opts, option{3, func() {
 				w.callbacks = slices.Delete(w.callbacks, i, i+1)
 				w.startCallback(c)
