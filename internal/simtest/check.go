@@ -66,9 +66,9 @@ func (w *World) checkStep() {
 		switch pm := kt.dupPremature; {
 		case plain:
 			w.violate(InvUnpermitted, m.key, fmt.Sprintf("delivered %d times through %v, which can neither drop repeats nor be asked, with %d class-policy resends", n, kt.deliveredBy, len(kt.chains)))
-		case pm.worker != nil && pm.settle != pm.configured:
+		case pm != nil && pm.settle != pm.configuredSettle:
 			w.violateKind(InvDuplicate, KindSettleNotConfigured, m.key, fmt.Sprintf("delivered %d times through %v with %d class-policy resends, after %s trusted a premature \"no record\" with a settle time of %s where its deployment configures %s",
-				n, kt.deliveredBy, len(kt.chains), pm.worker.name, pm.settle, pm.configured))
+				n, kt.deliveredBy, len(kt.chains), pm.name, pm.settle, pm.configuredSettle))
 		default:
 			w.violate(InvDuplicate, m.key, fmt.Sprintf("delivered %d times through %v with %d class-policy resends", n, kt.deliveredBy, len(kt.chains)))
 		}
@@ -210,14 +210,7 @@ func (w *World) noteStale(wk *worker, cur ledger.Record) {
 	if wk.deadline.Sub(w.now()) < budget+time.Second && wk.timeout >= 2*budget {
 		return
 	}
-	w.staleSeen[heldKey{wk.id, cur.Key}] = staleSight{at: w.now(), left: wk.deadline.Sub(w.now())}
-}
-
-// staleSight is when a sender found a stale first claim, and how much of
-// its invocation was left.
-type staleSight struct {
-	at   time.Time
-	left time.Duration
+	w.staleSeen[heldKey{wk.id, cur.Key}] = wk.deadline.Sub(w.now())
 }
 
 // checkStaleLeft, once sender wk has returned, reports every stale first
@@ -232,7 +225,7 @@ func (w *World) checkStaleLeft(wk *worker) {
 	}
 	slices.Sort(keys)
 	for _, k := range keys {
-		seen := w.staleSeen[heldKey{wk.id, k}]
+		left := w.staleSeen[heldKey{wk.id, k}]
 		delete(w.staleSeen, heldKey{wk.id, k})
 		if !wk.dead {
 			kind := ""
@@ -240,7 +233,7 @@ func (w *World) checkStaleLeft(wk *worker) {
 				kind = KindNoTimeForLookup
 			}
 			w.violateKind(InvStaleLeft, kind, k, fmt.Sprintf("%s (function timeout %s, %s left) found the first claim stale and left it as it was (neither taken over nor marked UNCERTAIN): the reconciler never sees it, and the message may reach the dead-letter queue",
-				wk.name, wk.timeout, seen.left.Round(time.Millisecond)))
+				wk.name, wk.timeout, left.Round(time.Millisecond)))
 		}
 	}
 }
@@ -256,22 +249,13 @@ func (w *World) noteLookup(wk *worker, p *simProvider, key string, res provider.
 	}
 	now := w.now().Add(p.skew)
 	kt := w.truth(key)
-	kt.premature = premature{}
+	kt.premature = nil
 	for _, d := range p.sent {
 		if d.key == key && !now.Before(d.created) && now.Before(d.visible) {
-			kt.premature = premature{worker: wk, settle: wk.settle, configured: wk.configuredSettle}
+			kt.premature = wk
 			break
 		}
 	}
-}
-
-// premature is the latest "no record" answer about a key that came before
-// a message of the key that the provider had accepted was listed.
-type premature struct {
-	worker *worker
-	// settle is the asking worker's settle time; configured is the settle
-	// time its deployment configures (ReconcileSettleSeconds).
-	settle, configured time.Duration
 }
 
 // KindSettleNotConfigured is a duplicate-delivery after a premature "no

@@ -150,10 +150,12 @@ type keyTruth struct {
 	reached map[string]bool
 	// refused: a provider refused the key's message for good (4xx).
 	refused bool
-	// premature is the latest premature "no record" answer (noteLookup).
-	premature premature
+	// premature is the worker that got the latest "no record" answer
+	// about the key that came before a message of the key that the
+	// provider had accepted was listed (noteLookup).
+	premature *worker
 	// dupPremature is premature when the key's second delivery happened.
-	dupPremature premature
+	dupPremature *worker
 	// searchIncomplete: the latest Twilio lookup of the key could not
 	// complete its search (more messages to the recipient than its page
 	// cap lets it read).
@@ -256,8 +258,8 @@ type World struct {
 	tally       map[string]*metrics.Tally
 	exp         map[string]map[string]int
 	// staleSeen: a sender's redelivery found a stale first claim it must
-	// take over or mark (heldKey → when).
-	staleSeen map[heldKey]staleSight
+	// take over or mark, with how much of its invocation was left.
+	staleSeen map[heldKey]time.Duration
 	// lastLookup is the latest lookup answer each worker got per key.
 	lastLookup map[heldKey]provider.LookupStatus
 
@@ -302,7 +304,7 @@ func newWorld(seed uint64) *World {
 		exp:      map[string]map[string]int{"sender": {}, "reconciler": {}, "webhook": {}},
 
 		health:     map[string]*dispatch.Health{senderFn: {Now: time.Now}, reconcilerFn: {Now: time.Now}},
-		staleSeen:  map[heldKey]staleSight{},
+		staleSeen:  map[heldKey]time.Duration{},
 		lastLookup: map[heldKey]provider.LookupStatus{},
 	}
 	for _, svc := range []string{"sender", "reconciler", "webhook"} {
