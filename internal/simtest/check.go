@@ -19,7 +19,6 @@ const (
 	InvDuplicate       = "duplicate-delivery"
 	InvUnpermitted     = "unpermitted-resend"
 	InvStaleClaim      = "stale-claim-transition"
-	InvFinalChanged    = "final-state-changed"
 	InvSentUndelivered = "sent-not-delivered"
 	InvQuiescence      = "quiescence"
 	InvStuck           = "stuck-after-drain"
@@ -38,7 +37,7 @@ const KindNoTimeForLookup = "no-time-for-lookup"
 
 // invariants lists every invariant in the order reports show them.
 var invariants = []string{
-	InvDuplicate, InvUnpermitted, InvElsewhere, InvStaleClaim, InvFinalChanged, InvSentUndelivered,
+	InvDuplicate, InvUnpermitted, InvElsewhere, InvStaleClaim, InvSentUndelivered,
 	InvFailedUnrefused, InvTextNotPinned, InvQuiescence, InvStuck, InvStaleLeft, InvAbandoned, InvMetrics,
 	InvSentExpired, InvExpiredEarly,
 }

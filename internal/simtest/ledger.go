@@ -222,7 +222,6 @@ func (l *simLedger) Mark(ctx context.Context, c ledger.Claim, o ledger.Outcome) 
 	expired := err == nil && w.expiredMark(wk, c.Key, before, o) // validity.go
 	if err == nil {
 		w.checkLatest("Mark "+string(o.State), c.Key, c.ClaimID)
-		w.checkTransition(before, c.Key)
 		if a != nil {
 			a.ended = true
 		}
@@ -273,11 +272,9 @@ func (l *simLedger) Release(ctx context.Context, c ledger.Claim, reason string, 
 		w.tracef(c.Key, "%s release %s: %s", wk.name, w.short(c.Key), f)
 		return w.faultErr("release", f)
 	}
-	before, _ := l.inner.Get(ctx, c.Key)
 	err := l.inner.Release(ctx, c, reason, retryAt)
 	if err == nil {
 		w.checkLatest("Release", c.Key, c.ClaimID)
-		w.checkTransition(before, c.Key)
 		if a != nil {
 			a.released = true
 			a.ended = true
@@ -325,14 +322,7 @@ func (l *simLedger) ApplyDelivery(ctx context.Context, key string, d ledger.Deli
 	if refused(f) {
 		return false, w.faultErr("apply delivery", f)
 	}
-	before, _ := l.inner.Get(ctx, key)
 	applied, err := l.inner.ApplyDelivery(ctx, key, d)
-	if err == nil {
-		w.checkTransition(before, key)
-		if after, gerr := l.inner.Get(ctx, key); gerr == nil && after.State != before.State {
-			w.violate(InvFinalChanged, key, fmt.Sprintf("a delivery callback moved the row from %s to %s", before.State, after.State))
-		}
-	}
 	if f == faultLost && err == nil {
 		return false, w.faultErr("apply delivery", f)
 	}
@@ -353,19 +343,6 @@ func (l *simLedger) Attention(ctx context.Context, q ledger.AttentionQuery) (led
 		return ledger.AttentionPage{}, w.faultErr("attention", f)
 	}
 	return l.inner.Attention(ctx, q)
-}
-
-// checkTransition checks a write against the row before it: a final row
-// never changes state, and the delivery rank never goes back. w.mu is
-// held.
-func (w *World) checkTransition(before ledger.Record, key string) {
-	after, err := w.mem.Get(context.Background(), key)
-	if err == nil && before.Key != "" && before.State.Final() && after.State != before.State {
-		w.violate(InvFinalChanged, key, fmt.Sprintf("a final %s row became %s", before.State, after.State))
-	}
-	if err == nil && after.DeliveryRank < before.DeliveryRank {
-		w.violate(InvFinalChanged, key, fmt.Sprintf("delivery rank went back from %d to %d", before.DeliveryRank, after.DeliveryRank))
-	}
 }
 
 func short(err error) string {
