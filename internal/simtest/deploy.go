@@ -180,8 +180,8 @@ func (w *World) scheduleRedeploys() {
 		if r.IntN(2) == 0 {
 			first, second = second, first
 		}
-		w.addEvent(at, fmt.Sprintf("redeploy %d", i), func() { w.redeploy(d, first, "") })
-		w.addEvent(at.Add(lag), fmt.Sprintf("redeploy %d", i), func() { w.redeploy(d, second, "") })
+		w.addEvent(at, func() { w.redeploy(d, first, "") })
+		w.addEvent(at.Add(lag), func() { w.redeploy(d, second, "") })
 	}
 	w.dep = map[string]*deployment{senderFn: &deps[0], reconcilerFn: &deps[0]}
 }
@@ -196,7 +196,7 @@ func (w *World) redeploy(d *deployment, fn, prefix string) {
 	var switched []string
 	for _, ch := range channels {
 		if d.pick[ch] != cur.pick[ch] || d.fallback[ch] != cur.fallback[ch] {
-			switched = append(switched, fmt.Sprintf("%s %s→%s", ch, w.route(cur, ch), w.route(d, ch)))
+			switched = append(switched, fmt.Sprintf("%s %v→%v", ch, w.route(cur, ch), w.route(d, ch)))
 		}
 	}
 	w.dep[fn] = d
@@ -211,27 +211,29 @@ func (w *World) redeploy(d *deployment, fn, prefix string) {
 func (w *World) providers(d *deployment) (map[string]provider.Adapter, map[string][]provider.Adapter) {
 	out, fallbacks := map[string]provider.Adapter{}, map[string][]provider.Adapter{}
 	for _, ch := range channels {
-		out[ch] = w.chans[ch][d.pick[ch]].adapter()
-		if d.fallback[ch] {
-			fallbacks[ch] = []provider.Adapter{w.chans[ch][1-d.pick[ch]].adapter()}
+		r := w.route(d, ch)
+		out[ch] = r[0].ad
+		if len(r) > 1 {
+			fallbacks[ch] = []provider.Adapter{r[1].ad}
 		}
 	}
 	return out, fallbacks
 }
 
-// route names the providers of channel ch's route under d.
-func (w *World) route(d *deployment, ch string) string {
-	s := w.chans[ch][d.pick[ch]].name
+// route is channel ch's route under d: the provider that serves it, then
+// its fallback if it has one.
+func (w *World) route(d *deployment, ch string) []*simProvider {
+	r := []*simProvider{w.chans[ch][d.pick[ch]]}
 	if d.fallback[ch] {
-		s += "," + w.chans[ch][1-d.pick[ch]].name
+		r = append(r, w.chans[ch][1-d.pick[ch]])
 	}
-	return s
+	return r
 }
 
 // serves reports whether d's route for channel ch holds the provider
 // named name.
 func (w *World) serves(d *deployment, ch, name string) bool {
-	return w.chans[ch][d.pick[ch]].name == name || d.fallback[ch] && w.chans[ch][1-d.pick[ch]].name == name
+	return slices.ContainsFunc(w.route(d, ch), func(p *simProvider) bool { return p.name == name })
 }
 
 // switchAll deploys, for the drain, every channel's other provider: a
@@ -260,13 +262,12 @@ var channels = []string{"sms", "email", "push"}
 
 // event is a change of the world at a time: a redeploy, a template put.
 type event struct {
-	at   time.Time
-	name string
-	do   func()
+	at time.Time
+	do func()
 }
 
-func (w *World) addEvent(at time.Time, name string, do func()) {
-	w.events = append(w.events, &event{at: at, name: name, do: do})
+func (w *World) addEvent(at time.Time, do func()) {
+	w.events = append(w.events, &event{at: at, do: do})
 	slices.SortStableFunc(w.events, func(a, b *event) int { return a.at.Compare(b.at) })
 }
 

@@ -1,6 +1,7 @@
 package simtest
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -113,10 +114,9 @@ func (w *World) newProvider(name string, c provClass) *simProvider {
 	return p
 }
 
-// adapter is what a function built from a deployment gets for p.
-func (p *simProvider) adapter() provider.Adapter { return p.ad }
-
 func (p *simProvider) Name() string { return p.name }
+
+func (p *simProvider) String() string { return p.name }
 
 func (p *simProvider) Capabilities() provider.Capabilities {
 	return provider.Capabilities{IdempotentSends: p.class == classDedup, LookupByReference: p.class == classRef}
@@ -161,15 +161,9 @@ func (p *simProvider) pick(wk *worker) string {
 // hang parks the caller until its context's deadline, as a provider that
 // never answers does; the call then fails with the deadline.
 func (p *simProvider) hang(ctx context.Context, key string) error {
-	d, ok := ctx.Deadline()
-	if !ok {
-		d = time.Now().Add(providerTimeout)
-	}
+	d, _ := ctx.Deadline() // the dispatcher's provider timeout
 	p.w.sleepUntil(ctx, "hang", key, d)
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	return context.DeadlineExceeded
+	return cmp.Or(ctx.Err(), context.DeadlineExceeded)
 }
 
 // accept records that p accepted key's message (to, body): the ground
@@ -189,7 +183,11 @@ func (p *simProvider) accept(wk *worker, key, to, body string) string {
 		id = p.tw.sid(p.n)
 	}
 	now := w.now().Add(p.skew)
-	d := &delivery{key: key, to: to, body: body, id: id, created: now, visible: now.Add(p.lag())}
+	// It is listed up to the smallest settle time any function of the seed
+	// uses, less the clocks' error, after it was accepted: a "no record"
+	// answer trusted after the settle time is true.
+	lag := time.Duration(w.rng.Int64N(int64(w.sc.lagMax) + 1))
+	d := &delivery{key: key, to: to, body: body, id: id, created: now, visible: now.Add(lag)}
 	if w.rng.Float64() < w.sc.carrierFailure {
 		d.failAt = d.visible.Add(time.Duration(w.rng.IntN(30)) * time.Second)
 	}
@@ -207,13 +205,6 @@ func (p *simProvider) accept(wk *worker, key, to, body string) string {
 	}
 	w.scheduleCallbacks(p, d)
 	return id
-}
-
-// lag is how long after acceptance a message is listed: up to the
-// smallest settle time any function of the seed uses, less the clocks'
-// error, so a "no record" answer trusted after the settle time is true.
-func (p *simProvider) lag() time.Duration {
-	return time.Duration(p.w.rng.Int64N(int64(p.w.sc.lagMax) + 1))
 }
 
 // call runs one send of key's message (to, body) through p: the worker's

@@ -15,7 +15,7 @@ import (
 type sqsMsg struct {
 	id    string
 	body  string
-	msg   *message // nil for an invalid body
+	key   string // "" for an invalid body
 	group string
 	// arrive is when the producer enqueued it.
 	arrive    time.Time
@@ -141,10 +141,7 @@ func (w *World) receive() []*sqsMsg {
 		if len(batch) == max {
 			break
 		}
-		k := ""
-		if m.msg != nil {
-			k = m.msg.key
-		}
+		k := m.key
 		if k != "" && keys[k] {
 			continue // one key per batch keeps the yield order deterministic
 		}
@@ -184,18 +181,14 @@ func (w *World) finishBatch(wk *worker, batch []*sqsMsg, resp events.SQSEventRes
 	}
 	for _, m := range batch {
 		m.inFlight = false
-		k := ""
-		if m.msg != nil {
-			k = m.msg.key
-		}
 		if failed[m.id] {
-			w.tracef(k, "%s sqs %s: reported failed (receive %d)", wk.name, m.id, m.receives)
+			w.tracef(m.key, "%s sqs %s: reported failed (receive %d)", wk.name, m.id, m.receives)
 			continue
 		}
 		if !m.dlq {
 			m.deleted = true
 		}
-		w.tracef(k, "%s sqs %s: deleted", wk.name, m.id)
+		w.tracef(m.key, "%s sqs %s: deleted", wk.name, m.id)
 	}
 }
 

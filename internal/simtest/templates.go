@@ -68,7 +68,7 @@ func (w *World) scheduleTemplatePuts() {
 			kind = putNeedsName
 		}
 		at := w.t0.Add(time.Duration(r.Int64N(int64(12 * time.Minute))))
-		w.addEvent(at, "template put", func() { w.putTemplate(ch, kind, i) })
+		w.addEvent(at, func() { w.putTemplate(ch, kind, i) })
 	}
 }
 

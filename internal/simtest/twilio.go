@@ -35,19 +35,19 @@ import (
 // callbacks to the URL of the message's key, some of which are lost.
 type twilioAPI struct {
 	p        *simProvider
-	account  string
-	token    string
-	from     string
 	pageSize int
 	// callbacks: the adapter is configured with CallbackBaseURL.
 	callbacks bool
 }
 
-const twilioBase = "https://api.twilio.sim"
+// The simulated account and its sender.
+const (
+	twilioAccount = "AC0123456789abcdef0123456789abcdef"
+	twilioFrom    = "+15550009999"
+)
 
 func (w *World) newTwilioAPI(p *simProvider) *twilioAPI {
-	t := &twilioAPI{p: p, account: "AC0123456789abcdef0123456789abcdef", token: "sim-token", from: "+15550009999",
-		pageSize: 50, callbacks: w.rng.IntN(4) != 0}
+	t := &twilioAPI{p: p, pageSize: 50, callbacks: w.rng.IntN(4) != 0}
 	if w.rng.IntN(100) < 25 {
 		// Busy numbers and short pages: a lookup may page through more
 		// than its page cap holds.
@@ -73,7 +73,7 @@ var _ provider.Looker = twilioAdapter{}
 type simKeyCtx struct{}
 
 func (t *twilioAPI) adapter() provider.Adapter {
-	cfg := twilio.Config{BaseURL: twilioBase, AccountSID: t.account, AuthToken: t.token, From: t.from,
+	cfg := twilio.Config{BaseURL: "https://api.twilio.sim", AccountSID: twilioAccount, AuthToken: "sim-token", From: twilioFrom,
 		Timeout: providerTimeout, HTTPClient: &http.Client{Transport: t}, Logger: slog.New(slog.DiscardHandler)}
 	if t.callbacks {
 		cfg.CallbackBaseURL = "https://hooks.sendonce.sim"
@@ -143,7 +143,7 @@ func (t *twilioAPI) answer(req *http.Request, status int, body any) *http.Respon
 // resource is a message as the API shows it at now.
 func (t *twilioAPI) resource(d *delivery, now time.Time) map[string]any {
 	m := map[string]any{
-		"sid": d.id, "to": d.to, "from": t.from, "messaging_service_sid": nil, "body": d.body,
+		"sid": d.id, "to": d.to, "from": twilioFrom, "messaging_service_sid": nil, "body": d.body,
 		"status": "queued", "error_code": nil, "date_created": d.created.UTC().Format(time.RFC1123Z), "date_sent": nil,
 	}
 	if !now.Before(d.visible) {
@@ -186,7 +186,7 @@ func (t *twilioAPI) list(req *http.Request) (*http.Response, error) {
 	after, before := dateFilter(q.Get("DateSent>")), dateFilter(q.Get("DateSent<"))
 	var match []*delivery
 	for _, d := range p.sent {
-		if d.to != q.Get("To") || (q.Get("From") != "" && q.Get("From") != t.from) || now.Before(d.visible) ||
+		if d.to != q.Get("To") || (q.Get("From") != "" && q.Get("From") != twilioFrom) || now.Before(d.visible) ||
 			d.visible.Before(after) || (!before.IsZero() && !d.visible.Before(before)) {
 			continue
 		}

@@ -603,10 +603,10 @@ func (w *World) setup() {
 // enqueue puts a producer's message on the queue, at a time in the run's
 // first 2 minutes; m is nil for an invalid body.
 func (w *World) enqueue(m *message, body string) {
-	sm := &sqsMsg{id: fmt.Sprintf("m%d", len(w.q.msgs)+1), body: body, msg: m, group: "invalid",
+	sm := &sqsMsg{id: fmt.Sprintf("m%d", len(w.q.msgs)+1), body: body, group: "invalid",
 		arrive: w.t0.Add(time.Duration(w.rng.Int64N(int64(2 * time.Minute))))}
 	if m != nil {
-		sm.group = m.req.Recipient.ID
+		sm.key, sm.group = m.key, m.req.Recipient.ID
 		m.sqs = append(m.sqs, sm)
 	}
 	w.q.msgs = append(w.q.msgs, sm)
@@ -687,8 +687,8 @@ func (w *World) dispatcher(wk *worker, fn string) (*dispatch.Dispatcher, fnConfi
 func (w *World) startSender(batch []*sqsMsg) {
 	wk := w.newWorker("sender", false)
 	for _, m := range batch {
-		if m.msg != nil {
-			w.tracef(m.msg.key, "%s receives %s (%s, receive %d)", wk.name, m.id, w.short(m.msg.key), m.receives)
+		if m.key != "" {
+			w.tracef(m.key, "%s receives %s (%s, receive %d)", wk.name, m.id, w.short(m.key), m.receives)
 		}
 	}
 	disp, cfg := w.dispatcher(wk, senderFn)
