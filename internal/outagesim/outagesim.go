@@ -1,23 +1,21 @@
 // Package outagesim simulates a provider outage at scale in virtual time
-// (make sim-outage, docs/scale.md): messages arrive at a steady rate, the
+// (make sim-outage, docs/scale.md): messages arrive at a steady rate; the
 // provider is down for a while, then answers a share of its calls with an
 // ambiguous timeout, under a rate limit it enforces with 429s. The real
 // sender (HandleSQS), the real reconciler's hand-out (Find) and workers
-// (Work) and the real pacing (package pace) run over the in-memory ledger
-// (package memledger) and a model of SQS (visibility timeout, receive
-// count, dead-letter queue), one virtual second at a time.
+// (Work) and the real pacing (package pace) run over the in-memory ledger,
+// one virtual second at a time.
 //
-// What is a model, not the real thing: SQS (one receive per visible
-// message per second, no batching window), Lambda (every visible message
-// is processed in the second it is visible; the workers' capacity is a
-// number of rows a second), the provider (instant answers). A paced send
-// does not wait for its token (pace.Adapter.MaxWait 0): a sender's first
-// attempt is released at once and redelivered by SQS, which is the worse
-// case for redeliveries; a reconcile worker whose row finds no token
-// leaves it as it is (dispatch.Decide takes the token before the
-// takeover), and the unit goes on from that row the next second, as a
-// worker waiting up to sendpath.PaceMaxWait for the next second's tokens
-// does.
+// Models, not the real thing: SQS (one receive per visible message a
+// second, no batching window; visibility timeout, receive count and
+// dead-letter queue), Lambda (every visible message is processed in its
+// second; the workers' capacity is rows a second), the provider (instant
+// answers). A paced send does not wait for its token (pace.Adapter.MaxWait
+// 0): a sender's first attempt is released at once and redelivered by SQS,
+// the worse case for redeliveries; a reconcile worker whose row finds no
+// token leaves it (dispatch.Decide takes the token before the takeover)
+// and its unit goes on from that row the next second, as a worker waiting
+// up to sendpath.PaceMaxWait for the next second's tokens does.
 package outagesim
 
 import (

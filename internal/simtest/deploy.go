@@ -71,25 +71,10 @@ func (w *World) drawSettings(redeploys int) {
 	st := loadStack()
 	sc := &w.sc
 	pick := func(ds []time.Duration) time.Duration { return ds[r.IntN(len(ds))] }
-	var vis []time.Duration
-	for _, v := range st.allowed("QueueVisibilityTimeoutSeconds") {
-		if v <= 30*time.Minute {
-			vis = append(vis, v)
-		}
-	}
+	vis := st.allowed("QueueVisibilityTimeoutSeconds", func(v time.Duration) bool { return v <= 30*time.Minute })
 	sc.visibility = min(pick(vis), pick(vis)) // long ones less often: they make long runs
-	var timeouts []time.Duration
-	for _, t := range st.allowed("SenderTimeoutSeconds") {
-		if 6*t <= sc.visibility {
-			timeouts = append(timeouts, t)
-		}
-	}
-	var claims []time.Duration
-	for _, c := range st.allowed("ClaimTimeoutSeconds") {
-		if c >= decide.TakeOverBudget(providerTimeout) {
-			claims = append(claims, c)
-		}
-	}
+	timeouts := st.allowed("SenderTimeoutSeconds", func(t time.Duration) bool { return 6*t <= sc.visibility })
+	claims := st.allowed("ClaimTimeoutSeconds", func(c time.Duration) bool { return c >= decide.TakeOverBudget(providerTimeout) })
 	base := r.IntN(len(settles))
 	secs := func(d time.Duration) string { return strconv.Itoa(int(d / time.Second)) }
 	need := time.Duration(0)

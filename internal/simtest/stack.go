@@ -41,15 +41,16 @@ var loadStack = sync.OnceValue(func() *stack {
 	return &stack{t: t, configs: map[string]fnConfig{}}
 })
 
-// allowed returns parameter name's AllowedValues, in seconds.
-func (s *stack) allowed(name string) []time.Duration {
+// allowed returns parameter name's AllowedValues, in seconds, that keep
+// holds for.
+func (s *stack) allowed(name string, keep func(time.Duration) bool) []time.Duration {
 	vals, _ := s.t.Parameters[name]["AllowedValues"].([]any)
 	if len(vals) == 0 {
 		panic(fmt.Sprintf("simtest: %s: parameter %s has no AllowedValues", stackPath, name))
 	}
 	var out []time.Duration
 	for _, v := range s.t.Extremes(name) {
-		if x, err := strconv.Atoi(v); err == nil {
+		if x, err := strconv.Atoi(v); err == nil && keep(time.Duration(x)*time.Second) {
 			out = append(out, time.Duration(x)*time.Second)
 		}
 	}
