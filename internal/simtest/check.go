@@ -30,11 +30,6 @@ const (
 	InvStaleLeft       = "stale-claim-left"
 )
 
-// KindNoTimeForLookup is a stale-claim-left violation by a sender whose
-// function timeout is at most decide.TakeOverBudget: it never has the
-// time for a lookup and a send.
-const KindNoTimeForLookup = "no-time-for-lookup"
-
 // invariants lists every invariant in the order reports show them.
 var invariants = []string{
 	InvDuplicate, InvUnpermitted, InvElsewhere, InvStaleClaim, InvSentUndelivered,
@@ -62,13 +57,9 @@ func (w *World) checkStep() {
 		for _, name := range kt.deliveredBy {
 			plain = plain && w.byName[name].class == classPlain
 		}
-		switch pm := kt.dupPremature; {
-		case plain:
+		if plain {
 			w.violate(InvUnpermitted, m.key, fmt.Sprintf("delivered %d times through %v, which can neither drop repeats nor be asked, with %d class-policy resends", n, kt.deliveredBy, len(kt.chains)))
-		case pm != nil && pm.settle != pm.configuredSettle:
-			w.violateKind(InvDuplicate, KindSettleNotConfigured, m.key, fmt.Sprintf("delivered %d times through %v with %d class-policy resends, after %s trusted a premature \"no record\" with a settle time of %s where its deployment configures %s",
-				n, kt.deliveredBy, len(kt.chains), pm.name, pm.settle, pm.configuredSettle))
-		default:
+		} else {
 			w.violate(InvDuplicate, m.key, fmt.Sprintf("delivered %d times through %v with %d class-policy resends", n, kt.deliveredBy, len(kt.chains)))
 		}
 	}
@@ -227,37 +218,14 @@ func (w *World) checkStaleLeft(wk *worker) {
 		left := w.staleSeen[heldKey{wk.id, k}]
 		delete(w.staleSeen, heldKey{wk.id, k})
 		if !wk.dead {
-			kind := ""
-			if wk.timeout <= decide.TakeOverBudget(providerTimeout) {
-				kind = KindNoTimeForLookup
-			}
-			w.violateKind(InvStaleLeft, kind, k, fmt.Sprintf("%s (function timeout %s, %s left) found the first claim stale and left it as it was (neither taken over nor marked UNCERTAIN): the reconciler never sees it, and the message may reach the dead-letter queue",
+			w.violate(InvStaleLeft, k, fmt.Sprintf("%s (function timeout %s, %s left) found the first claim stale and left it as it was (neither taken over nor marked UNCERTAIN): the reconciler never sees it, and the message may reach the dead-letter queue",
 				wk.name, wk.timeout, left.Round(time.Millisecond)))
 		}
 	}
 }
 
 // noteLookup records a lookup's answer through p for the policy-resend
-// permission, and whether a "no record" came while a message of the key
-// that p accepted was not listed yet (premature: only the settle time
-// makes such an answer safe to act on). w.mu is held.
-func (w *World) noteLookup(wk *worker, p *simProvider, key string, res provider.LookupResult) {
+// permission. w.mu is held.
+func (w *World) noteLookup(wk *worker, key string, res provider.LookupResult) {
 	w.lastLookup[heldKey{wk.id, key}] = res.Status
-	if res.Status != provider.LookupNotFound {
-		return
-	}
-	now := w.now().Add(p.skew)
-	kt := w.truth(key)
-	kt.premature = nil
-	for _, d := range p.sent {
-		if d.key == key && !now.Before(d.created) && now.Before(d.visible) {
-			kt.premature = wk
-			break
-		}
-	}
 }
-
-// KindSettleNotConfigured is a duplicate-delivery after a premature "no
-// record" answer to a worker whose settle time is not the one its
-// deployment configures (its environment does not carry it).
-const KindSettleNotConfigured = "settle-not-configured"

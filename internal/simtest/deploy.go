@@ -37,12 +37,6 @@ type deployment struct {
 	fn       map[string]fnConfig
 }
 
-// settle is the settle time d configures (ReconcileSettleSeconds).
-func (d *deployment) settle() time.Duration {
-	n, _ := strconv.Atoi(d.params["ReconcileSettleSeconds"])
-	return time.Duration(n) * time.Second
-}
-
 func (d *deployment) String() string {
 	s, r := d.fn[senderFn], d.fn[reconcilerFn]
 	return fmt.Sprintf("deployment %d: sender claim %s settle %s timeout %s; reconciler claim %s settle %s",

@@ -196,9 +196,6 @@ func (p *simProvider) accept(wk *worker, key, to, body string) string {
 		p.byKey[key] = id
 	}
 	kt.deliveries = append(kt.deliveries, delivery{key: key, id: id, created: now})
-	if len(kt.deliveries) == 2 {
-		kt.dupPremature = kt.premature // what the repeat followed
-	}
 	kt.deliveredBy = append(kt.deliveredBy, p.name)
 	if a != nil && a.chain != 0 {
 		kt.chains[a.chain] = true
@@ -316,7 +313,7 @@ func (p refProvider) Lookup(ctx context.Context, m provider.Message) (provider.L
 		res = provider.LookupResult{Status: provider.LookupAccepted, MessageID: d.id}
 		break
 	}
-	w.noteLookup(wk, p.simProvider, m.Key, res)
+	w.noteLookup(wk, m.Key, res)
 	w.tracef(m.Key, "%s lookup %s via %s: %s %s", wk.name, w.short(m.Key), p.name, res.Status, res.MessageID)
 	return res, nil
 }

@@ -25,9 +25,8 @@ type worker struct {
 	deadline time.Time
 	timeout  time.Duration
 	// claim is the lease of the claims it takes (its deployment's claim
-	// timeout); settle the settle time it reads, configuredSettle the one
-	// its deployment configures.
-	claim, settle, configuredSettle time.Duration
+	// timeout).
+	claim time.Duration
 }
 
 type workerKey struct{}

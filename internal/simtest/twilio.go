@@ -101,7 +101,7 @@ func (a twilioAdapter) Lookup(ctx context.Context, m provider.Message) (provider
 		w.tracef(m.Key, "%s lookup %s via twilio from %s (evidence %q): %s", wk.name, w.short(m.Key), w.at(m.AttemptedAt), m.ProviderMessageID, provider.ReasonOf(err))
 		return res, err
 	}
-	w.noteLookup(wk, a.api.p, m.Key, res)
+	w.noteLookup(wk, m.Key, res)
 	w.tracef(m.Key, "%s lookup %s via twilio from %s (evidence %q): %s %s %s", wk.name, w.short(m.Key), w.at(m.AttemptedAt), m.ProviderMessageID, res.Status, res.MessageID, res.Reason)
 	return res, nil
 }

@@ -150,12 +150,6 @@ type keyTruth struct {
 	reached map[string]bool
 	// refused: a provider refused the key's message for good (4xx).
 	refused bool
-	// premature is the worker that got the latest "no record" answer
-	// about the key that came before a message of the key that the
-	// provider had accepted was listed (noteLookup).
-	premature *worker
-	// dupPremature is premature when the key's second delivery happened.
-	dupPremature *worker
 	// searchIncomplete: the latest Twilio lookup of the key could not
 	// complete its search (more messages to the recipient than its page
 	// cap lets it read).
@@ -184,14 +178,11 @@ func (k *keyTruth) maybeDelivered(w *World) bool {
 // Violation is a broken invariant.
 type Violation struct {
 	Invariant string
-	// Kind narrows the invariant where one cause of it is told apart
-	// (knownDefects may list "invariant/kind"); often empty.
-	Kind   string
-	Key    string
-	Detail string
-	Step   int
-	At     time.Duration
-	Trace  []string
+	Key       string
+	Detail    string
+	Step      int
+	At        time.Duration
+	Trace     []string
 }
 
 // traceLine is one line of the trace, formatted only when it is read
@@ -460,16 +451,13 @@ func (w *World) policyResend(wk *worker, before ledger.Record) bool {
 	return false
 }
 
-func (w *World) violate(inv, key, detail string) { w.violateKind(inv, "", key, detail) }
-
-// violateKind records the first violation of inv (of that kind) in the
-// run.
-func (w *World) violateKind(inv, kind, key, detail string) {
-	if w.violated[inv+"/"+kind] {
+// violate records the first violation of inv in the run.
+func (w *World) violate(inv, key, detail string) {
+	if w.violated[inv] {
 		return
 	}
-	w.violated[inv+"/"+kind] = true
-	w.violations = append(w.violations, Violation{Invariant: inv, Kind: kind, Key: w.short(key), Detail: detail, Step: w.steps, At: w.now().Sub(w.t0), Trace: w.traceOf(key)})
+	w.violated[inv] = true
+	w.violations = append(w.violations, Violation{Invariant: inv, Key: w.short(key), Detail: detail, Step: w.steps, At: w.now().Sub(w.t0), Trace: w.traceOf(key)})
 }
 
 // traceOf returns the trace lines about key (a worker's death is traced
@@ -671,7 +659,7 @@ func (w *World) newWorker(service string, calm bool) *worker {
 func (w *World) dispatcher(wk *worker, fn string) (*dispatch.Dispatcher, fnConfig) {
 	d := w.dep[fn]
 	cfg := d.fn[fn]
-	wk.claim, wk.settle, wk.configuredSettle = cfg.ClaimTimeout, cfg.Settle, d.settle()
+	wk.claim = cfg.ClaimTimeout
 	providers, fallbacks := w.providers(d)
 	disp, err := dispatch.New(dispatch.Dispatcher{
 		Ledger: w.led, Providers: providers, Fallbacks: fallbacks, Renderer: w.renderer(fn, d), Metrics: w.tally[wk.service], Health: w.health[fn],
