@@ -63,8 +63,6 @@ type delivery struct {
 	// failAt, when set, is when the carrier failed the message after the
 	// provider accepted it (undelivered): a lookup then finds it rejected.
 	failAt time.Time
-	// noise: not a message of the workload (another sender's traffic).
-	noise bool
 }
 
 func (d *delivery) failedAt(t time.Time) bool { return !d.failAt.IsZero() && !t.Before(d.failAt) }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
@@ -160,9 +161,9 @@ func (t *twilioAPI) resource(d *delivery, now time.Time) map[string]any {
 }
 
 // list serves one page of the message list, newest first. Only messages
-// with a date sent are listed; DateSent> and DateSent< keep those sent on
-// or after, and before, a day (YYYY-MM-DD) or a time (RFC 3339);
-// PageToken is the SID of the previous page's last message. The first
+// with a date sent are listed; DateSent> keeps those sent on or after a
+// day (YYYY-MM-DD), the only bound the adapter sets; PageToken is the SID
+// of the previous page's last message. The first
 // page is a yield point of the calling worker; the pages that follow it
 // are requested at once (each may still fail).
 func (t *twilioAPI) list(req *http.Request) (*http.Response, error) {
@@ -183,11 +184,10 @@ func (t *twilioAPI) list(req *http.Request) (*http.Response, error) {
 		return t.answer(req, http.StatusServiceUnavailable, map[string]any{"code": 20503, "message": "Service Unavailable", "status": 503}), nil
 	}
 	now := w.now().Add(p.skew)
-	after, before := dateFilter(q.Get("DateSent>")), dateFilter(q.Get("DateSent<"))
+	after, _ := time.Parse("2006-01-02", q.Get("DateSent>")) // zero when absent
 	var match []*delivery
 	for _, d := range p.sent {
-		if d.to != q.Get("To") || (q.Get("From") != "" && q.Get("From") != twilioFrom) || now.Before(d.visible) ||
-			d.visible.Before(after) || (!before.IsZero() && !d.visible.Before(before)) {
+		if d.to != q.Get("To") || (q.Get("From") != "" && q.Get("From") != twilioFrom) || now.Before(d.visible) || d.visible.Before(after) {
 			continue
 		}
 		match = append(match, d)
@@ -202,11 +202,10 @@ func (t *twilioAPI) list(req *http.Request) (*http.Response, error) {
 		i := slices.IndexFunc(match, func(d *delivery) bool { return d.id == tok })
 		match = match[i+1:]
 	}
-	size, _ := strconv.Atoi(q.Get("PageSize"))
-	if size <= 0 || size > 1000 {
-		size = 50
+	size := t.pageSize
+	if n, _ := strconv.Atoi(q.Get("PageSize")); n > 0 {
+		size = min(n, size)
 	}
-	size = min(size, t.pageSize)
 	page := map[string]any{"page_size": size, "next_page_uri": nil}
 	var msgs []map[string]any
 	for _, d := range match[:min(size, len(match))] {
@@ -214,10 +213,7 @@ func (t *twilioAPI) list(req *http.Request) (*http.Response, error) {
 	}
 	page["messages"] = msgs
 	if len(match) > size {
-		nq := url.Values{}
-		for k, v := range q {
-			nq[k] = v
-		}
+		nq := maps.Clone(q)
 		nq.Set("PageToken", match[size-1].id)
 		page["next_page_uri"] = req.URL.Path + "?" + nq.Encode()
 	}
@@ -239,16 +235,7 @@ func (t *twilioAPI) addNoise(n int, texts []string) {
 		}
 		p.n++
 		p.sent = append(p.sent, &delivery{to: smsAddress(w.rng.IntN(recipients)), body: body, id: t.sid(p.n), created: created,
-			visible: created.Add(time.Duration(w.rng.IntN(30)) * time.Second), noise: true})
+			visible: created.Add(time.Duration(w.rng.IntN(30)) * time.Second)})
 	}
 	w.faults["twilio_noise_messages"] += n
-}
-
-// dateFilter parses a DateSent bound: a day or a time; zero when empty.
-func dateFilter(s string) time.Time {
-	if t, err := time.Parse(time.RFC3339, s); err == nil {
-		return t
-	}
-	t, _ := time.Parse("2006-01-02", s)
-	return t
 }
