@@ -156,11 +156,15 @@ func (p *simProvider) pick(wk *worker) string {
 	return provAccept
 }
 
-// hang parks the caller until its context's deadline, as a provider that
-// never answers does; the call then fails with the deadline.
+// hang parks the caller, which holds w.mu, until its context's deadline,
+// as a provider that never answers does; the call then fails with the
+// deadline. The park releases w.mu; a goroutine told to exit meanwhile
+// exits without it.
 func (p *simProvider) hang(ctx context.Context, key string) error {
 	d, _ := ctx.Deadline() // the dispatcher's provider timeout
-	p.w.sleepUntil(ctx, "hang", key, d)
+	p.w.mu.Unlock()
+	p.w.yieldUntil(ctx, "hang", key, d)
+	p.w.mu.Lock()
 	return cmp.Or(ctx.Err(), context.DeadlineExceeded)
 }
 

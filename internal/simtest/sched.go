@@ -31,10 +31,6 @@ type worker struct {
 
 type workerKey struct{}
 
-func withWorker(ctx context.Context, w *worker) context.Context {
-	return context.WithValue(ctx, workerKey{}, w)
-}
-
 func workerOf(ctx context.Context) *worker {
 	w, _ := ctx.Value(workerKey{}).(*worker)
 	return w
@@ -80,15 +76,6 @@ func (w *World) yieldUntil(ctx context.Context, op, key string, wake time.Time) 
 		runtime.Goexit()
 	}
 	return wk
-}
-
-// sleepUntil parks the caller, which holds w.mu, until the virtual clock
-// reaches wake (a provider call that hangs until its deadline). The park
-// releases w.mu; a goroutine told to exit meanwhile exits without it.
-func (w *World) sleepUntil(ctx context.Context, op, key string, wake time.Time) {
-	w.mu.Unlock()
-	w.yieldUntil(ctx, op, key, wake)
-	w.mu.Lock()
 }
 
 // settle waits until every goroutine of the bubble is blocked, then files
@@ -157,7 +144,7 @@ func (w *World) kill(wk *worker) {
 func (w *World) start(wk *worker, deadline time.Duration, body func(ctx context.Context), after func()) {
 	wk.deadline = time.Now().Add(deadline)
 	wk.timeout = deadline
-	ctx, cancel := context.WithTimeout(withWorker(context.Background(), wk), deadline)
+	ctx, cancel := context.WithTimeout(context.WithValue(context.Background(), workerKey{}, wk), deadline)
 	go func() {
 		defer cancel()
 		body(ctx)

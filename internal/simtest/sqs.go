@@ -37,32 +37,23 @@ type queue struct {
 	msgs       []*sqsMsg
 }
 
-func (q *queue) arn() string {
-	if q.fifo {
-		return "arn:aws:sqs:us-east-1:123456789012:notifications.fifo"
-	}
-	return "arn:aws:sqs:us-east-1:123456789012:notifications"
-}
+// done reports whether m left the queue: deleted or dead-lettered.
+func (m *sqsMsg) done() bool { return m.deleted || m.dlq }
 
 func (q *queue) visible(m *sqsMsg, now time.Time) bool {
-	return !m.deleted && !m.dlq && !now.Before(m.arrive) && !now.Before(m.visibleAt)
+	return !m.done() && !now.Before(m.arrive) && !now.Before(m.visibleAt)
 }
 
 // settled reports whether every message is deleted or dead-lettered.
 func (q *queue) settled() bool {
-	for _, m := range q.msgs {
-		if !m.deleted && !m.dlq {
-			return false
-		}
-	}
-	return true
+	return !slices.ContainsFunc(q.msgs, func(m *sqsMsg) bool { return !m.done() })
 }
 
 // nextVisible is the earliest time a message becomes receivable.
 func (q *queue) nextVisible(now time.Time) (time.Time, bool) {
 	var best time.Time
 	for _, m := range q.msgs {
-		if m.deleted || m.dlq {
+		if m.done() {
 			continue
 		}
 		for _, t := range []time.Time{m.arrive, m.visibleAt} {
@@ -87,13 +78,13 @@ func (q *queue) candidates(now time.Time) []*sqsMsg {
 	}
 	blocked := map[string]bool{}
 	for _, m := range q.msgs {
-		if !m.deleted && !m.dlq && m.receives > 0 && now.Before(m.visibleAt) {
+		if !m.done() && m.receives > 0 && now.Before(m.visibleAt) {
 			blocked[m.group] = true
 		}
 	}
 	stopped := map[string]bool{}
 	for _, m := range q.msgs {
-		if m.deleted || m.dlq || now.Before(m.arrive) || blocked[m.group] || stopped[m.group] {
+		if m.done() || now.Before(m.arrive) || blocked[m.group] || stopped[m.group] {
 			continue
 		}
 		if !q.visible(m, now) {
@@ -126,7 +117,7 @@ func (w *World) receive() []*sqsMsg {
 		w.rng.Shuffle(len(cand), func(i, j int) { cand[i], cand[j] = cand[j], cand[i] })
 		if !w.calm && w.rng.Float64()/w.sc.intensity < 0.05 {
 			for _, m := range q.msgs {
-				if m.inFlight && !m.deleted && !m.dlq {
+				if m.inFlight && !m.done() {
 					w.faults["sqs_concurrent_delivery"]++
 					cand = append(cand, m)
 					break
@@ -161,12 +152,16 @@ func (w *World) receive() []*sqsMsg {
 
 func (w *World) event(batch []*sqsMsg) events.SQSEvent {
 	var ev events.SQSEvent
+	arn := "arn:aws:sqs:us-east-1:123456789012:notifications"
+	if w.q.fifo {
+		arn += ".fifo"
+	}
 	for _, m := range batch {
 		attrs := map[string]string{"ApproximateReceiveCount": strconv.Itoa(m.receives)}
 		if w.q.fifo {
 			attrs["MessageGroupId"] = m.group
 		}
-		ev.Records = append(ev.Records, events.SQSMessage{MessageId: m.id, Body: m.body, Attributes: attrs, EventSourceARN: w.q.arn()})
+		ev.Records = append(ev.Records, events.SQSMessage{MessageId: m.id, Body: m.body, Attributes: attrs, EventSourceARN: arn})
 	}
 	return ev
 }

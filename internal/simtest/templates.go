@@ -43,19 +43,11 @@ func (w *World) renderer(fn string, d *deployment) *render.Renderer {
 	return r
 }
 
-// Template changes a tenant makes during a run.
-const (
-	// putReword: a new wording with the same parameters.
-	putReword = "reword"
-	// putNeedsName: a version that needs a "name" parameter, which some
-	// messages' data lacks: it cannot render them.
-	putNeedsName = "needs_name"
-)
-
 // scheduleTemplatePuts schedules the tenant's template changes: in most
 // seeds one to three new versions of order_shipped for some channels, at
-// random times while the workload runs; a version that cannot render
-// some messages is often followed by one that can again.
+// random times while the workload runs: a new wording with the same
+// parameters, or a version that needs a "name", which some messages' data
+// lacks (it cannot render them), often followed by one that can again.
 func (w *World) scheduleTemplatePuts() {
 	r := w.rng
 	if r.IntN(10) < 3 {
@@ -63,23 +55,19 @@ func (w *World) scheduleTemplatePuts() {
 	}
 	for i := range 1 + r.IntN(3) {
 		ch := channels[r.IntN(len(channels))]
-		kind := putReword
-		if r.IntN(2) == 0 {
-			kind = putNeedsName
-		}
+		needsName := r.IntN(2) == 0
 		at := w.t0.Add(time.Duration(r.Int64N(int64(12 * time.Minute))))
-		w.addEvent(at, func() { w.putTemplate(ch, kind, i) })
+		w.addEvent(at, func() { w.putTemplate(ch, needsName, i) })
 	}
 }
 
 // putTemplate puts the next version of the workload's template for ch.
-func (w *World) putTemplate(ch, kind string, n int) {
+func (w *World) putTemplate(ch string, needsName bool, n int) {
 	t := templates.Template{ID: templates.ID{Tenant: tenant, Name: template, Channel: ch}}
-	greet := fmt.Sprintf("Hello (r%d)", n)
-	if kind == putNeedsName {
-		greet = fmt.Sprintf("Hello {{.name}} (r%d)", n)
+	t.Text = fmt.Sprintf("Hello (r%d), your order {{.order_id}} has shipped.", n)
+	if needsName {
+		t.Text = fmt.Sprintf("Hello {{.name}} (r%d), your order {{.order_id}} has shipped.", n)
 	}
-	t.Text = greet + ", your order {{.order_id}} has shipped."
 	switch ch {
 	case "email":
 		t.Subject = "Order {{.order_id}} shipped"
@@ -91,10 +79,10 @@ func (w *World) putTemplate(ch, kind string, n int) {
 		panic(err)
 	}
 	w.faults["template_puts"]++
-	if kind == putNeedsName {
+	if needsName {
 		w.faults["template_puts_needing_a_parameter"]++
 	}
-	w.tracef("", "tenant puts %s/%s v%d (%s)", template, ch, got.Version, kind)
+	w.tracef("", "tenant puts %s/%s v%d (needs a name: %v)", template, ch, got.Version, needsName)
 }
 
 // pinnedText is the text key's row pins, what every attempt of it must
