@@ -22,6 +22,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -377,23 +378,17 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		return dispatch.New(dispatch.Dispatcher{Ledger: led, Providers: providers, Renderer: renderer, Metrics: tally, Logger: quiet,
 			ProviderTimeout: 5 * time.Second, ClaimTimeout: time.Minute, Now: clock})
 	}
-	sd, err := dispatcher()
-	if err != nil {
+	sd, err1 := dispatcher()
+	rd, err2 := dispatcher()
+	if err := errors.Join(err1, err2); err != nil {
 		return Result{}, err
 	}
-	snd, err := sender.New(sender.Config{Dispatcher: sd, DeadLetters: noDLQ{}, Concurrency: 1})
-	if err != nil {
-		return Result{}, err
-	}
+	snd, err1 := sender.New(sender.Config{Dispatcher: sd, DeadLetters: noDLQ{}, Concurrency: 1})
 	// One page per shard: memledger sorts the rows on every query (the
 	// table's 1,000-row pages would make the run quadratic).
-	rd, err := dispatcher()
-	if err != nil {
-		return Result{}, err
-	}
 	maxRows := cmp.Or(cfg.MaxRows, 60000/max(1, cfg.Scale))
-	rc, err := reconcile.New(reconcile.Config{Dispatcher: rd, MaxRows: maxRows, PageSize: maxRows, Concurrency: 1})
-	if err != nil {
+	rc, err2 := reconcile.New(reconcile.Config{Dispatcher: rd, MaxRows: maxRows, PageSize: maxRows, Concurrency: 1})
+	if err := errors.Join(err1, err2); err != nil {
 		return Result{}, err
 	}
 	uq := &units{}

@@ -11,7 +11,6 @@ import (
 	"github.com/sendonce/sendonce/internal/decide"
 	"github.com/sendonce/sendonce/internal/ledger"
 	"github.com/sendonce/sendonce/internal/metrics"
-	"github.com/sendonce/sendonce/provider"
 )
 
 // Invariants, by name. Each Violation carries one.
@@ -222,10 +221,4 @@ func (w *World) checkStaleLeft(wk *worker) {
 				wk.name, wk.timeout, left.Round(time.Millisecond)))
 		}
 	}
-}
-
-// noteLookup records a lookup's answer through p for the policy-resend
-// permission. w.mu is held.
-func (w *World) noteLookup(wk *worker, key string, res provider.LookupResult) {
-	w.lastLookup[heldKey{wk.id, key}] = res.Status
 }

@@ -270,11 +270,7 @@ var refusals = map[string]struct {
 
 // heldAttempt is the attempt worker wk holds on key, or nil. w.mu is held.
 func (w *World) heldAttempt(wk *worker, key string) *attempt {
-	a := w.attempts[w.held[heldKey{wk.id, key}]]
-	if a != nil && a.key != key {
-		return nil
-	}
-	return a
+	return w.attempts[w.held[heldKey{wk.id, key}]]
 }
 
 func (p *simProvider) Send(ctx context.Context, m provider.Message) (provider.Receipt, error) {
@@ -315,7 +311,7 @@ func (p refProvider) Lookup(ctx context.Context, m provider.Message) (provider.L
 		res = provider.LookupResult{Status: provider.LookupAccepted, MessageID: d.id}
 		break
 	}
-	w.noteLookup(wk, m.Key, res)
+	w.lastLookup[heldKey{wk.id, m.Key}] = res.Status // for policyResend
 	w.tracef(m.Key, "%s lookup %s via %s: %s %s", wk.name, w.short(m.Key), p.name, res.Status, res.MessageID)
 	return res, nil
 }

@@ -96,15 +96,12 @@ func (a twilioAdapter) Lookup(ctx context.Context, m provider.Message) (provider
 	wk := workerOf(ctx)
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	kt := w.truth(m.Key)
-	kt.searchIncomplete = err != nil && strings.Contains(provider.ReasonOf(err), "incomplete")
-	if err != nil {
-		w.tracef(m.Key, "%s lookup %s via twilio from %s (evidence %q): %s", wk.name, w.short(m.Key), w.at(m.AttemptedAt), m.ProviderMessageID, provider.ReasonOf(err))
-		return res, err
+	w.truth(m.Key).searchIncomplete = err != nil && strings.Contains(provider.ReasonOf(err), "incomplete")
+	if err == nil {
+		w.lastLookup[heldKey{wk.id, m.Key}] = res.Status // for policyResend
 	}
-	w.noteLookup(wk, m.Key, res)
-	w.tracef(m.Key, "%s lookup %s via twilio from %s (evidence %q): %s %s %s", wk.name, w.short(m.Key), w.at(m.AttemptedAt), m.ProviderMessageID, res.Status, res.MessageID, res.Reason)
-	return res, nil
+	w.tracef(m.Key, "%s lookup %s via twilio from %s (evidence %q): %s %s %s %v", wk.name, w.short(m.Key), w.at(m.AttemptedAt), m.ProviderMessageID, res.Status, res.MessageID, res.Reason, err)
+	return res, err
 }
 
 func keyOf(ctx context.Context) string {

@@ -905,15 +905,8 @@ func (w *World) stall(t *task) bool {
 // quiet reports whether the workload is done: every message deleted or
 // dead-lettered, no live worker, no callback pending.
 func (w *World) quiet() bool {
-	if !w.q.settled() || len(w.callbacks) > 0 || len(w.runnable) > 0 || len(w.timers) > 0 {
-		return false
-	}
-	for _, wk := range w.workers {
-		if !wk.done && !wk.dead {
-			return false
-		}
-	}
-	return true
+	return w.q.settled() && len(w.callbacks) == 0 && len(w.runnable) == 0 && len(w.timers) == 0 &&
+		!slices.ContainsFunc(w.workers, func(wk *worker) bool { return !wk.done && !wk.dead })
 }
 
 // run runs the whole simulation: the workload under faults, the
