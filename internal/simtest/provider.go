@@ -47,10 +47,6 @@ const (
 	lookupFail     = "lookup_failed"
 )
 
-// lookupWindow is how much earlier than AttemptedAt a listed message may
-// have been created (Twilio's adapter allows a minute of clock skew).
-const lookupWindow = time.Minute
-
 // delivery is one message a provider holds: one it accepted (the ground
 // truth), or, at the Twilio API, other traffic to the same number.
 type delivery struct {
@@ -75,13 +71,13 @@ type simProvider struct {
 	name  string
 	class provClass
 	skew  time.Duration
-	// storms are 429 storms: every send in [from, until) is throttled.
-	storms [][2]time.Time
-	byKey  map[string]string // key → first message id
-	sent   []*delivery
-	n      int
-	tw     *twilioAPI
-	ad     provider.Adapter
+	// storm is a 429 storm: every send in [from, until) is throttled.
+	storm [2]time.Time
+	byKey map[string]string // key → first message id
+	sent  []*delivery
+	n     int
+	tw    *twilioAPI
+	ad    provider.Adapter
 }
 
 type refProvider struct{ *simProvider }
@@ -97,7 +93,7 @@ func (w *World) newProvider(name string, c provClass) *simProvider {
 	if w.rng.IntN(10) < 3 {
 		from := w.t0.Add(time.Duration(w.rng.Int64N(int64(10 * time.Minute))))
 		length := time.Duration(float64(10*time.Second) * float64(uint(1)<<w.rng.IntN(8)) * (1 + w.rng.Float64()))
-		p.storms = append(p.storms, [2]time.Time{from, from.Add(length)})
+		p.storm = [2]time.Time{from, from.Add(length)}
 		w.faults["provider_429_storm_windows"]++
 	}
 	switch c {
@@ -131,10 +127,8 @@ func (p *simProvider) pick(wk *worker) string {
 	if wk.calm || w.calm {
 		return provAccept
 	}
-	for _, s := range p.storms {
-		if !now.Before(s[0]) && now.Before(s[1]) {
-			return provStorm
-		}
+	if !now.Before(p.storm[0]) && now.Before(p.storm[1]) {
+		return provStorm
 	}
 	x := w.rng.Float64() / w.sc.intensity
 	switch {
