@@ -93,8 +93,7 @@ func (w *World) checkQuiescence() {
 			w.violate(InvQuiescence, m.key, err.Error())
 			continue
 		}
-		dlq := slices.ContainsFunc(m.sqs, func(s *sqsMsg) bool { return s.dlq })
-		if !dlq {
+		if !slices.ContainsFunc(m.sqs, func(s *sqsMsg) bool { return s.dlq }) {
 			w.violate(InvQuiescence, m.key, "the message was acknowledged but no live ledger row records it (never sent)")
 		}
 	}

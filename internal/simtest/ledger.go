@@ -219,7 +219,7 @@ func (l *simLedger) Mark(ctx context.Context, c ledger.Claim, o ledger.Outcome) 
 	kt := w.truth(c.Key)
 	before, _ := l.inner.Get(ctx, c.Key)
 	err = l.inner.Mark(ctx, c, o)
-	expired := err == nil && w.expiredMark(wk, c.Key, before, o) // validity.go
+	expired := err == nil && w.expiredMark(c.Key, before, o) // validity.go
 	if err == nil {
 		w.checkLatest("Mark "+string(o.State), c.Key, c.ClaimID)
 		if a != nil {

@@ -49,10 +49,12 @@ func (w *World) drawValidity(req *notify.Request, idx int) {
 	req.ExpiresAt = w.t0.Add(d).UTC().Format(time.RFC3339Nano)
 }
 
-// validUntil is the validity a send of key must respect: the earlier of
-// its request's expires_at (the producer's word, whatever the row says)
-// and the row's own (zero row: none). Zero when neither is set.
-func (w *World) validUntil(key string, row ledger.Record) time.Time {
+// checkValidSend checks a provider call that sends key's message, before
+// it is made: never past its validity by more than the clocks' error. The
+// validity is the earlier of its request's expires_at (the producer's
+// word, whatever the row says) and the row's own (zero row: none). w.mu
+// is held.
+func (w *World) checkValidSend(p *simProvider, key string, row ledger.Record) {
 	var v time.Time
 	if kt := w.keys[key]; kt != nil && kt.msg != nil {
 		v = kt.msg.req.Expiry()
@@ -60,24 +62,16 @@ func (w *World) validUntil(key string, row ledger.Record) time.Time {
 	if !row.ValidUntil.IsZero() && (v.IsZero() || row.ValidUntil.Before(v)) {
 		v = row.ValidUntil
 	}
-	return v
-}
-
-// checkValidSend checks a provider call that sends key's message, before
-// it is made: never past its validity by more than the clocks' error.
-// w.mu is held.
-func (w *World) checkValidSend(p *simProvider, key string, row ledger.Record) {
-	v := w.validUntil(key, row)
 	if now := w.now(); !v.IsZero() && now.After(v.Add(2*maxSkew)) {
 		w.violate(InvSentExpired, key, fmt.Sprintf("sent through %s at %s, %s after its validity (%s)", p.name, w.at(now), now.Sub(v).Round(time.Millisecond), w.at(v)))
 	}
 }
 
-// expiredMark handles a final mark of key with outcome o over row before
-// that says the message expired: it checks the validity had passed and
-// expects the Expired count in place of the others. It reports whether
-// o is such a mark. w.mu is held.
-func (w *World) expiredMark(wk *worker, key string, before ledger.Record, o ledger.Outcome) bool {
+// expiredMark reports whether a final mark of key with outcome o over row
+// before says the message expired (then Mark expects the Expired count in
+// place of the others), and checks that its validity had passed. w.mu is
+// held.
+func (w *World) expiredMark(key string, before ledger.Record, o ledger.Outcome) bool {
 	if !o.State.Final() || o.State == ledger.StateSent || !decide.IsExpired(o.Reason) {
 		return false
 	}

@@ -614,8 +614,9 @@ func (w *World) makeBacklog() {
 	ctx := context.Background()
 	n := 0
 	var first *message
+	var firstBody string
 	for i := 0; n < w.sc.backlog*len(shards) && i < 10000; i++ {
-		req, _ := w.request(1000+i, fmt.Sprintf("old%d", i))
+		req, body := w.request(1000+i, fmt.Sprintf("old%d", i))
 		key := req.Key()
 		if !shards[ledger.Shard(key)] {
 			continue
@@ -629,7 +630,7 @@ func (w *World) makeBacklog() {
 		kt := w.truth(key)
 		kt.name = fmt.Sprintf("old%d", n)
 		if first == nil {
-			first = &message{key: key, req: req}
+			first, firstBody = &message{key: key, req: req}, body
 		}
 		n++
 	}
@@ -640,8 +641,7 @@ func (w *World) makeBacklog() {
 		kt.msg = first
 		kt.name = "k" + kt.name
 		w.msgs = append(w.msgs, first)
-		b, _ := json.Marshal(first.req)
-		w.enqueue(first, string(b))
+		w.enqueue(first, firstBody)
 	}
 }
 
