@@ -151,30 +151,35 @@ func tolerated(v Violation) bool {
 }
 
 // runSeed runs one seed in its own synctest bubble.
-func runSeed(t *testing.T, seed uint64) Report {
-	var res Report
+func runSeed(t *testing.T, seed uint64) *World {
+	var w *World
 	synctest.Test(t, func(t *testing.T) {
-		w := newWorld(seed)
+		w = newWorld(seed)
 		w.run()
-		res = Report{Seed: seed, Steps: w.steps, Faults: w.faults, Violations: w.violations}
-		for _, l := range w.trace {
-			res.Trace = append(res.Trace, l.text())
-		}
 	})
-	return res
+	return w
 }
 
-func describe(res Report, v Violation) string {
+// traceText is the whole trace of a run.
+func traceText(w *World) []string {
+	var out []string
+	for _, l := range w.trace {
+		out = append(out, l.text())
+	}
+	return out
+}
+
+func describe(res *World, v Violation) string {
 	var b strings.Builder
 	mark := ""
 	if d, ok := knownDefect(v); ok {
 		mark = " [KNOWN: " + d + "]"
 	}
-	fmt.Fprintf(&b, "seed %d: %s on %s at step %d (+%.3fs)%s: %s\n", res.Seed, v.Invariant, v.Key, v.Step, v.At.Seconds(), mark, v.Detail)
+	fmt.Fprintf(&b, "seed %d: %s on %s at step %d (+%.3fs)%s: %s\n", res.seed, v.Invariant, v.Key, v.Step, v.At.Seconds(), mark, v.Detail)
 	for _, l := range v.Trace {
 		fmt.Fprintf(&b, "    %s\n", l)
 	}
-	fmt.Fprintf(&b, "  replay: go test ./internal/simtest -run 'TestSim$' -seed=%d -v\n", res.Seed)
+	fmt.Fprintf(&b, "  replay: go test ./internal/simtest -run 'TestSim$' -seed=%d -v\n", res.seed)
 	return b.String()
 }
 
@@ -192,16 +197,16 @@ type stats struct {
 	firstSeed   map[string]uint64
 }
 
-func (s *stats) add(r Report) {
+func (s *stats) add(r *World) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.seeds++
-	s.steps += r.Steps
-	for k, n := range r.Faults {
+	s.steps += r.steps
+	for k, n := range r.faults {
 		s.faults[k] += n
 	}
 	seen, bad := map[string]bool{}, map[string]bool{}
-	for _, v := range r.Violations {
+	for _, v := range r.violations {
 		if !seen[v.Invariant] {
 			seen[v.Invariant] = true
 			s.violations[v.Invariant]++
@@ -215,8 +220,8 @@ func (s *stats) add(r Report) {
 			bad[v.Invariant] = true
 			s.untolerated[v.Invariant]++
 		}
-		if _, ok := s.firstSeed[v.Invariant]; !ok || r.Seed < s.firstSeed[v.Invariant] {
-			s.firstSeed[v.Invariant] = r.Seed
+		if _, ok := s.firstSeed[v.Invariant]; !ok || r.seed < s.firstSeed[v.Invariant] {
+			s.firstSeed[v.Invariant] = r.seed
 		}
 	}
 }
@@ -261,9 +266,9 @@ func TestSim(t *testing.T) {
 	}
 	if *flagSeed >= 0 {
 		res := runSeed(t, uint64(*flagSeed))
-		t.Logf("seed %d: %d steps, faults %v", res.Seed, res.Steps, res.Faults)
-		t.Logf("trace:\n    %s", strings.Join(res.Trace, "\n    "))
-		for _, v := range res.Violations {
+		t.Logf("seed %d: %d steps, faults %v", res.seed, res.steps, res.faults)
+		t.Logf("trace:\n    %s", strings.Join(traceText(res), "\n    "))
+		for _, v := range res.violations {
 			if tolerated(v) {
 				t.Log(describe(res, v))
 			} else {
@@ -277,7 +282,7 @@ func TestSim(t *testing.T) {
 		for i := range *flagSeeds {
 			seed := *flagFirst + uint64(i)
 			res := runSeed(t, seed)
-			for _, v := range res.Violations {
+			for _, v := range res.violations {
 				if !tolerated(v) {
 					fmt.Printf("CAUGHT after %d seeds (%s): %s", i+1, time.Since(start).Round(time.Millisecond), describe(res, v))
 					return
@@ -325,7 +330,7 @@ func TestSim(t *testing.T) {
 				for i := sh; i < *flagSeeds; i += shards {
 					res := runSeed(t, *flagFirst+uint64(i))
 					st.add(res)
-					for _, v := range res.Violations {
+					for _, v := range res.violations {
 						d := describe(res, v)
 						if tolerated(v) {
 							mu.Lock()
@@ -359,7 +364,7 @@ func TestRegressions(t *testing.T) {
 		t.Run(r.name, func(t *testing.T) {
 			res := runSeed(t, r.seed)
 			hit := false
-			for _, v := range res.Violations {
+			for _, v := range res.violations {
 				hit = hit || v.Invariant == r.invariant
 				if !tolerated(v) {
 					t.Error(describe(res, v))
@@ -378,19 +383,19 @@ func TestReplayIsExact(t *testing.T) {
 	t.Parallel()
 	for seed := uint64(1); seed <= 30; seed++ {
 		a, b := runSeed(t, seed), runSeed(t, seed)
-		if ha, hb := digest(a), digest(b); ha != hb || a.Steps != b.Steps {
-			t.Fatalf("seed %d: two runs differ (%d vs %d steps)", seed, a.Steps, b.Steps)
+		if ha, hb := digest(a), digest(b); ha != hb || a.steps != b.steps {
+			t.Fatalf("seed %d: two runs differ (%d vs %d steps)", seed, a.steps, b.steps)
 		}
 	}
 }
 
-func digest(r Report) uint64 {
+func digest(r *World) uint64 {
 	h := fnv.New64a()
-	for _, l := range r.Trace {
+	for _, l := range traceText(r) {
 		h.Write([]byte(l))
 		h.Write([]byte{'\n'})
 	}
-	for _, v := range r.Violations {
+	for _, v := range r.violations {
 		fmt.Fprintf(h, "%s %s %d\n", v.Invariant, v.Key, v.Step)
 	}
 	return h.Sum64()

@@ -271,15 +271,6 @@ type World struct {
 	violated   map[string]bool
 }
 
-// Report is what one seed's run came to.
-type Report struct {
-	Seed       uint64
-	Steps      int
-	Faults     map[string]int
-	Violations []Violation
-	Trace      []string
-}
-
 func newWorld(seed uint64) *World {
 	w := &World{
 		seed:     seed,
