@@ -23,9 +23,7 @@ const (
 // each example template (the workload uses order_shipped).
 func newTemplates() *memtemplates.Store {
 	s := memtemplates.New(memtemplates.Config{})
-	if _, err := templates.ImportExamples(context.Background(), s, tenant); err != nil {
-		panic(err)
-	}
+	must(templates.ImportExamples(context.Background(), s, tenant))
 	return s
 }
 
@@ -74,10 +72,7 @@ func (w *World) putTemplate(ch string, needsName bool, n int) {
 	case "push":
 		t.Subject = "Shipped"
 	}
-	got, err := w.tmpl.Put(context.Background(), t)
-	if err != nil {
-		panic(err)
-	}
+	got := must(w.tmpl.Put(context.Background(), t))
 	w.faults["template_puts"]++
 	if needsName {
 		w.faults["template_puts_needing_a_parameter"]++

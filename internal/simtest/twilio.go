@@ -79,11 +79,7 @@ func (t *twilioAPI) adapter() provider.Adapter {
 	if t.callbacks {
 		cfg.CallbackBaseURL = "https://hooks.sendonce.sim"
 	}
-	tp, err := twilio.New(cfg)
-	if err != nil {
-		panic(err)
-	}
-	return twilioAdapter{tp, t}
+	return twilioAdapter{must(twilio.New(cfg)), t}
 }
 
 func (a twilioAdapter) Send(ctx context.Context, m provider.Message) (provider.Receipt, error) {

@@ -303,6 +303,15 @@ func newWorld(seed uint64) *World {
 
 func (w *World) now() time.Time { return time.Now() }
 
+// must returns v, or panics with err: the simulation's own setup (a
+// constructor given the template's settings) cannot fail.
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
+
 // ledgerNow is the clock of the client making the current call.
 func (w *World) ledgerNow() time.Time {
 	t := time.Now().Add(w.ledgerOffset)
@@ -652,15 +661,11 @@ func (w *World) dispatcher(wk *worker, fn string) (*dispatch.Dispatcher, fnConfi
 	cfg := d.fn[fn]
 	wk.claim = cfg.ClaimTimeout
 	providers, fallbacks := w.providers(d)
-	disp, err := dispatch.New(dispatch.Dispatcher{
+	return must(dispatch.New(dispatch.Dispatcher{
 		Ledger: w.led, Providers: providers, Fallbacks: fallbacks, Renderer: w.renderer(fn, d), Metrics: w.tally[wk.service], Health: w.health[fn],
 		ProviderTimeout: cfg.ProviderTimeout, ClaimTimeout: cfg.ClaimTimeout, Settle: cfg.Settle, RetryBase: cfg.RetryBase,
 		Now: func() time.Time { return time.Now().Add(wk.skew) },
-	})
-	if err != nil {
-		panic(err)
-	}
-	return disp, cfg
+	})), cfg
 }
 
 func (w *World) startSender(batch []*sqsMsg) {
@@ -671,10 +676,7 @@ func (w *World) startSender(batch []*sqsMsg) {
 		}
 	}
 	disp, cfg := w.dispatcher(wk, senderFn)
-	s, err := sender.New(sender.Config{Dispatcher: disp, DeadLetters: simDLQ{w}, Validity: cfg.Validity})
-	if err != nil {
-		panic(err)
-	}
+	s := must(sender.New(sender.Config{Dispatcher: disp, DeadLetters: simDLQ{w}, Validity: cfg.Validity}))
 	ev := w.event(batch)
 	var resp events.SQSEventResponse
 	w.start(wk, cfg.timeout, func(ctx context.Context) {
@@ -685,10 +687,7 @@ func (w *World) startSender(batch []*sqsMsg) {
 func (w *World) startReconciler(calm bool) *worker {
 	wk := w.newWorker("reconciler", calm)
 	disp, cfg := w.dispatcher(wk, reconcilerFn)
-	r, err := reconcile.New(reconcile.Config{Dispatcher: disp, MaxAge: cfg.MaxAge, PageSize: w.sc.pageSize, Concurrency: w.sc.concurrency})
-	if err != nil {
-		panic(err)
-	}
+	r := must(reconcile.New(reconcile.Config{Dispatcher: disp, MaxAge: cfg.MaxAge, PageSize: w.sc.pageSize, Concurrency: w.sc.concurrency}))
 	w.tracef("", "%s reconciler run starts", wk.name)
 	w.start(wk, cfg.timeout, func(ctx context.Context) { _, _ = r.Run(ctx) }, nil)
 	return wk
@@ -696,10 +695,7 @@ func (w *World) startReconciler(calm bool) *worker {
 
 func (w *World) startCallback(c *callback) {
 	wk := w.newWorker("webhook", false)
-	h, err := webhook.New(webhook.Config{Ledger: w.led, Dedup: w.dedup, Metrics: w.tally["webhook"], Now: func() time.Time { return time.Now().Add(wk.skew) }})
-	if err != nil {
-		panic(err)
-	}
+	h := must(webhook.New(webhook.Config{Ledger: w.led, Dedup: w.dedup, Metrics: w.tally["webhook"], Now: func() time.Time { return time.Now().Add(wk.skew) }}))
 	var failed bool
 	w.start(wk, 10*time.Second, func(ctx context.Context) {
 		_, err := h.Apply(ctx, c.cb)
