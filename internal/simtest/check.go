@@ -16,7 +16,6 @@ import (
 // Invariants, by name. Each Violation carries one.
 const (
 	InvDuplicate       = "duplicate-delivery"
-	InvUnpermitted     = "unpermitted-resend"
 	InvStaleClaim      = "stale-claim-transition"
 	InvSentUndelivered = "sent-not-delivered"
 	InvQuiescence      = "quiescence"
@@ -31,7 +30,7 @@ const (
 
 // invariants lists every invariant in the order reports show them.
 var invariants = []string{
-	InvDuplicate, InvUnpermitted, InvElsewhere, InvStaleClaim, InvSentUndelivered,
+	InvDuplicate, InvElsewhere, InvStaleClaim, InvSentUndelivered,
 	InvFailedUnrefused, InvTextNotPinned, InvQuiescence, InvStuck, InvStaleLeft, InvAbandoned, InvMetrics,
 	InvSentExpired, InvExpiredEarly,
 }
@@ -52,15 +51,7 @@ func (w *World) checkStep() {
 		if n-1 <= len(kt.chains) {
 			continue
 		}
-		plain := true
-		for _, name := range kt.deliveredBy {
-			plain = plain && w.byName[name].class == classPlain
-		}
-		if plain {
-			w.violate(InvUnpermitted, m.key, fmt.Sprintf("delivered %d times through %v, which can neither drop repeats nor be asked, with %d class-policy resends", n, kt.deliveredBy, len(kt.chains)))
-		} else {
-			w.violate(InvDuplicate, m.key, fmt.Sprintf("delivered %d times through %v with %d class-policy resends", n, kt.deliveredBy, len(kt.chains)))
-		}
+		w.violate(InvDuplicate, m.key, fmt.Sprintf("delivered %d times through %v with %d class-policy resends", n, kt.deliveredBy, len(kt.chains)))
 	}
 	for _, svc := range []string{"sender", "reconciler", "webhook"} {
 		counts := w.tally[svc].Snapshot()
