@@ -522,12 +522,15 @@ func (w *world) arrive(n int) {
 // a failed record is visible again after the visibility timeout, and
 // dead-lettered after MaxReceive receives.
 func (w *world) sendVisible(ctx context.Context, snd *sender.Sender) {
-	var batch []*sqsMsg
-	keep := make([]*sqsMsg, 0, len(w.queue))
-	flush := func() {
-		if len(batch) == 0 {
-			return
+	var due, keep, later []*sqsMsg
+	for _, m := range w.queue {
+		if m.visible.After(w.now) {
+			later = append(later, m)
+		} else {
+			due = append(due, m)
 		}
+	}
+	for batch := range slices.Chunk(due, 10) {
 		ev := events.SQSEvent{}
 		for _, m := range batch {
 			m.receives++
@@ -549,20 +552,7 @@ func (w *world) sendVisible(ctx context.Context, snd *sender.Sender) {
 				keep = append(keep, m)
 			}
 		}
-		batch = batch[:0]
 	}
-	var later []*sqsMsg
-	for _, m := range w.queue {
-		if m.visible.After(w.now) {
-			later = append(later, m)
-			continue
-		}
-		batch = append(batch, m)
-		if len(batch) == 10 {
-			flush()
-		}
-	}
-	flush()
 	w.queue = append(keep, later...)
 }
 
