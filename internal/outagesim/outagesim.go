@@ -37,6 +37,7 @@ import (
 
 	"github.com/sendonce/sendonce/internal/dispatch"
 	"github.com/sendonce/sendonce/internal/ledger"
+	"github.com/sendonce/sendonce/internal/ledger/ledgertest"
 	"github.com/sendonce/sendonce/internal/ledger/memledger"
 	"github.com/sendonce/sendonce/internal/metrics"
 	"github.com/sendonce/sendonce/internal/pace"
@@ -315,36 +316,6 @@ func (p *model) Lookup(_ context.Context, m provider.Message) (provider.LookupRe
 	return provider.LookupResult{Status: provider.LookupNotFound}, nil
 }
 
-// counting counts the ledger's writes (each is one conditional write of
-// a row under 1 KB: one write unit, whether it applies or not).
-type counting struct {
-	ledger.Ledger
-	mu     sync.Mutex
-	writes int
-}
-
-func (c *counting) add() { c.mu.Lock(); c.writes++; c.mu.Unlock() }
-
-func (c *counting) Claim(ctx context.Context, e ledger.Entry, lease time.Duration) (ledger.Claim, error) {
-	c.add()
-	return c.Ledger.Claim(ctx, e, lease)
-}
-
-func (c *counting) TakeOver(ctx context.Context, cur ledger.Record, p string, lease time.Duration) (ledger.Claim, error) {
-	c.add()
-	return c.Ledger.TakeOver(ctx, cur, p, lease)
-}
-
-func (c *counting) Mark(ctx context.Context, cl ledger.Claim, o ledger.Outcome) error {
-	c.add()
-	return c.Ledger.Mark(ctx, cl, o)
-}
-
-func (c *counting) Release(ctx context.Context, cl ledger.Claim, reason string, retryAt time.Time) error {
-	c.add()
-	return c.Ledger.Release(ctx, cl, reason, retryAt)
-}
-
 type units struct{ q []reconcile.Unit }
 
 func (u *units) Waiting(context.Context) (int, error) { return len(u.q), nil }
@@ -363,7 +334,10 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	w := &world{cfg: cfg, now: start, rng: rand.New(rand.NewPCG(cfg.Seed, 25)), msgs: map[string]*msg{}}
 	clock := func() time.Time { return w.now }
 	w.prov = &model{w: w, recovery: start.Add(cfg.Down), perSec: map[int64]int{}}
-	led := &counting{Ledger: memledger.New(memledger.Config{Now: clock})}
+	// Lossy, told no faults, counts the ledger's writes (each one
+	// conditional write of a row under 1 KB: one write unit, whether it
+	// applies or not).
+	led := ledgertest.NewLossy(memledger.New(memledger.Config{Now: clock}))
 	store := &pace.MemStore{}
 	limiter, err := pace.New(store, map[string]int{"http": cfg.Pace}, pace.Options{Now: clock})
 	if err != nil {
@@ -488,7 +462,10 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		}
 		res.Lost++
 	}
-	res.Writes = led.writes + store.Writes()
+	for _, op := range []string{ledgertest.OpClaim, ledgertest.OpTakeOver, ledgertest.OpMark, ledgertest.OpRelease} {
+		res.Writes += led.Calls(op)
+	}
+	res.Writes += store.Writes()
 	res.WritesPerMsg = float64(res.Writes) / float64(max(1, n))
 	return res, nil
 }
