@@ -149,7 +149,7 @@ func (l *simLedger) TakeOver(ctx context.Context, cur ledger.Record, provider st
 	before, _ := l.inner.Get(ctx, cur.Key)
 	c, err := l.inner.TakeOver(ctx, cur, provider, lease)
 	if err != nil {
-		w.tracef(cur.Key, "%s takeover %s: %v", wk.name, w.short(cur.Key), short(err))
+		w.tracef(cur.Key, "%s takeover %s: %v", wk.name, w.short(cur.Key), err)
 		return c, err
 	}
 	w.checkLatest("TakeOver", cur.Key, cur.ClaimID)
@@ -257,7 +257,7 @@ func (l *simLedger) Mark(ctx context.Context, c ledger.Claim, o ledger.Outcome) 
 		}
 		w.tracef(c.Key, "%s mark %s %s: fenced out", wk.name, w.short(c.Key), o.State)
 	default:
-		w.tracef(c.Key, "%s mark %s %s: %v", wk.name, w.short(c.Key), o.State, short(err))
+		w.tracef(c.Key, "%s mark %s %s: %v", wk.name, w.short(c.Key), o.State, err)
 	}
 	return err
 }
@@ -302,7 +302,7 @@ func (l *simLedger) Release(ctx context.Context, c ledger.Claim, reason string, 
 	default:
 		w.recordFailed(a)
 	}
-	w.tracef(c.Key, "%s release %s: %v", wk.name, w.short(c.Key), short(err))
+	w.tracef(c.Key, "%s release %s: %v", wk.name, w.short(c.Key), err)
 	return err
 }
 
@@ -343,11 +343,4 @@ func (l *simLedger) Attention(ctx context.Context, q ledger.AttentionQuery) (led
 		return ledger.AttentionPage{}, w.faultErr("attention", f)
 	}
 	return l.inner.Attention(ctx, q)
-}
-
-func short(err error) string {
-	if errors.Is(err, ledger.ErrFencingLost) {
-		return "fenced out"
-	}
-	return err.Error()
 }

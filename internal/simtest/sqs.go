@@ -67,28 +67,21 @@ func (q *queue) nextVisible(now time.Time) (time.Time, bool) {
 
 // candidates are the messages a receive may return now, in queue order.
 func (q *queue) candidates(now time.Time) []*sqsMsg {
-	var cand []*sqsMsg
-	if !q.fifo {
-		for _, m := range q.msgs {
-			if q.visible(m, now) {
-				cand = append(cand, m)
-			}
-		}
-		return cand
-	}
+	// On a FIFO queue a group with a message in flight delivers nothing,
+	// and nothing after a message that is not receivable (FIFO order).
 	blocked := map[string]bool{}
 	for _, m := range q.msgs {
-		if !m.done() && m.receives > 0 && now.Before(m.visibleAt) {
+		if q.fifo && !m.done() && m.receives > 0 && now.Before(m.visibleAt) {
 			blocked[m.group] = true
 		}
 	}
-	stopped := map[string]bool{}
+	var cand []*sqsMsg
 	for _, m := range q.msgs {
-		if m.done() || now.Before(m.arrive) || blocked[m.group] || stopped[m.group] {
+		if m.done() || now.Before(m.arrive) || blocked[m.group] {
 			continue
 		}
 		if !q.visible(m, now) {
-			stopped[m.group] = true // FIFO order: nothing after a message that is not receivable
+			blocked[m.group] = q.fifo
 			continue
 		}
 		cand = append(cand, m)
