@@ -82,15 +82,13 @@ type Config struct {
 	Seed  uint64
 }
 
-// class is a message class of the mix, with its share and its validity
+// mix is the workload's classes, with their share and their validity
 // (zero: none).
-type class struct {
+var mix = []struct {
 	name     notify.Class
 	percent  int
 	validity time.Duration
-}
-
-var mix = []class{
+}{
 	{notify.ClassOTP, 60, 10 * time.Minute},
 	{notify.ClassTransactional, 30, time.Hour},
 	{notify.ClassMarketing, 10, 0},

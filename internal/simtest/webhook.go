@@ -39,11 +39,9 @@ func (w *World) scheduleCallbacks(p *simProvider, d *delivery) {
 		final, finalAt = webhook.StatusUndelivered, d.failAt
 	}
 	now := w.now()
-	for i, st := range []webhook.Status{webhook.StatusSent, final} {
-		at := d.visible
-		if i == 1 {
-			at = finalAt
-		}
+	statuses := [2]webhook.Status{webhook.StatusSent, final}
+	for i, at := range [2]time.Time{d.visible, finalAt} {
+		st := statuses[i]
 		n := 1
 		if w.rng.IntN(4) == 0 {
 			n = 2 // the provider posts it again
