@@ -44,22 +44,16 @@ func (d *deployment) String() string {
 }
 
 // drawSettings draws the queue's settings and every deployment's
-// parameters from the values template.yaml allows, keeping the
-// invariants it states:
-//
-//   - visibility ≥ 6 × sender timeout (I1);
-//   - claim ≥ 2 × provider timeout + 5 s (I2);
-//   - (MaxReceiveCount − 1) × visibility ≥ claim + sender timeout (+ the
-//     batching window, 0 here): a message whose first claim's worker died
-//     is received again after the claim's lease passed, before it is
-//     dead-lettered;
-//   - the settle time of each deployment is the seed's base settle or the
-//     next larger value, and the providers list a message up to the base
-//     settle (less 3 s of clock error) after they accepted it: a function
-//     that trusts "no record" sooner than the configured settle is wrong.
-//
-// Each function's settings are then what it reads from its environment
-// in template.yaml under those parameters (stack.config).
+// parameters from the values the template allows, under the invariants
+// it states: visibility ≥ 6 × sender timeout; claim ≥ 2 × provider
+// timeout + 5 s; (MaxReceiveCount − 1) × visibility ≥ claim + sender
+// timeout, so that a message whose first claim's worker died is received
+// again after the claim's lease, before it is dead-lettered. Each
+// deployment's settle time is the seed's base or the next larger, and the
+// providers list a message up to the base less 3 s of clock error after
+// they accepted it: a function that trusts "no record" sooner than its
+// configured settle is wrong. Each function reads its settings from its
+// environment under those parameters (stack.config).
 func (w *World) drawSettings(redeploys int) {
 	r := w.rng
 	st := loadStack()
@@ -226,7 +220,6 @@ func (w *World) switchAll() {
 	d := *cur
 	d.n = cur.n + 1
 	d.pick = map[string]int{}
-	d.fallback = cur.fallback
 	for _, ch := range channels {
 		d.pick[ch] = cur.pick[ch]
 		if len(w.chans[ch]) > 1 {

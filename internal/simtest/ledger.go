@@ -30,8 +30,6 @@ type simLedger struct {
 	inner *memledger.Ledger
 }
 
-var _ ledger.Ledger = (*simLedger)(nil)
-
 // writeFault picks the fault a write meets.
 func (w *World) writeFault(wk *worker) string {
 	if wk == nil || wk.calm || w.calm {

@@ -82,10 +82,7 @@ type simProvider struct {
 
 type refProvider struct{ *simProvider }
 
-var (
-	_ provider.Adapter = (*simProvider)(nil)
-	_ provider.Looker  = refProvider{}
-)
+var _ provider.Looker = refProvider{}
 
 func (w *World) newProvider(name string, c provClass) *simProvider {
 	p := &simProvider{w: w, name: name, class: c,

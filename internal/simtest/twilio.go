@@ -19,21 +19,15 @@ import (
 	"github.com/sendonce/sendonce/provider"
 )
 
-// twilioAPI simulates the two Twilio Messages API endpoints the twilio
-// adapter calls, as its HTTP transport (no network: every request is a
-// yield point of the calling worker):
-//
-//	POST .../Messages.json   create: accepted, refused, hung, or its answer lost
-//	GET  .../Messages.json   list: To, From, DateSent>, PageSize, PageToken;
-//	                         newest first, next_page_uri pages
-//
-// A message is listed once it has left Twilio (date_sent), up to the
-// seed's listing lag after it was accepted. Besides the workload's
-// messages the account holds, in some seeds, other traffic to the same
-// numbers from the same sender, some with the same text; and the pages
-// may be short (a client must follow next_page_uri however full a page
-// is). When the adapter has a callback base URL, the API posts status
-// callbacks to the URL of the message's key, some of which are lost.
+// twilioAPI is the twilio adapter's HTTP transport: a simulation of the
+// Messages API's create (accepted, refused, hung, or its answer lost) and
+// list (To, From, DateSent>, PageSize, PageToken; newest first,
+// next_page_uri pages), every request a yield point of the calling
+// worker. A message is listed once it has left Twilio (date_sent), up to
+// the seed's listing lag after it was accepted. In some seeds the account
+// also holds other traffic to the same numbers from the same sender, some
+// with the same text, and serves short pages. With a callback base URL
+// the API posts status callbacks to the message key's URL; some are lost.
 type twilioAPI struct {
 	p        *simProvider
 	pageSize int
@@ -100,11 +94,6 @@ func (a twilioAdapter) Lookup(ctx context.Context, m provider.Message) (provider
 	return res, err
 }
 
-func keyOf(ctx context.Context) string {
-	k, _ := ctx.Value(simKeyCtx{}).(string)
-	return k
-}
-
 // RoundTrip serves one request of the adapter: a create (POST) or a
 // list (GET). The adapter's tests check its requests' path and
 // authentication against package twiliotest.
@@ -116,7 +105,8 @@ func (t *twilioAPI) RoundTrip(req *http.Request) (*http.Response, error) {
 	req.Body.Close()
 	form, _ := url.ParseQuery(string(raw))
 	p := t.p
-	b, _, err := p.call(req.Context(), keyOf(req.Context()), form.Get("To"), form.Get("Body"))
+	key, _ := req.Context().Value(simKeyCtx{}).(string)
+	b, _, err := p.call(req.Context(), key, form.Get("To"), form.Get("Body"))
 	defer p.w.mu.Unlock()
 	switch r := refusals[b]; {
 	case err != nil:
@@ -138,10 +128,9 @@ func (t *twilioAPI) answer(req *http.Request, status int, body any) *http.Respon
 func (t *twilioAPI) resource(d *delivery, now time.Time) map[string]any {
 	m := map[string]any{
 		"sid": d.id, "to": d.to, "from": twilioFrom, "messaging_service_sid": nil, "body": d.body,
-		"status": "queued", "error_code": nil, "date_created": d.created.UTC().Format(time.RFC1123Z), "date_sent": nil,
+		"status": "queued", "error_code": nil, "date_created": d.created.UTC().Format(time.RFC1123Z),
 	}
 	if !now.Before(d.visible) {
-		m["date_sent"] = d.visible.UTC().Format(time.RFC1123Z)
 		m["status"] = "sent"
 		switch {
 		case d.failedAt(now):
@@ -161,7 +150,7 @@ func (t *twilioAPI) resource(d *delivery, now time.Time) map[string]any {
 // are requested at once (each may still fail).
 func (t *twilioAPI) list(req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
-	key := keyOf(ctx)
+	key, _ := ctx.Value(simKeyCtx{}).(string)
 	q := req.URL.Query()
 	p := t.p
 	w := p.w

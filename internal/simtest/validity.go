@@ -10,21 +10,15 @@ import (
 	"github.com/sendonce/sendonce/notify"
 )
 
-// Validity (docs/request.md, "Validity"): some requests of the workload
-// carry an expires_at, most of them short, so that outages, backoffs and
-// redeliveries carry some past it; and the sender applies the template's
-// per-class defaults (SENDONCE_VALIDITY, read through sendpath as its
-// main does). The invariants:
-//
-//   - sent-after-expiry: no provider call sends a message after its
-//     request's expires_at (plus the clocks' error), nor after the
-//     validity its row holds;
-//   - expired-early: no row ends with an expired reason before its
-//     validity passed (minus the clocks' error);
-//
-// and an expired row is counted as Expired, never as Failed,
-// ReconciledFailed or Abandoned (the metrics invariant). A FAILED
-// (expired) row is not a refusal: failed-not-refused allows it.
+// Validity (docs/request.md, "Validity"): a third of the workload's
+// requests carry an expires_at, most of them short, and the sender applies
+// the template's per-class defaults (SENDONCE_VALIDITY). The invariants:
+// sent-after-expiry (no provider call sends a message past its request's
+// expires_at or its row's validity, beyond the clocks' error) and
+// expired-early (no row ends expired before its validity passed, less the
+// clocks' error). An expired row counts Expired, never Failed,
+// ReconciledFailed or Abandoned (metrics), and is no refusal
+// (failed-not-refused).
 const (
 	InvSentExpired  = "sent-after-expiry"
 	InvExpiredEarly = "expired-early"
