@@ -67,7 +67,7 @@ func (w *World) drawSettings(redeploys int) {
 	secs := func(d time.Duration) string { return strconv.Itoa(int(d / time.Second)) }
 	need := time.Duration(0)
 	for i := range redeploys + 1 {
-		params := st.params()
+		params := st.t.Defaults()
 		params["ProviderTimeoutSeconds"] = secs(providerTimeout)
 		params["QueueVisibilityTimeoutSeconds"] = secs(sc.visibility)
 		params["SenderTimeoutSeconds"] = secs(pick(timeouts))

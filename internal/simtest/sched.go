@@ -98,7 +98,7 @@ func (w *World) settle() {
 		t.readyAt = now
 		switch {
 		case w.cleanup:
-			w.exit(t)
+			go func() { t.resume <- true }() // it exits, running its deferred calls
 		case t.w.dead:
 			w.frozen = append(w.frozen, t)
 		case !t.wake.IsZero():
@@ -110,11 +110,6 @@ func (w *World) settle() {
 	for _, f := range fin {
 		f()
 	}
-}
-
-// exit tells a parked task to exit and lets it run its deferred calls.
-func (w *World) exit(t *task) {
-	go func() { t.resume <- true }()
 }
 
 // resume runs t's call and waits until the bubble is quiet again.
@@ -209,7 +204,7 @@ func (w *World) shutdown() {
 	w.cleanup = true
 	for _, list := range [][]*task{w.runnable, w.timers, w.frozen} {
 		for _, t := range list {
-			w.exit(t)
+			go func() { t.resume <- true }() // it exits, running its deferred calls
 		}
 	}
 	w.runnable, w.timers, w.frozen = nil, nil, nil

@@ -57,10 +57,6 @@ func (s *stack) allowed(name string, keep func(time.Duration) bool) []time.Durat
 	return out
 }
 
-// params returns every parameter's Default, to be changed by the
-// caller.
-func (s *stack) params() map[string]string { return s.t.Defaults() }
-
 // resolve returns v (a part of the template) resolved with params when it
 // comes to a literal value, in its string form; ok is false for what
 // names a resource or a pseudo parameter, which the simulation does not

@@ -24,16 +24,13 @@ const (
 	InvExpiredEarly = "expired-early"
 )
 
-// validityShare is the share of requests that carry an expires_at.
-const validityShare = 3
-
-// drawValidity gives request idx an expires_at, for one in validityShare
-// of them: between 30 s and 20 min after the run starts (messages arrive
+// drawValidity gives request idx an expires_at, for one in three of
+// them: between 30 s and 20 min after the run starts (messages arrive
 // in its first 2 minutes). It draws from a PRNG of its own, derived from
 // the seed and idx, so the rest of the run draws what it drew before.
 func (w *World) drawValidity(req *notify.Request, idx int) {
 	rng := rand.New(rand.NewPCG(w.seed^0x5eed0fe7a11d17e5, uint64(idx)))
-	if rng.IntN(validityShare) != 0 {
+	if rng.IntN(3) != 0 {
 		return
 	}
 	d := 30*time.Second + time.Duration(rng.Int64N(int64(20*time.Minute)))
