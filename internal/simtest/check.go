@@ -47,7 +47,7 @@ var checkedMetrics = []string{
 func (w *World) checkStep() {
 	for _, m := range w.msgs {
 		kt := w.keys[m.key]
-		n := kt.delivered()
+		n := len(kt.deliveries)
 		if n-1 <= len(kt.chains) {
 			continue
 		}
@@ -98,19 +98,16 @@ func (w *World) checkDrained() {
 		if err != nil || r.State.Final() {
 			continue
 		}
-		// A first claim is not in the attention index (package ledger,
-		// "Why no message is stranded"): if its worker died and every
-		// receive of the message ran out, the message waits in the DLQ
-		// (alarmed) for `sendonce dlq redrive`, whose redelivery takes the
-		// row over. That is the designed resting state, not a stranding.
+		// A first claim is not in the attention index (package ledger, "Why
+		// no message is stranded"): once its worker died and every receive
+		// ran out, its message waits in the DLQ (alarmed) for `sendonce dlq
+		// redrive`, whose redelivery takes the row over: by design.
 		if !r.Indexed() && slices.ContainsFunc(m.sqs, func(s *sqsMsg) bool { return s.dlq }) {
 			continue
 		}
-		// A busy number: the Twilio adapter cannot complete its search
-		// (more messages to the recipient since the attempt's day than its
-		// page cap reads), so the lookup is an error and the row waits,
-		// UNCERTAIN, for a complete answer or its maximum age
-		// (docs/providers.md). Counted, not a violation.
+		// A busy number: the Twilio adapter's search cannot complete (more
+		// messages to the recipient than its page cap reads), so the row
+		// waits, UNCERTAIN, for its maximum age (docs/providers.md).
 		if w.keys[m.key].searchIncomplete && r.Indexed() {
 			w.faults["rows_waiting_on_busy_numbers"]++
 			continue

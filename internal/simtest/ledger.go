@@ -225,7 +225,7 @@ func (l *simLedger) Mark(ctx context.Context, c ledger.Claim, o ledger.Outcome) 
 		}
 		switch o.State {
 		case ledger.StateSent:
-			if kt.delivered() == 0 {
+			if len(kt.deliveries) == 0 {
 				w.violate(InvSentUndelivered, c.Key, "row marked SENT but no provider ever accepted the message")
 			} else if id := o.ProviderMessageID; id != "" && !slices.ContainsFunc(kt.deliveries, func(d delivery) bool { return d.id == id }) {
 				w.violate(InvSentUndelivered, c.Key, fmt.Sprintf("row marked SENT with provider message %s, which is not one of its own", id))

@@ -197,15 +197,13 @@ func (p *simProvider) accept(wk *worker, key, to, body string) string {
 	return id
 }
 
-// call runs one send of key's message (to, body) through p: the worker's
-// yield point, then, under w.mu (the caller unlocks it), the send's checks
-// and what the provider does with it (pick), with the ground truth and the
-// expected counts. A send that may have reached the provider is noted
-// before the call may hang (its worker may die there); so is a 5xx where
-// the provider takes no key (Twilio), half of which here come after the
-// message was taken. It returns what p did, the message id when p took
-// the message, and, for a call that got no answer, the error its client
-// sees (a hang's deadline, or a reset connection).
+// call runs one send of key's message (to, body) through p: a yield
+// point, then, under w.mu (the caller unlocks it), the send's checks, what
+// p does (pick), the ground truth and the expected counts. A send that may
+// have reached p is noted before the call may hang (its worker may die
+// there); so is a 5xx where p takes no key (Twilio), half of which come
+// after it took the message. It returns what p did, the message id if p
+// took it, and the error of a call that got no answer.
 func (p *simProvider) call(ctx context.Context, key, to, body string) (b, id string, err error) {
 	w := p.w
 	wk := w.yield(ctx, "send", key)

@@ -41,7 +41,10 @@ func (w *World) scheduleCallbacks(p *simProvider, d *delivery) {
 	now := w.now()
 	statuses := [2]webhook.Status{webhook.StatusSent, final}
 	for i, at := range [2]time.Time{d.visible, finalAt} {
-		st := statuses[i]
+		st, from := statuses[i], at // posted from now on, at the earliest
+		if from.Before(now) {
+			from = now
+		}
 		n := 1
 		if w.rng.IntN(4) == 0 {
 			n = 2 // the provider posts it again
@@ -56,7 +59,7 @@ func (w *World) scheduleCallbacks(p *simProvider, d *delivery) {
 					Provider: prov, EventID: fmt.Sprintf("%s-%d", d.id, i), Key: d.key, Status: st,
 					At: at, ProviderMessageID: d.id,
 				},
-				due: later(now, at).Add(time.Duration(1+w.rng.IntN(90)) * time.Second),
+				due: from.Add(time.Duration(1+w.rng.IntN(90)) * time.Second),
 			})
 		}
 	}
@@ -92,11 +95,4 @@ func (d *simDedup) Record(ctx context.Context, cb webhook.Callback) (bool, error
 		return false, d.w.faultErr("dedup record", f)
 	}
 	return created, err
-}
-
-func later(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
-	}
-	return b
 }

@@ -156,8 +156,6 @@ type keyTruth struct {
 	searchIncomplete bool
 }
 
-func (k *keyTruth) delivered() int { return len(k.deliveries) }
-
 // maybeDelivered reports whether some provider call could have delivered
 // the key's message, as far as the system can know: one did, or answered
 // ambiguously, or a worker died (or stalled past its lease) holding a
