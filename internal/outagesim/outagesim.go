@@ -208,10 +208,7 @@ func fmtDrain(d time.Duration) string {
 // Table writes the result as the table make sim-outage prints.
 func (r Result) Table(w io.Writer) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	s := r.Scale
-	if s == 0 {
-		s = 1
-	}
+	s := max(r.Scale, 1)
 	fmt.Fprintf(tw, "workload\t%d msg/s for %s (1/%d of %d msg/s), provider limit %d/s (paced at %d/s), down %s, then %d %% ambiguous timeouts\n",
 		r.Rate, r.Total, s, r.Rate*s, r.Limit, r.Pace, r.Down, r.AmbiguousPercent)
 	fmt.Fprintf(tw, "reconciler\t%d rows/s examined by the workers, %d rows handed out a run, a run every %s\n",
@@ -341,13 +338,11 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	paced := pace.Wrap(w.prov, limiter, 0)
-	providers := map[string]provider.Adapter{"sms": paced}
-	quiet := slog.New(slog.DiscardHandler)
+	providers := map[string]provider.Adapter{"sms": pace.Wrap(w.prov, limiter, 0)}
 	tally := metrics.NewTally()
 	renderer := render.New(memtemplates.New(memtemplates.Config{}), render.Config{})
 	dispatcher := func() (*dispatch.Dispatcher, error) {
-		return dispatch.New(dispatch.Dispatcher{Ledger: led, Providers: providers, Renderer: renderer, Metrics: tally, Logger: quiet,
+		return dispatch.New(dispatch.Dispatcher{Ledger: led, Providers: providers, Renderer: renderer, Metrics: tally, Logger: slog.New(slog.DiscardHandler),
 			ProviderTimeout: 5 * time.Second, ClaimTimeout: time.Minute, Now: clock})
 	}
 	sd, err1 := dispatcher()

@@ -13,12 +13,11 @@ import (
 // run, a webhook callback). Its goroutines share its context; it dies as a
 // whole.
 type worker struct {
-	id      int
-	name    string // "s3", "r1", "w2"
-	service string // "sender", "reconciler", "webhook"
-	skew    time.Duration
-	dead    bool
-	done    bool
+	id         int
+	name       string // "s3", "r1", "w2"
+	service    string // "sender", "reconciler", "webhook"
+	skew       time.Duration
+	dead, done bool
 	// calm workers meet no faults (the drain phase).
 	calm bool
 	// deadline is the invocation's deadline, timeout its function's.

@@ -18,12 +18,10 @@ type sqsMsg struct {
 	key   string // "" for an invalid body
 	group string
 	// arrive is when the producer enqueued it.
-	arrive    time.Time
-	receives  int
-	visibleAt time.Time
-	deleted   bool
-	dlq       bool
-	inFlight  bool
+	arrive                 time.Time
+	receives               int
+	visibleAt              time.Time
+	deleted, dlq, inFlight bool
 }
 
 // queue models SQS: visibility timeout, redelivery, receive counts, the

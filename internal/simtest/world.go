@@ -90,9 +90,8 @@ type attempt struct {
 	worker  *worker
 	key     string
 	// receipt: a send under this claim returned a receipt.
-	receipt  bool
-	released bool
-	ended    bool
+	receipt         bool
+	released, ended bool
 	// chain is the policy chain of the attempt (0: none): see TakeOver.
 	chain int
 	// overran: its worker stalled past the lease while holding it.
@@ -201,11 +200,10 @@ func (l traceLine) text() string {
 type World struct {
 	seed uint64
 	rng  *rand.Rand
-	// health is each function's view of which providers keep failing
-	// (dispatch.Health), kept across invocations as a warm container
-	// keeps it; all of a function's workers share it, so that the
-	// refusals in a row that make a provider known down (a 429 storm)
-	// are met within a seed's few hundred sends.
+	// health is each function's dispatch.Health, kept across invocations
+	// as a warm container keeps it and shared by its workers: a 429
+	// storm's refusals in a row then make a provider known down within a
+	// seed's few hundred sends.
 	health map[string]*dispatch.Health
 	sc     scenario
 	t0     time.Time
@@ -216,18 +214,17 @@ type World struct {
 	woke     chan struct{}
 	finished []func()
 
-	runnable []*task
-	timers   []*task
-	frozen   []*task
-	cleanup  bool
-	seq      int
-	workers  []*worker
-	cur      *worker
-	calm     bool
+	// runnable calls, timers (hangs and stalls) and the calls of dead
+	// workers, frozen until the run ends.
+	runnable, timers, frozen []*task
+	cleanup                  bool
+	seq                      int
+	workers                  []*worker
+	cur                      *worker
+	calm                     bool
 
-	ledgerOffset    time.Duration
-	storeStormFrom  time.Time
-	storeStormUntil time.Time
+	ledgerOffset                    time.Duration
+	storeStormFrom, storeStormUntil time.Time
 
 	mem *memledger.Ledger
 	led *simLedger
@@ -280,18 +277,15 @@ func newWorld(seed uint64) *World {
 		woke:     make(chan struct{}, 1),
 		faults:   map[string]int{},
 		violated: map[string]bool{},
-		tally:    map[string]*metrics.Tally{},
+		tally:    map[string]*metrics.Tally{"sender": metrics.NewTally(), "reconciler": metrics.NewTally(), "webhook": metrics.NewTally()},
 		exp:      map[string]map[string]int{"sender": {}, "reconciler": {}, "webhook": {}},
 
 		health:     map[string]*dispatch.Health{senderFn: {Now: time.Now}, reconcilerFn: {Now: time.Now}},
 		staleSeen:  map[heldKey]time.Duration{},
 		lastLookup: map[heldKey]provider.LookupStatus{},
+		tmpl:       newTemplates(),
+		renderers:  map[string]*render.Renderer{},
 	}
-	for _, svc := range []string{"sender", "reconciler", "webhook"} {
-		w.tally[svc] = metrics.NewTally()
-	}
-	w.tmpl = newTemplates()
-	w.renderers = map[string]*render.Renderer{}
 	w.truthRender = render.New(w.tmpl, render.Config{CacheTTL: -1})
 	w.mem = memledger.New(memledger.Config{Now: w.ledgerNow, ClaimID: w.newClaimID, Retention: retention})
 	w.led = &simLedger{w: w, inner: w.mem}
