@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -73,7 +74,6 @@ type simProvider struct {
 	skew  time.Duration
 	// storm is a 429 storm: every send in [from, until) is throttled.
 	storm [2]time.Time
-	byKey map[string]string // key → first message id
 	sent  []*delivery
 	n     int
 	tw    *twilioAPI
@@ -86,7 +86,7 @@ var _ provider.Looker = refProvider{}
 
 func (w *World) newProvider(name string, c provClass) *simProvider {
 	p := &simProvider{w: w, name: name, class: c,
-		skew: time.Duration(w.rng.Int64N(int64(2*maxSkew))) - maxSkew, byKey: map[string]string{}}
+		skew: time.Duration(w.rng.Int64N(int64(2*maxSkew))) - maxSkew}
 	if w.rng.IntN(10) < 3 {
 		from := w.t0.Add(time.Duration(w.rng.Int64N(int64(10 * time.Minute))))
 		length := time.Duration(float64(10*time.Second) * float64(uint(1)<<w.rng.IntN(8)) * (1 + w.rng.Float64()))
@@ -165,8 +165,8 @@ func (p *simProvider) hang(ctx context.Context, key string) error {
 // with the first id and delivers nothing. w.mu is held.
 func (p *simProvider) accept(wk *worker, key, to, body string) string {
 	w := p.w
-	if id, ok := p.byKey[key]; ok && p.class == classDedup {
-		return id
+	if i := slices.IndexFunc(p.sent, func(d *delivery) bool { return d.key == key }); i >= 0 && p.class == classDedup {
+		return p.sent[i].id
 	}
 	kt := w.truth(key)
 	a := w.heldAttempt(wk, key)
@@ -185,9 +185,6 @@ func (p *simProvider) accept(wk *worker, key, to, body string) string {
 		d.failAt = d.visible.Add(time.Duration(w.rng.IntN(30)) * time.Second)
 	}
 	p.sent = append(p.sent, d)
-	if _, ok := p.byKey[key]; !ok {
-		p.byKey[key] = id
-	}
 	kt.deliveries = append(kt.deliveries, delivery{key: key, id: id, created: now})
 	kt.deliveredBy = append(kt.deliveredBy, p.name)
 	if a != nil && a.chain != 0 {

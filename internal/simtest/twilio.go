@@ -2,6 +2,7 @@ package simtest
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -175,10 +176,7 @@ func (t *twilioAPI) list(req *http.Request) (*http.Response, error) {
 		match = append(match, d)
 	}
 	slices.SortFunc(match, func(a, b *delivery) int {
-		if c := b.created.Compare(a.created); c != 0 {
-			return c
-		}
-		return strings.Compare(b.id, a.id)
+		return cmp.Or(b.created.Compare(a.created), strings.Compare(b.id, a.id))
 	})
 	if tok := q.Get("PageToken"); tok != "" {
 		i := slices.IndexFunc(match, func(d *delivery) bool { return d.id == tok })
