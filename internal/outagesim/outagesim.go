@@ -1,29 +1,28 @@
 // Package outagesim simulates a provider outage at scale in virtual time
-// (make sim-outage, docs/scale.md): messages arrive at a steady rate, the
+// (make sim-outage, docs/scale.md): messages arrive at a steady rate; the
 // provider is down for a while, then answers a share of its calls with an
 // ambiguous timeout, under a rate limit it enforces with 429s. The real
 // sender (HandleSQS), the real reconciler's hand-out (Find) and workers
-// (Work) and the real pacing (package pace) run over the in-memory ledger
-// (package memledger) and a model of SQS (visibility timeout, receive
-// count, dead-letter queue), one virtual second at a time.
+// (Work) and the real pacing (package pace) run over the in-memory ledger,
+// one virtual second at a time.
 //
-// What is a model, not the real thing: SQS (one receive per visible
-// message per second, no batching window), Lambda (every visible message
-// is processed in the second it is visible; the workers' capacity is a
-// number of rows a second), the provider (instant answers). A paced send
-// does not wait for its token (pace.Adapter.MaxWait 0): a sender's first
-// attempt is released at once and redelivered by SQS, which is the worse
-// case for redeliveries; a reconcile worker whose row finds no token
-// leaves it as it is (dispatch.Decide takes the token before the
-// takeover), and the unit goes on from that row the next second, as a
-// worker waiting up to sendpath.PaceMaxWait for the next second's tokens
-// does.
+// Models, not the real thing: SQS (one receive per visible message a
+// second, no batching window; visibility timeout, receive count and
+// dead-letter queue), Lambda (every visible message is processed in its
+// second; the workers' capacity is rows a second), the provider (instant
+// answers). A paced send does not wait for its token (pace.Adapter.MaxWait
+// 0): a sender's first attempt is released at once and redelivered by SQS,
+// the worse case for redeliveries; a reconcile worker whose row finds no
+// token leaves it (dispatch.Decide takes the token before the takeover)
+// and its unit goes on from that row the next second, as a worker waiting
+// up to sendpath.PaceMaxWait for the next second's tokens does.
 package outagesim
 
 import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -38,6 +37,7 @@ import (
 
 	"github.com/sendonce/sendonce/internal/dispatch"
 	"github.com/sendonce/sendonce/internal/ledger"
+	"github.com/sendonce/sendonce/internal/ledger/ledgertest"
 	"github.com/sendonce/sendonce/internal/ledger/memledger"
 	"github.com/sendonce/sendonce/internal/metrics"
 	"github.com/sendonce/sendonce/internal/pace"
@@ -82,15 +82,13 @@ type Config struct {
 	Seed  uint64
 }
 
-// class is a message class of the mix, with its share and its validity
+// mix is the workload's classes, with their share and their validity
 // (zero: none).
-type class struct {
+var mix = []struct {
 	name     notify.Class
 	percent  int
 	validity time.Duration
-}
-
-var mix = []class{
+}{
 	{notify.ClassOTP, 60, 10 * time.Minute},
 	{notify.ClassTransactional, 30, time.Hour},
 	{notify.ClassMarketing, 10, 0},
@@ -210,10 +208,7 @@ func fmtDrain(d time.Duration) string {
 // Table writes the result as the table make sim-outage prints.
 func (r Result) Table(w io.Writer) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	s := r.Scale
-	if s == 0 {
-		s = 1
-	}
+	s := max(r.Scale, 1)
 	fmt.Fprintf(tw, "workload\t%d msg/s for %s (1/%d of %d msg/s), provider limit %d/s (paced at %d/s), down %s, then %d %% ambiguous timeouts\n",
 		r.Rate, r.Total, s, r.Rate*s, r.Limit, r.Pace, r.Down, r.AmbiguousPercent)
 	fmt.Fprintf(tw, "reconciler\t%d rows/s examined by the workers, %d rows handed out a run, a run every %s\n",
@@ -316,36 +311,6 @@ func (p *model) Lookup(_ context.Context, m provider.Message) (provider.LookupRe
 	return provider.LookupResult{Status: provider.LookupNotFound}, nil
 }
 
-// counting counts the ledger's writes (each is one conditional write of
-// a row under 1 KB: one write unit, whether it applies or not).
-type counting struct {
-	ledger.Ledger
-	mu     sync.Mutex
-	writes int
-}
-
-func (c *counting) add() { c.mu.Lock(); c.writes++; c.mu.Unlock() }
-
-func (c *counting) Claim(ctx context.Context, e ledger.Entry, lease time.Duration) (ledger.Claim, error) {
-	c.add()
-	return c.Ledger.Claim(ctx, e, lease)
-}
-
-func (c *counting) TakeOver(ctx context.Context, cur ledger.Record, p string, lease time.Duration) (ledger.Claim, error) {
-	c.add()
-	return c.Ledger.TakeOver(ctx, cur, p, lease)
-}
-
-func (c *counting) Mark(ctx context.Context, cl ledger.Claim, o ledger.Outcome) error {
-	c.add()
-	return c.Ledger.Mark(ctx, cl, o)
-}
-
-func (c *counting) Release(ctx context.Context, cl ledger.Claim, reason string, retryAt time.Time) error {
-	c.add()
-	return c.Ledger.Release(ctx, cl, reason, retryAt)
-}
-
 type units struct{ q []reconcile.Unit }
 
 func (u *units) Waiting(context.Context) (int, error) { return len(u.q), nil }
@@ -364,38 +329,33 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	w := &world{cfg: cfg, now: start, rng: rand.New(rand.NewPCG(cfg.Seed, 25)), msgs: map[string]*msg{}}
 	clock := func() time.Time { return w.now }
 	w.prov = &model{w: w, recovery: start.Add(cfg.Down), perSec: map[int64]int{}}
-	led := &counting{Ledger: memledger.New(memledger.Config{Now: clock})}
+	// Lossy, told no faults, counts the ledger's writes (each one
+	// conditional write of a row under 1 KB: one write unit, whether it
+	// applies or not).
+	led := ledgertest.NewLossy(memledger.New(memledger.Config{Now: clock}))
 	store := &pace.MemStore{}
 	limiter, err := pace.New(store, map[string]int{"http": cfg.Pace}, pace.Options{Now: clock})
 	if err != nil {
 		return Result{}, err
 	}
-	paced := pace.Wrap(w.prov, limiter, 0)
-	providers := map[string]provider.Adapter{"sms": paced}
-	quiet := slog.New(slog.DiscardHandler)
+	providers := map[string]provider.Adapter{"sms": pace.Wrap(w.prov, limiter, 0)}
 	tally := metrics.NewTally()
 	renderer := render.New(memtemplates.New(memtemplates.Config{}), render.Config{})
 	dispatcher := func() (*dispatch.Dispatcher, error) {
-		return dispatch.New(dispatch.Dispatcher{Ledger: led, Providers: providers, Renderer: renderer, Metrics: tally, Logger: quiet,
+		return dispatch.New(dispatch.Dispatcher{Ledger: led, Providers: providers, Renderer: renderer, Metrics: tally, Logger: slog.New(slog.DiscardHandler),
 			ProviderTimeout: 5 * time.Second, ClaimTimeout: time.Minute, Now: clock})
 	}
-	sd, err := dispatcher()
-	if err != nil {
+	sd, err1 := dispatcher()
+	rd, err2 := dispatcher()
+	if err := errors.Join(err1, err2); err != nil {
 		return Result{}, err
 	}
-	snd, err := sender.New(sender.Config{Dispatcher: sd, DeadLetters: noDLQ{}, Concurrency: 1})
-	if err != nil {
-		return Result{}, err
-	}
+	snd, err1 := sender.New(sender.Config{Dispatcher: sd, DeadLetters: noDLQ{}, Concurrency: 1})
 	// One page per shard: memledger sorts the rows on every query (the
 	// table's 1,000-row pages would make the run quadratic).
-	rd, err := dispatcher()
-	if err != nil {
-		return Result{}, err
-	}
 	maxRows := cmp.Or(cfg.MaxRows, 60000/max(1, cfg.Scale))
-	rc, err := reconcile.New(reconcile.Config{Dispatcher: rd, MaxRows: maxRows, PageSize: maxRows, Concurrency: 1})
-	if err != nil {
+	rc, err2 := reconcile.New(reconcile.Config{Dispatcher: rd, MaxRows: maxRows, PageSize: maxRows, Concurrency: 1})
+	if err := errors.Join(err1, err2); err != nil {
 		return Result{}, err
 	}
 	uq := &units{}
@@ -455,17 +415,20 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		switch w.now {
 		case recovery:
 			var exp []time.Time
-			backlog[0], exp = w.backlogAt(ctx, led, recovery)
+			backlog[0], exp = w.backlog(ctx, led, recovery)
 			bound = drainBound(exp, recovery, min(cfg.Limit, cfg.Pace)-cfg.Rate, end.Sub(recovery))
 		case recovery.Add(15 * time.Minute):
-			backlog[1] = w.backlog(ctx, led, recovery)
+			backlog[1], _ = w.backlog(ctx, led, recovery)
 		}
-		if drain < 0 && !w.now.Before(recovery) && w.now.Sub(start)%(10*time.Second) == 0 && w.backlogEmpty(ctx, led, recovery) {
-			drain = w.now.Sub(recovery)
+		if drain < 0 && !w.now.Before(recovery) && w.now.Sub(start)%(10*time.Second) == 0 {
+			if left, _ := w.backlog(ctx, led, recovery); left == 0 {
+				drain = w.now.Sub(recovery)
+			}
 		}
 	}
+	atEnd, _ := w.backlog(ctx, led, recovery)
 	res := Result{Config: cfg, Messages: n, PeakRate: w.prov.peak, Throttled: w.prov.throttled, Drain: drain, Bound: bound, DLQ: w.dlq, ReconcileFound: found,
-		BacklogAtRecovery: backlog[0], BacklogAt15: backlog[1], BacklogAtEnd: w.backlog(ctx, led, recovery)}
+		BacklogAtRecovery: backlog[0], BacklogAt15: backlog[1], BacklogAtEnd: atEnd}
 	for _, m := range w.order {
 		switch d := len(m.delivered); {
 		case d == 1:
@@ -492,7 +455,10 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		}
 		res.Lost++
 	}
-	res.Writes = led.writes + store.Writes()
+	for _, op := range []string{ledgertest.OpClaim, ledgertest.OpTakeOver, ledgertest.OpMark, ledgertest.OpRelease} {
+		res.Writes += led.Calls(op)
+	}
+	res.Writes += store.Writes()
 	res.WritesPerMsg = float64(res.Writes) / float64(max(1, n))
 	return res, nil
 }
@@ -526,12 +492,15 @@ func (w *world) arrive(n int) {
 // a failed record is visible again after the visibility timeout, and
 // dead-lettered after MaxReceive receives.
 func (w *world) sendVisible(ctx context.Context, snd *sender.Sender) {
-	var batch []*sqsMsg
-	keep := make([]*sqsMsg, 0, len(w.queue))
-	flush := func() {
-		if len(batch) == 0 {
-			return
+	var due, keep, later []*sqsMsg
+	for _, m := range w.queue {
+		if m.visible.After(w.now) {
+			later = append(later, m)
+		} else {
+			due = append(due, m)
 		}
+	}
+	for batch := range slices.Chunk(due, 10) {
 		ev := events.SQSEvent{}
 		for _, m := range batch {
 			m.receives++
@@ -553,52 +522,14 @@ func (w *world) sendVisible(ctx context.Context, snd *sender.Sender) {
 				keep = append(keep, m)
 			}
 		}
-		batch = batch[:0]
 	}
-	var later []*sqsMsg
-	for _, m := range w.queue {
-		if m.visible.After(w.now) {
-			later = append(later, m)
-			continue
-		}
-		batch = append(batch, m)
-		if len(batch) == 10 {
-			flush()
-		}
-	}
-	flush()
 	w.queue = append(keep, later...)
 }
 
-// backlogEmpty reports whether every message that arrived before recovery
-// is settled: delivered, final in the ledger, or past its validity.
-func (w *world) backlogEmpty(ctx context.Context, led ledger.Ledger, recovery time.Time) bool {
-	for _, m := range w.order {
-		if !m.arrived.Before(recovery) {
-			return true
-		}
-		if len(m.delivered) > 0 || !m.expires.IsZero() && !w.now.Before(m.expires) {
-			continue
-		}
-		if r, err := led.Get(ctx, m.key); err == nil && r.State.Final() {
-			continue
-		}
-		return false
-	}
-	return true
-}
-
 // backlog counts the messages that arrived before recovery and are not
-// settled now: not delivered, not final in the ledger, not past their
-// validity.
-func (w *world) backlog(ctx context.Context, led ledger.Ledger, recovery time.Time) int {
-	n, _ := w.backlogAt(ctx, led, recovery)
-	return n
-}
-
-// backlogAt is backlog with the expiries of the messages it counts (zero:
-// no validity).
-func (w *world) backlogAt(ctx context.Context, led ledger.Ledger, recovery time.Time) (int, []time.Time) {
+// settled now (not delivered, not final in the ledger, not past their
+// validity), with their expiries (zero: no validity).
+func (w *world) backlog(ctx context.Context, led ledger.Ledger, recovery time.Time) (int, []time.Time) {
 	n := 0
 	var exp []time.Time
 	for _, m := range w.order {

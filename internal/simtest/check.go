@@ -11,15 +11,12 @@ import (
 	"github.com/sendonce/sendonce/internal/decide"
 	"github.com/sendonce/sendonce/internal/ledger"
 	"github.com/sendonce/sendonce/internal/metrics"
-	"github.com/sendonce/sendonce/provider"
 )
 
 // Invariants, by name. Each Violation carries one.
 const (
 	InvDuplicate       = "duplicate-delivery"
-	InvUnpermitted     = "unpermitted-resend"
 	InvStaleClaim      = "stale-claim-transition"
-	InvFinalChanged    = "final-state-changed"
 	InvSentUndelivered = "sent-not-delivered"
 	InvQuiescence      = "quiescence"
 	InvStuck           = "stuck-after-drain"
@@ -31,14 +28,9 @@ const (
 	InvStaleLeft       = "stale-claim-left"
 )
 
-// KindNoTimeForLookup is a stale-claim-left violation by a sender whose
-// function timeout is at most decide.TakeOverBudget: it never has the
-// time for a lookup and a send.
-const KindNoTimeForLookup = "no-time-for-lookup"
-
 // invariants lists every invariant in the order reports show them.
 var invariants = []string{
-	InvDuplicate, InvUnpermitted, InvElsewhere, InvStaleClaim, InvFinalChanged, InvSentUndelivered,
+	InvDuplicate, InvElsewhere, InvStaleClaim, InvSentUndelivered,
 	InvFailedUnrefused, InvTextNotPinned, InvQuiescence, InvStuck, InvStaleLeft, InvAbandoned, InvMetrics,
 	InvSentExpired, InvExpiredEarly,
 }
@@ -55,28 +47,12 @@ var checkedMetrics = []string{
 func (w *World) checkStep() {
 	for _, m := range w.msgs {
 		kt := w.keys[m.key]
-		n := kt.delivered()
-		if n-1 <= kt.policyResends {
+		n := len(kt.deliveries)
+		if n-1 <= len(kt.chains) {
 			continue
 		}
-		plain := true
-		for _, name := range kt.deliveredBy {
-			plain = plain && w.byName[name].class == classPlain
-		}
-		switch pm := kt.dupPremature; {
-		case plain:
-			w.violate(InvUnpermitted, m.key, fmt.Sprintf("delivered %d times through %v, which can neither drop repeats nor be asked, with %d class-policy resends", n, kt.deliveredBy, kt.policyResends))
-		case pm.worker != nil && pm.settle != pm.configured:
-			w.violateKind(InvDuplicate, KindSettleNotConfigured, m.key, fmt.Sprintf("delivered %d times through %v with %d class-policy resends, after %s trusted a premature \"no record\" with a settle time of %s where its deployment configures %s",
-				n, kt.deliveredBy, kt.policyResends, pm.worker.name, pm.settle, pm.configured))
-		default:
-			w.violate(InvDuplicate, m.key, fmt.Sprintf("delivered %d times through %v with %d class-policy resends", n, kt.deliveredBy, kt.policyResends))
-		}
+		w.violate(InvDuplicate, m.key, fmt.Sprintf("delivered %d times through %v with %d class-policy resends", n, kt.deliveredBy, len(kt.chains)))
 	}
-	if !w.metricsDirty.Load() {
-		return
-	}
-	w.metricsDirty.Store(false)
 	for _, svc := range []string{"sender", "reconciler", "webhook"} {
 		counts := w.tally[svc].Snapshot()
 		for _, name := range checkedMetrics {
@@ -108,8 +84,7 @@ func (w *World) checkQuiescence() {
 			w.violate(InvQuiescence, m.key, err.Error())
 			continue
 		}
-		dlq := slices.ContainsFunc(m.sqs, func(s *sqsMsg) bool { return s.dlq })
-		if !dlq {
+		if !slices.ContainsFunc(m.sqs, func(s *sqsMsg) bool { return s.dlq }) {
 			w.violate(InvQuiescence, m.key, "the message was acknowledged but no live ledger row records it (never sent)")
 		}
 	}
@@ -123,19 +98,16 @@ func (w *World) checkDrained() {
 		if err != nil || r.State.Final() {
 			continue
 		}
-		// A first claim is not in the attention index (package ledger,
-		// "Why no message is stranded"): if its worker died and every
-		// receive of the message ran out, the message waits in the DLQ
-		// (alarmed) for `sendonce dlq redrive`, whose redelivery takes the
-		// row over. That is the designed resting state, not a stranding.
+		// A first claim is not in the attention index (package ledger, "Why
+		// no message is stranded"): once its worker died and every receive
+		// ran out, its message waits in the DLQ (alarmed) for `sendonce dlq
+		// redrive`, whose redelivery takes the row over: by design.
 		if !r.Indexed() && slices.ContainsFunc(m.sqs, func(s *sqsMsg) bool { return s.dlq }) {
 			continue
 		}
-		// A busy number: the Twilio adapter cannot complete its search
-		// (more messages to the recipient since the attempt's day than its
-		// page cap reads), so the lookup is an error and the row waits,
-		// UNCERTAIN, for a complete answer or its maximum age
-		// (docs/providers.md). Counted, not a violation.
+		// A busy number: the Twilio adapter's search cannot complete (more
+		// messages to the recipient than its page cap reads), so the row
+		// waits, UNCERTAIN, for its maximum age (docs/providers.md).
 		if w.keys[m.key].searchIncomplete && r.Indexed() {
 			w.faults["rows_waiting_on_busy_numbers"]++
 			continue
@@ -214,14 +186,7 @@ func (w *World) noteStale(wk *worker, cur ledger.Record) {
 	if wk.deadline.Sub(w.now()) < budget+time.Second && wk.timeout >= 2*budget {
 		return
 	}
-	w.staleSeen[heldKey{wk.id, cur.Key}] = staleSight{at: w.now(), left: wk.deadline.Sub(w.now())}
-}
-
-// staleSight is when a sender found a stale first claim, and how much of
-// its invocation was left.
-type staleSight struct {
-	at   time.Time
-	left time.Duration
+	w.staleSeen[heldKey{wk.id, cur.Key}] = wk.deadline.Sub(w.now())
 }
 
 // checkStaleLeft, once sender wk has returned, reports every stale first
@@ -236,49 +201,11 @@ func (w *World) checkStaleLeft(wk *worker) {
 	}
 	slices.Sort(keys)
 	for _, k := range keys {
-		seen := w.staleSeen[heldKey{wk.id, k}]
+		left := w.staleSeen[heldKey{wk.id, k}]
 		delete(w.staleSeen, heldKey{wk.id, k})
 		if !wk.dead {
-			kind := ""
-			if wk.timeout <= decide.TakeOverBudget(providerTimeout) {
-				kind = KindNoTimeForLookup
-			}
-			w.violateKind(InvStaleLeft, kind, k, fmt.Sprintf("%s (function timeout %s, %s left) found the first claim stale and left it as it was (neither taken over nor marked UNCERTAIN): the reconciler never sees it, and the message may reach the dead-letter queue",
-				wk.name, wk.timeout, seen.left.Round(time.Millisecond)))
+			w.violate(InvStaleLeft, k, fmt.Sprintf("%s (function timeout %s, %s left) found the first claim stale and left it as it was (neither taken over nor marked UNCERTAIN): the reconciler never sees it, and the message may reach the dead-letter queue",
+				wk.name, wk.timeout, left.Round(time.Millisecond)))
 		}
 	}
 }
-
-// noteLookup records a lookup's answer through p for the policy-resend
-// permission, and whether a "no record" came while a message of the key
-// that p accepted was not listed yet (premature: only the settle time
-// makes such an answer safe to act on). w.mu is held.
-func (w *World) noteLookup(wk *worker, p *simProvider, key string, res provider.LookupResult) {
-	w.lastLookup[heldKey{wk.id, key}] = res.Status
-	if res.Status != provider.LookupNotFound {
-		return
-	}
-	now := w.now().Add(p.skew)
-	kt := w.truth(key)
-	kt.premature = premature{}
-	for _, d := range p.sent {
-		if d.key == key && !now.Before(d.created) && now.Before(d.visible) {
-			kt.premature = premature{worker: wk, settle: wk.settle, configured: wk.configuredSettle}
-			break
-		}
-	}
-}
-
-// premature is the latest "no record" answer about a key that came before
-// a message of the key that the provider had accepted was listed.
-type premature struct {
-	worker *worker
-	// settle is the asking worker's settle time; configured is the settle
-	// time its deployment configures (ReconcileSettleSeconds).
-	settle, configured time.Duration
-}
-
-// KindSettleNotConfigured is a duplicate-delivery after a premature "no
-// record" answer to a worker whose settle time is not the one its
-// deployment configures (its environment does not carry it).
-const KindSettleNotConfigured = "settle-not-configured"

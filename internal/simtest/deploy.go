@@ -14,10 +14,6 @@ import (
 // template allows any positive number; the default is 2 minutes).
 var settles = []time.Duration{30 * time.Second, time.Minute, 2 * time.Minute, 5 * time.Minute, 10 * time.Minute}
 
-// drawnParams are the template parameters the simulation sets; the
-// others keep their defaults.
-var drawnParams = []string{"ProviderTimeoutSeconds", "QueueVisibilityTimeoutSeconds", "SenderTimeoutSeconds", "ClaimTimeoutSeconds", "ReconcileSettleSeconds", "MaxReceiveCount"}
-
 // Functions of the stack that the simulation runs, by resource name.
 const (
 	senderFn     = "SenderFunction"
@@ -41,12 +37,6 @@ type deployment struct {
 	fn       map[string]fnConfig
 }
 
-// settle is the settle time d configures (ReconcileSettleSeconds).
-func (d *deployment) settle() time.Duration {
-	n, _ := strconv.Atoi(d.params["ReconcileSettleSeconds"])
-	return time.Duration(n) * time.Second
-}
-
 func (d *deployment) String() string {
 	s, r := d.fn[senderFn], d.fn[reconcilerFn]
 	return fmt.Sprintf("deployment %d: sender claim %s settle %s timeout %s; reconciler claim %s settle %s",
@@ -54,51 +44,30 @@ func (d *deployment) String() string {
 }
 
 // drawSettings draws the queue's settings and every deployment's
-// parameters from the values template.yaml allows, keeping the
-// invariants it states:
-//
-//   - visibility ≥ 6 × sender timeout (I1);
-//   - claim ≥ 2 × provider timeout + 5 s (I2);
-//   - (MaxReceiveCount − 1) × visibility ≥ claim + sender timeout (+ the
-//     batching window, 0 here): a message whose first claim's worker died
-//     is received again after the claim's lease passed, before it is
-//     dead-lettered;
-//   - the settle time of each deployment is the seed's base settle or the
-//     next larger value, and the providers list a message up to the base
-//     settle (less 3 s of clock error) after they accepted it: a function
-//     that trusts "no record" sooner than the configured settle is wrong.
-//
-// Each function's settings are then what it reads from its environment
-// in template.yaml under those parameters (stack.config).
+// parameters from the values the template allows, under the invariants
+// it states: visibility ≥ 6 × sender timeout; claim ≥ 2 × provider
+// timeout + 5 s; (MaxReceiveCount − 1) × visibility ≥ claim + sender
+// timeout, so that a message whose first claim's worker died is received
+// again after the claim's lease, before it is dead-lettered. Each
+// deployment's settle time is the seed's base or the next larger, and the
+// providers list a message up to the base less 3 s of clock error after
+// they accepted it: a function that trusts "no record" sooner than its
+// configured settle is wrong. Each function reads its settings from its
+// environment under those parameters (stack.config).
 func (w *World) drawSettings(redeploys int) {
 	r := w.rng
 	st := loadStack()
 	sc := &w.sc
 	pick := func(ds []time.Duration) time.Duration { return ds[r.IntN(len(ds))] }
-	var vis []time.Duration
-	for _, v := range st.allowed("QueueVisibilityTimeoutSeconds") {
-		if v <= 30*time.Minute {
-			vis = append(vis, v)
-		}
-	}
+	vis := st.allowed("QueueVisibilityTimeoutSeconds", func(v time.Duration) bool { return v <= 30*time.Minute })
 	sc.visibility = min(pick(vis), pick(vis)) // long ones less often: they make long runs
-	var timeouts []time.Duration
-	for _, t := range st.allowed("SenderTimeoutSeconds") {
-		if 6*t <= sc.visibility {
-			timeouts = append(timeouts, t)
-		}
-	}
-	var claims []time.Duration
-	for _, c := range st.allowed("ClaimTimeoutSeconds") {
-		if c >= decide.TakeOverBudget(providerTimeout) {
-			claims = append(claims, c)
-		}
-	}
+	timeouts := st.allowed("SenderTimeoutSeconds", func(t time.Duration) bool { return 6*t <= sc.visibility })
+	claims := st.allowed("ClaimTimeoutSeconds", func(c time.Duration) bool { return c >= decide.TakeOverBudget(providerTimeout) })
 	base := r.IntN(len(settles))
 	secs := func(d time.Duration) string { return strconv.Itoa(int(d / time.Second)) }
 	need := time.Duration(0)
 	for i := range redeploys + 1 {
-		params := st.params()
+		params := st.t.Defaults()
 		params["ProviderTimeoutSeconds"] = secs(providerTimeout)
 		params["QueueVisibilityTimeoutSeconds"] = secs(sc.visibility)
 		params["SenderTimeoutSeconds"] = secs(pick(timeouts))
@@ -113,7 +82,7 @@ func (w *World) drawSettings(redeploys int) {
 	for i := range sc.deps {
 		d := &sc.deps[i]
 		d.params["MaxReceiveCount"] = strconv.Itoa(sc.maxReceive)
-		d.fn = map[string]fnConfig{senderFn: st.config(senderFn, d.params, drawnParams), reconcilerFn: st.config(reconcilerFn, d.params, drawnParams)}
+		d.fn = map[string]fnConfig{senderFn: st.config(senderFn, d.params), reconcilerFn: st.config(reconcilerFn, d.params)}
 	}
 	sc.lagMax = settles[base] - 3*time.Second
 }
@@ -148,7 +117,7 @@ func (w *World) drawProviders() {
 			if _, dup := w.byName[name]; dup {
 				name += "-2"
 			}
-			p := w.newProvider(name, ch, c)
+			p := w.newProvider(name, c)
 			w.chans[ch] = append(w.chans[ch], p)
 			w.byName[name] = p
 		}
@@ -184,8 +153,8 @@ func (w *World) scheduleRedeploys() {
 		if r.IntN(2) == 0 {
 			first, second = second, first
 		}
-		w.addEvent(at, fmt.Sprintf("redeploy %d", i), func() { w.redeploy(d, first, "") })
-		w.addEvent(at.Add(lag), fmt.Sprintf("redeploy %d", i), func() { w.redeploy(d, second, "") })
+		w.addEvent(at, func() { w.redeploy(d, first, "") })
+		w.addEvent(at.Add(lag), func() { w.redeploy(d, second, "") })
 	}
 	w.dep = map[string]*deployment{senderFn: &deps[0], reconcilerFn: &deps[0]}
 }
@@ -200,7 +169,7 @@ func (w *World) redeploy(d *deployment, fn, prefix string) {
 	var switched []string
 	for _, ch := range channels {
 		if d.pick[ch] != cur.pick[ch] || d.fallback[ch] != cur.fallback[ch] {
-			switched = append(switched, fmt.Sprintf("%s %s→%s", ch, w.route(cur, ch), w.route(d, ch)))
+			switched = append(switched, fmt.Sprintf("%s %v→%v", ch, w.route(cur, ch), w.route(d, ch)))
 		}
 	}
 	w.dep[fn] = d
@@ -215,27 +184,29 @@ func (w *World) redeploy(d *deployment, fn, prefix string) {
 func (w *World) providers(d *deployment) (map[string]provider.Adapter, map[string][]provider.Adapter) {
 	out, fallbacks := map[string]provider.Adapter{}, map[string][]provider.Adapter{}
 	for _, ch := range channels {
-		out[ch] = w.chans[ch][d.pick[ch]].adapter()
-		if d.fallback[ch] {
-			fallbacks[ch] = []provider.Adapter{w.chans[ch][1-d.pick[ch]].adapter()}
+		r := w.route(d, ch)
+		out[ch] = r[0].ad
+		if len(r) > 1 {
+			fallbacks[ch] = []provider.Adapter{r[1].ad}
 		}
 	}
 	return out, fallbacks
 }
 
-// route names the providers of channel ch's route under d.
-func (w *World) route(d *deployment, ch string) string {
-	s := w.chans[ch][d.pick[ch]].name
+// route is channel ch's route under d: the provider that serves it, then
+// its fallback if it has one.
+func (w *World) route(d *deployment, ch string) []*simProvider {
+	r := []*simProvider{w.chans[ch][d.pick[ch]]}
 	if d.fallback[ch] {
-		s += "," + w.chans[ch][1-d.pick[ch]].name
+		r = append(r, w.chans[ch][1-d.pick[ch]])
 	}
-	return s
+	return r
 }
 
 // serves reports whether d's route for channel ch holds the provider
 // named name.
 func (w *World) serves(d *deployment, ch, name string) bool {
-	return w.chans[ch][d.pick[ch]].name == name || d.fallback[ch] && w.chans[ch][1-d.pick[ch]].name == name
+	return slices.ContainsFunc(w.route(d, ch), func(p *simProvider) bool { return p.name == name })
 }
 
 // switchAll deploys, for the drain, every channel's other provider: a
@@ -249,7 +220,6 @@ func (w *World) switchAll() {
 	d := *cur
 	d.n = cur.n + 1
 	d.pick = map[string]int{}
-	d.fallback = cur.fallback
 	for _, ch := range channels {
 		d.pick[ch] = cur.pick[ch]
 		if len(w.chans[ch]) > 1 {
@@ -264,13 +234,12 @@ var channels = []string{"sms", "email", "push"}
 
 // event is a change of the world at a time: a redeploy, a template put.
 type event struct {
-	at   time.Time
-	name string
-	do   func()
+	at time.Time
+	do func()
 }
 
-func (w *World) addEvent(at time.Time, name string, do func()) {
-	w.events = append(w.events, &event{at: at, name: name, do: do})
+func (w *World) addEvent(at time.Time, do func()) {
+	w.events = append(w.events, &event{at: at, do: do})
 	slices.SortStableFunc(w.events, func(a, b *event) int { return a.at.Compare(b.at) })
 }
 

@@ -22,14 +22,6 @@ const (
 	faultRead     = "store_read_failed"
 )
 
-// errStore is what the store returns when a call failed at the network
-// or was throttled (what the SDK surfaces after its own retries).
-var (
-	errStoreLost     = errors.New("simulated store: no answer (the request may have been applied)")
-	errStoreFailed   = errors.New("simulated store: request failed")
-	errStoreThrottle = errors.New("simulated store: ProvisionedThroughputExceededException")
-)
-
 // simLedger is a fault-injecting ledger.Ledger around the in-memory
 // ledger. Every call is a yield point. It also records what happened for
 // the invariants.
@@ -37,8 +29,6 @@ type simLedger struct {
 	w     *World
 	inner *memledger.Ledger
 }
-
-var _ ledger.Ledger = (*simLedger)(nil)
 
 // writeFault picks the fault a write meets.
 func (w *World) writeFault(wk *worker) string {
@@ -71,129 +61,132 @@ func (w *World) readFault(wk *worker) string {
 	return faultNone
 }
 
-func (w *World) faultErr(f string) error {
+// refused reports whether a write that meets fault f does not apply.
+func refused(f string) bool { return f == faultFail || f == faultThrottle }
+
+// faultErr counts fault f and returns the error the store's client gets
+// from op (what the SDK surfaces after its own retries).
+func (w *World) faultErr(op, f string) error {
 	w.faults[f]++
-	switch f {
-	case faultLost:
-		return errStoreLost
-	case faultThrottle:
-		return errStoreThrottle
-	}
-	return errStoreFailed
+	return fmt.Errorf("simulated store: %s: %s", op, f)
 }
 
 // begin parks the call, then takes the world lock for its execution.
-func (l *simLedger) begin(ctx context.Context, op, key string) *worker {
+func (l *simLedger) begin(ctx context.Context, op, key string) (*worker, *World) {
 	wk := l.w.yield(ctx, op, key)
 	l.w.mu.Lock()
 	l.w.cur = wk
-	return wk
+	return wk, l.w
 }
 
 func (l *simLedger) end() {
-	l.w.metricsDirty.Store(true) // pending counts may have settled
 	l.w.cur = nil
 	l.w.mu.Unlock()
 }
 
+// unapplied is the claim a client tried to take with a write that did
+// not apply (its id never applied): dynamoledger returns it with the
+// error.
+func (w *World) unapplied(key string, attempt int, lease time.Duration) ledger.Claim {
+	now := w.ledgerNow()
+	return ledger.Claim{Key: key, ClaimID: w.newClaimID(), Attempt: attempt, LeaseUntil: now.Add(lease), AttemptedAt: now}
+}
+
+// checkLatest checks that a write (op) applied under claim id holds key's
+// latest claim. w.mu is held.
+func (w *World) checkLatest(op, key, id string) {
+	if latest := w.truth(key).claimID; latest != "" && id != latest {
+		w.violate(InvStaleClaim, key, fmt.Sprintf("%s applied under claim %s, but the row's latest claim is %s", op, id, latest))
+	}
+}
+
 func (l *simLedger) Claim(ctx context.Context, e ledger.Entry, lease time.Duration) (ledger.Claim, error) {
-	wk := l.begin(ctx, "claim", e.Key)
+	wk, w := l.begin(ctx, "claim", e.Key)
 	defer l.end()
-	w := l.w
 	kt := w.truth(e.Key)
 	f := w.writeFault(wk)
-	now := w.ledgerNow()
-	if f == faultFail || f == faultThrottle {
+	if refused(f) {
 		w.tracef(e.Key, "%s claim %s: %s", wk.name, w.short(e.Key), f)
-		// The claim the client tried to take (its id never applied).
-		return ledger.Claim{Key: e.Key, ClaimID: w.newClaimID(), Attempt: 1, LeaseUntil: now.Add(lease), AttemptedAt: now}, fmt.Errorf("simledger: claim: %w", w.faultErr(f))
+		return w.unapplied(e.Key, 1, lease), w.faultErr("claim", f)
 	}
 	c, err := l.inner.Claim(ctx, e, lease)
 	if err == nil {
 		kt.claimID = c.ClaimID
 		w.attempts[c.ClaimID] = &attempt{claimID: c.ClaimID, worker: wk, key: e.Key}
 	}
-	if f == faultLost && err == nil {
-		kt.lostClaim = true
+	cur, conflict := ledger.AsConflict(err)
+	switch {
+	case err == nil && f == faultLost:
 		w.tracef(e.Key, "%s claim %s: applied (attempt 1), answer lost", wk.name, w.short(e.Key))
-		return c, fmt.Errorf("simledger: claim: %w", w.faultErr(f))
-	}
-	if err == nil {
+		return c, w.faultErr("claim", f)
+	case err == nil:
 		w.held[heldKey{wk.id, e.Key}] = c.ClaimID
-		w.attempts[c.ClaimID].acked = true
 		w.tracef(e.Key, "%s claim %s: ok (attempt 1)", wk.name, w.short(e.Key))
-	} else if cur, ok := ledger.AsConflict(err); ok {
-		w.observeConflict(wk, cur)
+	case conflict:
+		if wk.service == "sender" && (cur.State.Final() || cur.State == ledger.StateUncertain) {
+			w.expect("sender", metrics.DuplicatesPrevented)
+		}
 		w.noteStale(wk, cur)
 		w.tracef(e.Key, "%s claim %s: conflict (%s, attempt %d, released=%v)", wk.name, w.short(e.Key), cur.State, cur.Attempts, cur.Released)
-	} else {
+	default:
 		w.tracef(e.Key, "%s claim %s: error %v", wk.name, w.short(e.Key), err)
 	}
 	return c, err
 }
 
 func (l *simLedger) TakeOver(ctx context.Context, cur ledger.Record, provider string, lease time.Duration) (ledger.Claim, error) {
-	wk := l.begin(ctx, "takeover", cur.Key)
+	wk, w := l.begin(ctx, "takeover", cur.Key)
 	defer l.end()
-	w := l.w
 	delete(w.staleSeen, heldKey{wk.id, cur.Key})
 	kt := w.truth(cur.Key)
 	f := w.writeFault(wk)
-	now := w.ledgerNow()
-	if f == faultFail || f == faultThrottle {
+	if refused(f) {
 		w.tracef(cur.Key, "%s takeover %s: %s", wk.name, w.short(cur.Key), f)
-		return ledger.Claim{Key: cur.Key, ClaimID: w.newClaimID(), Attempt: cur.Attempts + 1, LeaseUntil: now.Add(lease), AttemptedAt: now}, fmt.Errorf("simledger: takeover: %w", w.faultErr(f))
+		return w.unapplied(cur.Key, cur.Attempts+1, lease), w.faultErr("takeover", f)
 	}
-	latest := kt.claimID
 	before, _ := l.inner.Get(ctx, cur.Key)
 	c, err := l.inner.TakeOver(ctx, cur, provider, lease)
-	if err == nil {
-		if latest != "" && cur.ClaimID != latest {
-			w.violate(InvStaleClaim, cur.Key, fmt.Sprintf("TakeOver applied over claim %s, but the row's latest claim is %s", cur.ClaimID, latest))
-		}
-		kt.claimID = c.ClaimID
-		a := &attempt{claimID: c.ClaimID, worker: wk, key: cur.Key}
-		// A resend the class policy allows (policyResend) starts a policy
-		// chain: one decision that accepts one possible duplicate. The
-		// attempts that take it over after it continue the chain: a
-		// released one sent nothing, and one that may have sent is looked
-		// up or resent in its place. A chain may deliver once.
-		if w.policyResend(wk, before) {
-			w.chains++
-			a.chain = w.chains
-		} else if p := w.attempts[cur.ClaimID]; p != nil {
-			a.chain = p.chain
-		}
-		w.attempts[c.ClaimID] = a
+	if err != nil {
+		w.tracef(cur.Key, "%s takeover %s: %v", wk.name, w.short(cur.Key), err)
+		return c, err
 	}
-	if f == faultLost && err == nil {
-		kt.lostTakeOver = true
+	w.checkLatest("TakeOver", cur.Key, cur.ClaimID)
+	kt.claimID = c.ClaimID
+	a := &attempt{claimID: c.ClaimID, worker: wk, key: cur.Key}
+	w.attempts[c.ClaimID] = a
+	// A resend the class policy allows (policyResend) starts a policy
+	// chain: one decision that accepts one possible duplicate. The
+	// attempts that take it over after it continue the chain: a released
+	// one sent nothing, and one that may have sent is looked up or resent
+	// in its place. A chain may deliver once.
+	prev := w.attempts[cur.ClaimID]
+	if w.policyResend(wk, before) {
+		w.chains++
+		a.chain = w.chains
+	} else if prev != nil {
+		a.chain = prev.chain
+	}
+	if f == faultLost {
 		w.tracef(cur.Key, "%s takeover %s: applied (attempt %d), answer lost", wk.name, w.short(cur.Key), c.Attempt)
-		return c, fmt.Errorf("simledger: takeover: %w", w.faultErr(f))
+		return c, w.faultErr("takeover", f)
 	}
-	if err == nil {
-		w.held[heldKey{wk.id, cur.Key}] = c.ClaimID
-		w.attempts[c.ClaimID].acked = true
-		// A failover (dispatch.SendRoute) takes over the worker's own
-		// released claim for the route's next provider: counted as
-		// Failovers, and the sender counts one Reclaims for the route.
-		prev := w.attempts[cur.ClaimID]
-		switch {
-		case prev != nil && prev.worker == wk && prev.released:
-			w.expect(wk.service, metrics.Failovers)
-			w.faults["failovers"]++
-			if prev.reclaim == reclaimReleased {
-				prev.reclaim = reclaimNone
-				w.attempts[c.ClaimID].reclaim = reclaimPending
-			}
-		case wk.service == "sender":
-			w.attempts[c.ClaimID].reclaim = reclaimPending
+	w.held[heldKey{wk.id, cur.Key}] = c.ClaimID
+	// A failover (dispatch.SendRoute) takes over the worker's own released
+	// claim for the route's next provider: counted as Failovers, and the
+	// sender counts one Reclaims for the route.
+	switch {
+	case prev != nil && prev.worker == wk && prev.released:
+		w.expect(wk.service, metrics.Failovers)
+		w.faults["failovers"]++
+		if prev.reclaim == reclaimReleased {
+			prev.reclaim = reclaimNone
+			a.reclaim = reclaimPending
 		}
-		w.tracef(cur.Key, "%s takeover %s from %s: ok (attempt %d)", wk.name, w.short(cur.Key), cur.State, c.Attempt)
-	} else {
-		w.tracef(cur.Key, "%s takeover %s: %v", wk.name, w.short(cur.Key), short(err))
+	case wk.service == "sender":
+		a.reclaim = reclaimPending
 	}
-	return c, err
+	w.tracef(cur.Key, "%s takeover %s from %s: ok (attempt %d)", wk.name, w.short(cur.Key), cur.State, c.Attempt)
+	return c, nil
 }
 
 func (l *simLedger) Mark(ctx context.Context, c ledger.Claim, o ledger.Outcome) (err error) {
@@ -203,47 +196,36 @@ func (l *simLedger) Mark(ctx context.Context, c ledger.Claim, o ledger.Outcome) 
 		l.w.expect(workerOf(ctx).service, metrics.UncertainAttempts)
 		l.w.mu.Unlock()
 	}
-	wk := l.begin(ctx, "mark", c.Key)
+	wk, w := l.begin(ctx, "mark", c.Key)
 	defer l.end()
-	w := l.w
 	delete(w.staleSeen, heldKey{wk.id, c.Key})
-	if o.State == ledger.StateFailed {
-		// Nothing was delivered: the dispatcher retries a failed FAILED
-		// mark as it retries a Release.
-		a := w.attempts[c.ClaimID]
-		defer func() {
-			switch {
-			case err == nil || errors.Is(err, ledger.ErrFencingLost):
-				w.reclaimDone(a)
-			default:
-				w.recordFailed(a)
-			}
-		}()
-	} else {
-		defer w.reclaimDone(w.attempts[c.ClaimID])
-	}
+	a := w.attempts[c.ClaimID]
+	defer func() {
+		// Nothing was delivered under a FAILED mark: the dispatcher
+		// retries a failed one as it retries a Release.
+		if o.State == ledger.StateFailed && err != nil && !errors.Is(err, ledger.ErrFencingLost) {
+			w.recordFailed(a)
+		} else {
+			w.reclaimDone(a)
+		}
+	}()
 	f := w.writeFault(wk)
-	if f == faultFail || f == faultThrottle {
+	if refused(f) {
 		w.tracef(c.Key, "%s mark %s %s: %s", wk.name, w.short(c.Key), o.State, f)
-		return fmt.Errorf("simledger: mark: %w", w.faultErr(f))
+		return w.faultErr("mark", f)
 	}
 	kt := w.truth(c.Key)
-	latest := kt.claimID
 	before, _ := l.inner.Get(ctx, c.Key)
 	err = l.inner.Mark(ctx, c, o)
-	a := w.attempts[c.ClaimID]
-	expired := err == nil && w.expiredMark(wk, c.Key, before, o) // validity.go
+	expired := err == nil && w.expiredMark(c.Key, before, o) // validity.go
 	if err == nil {
-		if c.ClaimID != latest {
-			w.violate(InvStaleClaim, c.Key, fmt.Sprintf("Mark %s applied under claim %s, but the row's latest claim is %s", o.State, c.ClaimID, latest))
-		}
-		w.checkTransition(before, c.Key)
+		w.checkLatest("Mark "+string(o.State), c.Key, c.ClaimID)
 		if a != nil {
 			a.ended = true
 		}
 		switch o.State {
 		case ledger.StateSent:
-			if kt.delivered() == 0 {
+			if len(kt.deliveries) == 0 {
 				w.violate(InvSentUndelivered, c.Key, "row marked SENT but no provider ever accepted the message")
 			} else if id := o.ProviderMessageID; id != "" && !slices.ContainsFunc(kt.deliveries, func(d delivery) bool { return d.id == id }) {
 				w.violate(InvSentUndelivered, c.Key, fmt.Sprintf("row marked SENT with provider message %s, which is not one of its own", id))
@@ -254,17 +236,16 @@ func (l *simLedger) Mark(ctx context.Context, c ledger.Claim, o ledger.Outcome) 
 			}
 		case ledger.StateAbandoned:
 			if !kt.maybeDelivered(w) && w.now().Sub(before.CreatedAt) < maxAge {
-				w.violate(InvAbandoned, c.Key, fmt.Sprintf("ABANDONED (%q, attempt %d) though no provider call could have delivered it%s", o.Reason, c.Attempt, kt.cause(o.Reason)))
+				w.violate(InvAbandoned, c.Key, fmt.Sprintf("ABANDONED (%q, attempt %d) though no provider call could have delivered it", o.Reason, c.Attempt))
 			}
 		}
 	}
-	if f == faultLost && err == nil {
-		w.tracef(c.Key, "%s mark %s %s: applied, answer lost", wk.name, w.short(c.Key), o.State)
-		return fmt.Errorf("simledger: mark: %w", w.faultErr(f))
-	}
 	switch {
+	case err == nil && f == faultLost:
+		w.tracef(c.Key, "%s mark %s %s: applied, answer lost", wk.name, w.short(c.Key), o.State)
+		return w.faultErr("mark", f)
 	case err == nil && expired:
-		w.expectExpired(wk)
+		w.expect(wk.service, metrics.Expired)
 	case err == nil:
 		w.expectMark(wk, a, o.State)
 		w.tracef(c.Key, "%s mark %s %s: ok", wk.name, w.short(c.Key), o.State)
@@ -274,45 +255,34 @@ func (l *simLedger) Mark(ctx context.Context, c ledger.Claim, o ledger.Outcome) 
 		}
 		w.tracef(c.Key, "%s mark %s %s: fenced out", wk.name, w.short(c.Key), o.State)
 	default:
-		w.tracef(c.Key, "%s mark %s %s: %v", wk.name, w.short(c.Key), o.State, short(err))
+		w.tracef(c.Key, "%s mark %s %s: %v", wk.name, w.short(c.Key), o.State, err)
 	}
 	return err
 }
 
 func (l *simLedger) Release(ctx context.Context, c ledger.Claim, reason string, retryAt time.Time) error {
-	wk := l.begin(ctx, "release", c.Key)
+	wk, w := l.begin(ctx, "release", c.Key)
 	defer l.end()
-	w := l.w
-	kt := w.truth(c.Key)
 	f := w.writeFault(wk)
 	a := w.attempts[c.ClaimID]
-	if f == faultFail || f == faultThrottle {
-		kt.releaseFailed = true
+	if refused(f) {
 		w.recordFailed(a)
 		w.tracef(c.Key, "%s release %s: %s", wk.name, w.short(c.Key), f)
-		return fmt.Errorf("simledger: release: %w", w.faultErr(f))
+		return w.faultErr("release", f)
 	}
-	latest := kt.claimID
-	before, _ := l.inner.Get(ctx, c.Key)
 	err := l.inner.Release(ctx, c, reason, retryAt)
 	if err == nil {
-		if c.ClaimID != latest {
-			w.violate(InvStaleClaim, c.Key, fmt.Sprintf("Release applied under claim %s, but the row's latest claim is %s", c.ClaimID, latest))
-		}
-		w.checkTransition(before, c.Key)
+		w.checkLatest("Release", c.Key, c.ClaimID)
 		if a != nil {
 			a.released = true
 			a.ended = true
 		}
-	} else if !errors.Is(err, ledger.ErrFencingLost) {
-		kt.releaseFailed = true
-	}
-	if f == faultLost && err == nil {
-		w.tracef(c.Key, "%s release %s: applied, answer lost", wk.name, w.short(c.Key))
-		w.recordFailed(a) // the dispatcher retries: fenced, or a no-op
-		return fmt.Errorf("simledger: release: %w", w.faultErr(f))
 	}
 	switch {
+	case err == nil && f == faultLost:
+		w.tracef(c.Key, "%s release %s: applied, answer lost", wk.name, w.short(c.Key))
+		w.recordFailed(a) // the dispatcher retries: fenced, or a no-op
+		return w.faultErr("release", f)
 	case err == nil:
 		// A reconciler that postpones a released row whose provider is
 		// not configured releases it again and counts a configuration
@@ -324,43 +294,35 @@ func (l *simLedger) Release(ctx context.Context, c ledger.Claim, reason string, 
 			a.reclaim = reclaimReleased // it may fail over yet
 		}
 		w.tracef(c.Key, "%s release %s: ok (%s)", wk.name, w.short(c.Key), reason)
+		return nil
 	case errors.Is(err, ledger.ErrFencingLost):
 		w.reclaimDone(a)
-		w.tracef(c.Key, "%s release %s: %v", wk.name, w.short(c.Key), short(err))
 	default:
 		w.recordFailed(a)
-		w.tracef(c.Key, "%s release %s: %v", wk.name, w.short(c.Key), short(err))
 	}
+	w.tracef(c.Key, "%s release %s: %v", wk.name, w.short(c.Key), err)
 	return err
 }
 
 func (l *simLedger) Get(ctx context.Context, key string) (ledger.Record, error) {
-	wk := l.begin(ctx, "get", key)
+	wk, w := l.begin(ctx, "get", key)
 	defer l.end()
-	if f := l.w.readFault(wk); f != faultNone {
-		return ledger.Record{}, fmt.Errorf("simledger: get: %w", l.w.faultErr(f))
+	if f := w.readFault(wk); f != faultNone {
+		return ledger.Record{}, w.faultErr("get", f)
 	}
 	return l.inner.Get(ctx, key)
 }
 
 func (l *simLedger) ApplyDelivery(ctx context.Context, key string, d ledger.Delivery) (bool, error) {
-	wk := l.begin(ctx, "apply", key)
+	wk, w := l.begin(ctx, "apply", key)
 	defer l.end()
-	w := l.w
 	f := w.writeFault(wk)
-	if f == faultFail || f == faultThrottle {
-		return false, fmt.Errorf("simledger: apply delivery: %w", w.faultErr(f))
+	if refused(f) {
+		return false, w.faultErr("apply delivery", f)
 	}
-	before, _ := l.inner.Get(ctx, key)
 	applied, err := l.inner.ApplyDelivery(ctx, key, d)
-	if err == nil {
-		w.checkTransition(before, key)
-		if after, gerr := l.inner.Get(ctx, key); gerr == nil && after.State != before.State {
-			w.violate(InvFinalChanged, key, fmt.Sprintf("a delivery callback moved the row from %s to %s", before.State, after.State))
-		}
-	}
 	if f == faultLost && err == nil {
-		return false, fmt.Errorf("simledger: apply delivery: %w", w.faultErr(f))
+		return false, w.faultErr("apply delivery", f)
 	}
 	if err == nil && applied {
 		w.expect("webhook", metrics.CallbacksApplied)
@@ -373,37 +335,10 @@ func (l *simLedger) ApplyDelivery(ctx context.Context, key string, d ledger.Deli
 // DynamoDB's Query with a filter does (the limit applies before the expiry
 // filter; ledgertest checks it of both ledgers).
 func (l *simLedger) Attention(ctx context.Context, q ledger.AttentionQuery) (ledger.AttentionPage, error) {
-	wk := l.begin(ctx, "attention", fmt.Sprintf("%02d", q.Shard))
+	wk, w := l.begin(ctx, "attention", fmt.Sprintf("%02d", q.Shard))
 	defer l.end()
-	if f := l.w.readFault(wk); f != faultNone {
-		return ledger.AttentionPage{}, fmt.Errorf("simledger: attention: %w", l.w.faultErr(f))
+	if f := w.readFault(wk); f != faultNone {
+		return ledger.AttentionPage{}, w.faultErr("attention", f)
 	}
 	return l.inner.Attention(ctx, q)
-}
-
-// checkTransition checks a write against the row before it: a final row
-// never changes state. w.mu is held.
-func (w *World) checkTransition(before ledger.Record, key string) {
-	after, err := w.mem.Get(context.Background(), key)
-	if err == nil && before.Key != "" && before.State.Final() && after.State != before.State {
-		w.violate(InvFinalChanged, key, fmt.Sprintf("a final %s row became %s", before.State, after.State))
-	}
-	if err == nil && after.DeliveryRank < before.DeliveryRank {
-		w.violate(InvFinalChanged, key, fmt.Sprintf("delivery rank went back from %d to %d", before.DeliveryRank, after.DeliveryRank))
-	}
-}
-
-func short(err error) string {
-	if err == nil {
-		return "ok"
-	}
-	switch {
-	case errors.Is(err, ledger.ErrFencingLost):
-		return "fenced out"
-	case errors.Is(err, ledger.ErrNotFound):
-		return "not found"
-	case errors.Is(err, ledger.ErrExists):
-		return "conflict"
-	}
-	return err.Error()
 }

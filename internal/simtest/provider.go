@@ -1,9 +1,12 @@
 package simtest
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strconv"
 	"time"
 
 	"github.com/sendonce/sendonce/internal/metrics"
@@ -45,10 +48,6 @@ const (
 	lookupFail     = "lookup_failed"
 )
 
-// lookupWindow is how much earlier than AttemptedAt a listed message may
-// have been created (Twilio's adapter allows a minute of clock skew).
-const lookupWindow = time.Minute
-
 // delivery is one message a provider holds: one it accepted (the ground
 // truth), or, at the Twilio API, other traffic to the same number.
 type delivery struct {
@@ -61,8 +60,6 @@ type delivery struct {
 	// failAt, when set, is when the carrier failed the message after the
 	// provider accepted it (undelivered): a lookup then finds it rejected.
 	failAt time.Time
-	// noise: not a message of the workload (another sender's traffic).
-	noise bool
 }
 
 func (d *delivery) failedAt(t time.Time) bool { return !d.failAt.IsZero() && !t.Before(d.failAt) }
@@ -71,34 +68,29 @@ func (d *delivery) failedAt(t time.Time) bool { return !d.failAt.IsZero() && !t.
 // provider.Adapter; refProvider adds provider.Looker; the Twilio class is
 // the real adapter over twilioAPI.
 type simProvider struct {
-	w       *World
-	name    string
-	channel string
-	class   provClass
-	skew    time.Duration
-	// storms are 429 storms: every send in [from, until) is throttled.
-	storms [][2]time.Time
-	byKey  map[string]string // key → first message id
-	sent   []*delivery
-	n      int
-	tw     *twilioAPI
-	ad     provider.Adapter
+	w     *World
+	name  string
+	class provClass
+	skew  time.Duration
+	// storm is a 429 storm: every send in [from, until) is throttled.
+	storm [2]time.Time
+	sent  []*delivery
+	n     int
+	tw    *twilioAPI
+	ad    provider.Adapter
 }
 
 type refProvider struct{ *simProvider }
 
-var (
-	_ provider.Adapter = (*simProvider)(nil)
-	_ provider.Looker  = refProvider{}
-)
+var _ provider.Looker = refProvider{}
 
-func (w *World) newProvider(name, ch string, c provClass) *simProvider {
-	p := &simProvider{w: w, name: name, channel: ch, class: c,
-		skew: time.Duration(w.rng.Int64N(int64(2*maxSkew))) - maxSkew, byKey: map[string]string{}}
+func (w *World) newProvider(name string, c provClass) *simProvider {
+	p := &simProvider{w: w, name: name, class: c,
+		skew: time.Duration(w.rng.Int64N(int64(2*maxSkew))) - maxSkew}
 	if w.rng.IntN(10) < 3 {
 		from := w.t0.Add(time.Duration(w.rng.Int64N(int64(10 * time.Minute))))
 		length := time.Duration(float64(10*time.Second) * float64(uint(1)<<w.rng.IntN(8)) * (1 + w.rng.Float64()))
-		p.storms = append(p.storms, [2]time.Time{from, from.Add(length)})
+		p.storm = [2]time.Time{from, from.Add(length)}
 		w.faults["provider_429_storm_windows"]++
 	}
 	switch c {
@@ -113,10 +105,9 @@ func (w *World) newProvider(name, ch string, c provClass) *simProvider {
 	return p
 }
 
-// adapter is what a function built from a deployment gets for p.
-func (p *simProvider) adapter() provider.Adapter { return p.ad }
-
 func (p *simProvider) Name() string { return p.name }
+
+func (p *simProvider) String() string { return p.name }
 
 func (p *simProvider) Capabilities() provider.Capabilities {
 	return provider.Capabilities{IdempotentSends: p.class == classDedup, LookupByReference: p.class == classRef}
@@ -133,10 +124,8 @@ func (p *simProvider) pick(wk *worker) string {
 	if wk.calm || w.calm {
 		return provAccept
 	}
-	for _, s := range p.storms {
-		if !now.Before(s[0]) && now.Before(s[1]) {
-			return provStorm
-		}
+	if !now.Before(p.storm[0]) && now.Before(p.storm[1]) {
+		return provStorm
 	}
 	x := w.rng.Float64() / w.sc.intensity
 	switch {
@@ -158,18 +147,16 @@ func (p *simProvider) pick(wk *worker) string {
 	return provAccept
 }
 
-// hang parks the caller until its context's deadline, as a provider that
-// never answers does; the call then fails with the deadline.
+// hang parks the caller, which holds w.mu, until its context's deadline,
+// as a provider that never answers does; the call then fails with the
+// deadline. The park releases w.mu; a goroutine told to exit meanwhile
+// exits without it.
 func (p *simProvider) hang(ctx context.Context, key string) error {
-	d, ok := ctx.Deadline()
-	if !ok {
-		d = time.Now().Add(providerTimeout)
-	}
-	p.w.sleepUntil(ctx, "hang", key, d)
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	return context.DeadlineExceeded
+	d, _ := ctx.Deadline() // the dispatcher's provider timeout
+	p.w.mu.Unlock()
+	p.w.yieldUntil(ctx, "hang", key, d)
+	p.w.mu.Lock()
+	return cmp.Or(ctx.Err(), context.DeadlineExceeded)
 }
 
 // accept records that p accepted key's message (to, body): the ground
@@ -178,8 +165,8 @@ func (p *simProvider) hang(ctx context.Context, key string) error {
 // with the first id and delivers nothing. w.mu is held.
 func (p *simProvider) accept(wk *worker, key, to, body string) string {
 	w := p.w
-	if id, ok := p.byKey[key]; ok && p.class == classDedup {
-		return id
+	if i := slices.IndexFunc(p.sent, func(d *delivery) bool { return d.key == key }); i >= 0 && p.class == classDedup {
+		return p.sent[i].id
 	}
 	kt := w.truth(key)
 	a := w.heldAttempt(wk, key)
@@ -189,112 +176,99 @@ func (p *simProvider) accept(wk *worker, key, to, body string) string {
 		id = p.tw.sid(p.n)
 	}
 	now := w.now().Add(p.skew)
-	d := &delivery{key: key, to: to, body: body, id: id, created: now, visible: now.Add(p.lag())}
+	// It is listed up to the smallest settle time any function of the seed
+	// uses, less the clocks' error, after it was accepted: a "no record"
+	// answer trusted after the settle time is true.
+	lag := time.Duration(w.rng.Int64N(int64(w.sc.lagMax) + 1))
+	d := &delivery{key: key, to: to, body: body, id: id, created: now, visible: now.Add(lag)}
 	if w.rng.Float64() < w.sc.carrierFailure {
 		d.failAt = d.visible.Add(time.Duration(w.rng.IntN(30)) * time.Second)
 	}
 	p.sent = append(p.sent, d)
-	if _, ok := p.byKey[key]; !ok {
-		p.byKey[key] = id
-	}
 	kt.deliveries = append(kt.deliveries, delivery{key: key, id: id, created: now})
-	if len(kt.deliveries) == 2 {
-		kt.dupPremature = kt.premature // what the repeat followed
-	}
 	kt.deliveredBy = append(kt.deliveredBy, p.name)
-	if a != nil && a.chain != 0 && !kt.chains[a.chain] {
+	if a != nil && a.chain != 0 {
 		kt.chains[a.chain] = true
-		kt.policyResends++
 	}
 	w.scheduleCallbacks(p, d)
 	return id
 }
 
-// lag is how long after acceptance a message is listed: up to the
-// smallest settle time any function of the seed uses, less the clocks'
-// error, so a "no record" answer trusted after the settle time is true.
-func (p *simProvider) lag() time.Duration {
-	return time.Duration(p.w.rng.Int64N(int64(p.w.sc.lagMax) + 1))
-}
-
-// begin starts a send of key's message (body) through p: the worker's
-// yield point, then, under w.mu (the caller unlocks it), the send's checks,
-// the attempt the worker holds and what the provider does with the send
-// (pick). A send that may have reached the provider is noted before the
-// call may hang (its worker may die there); so is a 5xx where the provider
-// takes no key (Twilio), which may come after the message was taken.
-func (p *simProvider) begin(ctx context.Context, key, body string) (*worker, *keyTruth, *attempt, string) {
+// call runs one send of key's message (to, body) through p: a yield
+// point, then, under w.mu (the caller unlocks it), the send's checks, what
+// p does (pick), the ground truth and the expected counts. A send that may
+// have reached p is noted before the call may hang (its worker may die
+// there); so is a 5xx where p takes no key (Twilio), half of which come
+// after it took the message. It returns what p did, the message id if p
+// took it, and the error of a call that got no answer.
+func (p *simProvider) call(ctx context.Context, key, to, body string) (b, id string, err error) {
 	w := p.w
 	wk := w.yield(ctx, "send", key)
 	w.mu.Lock()
 	kt := w.truth(key)
 	w.checkSend(p, key, body)
 	a := w.heldAttempt(wk, key)
-	b := p.pick(wk)
+	b = p.pick(wk)
 	if b != provAccept {
 		w.faults[b]++
 	}
-	switch b {
-	case provAccept, provHangAfter, provHangBefore, provLost:
+	twilio5xx := b == prov5xx && p.tw != nil
+	accepted := b == provAccept || b == provHangAfter || b == provLost
+	if accepted || b == provHangBefore || twilio5xx {
 		kt.reached[p.name] = true
-	case prov5xx:
-		if p.tw != nil {
-			kt.reached[p.name] = true
-		}
 	}
-	return wk, kt, a, b
+	if accepted || twilio5xx && w.rng.IntN(2) == 0 {
+		id = p.accept(wk, key, to, body)
+	}
+	switch b {
+	case provHangAfter, provHangBefore:
+		w.tracef(key, "%s send %s via %s: %s, no answer yet", wk.name, w.short(key), p.name, b)
+		err = p.hang(ctx, key)
+	case provLost:
+		err = errors.New("read tcp 10.0.0.1:443: connection reset by peer")
+	case prov4xx:
+		kt.refused = true
+	}
+	if b != provAccept {
+		w.expect(wk.service, metrics.ProviderErrors)
+		kt.ambiguous = kt.ambiguous || err != nil || twilio5xx
+	} else if a != nil {
+		a.receipt = true
+	}
+	w.tracef(key, "%s send %s via %s: %s", wk.name, w.short(key), p.name, b)
+	return b, id, err
+}
+
+// refusals are a provider's answers to the sends it refuses: the kind of
+// error a provider of a class other than Twilio returns, the HTTP status,
+// and Twilio's error code and message.
+var refusals = map[string]struct {
+	kind         provider.Kind
+	status, code int
+	message      string
+}{
+	prov4xx:    {provider.Permanent, 400, 21211, "The 'To' number is not a valid phone number."},
+	prov5xx:    {provider.Transient, 503, 20503, "Service Unavailable"},
+	prov429:    {provider.Transient, 429, 20429, "Too Many Requests"},
+	provStorm:  {provider.Transient, 429, 20429, "Too Many Requests"},
+	provConfig: {provider.Config, 401, 20003, "Authenticate"},
 }
 
 // heldAttempt is the attempt worker wk holds on key, or nil. w.mu is held.
 func (w *World) heldAttempt(wk *worker, key string) *attempt {
-	a := w.attempts[w.held[heldKey{wk.id, key}]]
-	if a != nil && a.key != key {
-		return nil
-	}
-	return a
+	return w.attempts[w.held[heldKey{wk.id, key}]]
 }
 
 func (p *simProvider) Send(ctx context.Context, m provider.Message) (provider.Receipt, error) {
-	w := p.w
-	wk, kt, a, b := p.begin(ctx, m.Key, m.Body)
-	defer w.mu.Unlock()
-	var (
-		rcpt provider.Receipt
-		err  error
-	)
-	switch b {
-	case provAccept:
-		rcpt.MessageID = p.accept(wk, m.Key, m.To, m.Body)
-	case provHangAfter:
-		p.accept(wk, m.Key, m.To, m.Body)
-		w.tracef(m.Key, "%s send %s via %s: accepted, then no answer", wk.name, w.short(m.Key), p.name)
-		err = p.perr(provider.Ambiguous, "send", "", "no answer after the request was written: timeout", p.hang(ctx, m.Key))
-	case provHangBefore:
-		w.tracef(m.Key, "%s send %s via %s: no answer, not accepted", wk.name, w.short(m.Key), p.name)
-		err = p.perr(provider.Ambiguous, "send", "", "no answer after the request was written: timeout", p.hang(ctx, m.Key))
-	case provLost:
-		p.accept(wk, m.Key, m.To, m.Body)
-		err = p.perr(provider.Ambiguous, "send", "", "connection reset after the request was written", errors.New("read: connection reset by peer"))
-	case prov4xx:
-		kt.refused = true
-		err = p.perr(provider.Permanent, "send", "400", "invalid recipient", nil)
-	case prov5xx:
-		err = p.perr(provider.Transient, "send", "503", "service unavailable", nil)
-	case prov429, provStorm:
-		err = p.perr(provider.Transient, "send", "429", "too many requests", nil)
-	case provConfig:
-		err = p.perr(provider.Config, "send", "401", "bad credentials", nil)
+	b, id, err := p.call(ctx, m.Key, m.To, m.Body)
+	defer p.w.mu.Unlock()
+	switch r := refusals[b]; {
+	case err != nil:
+		return provider.Receipt{}, p.perr(provider.Ambiguous, "send", "", "no answer after the request was written", err)
+	case b != provAccept:
+		return provider.Receipt{}, p.perr(r.kind, "send", strconv.Itoa(r.status), r.message, nil)
 	}
-	if err != nil {
-		w.expect(wk.service, metrics.ProviderErrors)
-		if provider.KindOf(err) == provider.Ambiguous {
-			kt.ambiguous = true
-		}
-	} else if a != nil {
-		a.receipt = true
-	}
-	w.tracef(m.Key, "%s send %s via %s: %s", wk.name, w.short(m.Key), p.name, b)
-	return rcpt, err
+	return provider.Receipt{MessageID: id}, nil
 }
 
 // Lookup answers by the message's key: the provider stores it as the
@@ -323,7 +297,7 @@ func (p refProvider) Lookup(ctx context.Context, m provider.Message) (provider.L
 		res = provider.LookupResult{Status: provider.LookupAccepted, MessageID: d.id}
 		break
 	}
-	w.noteLookup(wk, p.simProvider, m.Key, res)
+	w.lastLookup[heldKey{wk.id, m.Key}] = res.Status // for policyResend
 	w.tracef(m.Key, "%s lookup %s via %s: %s %s", wk.name, w.short(m.Key), p.name, res.Status, res.MessageID)
 	return res, nil
 }

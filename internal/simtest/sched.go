@@ -13,29 +13,22 @@ import (
 // run, a webhook callback). Its goroutines share its context; it dies as a
 // whole.
 type worker struct {
-	id      int
-	name    string // "s3", "r1", "w2"
-	service string // "sender", "reconciler", "webhook"
-	skew    time.Duration
-	dead    bool
-	done    bool
-	batch   []*sqsMsg
+	id         int
+	name       string // "s3", "r1", "w2"
+	service    string // "sender", "reconciler", "webhook"
+	skew       time.Duration
+	dead, done bool
 	// calm workers meet no faults (the drain phase).
 	calm bool
 	// deadline is the invocation's deadline, timeout its function's.
 	deadline time.Time
 	timeout  time.Duration
 	// claim is the lease of the claims it takes (its deployment's claim
-	// timeout); settle the settle time it reads, configuredSettle the one
-	// its deployment configures.
-	claim, settle, configuredSettle time.Duration
+	// timeout).
+	claim time.Duration
 }
 
 type workerKey struct{}
-
-func withWorker(ctx context.Context, w *worker) context.Context {
-	return context.WithValue(ctx, workerKey{}, w)
-}
 
 func workerOf(ctx context.Context) *worker {
 	w, _ := ctx.Value(workerKey{}).(*worker)
@@ -66,32 +59,22 @@ const maxCallDelay = 50 * time.Millisecond
 // returns the worker of ctx. A goroutine told to exit (cleanup after the
 // run) exits here without running further.
 func (w *World) yield(ctx context.Context, op, key string) *worker {
-	wk, exit := w.park(ctx, op, key, time.Time{})
-	if exit {
-		runtime.Goexit()
-	}
-	return wk
+	return w.yieldUntil(ctx, op, key, time.Time{})
 }
 
-// sleepUntil parks the caller until the virtual clock reaches wake (a
-// provider call that hangs until its deadline).
-func (w *World) sleepUntil(ctx context.Context, op, key string, wake time.Time) {
-	w.mu.Unlock() // ops run under w.mu; a timed park releases it
-	_, exit := w.park(ctx, op, key, wake)
-	w.mu.Lock()
-	if exit {
-		runtime.Goexit() // the caller's deferred Unlock runs
-	}
-}
-
-func (w *World) park(ctx context.Context, op, key string, wake time.Time) (*worker, bool) {
+// yieldUntil is yield that, when wake is set, parks the task until the
+// clock reaches it.
+func (w *World) yieldUntil(ctx context.Context, op, key string, wake time.Time) *worker {
 	wk := workerOf(ctx)
 	t := &task{w: wk, op: op, key: key, resume: make(chan bool), wake: wake}
 	w.mu.Lock()
 	w.arrived = append(w.arrived, t)
 	w.signal()
 	w.mu.Unlock()
-	return wk, <-t.resume
+	if <-t.resume {
+		runtime.Goexit()
+	}
+	return wk
 }
 
 // settle waits until every goroutine of the bubble is blocked, then files
@@ -114,7 +97,7 @@ func (w *World) settle() {
 		t.readyAt = now
 		switch {
 		case w.cleanup:
-			w.exit(t)
+			go func() { t.resume <- true }() // it exits, running its deferred calls
 		case t.w.dead:
 			w.frozen = append(w.frozen, t)
 		case !t.wake.IsZero():
@@ -126,11 +109,6 @@ func (w *World) settle() {
 	for _, f := range fin {
 		f()
 	}
-}
-
-// exit tells a parked task to exit and lets it run its deferred calls.
-func (w *World) exit(t *task) {
-	go func() { t.resume <- true }()
 }
 
 // resume runs t's call and waits until the bubble is quiet again.
@@ -160,7 +138,7 @@ func (w *World) kill(wk *worker) {
 func (w *World) start(wk *worker, deadline time.Duration, body func(ctx context.Context), after func()) {
 	wk.deadline = time.Now().Add(deadline)
 	wk.timeout = deadline
-	ctx, cancel := context.WithTimeout(withWorker(context.Background(), wk), deadline)
+	ctx, cancel := context.WithTimeout(context.WithValue(context.Background(), workerKey{}, wk), deadline)
 	go func() {
 		defer cancel()
 		body(ctx)
@@ -225,7 +203,7 @@ func (w *World) shutdown() {
 	w.cleanup = true
 	for _, list := range [][]*task{w.runnable, w.timers, w.frozen} {
 		for _, t := range list {
-			w.exit(t)
+			go func() { t.resume <- true }() // it exits, running its deferred calls
 		}
 	}
 	w.runnable, w.timers, w.frozen = nil, nil, nil

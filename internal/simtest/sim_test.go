@@ -25,8 +25,7 @@ var (
 	flagShow     = flag.Int("show", 8, "how many tolerated violations TestSim prints with their traces")
 )
 
-// knownDefects are the invariants, or the kinds of an invariant
-// ("invariant/kind", Violation.Kind), that the code on this branch still
+// knownDefects are the invariants that the code on this branch still
 // breaks, with the defect that breaks them. Their violations are reported
 // and counted but do not fail the test. It is empty: every seed must
 // pass. (While issue 10's defects were open it listed duplicate-delivery,
@@ -48,36 +47,34 @@ var regressions = []struct {
 	seed      uint64
 	invariant string
 	world     int
-	// kind, when set, is the violation's kind (Violation.Kind).
-	kind string
 }{
 	// A worker sends through a provider that can be asked and dies; the
 	// redelivery takes the claim over and looks the message up from the
 	// takeover's own time, finds nothing, and sends again.
-	{"Defect1LookupWithTakeoverTime", 30, InvDuplicate, 1, ""},
+	{"Defect1LookupWithTakeoverTime", 30, InvDuplicate, 1},
 	// The reconciler finds the message by lookup and takes the row over;
 	// the takeover's answer is lost. The next run looks up from that
 	// takeover's time (the row's AttemptedAt moved, though the takeover
 	// sent nothing), finds nothing, and sends again.
-	{"LookupWindowMovedByTakeover", 2248, InvDuplicate, 1, ""},
+	{"LookupWindowMovedByTakeover", 2248, InvDuplicate, 1},
 	// A 429 storm outlasts five attempts: released attempts, none of them
 	// accepted, count toward giving up.
-	{"Defect2OutageAbandons", 1191, InvAbandoned, 1, ""},
+	{"Defect2OutageAbandons", 1191, InvAbandoned, 1},
 	// A claim applied but its answer was lost; the claim id was dropped,
 	// the row stayed PENDING, and the reconciler abandoned it by class
 	// policy as possibly sent.
-	{"Defect3LostClaimAnswer", 76, InvAbandoned, 1, ""},
+	{"Defect3LostClaimAnswer", 76, InvAbandoned, 1},
 	// A takeover of a released row applied, its answer lost: PENDING with
 	// released removed, though nobody sent.
-	{"Defect3LostTakeOverAnswer", 1896, InvAbandoned, 1, ""},
+	{"Defect3LostTakeOverAnswer", 1896, InvAbandoned, 1},
 	// A release after a 429 failed and was only logged.
-	{"Defect3FailedRelease", 884, InvAbandoned, 1, ""},
+	{"Defect3FailedRelease", 884, InvAbandoned, 1},
 	// The provider refused for good (4xx) and the Mark FAILED failed and
 	// was only logged: the row was abandoned as possibly sent. Still
 	// found by the same seed on the code with issue 10's fixes; fixed in
 	// dispatch (a FAILED mark is retried like a Release), regression test
 	// sender.TestFailedMarkFailedIsRetried.
-	{"FailedMarkAfterRefusal", 3109, InvAbandoned, 1, ""},
+	{"FailedMarkAfterRefusal", 3109, InvAbandoned, 1},
 	// A request whose template cannot be rendered had its claim's answer
 	// lost and was released; the redelivery sent the released row's
 	// stored entry, which has no text, and a lookup of another such
@@ -85,11 +82,11 @@ var regressions = []struct {
 	// by an 80000-seed run; fixed in sender (a takeover that would send an
 	// unrenderable request records FAILED), regression test
 	// sender.TestReleasedUnrenderableRequestIsNotSent.
-	{"ReleasedUnrenderableSent", 56697, InvSentUndelivered, 1, ""},
+	{"ReleasedUnrenderableSent", 56697, InvSentUndelivered, 1},
 	// Expired UNCERTAIN rows at the head of a shard fill the page that the
 	// expiry filter then empties: the reconciler never reaches the live
 	// rows behind them.
-	{"Defect4ExpiredHeadHidesShard", 697, InvStuck, 1, ""},
+	{"Defect4ExpiredHeadHidesShard", 697, InvStuck, 1},
 
 	// Issue 21, found by the world that changes (world 2) on the code
 	// before its fixes.
@@ -97,31 +94,31 @@ var regressions = []struct {
 	// Two keys send the same text to one recipient through Twilio; one
 	// key's send hangs before Twilio takes it (UNCERTAIN), and its lookup
 	// finds the other key's message by content and marks it SENT.
-	{"W21ContentMatchOfAnotherKey", 7, InvSentUndelivered, 2, ""},
+	{"W21ContentMatchOfAnotherKey", 7, InvSentUndelivered, 2},
 	// A released row's redelivery renders the request with the tenant's
 	// latest template, a version that needs a "name" the data lacks: the
 	// message, never sent, becomes FAILED.
-	{"W21RedeliveryRendersLatest", 11, InvFailedUnrefused, 2, ""},
+	{"W21RedeliveryRendersLatest", 11, InvFailedUnrefused, 2},
 	// A redeploy switches SMS from a provider looked up by reference to
 	// Twilio; the reconciler asks Twilio about the attempt that went
 	// through the other provider, finds nothing and resends through Twilio.
-	{"W21ResolvedThroughCurrentProvider", 13, InvElsewhere, 2, ""},
+	{"W21ResolvedThroughCurrentProvider", 13, InvElsewhere, 2},
 	// A stale first claim's redelivery finds the lookup failing and
 	// leaves the row waiting, outside the attention index.
-	{"W21StaleFirstClaimLeft", 53, InvStaleLeft, 2, ""},
+	{"W21StaleFirstClaimLeft", 53, InvStaleLeft, 2},
 	// The sender's environment in template.yaml lacked the settle time: it
 	// trusted "no record" after the default 2 minutes, while the provider
 	// lists messages up to the configured settle late, and resent. Found
 	// by seed 166 before the fixes, and by seed 358 on the fixed code
 	// until the template's fix (the ops branch) reached main.
-	{"W21SenderIgnoresSettle", 358, InvDuplicate, 2, KindSettleNotConfigured},
+	{"W21SenderIgnoresSettle", 358, InvDuplicate, 2},
 	// A busy number: more than 20 pages of messages to the recipient;
 	// the Twilio lookup stops at its page cap and answers "not found".
-	{"W21TwilioPageCap", 512, InvDuplicate, 2, ""},
+	{"W21TwilioPageCap", 512, InvDuplicate, 2},
 	// A request whose template is unknown has its claim's answer lost and
 	// is released; the reconciler resends the row, which holds no message:
 	// an empty message.
-	{"W21EmptyResend", 664, InvTextNotPinned, 2, ""},
+	{"W21EmptyResend", 664, InvTextNotPinned, 2},
 
 	// Found by world 2 on the code with issue 21's fixes (first by seed
 	// 128): the sender's function timeout is 15 s, decide.TakeOverBudget
@@ -129,7 +126,7 @@ var regressions = []struct {
 	// through a provider it must ask never had the time for the lookup,
 	// gave up and left the row outside the attention index. Fixed in
 	// 8f06c27 (it marks the row UNCERTAIN).
-	{"W21NoTimeForLookup", 82, InvStaleLeft, 2, KindNoTimeForLookup},
+	{"W21NoTimeForLookup", 82, InvStaleLeft, 2},
 }
 
 // currentWorld numbers the simulated world: 1 is the world of issue 10
@@ -139,15 +136,10 @@ var regressions = []struct {
 const currentWorld = 2
 
 // knownDefect returns the known defect v is, if knownDefects lists its
-// kind (invariant/kind) or its whole invariant.
+// invariant.
 func knownDefect(v Violation) (string, bool) {
 	if *flagStrict {
 		return "", false
-	}
-	if v.Kind != "" {
-		if d, ok := knownDefects[v.Invariant+"/"+v.Kind]; ok {
-			return d, true
-		}
 	}
 	d, ok := knownDefects[v.Invariant]
 	return d, ok
@@ -159,30 +151,35 @@ func tolerated(v Violation) bool {
 }
 
 // runSeed runs one seed in its own synctest bubble.
-func runSeed(t *testing.T, seed uint64) Report {
-	var res Report
+func runSeed(t *testing.T, seed uint64) *World {
+	var w *World
 	synctest.Test(t, func(t *testing.T) {
-		w := newWorld(seed)
+		w = newWorld(seed)
 		w.run()
-		res = Report{Seed: seed, Steps: w.steps, Faults: w.faults, Violations: w.violations}
-		for _, l := range w.trace {
-			res.Trace = append(res.Trace, l.text())
-		}
 	})
-	return res
+	return w
 }
 
-func describe(res Report, v Violation) string {
+// traceText is the whole trace of a run.
+func traceText(w *World) []string {
+	var out []string
+	for _, l := range w.trace {
+		out = append(out, l.text())
+	}
+	return out
+}
+
+func describe(res *World, v Violation) string {
 	var b strings.Builder
 	mark := ""
 	if d, ok := knownDefect(v); ok {
 		mark = " [KNOWN: " + d + "]"
 	}
-	fmt.Fprintf(&b, "seed %d: %s on %s at step %d (+%.3fs)%s: %s\n", res.Seed, v.Invariant, v.Key, v.Step, v.At.Seconds(), mark, v.Detail)
+	fmt.Fprintf(&b, "seed %d: %s on %s at step %d (+%.3fs)%s: %s\n", res.seed, v.Invariant, v.Key, v.Step, v.At.Seconds(), mark, v.Detail)
 	for _, l := range v.Trace {
 		fmt.Fprintf(&b, "    %s\n", l)
 	}
-	fmt.Fprintf(&b, "  replay: go test ./internal/simtest -run 'TestSim$' -seed=%d -v\n", res.Seed)
+	fmt.Fprintf(&b, "  replay: go test ./internal/simtest -run 'TestSim$' -seed=%d -v\n", res.seed)
 	return b.String()
 }
 
@@ -200,16 +197,16 @@ type stats struct {
 	firstSeed   map[string]uint64
 }
 
-func (s *stats) add(r Report) {
+func (s *stats) add(r *World) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.seeds++
-	s.steps += r.Steps
-	for k, n := range r.Faults {
+	s.steps += r.steps
+	for k, n := range r.faults {
 		s.faults[k] += n
 	}
 	seen, bad := map[string]bool{}, map[string]bool{}
-	for _, v := range r.Violations {
+	for _, v := range r.violations {
 		if !seen[v.Invariant] {
 			seen[v.Invariant] = true
 			s.violations[v.Invariant]++
@@ -223,8 +220,8 @@ func (s *stats) add(r Report) {
 			bad[v.Invariant] = true
 			s.untolerated[v.Invariant]++
 		}
-		if _, ok := s.firstSeed[v.Invariant]; !ok || r.Seed < s.firstSeed[v.Invariant] {
-			s.firstSeed[v.Invariant] = r.Seed
+		if _, ok := s.firstSeed[v.Invariant]; !ok || r.seed < s.firstSeed[v.Invariant] {
+			s.firstSeed[v.Invariant] = r.seed
 		}
 	}
 }
@@ -269,9 +266,9 @@ func TestSim(t *testing.T) {
 	}
 	if *flagSeed >= 0 {
 		res := runSeed(t, uint64(*flagSeed))
-		t.Logf("seed %d: %d steps, faults %v", res.Seed, res.Steps, res.Faults)
-		t.Logf("trace:\n    %s", strings.Join(res.Trace, "\n    "))
-		for _, v := range res.Violations {
+		t.Logf("seed %d: %d steps, faults %v", res.seed, res.steps, res.faults)
+		t.Logf("trace:\n    %s", strings.Join(traceText(res), "\n    "))
+		for _, v := range res.violations {
 			if tolerated(v) {
 				t.Log(describe(res, v))
 			} else {
@@ -285,7 +282,7 @@ func TestSim(t *testing.T) {
 		for i := range *flagSeeds {
 			seed := *flagFirst + uint64(i)
 			res := runSeed(t, seed)
-			for _, v := range res.Violations {
+			for _, v := range res.violations {
 				if !tolerated(v) {
 					fmt.Printf("CAUGHT after %d seeds (%s): %s", i+1, time.Since(start).Round(time.Millisecond), describe(res, v))
 					return
@@ -333,7 +330,7 @@ func TestSim(t *testing.T) {
 				for i := sh; i < *flagSeeds; i += shards {
 					res := runSeed(t, *flagFirst+uint64(i))
 					st.add(res)
-					for _, v := range res.Violations {
+					for _, v := range res.violations {
 						d := describe(res, v)
 						if tolerated(v) {
 							mu.Lock()
@@ -367,13 +364,13 @@ func TestRegressions(t *testing.T) {
 		t.Run(r.name, func(t *testing.T) {
 			res := runSeed(t, r.seed)
 			hit := false
-			for _, v := range res.Violations {
-				hit = hit || v.Invariant == r.invariant && (r.kind == "" || v.Kind == r.kind)
+			for _, v := range res.violations {
+				hit = hit || v.Invariant == r.invariant
 				if !tolerated(v) {
 					t.Error(describe(res, v))
 				}
 			}
-			if r.world == currentWorld && tolerated(Violation{Invariant: r.invariant, Kind: r.kind}) && !hit {
+			if r.world == currentWorld && tolerated(Violation{Invariant: r.invariant}) && !hit {
 				t.Errorf("seed %d no longer breaks %s, a known defect: if its fix has landed, remove it from knownDefects", r.seed, r.invariant)
 			}
 		})
@@ -386,19 +383,19 @@ func TestReplayIsExact(t *testing.T) {
 	t.Parallel()
 	for seed := uint64(1); seed <= 30; seed++ {
 		a, b := runSeed(t, seed), runSeed(t, seed)
-		if ha, hb := digest(a), digest(b); ha != hb || a.Steps != b.Steps {
-			t.Fatalf("seed %d: two runs differ (%d vs %d steps)", seed, a.Steps, b.Steps)
+		if ha, hb := digest(a), digest(b); ha != hb || a.steps != b.steps {
+			t.Fatalf("seed %d: two runs differ (%d vs %d steps)", seed, a.steps, b.steps)
 		}
 	}
 }
 
-func digest(r Report) uint64 {
+func digest(r *World) uint64 {
 	h := fnv.New64a()
-	for _, l := range r.Trace {
+	for _, l := range traceText(r) {
 		h.Write([]byte(l))
 		h.Write([]byte{'\n'})
 	}
-	for _, v := range r.Violations {
+	for _, v := range r.violations {
 		fmt.Fprintf(h, "%s %s %d\n", v.Invariant, v.Key, v.Step)
 	}
 	return h.Sum64()

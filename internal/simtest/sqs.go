@@ -2,7 +2,6 @@ package simtest
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"strconv"
 	"time"
@@ -16,16 +15,13 @@ import (
 type sqsMsg struct {
 	id    string
 	body  string
-	msg   *message // nil for an invalid body
+	key   string // "" for an invalid body
 	group string
-	seq   int
 	// arrive is when the producer enqueued it.
-	arrive    time.Time
-	receives  int
-	visibleAt time.Time
-	deleted   bool
-	dlq       bool
-	inFlight  bool
+	arrive                 time.Time
+	receives               int
+	visibleAt              time.Time
+	deleted, dlq, inFlight bool
 }
 
 // queue models SQS: visibility timeout, redelivery, receive counts, the
@@ -37,36 +33,25 @@ type queue struct {
 	visibility time.Duration
 	maxReceive int
 	msgs       []*sqsMsg
-	// invalidDLQ holds invalid requests the sender moved to the DLQ.
-	invalidDLQ map[string]bool
 }
 
-func (q *queue) arn() string {
-	if q.fifo {
-		return "arn:aws:sqs:us-east-1:123456789012:notifications.fifo"
-	}
-	return "arn:aws:sqs:us-east-1:123456789012:notifications"
-}
+// done reports whether m left the queue: deleted or dead-lettered.
+func (m *sqsMsg) done() bool { return m.deleted || m.dlq }
 
 func (q *queue) visible(m *sqsMsg, now time.Time) bool {
-	return !m.deleted && !m.dlq && !now.Before(m.arrive) && !now.Before(m.visibleAt)
+	return !m.done() && !now.Before(m.arrive) && !now.Before(m.visibleAt)
 }
 
 // settled reports whether every message is deleted or dead-lettered.
 func (q *queue) settled() bool {
-	for _, m := range q.msgs {
-		if !m.deleted && !m.dlq {
-			return false
-		}
-	}
-	return true
+	return !slices.ContainsFunc(q.msgs, func(m *sqsMsg) bool { return !m.done() })
 }
 
 // nextVisible is the earliest time a message becomes receivable.
 func (q *queue) nextVisible(now time.Time) (time.Time, bool) {
 	var best time.Time
 	for _, m := range q.msgs {
-		if m.deleted || m.dlq {
+		if m.done() {
 			continue
 		}
 		for _, t := range []time.Time{m.arrive, m.visibleAt} {
@@ -80,28 +65,21 @@ func (q *queue) nextVisible(now time.Time) (time.Time, bool) {
 
 // candidates are the messages a receive may return now, in queue order.
 func (q *queue) candidates(now time.Time) []*sqsMsg {
-	var cand []*sqsMsg
-	if !q.fifo {
-		for _, m := range q.msgs {
-			if q.visible(m, now) {
-				cand = append(cand, m)
-			}
-		}
-		return cand
-	}
+	// On a FIFO queue a group with a message in flight delivers nothing,
+	// and nothing after a message that is not receivable (FIFO order).
 	blocked := map[string]bool{}
 	for _, m := range q.msgs {
-		if !m.deleted && !m.dlq && m.receives > 0 && now.Before(m.visibleAt) {
+		if q.fifo && !m.done() && m.receives > 0 && now.Before(m.visibleAt) {
 			blocked[m.group] = true
 		}
 	}
-	stopped := map[string]bool{}
+	var cand []*sqsMsg
 	for _, m := range q.msgs {
-		if m.deleted || m.dlq || now.Before(m.arrive) || blocked[m.group] || stopped[m.group] {
+		if m.done() || now.Before(m.arrive) || blocked[m.group] {
 			continue
 		}
 		if !q.visible(m, now) {
-			stopped[m.group] = true // FIFO order: nothing after a message that is not receivable
+			blocked[m.group] = q.fifo
 			continue
 		}
 		cand = append(cand, m)
@@ -130,7 +108,7 @@ func (w *World) receive() []*sqsMsg {
 		w.rng.Shuffle(len(cand), func(i, j int) { cand[i], cand[j] = cand[j], cand[i] })
 		if !w.calm && w.rng.Float64()/w.sc.intensity < 0.05 {
 			for _, m := range q.msgs {
-				if m.inFlight && !m.deleted && !m.dlq {
+				if m.inFlight && !m.done() {
 					w.faults["sqs_concurrent_delivery"]++
 					cand = append(cand, m)
 					break
@@ -145,10 +123,7 @@ func (w *World) receive() []*sqsMsg {
 		if len(batch) == max {
 			break
 		}
-		k := ""
-		if m.msg != nil {
-			k = m.msg.key
-		}
+		k := m.key
 		if k != "" && keys[k] {
 			continue // one key per batch keeps the yield order deterministic
 		}
@@ -168,12 +143,16 @@ func (w *World) receive() []*sqsMsg {
 
 func (w *World) event(batch []*sqsMsg) events.SQSEvent {
 	var ev events.SQSEvent
+	arn := "arn:aws:sqs:us-east-1:123456789012:notifications"
+	if w.q.fifo {
+		arn += ".fifo"
+	}
 	for _, m := range batch {
 		attrs := map[string]string{"ApproximateReceiveCount": strconv.Itoa(m.receives)}
 		if w.q.fifo {
 			attrs["MessageGroupId"] = m.group
 		}
-		ev.Records = append(ev.Records, events.SQSMessage{MessageId: m.id, Body: m.body, Attributes: attrs, EventSourceARN: w.q.arn()})
+		ev.Records = append(ev.Records, events.SQSMessage{MessageId: m.id, Body: m.body, Attributes: attrs, EventSourceARN: arn})
 	}
 	return ev
 }
@@ -188,21 +167,14 @@ func (w *World) finishBatch(wk *worker, batch []*sqsMsg, resp events.SQSEventRes
 	}
 	for _, m := range batch {
 		m.inFlight = false
-		k := ""
-		if m.msg != nil {
-			k = m.msg.key
-		}
 		if failed[m.id] {
-			w.tracef(k, "%s sqs %s: reported failed (receive %d)", wk.name, m.id, m.receives)
+			w.tracef(m.key, "%s sqs %s: reported failed (receive %d)", wk.name, m.id, m.receives)
 			continue
 		}
 		if !m.dlq {
 			m.deleted = true
-			if m.msg != nil {
-				m.msg.acked = true
-			}
 		}
-		w.tracef(k, "%s sqs %s: deleted", wk.name, m.id)
+		w.tracef(m.key, "%s sqs %s: deleted", wk.name, m.id)
 	}
 }
 
@@ -214,10 +186,9 @@ func (d simDLQ) Put(ctx context.Context, rec events.SQSMessage, invalid *notify.
 	w := d.w
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if f := w.writeFault(wk); f == faultFail || f == faultThrottle {
-		return fmt.Errorf("simdlq: put: %w", w.faultErr(f))
+	if f := w.writeFault(wk); refused(f) {
+		return w.faultErr("dlq put", f)
 	}
-	w.q.invalidDLQ[rec.MessageId] = true
 	w.tracef("", "%s dlq %s: %s", wk.name, rec.MessageId, invalid.Reason)
 	return nil
 }

@@ -1,10 +1,7 @@
 package simtest
 
 import (
-	"errors"
 	"fmt"
-	"io/fs"
-	"maps"
 	"strconv"
 	"strings"
 	"sync"
@@ -15,7 +12,12 @@ import (
 	"github.com/sendonce/sendonce/internal/sendpath"
 )
 
-// stack is template.yaml as far as the simulation reads it (infra.Template,
+// stackPath is the template the simulation reads, from the package
+// directory (where go test runs): the full template, which keeps every
+// setting as a parameter.
+const stackPath = "../../template.full.yaml"
+
+// stack is the template as far as the simulation reads it (infra.Template,
 // its intrinsic functions resolved as CloudFormation resolves them): the
 // parameters' allowed values and defaults, and each function's timeout
 // and environment. A function of the simulation reads its settings the
@@ -25,61 +27,35 @@ import (
 // function, or that names a resource or a pseudo parameter, takes
 // sendpath's default there too.
 type stack struct {
-	t        *infra.Template
-	defaults infra.Values
-	mu       sync.Mutex
-	configs  map[string]fnConfig
+	t       *infra.Template
+	mu      sync.Mutex
+	configs map[string]fnConfig
 }
 
-// stackPaths are the templates, from the package directory (where go
-// test runs): the full template, which keeps every setting as a
-// parameter, where there is one, else template.yaml.
-var stackPaths = []string{"../../template.full.yaml", "../../template.yaml"}
-
-var (
-	stackOnce sync.Once
-	stackPath string
-	theStack  *stack
-	stackErr  error
-)
-
-func loadStack() *stack {
-	stackOnce.Do(func() {
-		var t *infra.Template
-		for _, stackPath = range stackPaths {
-			if t, stackErr = infra.Load(stackPath); !errors.Is(stackErr, fs.ErrNotExist) {
-				break
-			}
-		}
-		if stackErr == nil {
-			theStack = &stack{t: t, defaults: t.Defaults()}
-		}
-	})
-	if stackErr != nil {
-		panic(fmt.Sprintf("simtest: read %s: %v", stackPath, stackErr))
+// loadStack reads the template once for every run.
+var loadStack = sync.OnceValue(func() *stack {
+	t, err := infra.Load(stackPath)
+	if err != nil {
+		panic(fmt.Sprintf("simtest: read %s: %v", stackPath, err))
 	}
-	return theStack
-}
+	return &stack{t: t, configs: map[string]fnConfig{}}
+})
 
-// allowed returns parameter name's AllowedValues, in seconds.
-func (s *stack) allowed(name string) []time.Duration {
+// allowed returns parameter name's AllowedValues, in seconds, that keep
+// holds for.
+func (s *stack) allowed(name string, keep func(time.Duration) bool) []time.Duration {
+	vals, _ := s.t.Parameters[name]["AllowedValues"].([]any)
+	if len(vals) == 0 {
+		panic(fmt.Sprintf("simtest: %s: parameter %s has no AllowedValues", stackPath, name))
+	}
 	var out []time.Duration
-	if _, ok := s.t.Parameters[name]["AllowedValues"]; ok {
-		for _, v := range s.t.Extremes(name) {
-			if x, err := strconv.Atoi(v); err == nil {
-				out = append(out, time.Duration(x)*time.Second)
-			}
+	for _, v := range s.t.Extremes(name) {
+		if x, err := strconv.Atoi(v); err == nil && keep(time.Duration(x)*time.Second) {
+			out = append(out, time.Duration(x)*time.Second)
 		}
-	}
-	if len(out) == 0 {
-		panic(fmt.Sprintf("simtest: template.yaml: parameter %s has no AllowedValues", name))
 	}
 	return out
 }
-
-// params returns every parameter's Default, to be changed by the
-// caller.
-func (s *stack) params() map[string]string { return maps.Clone(s.defaults) }
 
 // resolve returns v (a part of the template) resolved with params when it
 // comes to a literal value, in its string form; ok is false for what
@@ -99,83 +75,53 @@ func (s *stack) resolve(v any, params map[string]string) (string, bool) {
 	return "", false
 }
 
-// props returns function fn's Properties and the Globals' Function
-// section.
-func (s *stack) props(fn string) (own, global map[string]any) {
-	own, _ = s.t.Resources[fn]["Properties"].(map[string]any)
-	return own, s.t.Globals["Function"]
-}
-
-// env is function fn's environment (the Globals' variables, then its
-// own) resolved with params: what the function's process sees.
-func (s *stack) env(fn string, params map[string]string) map[string]string {
-	out := map[string]string{}
-	own, global := s.props(fn)
-	for _, p := range []map[string]any{global, own} {
-		env, _ := p["Environment"].(map[string]any)
-		vars, _ := env["Variables"].(map[string]any)
-		for k, v := range vars {
-			if x, ok := s.resolve(v, params); ok {
-				out[k] = x
-			}
-		}
-	}
-	return out
-}
-
-// timeout is function fn's Timeout (its own, else the Globals').
-func (s *stack) timeout(fn string, params map[string]string) time.Duration {
-	own, global := s.props(fn)
-	for _, p := range []map[string]any{own, global} {
-		if v, ok := s.resolve(p["Timeout"], params); ok {
-			if x, err := strconv.Atoi(v); err == nil {
-				return time.Duration(x) * time.Second
-			}
-		}
-	}
-	panic(fmt.Sprintf("simtest: template.yaml: %s has no timeout", fn))
-}
-
 // fnConfig is what one function built from a deployment reads.
 type fnConfig struct {
 	sendpath.Settings
 	// timeout is the function's timeout: its invocations' deadline.
 	timeout time.Duration
-	// env is the environment it reads, for the trace.
-	env map[string]string
 }
 
 // config returns function fn's settings under params, read as its main
-// reads them. It panics when the environment does not parse: the
-// template's own values must.
-//
-// set names the parameters params sets to other values than their
-// defaults: the config is read once per function and values of them.
-func (s *stack) config(fn string, params map[string]string, set []string) fnConfig {
-	var b strings.Builder
-	b.WriteString(fn)
-	for _, k := range set {
-		b.WriteString("\x00" + k + "=" + params[k])
-	}
+// reads them: from its environment (the Globals' variables, then its
+// own) and its timeout (its own, else the Globals'), resolved with
+// params. It panics when the environment does not parse: the template's
+// own values must. Each function's config is read once per parameter
+// values.
+func (s *stack) config(fn string, params map[string]string) fnConfig {
+	k := fmt.Sprint(fn, params) // fmt prints a map sorted by key
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if c, ok := s.configs[b.String()]; ok {
+	if c, ok := s.configs[k]; ok {
 		return c
 	}
-	c := s.readConfig(fn, params)
-	if s.configs == nil {
-		s.configs = map[string]fnConfig{}
+	own, _ := s.t.Resources[fn]["Properties"].(map[string]any)
+	global := s.t.Globals["Function"]
+	env := map[string]string{}
+	for _, p := range []map[string]any{global, own} {
+		vars, _ := p["Environment"].(map[string]any)
+		vars, _ = vars["Variables"].(map[string]any)
+		for name, v := range vars {
+			if x, ok := s.resolve(v, params); ok {
+				env[name] = x
+			}
+		}
 	}
-	s.configs[b.String()] = c
-	return c
-}
-
-func (s *stack) readConfig(fn string, params map[string]string) fnConfig {
-	env := s.env(fn, params)
 	e := lambdaenv.New(func(k string) string { return env[k] })
-	st := sendpath.Read(e)
+	c := fnConfig{Settings: sendpath.Read(e)}
 	if err := e.Err(); err != nil {
-		panic(fmt.Sprintf("simtest: %s's environment from template.yaml: %v", fn, err))
+		panic(fmt.Sprintf("simtest: %s's environment from %s: %v", fn, stackPath, err))
 	}
-	return fnConfig{Settings: st, timeout: s.timeout(fn, params), env: env}
+	for _, p := range []map[string]any{own, global} {
+		if v, ok := s.resolve(p["Timeout"], params); ok {
+			n, _ := strconv.Atoi(v)
+			c.timeout = time.Duration(n) * time.Second
+			break
+		}
+	}
+	if c.timeout <= 0 {
+		panic(fmt.Sprintf("simtest: %s: %s has no timeout", stackPath, fn))
+	}
+	s.configs[k] = c
+	return c
 }

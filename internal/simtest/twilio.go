@@ -2,12 +2,13 @@ package simtest
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
@@ -15,41 +16,34 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sendonce/sendonce/internal/metrics"
 	"github.com/sendonce/sendonce/internal/provider/twilio"
 	"github.com/sendonce/sendonce/provider"
 )
 
-// twilioAPI simulates the two Twilio Messages API endpoints the twilio
-// adapter calls, as its HTTP transport (no network: every request is a
-// yield point of the calling worker):
-//
-//	POST .../Messages.json   create: accepted, refused, hung, or its answer lost
-//	GET  .../Messages.json   list: To, From, DateSent>, PageSize, PageToken;
-//	                         newest first, next_page_uri pages
-//
-// A message is listed once it has left Twilio (date_sent), up to the
-// seed's listing lag after it was accepted. Besides the workload's
-// messages the account holds, in some seeds, other traffic to the same
-// numbers from the same sender, some with the same text; and the pages
-// may be short (a client must follow next_page_uri however full a page
-// is). When the adapter has a callback base URL, the API posts status
-// callbacks to the URL of the message's key, some of which are lost.
+// twilioAPI is the twilio adapter's HTTP transport: a simulation of the
+// Messages API's create (accepted, refused, hung, or its answer lost) and
+// list (To, From, DateSent>, PageSize, PageToken; newest first,
+// next_page_uri pages), every request a yield point of the calling
+// worker. A message is listed once it has left Twilio (date_sent), up to
+// the seed's listing lag after it was accepted. In some seeds the account
+// also holds other traffic to the same numbers from the same sender, some
+// with the same text, and serves short pages. With a callback base URL
+// the API posts status callbacks to the message key's URL; some are lost.
 type twilioAPI struct {
 	p        *simProvider
-	account  string
-	token    string
-	from     string
 	pageSize int
 	// callbacks: the adapter is configured with CallbackBaseURL.
 	callbacks bool
 }
 
-const twilioBase = "https://api.twilio.sim"
+// The simulated account and its sender.
+const (
+	twilioAccount = "AC0123456789abcdef0123456789abcdef"
+	twilioFrom    = "+15550009999"
+)
 
 func (w *World) newTwilioAPI(p *simProvider) *twilioAPI {
-	t := &twilioAPI{p: p, account: "AC0123456789abcdef0123456789abcdef", token: "sim-token", from: "+15550009999",
-		pageSize: 50, callbacks: w.rng.IntN(4) != 0}
+	t := &twilioAPI{p: p, pageSize: 50, callbacks: w.rng.IntN(4) != 0}
 	if w.rng.IntN(100) < 25 {
 		// Busy numbers and short pages: a lookup may page through more
 		// than its page cap holds.
@@ -75,16 +69,12 @@ var _ provider.Looker = twilioAdapter{}
 type simKeyCtx struct{}
 
 func (t *twilioAPI) adapter() provider.Adapter {
-	cfg := twilio.Config{BaseURL: twilioBase, AccountSID: t.account, AuthToken: t.token, From: t.from,
+	cfg := twilio.Config{BaseURL: "https://api.twilio.sim", AccountSID: twilioAccount, AuthToken: "sim-token", From: twilioFrom,
 		Timeout: providerTimeout, HTTPClient: &http.Client{Transport: t}, Logger: slog.New(slog.DiscardHandler)}
 	if t.callbacks {
 		cfg.CallbackBaseURL = "https://hooks.sendonce.sim"
 	}
-	tp, err := twilio.New(cfg)
-	if err != nil {
-		panic(err)
-	}
-	return twilioAdapter{tp, t}
+	return twilioAdapter{must(twilio.New(cfg)), t}
 }
 
 func (a twilioAdapter) Send(ctx context.Context, m provider.Message) (provider.Receipt, error) {
@@ -97,40 +87,35 @@ func (a twilioAdapter) Lookup(ctx context.Context, m provider.Message) (provider
 	wk := workerOf(ctx)
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	kt := w.truth(m.Key)
-	kt.searchIncomplete = err != nil && strings.Contains(provider.ReasonOf(err), "incomplete")
-	if err != nil {
-		w.tracef(m.Key, "%s lookup %s via twilio from %s (evidence %q): %s", wk.name, w.short(m.Key), w.at(m.AttemptedAt), m.ProviderMessageID, provider.ReasonOf(err))
-		return res, err
+	w.truth(m.Key).searchIncomplete = err != nil && strings.Contains(provider.ReasonOf(err), "incomplete")
+	if err == nil {
+		w.lastLookup[heldKey{wk.id, m.Key}] = res.Status // for policyResend
 	}
-	w.noteLookup(wk, a.api.p, m.Key, res)
-	w.tracef(m.Key, "%s lookup %s via twilio from %s (evidence %q): %s %s %s", wk.name, w.short(m.Key), w.at(m.AttemptedAt), m.ProviderMessageID, res.Status, res.MessageID, res.Reason)
-	return res, nil
+	w.tracef(m.Key, "%s lookup %s via twilio from %s (evidence %q): %s %s %s %v", wk.name, w.short(m.Key), w.at(m.AttemptedAt), m.ProviderMessageID, res.Status, res.MessageID, res.Reason, err)
+	return res, err
 }
 
-func keyOf(ctx context.Context) string {
-	k, _ := ctx.Value(simKeyCtx{}).(string)
-	return k
-}
-
-// RoundTrip serves one request of the adapter.
+// RoundTrip serves one request of the adapter: a create (POST) or a
+// list (GET). The adapter's tests check its requests' path and
+// authentication against package twiliotest.
 func (t *twilioAPI) RoundTrip(req *http.Request) (*http.Response, error) {
-	if req.Body != nil {
-		defer req.Body.Close()
-	}
-	if u, p, ok := req.BasicAuth(); !ok || u != t.account || p != t.token {
-		return t.answer(req, http.StatusUnauthorized, map[string]any{"code": 20003, "message": "Authenticate", "status": 401}), nil
-	}
-	if req.URL.Path != "/2010-04-01/Accounts/"+t.account+"/Messages.json" {
-		return t.answer(req, http.StatusNotFound, map[string]any{"code": 20404, "message": "not found", "status": 404}), nil
-	}
-	switch req.Method {
-	case http.MethodPost:
-		return t.create(req)
-	case http.MethodGet:
+	if req.Method == http.MethodGet {
 		return t.list(req)
 	}
-	return t.answer(req, http.StatusMethodNotAllowed, map[string]any{"code": 20004, "message": "method not allowed", "status": 405}), nil
+	raw, _ := io.ReadAll(req.Body)
+	req.Body.Close()
+	form, _ := url.ParseQuery(string(raw))
+	p := t.p
+	key, _ := req.Context().Value(simKeyCtx{}).(string)
+	b, _, err := p.call(req.Context(), key, form.Get("To"), form.Get("Body"))
+	defer p.w.mu.Unlock()
+	switch r := refusals[b]; {
+	case err != nil:
+		return nil, err
+	case b != provAccept:
+		return t.answer(req, r.status, map[string]any{"code": r.code, "message": r.message, "status": r.status}), nil
+	}
+	return t.answer(req, http.StatusCreated, t.resource(p.sent[len(p.sent)-1], p.w.now().Add(p.skew))), nil
 }
 
 func (t *twilioAPI) answer(req *http.Request, status int, body any) *http.Response {
@@ -140,75 +125,13 @@ func (t *twilioAPI) answer(req *http.Request, status int, body any) *http.Respon
 		ContentLength: int64(len(b)), Request: req, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1}
 }
 
-func (t *twilioAPI) create(req *http.Request) (*http.Response, error) {
-	ctx := req.Context()
-	key := keyOf(ctx)
-	raw, _ := io.ReadAll(req.Body)
-	form, _ := url.ParseQuery(string(raw))
-	to, body := form.Get("To"), form.Get("Body")
-	p := t.p
-	w := p.w
-	wk, kt, a, b := p.begin(ctx, key, body)
-	defer w.mu.Unlock()
-	fail := func(status, code int, msg string) (*http.Response, error) {
-		return t.answer(req, status, map[string]any{"code": code, "message": msg, "status": status}), nil
-	}
-	var (
-		resp *http.Response
-		err  error
-	)
-	switch b {
-	case provAccept:
-		p.accept(wk, key, to, body)
-		resp = t.answer(req, http.StatusCreated, t.resource(p.sent[len(p.sent)-1], w.now().Add(p.skew)))
-		if a != nil {
-			a.receipt = true
-		}
-	case provHangAfter:
-		p.accept(wk, key, to, body)
-		err = p.hang(ctx, key)
-	case provHangBefore:
-		err = p.hang(ctx, key)
-	case provLost:
-		p.accept(wk, key, to, body)
-		err = errors.New("read tcp 10.0.0.1:443: connection reset by peer")
-	case prov4xx:
-		kt.refused = true
-		resp, err = fail(http.StatusBadRequest, 21211, "The 'To' number is not a valid phone number.")
-	case prov5xx:
-		// Twilio takes no key: a 5xx answer is ambiguous to the adapter.
-		// Here half of them come after the message was taken.
-		if w.rng.IntN(2) == 0 {
-			p.accept(wk, key, to, body)
-			resp, err = fail(http.StatusInternalServerError, 20500, "Internal Server Error")
-		} else {
-			resp, err = fail(http.StatusServiceUnavailable, 20503, "Service Unavailable")
-		}
-	case prov429, provStorm:
-		resp, err = fail(http.StatusTooManyRequests, 20429, "Too Many Requests")
-	case provConfig:
-		resp, err = fail(http.StatusUnauthorized, 20003, "Authenticate")
-	}
-	switch b {
-	case provAccept:
-	case provHangAfter, provHangBefore, provLost, prov5xx:
-		kt.ambiguous = true
-		w.expect(wk.service, metrics.ProviderErrors)
-	default:
-		w.expect(wk.service, metrics.ProviderErrors)
-	}
-	w.tracef(key, "%s send %s via twilio: %s", wk.name, w.short(key), b)
-	return resp, err
-}
-
 // resource is a message as the API shows it at now.
 func (t *twilioAPI) resource(d *delivery, now time.Time) map[string]any {
 	m := map[string]any{
-		"sid": d.id, "to": d.to, "from": t.from, "messaging_service_sid": nil, "body": d.body,
-		"status": "queued", "error_code": nil, "date_created": d.created.UTC().Format(time.RFC1123Z), "date_sent": nil,
+		"sid": d.id, "to": d.to, "from": twilioFrom, "messaging_service_sid": nil, "body": d.body,
+		"status": "queued", "error_code": nil, "date_created": d.created.UTC().Format(time.RFC1123Z),
 	}
 	if !now.Before(d.visible) {
-		m["date_sent"] = d.visible.UTC().Format(time.RFC1123Z)
 		m["status"] = "sent"
 		switch {
 		case d.failedAt(now):
@@ -221,14 +144,14 @@ func (t *twilioAPI) resource(d *delivery, now time.Time) map[string]any {
 }
 
 // list serves one page of the message list, newest first. Only messages
-// with a date sent are listed; DateSent> and DateSent< keep those sent on
-// or after, and before, a day (YYYY-MM-DD) or a time (RFC 3339);
-// PageToken is the SID of the previous page's last message. The first
+// with a date sent are listed; DateSent> keeps those sent on or after a
+// day (YYYY-MM-DD), the only bound the adapter sets; PageToken is the SID
+// of the previous page's last message. The first
 // page is a yield point of the calling worker; the pages that follow it
 // are requested at once (each may still fail).
 func (t *twilioAPI) list(req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
-	key := keyOf(ctx)
+	key, _ := ctx.Value(simKeyCtx{}).(string)
 	q := req.URL.Query()
 	p := t.p
 	w := p.w
@@ -244,30 +167,25 @@ func (t *twilioAPI) list(req *http.Request) (*http.Response, error) {
 		return t.answer(req, http.StatusServiceUnavailable, map[string]any{"code": 20503, "message": "Service Unavailable", "status": 503}), nil
 	}
 	now := w.now().Add(p.skew)
-	after, before := dateFilter(q.Get("DateSent>")), dateFilter(q.Get("DateSent<"))
+	after, _ := time.Parse("2006-01-02", q.Get("DateSent>")) // zero when absent
 	var match []*delivery
 	for _, d := range p.sent {
-		if d.to != q.Get("To") || (q.Get("From") != "" && q.Get("From") != t.from) || now.Before(d.visible) ||
-			d.visible.Before(after) || (!before.IsZero() && !d.visible.Before(before)) {
+		if d.to != q.Get("To") || (q.Get("From") != "" && q.Get("From") != twilioFrom) || now.Before(d.visible) || d.visible.Before(after) {
 			continue
 		}
 		match = append(match, d)
 	}
 	slices.SortFunc(match, func(a, b *delivery) int {
-		if c := b.created.Compare(a.created); c != 0 {
-			return c
-		}
-		return strings.Compare(b.id, a.id)
+		return cmp.Or(b.created.Compare(a.created), strings.Compare(b.id, a.id))
 	})
 	if tok := q.Get("PageToken"); tok != "" {
 		i := slices.IndexFunc(match, func(d *delivery) bool { return d.id == tok })
 		match = match[i+1:]
 	}
-	size, _ := strconv.Atoi(q.Get("PageSize"))
-	if size <= 0 || size > 1000 {
-		size = 50
+	size := t.pageSize
+	if n, _ := strconv.Atoi(q.Get("PageSize")); n > 0 {
+		size = min(n, size)
 	}
-	size = min(size, t.pageSize)
 	page := map[string]any{"page_size": size, "next_page_uri": nil}
 	var msgs []map[string]any
 	for _, d := range match[:min(size, len(match))] {
@@ -275,10 +193,7 @@ func (t *twilioAPI) list(req *http.Request) (*http.Response, error) {
 	}
 	page["messages"] = msgs
 	if len(match) > size {
-		nq := url.Values{}
-		for k, v := range q {
-			nq[k] = v
-		}
+		nq := maps.Clone(q)
 		nq.Set("PageToken", match[size-1].id)
 		page["next_page_uri"] = req.URL.Path + "?" + nq.Encode()
 	}
@@ -300,16 +215,7 @@ func (t *twilioAPI) addNoise(n int, texts []string) {
 		}
 		p.n++
 		p.sent = append(p.sent, &delivery{to: smsAddress(w.rng.IntN(recipients)), body: body, id: t.sid(p.n), created: created,
-			visible: created.Add(time.Duration(w.rng.IntN(30)) * time.Second), noise: true})
+			visible: created.Add(time.Duration(w.rng.IntN(30)) * time.Second)})
 	}
 	w.faults["twilio_noise_messages"] += n
-}
-
-// dateFilter parses a DateSent bound: a day or a time; zero when empty.
-func dateFilter(s string) time.Time {
-	if t, err := time.Parse(time.RFC3339, s); err == nil {
-		return t
-	}
-	t, _ := time.Parse("2006-01-02", s)
-	return t
 }

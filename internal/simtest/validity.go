@@ -7,40 +7,30 @@ import (
 
 	"github.com/sendonce/sendonce/internal/decide"
 	"github.com/sendonce/sendonce/internal/ledger"
-	"github.com/sendonce/sendonce/internal/metrics"
 	"github.com/sendonce/sendonce/notify"
 )
 
-// Validity (docs/request.md, "Validity"): some requests of the workload
-// carry an expires_at, most of them short, so that outages, backoffs and
-// redeliveries carry some past it; and the sender applies the template's
-// per-class defaults (SENDONCE_VALIDITY, read through sendpath as its
-// main does). The invariants:
-//
-//   - sent-after-expiry: no provider call sends a message after its
-//     request's expires_at (plus the clocks' error), nor after the
-//     validity its row holds;
-//   - expired-early: no row ends with an expired reason before its
-//     validity passed (minus the clocks' error);
-//
-// and an expired row is counted as Expired, never as Failed,
-// ReconciledFailed or Abandoned (the metrics invariant). A FAILED
-// (expired) row is not a refusal: failed-not-refused allows it.
+// Validity (docs/request.md, "Validity"): a third of the workload's
+// requests carry an expires_at, most of them short, and the sender applies
+// the template's per-class defaults (SENDONCE_VALIDITY). The invariants:
+// sent-after-expiry (no provider call sends a message past its request's
+// expires_at or its row's validity, beyond the clocks' error) and
+// expired-early (no row ends expired before its validity passed, less the
+// clocks' error). An expired row counts Expired, never Failed,
+// ReconciledFailed or Abandoned (metrics), and is no refusal
+// (failed-not-refused).
 const (
 	InvSentExpired  = "sent-after-expiry"
 	InvExpiredEarly = "expired-early"
 )
 
-// validityShare is the share of requests that carry an expires_at.
-const validityShare = 3
-
-// drawValidity gives request idx an expires_at, for one in validityShare
-// of them: between 30 s and 20 min after the run starts (messages arrive
+// drawValidity gives request idx an expires_at, for one in three of
+// them: between 30 s and 20 min after the run starts (messages arrive
 // in its first 2 minutes). It draws from a PRNG of its own, derived from
 // the seed and idx, so the rest of the run draws what it drew before.
 func (w *World) drawValidity(req *notify.Request, idx int) {
 	rng := rand.New(rand.NewPCG(w.seed^0x5eed0fe7a11d17e5, uint64(idx)))
-	if rng.IntN(validityShare) != 0 {
+	if rng.IntN(3) != 0 {
 		return
 	}
 	d := 30*time.Second + time.Duration(rng.Int64N(int64(20*time.Minute)))
@@ -50,10 +40,12 @@ func (w *World) drawValidity(req *notify.Request, idx int) {
 	req.ExpiresAt = w.t0.Add(d).UTC().Format(time.RFC3339Nano)
 }
 
-// validUntil is the validity a send of key must respect: the earlier of
-// its request's expires_at (the producer's word, whatever the row says)
-// and the row's own (zero row: none). Zero when neither is set.
-func (w *World) validUntil(key string, row ledger.Record) time.Time {
+// checkValidSend checks a provider call that sends key's message, before
+// it is made: never past its validity by more than the clocks' error. The
+// validity is the earlier of its request's expires_at (the producer's
+// word, whatever the row says) and the row's own (zero row: none). w.mu
+// is held.
+func (w *World) checkValidSend(p *simProvider, key string, row ledger.Record) {
 	var v time.Time
 	if kt := w.keys[key]; kt != nil && kt.msg != nil {
 		v = kt.msg.req.Expiry()
@@ -61,24 +53,16 @@ func (w *World) validUntil(key string, row ledger.Record) time.Time {
 	if !row.ValidUntil.IsZero() && (v.IsZero() || row.ValidUntil.Before(v)) {
 		v = row.ValidUntil
 	}
-	return v
-}
-
-// checkValidSend checks a provider call that sends key's message, before
-// it is made: never past its validity by more than the clocks' error.
-// w.mu is held.
-func (w *World) checkValidSend(p *simProvider, key string, row ledger.Record) {
-	v := w.validUntil(key, row)
 	if now := w.now(); !v.IsZero() && now.After(v.Add(2*maxSkew)) {
 		w.violate(InvSentExpired, key, fmt.Sprintf("sent through %s at %s, %s after its validity (%s)", p.name, w.at(now), now.Sub(v).Round(time.Millisecond), w.at(v)))
 	}
 }
 
-// expiredMark handles a final mark of key with outcome o over row before
-// that says the message expired: it checks the validity had passed and
-// expects the Expired count in place of the others. It reports whether
-// o is such a mark. w.mu is held.
-func (w *World) expiredMark(wk *worker, key string, before ledger.Record, o ledger.Outcome) bool {
+// expiredMark reports whether a final mark of key with outcome o over row
+// before says the message expired (then Mark expects the Expired count in
+// place of the others), and checks that its validity had passed. w.mu is
+// held.
+func (w *World) expiredMark(key string, before ledger.Record, o ledger.Outcome) bool {
 	if !o.State.Final() || o.State == ledger.StateSent || !decide.IsExpired(o.Reason) {
 		return false
 	}
@@ -92,6 +76,3 @@ func (w *World) expiredMark(wk *worker, key string, before ledger.Record, o ledg
 	w.faults["expired_rows"]++
 	return true
 }
-
-// expectExpired expects the count of an applied expired mark.
-func (w *World) expectExpired(wk *worker) { w.expect(wk.service, metrics.Expired) }

@@ -39,10 +39,11 @@ func (w *World) scheduleCallbacks(p *simProvider, d *delivery) {
 		final, finalAt = webhook.StatusUndelivered, d.failAt
 	}
 	now := w.now()
-	for i, st := range []webhook.Status{webhook.StatusSent, final} {
-		at := d.visible
-		if i == 1 {
-			at = finalAt
+	statuses := [2]webhook.Status{webhook.StatusSent, final}
+	for i, at := range [2]time.Time{d.visible, finalAt} {
+		st, from := statuses[i], at // posted from now on, at the earliest
+		if from.Before(now) {
+			from = now
 		}
 		n := 1
 		if w.rng.IntN(4) == 0 {
@@ -58,7 +59,7 @@ func (w *World) scheduleCallbacks(p *simProvider, d *delivery) {
 					Provider: prov, EventID: fmt.Sprintf("%s-%d", d.id, i), Key: d.key, Status: st,
 					At: at, ProviderMessageID: d.id,
 				},
-				due: later(now, at).Add(time.Duration(1+w.rng.IntN(90)) * time.Second),
+				due: from.Add(time.Duration(1+w.rng.IntN(90)) * time.Second),
 			})
 		}
 	}
@@ -76,7 +77,7 @@ func (d *simDedup) Seen(ctx context.Context, id string) (bool, error) {
 	d.w.mu.Lock()
 	defer d.w.mu.Unlock()
 	if f := d.w.readFault(wk); f != faultNone {
-		return false, fmt.Errorf("simdedup: seen: %w", d.w.faultErr(f))
+		return false, d.w.faultErr("dedup seen", f)
 	}
 	return d.inner.Seen(ctx, id)
 }
@@ -86,19 +87,12 @@ func (d *simDedup) Record(ctx context.Context, cb webhook.Callback) (bool, error
 	d.w.mu.Lock()
 	defer d.w.mu.Unlock()
 	f := d.w.writeFault(wk)
-	if f == faultFail || f == faultThrottle {
-		return false, fmt.Errorf("simdedup: record: %w", d.w.faultErr(f))
+	if refused(f) {
+		return false, d.w.faultErr("dedup record", f)
 	}
 	created, err := d.inner.Record(ctx, cb)
 	if f == faultLost {
-		return false, fmt.Errorf("simdedup: record: %w", d.w.faultErr(f))
+		return false, d.w.faultErr("dedup record", f)
 	}
 	return created, err
-}
-
-func later(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
-	}
-	return b
 }

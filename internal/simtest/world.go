@@ -4,11 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
-	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -80,13 +79,9 @@ type scenario struct {
 
 // message is one notification request of the workload.
 type message struct {
-	idx     int
-	key     string
-	req     notify.Request
-	channel string
-	class   string
-	acked   bool
-	sqs     []*sqsMsg
+	key string
+	req notify.Request
+	sqs []*sqsMsg
 }
 
 // attempt is one claim on a key.
@@ -94,11 +89,9 @@ type attempt struct {
 	claimID string
 	worker  *worker
 	key     string
-	acked   bool
 	// receipt: a send under this claim returned a receipt.
-	receipt  bool
-	released bool
-	ended    bool
+	receipt         bool
+	released, ended bool
 	// chain is the policy chain of the attempt (0: none): see TakeOver.
 	chain int
 	// overran: its worker stalled past the lease while holding it.
@@ -148,29 +141,19 @@ type keyTruth struct {
 	deliveries []delivery
 	// deliveredBy names the provider of each delivery.
 	deliveredBy []string
-	// policyResends counts the policy chains that delivered (chains).
-	policyResends int
-	chains        map[int]bool
-	ambiguous     bool
-	lostClaim     bool
-	lostTakeOver  bool
-	releaseFailed bool
+	// chains are the policy chains that delivered it (attempt.chain).
+	chains    map[int]bool
+	ambiguous bool
 	// reached names the providers a send of the key reached that may
 	// have delivered it (accepted, or no answer).
 	reached map[string]bool
 	// refused: a provider refused the key's message for good (4xx).
 	refused bool
-	// premature is the latest premature "no record" answer (noteLookup).
-	premature premature
-	// dupPremature is premature when the key's second delivery happened.
-	dupPremature premature
 	// searchIncomplete: the latest Twilio lookup of the key could not
 	// complete its search (more messages to the recipient than its page
 	// cap lets it read).
 	searchIncomplete bool
 }
-
-func (k *keyTruth) delivered() int { return len(k.deliveries) }
 
 // maybeDelivered reports whether some provider call could have delivered
 // the key's message, as far as the system can know: one did, or answered
@@ -182,52 +165,21 @@ func (k *keyTruth) maybeDelivered(w *World) bool {
 		return true
 	}
 	for _, a := range w.attempts {
-		if a.key == k.msgKey() && (a.worker.dead || a.overran || a.gaveUp()) && !a.ended {
+		if k.msg != nil && a.key == k.msg.key && (a.worker.dead || a.overran || a.gaveUp()) && !a.ended {
 			return true
 		}
 	}
 	return false
 }
 
-// cause names what led to a wrong give-up, as far as the history tells.
-func (k *keyTruth) cause(reason string) string {
-	var c []string
-	if strings.HasPrefix(reason, "gave up after") {
-		c = append(c, "attempts that sent nothing counted toward giving up")
-	}
-	if k.lostClaim {
-		c = append(c, "a claim's answer was lost")
-	}
-	if k.lostTakeOver {
-		c = append(c, "a takeover's answer was lost")
-	}
-	if k.releaseFailed {
-		c = append(c, "a release failed")
-	}
-	if len(c) == 0 {
-		return ""
-	}
-	return " (" + strings.Join(c, "; ") + ")"
-}
-
-func (k *keyTruth) msgKey() string {
-	if k.msg != nil {
-		return k.msg.key
-	}
-	return ""
-}
-
 // Violation is a broken invariant.
 type Violation struct {
 	Invariant string
-	// Kind narrows the invariant where one cause of it is told apart
-	// (knownDefects may list "invariant/kind"); often empty.
-	Kind   string
-	Key    string
-	Detail string
-	Step   int
-	At     time.Duration
-	Trace  []string
+	Key       string
+	Detail    string
+	Step      int
+	At        time.Duration
+	Trace     []string
 }
 
 // traceLine is one line of the trace, formatted only when it is read
@@ -248,11 +200,10 @@ func (l traceLine) text() string {
 type World struct {
 	seed uint64
 	rng  *rand.Rand
-	// health is each function's view of which providers keep failing
-	// (dispatch.Health), kept across invocations as a warm container
-	// keeps it; all of a function's workers share it, so that the
-	// refusals in a row that make a provider known down (a 429 storm)
-	// are met within a seed's few hundred sends.
+	// health is each function's dispatch.Health, kept across invocations
+	// as a warm container keeps it and shared by its workers: a 429
+	// storm's refusals in a row then make a provider known down within a
+	// seed's few hundred sends.
 	health map[string]*dispatch.Health
 	sc     scenario
 	t0     time.Time
@@ -263,18 +214,17 @@ type World struct {
 	woke     chan struct{}
 	finished []func()
 
-	runnable []*task
-	timers   []*task
-	frozen   []*task
-	cleanup  bool
-	seq      int
-	workers  []*worker
-	cur      *worker
-	calm     bool
+	// runnable calls, timers (hangs and stalls) and the calls of dead
+	// workers, frozen until the run ends.
+	runnable, timers, frozen []*task
+	cleanup                  bool
+	seq                      int
+	workers                  []*worker
+	cur                      *worker
+	calm                     bool
 
-	ledgerOffset    time.Duration
-	storeStormFrom  time.Time
-	storeStormUntil time.Time
+	ledgerOffset                    time.Duration
+	storeStormFrom, storeStormUntil time.Time
 
 	mem *memledger.Ledger
 	led *simLedger
@@ -289,18 +239,13 @@ type World struct {
 	tmpl   *memtemplates.Store
 	// renderers are the functions' renderers by function and deployment.
 	renderers map[string]*render.Renderer
-	// truthRender renders what a row pins, for the invariants; pinned
-	// keeps what it rendered (pinnedText).
+	// truthRender renders what a row pins, for the invariants.
 	truthRender *render.Renderer
-	pinned      map[string]pinned
-	tally       map[string]simTally
+	tally       map[string]*metrics.Tally
 	exp         map[string]map[string]int
-	// metricsDirty: a count, an expectation or a pending count changed
-	// since the metrics were last compared.
-	metricsDirty atomic.Bool // set by concurrent workers (simTally.Count)
 	// staleSeen: a sender's redelivery found a stale first claim it must
-	// take over or mark (heldKey → when).
-	staleSeen map[heldKey]staleSight
+	// take over or mark, with how much of its invocation was left.
+	staleSeen map[heldKey]time.Duration
 	// lastLookup is the latest lookup answer each worker got per key.
 	lastLookup map[heldKey]provider.LookupStatus
 
@@ -321,15 +266,6 @@ type World struct {
 	violated   map[string]bool
 }
 
-// Report is what one seed's run came to.
-type Report struct {
-	Seed       uint64
-	Steps      int
-	Faults     map[string]int
-	Violations []Violation
-	Trace      []string
-}
-
 func newWorld(seed uint64) *World {
 	w := &World{
 		seed:     seed,
@@ -341,19 +277,16 @@ func newWorld(seed uint64) *World {
 		woke:     make(chan struct{}, 1),
 		faults:   map[string]int{},
 		violated: map[string]bool{},
-		tally:    map[string]simTally{},
+		tally:    map[string]*metrics.Tally{"sender": metrics.NewTally(), "reconciler": metrics.NewTally(), "webhook": metrics.NewTally()},
 		exp:      map[string]map[string]int{"sender": {}, "reconciler": {}, "webhook": {}},
 
-		staleSeen:  map[heldKey]staleSight{},
+		health:     map[string]*dispatch.Health{senderFn: {Now: time.Now}, reconcilerFn: {Now: time.Now}},
+		staleSeen:  map[heldKey]time.Duration{},
 		lastLookup: map[heldKey]provider.LookupStatus{},
+		tmpl:       newTemplates(),
+		renderers:  map[string]*render.Renderer{},
 	}
-	for _, svc := range []string{"sender", "reconciler", "webhook"} {
-		w.tally[svc] = simTally{metrics.NewTally(), &w.metricsDirty}
-	}
-	w.tmpl = newTemplates()
-	w.renderers = map[string]*render.Renderer{}
 	w.truthRender = render.New(w.tmpl, render.Config{CacheTTL: -1})
-	w.pinned = map[string]pinned{}
 	w.mem = memledger.New(memledger.Config{Now: w.ledgerNow, ClaimID: w.newClaimID, Retention: retention})
 	w.led = &simLedger{w: w, inner: w.mem}
 	w.dedup = &simDedup{w: w, inner: memdedup.New(memdedup.Config{})}
@@ -361,6 +294,15 @@ func newWorld(seed uint64) *World {
 }
 
 func (w *World) now() time.Time { return time.Now() }
+
+// must returns v, or panics with err: the simulation's own setup (a
+// constructor given the template's settings) cannot fail.
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
 
 // ledgerNow is the clock of the client making the current call.
 func (w *World) ledgerNow() time.Time {
@@ -402,18 +344,6 @@ func (w *World) tracef(key, format string, args ...any) {
 
 func (w *World) expect(service, metric string) {
 	w.exp[service][metric]++
-	w.metricsDirty.Store(true)
-}
-
-// simTally is a service's metrics.Tally that notes every count.
-type simTally struct {
-	*metrics.Tally
-	dirty *atomic.Bool
-}
-
-func (t simTally) Count(name string, n int, dims ...metrics.Dim) {
-	t.Tally.Count(name, n, dims...)
-	t.dirty.Store(true)
 }
 
 func (w *World) expectMark(wk *worker, a *attempt, st ledger.State) {
@@ -450,7 +380,6 @@ func (w *World) reclaimDone(a *attempt) {
 // worker that finished returned from every attempt; one that died counted
 // none that had not returned, except perhaps one whose Release failed.
 func (w *World) workerEnded(wk *worker) {
-	w.metricsDirty.Store(true)
 	w.checkStaleLeft(wk)
 	for _, a := range w.attempts {
 		if a.worker != wk || (a.reclaim != reclaimPending && a.reclaim != reclaimReleased) {
@@ -494,12 +423,6 @@ func (w *World) reclaimSlack() int {
 	return n
 }
 
-func (w *World) observeConflict(wk *worker, cur ledger.Record) {
-	if wk.service == "sender" && (cur.State.Final() || cur.State == ledger.StateUncertain) {
-		w.expect("sender", metrics.DuplicatesPrevented)
-	}
-}
-
 // policyResend reports whether a reconciler takeover of row before (as
 // it was) is a resend the class policy allows though an earlier attempt
 // may have delivered: the attempt's provider can neither drop a repeat
@@ -520,16 +443,13 @@ func (w *World) policyResend(wk *worker, before ledger.Record) bool {
 	return false
 }
 
-func (w *World) violate(inv, key, detail string) { w.violateKind(inv, "", key, detail) }
-
-// violateKind records the first violation of inv (of that kind) in the
-// run.
-func (w *World) violateKind(inv, kind, key, detail string) {
-	if w.violated[inv+"/"+kind] {
+// violate records the first violation of inv in the run.
+func (w *World) violate(inv, key, detail string) {
+	if w.violated[inv] {
 		return
 	}
-	w.violated[inv+"/"+kind] = true
-	w.violations = append(w.violations, Violation{Invariant: inv, Kind: kind, Key: w.short(key), Detail: detail, Step: w.steps, At: w.now().Sub(w.t0), Trace: w.traceOf(key)})
+	w.violated[inv] = true
+	w.violations = append(w.violations, Violation{Invariant: inv, Key: w.short(key), Detail: detail, Step: w.steps, At: w.now().Sub(w.t0), Trace: w.traceOf(key)})
 }
 
 // traceOf returns the trace lines about key (a worker's death is traced
@@ -622,31 +542,20 @@ func (w *World) setup() {
 		w.storeStormUntil = w.storeStormFrom.Add(time.Duration(10+w.rng.IntN(300)) * time.Second)
 		w.faults["store_throttle_storm_windows"]++
 	}
-	w.q = &queue{fifo: w.sc.fifo, visibility: w.sc.visibility, maxReceive: w.sc.maxReceive, invalidDLQ: map[string]bool{}}
-	enqueue := func(m *message, body string) {
-		sm := &sqsMsg{id: fmt.Sprintf("m%d", len(w.q.msgs)+1), body: body, msg: m, seq: len(w.q.msgs),
-			arrive: w.t0.Add(time.Duration(w.rng.Int64N(int64(2 * time.Minute))))}
-		if m != nil {
-			sm.group = m.req.Recipient.ID
-			m.sqs = append(m.sqs, sm)
-		} else {
-			sm.group = "invalid"
-		}
-		w.q.msgs = append(w.q.msgs, sm)
-	}
+	w.q = &queue{fifo: w.sc.fifo, visibility: w.sc.visibility, maxReceive: w.sc.maxReceive}
 	for i := range w.sc.messages {
 		req, body := w.request(i, fmt.Sprintf("e%d", i))
-		m := &message{idx: i, key: req.Key(), req: req, channel: string(req.Channel), class: string(req.Class)}
+		m := &message{key: req.Key(), req: req}
 		kt := w.truth(m.key)
 		kt.name, kt.msg = fmt.Sprintf("k%d", i), m
 		w.msgs = append(w.msgs, m)
-		enqueue(m, body)
+		w.enqueue(m, body)
 		if w.sc.duplicate && i == 0 {
-			enqueue(m, body) // the producer sent it twice
+			w.enqueue(m, body) // the producer sent it twice
 		}
 	}
 	if w.sc.invalid {
-		enqueue(nil, `{"tenant_id":"acme","event_id":"bad","channel":"fax"}`)
+		w.enqueue(nil, `{"tenant_id":"acme","event_id":"bad","channel":"fax"}`)
 	}
 	if w.sc.backlog > 0 {
 		w.makeBacklog()
@@ -667,24 +576,20 @@ func (w *World) setup() {
 	}
 	slices.SortStableFunc(w.q.msgs, func(a, b *sqsMsg) int { return a.arrive.Compare(b.arrive) })
 	w.nextRecon = w.t0.Add(time.Duration(w.rng.Int64N(int64(reconcileEvery))))
-	w.tracef("", "scenario: queue visibility %s, %d receives; %s; providers %s; listing lag up to %s",
-		w.sc.visibility, w.sc.maxReceive, w.dep[senderFn], w.providerNames(), w.sc.lagMax)
+	w.tracef("", "scenario: queue visibility %s, %d receives; %s; providers %v; listing lag up to %s",
+		w.sc.visibility, w.sc.maxReceive, w.dep[senderFn], slices.Sorted(maps.Keys(w.byName)), w.sc.lagMax)
 }
 
-// providerNames lists each channel's providers, the serving one first.
-func (w *World) providerNames() string {
-	var b strings.Builder
-	for _, ch := range channels {
-		for i, p := range w.chans[ch] {
-			if i > 0 {
-				b.WriteString("|")
-			} else {
-				b.WriteString(" " + ch + "=")
-			}
-			b.WriteString(p.name)
-		}
+// enqueue puts a producer's message on the queue, at a time in the run's
+// first 2 minutes; m is nil for an invalid body.
+func (w *World) enqueue(m *message, body string) {
+	sm := &sqsMsg{id: fmt.Sprintf("m%d", len(w.q.msgs)+1), body: body, group: "invalid",
+		arrive: w.t0.Add(time.Duration(w.rng.Int64N(int64(2 * time.Minute))))}
+	if m != nil {
+		sm.key, sm.group = m.key, m.req.Recipient.ID
+		m.sqs = append(m.sqs, sm)
 	}
-	return b.String()
+	w.q.msgs = append(w.q.msgs, sm)
 }
 
 // makeBacklog writes, long ago, UNCERTAIN rows that were never resolved
@@ -701,8 +606,9 @@ func (w *World) makeBacklog() {
 	ctx := context.Background()
 	n := 0
 	var first *message
+	var firstBody string
 	for i := 0; n < w.sc.backlog*len(shards) && i < 10000; i++ {
-		req, _ := w.request(1000+i, fmt.Sprintf("old%d", i))
+		req, body := w.request(1000+i, fmt.Sprintf("old%d", i))
 		key := req.Key()
 		if !shards[ledger.Shard(key)] {
 			continue
@@ -716,7 +622,7 @@ func (w *World) makeBacklog() {
 		kt := w.truth(key)
 		kt.name = fmt.Sprintf("old%d", n)
 		if first == nil {
-			first = &message{idx: 1000 + i, key: key, req: req, channel: string(req.Channel), class: string(req.Class)}
+			first, firstBody = &message{key: key, req: req}, body
 		}
 		n++
 	}
@@ -726,13 +632,8 @@ func (w *World) makeBacklog() {
 		kt := w.truth(first.key)
 		kt.msg = first
 		kt.name = "k" + kt.name
-		first.idx = len(w.msgs)
 		w.msgs = append(w.msgs, first)
-		b, _ := json.Marshal(first.req)
-		sm := &sqsMsg{id: fmt.Sprintf("m%d", len(w.q.msgs)+1), body: string(b), msg: first, group: first.req.Recipient.ID,
-			arrive: w.t0.Add(time.Duration(w.rng.Int64N(int64(2 * time.Minute))))}
-		first.sqs = append(first.sqs, sm)
-		w.q.msgs = append(w.q.msgs, sm)
+		w.enqueue(first, firstBody)
 	}
 }
 
@@ -750,38 +651,24 @@ func (w *World) newWorker(service string, calm bool) *worker {
 func (w *World) dispatcher(wk *worker, fn string) (*dispatch.Dispatcher, fnConfig) {
 	d := w.dep[fn]
 	cfg := d.fn[fn]
-	wk.claim, wk.settle, wk.configuredSettle = cfg.ClaimTimeout, cfg.Settle, d.settle()
+	wk.claim = cfg.ClaimTimeout
 	providers, fallbacks := w.providers(d)
-	if w.health == nil {
-		w.health = map[string]*dispatch.Health{}
-	}
-	if w.health[fn] == nil {
-		w.health[fn] = &dispatch.Health{Now: time.Now}
-	}
-	disp, err := dispatch.New(dispatch.Dispatcher{
+	return must(dispatch.New(dispatch.Dispatcher{
 		Ledger: w.led, Providers: providers, Fallbacks: fallbacks, Renderer: w.renderer(fn, d), Metrics: w.tally[wk.service], Health: w.health[fn],
 		ProviderTimeout: cfg.ProviderTimeout, ClaimTimeout: cfg.ClaimTimeout, Settle: cfg.Settle, RetryBase: cfg.RetryBase,
 		Now: func() time.Time { return time.Now().Add(wk.skew) },
-	})
-	if err != nil {
-		panic(err)
-	}
-	return disp, cfg
+	})), cfg
 }
 
 func (w *World) startSender(batch []*sqsMsg) {
 	wk := w.newWorker("sender", false)
-	wk.batch = batch
 	for _, m := range batch {
-		if m.msg != nil {
-			w.tracef(m.msg.key, "%s receives %s (%s, receive %d)", wk.name, m.id, w.short(m.msg.key), m.receives)
+		if m.key != "" {
+			w.tracef(m.key, "%s receives %s (%s, receive %d)", wk.name, m.id, w.short(m.key), m.receives)
 		}
 	}
 	disp, cfg := w.dispatcher(wk, senderFn)
-	s, err := sender.New(sender.Config{Dispatcher: disp, DeadLetters: simDLQ{w}, Validity: cfg.Validity})
-	if err != nil {
-		panic(err)
-	}
+	s := must(sender.New(sender.Config{Dispatcher: disp, DeadLetters: simDLQ{w}, Validity: cfg.Validity}))
 	ev := w.event(batch)
 	var resp events.SQSEventResponse
 	w.start(wk, cfg.timeout, func(ctx context.Context) {
@@ -792,10 +679,7 @@ func (w *World) startSender(batch []*sqsMsg) {
 func (w *World) startReconciler(calm bool) *worker {
 	wk := w.newWorker("reconciler", calm)
 	disp, cfg := w.dispatcher(wk, reconcilerFn)
-	r, err := reconcile.New(reconcile.Config{Dispatcher: disp, MaxAge: cfg.MaxAge, PageSize: w.sc.pageSize, Concurrency: w.sc.concurrency})
-	if err != nil {
-		panic(err)
-	}
+	r := must(reconcile.New(reconcile.Config{Dispatcher: disp, MaxAge: cfg.MaxAge, PageSize: w.sc.pageSize, Concurrency: w.sc.concurrency}))
 	w.tracef("", "%s reconciler run starts", wk.name)
 	w.start(wk, cfg.timeout, func(ctx context.Context) { _, _ = r.Run(ctx) }, nil)
 	return wk
@@ -803,10 +687,7 @@ func (w *World) startReconciler(calm bool) *worker {
 
 func (w *World) startCallback(c *callback) {
 	wk := w.newWorker("webhook", false)
-	h, err := webhook.New(webhook.Config{Ledger: w.led, Dedup: w.dedup, Metrics: w.tally["webhook"], Now: func() time.Time { return time.Now().Add(wk.skew) }})
-	if err != nil {
-		panic(err)
-	}
+	h := must(webhook.New(webhook.Config{Ledger: w.led, Dedup: w.dedup, Metrics: w.tally["webhook"], Now: func() time.Time { return time.Now().Add(wk.skew) }}))
 	var failed bool
 	w.start(wk, 10*time.Second, func(ctx context.Context) {
 		_, err := h.Apply(ctx, c.cb)
@@ -884,7 +765,6 @@ func (w *World) step() bool {
 	var opts []option
 	bound := time.Time{}
 	for _, t := range w.runnable {
-		t := t
 		if b := t.readyAt.Add(maxCallDelay); bound.IsZero() || b.Before(bound) {
 			bound = b
 		}
@@ -901,14 +781,12 @@ func (w *World) step() bool {
 			w.resume(t)
 		}})
 	}
-	if w.liveWorkers("sender") < maxSenders {
-		if len(w.q.candidates(now)) > 0 {
-			opts = append(opts, option{5, func() {
-				if b := w.receive(); len(b) > 0 {
-					w.startSender(b)
-				}
-			}})
-		}
+	if w.liveWorkers("sender") < maxSenders && len(w.q.candidates(now)) > 0 {
+		opts = append(opts, option{5, func() {
+			if b := w.receive(); len(b) > 0 {
+				w.startSender(b)
+			}
+		}})
 	}
 	if !now.Before(w.nextRecon) {
 		opts = append(opts, option{5, func() {
@@ -924,7 +802,6 @@ func (w *World) step() bool {
 	}
 	for i, c := range w.callbacks {
 		if !now.Before(c.due) {
-			i, c := i, c
 			opts = append(opts, option{3, func() {
 				w.callbacks = slices.Delete(w.callbacks, i, i+1)
 				w.startCallback(c)
@@ -1007,15 +884,8 @@ func (w *World) stall(t *task) bool {
 // quiet reports whether the workload is done: every message deleted or
 // dead-lettered, no live worker, no callback pending.
 func (w *World) quiet() bool {
-	if !w.q.settled() || len(w.callbacks) > 0 || len(w.runnable) > 0 || len(w.timers) > 0 {
-		return false
-	}
-	for _, wk := range w.workers {
-		if !wk.done && !wk.dead {
-			return false
-		}
-	}
-	return true
+	return w.q.settled() && len(w.callbacks) == 0 && len(w.runnable) == 0 && len(w.timers) == 0 &&
+		!slices.ContainsFunc(w.workers, func(wk *worker) bool { return !wk.done && !wk.dead })
 }
 
 // run runs the whole simulation: the workload under faults, the
