@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"net/url"
 	"os"
 	"runtime"
 	"sync/atomic"
@@ -189,16 +188,11 @@ func BenchmarkDynamoDBLocalConcurrency(b *testing.B) {
 // table for purpose, dropped when b ends.
 func dynamoLocalBench(b *testing.B, purpose string) (*dynamodb.Client, int, string) {
 	b.Helper()
-	ep := testenv.DynamoDBEndpoint(b)
-	u, err := url.Parse(ep)
-	if err != nil {
-		b.Fatal(err)
-	}
-	dyn := dynamoLocalPID(u.Port())
+	dyn := dynamoLocalPID()
 	if dyn == 0 {
-		b.Fatalf("no DynamoDB Local process listens on port %s", u.Port())
+		b.Fatal("SENDONCE_LOCAL_DYNAMODB_PID is not set: run through scripts/local-aws.sh")
 	}
-	db := dynamoClient(ep)
+	db := dynamoClient(testenv.DynamoDBEndpoint(b))
 	table, drop, err := createPlainTable(context.Background(), db, purpose, tableschema.PartitionKey, "")
 	if err != nil {
 		b.Fatal(err)

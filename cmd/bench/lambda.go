@@ -7,10 +7,10 @@ import (
 	"fmt"
 	"maps"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -30,27 +30,6 @@ import (
 
 // functions are the bootstraps measured, in order.
 var functions = []string{"sender", "reconciler", "webhook", "api"}
-
-// buildBootstrap builds ./functions/name for linux/goarch as Lambda gets it
-// (CGO off, lambda.norpc, -trimpath, -ldflags='-s -w') into dir.
-func buildBootstrap(ctx context.Context, root, name, goarch, dir string) (string, error) {
-	out := filepath.Join(dir, name+"-"+goarch)
-	cmd := exec.CommandContext(ctx, "go", "build", "-tags", "lambda.norpc", "-trimpath", "-ldflags=-s -w", "-o", out, "./functions/"+name)
-	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "GOOS=linux", "GOARCH="+goarch, "CGO_ENABLED=0")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build ./functions/%s (linux/%s): %w: %s", name, goarch, err, firstLine(string(b)))
-	}
-	return out, nil
-}
-
-func firstLine(s string) string {
-	s = strings.TrimSpace(s)
-	if i := strings.IndexByte(s, '\n'); i >= 0 {
-		return s[:i] + " ..."
-	}
-	return s
-}
 
 // lambdaCase is how one function is configured and invoked.
 type lambdaCase struct {
@@ -91,14 +70,10 @@ func measureLambdas(ctx context.Context, env endpoints, warm int, rep *benchrepo
 	}
 
 	for _, name := range functions {
-		if _, err := os.Stat(filepath.Join(root, "functions", name)); err != nil {
-			rep.Note("functions/%s does not exist: not measured.", name)
-			continue
-		}
 		var host string
-		for _, arch := range uniq(runtime.GOARCH, "arm64") {
-			bin, err := buildBootstrap(ctx, root, name, arch, dir)
-			if err != nil {
+		for _, arch := range slices.Compact([]string{runtime.GOARCH, "arm64"}) {
+			bin := filepath.Join(dir, name+"-"+arch)
+			if err := rie.BuildBootstrap(ctx, root, name, bin, "GOARCH="+arch); err != nil {
 				rep.Note("%s: %v: not measured.", name, err)
 				continue
 			}
@@ -120,13 +95,6 @@ func measureLambdas(ctx context.Context, env endpoints, warm int, rep *benchrepo
 		}
 	}
 	return nil
-}
-
-func uniq(a, b string) []string {
-	if a == b {
-		return []string{a}
-	}
-	return []string{a, b}
 }
 
 // initDuration matches the emulator's own record of the init phase. (The
@@ -236,20 +204,14 @@ func vmHWM(pid int) (int64, error) {
 }
 
 // parseVmHWM reads the VmHWM line ("VmHWM:	   12345 kB") of a
-// /proc/<pid>/status text, in KiB.
+// /proc/<pid>/status text (never its first line), in KiB.
 func parseVmHWM(status []byte) (int64, error) {
-	for _, line := range strings.Split(string(status), "\n") {
-		rest, ok := strings.CutPrefix(line, "VmHWM:")
-		if !ok {
-			continue
-		}
-		f := strings.Fields(rest)
-		if len(f) != 2 || f[1] != "kB" {
-			return 0, fmt.Errorf("VmHWM line %q: want a number of kB", line)
-		}
-		return strconv.ParseInt(f[0], 10, 64)
+	_, line, ok := strings.Cut(string(status), "\nVmHWM:")
+	var kb int64
+	if _, err := fmt.Sscanf(line, "%d kB\n", &kb); !ok || err != nil {
+		return 0, fmt.Errorf("no VmHWM line of kB in the process status: %v", err)
 	}
-	return 0, fmt.Errorf("no VmHWM line in the process status")
+	return kb, nil
 }
 
 // statusIs checks a function's HTTP answer (a Function URL or API

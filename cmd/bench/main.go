@@ -22,20 +22,19 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/sendonce/sendonce/internal/benchreport"
+	"github.com/sendonce/sendonce/internal/cmdmain"
 	"github.com/sendonce/sendonce/internal/rie"
 	"github.com/sendonce/sendonce/internal/testenv"
 )
@@ -48,9 +47,7 @@ type endpoints struct {
 // sections, in the order they run.
 var sections = []string{"peer", "lambda"}
 
-func main() {
-	os.Exit(run(os.Args[1:], os.Getenv, os.Stdout, os.Stderr))
-}
+func main() { cmdmain.Main(run) }
 
 // loadEndpoints reads the emulator endpoints, or returns one error line
 // naming every variable that is missing.
@@ -70,27 +67,16 @@ func loadEndpoints(getenv func(string) string) (endpoints, error) {
 	return e, nil
 }
 
-func run(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	fs := cmdmain.FlagSet("bench", stderr)
 	mdOut := fs.String("markdown", "", "also write the Markdown table to this file")
-	only := fs.String("only", "", "comma-separated sections to run (default all: "+strings.Join(sections, ",")+")")
-	warm := fs.Int("warm", 10, "warm invokes per function under the RIE")
+	only := fs.String("only", strings.Join(sections, ","), "comma-separated sections to run")
 	goBench := fs.String("gobench", "bench/report.bench.txt", "where to write the report in Go benchmark format (for benchstat)")
-	nodeDir := fs.String("node-dir", "bench", "the Node package of the peer section (bench/peer.mjs, installed with npm ci)")
-	peerRounds := fs.Int("peer-rounds", 7, "rounds of the peer section's throughput comparison")
-	peerRound := fs.Duration("peer-round", 2*time.Second, "length of one leg of a peer round")
-	peerWarmup := fs.Duration("peer-warmup", 2*time.Second, "warm-up of each leg of the peer section")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	selected := map[string]bool{}
-	for _, s := range strings.Split(*only, ",") {
-		if s = strings.TrimSpace(s); s != "" {
-			selected[s] = true
-		}
-	}
-	for s := range selected {
+	selected := strings.Split(*only, ",")
+	for _, s := range selected {
 		if !slices.Contains(sections, s) {
 			fmt.Fprintf(stderr, "bench: unknown section %q (want %s)\n", s, strings.Join(sections, ", "))
 			return 2
@@ -102,21 +88,19 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		return 1
 	}
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	rep := &benchreport.Report{Machine: benchreport.CurrentMachine(), Started: time.Now().UTC()}
 	steps := map[string]func() error{
 		"peer": func() error {
 			return measurePeer(ctx, env.dynamo, peerConfig{
-				NodeDir: *nodeDir, InFlight: 16, Fresh: 200, Concurrent: 200, PerKey: 8, Lost: 100, Large: 50,
-				Rounds: *peerRounds, Round: *peerRound, Warmup: *peerWarmup,
+				NodeDir: "bench", InFlight: 16, Fresh: 200, Concurrent: 200, PerKey: 8, Lost: 100, Large: 50,
+				Rounds: 7, Round: 2 * time.Second, Warmup: 2 * time.Second,
 			}, rep)
 		},
-		"lambda": func() error { return measureLambdas(ctx, env, *warm, rep) },
+		"lambda": func() error { return measureLambdas(ctx, env, 10, rep) },
 	}
 	var failed []string
 	for _, name := range sections {
-		if len(selected) > 0 && !selected[name] {
+		if !slices.Contains(selected, name) {
 			continue
 		}
 		t0 := time.Now()
@@ -134,15 +118,20 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 	}
 	rep.Seconds = time.Since(rep.Started).Round(time.Second).Seconds()
 
-	if err := rep.WriteGoBench(stdout); err != nil {
-		fmt.Fprintf(stderr, "bench: %v\n", err)
-		return 1
-	}
-	for path, write := range map[string]func(io.Writer) error{*goBench: rep.WriteGoBench, *mdOut: rep.WriteMarkdown} {
+	// Writes to a bytes.Buffer cannot fail.
+	var gob, md bytes.Buffer
+	_ = rep.WriteGoBench(&gob)
+	_ = rep.WriteMarkdown(&md)
+	_, _ = stdout.Write(gob.Bytes())
+	for path, b := range map[string][]byte{*goBench: gob.Bytes(), *mdOut: md.Bytes()} {
 		if path == "" {
 			continue
 		}
-		if err := writeFile(path, write); err != nil {
+		err := os.MkdirAll(filepath.Dir(path), 0o755)
+		if err == nil {
+			err = os.WriteFile(path, b, 0o644)
+		}
+		if err != nil {
 			fmt.Fprintf(stderr, "bench: %v\n", err)
 			return 1
 		}
@@ -153,23 +142,4 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		return 1
 	}
 	return 0
-}
-
-// writeFile writes what write writes to path, creating its directory.
-func writeFile(path string, write func(io.Writer) error) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	f, err := os.Create(path)
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	err = write(f)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return nil
 }

@@ -18,7 +18,7 @@ import (
 func TestRunWithoutEmulators(t *testing.T) {
 	t.Parallel()
 	var stdout, stderr strings.Builder
-	code := run(nil, func(string) string { return "" }, &stdout, &stderr)
+	code := run(context.Background(), nil, func(string) string { return "" }, &stdout, &stderr)
 	if code != 1 {
 		t.Errorf("exit code = %d, want 1", code)
 	}
@@ -31,7 +31,7 @@ func TestRunWithoutEmulators(t *testing.T) {
 func TestRunUsage(t *testing.T) {
 	t.Parallel()
 	var stdout, stderr strings.Builder
-	if code := run([]string{"-only", "nosuch"}, func(string) string { return "x" }, &stdout, &stderr); code != 2 {
+	if code := run(context.Background(), []string{"-only", "nosuch"}, func(string) string { return "x" }, &stdout, &stderr); code != 2 {
 		t.Errorf("exit code = %d, want 2 for an unknown section", code)
 	}
 }

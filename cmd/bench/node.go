@@ -1,10 +1,8 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -22,18 +20,18 @@ import (
 type nodeDriver struct {
 	cmd    *exec.Cmd
 	in     io.WriteCloser
-	out    *bufio.Reader
+	out    *json.Decoder
 	stderr *testsupport.Buffer // written by the process, read on errors
 	mu     sync.Mutex
 }
 
-// startNode starts node on dir/peer.mjs. dir must hold the installed
-// bench package (npm ci).
-func startNode(dir string) (*nodeDriver, error) {
+// startNode starts node on dir/peer.mjs, killed when ctx ends. dir must
+// hold the installed bench package (npm ci).
+func startNode(ctx context.Context, dir string) (*nodeDriver, error) {
 	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@aws-lambda-powertools", "idempotency")); err != nil {
 		return nil, fmt.Errorf("%s has no node_modules/@aws-lambda-powertools/idempotency: run `npm ci --prefix %s` (make bench does)", dir, dir)
 	}
-	cmd := exec.Command("node", "peer.mjs")
+	cmd := exec.CommandContext(ctx, "node", "peer.mjs")
 	cmd.Dir = dir
 	// The SDK must not look for real credentials or configuration files.
 	cmd.Env = append(os.Environ(), "AWS_ACCESS_KEY_ID=test", "AWS_SECRET_ACCESS_KEY=test", "AWS_REGION=us-east-1",
@@ -46,7 +44,7 @@ func startNode(dir string) (*nodeDriver, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &nodeDriver{cmd: cmd, in: in, out: bufio.NewReaderSize(out, 1<<20), stderr: &testsupport.Buffer{}}
+	d := &nodeDriver{cmd: cmd, in: in, out: json.NewDecoder(out), stderr: &testsupport.Buffer{}}
 	cmd.Stderr = d.stderr
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start node: %w", err)
@@ -57,7 +55,8 @@ func startNode(dir string) (*nodeDriver, error) {
 // PID is the node process's id.
 func (d *nodeDriver) PID() int { return d.cmd.Process.Pid }
 
-// call sends one command and decodes its answer into out.
+// call sends one command and decodes its answer into out. ctx is
+// startNode's: its end kills the process.
 func (d *nodeDriver) call(ctx context.Context, cmd any, out any) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -68,52 +67,35 @@ func (d *nodeDriver) call(ctx context.Context, cmd any, out any) error {
 	if _, err := d.in.Write(append(b, '\n')); err != nil {
 		return fmt.Errorf("node: write command: %w (stderr: %s)", err, d.stderrText())
 	}
-	type answer struct {
-		line []byte
-		err  error
-	}
-	ch := make(chan answer, 1)
-	go func() {
-		l, err := d.out.ReadBytes('\n')
-		ch <- answer{l, err}
-	}()
-	var a answer
-	select {
-	case a = <-ch:
-	case <-ctx.Done():
-		_ = d.cmd.Process.Kill()
-		return ctx.Err()
-	}
-	if a.err != nil {
-		return fmt.Errorf("node: read answer: %w (stderr: %s)", a.err, d.stderrText())
+	var answer json.RawMessage
+	if err := d.out.Decode(&answer); err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return fmt.Errorf("node: read answer: %w (stderr: %s)", err, d.stderrText())
 	}
 	var status struct {
 		OK    bool   `json:"ok"`
 		Error string `json:"error"`
 	}
-	if err := json.Unmarshal(a.line, &status); err != nil {
-		return fmt.Errorf("node: answer %q: %w", truncate(string(a.line), 200), err)
+	if err := json.Unmarshal(answer, &status); err != nil {
+		return fmt.Errorf("node: answer %q: %w", truncate(string(answer), 200), err)
 	}
 	if !status.OK {
 		return fmt.Errorf("node: %s", status.Error)
 	}
-	return json.Unmarshal(a.line, out)
+	return json.Unmarshal(answer, out)
 }
 
 func (d *nodeDriver) stderrText() string {
 	return truncate(strings.TrimSpace(d.stderr.String()), 500)
 }
 
-// Close ends the script (stdin closed) and waits for it.
+// Close ends the script (stdin closed) and waits for it, killing it after
+// 5 seconds.
 func (d *nodeDriver) Close() error {
 	_ = d.in.Close()
-	done := make(chan error, 1)
-	go func() { done <- d.cmd.Wait() }()
-	select {
-	case err := <-done:
-		return err
-	case <-time.After(5 * time.Second):
-		_ = d.cmd.Process.Kill()
-		return errors.New("node: did not exit; killed")
-	}
+	kill := time.AfterFunc(5*time.Second, func() { _ = d.cmd.Process.Kill() })
+	defer kill.Stop()
+	return d.cmd.Wait()
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"maps"
 	"math"
-	"net/url"
 	"os"
 	"slices"
 	"strings"
@@ -16,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/sendonce/sendonce/internal/benchreport"
 	"github.com/sendonce/sendonce/internal/benchreport/ddbcost"
@@ -166,26 +166,23 @@ func peerPhases(run string, cfg peerConfig) []peerPhase {
 	}
 }
 
-// runGo sends reqs through s with inFlight goroutines and counts the
-// statuses.
+// runGo sends reqs through s with inFlight calls at a time and counts
+// the statuses.
 func runGo(ctx context.Context, s *sender.Sender, reqs []notify.Request, inFlight int) map[string]int {
 	var mu sync.Mutex
 	out := map[string]int{}
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range min(inFlight, len(reqs)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := int(next.Add(1) - 1); i < len(reqs); i = int(next.Add(1) - 1) {
-				st := s.Process(ctx, reqs[i]).Disposition.String()
-				mu.Lock()
-				out[st]++
-				mu.Unlock()
-			}
-		}()
+	var g errgroup.Group
+	g.SetLimit(inFlight)
+	for _, r := range reqs {
+		g.Go(func() error {
+			st := s.Process(ctx, r).Disposition.String()
+			mu.Lock()
+			defer mu.Unlock()
+			out[st]++
+			return nil
+		})
 	}
-	wg.Wait()
+	_ = g.Wait() // nothing fails: Process answers with a status
 	return out
 }
 
@@ -261,35 +258,6 @@ func percentile(ds []time.Duration, p float64) time.Duration {
 	return s[max(0, min(i, len(s)-1))]
 }
 
-// createPlainTable creates an on-demand table keyed by the string key
-// attribute, with TTL on ttl when not empty.
-func createPlainTable(ctx context.Context, db *dynamodb.Client, purpose, key, ttl string) (string, func(), error) {
-	name := "sendonce-bench-" + purpose + "-" + testenv.RandomID()
-	if _, err := db.CreateTable(ctx, &dynamodb.CreateTableInput{
-		TableName:            aws.String(name),
-		BillingMode:          types.BillingModePayPerRequest,
-		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String(key), AttributeType: types.ScalarAttributeTypeS}},
-		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String(key), KeyType: types.KeyTypeHash}},
-	}); err != nil {
-		return "", nil, fmt.Errorf("create table %s: %w", name, err)
-	}
-	drop := func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_, _ = db.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: aws.String(name)})
-	}
-	if ttl != "" {
-		if _, err := db.UpdateTimeToLive(ctx, &dynamodb.UpdateTimeToLiveInput{
-			TableName:               aws.String(name),
-			TimeToLiveSpecification: &types.TimeToLiveSpecification{AttributeName: aws.String(ttl), Enabled: aws.Bool(true)},
-		}); err != nil {
-			drop()
-			return "", nil, fmt.Errorf("enable TTL on %s: %w", name, err)
-		}
-	}
-	return name, drop, nil
-}
-
 // rawWire is the item both raw conditional PutItem legs write (pk is set
 // per call), in DynamoDB's JSON protocol, as the Node driver takes it: the
 // size of a small idempotency record. rawItem is the Go SDK's.
@@ -320,34 +288,34 @@ func rawItem() ddbcost.Item {
 func measurePeer(ctx context.Context, endpoint string, cfg peerConfig, rep *benchreport.Report) error {
 	db := dynamoClient(endpoint)
 	soTable, dropSO, err := createTable(ctx, db, "peer")
+	defer dropSO()
 	if err != nil {
 		return err
 	}
-	defer dropSO()
 	// The same schema with the optional event index (EventIndex=true).
 	evtTable, dropEvt, err := createTable(ctx, db, "peer-evt", tableschema.WithEventIndex(true))
+	defer dropEvt()
 	if err != nil {
 		return err
 	}
-	defer dropEvt()
 	// Powertools' documented table: partition key "id", TTL on "expiration".
 	ptTable, dropPT, err := createPlainTable(ctx, db, "powertools", "id", "expiration")
-	if err != nil {
-		return err
-	}
 	defer dropPT()
-	rawTable, dropRaw, err := createPlainTable(ctx, db, "raw", "pk", "")
 	if err != nil {
 		return err
 	}
+	rawTable, dropRaw, err := createPlainTable(ctx, db, "raw", "pk", "")
 	defer dropRaw()
+	if err != nil {
+		return err
+	}
 
 	px, err := ddbfront.New(endpoint, ddbfront.Options{Cost: true})
 	if err != nil {
 		return err
 	}
 	defer px.Close()
-	nd, err := startNode(cfg.NodeDir)
+	nd, err := startNode(ctx, cfg.NodeDir)
 	if err != nil {
 		return err
 	}
@@ -428,11 +396,7 @@ func measurePeer(ctx context.Context, endpoint string, cfg peerConfig, rep *benc
 
 	// Throughput: first sends of fresh keys, four legs per round in a
 	// rotating order, each against its own client's raw conditional put.
-	port := ""
-	if u, err := url.Parse(endpoint); err == nil {
-		port = u.Port()
-	}
-	dynPID := dynamoLocalPID(port)
+	dynPID := dynamoLocalPID()
 	watch := newCPUWatch(os.Getpid(), nd.PID(), dynPID)
 	wire := rawWire()
 	tmpl := rawItem()

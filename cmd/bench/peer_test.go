@@ -54,15 +54,14 @@ func TestPercentile(t *testing.T) {
 	}
 }
 
-func TestParseProcStat(t *testing.T) {
+func TestProcStatBusy(t *testing.T) {
 	t.Parallel()
 	// user nice system idle iowait irq softirq steal guest guest_nice
-	busy, all := parseProcStat([]byte("cpu  100 5 50 1000 20 3 2 1 40 0\ncpu0 1 2 3 4\n"))
-	if busy != 100+5+50+3+2+1 || all != 100+5+50+1000+20+3+2+1 {
-		t.Errorf("parseProcStat = %d, %d; want 161 busy of 1181", busy, all)
+	if got, want := procStatBusy([]byte("cpu  100 5 50 1000 20 3 2 1 40 0\ncpu0 1 2 3 4\n")), 161*time.Second/100; got != want {
+		t.Errorf("procStatBusy = %s, want %s (161 busy ticks)", got, want)
 	}
-	if b, a := parseProcStat([]byte("intr 1 2 3\n")); b != 0 || a != 0 {
-		t.Errorf("parseProcStat(no cpu line) = %d, %d; want 0, 0", b, a)
+	if got := procStatBusy([]byte("intr 1 2 3\n")); got != 0 {
+		t.Errorf("procStatBusy(no cpu line) = %s, want 0", got)
 	}
 }
 

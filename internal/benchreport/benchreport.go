@@ -11,8 +11,6 @@
 package benchreport
 
 import (
-	"bufio"
-	"bytes"
 	"fmt"
 	"io"
 	"math"
@@ -177,22 +175,11 @@ func (r *Report) WriteGoBench(w io.Writer) error {
 // spaces, no slashes between words (a slash would start a sub-benchmark),
 // only letters, digits and _ . = + - / %.
 func BenchName(s string) string {
-	s = strings.ReplaceAll(s, " / ", " per ")
-	var b strings.Builder
-	under := false
-	for _, c := range s {
-		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("_.=+-/%", c)
-		if !ok {
-			if b.Len() > 0 && !under {
-				b.WriteByte('_')
-				under = true
-			}
-			continue
-		}
-		b.WriteRune(c)
-		under = false
+	allowed := func(c rune) bool {
+		return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("_.=+-/%", c)
 	}
-	return strings.TrimRight(b.String(), "_")
+	fields := strings.FieldsFunc(strings.ReplaceAll(s, " / ", " per "), func(c rune) bool { return !allowed(c) })
+	return strings.Join(fields, "_")
 }
 
 // Median returns the median of xs (the mean of the middle two for an even
@@ -227,21 +214,13 @@ func CurrentMachine() Machine {
 // first "model name" (x86), else "Hardware" or "CPU part" (some arm64
 // kernels), or "" when none is there.
 func CPUModel(cpuinfo []byte) string {
-	found := map[string]string{}
-	sc := bufio.NewScanner(bytes.NewReader(cpuinfo))
-	for sc.Scan() {
-		k, v, ok := strings.Cut(sc.Text(), ":")
-		if !ok {
-			continue
-		}
-		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
-		if _, seen := found[k]; !seen && v != "" {
-			found[k] = v
-		}
-	}
-	for _, k := range []string{"model name", "Hardware", "CPU part"} {
-		if v := found[k]; v != "" {
-			if k == "CPU part" {
+	for _, key := range []string{"model name", "Hardware", "CPU part"} {
+		for line := range strings.Lines(string(cpuinfo)) {
+			k, v, ok := strings.Cut(line, ":")
+			if v = strings.TrimSpace(v); !ok || strings.TrimSpace(k) != key || v == "" {
+				continue
+			}
+			if key == "CPU part" {
 				return "CPU part " + v
 			}
 			return v

@@ -2,9 +2,11 @@ package localpipeline
 
 import (
 	"context"
-	"errors"
+	"slices"
 	"sync"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 )
 
 // DefaultMaxDepth is a Feeder's bound on the queue's depth when none is
@@ -126,30 +128,10 @@ func (f *Feeder) enqueue(ctx context.Context, batch []string) error {
 	f.mu.Lock()
 	par := f.parallel
 	f.mu.Unlock()
-	if par <= 1 || len(batch) <= 10 {
-		return f.p.Enqueue(ctx, batch...)
+	g, ctx := errgroup.WithContext(ctx)
+	g.SetLimit(par) // 1 keeps the order
+	for chunk := range slices.Chunk(batch, 10) {
+		g.Go(func() error { return f.p.Enqueue(ctx, chunk...) })
 	}
-	chunks := make(chan []string, (len(batch)+9)/10)
-	for len(batch) > 0 {
-		n := min(10, len(batch))
-		chunks <- batch[:n]
-		batch = batch[n:]
-	}
-	close(chunks)
-	errs := make([]error, par)
-	var wg sync.WaitGroup
-	for i := range par {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for c := range chunks {
-				if err := f.p.Enqueue(ctx, c...); err != nil {
-					errs[i] = err
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	return errors.Join(errs...)
+	return g.Wait()
 }

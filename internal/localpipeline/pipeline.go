@@ -31,13 +31,13 @@
 package localpipeline
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"maps"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -53,6 +53,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/sendonce/sendonce/internal/ledger"
 	"github.com/sendonce/sendonce/internal/ledger/dynamoledger"
@@ -68,7 +69,6 @@ import (
 // Defaults applied by Start when Options leaves a field zero.
 const (
 	DefaultSenderInstances   = 4
-	DefaultBatchSize         = 10
 	DefaultVisibilityTimeout = 10 * time.Second
 	DefaultMaxReceiveCount   = 5
 	DefaultProviderTimeout   = 2 * time.Second
@@ -102,8 +102,6 @@ type Options struct {
 	// SenderInstances is the number of concurrent sender instances (and
 	// pollers). Default 4.
 	SenderInstances int
-	// BatchSize is the event source mapping's batch size (1..10). Default 10.
-	BatchSize int
 	// VisibilityTimeout is the queue's; it should be at least
 	// SenderTimeout, as Lambda requires. Default 10s.
 	VisibilityTimeout time.Duration
@@ -115,9 +113,9 @@ type Options struct {
 	ProviderTimeout, ClaimTimeout, Settle time.Duration
 	// Concurrency is SENDONCE_CONCURRENCY. Default 10.
 	Concurrency int
-	// SenderTimeout and ReconcilerTimeout are the functions' Lambda
-	// timeouts. Defaults 10s and 30s.
-	SenderTimeout, ReconcilerTimeout time.Duration
+	// SenderTimeout is the sender's Lambda timeout (the reconciler's is
+	// DefaultReconcilerTimeout). Default 10s.
+	SenderTimeout time.Duration
 	// ReconcileEvery is the schedule of the reconciler; negative turns the
 	// timer off (call Reconcile yourself). Default 2s.
 	ReconcileEvery time.Duration
@@ -160,28 +158,14 @@ func (o *Options) defaults() error {
 		return fmt.Errorf("localpipeline: the DynamoDB Local and moto_server endpoints are required (%s, %s): run through `make demo` or `make services-start`, which start them",
 			testenv.DynamoDBEndpointEnv, testenv.MotoEndpointEnv)
 	}
-	if o.RIE == "" {
-		o.RIE = os.Getenv(rie.BinaryEnv)
-	}
-	if o.RIE == "" {
+	if o.RIE = cmp.Or(o.RIE, os.Getenv(rie.BinaryEnv)); o.RIE == "" {
 		return rie.ErrNoBinary
 	}
 	if b := o.Bootstraps; b.SenderBootstrap == "" || b.WebhookBootstrap == "" || b.ReconcilerBootstrap == "" {
 		return errors.New("localpipeline: every bootstrap is required (BuildBootstraps)")
 	}
-	set := func(d *time.Duration, def time.Duration) {
-		if *d == 0 {
-			*d = def
-		}
-	}
 	if o.SenderInstances <= 0 {
 		o.SenderInstances = DefaultSenderInstances
-	}
-	if o.BatchSize <= 0 {
-		o.BatchSize = DefaultBatchSize
-	}
-	if o.BatchSize > 10 {
-		return fmt.Errorf("localpipeline: batch size %d: SQS receives at most 10 messages at once", o.BatchSize)
 	}
 	if o.MaxReceiveCount <= 0 {
 		o.MaxReceiveCount = DefaultMaxReceiveCount
@@ -189,18 +173,17 @@ func (o *Options) defaults() error {
 	if o.Concurrency <= 0 {
 		o.Concurrency = DefaultConcurrency
 	}
-	set(&o.VisibilityTimeout, DefaultVisibilityTimeout)
-	set(&o.ProviderTimeout, DefaultProviderTimeout)
-	set(&o.ClaimTimeout, DefaultClaimTimeout)
-	set(&o.Settle, DefaultSettle)
-	set(&o.SenderTimeout, DefaultSenderTimeout)
-	set(&o.ReconcilerTimeout, DefaultReconcilerTimeout)
-	set(&o.ReconcileEvery, DefaultReconcileEvery)
-	if o.VisibilityTimeout < time.Second {
-		return fmt.Errorf("localpipeline: visibility timeout %s: SQS counts it in whole seconds", o.VisibilityTimeout)
-	}
+	o.VisibilityTimeout = cmp.Or(o.VisibilityTimeout, DefaultVisibilityTimeout)
+	o.ProviderTimeout = cmp.Or(o.ProviderTimeout, DefaultProviderTimeout)
+	o.ClaimTimeout = cmp.Or(o.ClaimTimeout, DefaultClaimTimeout)
+	o.Settle = cmp.Or(o.Settle, DefaultSettle)
+	o.SenderTimeout = cmp.Or(o.SenderTimeout, DefaultSenderTimeout)
+	o.ReconcileEvery = cmp.Or(o.ReconcileEvery, DefaultReconcileEvery)
 	if o.Progress == nil {
 		o.Progress = io.Discard
+	}
+	if o.VisibilityTimeout < time.Second {
+		return fmt.Errorf("localpipeline: visibility timeout %s: SQS counts it in whole seconds", o.VisibilityTimeout)
 	}
 	return nil
 }
@@ -217,13 +200,12 @@ type Pipeline struct {
 	sqs    *sqs.Client
 	ledger *dynamoledger.Ledger
 
-	sim       *simulator.Simulator
-	simServer *httptest.Server
-	extraMu   sync.Mutex
-	extraSims []*simulator.Simulator
-	extraSrvs []*httptest.Server
-	front     *http.Server
-	frontURL  string
+	sim      *simulator.Simulator
+	simURL   string
+	frontURL string
+	// closers stop the webhook's front and the simulators, in order.
+	closersMu sync.Mutex
+	closers   []func()
 
 	senders    []*rie.Instance
 	free       chan *rie.Instance
@@ -306,26 +288,15 @@ func Start(ctx context.Context, opts Options) (p *Pipeline, err error) {
 
 	// The front listens first: its URL is the callback base of the
 	// simulator's callbacks and of the sender's configuration.
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, fmt.Errorf("localpipeline: webhook front: %w", err)
-	}
-	p.frontURL = "http://" + ln.Addr().String()
-	front := &http.Server{Handler: http.HandlerFunc(p.serveWebhook), ReadHeaderTimeout: 5 * time.Second}
-	p.front = front
-	go func() { _ = front.Serve(ln) }()
-
-	simOpts := opts.Simulator
-	simOpts.Token = simToken
-	simOpts.CallbackSecret = []byte(callbackSecret)
-	p.sim = simulator.New(simOpts)
-	p.simServer = httptest.NewServer(p.sim.Handler())
+	front := httptest.NewServer(http.HandlerFunc(p.serveWebhook))
+	p.frontURL, p.closers = front.URL, []func(){front.Close}
+	p.sim, p.simURL = p.NewSimulator(opts.Simulator)
 
 	env := p.functionEnv()
 	if p.webhook, err = p.launch(ctx, "webhook", p.opts.WebhookBootstrap, 30*time.Second, env); err != nil {
 		return nil, err
 	}
-	if p.reconciler, err = p.launch(ctx, "reconciler", p.opts.ReconcilerBootstrap, opts.ReconcilerTimeout, env); err != nil {
+	if p.reconciler, err = p.launch(ctx, "reconciler", p.opts.ReconcilerBootstrap, DefaultReconcilerTimeout, env); err != nil {
 		return nil, err
 	}
 	p.free = make(chan *rie.Instance, opts.SenderInstances)
@@ -338,7 +309,7 @@ func Start(ctx context.Context, opts Options) (p *Pipeline, err error) {
 		p.free <- inst
 	}
 	fmt.Fprintf(opts.Progress, "started: table %s, queue %s, %d sender instances, webhook at %s, provider simulator at %s\n",
-		p.Table, p.QueueURL, len(p.senders), p.frontURL, p.simServer.URL)
+		p.Table, p.QueueURL, len(p.senders), p.frontURL, p.simURL)
 
 	runCtx, cancel := context.WithCancel(context.Background())
 	p.cancel = cancel
@@ -374,23 +345,18 @@ func BuildBootstraps(ctx context.Context, dir string) (Bootstraps, error) {
 	if err != nil {
 		return b, err
 	}
-	var wg sync.WaitGroup
-	var errs [3]error
-	for i, f := range []struct {
-		name string
-		path *string
-	}{{"sender", &b.SenderBootstrap}, {"webhook", &b.WebhookBootstrap}, {"reconciler", &b.ReconcilerBootstrap}} {
-		out := filepath.Join(dir, f.name, "bootstrap")
-		wg.Go(func() {
-			if errs[i] = rie.BuildBootstrap(ctx, root, f.name, out); errs[i] != nil {
-				errs[i] = fmt.Errorf("localpipeline: build %s: %w", f.name, errs[i])
-			} else {
-				*f.path = out
+	var g errgroup.Group
+	for name, path := range map[string]*string{"sender": &b.SenderBootstrap, "webhook": &b.WebhookBootstrap, "reconciler": &b.ReconcilerBootstrap} {
+		g.Go(func() error {
+			out := filepath.Join(dir, name, "bootstrap")
+			if err := rie.BuildBootstrap(ctx, root, name, out); err != nil {
+				return fmt.Errorf("localpipeline: build %s: %w", name, err)
 			}
+			*path = out
+			return nil
 		})
 	}
-	wg.Wait()
-	return b, errors.Join(errs[:]...)
+	return b, g.Wait()
 }
 
 // Resources are a pipeline's table and queues (CreateResources).
@@ -471,7 +437,7 @@ func (p *Pipeline) functionEnv() map[string]string {
 	maps.Copy(env, map[string]string{
 		"SENDONCE_SMS_PROVIDER":                  "http",
 		"SENDONCE_EMAIL_PROVIDER":                "http",
-		"SENDONCE_HTTP_PROVIDER_URL":             p.simServer.URL,
+		"SENDONCE_HTTP_PROVIDER_URL":             p.simURL,
 		"SENDONCE_HTTP_PROVIDER_TOKEN":           simToken,
 		"SENDONCE_CALLBACK_BASE_URL":             p.frontURL,
 		"SENDONCE_HTTP_PROVIDER_CALLBACK_SECRET": callbackSecret,
@@ -505,7 +471,7 @@ func (p *Pipeline) launch(ctx context.Context, name, bootstrap string, timeout t
 func (p *Pipeline) Simulator() *simulator.Simulator { return p.sim }
 
 // SimulatorURL returns the base URL the provider simulator serves.
-func (p *Pipeline) SimulatorURL() string { return p.simServer.URL }
+func (p *Pipeline) SimulatorURL() string { return p.simURL }
 
 // NewSimulator starts one more provider simulator with the pipeline's
 // token and callback secret (so the functions' configuration and the
@@ -517,10 +483,9 @@ func (p *Pipeline) NewSimulator(opts simulator.Options) (*simulator.Simulator, s
 	opts.CallbackSecret = []byte(callbackSecret)
 	sim := simulator.New(opts)
 	srv := httptest.NewServer(sim.Handler())
-	p.extraMu.Lock()
-	defer p.extraMu.Unlock()
-	p.extraSims = append(p.extraSims, sim)
-	p.extraSrvs = append(p.extraSrvs, srv)
+	p.closersMu.Lock()
+	defer p.closersMu.Unlock()
+	p.closers = append(p.closers, sim.Close, srv.Close)
 	return sim, srv.URL
 }
 
@@ -571,10 +536,9 @@ func (p *Pipeline) Stats() PollerStats {
 // Enqueue sends bodies to the notification queue, in order, ten per
 // SendMessageBatch call.
 func (p *Pipeline) Enqueue(ctx context.Context, bodies ...string) error {
-	for len(bodies) > 0 {
-		n := min(10, len(bodies))
-		entries := make([]types.SendMessageBatchRequestEntry, n)
-		for i, b := range bodies[:n] {
+	for chunk := range slices.Chunk(bodies, 10) {
+		entries := make([]types.SendMessageBatchRequestEntry, len(chunk))
+		for i, b := range chunk {
 			entries[i] = types.SendMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), MessageBody: aws.String(b)}
 		}
 		out, err := p.sqs.SendMessageBatch(ctx, &sqs.SendMessageBatchInput{QueueUrl: aws.String(p.QueueURL), Entries: entries})
@@ -582,9 +546,8 @@ func (p *Pipeline) Enqueue(ctx context.Context, bodies ...string) error {
 			return fmt.Errorf("localpipeline: enqueue: %w", err)
 		}
 		if len(out.Failed) > 0 {
-			return fmt.Errorf("localpipeline: enqueue: %d of %d messages refused: %s", len(out.Failed), n, aws.ToString(out.Failed[0].Message))
+			return fmt.Errorf("localpipeline: enqueue: %d of %d messages refused: %s", len(out.Failed), len(chunk), aws.ToString(out.Failed[0].Message))
 		}
-		bodies = bodies[n:]
 	}
 	return nil
 }
@@ -665,34 +628,24 @@ func (p *Pipeline) DeadLetterAgain(ctx context.Context, dls []DeadLetter) error 
 }
 
 // Attention returns the rows that still need attention (PENDING and
-// UNCERTAIN) across every shard of the attention index, the shards read
-// in parallel.
+// UNCERTAIN) across every shard of the attention index.
 func (p *Pipeline) Attention(ctx context.Context) ([]ledger.Record, error) {
-	due := time.Now().Add(24 * time.Hour)
-	pages := make([][]ledger.Record, ledger.AttentionShards)
-	errs := make([]error, ledger.AttentionShards)
-	var wg sync.WaitGroup
+	var rows []ledger.Record
 	for shard := range ledger.AttentionShards {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			q := ledger.AttentionQuery{Shard: shard, DueBefore: due, Limit: 100}
-			for {
-				page, err := p.ledger.Attention(ctx, q)
-				if err != nil {
-					errs[shard] = fmt.Errorf("localpipeline: attention shard %d: %w", shard, err)
-					return
-				}
-				pages[shard] = append(pages[shard], page.Records...)
-				if page.Cursor == "" {
-					return
-				}
-				q.Cursor = page.Cursor
+		q := ledger.AttentionQuery{Shard: shard, DueBefore: time.Now().Add(24 * time.Hour), Limit: 100}
+		for {
+			page, err := p.ledger.Attention(ctx, q)
+			if err != nil {
+				return rows, fmt.Errorf("localpipeline: attention shard %d: %w", shard, err)
 			}
-		}()
+			rows = append(rows, page.Records...)
+			if page.Cursor == "" {
+				break
+			}
+			q.Cursor = page.Cursor
+		}
 	}
-	wg.Wait()
-	return slices.Concat(pages...), errors.Join(errs...)
+	return rows, nil
 }
 
 // Waiting counts rows (as Attention returns them) by what they wait for:
@@ -744,10 +697,7 @@ func (p *Pipeline) Reconcile(ctx context.Context) (reconcile.Summary, error) {
 func (p *Pipeline) ReconcileTotals() (sum reconcile.Summary, runs, failed int) {
 	p.recMu.Lock()
 	defer p.recMu.Unlock()
-	sum = reconcile.Summary{Examined: p.recSummary.Examined, Actions: map[string]int{}}
-	for a, n := range p.recSummary.Actions {
-		sum.Actions[a] = n
-	}
+	sum = reconcile.Summary{Examined: p.recSummary.Examined, Actions: maps.Clone(p.recSummary.Actions)}
 	return sum, p.recRuns, p.recErrors
 }
 
@@ -793,24 +743,12 @@ func (p *Pipeline) Close() error {
 			p.cancel()
 		}
 		p.wg.Wait()
+		p.closersMu.Lock()
+		for _, c := range p.closers {
+			c()
+		}
+		p.closersMu.Unlock()
 		var errs []error
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if p.front != nil {
-			_ = p.front.Shutdown(ctx)
-		}
-		if p.sim != nil {
-			p.sim.Close()
-		}
-		if p.simServer != nil {
-			p.simServer.Close()
-		}
-		p.extraMu.Lock()
-		for i := range p.extraSims {
-			p.extraSims[i].Close()
-			p.extraSrvs[i].Close()
-		}
-		p.extraMu.Unlock()
 		for _, inst := range append(append([]*rie.Instance{}, p.senders...), p.webhook, p.reconciler) {
 			if inst != nil {
 				if err := inst.Close(); err != nil {
@@ -819,6 +757,8 @@ func (p *Pipeline) Close() error {
 			}
 		}
 		if !p.opts.KeepResources {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
 			if p.Table != "" {
 				_, _ = p.ddb.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: aws.String(p.Table)})
 			}

@@ -27,7 +27,7 @@ func (p *Pipeline) poll(ctx context.Context) {
 	for ctx.Err() == nil {
 		out, err := p.sqs.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
 			QueueUrl:                    aws.String(p.QueueURL),
-			MaxNumberOfMessages:         int32(p.opts.BatchSize),
+			MaxNumberOfMessages:         10, // the event source mapping's default batch size
 			WaitTimeSeconds:             1,
 			MessageAttributeNames:       []string{"All"},
 			MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAll},

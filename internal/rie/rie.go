@@ -58,8 +58,10 @@ const InvocationsPath = "/2015-03-31/functions/function/invocations"
 const (
 	DefaultFunctionName = "sendonce-test"
 	DefaultTimeout      = 30 * time.Second
-	DefaultReadyTimeout = 10 * time.Second
 )
+
+// readyTimeout bounds the wait for the emulator to listen.
+const readyTimeout = 10 * time.Second
 
 // ErrNoBinary is returned when no aws-lambda-rie binary is configured.
 var ErrNoBinary = errors.New("rie: " + BinaryEnv + " is not set: run `make test`, or `make rie` and export " +
@@ -83,9 +85,6 @@ type Config struct {
 	// and overrides it; the caller's own environment is not passed on, so a
 	// developer's AWS profile cannot leak into a test.
 	Env map[string]string
-	// ReadyTimeout bounds the wait for the emulator to listen. Zero means
-	// DefaultReadyTimeout.
-	ReadyTimeout time.Duration
 }
 
 // Instance is one running emulator with its function. Its methods are safe
@@ -135,9 +134,6 @@ func Launch(ctx context.Context, cfg Config) (*Instance, error) {
 	}
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = DefaultTimeout
-	}
-	if cfg.ReadyTimeout <= 0 {
-		cfg.ReadyTimeout = DefaultReadyTimeout
 	}
 
 	// Two free ports are picked and released before the emulator binds
@@ -193,7 +189,7 @@ func launchOnce(ctx context.Context, cfg Config) (*Instance, error) {
 		close(inst.waited)
 	}()
 
-	deadline := time.Now().Add(cfg.ReadyTimeout)
+	deadline := time.Now().Add(readyTimeout)
 	for {
 		if listening(cmd.Process.Pid, ports[0]) {
 			return inst, nil
@@ -209,33 +205,26 @@ func launchOnce(ctx context.Context, cfg Config) (*Instance, error) {
 		}
 		if time.Now().After(deadline) {
 			_ = inst.Close()
-			return nil, fmt.Errorf("rie: launch on %s: not listening after %s; output:\n%s", addr, cfg.ReadyTimeout, inst.stderr.String())
+			return nil, fmt.Errorf("rie: launch on %s: not listening after %s; output:\n%s", addr, readyTimeout, inst.stderr.String())
 		}
 	}
 }
 
+// environ is the function's environment: a base, then cfg.Env, which
+// overrides it (exec.Cmd uses the last value of a key).
 func environ(cfg Config) []string {
-	env := map[string]string{
-		"PATH":                  "/usr/local/bin:/usr/bin:/bin",
-		"AWS_REGION":            "us-east-1",
-		"AWS_ACCESS_KEY_ID":     "test",
-		"AWS_SECRET_ACCESS_KEY": "test",
-	}
+	env := []string{"PATH=/usr/local/bin:/usr/bin:/bin", "AWS_REGION=us-east-1", "AWS_ACCESS_KEY_ID=test", "AWS_SECRET_ACCESS_KEY=test"}
 	for _, k := range []string{"PATH", "HOME", "TMPDIR"} {
 		if v, ok := os.LookupEnv(k); ok {
-			env[k] = v
+			env = append(env, k+"="+v)
 		}
 	}
-	env["AWS_LAMBDA_FUNCTION_NAME"] = cfg.FunctionName
-	env["AWS_LAMBDA_FUNCTION_TIMEOUT"] = strconv.Itoa(max(1, int(cfg.Timeout.Round(time.Second)/time.Second)))
+	env = append(env, "AWS_LAMBDA_FUNCTION_NAME="+cfg.FunctionName,
+		"AWS_LAMBDA_FUNCTION_TIMEOUT="+strconv.Itoa(max(1, int(cfg.Timeout.Round(time.Second)/time.Second))))
 	for k, v := range cfg.Env {
-		env[k] = v
+		env = append(env, k+"="+v)
 	}
-	out := make([]string, 0, len(env))
-	for k, v := range env {
-		out = append(out, k+"="+v)
-	}
-	return out
+	return env
 }
 
 // usedPorts keeps this process from handing the same port to two

@@ -90,16 +90,18 @@ func ModuleRoot(ctx context.Context) (string, error) {
 }
 
 // BuildBootstrap compiles pkg (a name under ./functions, or a path relative
-// to root) in module root as a linux bootstrap at out. It returns the
-// compiler's output in the error when the build fails.
-func BuildBootstrap(ctx context.Context, root, pkg, out string) error {
+// to root) in module root as a linux bootstrap at out, as Lambda gets it
+// (CGO off, -tags lambda.norpc, -trimpath, -ldflags='-s -w'); env adds to
+// go build's environment (GOARCH=arm64). It returns the compiler's output
+// in the error when the build fails.
+func BuildBootstrap(ctx context.Context, root, pkg, out string, env ...string) error {
 	target := pkg
 	if !strings.Contains(pkg, "/") {
 		target = "./" + FunctionsDir + "/" + pkg
 	}
-	cmd := exec.CommandContext(ctx, "go", "build", "-tags", "lambda.norpc", "-o", out, target)
+	cmd := exec.CommandContext(ctx, "go", "build", "-tags", "lambda.norpc", "-trimpath", "-ldflags=-s -w", "-o", out, target)
 	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "GOOS=linux", "CGO_ENABLED=0")
+	cmd.Env = append(append(os.Environ(), "GOOS=linux", "CGO_ENABLED=0"), env...)
 	if b, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("go build %s: %w\n%s", target, err, b)
 	}
@@ -107,31 +109,16 @@ func BuildBootstrap(ctx context.Context, root, pkg, out string) error {
 }
 
 // Start launches bootstrap under the emulator with env as the function's
-// environment (AWS_LAMBDA_FUNCTION_NAME and AWS_LAMBDA_FUNCTION_TIMEOUT may
-// be set in env to override the defaults), waits until it is ready, and
-// registers a cleanup that stops the emulator and the function and fails
-// t if a process is left. The function's output is logged when t fails.
-// It fails t, with a hint, when SENDONCE_TEST_RIE is not set.
+// environment (AWS_LAMBDA_FUNCTION_NAME and AWS_LAMBDA_FUNCTION_TIMEOUT in
+// env override Config's defaults), waits until it is ready, and registers
+// a cleanup that stops the emulator and the function and fails t if a
+// process is left. The function's output is logged when t fails. It fails
+// t, with a hint, when SENDONCE_TEST_RIE is not set.
 func Start(t testing.TB, bootstrap string, env map[string]string) *Instance {
 	t.Helper()
-	cfg := Config{Bootstrap: bootstrap, Env: map[string]string{}}
-	for k, v := range env {
-		switch k {
-		case "AWS_LAMBDA_FUNCTION_NAME":
-			cfg.FunctionName = v
-		case "AWS_LAMBDA_FUNCTION_TIMEOUT":
-			d, err := time.ParseDuration(v + "s")
-			if err != nil {
-				t.Fatalf("rie: AWS_LAMBDA_FUNCTION_TIMEOUT=%q: want whole seconds", v)
-			}
-			cfg.Timeout = d
-		default:
-			cfg.Env[k] = v
-		}
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), DefaultReadyTimeout+5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), readyTimeout+5*time.Second)
 	defer cancel()
-	inst, err := Launch(ctx, cfg)
+	inst, err := Launch(ctx, Config{Bootstrap: bootstrap, Env: env})
 	if err != nil {
 		t.Fatalf("%v", err)
 	}

@@ -39,6 +39,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
@@ -139,12 +140,12 @@ type Schema struct {
 func SchemaOf(t *types.TableDescription) Schema {
 	var s Schema
 	for _, k := range t.KeySchema {
-		s.Keys = append(s.Keys, deref(k.AttributeName))
+		s.Keys = append(s.Keys, aws.ToString(k.AttributeName))
 	}
 	for _, g := range t.GlobalSecondaryIndexes {
-		ix := Index{Name: deref(g.IndexName), Projection: types.ProjectionTypeAll}
+		ix := Index{Name: aws.ToString(g.IndexName), Projection: types.ProjectionTypeAll}
 		for _, k := range g.KeySchema {
-			ix.Keys = append(ix.Keys, deref(k.AttributeName))
+			ix.Keys = append(ix.Keys, aws.ToString(k.AttributeName))
 		}
 		if g.Projection != nil {
 			ix.Projection = g.Projection.ProjectionType
@@ -153,13 +154,6 @@ func SchemaOf(t *types.TableDescription) Schema {
 		s.Indexes = append(s.Indexes, ix)
 	}
 	return s
-}
-
-func deref(p *string) string {
-	if p == nil {
-		return ""
-	}
-	return *p
 }
 
 // Op is a write operation.
