@@ -314,18 +314,10 @@ func Start(ctx context.Context, opts Options) (p *Pipeline, err error) {
 	runCtx, cancel := context.WithCancel(context.Background())
 	p.cancel = cancel
 	for range opts.SenderInstances {
-		p.wg.Add(1)
-		go func() {
-			defer p.wg.Done()
-			p.poll(runCtx)
-		}()
+		p.wg.Go(func() { p.poll(runCtx) })
 	}
 	if opts.ReconcileEvery > 0 {
-		p.wg.Add(1)
-		go func() {
-			defer p.wg.Done()
-			Every(runCtx, opts.ReconcileEvery, func() { _, _ = p.Reconcile(runCtx) })
-		}()
+		p.wg.Go(func() { Every(runCtx, opts.ReconcileEvery, func() { _, _ = p.Reconcile(runCtx) }) })
 	}
 	return p, nil
 }

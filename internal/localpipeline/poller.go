@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -52,62 +53,57 @@ func (p *Pipeline) poll(ctx context.Context) {
 		if p.opts.Twin != nil {
 			twin = p.opts.Twin(out.Messages)
 		}
-		if len(twin) == 0 {
-			p.deliver(ctx, inst, out.Messages)
-			p.free <- inst
-			continue
-		}
 		p.deliverTwice(ctx, inst, out.Messages, twin)
 		p.free <- inst
 	}
 }
 
 // deliverTwice delivers msgs through inst and, at the same moment, twin
-// through a second free instance, if there is one. The twin invocation
-// deletes nothing: its instance acts on records another invocation owns.
+// (if any) through a second free instance, if there is one. The twin
+// invocation deletes nothing: its instance acts on records another
+// invocation owns.
 func (p *Pipeline) deliverTwice(ctx context.Context, inst *rie.Instance, msgs, twin []types.Message) {
 	var other *rie.Instance
-	select {
-	case other = <-p.free:
-	default:
+	if len(twin) > 0 {
+		select {
+		case other = <-p.free:
+		default:
+		}
+	}
+	if other == nil {
 		p.deliver(ctx, inst, msgs)
 		return
 	}
 	p.stats.twins.Add(1)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		payload, err := json.Marshal(SQSEvent(p.queueARN, twin))
-		if err != nil {
-			return
-		}
-		p.stats.invocations.Add(1)
-		p.stats.records.Add(int64(len(twin)))
-		if _, err := other.Invoke(ctx, payload); err != nil {
-			p.stats.functionErrors.Add(1)
-		}
-	}()
+	var wg sync.WaitGroup
+	wg.Go(func() { _, _ = p.invoke(ctx, other, twin) })
 	p.deliver(ctx, inst, msgs)
-	<-done
+	wg.Wait()
 	p.free <- other
 }
 
-// deliver invokes inst with msgs as an SQS event and deletes the records
-// the function acknowledged.
-func (p *Pipeline) deliver(ctx context.Context, inst *rie.Instance, msgs []types.Message) {
-	ev := SQSEvent(p.queueARN, msgs)
-	payload, err := json.Marshal(ev)
+// invoke hands msgs to inst as one SQS event, counted in the stats.
+func (p *Pipeline) invoke(ctx context.Context, inst *rie.Instance, msgs []types.Message) ([]byte, error) {
+	payload, err := json.Marshal(SQSEvent(p.queueARN, msgs))
 	if err != nil {
-		fmt.Fprintf(p.opts.Progress, "poller: encode event: %v\n", err)
-		return
+		return nil, err
 	}
 	p.stats.invocations.Add(1)
 	p.stats.records.Add(int64(len(msgs)))
 	body, err := inst.Invoke(ctx, payload)
 	if err != nil {
+		p.stats.functionErrors.Add(1)
+	}
+	return body, err
+}
+
+// deliver invokes inst with msgs as an SQS event and deletes the records
+// the function acknowledged.
+func (p *Pipeline) deliver(ctx context.Context, inst *rie.Instance, msgs []types.Message) {
+	body, err := p.invoke(ctx, inst, msgs)
+	if err != nil {
 		// A function error (or a failed invoke) fails the whole batch:
 		// every record reappears after the visibility timeout.
-		p.stats.functionErrors.Add(1)
 		if ctx.Err() == nil {
 			fmt.Fprintf(p.opts.Progress, "poller: batch of %d failed as a whole: %v\n", len(msgs), err)
 		}

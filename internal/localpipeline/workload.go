@@ -92,11 +92,9 @@ func NewWorkload(o WorkloadOptions) Workload {
 		channels = []notify.Channel{notify.ChannelSMS, notify.ChannelEmail}
 	}
 	for i := range o.N {
-		ch := notify.ChannelSMS
-		if len(channels) == 1 {
-			ch = channels[0]
-		} else if c := channels[rng.IntN(len(channels))]; c != notify.ChannelSMS {
-			ch = c
+		ch := channels[0]
+		if len(channels) > 1 {
+			ch = channels[rng.IntN(len(channels))]
 		}
 		addr := (o.AddressBase + 2000000 + i) % 10000000
 		class := classes[rng.IntN(len(classes))]
