@@ -317,11 +317,7 @@ func lambdaCases(ctx context.Context, env endpoints, res localpipeline.Resources
 				// Each invoke applies a new status event to a SENT row; rows
 				// are reused, so later events of a row rank as duplicates or
 				// out of order, still the full path (2 reads, 1-2 writes).
-				req, err := callbackRequest([]byte(secret), fmt.Sprintf("evt-rie-%s-%d", run, i), cbKeys[i%rows], "delivered")
-				if err != nil {
-					return nil, err
-				}
-				return json.Marshal(req)
+				return json.Marshal(callbackRequest([]byte(secret), fmt.Sprintf("evt-rie-%s-%d", run, i), cbKeys[i%rows], "delivered"))
 			},
 			check: statusIs("webhook", 200),
 		},

@@ -109,7 +109,7 @@ func TestParseInitDuration(t *testing.T) {
 func TestDrive(t *testing.T) {
 	t.Parallel()
 	var calls atomic.Int64
-	l, err := driveLat(context.Background(), 4, 50*time.Millisecond, func(context.Context, int64) error {
+	l, err := driveLat(context.Background(), 4, 50*time.Millisecond, func(context.Context) error {
 		calls.Add(1)
 		time.Sleep(time.Millisecond)
 		return nil
@@ -118,7 +118,7 @@ func TestDrive(t *testing.T) {
 		t.Errorf("driveLat = %d calls, %d latencies, rate %v, %v after %d calls; want a positive rate and one latency per call", l.n, len(l.lat), l.rate(), err, calls.Load())
 	}
 	boom := errors.New("boom")
-	if _, err := driveLat(context.Background(), 4, time.Second, func(context.Context, int64) error { return boom }); !errors.Is(err, boom) {
+	if _, err := driveLat(context.Background(), 4, time.Second, func(context.Context) error { return boom }); !errors.Is(err, boom) {
 		t.Errorf("driveLat error = %v, want %v", err, boom)
 	}
 }

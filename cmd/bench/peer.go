@@ -210,39 +210,32 @@ type leg struct {
 func (l leg) rate() float64 { return float64(l.n) / l.seconds }
 
 // driveLat runs op from workers goroutines for d and keeps each call's
-// latency.
-func driveLat(ctx context.Context, workers int, d time.Duration, op func(ctx context.Context, i int64) error) (leg, error) {
+// latency. The first error stops every worker.
+func driveLat(ctx context.Context, workers int, d time.Duration, op func(ctx context.Context) error) (leg, error) {
 	var mu sync.Mutex
 	var lat []time.Duration
-	var next atomic.Int64
-	var firstErr error
-	var once sync.Once
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var wg sync.WaitGroup
+	g, ctx := errgroup.WithContext(ctx)
 	start := time.Now()
-	deadline := start.Add(d)
 	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		g.Go(func() error {
 			var mine []time.Duration
-			for time.Now().Before(deadline) && ctx.Err() == nil {
+			defer func() {
+				mu.Lock()
+				defer mu.Unlock()
+				lat = append(lat, mine...)
+			}()
+			for time.Since(start) < d && ctx.Err() == nil {
 				t0 := time.Now()
-				if err := op(ctx, next.Add(1)); err != nil {
-					once.Do(func() { firstErr = err; cancel() })
-					break
+				if err := op(ctx); err != nil {
+					return err
 				}
 				mine = append(mine, time.Since(t0))
 			}
-			mu.Lock()
-			lat = append(lat, mine...)
-			mu.Unlock()
-		}()
+			return nil
+		})
 	}
-	wg.Wait()
-	if firstErr != nil {
-		return leg{}, firstErr
+	if err := g.Wait(); err != nil {
+		return leg{}, err
 	}
 	return leg{n: len(lat), seconds: time.Since(start).Seconds(), lat: lat}, nil
 }
@@ -401,7 +394,7 @@ func measurePeer(ctx context.Context, endpoint string, cfg peerConfig, rep *benc
 	wire := rawWire()
 	tmpl := rawItem()
 	var seq atomic.Int64
-	goRaw := func(ctx context.Context, _ int64) error {
+	goRaw := func(ctx context.Context) error {
 		item := maps.Clone(tmpl)
 		item["pk"] = &types.AttributeValueMemberS{Value: fmt.Sprintf("go-%s-%d", run, seq.Add(1))}
 		_, err := db.PutItem(ctx, &dynamodb.PutItemInput{
@@ -411,7 +404,7 @@ func measurePeer(ctx context.Context, endpoint string, cfg peerConfig, rep *benc
 		})
 		return err
 	}
-	goSend := func(ctx context.Context, _ int64) error {
+	goSend := func(ctx context.Context) error {
 		res := soDirect.Process(ctx, request(run+"-tput", int(seq.Add(1))))
 		if res.Disposition != dispatch.Sent {
 			return fmt.Errorf("process: status %s (%s), want sent", res.Disposition, res.Reason)

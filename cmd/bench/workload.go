@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -115,24 +116,15 @@ func callList(calls map[string]int) string { return localpipeline.Counts(calls, 
 
 // callbackRequest is a Function URL request carrying a signed generic
 // callback (docs/http-provider.md).
-func callbackRequest(secret []byte, eventID, key, status string) (events.LambdaFunctionURLRequest, error) {
-	body, err := json.Marshal(map[string]string{
+func callbackRequest(secret []byte, eventID, key, status string) events.LambdaFunctionURLRequest {
+	body, _ := json.Marshal(map[string]string{ // strings always encode
 		"event_id": eventID, "message_id": "msg_bench", "reference": key,
 		"status": status, "timestamp": time.Now().UTC().Format(time.RFC3339),
 	})
-	if err != nil {
-		return events.LambdaFunctionURLRequest{}, err
-	}
-	var req events.LambdaFunctionURLRequest
-	req.RawPath = "/callbacks/http"
-	req.RequestContext.HTTP.Method = "POST"
-	req.RequestContext.HTTP.Path = req.RawPath
-	req.Headers = map[string]string{
-		"content-type":         "application/json",
-		"x-provider-signature": httpprovider.Sign(secret, time.Now(), body),
-	}
-	req.Body = string(body)
-	return req, nil
+	r := httptest.NewRequest("POST", "/callbacks/http", bytes.NewReader(body))
+	r.Header.Set("Content-Type", "application/json")
+	r.Header.Set(httpprovider.SignatureHeader, httpprovider.Sign(secret, time.Now(), body))
+	return localpipeline.FunctionURLRequest(r, body, time.Now())
 }
 
 func truncate(s string, n int) string {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -25,26 +26,19 @@ const FunctionsDir = "functions"
 // A failed build fails t with the compiler's output.
 func Build(t testing.TB, pkg string) string {
 	t.Helper()
-	v, _ := builds.LoadOrStore(pkg, &buildResult{})
-	b := v.(*buildResult)
-	b.once.Do(func() {
+	build, _ := builds.LoadOrStore(pkg, sync.OnceValues(func() (string, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 		defer cancel()
-		b.path, b.err = buildCached(ctx, pkg)
-	})
-	if b.err != nil {
-		t.Fatalf("rie: build %s: %v", pkg, b.err)
+		return buildCached(ctx, pkg)
+	}))
+	path, err := build.(func() (string, error))()
+	if err != nil {
+		t.Fatalf("rie: build %s: %v", pkg, err)
 	}
-	return b.path
+	return path
 }
 
-type buildResult struct {
-	once sync.Once
-	path string
-	err  error
-}
-
-var builds sync.Map // pkg -> *buildResult
+var builds sync.Map // pkg -> its build, a sync.OnceValues
 
 // buildCached builds pkg into a per-package path under the system temp
 // directory, replaced atomically, so repeated test runs reuse one file
@@ -59,20 +53,12 @@ func buildCached(ctx context.Context, pkg string) (string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
 	}
-	tmp, err := os.MkdirTemp(dir, "build-")
-	if err != nil {
-		return "", err
-	}
-	defer os.RemoveAll(tmp)
-	out := filepath.Join(tmp, "bootstrap")
-	if err := BuildBootstrap(ctx, root, pkg, out); err != nil {
-		return "", err
-	}
 	final := filepath.Join(dir, "bootstrap")
-	if err := os.Rename(out, final); err != nil {
+	tmp := final + "." + strconv.Itoa(os.Getpid()) // test binaries build at once
+	if err := BuildBootstrap(ctx, root, pkg, tmp); err != nil {
 		return "", err
 	}
-	return final, nil
+	return final, os.Rename(tmp, final)
 }
 
 // ModuleRoot returns the directory of the main module's go.mod, as the go
