@@ -149,7 +149,7 @@ func TestBootstrapUnderRIE(t *testing.T) {
 	if got := m.Get(metrics.Resent); got != 1 {
 		t.Errorf("EMF Resent = %d, want 1", got)
 	}
-	for _, leak := range localpipeline.LogLeaks("reconciler", fn.Logs(), rd, []string{reached.Address, lost.Address}) {
-		t.Error(leak)
+	for _, leak := range localpipeline.Scan(map[string]string{"reconciler": fn.Logs()}, rd, []string{reached.Address, lost.Address}) {
+		t.Errorf("%v (token %q)", leak, leak.Token)
 	}
 }

@@ -244,13 +244,13 @@ func TestTransientFailureIsReported(t *testing.T) {
 
 // checkLogs checks that every EMF document is valid and that the
 // function's output holds no raw address and no address token that is not
-// keyed with the deployment's key (localpipeline.LogLeaks).
+// keyed with the deployment's key (localpipeline.Scan).
 func checkLogs(t *testing.T, b bundle, m localpipeline.MetricTotals) {
 	t.Helper()
 	for _, bad := range m.Invalid {
 		t.Errorf("invalid EMF document: %s", bad)
 	}
-	for _, leak := range localpipeline.LogLeaks("sender", b.fn.Logs(), b.rd, []string{"+15551234567", "+15557654321", "ana@example.com"}) {
-		t.Error(leak)
+	for _, leak := range localpipeline.Scan(map[string]string{"sender": b.fn.Logs()}, b.rd, []string{"+15551234567", "+15557654321", "ana@example.com"}) {
+		t.Errorf("%v (token %q)", leak, leak.Token)
 	}
 }

@@ -150,22 +150,3 @@ func Scan(logs map[string]string, rd *redact.Redactor, addrs []string) []Leak {
 	}
 	return out
 }
-
-// LogLeaks returns Scan's findings in the logs of one instance, name, one
-// line each (the address or token named, for a test's failure message).
-func LogLeaks(name, logs string, rd *redact.Redactor, addrs []string) []string {
-	var out []string
-	for _, l := range Scan(map[string]string{name: logs}, rd, addrs) {
-		switch l.Form {
-		case LeakRaw:
-			out = append(out, name+": raw address "+l.Address)
-		case LeakUnkeyed, LeakOtherKey:
-			out = append(out, name+": address token "+l.Token+" not made under the deployment's key")
-		case LeakNoKeyLine:
-			out = append(out, name+": "+l.Form+" "+rd.KeyID())
-		default:
-			out = append(out, name+": "+l.Form)
-		}
-	}
-	return out
-}

@@ -1,33 +1,16 @@
-// Package localpipeline runs the whole sendonce pipeline on one machine with
-// real components: the real function bootstraps under the Lambda Runtime
-// Interface Emulator, DynamoDB Local, SQS on moto_server, and the provider
-// simulator as ground truth. The chaos harness (package chaos, which make
-// demo and make chaos run) starts one per adapter lane; tests start one
-// with StartTest.
-//
-// Start builds, against emulators that are already running:
-//
-//   - the one table (production schema and TTL) in DynamoDB Local;
-//   - the notification queue and its dead-letter queue on moto_server, with
-//     a RedrivePolicy (maxReceiveCount) and a visibility timeout;
-//   - the provider simulator, in process, with its callbacks posted to the
-//     webhook;
-//   - Options.SenderInstances sender "Lambda instances": one emulator per
-//     instance, each serving one invocation at a time, as Lambda does;
-//   - the webhook under the emulator behind a small HTTP front that turns a
-//     request into a Function URL event (payload 2.0) and the function's
-//     response back into HTTP;
-//   - the reconciler under the emulator, invoked on a timer with an
-//     EventBridge scheduled event;
-//   - pollers that behave like Lambda's SQS event source mapping: receive a
-//     batch, invoke a free sender instance with an events.SQSEvent, delete
-//     the records not reported in batchItemFailures, and leave the rest to
-//     reappear after the visibility timeout (moto moves a message to the
-//     dead-letter queue after maxReceiveCount receives). A function error
-//     fails the whole batch.
-//
-// The functions' captured output (JSON logs and EMF metric lines) is kept
-// for the caller: see Logs and Metrics.
+// Package localpipeline runs the whole sendonce pipeline on one machine
+// with real components, against emulators that are already running: the
+// functions' bootstraps under the Lambda Runtime Interface Emulator (one
+// emulator per sender instance, one invocation at a time, as Lambda),
+// DynamoDB Local with the production table, SQS on moto_server with a
+// dead-letter queue and RedrivePolicy, the provider simulator in process
+// as ground truth, the webhook behind a Function URL front, the
+// reconciler on a timer, and pollers that behave like Lambda's SQS event
+// source mapping (partial batch failures; a function error fails the
+// whole batch). docs/local-pipeline.md ("What runs") describes it. The
+// chaos harness (make demo, make chaos) starts one per adapter lane;
+// tests start one with StartTest. The functions' output is kept for the
+// caller: Logs, ParseEMF, Scan.
 package localpipeline
 
 import (

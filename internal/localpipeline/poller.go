@@ -239,6 +239,7 @@ func FunctionURLRequest(r *http.Request, body []byte, now time.Time) events.Lamb
 		query[k] = strings.Join(vs, ",")
 	}
 	sourceIP, _, _ := strings.Cut(r.RemoteAddr, ":")
+	prefix, _, _ := strings.Cut(r.Host, ".")
 	id := strconv.FormatInt(now.UnixNano(), 36)
 	return events.LambdaFunctionURLRequest{
 		Version:               "2.0",
@@ -249,16 +250,13 @@ func FunctionURLRequest(r *http.Request, body []byte, now time.Time) events.Lamb
 		Body:                  string(body),
 		IsBase64Encoded:       false,
 		RequestContext: events.LambdaFunctionURLRequestContext{
-			AccountID:  "123456789012",
-			RequestID:  "localpipeline-" + id,
-			APIID:      "localpipeline",
-			DomainName: r.Host,
-			DomainPrefix: func() string {
-				h, _, _ := strings.Cut(r.Host, ".")
-				return h
-			}(),
-			Time:      now.UTC().Format("02/Jan/2006:15:04:05 -0700"),
-			TimeEpoch: now.UnixMilli(),
+			AccountID:    "123456789012",
+			RequestID:    "localpipeline-" + id,
+			APIID:        "localpipeline",
+			DomainName:   r.Host,
+			DomainPrefix: prefix,
+			Time:         now.UTC().Format("02/Jan/2006:15:04:05 -0700"),
+			TimeEpoch:    now.UnixMilli(),
 			HTTP: events.LambdaFunctionURLRequestContextHTTPDescription{
 				Method:    r.Method,
 				Path:      r.URL.Path,
