@@ -182,25 +182,17 @@ type Write struct {
 type Cost struct {
 	// Table is the table's write units.
 	Table int
-	// Index maps an index name to its write units (absent when 0).
-	Index map[string]int
-	// IndexWrites counts index entries written or removed, over every
-	// index.
-	IndexWrites int
+	// Index is the write units of every index together; IndexWrites
+	// counts the index entries written or removed.
+	Index, IndexWrites int
 }
 
 // Units is the write's total: table and indexes.
-func (c Cost) Units() int {
-	n := c.Table
-	for _, u := range c.Index {
-		n += u
-	}
-	return n
-}
+func (c Cost) Units() int { return c.Table + c.Index }
 
 // Cost applies the documented rules (package doc) to w.
 func (s Schema) Cost(w Write) Cost {
-	c := Cost{Index: map[string]int{}}
+	var c Cost
 	switch {
 	case w.Failed && w.Old == nil:
 		c.Table = 1
@@ -228,10 +220,8 @@ func (s Schema) Cost(w Write) Cost {
 		case !inBefore && inAfter:
 			units, writes = Units(ItemSize(after)), 1
 		}
-		if units > 0 {
-			c.Index[ix.Name] = units
-			c.IndexWrites += writes
-		}
+		c.Index += units
+		c.IndexWrites += writes
 	}
 	return c
 }

@@ -157,9 +157,9 @@ func TestCost(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			c := tt.schema.Cost(tt.w)
-			if c.Table != tt.table || c.Index["attention"] != tt.idx || c.IndexWrites != tt.indexWrites {
+			if c.Table != tt.table || c.Index != tt.idx || c.IndexWrites != tt.indexWrites {
 				t.Errorf("Cost = table %d, index %d (%d entries); want table %d, index %d (%d entries)",
-					c.Table, c.Index["attention"], c.IndexWrites, tt.table, tt.idx, tt.indexWrites)
+					c.Table, c.Index, c.IndexWrites, tt.table, tt.idx, tt.indexWrites)
 			}
 			if c.Units() != tt.table+tt.idx {
 				t.Errorf("Units = %d, want %d", c.Units(), tt.table+tt.idx)
