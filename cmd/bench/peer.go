@@ -541,25 +541,21 @@ func measurePeer(ctx context.Context, endpoint string, cfg peerConfig, rep *benc
 	return nil
 }
 
-// addAccounting adds one side's rows for one phase.
+// addAccounting adds one side's rows for one phase: its calls, write units
+// and duplicate sends per key.
 func addAccounting(rep *benchreport.Report, side string, ph peerPhase, r phaseResult) {
-	prefix := side + ", " + ph.name + ": "
-	addCost(rep, "peer", prefix, ph.how+"; outcomes: "+callList(r.outcomes), r.acc, ph.keys)
-	rep.Add("peer", prefix+"duplicate sends", float64(r.duplicates), "sends",
-		fmt.Sprintf("sends to a key that had been sent before, over the phase's %d keys (%d sends in all)", ph.keys, r.sends))
-}
-
-// addCost adds the calls and write units of n messages' accounting.
-func addCost(rep *benchreport.Report, section, prefix, how string, a ddbfront.Usage, n int) {
-	per := func(x float64) float64 { return x / float64(n) }
-	rep.Add(section, prefix+"DynamoDB calls", per(float64(a.Total())), "calls/msg",
-		fmt.Sprintf("%s; through the cost proxy: %s; %d conditional failures; %s read units reported",
-			how, callList(a.Calls), a.ConditionFailed, benchreport.FormatValue(a.ReportedRCU)))
-	rep.Add(section, prefix+"write units, DynamoDB Local", per(a.ReportedWCU), "WCU/msg",
+	prefix, a := side+", "+ph.name+": ", r.acc
+	per := func(x float64) float64 { return x / float64(ph.keys) }
+	rep.Add("peer", prefix+"DynamoDB calls", per(float64(a.Total())), "calls/msg",
+		fmt.Sprintf("%s; outcomes: %s; through the cost proxy: %s; %d conditional failures; %s read units reported",
+			ph.how, callList(r.outcomes), callList(a.Calls), a.ConditionFailed, benchreport.FormatValue(a.ReportedRCU)))
+	rep.Add("peer", prefix+"write units, DynamoDB Local", per(a.ReportedWCU), "WCU/msg",
 		fmt.Sprintf("ReturnConsumedCapacity=INDEXES as DynamoDB Local reports it (index part %s); failed conditional writes report none", benchreport.FormatValue(per(a.ReportedIndexWCU))))
-	rep.Add(section, prefix+"write units, real DynamoDB", per(float64(a.TableWCU+a.IndexWCU)), "WCU/msg",
+	rep.Add("peer", prefix+"write units, real DynamoDB", per(float64(a.TableWCU+a.IndexWCU)), "WCU/msg",
 		fmt.Sprintf("from item sizes (package ddbcost): table %s + index %s per msg; %s index entries written or removed per msg%s",
 			benchreport.FormatValue(per(float64(a.TableWCU))), benchreport.FormatValue(per(float64(a.IndexWCU))), benchreport.FormatValue(per(float64(a.IndexWrites))), largest(a.MaxItem)))
+	rep.Add("peer", prefix+"duplicate sends", float64(r.duplicates), "sends",
+		fmt.Sprintf("sends to a key that had been sent before, over the phase's %d keys (%d sends in all)", ph.keys, r.sends))
 }
 
 func largest(size int) string {

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -37,10 +38,8 @@ const (
 // emulators. Set BaseEndpoint on each client's options (or use the helpers).
 func Config() aws.Config {
 	return aws.Config{
-		Region: Region,
-		Credentials: aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) {
-			return aws.Credentials{AccessKeyID: "test", SecretAccessKey: "test", Source: "testenv"}, nil
-		}),
+		Region:           Region,
+		Credentials:      credentials.NewStaticCredentialsProvider("test", "test", ""),
 		RetryMaxAttempts: 3,
 	}
 }
