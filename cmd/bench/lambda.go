@@ -247,11 +247,9 @@ func lambdaCases(ctx context.Context, env endpoints, res localpipeline.Resources
 	run := testenv.RandomID()
 	// with is the environment pointing at the emulators, the table and
 	// the queues, and extra's.
-	with := func(extra ...map[string]string) map[string]string {
+	with := func(extra map[string]string) map[string]string {
 		out := res.Env(env.dynamo, env.moto)
-		for _, e := range extra {
-			maps.Copy(out, e)
-		}
+		maps.Copy(out, extra)
 		return out
 	}
 	providerEnv := map[string]string{

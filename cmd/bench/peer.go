@@ -536,7 +536,7 @@ func measurePeer(ctx context.Context, endpoint string, cfg peerConfig, rep *benc
 		}
 	}
 	if b := px.ConditionalFailureBody(); b != "" && !strings.Contains(b, "ConsumedCapacity") {
-		rep.Note("DynamoDB Local answers a failed conditional write with no ConsumedCapacity (body seen: %s), so its reported units leave those writes out; the real-DynamoDB figures charge them (1 unit per started KB of the item, 1 where no item exists).", truncate(compactJSON(b), 120))
+		rep.Note("DynamoDB Local answers a failed conditional write with no ConsumedCapacity (body seen: %s), so its reported units leave those writes out; the real-DynamoDB figures charge them (1 unit per started KB of the item, 1 where no item exists).", truncate(strings.Join(strings.Fields(b), " "), 120))
 	}
 	return nil
 }

@@ -133,7 +133,3 @@ func truncate(s string, n int) string {
 	}
 	return s[:n] + "..."
 }
-
-func compactJSON(s string) string {
-	return strings.Join(strings.Fields(s), " ")
-}

@@ -28,6 +28,7 @@ package rie
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -114,10 +115,7 @@ type Instance struct {
 // error naming the cause (and the emulator's output) when the binary or
 // bootstrap is missing or the emulator does not come up in time.
 func Launch(ctx context.Context, cfg Config) (*Instance, error) {
-	if cfg.RIE == "" {
-		cfg.RIE = os.Getenv(BinaryEnv)
-	}
-	if cfg.RIE == "" {
+	if cfg.RIE = cmp.Or(cfg.RIE, os.Getenv(BinaryEnv)); cfg.RIE == "" {
 		return nil, ErrNoBinary
 	}
 	for _, p := range []struct{ what, path string }{{"emulator", cfg.RIE}, {"bootstrap", cfg.Bootstrap}} {
@@ -129,9 +127,7 @@ func Launch(ctx context.Context, cfg Config) (*Instance, error) {
 			return nil, fmt.Errorf("rie: launch: %s %s is not an executable file", p.what, p.path)
 		}
 	}
-	if cfg.FunctionName == "" {
-		cfg.FunctionName = DefaultFunctionName
-	}
+	cfg.FunctionName = cmp.Or(cfg.FunctionName, DefaultFunctionName)
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = DefaultTimeout
 	}
