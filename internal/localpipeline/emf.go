@@ -61,9 +61,23 @@ func ParseEMF(logs ...string) MetricTotals {
 				continue
 			}
 			t.Documents++
+			// The names of the document's Count metrics and of its
+			// dimensions (ValidateLine checked the directives' shape).
 			var d emfDirectives
-			_ = json.Unmarshal([]byte(line), &d) // Validate checked its shape
-			counts, dims := d.names()
+			_ = json.Unmarshal([]byte(line), &d)
+			var counts, dims []string
+			for _, dir := range d.AWS.CloudWatchMetrics {
+				for _, k := range slices.Concat(dir.Dimensions...) {
+					if !slices.Contains(dims, k) {
+						dims = append(dims, k)
+					}
+				}
+				for _, m := range dir.Metrics {
+					if m.Name != "" && m.Unit == "Count" {
+						counts = append(counts, m.Name)
+					}
+				}
+			}
 			for _, name := range counts {
 				v, ok := doc[name].(float64)
 				if !ok {
@@ -90,26 +104,6 @@ type emfDirectives struct {
 			Metrics    []struct{ Name, Unit string }
 		}
 	} `json:"_aws"`
-}
-
-// names returns the names of the document's Count metrics and of its
-// dimensions.
-func (d emfDirectives) names() (counts, dims []string) {
-	for _, dir := range d.AWS.CloudWatchMetrics {
-		for _, set := range dir.Dimensions {
-			for _, k := range set {
-				if !slices.Contains(dims, k) {
-					dims = append(dims, k)
-				}
-			}
-		}
-		for _, m := range dir.Metrics {
-			if m.Name != "" && m.Unit == "Count" {
-				counts = append(counts, m.Name)
-			}
-		}
-	}
-	return counts, dims
 }
 
 // Dim returns the sum of counter name for one dimension value.

@@ -355,20 +355,15 @@ func ParseInvokeError(body []byte) (*InvokeError, bool) {
 	if err := json.Unmarshal(body, &fields); err != nil || fields == nil {
 		return nil, false
 	}
-	_, hasMsg := fields["errorMessage"]
-	_, hasType := fields["errorType"]
-	if !hasMsg && !hasType {
-		return nil, false
-	}
 	for k := range fields {
-		switch k {
-		case "errorMessage", "errorType", "stackTrace", "requestId":
-		default:
+		if !slices.Contains([]string{"errorMessage", "errorType", "stackTrace", "requestId"}, k) {
 			return nil, false
 		}
 	}
+	_, hasMsg := fields["errorMessage"]
+	_, hasType := fields["errorType"]
 	var ie InvokeError
-	if err := json.Unmarshal(body, &ie); err != nil {
+	if !hasMsg && !hasType || json.Unmarshal(body, &ie) != nil {
 		return nil, false
 	}
 	return &ie, true
