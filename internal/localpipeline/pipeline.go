@@ -240,7 +240,7 @@ func Start(ctx context.Context, opts Options) (p *Pipeline, err error) {
 	if err := opts.defaults(); err != nil {
 		return nil, err
 	}
-	pl := &Pipeline{opts: opts}
+	pl := &Pipeline{opts: opts, recSummary: reconcile.Summary{Actions: map[string]int{}}}
 	defer func() {
 		if err != nil {
 			_ = pl.Close()
@@ -656,9 +656,6 @@ func (p *Pipeline) Reconcile(ctx context.Context) (reconcile.Summary, error) {
 	if err := json.Unmarshal(body, &sum); err != nil {
 		p.recErrors++
 		return sum, fmt.Errorf("localpipeline: reconcile: summary %q: %w", body, err)
-	}
-	if p.recSummary.Actions == nil {
-		p.recSummary.Actions = map[string]int{}
 	}
 	p.recSummary.Examined += sum.Examined
 	for a, n := range sum.Actions {

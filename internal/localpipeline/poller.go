@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"strconv"
 	"strings"
@@ -170,9 +171,7 @@ func SQSEvent(queueARN string, msgs []types.Message) events.SQSEvent {
 			EventSource:            "aws:sqs",
 			AWSRegion:              testenv.Region,
 		}
-		for k, v := range m.Attributes {
-			rec.Attributes[k] = v
-		}
+		maps.Copy(rec.Attributes, m.Attributes)
 		for k, v := range m.MessageAttributes {
 			rec.MessageAttributes[k] = events.SQSMessageAttribute{
 				StringValue: v.StringValue, BinaryValue: v.BinaryValue,
