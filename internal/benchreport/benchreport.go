@@ -80,20 +80,17 @@ func (r *Report) Note(format string, args ...any) {
 
 // Find returns the first row with the section and name.
 func (r *Report) Find(section, name string) (Row, bool) {
-	for _, row := range r.Rows {
-		if row.Section == section && row.Name == name {
-			return row, true
-		}
+	i := slices.IndexFunc(r.Rows, func(row Row) bool { return row.Section == section && row.Name == name })
+	if i < 0 {
+		return Row{}, false
 	}
-	return Row{}, false
+	return r.Rows[i], true
 }
 
 // FormatValue prints v with at most three significant decimals, without
-// trailing zeros ("2", "0.412", "1530").
+// trailing zeros ("2", "0.412", "1530"; "NaN" and "+Inf" as they are).
 func FormatValue(v float64) string {
 	switch {
-	case math.IsNaN(v) || math.IsInf(v, 0):
-		return strconv.FormatFloat(v, 'f', -1, 64)
 	case v == math.Trunc(v) && math.Abs(v) < 1e15:
 		return strconv.FormatFloat(v, 'f', 0, 64)
 	case math.Abs(v) >= 100:
