@@ -19,7 +19,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"net/http"
 	"net/http/httptest"
@@ -85,23 +84,10 @@ type Options struct {
 	// SenderInstances is the number of concurrent sender instances (and
 	// pollers). Default 4.
 	SenderInstances int
-	// VisibilityTimeout is the queue's; it should be at least
-	// SenderTimeout, as Lambda requires. Default 10s.
-	VisibilityTimeout time.Duration
-	// MaxReceiveCount is the RedrivePolicy's. Default 5.
-	MaxReceiveCount int
-	// ProviderTimeout, ClaimTimeout and Settle become
-	// SENDONCE_PROVIDER_TIMEOUT, SENDONCE_CLAIM_TIMEOUT and
-	// SENDONCE_RECONCILE_SETTLE. Defaults 2s, 12s, 2s.
-	ProviderTimeout, ClaimTimeout, Settle time.Duration
-	// Concurrency is SENDONCE_CONCURRENCY. Default 10.
-	Concurrency int
-	// SenderTimeout is the sender's Lambda timeout (the reconciler's is
-	// DefaultReconcilerTimeout). Default 10s.
-	SenderTimeout time.Duration
-	// ReconcileEvery is the schedule of the reconciler; negative turns the
-	// timer off (call Reconcile yourself). Default 2s.
-	ReconcileEvery time.Duration
+	// ProviderTimeout becomes SENDONCE_PROVIDER_TIMEOUT. Default 2s. (The
+	// queues, the other timeouts and the reconciler's schedule are the
+	// Default* constants.)
+	ProviderTimeout time.Duration
 	// Env adds to (and overrides) every function's environment.
 	Env map[string]string
 	// TemplateTenants are the tenants whose example templates
@@ -117,10 +103,6 @@ type Options struct {
 	// Simulator configures the provider simulator. Token, CallbackSecret
 	// and Logger are set by Start.
 	Simulator simulator.Options
-
-	// Progress receives one line per notable event (start-up steps);
-	// nil discards.
-	Progress io.Writer
 
 	// KeepResources makes Close leave the table and queues (and what they
 	// hold) in the emulators, for a person to look at afterwards (make
@@ -150,24 +132,7 @@ func (o *Options) defaults() error {
 	if o.SenderInstances <= 0 {
 		o.SenderInstances = DefaultSenderInstances
 	}
-	if o.MaxReceiveCount <= 0 {
-		o.MaxReceiveCount = DefaultMaxReceiveCount
-	}
-	if o.Concurrency <= 0 {
-		o.Concurrency = DefaultConcurrency
-	}
-	o.VisibilityTimeout = cmp.Or(o.VisibilityTimeout, DefaultVisibilityTimeout)
 	o.ProviderTimeout = cmp.Or(o.ProviderTimeout, DefaultProviderTimeout)
-	o.ClaimTimeout = cmp.Or(o.ClaimTimeout, DefaultClaimTimeout)
-	o.Settle = cmp.Or(o.Settle, DefaultSettle)
-	o.SenderTimeout = cmp.Or(o.SenderTimeout, DefaultSenderTimeout)
-	o.ReconcileEvery = cmp.Or(o.ReconcileEvery, DefaultReconcileEvery)
-	if o.Progress == nil {
-		o.Progress = io.Discard
-	}
-	if o.VisibilityTimeout < time.Second {
-		return fmt.Errorf("localpipeline: visibility timeout %s: SQS counts it in whole seconds", o.VisibilityTimeout)
-	}
 	return nil
 }
 
@@ -253,7 +218,7 @@ func Start(ctx context.Context, opts Options) (p *Pipeline, err error) {
 		return nil, err
 	}
 
-	if p.Resources, err = CreateResources(ctx, p.ddb, p.sqs, opts.VisibilityTimeout, opts.MaxReceiveCount); err != nil {
+	if p.Resources, err = CreateResources(ctx, p.ddb, p.sqs, DefaultVisibilityTimeout, DefaultMaxReceiveCount); err != nil {
 		return nil, err
 	}
 	if p.ledger, err = dynamoledger.New(p.ddb, p.Table, dynamoledger.Config{}); err != nil {
@@ -284,24 +249,20 @@ func Start(ctx context.Context, opts Options) (p *Pipeline, err error) {
 	}
 	p.free = make(chan *rie.Instance, opts.SenderInstances)
 	for i := range opts.SenderInstances {
-		inst, err := p.launch(ctx, "sender-"+strconv.Itoa(i+1), p.opts.SenderBootstrap, opts.SenderTimeout, env)
+		inst, err := p.launch(ctx, "sender-"+strconv.Itoa(i+1), p.opts.SenderBootstrap, DefaultSenderTimeout, env)
 		if err != nil {
 			return nil, err
 		}
 		p.senders = append(p.senders, inst)
 		p.free <- inst
 	}
-	fmt.Fprintf(opts.Progress, "started: table %s, queue %s, %d sender instances, webhook at %s, provider simulator at %s\n",
-		p.Table, p.QueueURL, len(p.senders), p.frontURL, p.simURL)
 
 	runCtx, cancel := context.WithCancel(context.Background())
 	p.cancel = cancel
 	for range opts.SenderInstances {
 		p.wg.Go(func() { p.poll(runCtx) })
 	}
-	if opts.ReconcileEvery > 0 {
-		p.wg.Go(func() { Every(runCtx, opts.ReconcileEvery, func() { _, _ = p.Reconcile(runCtx) }) })
-	}
+	p.wg.Go(func() { Every(runCtx, DefaultReconcileEvery, func() { _, _ = p.Reconcile(runCtx) }) })
 	return p, nil
 }
 
@@ -417,12 +378,12 @@ func (p *Pipeline) functionEnv() map[string]string {
 		"SENDONCE_CALLBACK_BASE_URL":             p.frontURL,
 		"SENDONCE_HTTP_PROVIDER_CALLBACK_SECRET": callbackSecret,
 		"SENDONCE_PROVIDER_TIMEOUT":              o.ProviderTimeout.String(),
-		"SENDONCE_CLAIM_TIMEOUT":                 o.ClaimTimeout.String(),
-		"SENDONCE_RECONCILE_SETTLE":              o.Settle.String(),
+		"SENDONCE_CLAIM_TIMEOUT":                 DefaultClaimTimeout.String(),
+		"SENDONCE_RECONCILE_SETTLE":              DefaultSettle.String(),
 		// Released rows are retried after seconds, not minutes, so a
 		// local run drains within its timeouts.
 		"SENDONCE_RECONCILE_RETRY_BASE": "1s",
-		"SENDONCE_CONCURRENCY":          strconv.Itoa(o.Concurrency),
+		"SENDONCE_CONCURRENCY":          strconv.Itoa(DefaultConcurrency),
 		"SENDONCE_REDACT_KEY_PARAM":     p.redactKeyARN,
 	})
 	maps.Copy(env, o.Env)

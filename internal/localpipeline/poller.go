@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"maps"
 	"net/http"
@@ -35,10 +34,7 @@ func (p *Pipeline) poll(ctx context.Context) {
 			MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAll},
 		})
 		if err != nil {
-			if ctx.Err() == nil {
-				fmt.Fprintf(p.opts.Progress, "poller: receive: %v\n", err)
-				Sleep(ctx, time.Second)
-			}
+			Sleep(ctx, time.Second)
 			continue
 		}
 		if len(out.Messages) == 0 {
@@ -105,15 +101,11 @@ func (p *Pipeline) deliver(ctx context.Context, inst *rie.Instance, msgs []types
 	if err != nil {
 		// A function error (or a failed invoke) fails the whole batch:
 		// every record reappears after the visibility timeout.
-		if ctx.Err() == nil {
-			fmt.Fprintf(p.opts.Progress, "poller: batch of %d failed as a whole: %v\n", len(msgs), err)
-		}
 		return
 	}
 	var resp events.SQSEventResponse
 	if err := json.Unmarshal(body, &resp); err != nil {
-		p.stats.functionErrors.Add(1)
-		fmt.Fprintf(p.opts.Progress, "poller: response %q is not an SQS batch response: %v\n", body, err)
+		p.stats.functionErrors.Add(1) // not an SQS batch response
 		return
 	}
 	failed := map[string]bool{}
@@ -129,7 +121,6 @@ func (p *Pipeline) deliver(ctx context.Context, inst *rie.Instance, msgs []types
 	for id := range failed {
 		if !ids[id] {
 			p.stats.functionErrors.Add(1)
-			fmt.Fprintf(p.opts.Progress, "poller: batchItemFailures names %q, which is not in the batch: whole batch failed\n", id)
 			return
 		}
 	}
@@ -146,12 +137,10 @@ func (p *Pipeline) deliver(ctx context.Context, inst *rie.Instance, msgs []types
 	}
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	out, err := p.sqs.DeleteMessageBatch(dctx, &sqs.DeleteMessageBatchInput{QueueUrl: aws.String(p.QueueURL), Entries: del})
-	if err != nil {
-		fmt.Fprintf(p.opts.Progress, "poller: delete: %v\n", err)
-		return
+	// A failed delete leaves the records to reappear, as Lambda's would.
+	if out, err := p.sqs.DeleteMessageBatch(dctx, &sqs.DeleteMessageBatchInput{QueueUrl: aws.String(p.QueueURL), Entries: del}); err == nil {
+		p.stats.deleted.Add(int64(len(out.Successful)))
 	}
-	p.stats.deleted.Add(int64(len(out.Successful)))
 }
 
 // SQSEvent builds the event Lambda's event source mapping hands the
