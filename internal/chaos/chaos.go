@@ -632,7 +632,6 @@ func startLane(ctx context.Context, o Options, d Lane, n, idx int, seed uint64, 
 		Channels: d.Channels, AddressBase: addressBase(idx),
 	})
 	l.feed = p.NewFeeder(o.MaxDepth)
-	l.feed.SetParallel(4)
 	base := l.feed.Add(l.w.First...)
 	for i, b := range l.w.First {
 		if _, ok := l.first[b]; !ok {

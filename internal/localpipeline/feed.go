@@ -14,14 +14,18 @@ import (
 // pollers never see more than a few batches per instance anyway.
 const DefaultMaxDepth = 200
 
+// feedCalls is how many SendMessageBatch calls a Feeder's Step makes at
+// once: a loaded moto_server answers each slowly. Bodies sent at once may
+// reach the queue out of order.
+const feedCalls = 4
+
 // Feeder keeps the notification queue fed from a backlog of bodies as the
 // pollers drain it, never letting its depth (visible + in flight) pass a
 // bound. Enqueuing 10,000 messages at once into moto_server takes minutes
 // and slows every receive; fed this way the queue stays small.
 type Feeder struct {
-	p        *Pipeline
-	max      int
-	parallel int
+	p   *Pipeline
+	max int
 
 	mu      sync.Mutex
 	backlog []string
@@ -36,16 +40,7 @@ func (p *Pipeline) NewFeeder(maxDepth int) *Feeder {
 	if maxDepth <= 0 {
 		maxDepth = DefaultMaxDepth
 	}
-	return &Feeder{p: p, max: maxDepth, parallel: 1}
-}
-
-// SetParallel lets Step send up to n SendMessageBatch calls at once (a
-// loaded moto_server answers each slowly). Bodies sent in parallel may
-// reach the queue out of order; 1 (the default) keeps the order.
-func (f *Feeder) SetParallel(n int) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.parallel = max(1, n)
+	return &Feeder{p: p, max: maxDepth}
 }
 
 // Add appends bodies to the backlog; they are enqueued in order. It
@@ -121,15 +116,12 @@ func (f *Feeder) Step(ctx context.Context) (depth, enqueued int, err error) {
 	return depth, len(batch), nil
 }
 
-// enqueue sends batch, in chunks of ten, over up to f.parallel calls at
+// enqueue sends batch, in chunks of ten, over up to feedCalls calls at
 // once. On an error nothing is counted as sent: a retry may send some
 // bodies twice, which the pipeline must absorb anyway.
 func (f *Feeder) enqueue(ctx context.Context, batch []string) error {
-	f.mu.Lock()
-	par := f.parallel
-	f.mu.Unlock()
 	g, ctx := errgroup.WithContext(ctx)
-	g.SetLimit(par) // 1 keeps the order
+	g.SetLimit(feedCalls)
 	for chunk := range slices.Chunk(batch, 10) {
 		g.Go(func() error { return f.p.Enqueue(ctx, chunk...) })
 	}
