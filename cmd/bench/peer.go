@@ -335,8 +335,8 @@ func measurePeer(ctx context.Context, endpoint string, cfg peerConfig, rep *benc
 	}
 	run := testenv.RandomID()
 
-	// Accounting: every phase through the cost proxy, sendonce then
-	// Powertools.
+	// Accounting: every phase through the cost proxy, on sendonce's side,
+	// then on Powertools'.
 	phases := peerPhases(run, cfg)
 	so := make([]phaseResult, len(phases))
 	pt := make([]phaseResult, len(phases))
@@ -346,42 +346,36 @@ func measurePeer(ctx context.Context, endpoint string, cfg peerConfig, rep *benc
 			s, table = soEvt, evtTable
 		}
 		px.Take(table)
-		r := phaseResult{outcomes: map[string]int{}}
+		so[i].outcomes = map[string]int{}
 		for _, st := range ph.steps {
 			prov.lose.Store(st.lose)
 			for k, v := range runGo(ctx, s, st.reqs, cfg.InFlight) {
-				r.outcomes[k] += v
+				so[i].outcomes[k] += v
 			}
 			prov.lose.Store(false)
 		}
-		r.sends, r.duplicates = prov.takePhase()
-		r.acc = px.Take(table)
-		so[i] = r
-	}
-	for i, ph := range phases {
+		so[i].sends, so[i].duplicates = prov.takePhase()
+		so[i].acc = px.Take(table)
+		if so[i].sends != ph.wantSends || so[i].acc.Errors > 0 {
+			return fmt.Errorf("sendonce %s: %d sends (want %d), %d errors, outcomes %v", ph.name, so[i].sends, ph.wantSends, so[i].acc.Errors, so[i].outcomes)
+		}
 		if ph.eventIndex {
 			continue
 		}
 		px.Take(ptTable)
-		r := phaseResult{outcomes: map[string]int{}}
+		pt[i].outcomes = map[string]int{}
 		for _, st := range ph.steps {
 			var a nodeRun
 			if err := nd.call(ctx, map[string]any{"cmd": "run", "endpoint": px.URL, "table": ptTable, "events": st.reqs, "concurrency": cfg.InFlight, "lose": st.lose}, &a); err != nil {
 				return fmt.Errorf("powertools %s: %w", ph.name, err)
 			}
 			for k, v := range a.Outcomes {
-				r.outcomes[k] += v
+				pt[i].outcomes[k] += v
 			}
-			r.sends += a.Sends
-			r.duplicates += a.DuplicateSends
+			pt[i].sends += a.Sends
+			pt[i].duplicates += a.DuplicateSends
 		}
-		r.acc = px.Take(ptTable)
-		pt[i] = r
-	}
-	for i, ph := range phases {
-		if so[i].sends != ph.wantSends || so[i].acc.Errors > 0 {
-			return fmt.Errorf("sendonce %s: %d sends (want %d), %d errors, outcomes %v", ph.name, so[i].sends, ph.wantSends, so[i].acc.Errors, so[i].outcomes)
-		}
+		pt[i].acc = px.Take(ptTable)
 		if pt[i].acc.Errors > 0 {
 			return fmt.Errorf("powertools %s: %d DynamoDB errors, outcomes %v", ph.name, pt[i].acc.Errors, pt[i].outcomes)
 		}
