@@ -6,8 +6,7 @@
 // the verdict per adapter. `make chaos` runs it after starting DynamoDB
 // Local and moto_server.
 //
-//	go run ./cmd/chaos [-n 2000] [-seed S] [-lanes http,sns,smtp,ses] [-lookup-only email|sms|""]
-//	                   [-crash-every D] [-outage D] [-max-depth K] [-timeout D]
+//	go run ./cmd/chaos [-n 2000] [-seed S] [-lanes http,sns,smtp,ses] [-crash-every D] [-outage D] [-timeout D]
 //
 // It reads the emulators' endpoints from SENDONCE_TEST_DYNAMODB_ENDPOINT
 // and SENDONCE_TEST_MOTO_ENDPOINT and the emulator binary from
@@ -39,17 +38,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		seed       = fs.Uint64("seed", 0, "seed of every fault (0: draw one and print it)")
 		lanes      = fs.String("lanes", strings.Join(chaos.LaneNames(), ","), "adapters to drive, comma-separated")
 		outage     = fs.Duration("outage", -1, "how long every send is refused (-1: the default mix's)")
-		maxDepth   = fs.Int("max-depth", 0, "bound on each lane's queue depth while it is fed (0: chaos.Defaults' 60)")
-		lookupOnly = fs.String("lookup-only", "email", `channel served by a provider that ignores Idempotency-Key ("" for none)`)
 		crashEvery = fs.Duration("crash-every", 0, "mean interval between SIGKILLs (0: the default mix's)")
 		timeout    = fs.Duration("timeout", 0, "bound on the run (0: scaled to -n)")
 	)
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	if fs.NArg() != 0 || *n <= 0 || *maxDepth < 0 || *timeout < 0 || *crashEvery < 0 ||
-		(*lookupOnly != "" && *lookupOnly != "sms" && *lookupOnly != "email") {
-		fmt.Fprintln(stderr, `usage: chaos [-n N>0] [-seed S] [-lanes a,b] [-lookup-only email|sms|""] [-crash-every D] [-outage D] [-max-depth K] [-timeout D]`)
+	if fs.NArg() != 0 || *n <= 0 || *timeout < 0 || *crashEvery < 0 {
+		fmt.Fprintln(stderr, "usage: chaos [-n N>0] [-seed S] [-lanes a,b] [-crash-every D] [-outage D] [-timeout D]")
 		return 2
 	}
 	if *seed == 0 {
@@ -57,10 +53,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	o := chaos.Defaults(*n, *seed)
 	o.DynamoDBEndpoint, o.MotoEndpoint = getenv(testenv.DynamoDBEndpointEnv), getenv(testenv.MotoEndpointEnv)
-	o.Lanes, o.LookupOnly, o.Progress = strings.Split(*lanes, ","), *lookupOnly, stdout
-	if *maxDepth > 0 {
-		o.MaxDepth = *maxDepth
-	}
+	o.Lanes, o.Progress = strings.Split(*lanes, ","), stdout
 	if *outage >= 0 {
 		o.Outage = *outage
 	}
@@ -87,7 +80,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		rep.Violations = append(rep.Violations, chaos.Violation{Kind: "run error", Detail: err.Error()})
 	}
 	fmt.Fprintln(stdout)
-	rep.WriteTable(stdout)
+	rep.Write(stdout, true)
 	fmt.Fprintf(stdout, "wall time %s\n", time.Since(start).Round(100*time.Millisecond))
 	if err != nil {
 		fmt.Fprintf(stderr, "chaos: %v\n", err)

@@ -1,7 +1,7 @@
 // Command demo runs the whole sendonce pipeline locally, through every
 // provider adapter, under a gentle fault plan (chaos.Demo: package chaos,
-// the engine of make chaos), and prints a short summary per adapter and
-// one verdict line from ground truth. `make demo` runs it after starting
+// the engine of make chaos), and prints the faults, the verdict per
+// adapter and one RESULT line from ground truth (chaos.Report.Write). `make demo` runs it after starting
 // DynamoDB Local and moto_server.
 //
 //	go run ./cmd/demo [-n 300] [-seed 1] [-lanes http,sns,...] [-timeout 2m] [-v] [-keep DIR]
@@ -15,7 +15,7 @@
 // refuse or leave sends without an answer, posts callbacks twice and out
 // of order and loses a few DynamoDB answers; each message is then checked
 // against its provider's own record with groundtruth.Judge. -v prints
-// the chaos report's whole tables too.
+// the chaos report whole, as make chaos does.
 //
 // With -keep DIR (make demo KEEP=1) every lane's table and queues stay in
 // the emulators, which make leaves running, the invalid requests back on
@@ -52,7 +52,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		seed    = fs.Uint64("seed", 1, "seed of the workload and the fault plan")
 		lanes   = fs.String("lanes", strings.Join(chaos.LaneNames(), ","), "adapters to drive, comma-separated")
 		timeout = fs.Duration("timeout", 2*time.Minute, "bound on the run")
-		verbose = fs.Bool("v", false, "also print the chaos report's whole tables (faults, verdict and metrics per adapter)")
+		verbose = fs.Bool("v", false, "print the chaos report whole (where each figure comes from, detail and metrics per adapter, the violations' log lines)")
 		keep    = fs.String("keep", "", "leave every lane's table and queues in the emulators, write the http lane's variables to `DIR`/demo.env and print commands to look at them")
 	)
 	if err := fs.Parse(args); err != nil {
@@ -79,11 +79,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		rep.Violations = append(rep.Violations, chaos.Violation{Kind: "run error", Detail: err.Error()})
 	}
 	fmt.Fprintln(stdout)
-	if *verbose {
-		rep.WriteTable(stdout)
-		fmt.Fprintln(stdout)
-	}
-	rep.WriteSummary(stdout)
+	rep.Write(stdout, *verbose)
 	// With -keep, the commands to look around come last, whatever the
 	// verdict: a failed run is worth a look too.
 	if *keep != "" {

@@ -15,9 +15,9 @@
 // Each lane is one adapter with its own pipeline (table, queues,
 // functions):
 //
-//   - http: the generic HTTP adapter against the provider simulator, sms
-//     through a simulator that honours Idempotency-Key, email
-//     (Options.LookupOnly) through one that ignores it;
+//   - http: the generic HTTP adapter (sms and email) against the
+//     provider simulator, which ignores Idempotency-Key: every ambiguous
+//     send is settled by lookup;
 //   - sns and ses: the SNS adapter (SMS) and the SES adapter (email)
 //     against moto_server, read back from /moto-api/data.json (one
 //     motoLane each, through a front that injects the faults);
@@ -103,10 +103,9 @@ type Options struct {
 	// Concurrent is the probability that a batch also goes, in part, to a
 	// second instance at the same moment.
 	Concurrent float64
-	// CrashEvery is the mean interval between two SIGKILLs; ReconcilerShare
-	// the fraction of them aimed at a reconciler.
-	CrashEvery      time.Duration
-	ReconcilerShare float64
+	// CrashEvery is the mean interval between two SIGKILLs (15 % of them
+	// aimed at a reconciler).
+	CrashEvery time.Duration
 
 	// ProviderFaults are drawn per send by the HTTP simulators;
 	// SendFaults by the other counterparts.
@@ -127,15 +126,7 @@ type Options struct {
 	// Outage is how long every send of every lane is refused, starting
 	// OutageAt after the faults start (zero: no outage).
 	Outage, OutageAt time.Duration
-	// LookupOnly names the http lane's channel served by a provider that
-	// ignores Idempotency-Key ("" for none).
-	LookupOnly string
 
-	// ProviderTimeout is the pipelines' (localpipeline's default when
-	// zero); their other timings are localpipeline's defaults.
-	ProviderTimeout time.Duration
-	// MaxDepth bounds each lane's queue depth while it is fed.
-	MaxDepth int
 	// FaultWindow bounds the fault phase; Timeout the whole run.
 	FaultWindow, Timeout time.Duration
 
@@ -156,7 +147,7 @@ func Defaults(n int, seed uint64) Options {
 	return Options{
 		N: n, Seed: seed, Invalid: max(3, n/400),
 		Redeliver: 0.15, RedeliverSpread: 8 * time.Second,
-		Concurrent: 0.10, CrashEvery: 3 * time.Second, ReconcilerShare: 0.15,
+		Concurrent: 0.10, CrashEvery: 3 * time.Second,
 		ProviderFaults: simulator.RandomFaults{
 			StatusRate: 0.04, Statuses: []int{500, 502, 503, 429},
 			TimeoutBeforeRate: 0.01, TimeoutAfterRate: 0.015, ResetBeforeRate: 0.005, ResetAfterRate: 0.01,
@@ -168,17 +159,18 @@ func Defaults(n int, seed uint64) Options {
 		Storm: ddbfront.Storm{BurstRate: 0.15, BurstFailure: 0.5, DropRate: 0.01,
 			Lost: map[string]float64{"claim": 0.01, "takeover": 0.05, "release": 0.05}, LostKill: 0.3},
 		Outage: 30 * time.Second, OutageAt: 10 * time.Second,
-		LookupOnly: "email",
-		// moto_server's SQS scans a queue's every message on each receive
-		// and depth query, single-threaded: 60 keeps a lane's pollers fed
-		// (batches of 10) at about a third of moto's cost at 200.
-		MaxDepth:    60,
 		FaultWindow: max(40*time.Second, time.Duration(n)*60*time.Millisecond),
 		// A bound, not a target: on a 2-core machine shared with other
 		// jobs moto_server and DynamoDB Local answer several times slower.
 		Timeout: max(8*time.Minute, time.Duration(n)*150*time.Millisecond),
 	}
 }
+
+// maxDepth bounds each lane's queue depth while it is fed: moto_server's
+// SQS scans a queue's every message on each receive and depth query,
+// single-threaded; 60 keeps a lane's pollers fed (batches of 10) at about
+// a third of moto's cost at 200.
+const maxDepth = 60
 
 // Violation is one broken guarantee.
 type Violation struct {
@@ -244,7 +236,6 @@ type copyAt struct {
 func Run(ctx context.Context, o Options) (rep Report, err error) {
 	o.Timeout = cmp.Or(o.Timeout, 5*time.Minute)
 	o.FaultWindow = cmp.Or(o.FaultWindow, o.Timeout/2)
-	o.ProviderTimeout = cmp.Or(o.ProviderTimeout, localpipeline.DefaultProviderTimeout)
 	o.ProgressEvery = cmp.Or(o.ProgressEvery, 10*time.Second)
 	if o.Progress == nil {
 		o.Progress = io.Discard
@@ -354,13 +345,11 @@ func Run(ctx context.Context, o Options) (rep Report, err error) {
 		for _, m := range l.w.Messages {
 			var slow time.Duration
 			if m.Valid && m.Fault.Kind == "" && plan.Float64() < o.Slow {
-				slow = time.Duration((0.7 + 0.6*plan.Float64()) * float64(o.ProviderTimeout))
+				slow = time.Duration((0.7 + 0.6*plan.Float64()) * float64(localpipeline.DefaultProviderTimeout))
 				l.slow++
 			}
 			if m.Valid || m.Fault.Kind != "" {
-				if err := l.cp.Plan(m, slow); err != nil {
-					return Report{}, err
-				}
+				l.cp.Plan(m, slow)
 			}
 		}
 		for _, m := range l.w.Messages {
@@ -381,16 +370,9 @@ func Run(ctx context.Context, o Options) (rep Report, err error) {
 	for _, l := range lanes {
 		senders = append(senders, l.p.Senders()...)
 		reconcilers = append(reconcilers, l.p.ReconcilerInstance())
-		l.cp.Faults(true)
+		l.cp.SetFaults(faultsOn)
 	}
-	inFlight := func() int64 {
-		var n int64
-		for _, l := range lanes {
-			n += l.cp.InFlight()
-		}
-		return n
-	}
-	crasher := NewCrasher(senders, reconcilers, o.CrashEvery, o.ReconcilerShare, inFlight, crashSeed)
+	crasher := NewCrasher(senders, reconcilers, o.CrashEvery, crashSeed)
 	crasher.OnKill = func(inst *rie.Instance) {
 		instMu.Lock()
 		defer instMu.Unlock()
@@ -427,11 +409,11 @@ func Run(ctx context.Context, o Options) (rep Report, err error) {
 			outageRan.Store(true)
 			logf("outage: every send of every lane refused for %s", o.Outage)
 			for _, l := range lanes {
-				l.cp.Outage(true)
+				l.cp.SetFaults(outage)
 			}
 			localpipeline.Sleep(crashCtx, o.Outage)
 			for _, l := range lanes {
-				l.cp.Outage(false)
+				l.cp.SetFaults(faultsOn)
 			}
 			logf("outage over")
 		}()
@@ -482,12 +464,10 @@ func Run(ctx context.Context, o Options) (rep Report, err error) {
 	stopCrash()
 	faultWG.Wait()
 	phase.Store("calm")
-	crasher.Observe()
 	twinOn.Store(false)
 	proxy.Enable(false)
 	for _, l := range lanes {
-		l.cp.Outage(false)
-		l.cp.Faults(false)
+		l.cp.SetFaults(faultsOff)
 	}
 	faultTime := time.Since(faultStart)
 	logf("faults off: reconciling and draining")
@@ -504,7 +484,6 @@ func Run(ctx context.Context, o Options) (rep Report, err error) {
 	feedWG.Wait()
 	stopProgress()
 	bg.Wait()
-	crasher.Observe()
 	for _, l := range lanes {
 		l.cp.Quiesce(runCtx)
 	}
@@ -516,7 +495,7 @@ func Run(ctx context.Context, o Options) (rep Report, err error) {
 
 	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 3*time.Minute)
 	defer rcancel()
-	rep = Report{Seed: o.Seed, N: o.N, Elapsed: time.Since(start), FaultTime: faultTime, Drained: drained, Outage: o.Outage}
+	rep = Report{Seed: o.Seed, N: o.N, Elapsed: time.Since(start), FaultTime: faultTime}
 	var errs []error
 	instMu.Lock()
 	for tag, inst := range instances {
@@ -550,7 +529,7 @@ func Run(ctx context.Context, o Options) (rep Report, err error) {
 			rep.Violations = append(rep.Violations, Violation{Lane: l.def.Name, Kind: "not drained", Detail: "the queue or the attention index was not empty before the timeout"})
 		}
 	}
-	rep.Faults = faultTable(rep, lanes, crasher.Stats(), proxy.Stats())
+	rep.Faults = faultTable(rep, o.Outage, crasher.Stats(), proxy.Stats())
 	slices.SortStableFunc(rep.Violations, func(a, b Violation) int { return cmp.Compare(a.Lane+a.Kind+a.Key, b.Lane+b.Kind+b.Key) })
 	return rep, errors.Join(errs...)
 }
@@ -595,8 +574,8 @@ func startLane(ctx context.Context, o Options, d Lane, n, idx int, seed uint64, 
 		DynamoDBEndpoint: o.DynamoDBEndpoint, MotoEndpoint: sqsURL, RIE: o.RIE,
 		TemplateTenants: []string{"chaos-" + d.Name}, // the lane's workload tenant (below)
 		Bootstraps:      boot,
-		SenderInstances: d.Instances, ProviderTimeout: o.ProviderTimeout,
-		Env: cp.Env(),
+		SenderInstances: d.Instances,
+		Env:             cp.Env(),
 		InstanceEnv: func(inst string) map[string]string {
 			u, err := proxy.Listen(d.Name + "/" + inst)
 			if err != nil {
@@ -604,7 +583,8 @@ func startLane(ctx context.Context, o Options, d Lane, n, idx int, seed uint64, 
 			}
 			return map[string]string{"AWS_ENDPOINT_URL_DYNAMODB": u}
 		},
-		Simulator:     simulator.Options{Seed: seed ^ 0x51, Latency: o.Latency, Jitter: o.Jitter, Callbacks: o.Callbacks},
+		// The http lane's provider (httpLane); the other lanes' is idle.
+		Simulator:     simulator.Options{Seed: seed ^ 0x51, Latency: o.Latency, Jitter: o.Jitter, Callbacks: o.Callbacks, IdempotencyDisabled: true},
 		Twin:          twin,
 		KeepResources: o.KeepResources,
 	}
@@ -620,9 +600,7 @@ func startLane(ctx context.Context, o Options, d Lane, n, idx int, seed uint64, 
 		register(fmt.Sprintf("%s/sender-%d", d.Name, i+1), inst)
 	}
 	register(d.Name+"/reconciler", p.ReconcilerInstance())
-	if err := cp.Attach(p); err != nil {
-		return l, fmt.Errorf("chaos: lane %s: %w", d.Name, err)
-	}
+	cp.Attach(p)
 	invalid, undeliverable := 0, 0.0
 	if d.Name == "http" {
 		invalid, undeliverable = o.Invalid, o.Undeliverable
@@ -631,7 +609,7 @@ func startLane(ctx context.Context, o Options, d Lane, n, idx int, seed uint64, 
 		N: n, Seed: seed, Tenant: "chaos-" + d.Name, Permanent: o.Permanent, Undeliverable: undeliverable, Invalid: invalid,
 		Channels: d.Channels, AddressBase: addressBase(idx),
 	})
-	l.feed = p.NewFeeder(o.MaxDepth)
+	l.feed = p.NewFeeder(maxDepth)
 	base := l.feed.Add(l.w.First...)
 	for i, b := range l.w.First {
 		if _, ok := l.first[b]; !ok {

@@ -2,9 +2,6 @@ package chaos
 
 import (
 	"context"
-	"io"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"strings"
 	"testing"
@@ -15,56 +12,6 @@ import (
 	"github.com/sendonce/sendonce/internal/testenv"
 	"github.com/sendonce/sendonce/internal/testsupport"
 )
-
-func TestRouter(t *testing.T) {
-	t.Parallel()
-	upstream := func(name string) *httptest.Server {
-		s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if r.Method == http.MethodGet {
-				if r.URL.Query().Get("reference") == "k-"+name {
-					_, _ = io.WriteString(w, `{"messages":[{"id":"`+name+`"}]}`)
-					return
-				}
-				_, _ = io.WriteString(w, `{"messages":[]}`)
-				return
-			}
-			_, _ = io.WriteString(w, `{"id":"`+name+`","status":"accepted"}`)
-		}))
-		t.Cleanup(s.Close)
-		return s
-	}
-	a, b := upstream("a"), upstream("b")
-	rt := NewRouter()
-	rt.Route("sms", a.URL)
-	rt.Route("email", b.URL)
-	front := httptest.NewServer(rt)
-	t.Cleanup(front.Close)
-	tests := []struct {
-		name, method, path, body, want string
-	}{
-		{name: "SendSMS", method: http.MethodPost, path: "/messages", body: `{"channel":"sms"}`, want: `"id":"a"`},
-		{name: "SendEmail", method: http.MethodPost, path: "/messages", body: `{"channel":"email"}`, want: `"id":"b"`},
-		{name: "SendUnknown", method: http.MethodPost, path: "/messages", body: `{"channel":"fax"}`, want: "no simulator"},
-		{name: "LookupA", method: http.MethodGet, path: "/messages?reference=k-a", want: `{"messages":[{"id":"a"}]}`},
-		{name: "LookupB", method: http.MethodGet, path: "/messages?reference=k-b", want: `{"messages":[{"id":"b"}]}`},
-		{name: "LookupNone", method: http.MethodGet, path: "/messages?reference=zzz", want: `{"messages":[]}`},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			req, _ := http.NewRequest(tt.method, front.URL+tt.path, strings.NewReader(tt.body))
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if !strings.Contains(string(got), tt.want) {
-				t.Errorf("got %s, want it to hold %s", got, tt.want)
-			}
-		})
-	}
-}
 
 func TestDefaults(t *testing.T) {
 	t.Parallel()
@@ -104,7 +51,7 @@ func TestChaosSmall(t *testing.T) {
 	defer cancel()
 	rep, err := Run(ctx, o)
 	var out strings.Builder
-	rep.WriteTable(&out)
+	rep.Write(&out, true)
 	if err != nil {
 		t.Fatalf("run: %v\n%s\nprogress:\n%s", err, out.String(), progress.String())
 	}
@@ -127,7 +74,7 @@ func TestChaosSmall(t *testing.T) {
 	}
 	// make demo's summary of the same report carries its verdict.
 	var sum strings.Builder
-	rep.WriteSummary(&sum)
+	rep.Write(&sum, false)
 	if !strings.Contains(sum.String(), "\nRESULT: OK") {
 		t.Errorf("the demo's summary of a run without violations:\n%s", sum.String())
 	}
@@ -193,7 +140,7 @@ func TestAmbiguous(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			logs := map[string]string{"sender-1": "START\n" + strings.Join(tc.logs, "\n") + "\nEND"}
-			if got := ambiguous(tc.ops, tc.diedHolding, func() map[string]keyEvidence { return keysLogged(logs) }, key); got != tc.want {
+			if got := ambiguous(tc.ops, tc.diedHolding, keyLines(logs)[key]); got != tc.want {
 				t.Errorf("ambiguous(%v) = %v, want %v", tc.ops, got, tc.want)
 			}
 		})

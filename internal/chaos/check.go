@@ -10,7 +10,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/sendonce/sendonce/internal/groundtruth"
@@ -30,7 +29,7 @@ type ClassCount struct {
 // LaneReport is the verdict for one adapter.
 type LaneReport struct {
 	Name       string
-	Capability Capability
+	Capability groundtruth.Capability
 	// N counts the lane's valid messages, Invalid its invalid bodies;
 	// NotFed the valid messages never enqueued because the run timed out
 	// first (they get no verdict; the lane is "not drained").
@@ -44,16 +43,12 @@ type LaneReport struct {
 	// Lost counts messages never delivered without a final state, or SENT
 	// without the provider having accepted them.
 	Lost int
-	// AbandonedDelivered counts ABANDONED rows the provider had accepted
-	// once, AbandonedByPolicy those the class policy
-	// (or its resend budget) gave up on after an ambiguous attempt (a
-	// miss), AbandonedMaxAge those
-	// given up at the maximum age, and AbandonedNeverAccepted the rest: a
-	// message given up although no provider ever took it.
-	AbandonedDelivered, AbandonedByPolicy, AbandonedMaxAge, AbandonedNeverAccepted int
-	// NeverAcceptedCauses breaks AbandonedNeverAccepted down by cause
-	// (neverAcceptedCause).
-	NeverAcceptedCauses map[string]int
+	// AbandonedDelivered counts ABANDONED rows the provider had
+	// accepted, AbandonedByPolicy those the class policy (or its resend
+	// budget) gave up on after an ambiguous attempt (a miss), and
+	// AbandonedNeverAccepted those given up although no provider ever
+	// took them, other than at the maximum age (violations).
+	AbandonedDelivered, AbandonedByPolicy, AbandonedNeverAccepted int
 	// Failed counts FAILED rows by reason; States every final state.
 	Failed map[string]int
 	States map[ledger.State]int
@@ -63,19 +58,13 @@ type LaneReport struct {
 	// Faults are the counterpart's injected faults, by name.
 	Faults map[string]int
 	// DeadLettered counts invalid bodies on the dead-letter queue;
-	// Redriven valid messages moved there by maxReceiveCount, of which
-	// RedrivenResolved still had a final ledger row.
-	DeadLettered, Redriven, RedrivenResolved int
-	// OperatorRedriven counts the valid messages the calm phase found on
-	// the dead-letter queue and sent back to the queue (an operator's
-	// redrive); each must still end delivered once.
-	OperatorRedriven int
+	// Redriven the valid messages the calm phase found there (moved by
+	// maxReceiveCount) and sent back to the queue, as an operator's
+	// redrive does: each must still end delivered once.
+	DeadLettered, Redriven int
 	// Leaks are addresses found in the lane's function logs.
 	Leaks []localpipeline.Leak
 
-	// Summary is the lane's own summary line ("" for most lanes; the
-	// smtp lane's: the messages checked against their templates).
-	Summary string
 	// MIME is the smtp lane's check of every message the server took
 	// against what its stored template renders (nil for other lanes).
 	MIME *MIMEReport
@@ -90,7 +79,7 @@ type LaneReport struct {
 	Poller                         localpipeline.PollerStats
 	ReconcileRuns, ReconcileErrors int
 
-	deliveryFailed, throttleLogged, slow, copies int
+	throttleLogged, slow, copies int
 }
 
 // maxEvents bounds the violations of one kind in one lane that get their
@@ -107,8 +96,8 @@ const maxEvents = 8
 // whose row a worker died holding (Proxy.DiedHolding): ambiguous,
 // whatever the logs say.
 func (l *lane) check(ctx context.Context, lostKeys map[string][]string, diedHolding map[string]bool) (LaneReport, []Violation, error) {
-	lr := LaneReport{Name: l.def.Name, Capability: l.def.Capability, Failed: map[string]int{}, NeverAcceptedCauses: map[string]int{}, States: map[ledger.State]int{}, Classes: map[string]*ClassCount{},
-		Poller: l.p.Stats(), Faults: l.cp.Faulted(), slow: l.slow, copies: len(l.copies)}
+	lr := LaneReport{Name: l.def.Name, Capability: l.def.Capability, Failed: map[string]int{}, States: map[ledger.State]int{}, Classes: map[string]*ClassCount{},
+		Poller: l.p.Stats(), Faults: l.cp.Faulted(), Redriven: l.redriven, slow: l.slow, copies: len(l.copies)}
 	var errs []error
 	delivered, status, err := l.cp.Delivered(ctx, l.w)
 	if err != nil {
@@ -120,13 +109,14 @@ func (l *lane) check(ctx context.Context, lostKeys map[string][]string, diedHold
 			_ = os.WriteFile(filepath.Join(dir, l.def.Name+"-"+name+".log"), []byte(text), 0o644)
 		}
 	}
+	lines := keyLines(logs)
 	var vs []Violation
 	withEvents := map[string]int{} // per kind, so a rare kind keeps its log lines
 	add := func(v Violation) {
 		v.Lane = l.def.Name
 		if v.Key != "" && withEvents[v.Kind] < maxEvents {
 			withEvents[v.Kind]++
-			v.Events = events(logs, v.Key)
+			v.Events = lines[v.Key]
 		}
 		vs = append(vs, v)
 	}
@@ -135,12 +125,15 @@ func (l *lane) check(ctx context.Context, lostKeys map[string][]string, diedHold
 		errs = append(errs, err)
 	}
 	dls = append(dls, l.deadLetters...)
-	lr.OperatorRedriven = l.redriven
 	onDLQ := map[string]bool{}
+	got := map[string]int{} // invalid bodies
 	for _, d := range dls {
 		onDLQ[d.Body] = true
+		if _, ok := d.Attributes[sender.AttrErrorReason]; ok {
+			got[d.Body]++
+			l.kept = append(l.kept, d)
+		}
 	}
-	evidence := sync.OnceValue(func() map[string]keyEvidence { return keysLogged(logs) })
 	valid := map[string]bool{}
 	for _, m := range l.w.Messages {
 		if !m.Valid {
@@ -168,33 +161,12 @@ func (l *lane) check(ctx context.Context, lostKeys map[string][]string, diedHold
 		lr.States[state]++
 		l.judge(&lr, cc, facts{
 			m: m, n: n, status: status[m.Key], rec: rec, state: state,
-			lost: lostKeys[m.Key], diedHolding: diedHolding[m.Key], evidence: evidence, onDLQ: onDLQ[m.Body], enqueued: l.feed.EnqueuedAt(l.first[m.Body]),
+			lost: lostKeys[m.Key], diedHolding: diedHolding[m.Key], lines: lines[m.Key], onDLQ: onDLQ[m.Body], enqueued: l.feed.EnqueuedAt(l.first[m.Body]),
 		}, add)
 	}
 	for ref, n := range delivered {
 		if !valid[ref] {
 			add(Violation{Kind: "delivered twice", Detail: fmt.Sprintf("%s: accepted %d times, not a workload message", ref, n)})
-		}
-	}
-
-	got := map[string]int{}
-	byBody := map[string]string{}
-	for _, m := range l.w.Messages {
-		if m.Valid {
-			byBody[m.Body] = m.Key
-		}
-	}
-	for _, d := range dls {
-		if _, ok := d.Attributes[sender.AttrErrorReason]; ok {
-			got[d.Body]++
-			l.kept = append(l.kept, d)
-			continue
-		}
-		lr.Redriven++
-		if key, ok := byBody[d.Body]; ok {
-			if rec, err := l.p.Ledger().Get(ctx, key); err == nil && rec.State.Final() {
-				lr.RedrivenResolved++
-			}
 		}
 	}
 	for _, m := range l.w.Messages {
@@ -242,9 +214,9 @@ type facts struct {
 	rec   ledger.Record
 	state ledger.State
 	// lost are its key's DynamoDB answers lost for good (Proxy.LostKeys);
-	// evidence what the workers' logs say per key (keysLogged).
-	lost     []string
-	evidence func() map[string]keyEvidence
+	// lines the functions' log lines about it (keyLines).
+	lost  []string
+	lines []string
 	// diedHolding: a worker died holding a claim of its row
 	// (Proxy.DiedHolding).
 	diedHolding bool
@@ -260,10 +232,10 @@ type facts struct {
 func (l *lane) judge(lr *LaneReport, cc *ClassCount, f facts, add func(Violation)) {
 	m, n, rec, state := f.m, f.n, f.rec, f.state
 	gt := groundtruth.Facts{
-		Key: m.Key, Adapter: l.def.Name, Class: m.Class, Capability: l.def.Capability,
+		Class: m.Class, Capability: l.def.Capability,
 		Received: n, Rejected: f.status == "failed", State: state, Reason: rec.Reason,
 		WantFailed: m.WantFailed,
-		Ambiguous:  state == ledger.StateAbandoned && ambiguous(f.lost, f.diedHolding, f.evidence, m.Key),
+		Ambiguous:  state == ledger.StateAbandoned && ambiguous(f.lost, f.diedHolding, f.lines),
 	}
 	for _, k := range groundtruth.Judge(gt) {
 		v := Violation{Kind: string(k), Key: m.Key}
@@ -306,14 +278,11 @@ func (l *lane) judge(lr *LaneReport, cc *ClassCount, f facts, add func(Violation
 			v.Detail = fmt.Sprintf("%s %s FAILED (%s) though no provider rejected it", m.Channel, m.Class, rec.Reason)
 		case groundtruth.AbandonedDelivered:
 			lr.AbandonedDelivered++
-		case groundtruth.AbandonedMaxAge:
-			lr.AbandonedMaxAge++
 		case groundtruth.AbandonedByPolicy:
 			lr.AbandonedByPolicy++
 			cc.Misses++
 		case groundtruth.AbandonedNeverAccepted:
 			lr.AbandonedNeverAccepted++
-			lr.NeverAcceptedCauses[neverAcceptedCause(rec.Reason, f.lost)]++
 			v.Detail = fmt.Sprintf("%s %s ABANDONED after %d attempts (%s); the provider never accepted it", m.Channel, m.Class, rec.Attempts, rec.Reason)
 			if ops := f.lost; len(ops) > 0 {
 				v.Detail += "; DynamoDB answers lost for good: " + strings.Join(ops, ", ")
@@ -322,9 +291,6 @@ func (l *lane) judge(lr *LaneReport, cc *ClassCount, f facts, add func(Violation
 		if k.Violation() {
 			add(v)
 		}
-	}
-	if rec.DeliveryStatus == "failed" || rec.DeliveryStatus == "undelivered" {
-		lr.deliveryFailed++
 	}
 	if state == ledger.StateFailed {
 		lr.Failed[rec.Reason]++
@@ -335,25 +301,6 @@ func (l *lane) judge(lr *LaneReport, cc *ClassCount, f facts, add func(Violation
 // instance's whole log, one file per lane and instance, and the proxy's
 // record of lost answers (lost.log): what a violation's excerpt leaves out.
 const DumpEnv = "SENDONCE_TEST_CHAOS_DUMP"
-
-// neverAcceptedCause names why a message no provider accepted was
-// abandoned: the reconciler's attempt budget, or a class policy applied
-// to a row whose worker lost a DynamoDB answer and lived on.
-func neverAcceptedCause(reason string, lost []string) string {
-	var cause string
-	switch {
-	case strings.Contains(reason, "gave up after"):
-		cause = "attempt budget spent"
-	case strings.Contains(reason, "policy"):
-		cause = "class policy"
-	default:
-		cause = "other (" + reason + ")"
-	}
-	if len(lost) > 0 {
-		cause += " after lost " + strings.Join(lost, ", ")
-	}
-	return cause
-}
 
 // ambiguous reports whether a message that an adapter which can neither
 // drop repeats nor be asked gave up on (class policy, or its resend budget)
@@ -376,7 +323,7 @@ func neverAcceptedCause(reason string, lost []string) string {
 // row), or as the logs show it (the row was decided on as a stale claim;
 // a worker killed mid-send leaves no line of its own, and the one that
 // decided on its stale claim may die before it writes its own).
-func ambiguous(ops []string, diedHolding bool, evidence func() map[string]keyEvidence, key string) bool {
+func ambiguous(ops []string, diedHolding bool, lines []string) bool {
 	mustRelease, refused := 0, 0
 	for _, op := range ops {
 		switch {
@@ -394,65 +341,39 @@ func ambiguous(ops []string, diedHolding bool, evidence func() map[string]keyEvi
 	if mustRelease == 0 {
 		return true
 	}
-	ev := evidence()[key]
-	if ev.releasing-refused < mustRelease || ev.releaseFailed {
+	releasing, releaseFailed, otherwise := 0, false, diedHolding
+	for _, line := range lines {
+		switch {
+		case strings.Contains(line, "ledger answer lost; releasing the claim it may have taken"):
+			releasing++
+		case strings.Contains(line, "release claim failed") || strings.Contains(line, "record UNCERTAIN again failed"):
+			releaseFailed = true
+		case strings.Contains(line, `"kind":"ambiguous"`) || strings.Contains(line, "provider outcome ambiguous"),
+			// The row was decided on as a stale claim whose worker never
+			// recorded an outcome (a sender's lookup of one that proved
+			// nothing, or the reconciler's abandon of a PENDING row).
+			strings.Contains(line, "a worker died holding the claim"),
+			strings.Contains(line, "none is proven to be this key's"),
+			strings.Contains(line, `"msg":"abandoned"`) && strings.Contains(line, `"state":"PENDING"`):
+			otherwise = true
+		}
+	}
+	if releasing-refused < mustRelease || releaseFailed {
 		return false // the worker knew it sent nothing and did not record it
 	}
-	return ev.ambiguousOutcome || ev.deadWorker || diedHolding
-}
-
-// keyEvidence is what the workers' logs say about one key.
-type keyEvidence struct {
-	// releasing counts releases after a lost Claim or TakeOver answer;
-	// releaseFailed is set when a release (or a mark after a lost
-	// answer) failed.
-	releasing     int
-	releaseFailed bool
-	// ambiguousOutcome: a provider call's outcome was ambiguous.
-	ambiguousOutcome bool
-	// deadWorker: the row was decided on as a stale claim whose worker
-	// never recorded an outcome.
-	deadWorker bool
+	return otherwise
 }
 
 var keyField = regexp.MustCompile(`"key":"([^"]+)"`)
 
-// keysLogged reads the evidence per key from every log line that names one.
-func keysLogged(logs map[string]string) map[string]keyEvidence {
-	out := map[string]keyEvidence{}
-	for _, text := range logs {
-		for _, line := range strings.Split(text, "\n") {
-			m := keyField.FindStringSubmatch(line)
-			if m == nil {
-				continue
-			}
-			ev := out[m[1]]
-			switch {
-			case strings.Contains(line, "ledger answer lost; releasing the claim it may have taken"):
-				ev.releasing++
-			case strings.Contains(line, "release claim failed") || strings.Contains(line, "record UNCERTAIN again failed"):
-				ev.releaseFailed = true
-			case strings.Contains(line, `"kind":"ambiguous"`) || strings.Contains(line, "provider outcome ambiguous"):
-				ev.ambiguousOutcome = true
-			case strings.Contains(line, "a worker died holding the claim") ||
-				// A sender's lookup of a stale claim that proved nothing.
-				strings.Contains(line, "none is proven to be this key's") ||
-				strings.Contains(line, `"msg":"abandoned"`) && strings.Contains(line, `"state":"PENDING"`):
-				ev.deadWorker = true
-			}
-			out[m[1]] = ev
-		}
-	}
-	return out
-}
-
-// events returns every log line (no EMF document) that names key.
-func events(logs map[string]string, key string) []string {
-	var out []string
+// keyLines indexes the functions' log lines by the key they name, each
+// prefixed by its instance's name.
+func keyLines(logs map[string]string) map[string][]string {
+	out := map[string][]string{}
 	for _, name := range slices.Sorted(maps.Keys(logs)) {
 		for _, line := range strings.Split(logs[name], "\n") {
-			if strings.Contains(line, key) && !strings.Contains(line, `"_aws"`) {
-				out = append(out, name+": "+line)
+			if m := keyField.FindStringSubmatch(line); m != nil {
+				out[m[1]] = append(out[m[1]], name+": "+line)
 			}
 		}
 	}

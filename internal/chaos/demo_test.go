@@ -27,26 +27,32 @@ func TestDemo(t *testing.T) {
 	}
 }
 
-// TestWriteSummary: the demo's summary names each adapter, and its one
-// verdict line follows the report's violations.
-func TestWriteSummary(t *testing.T) {
+// TestWrite: the report names each adapter and the smtp lane's content
+// check, and its one verdict line follows the report's violations; the
+// demo's short form leaves out the detail and the log lines.
+func TestWrite(t *testing.T) {
 	t.Parallel()
 	r := Report{Seed: 1, N: 3, Elapsed: time.Second, Lanes: []LaneReport{
 		{Name: "http", N: 2, DeliveredOnce: 1, States: map[ledger.State]int{ledger.StateSent: 1, ledger.StateFailed: 1}, Failed: map[string]int{"400": 1}},
 		{Name: "smtp", N: 1, DeliveredOnce: 1, MIME: &MIMEReport{Checked: 1, HTML: 1, Encoded: 1}},
 	}}
 	var ok strings.Builder
-	r.WriteSummary(&ok)
-	for _, want := range []string{"http      2 messages through the generic HTTP adapter", "1 FAILED", "smtp      1 message through", "checked against its template", "\nRESULT: OK"} {
+	r.Write(&ok, false)
+	for _, want := range []string{"\nhttp ", "\nsmtp ", "smtp content: 1 messages the server took checked", "\nRESULT: OK"} {
 		if !strings.Contains(ok.String(), want) {
-			t.Errorf("summary lacks %q:\n%s", want, ok.String())
+			t.Errorf("report lacks %q:\n%s", want, ok.String())
 		}
 	}
-	r.Violations = []Violation{{Lane: "http", Kind: "lost", Key: "v1_k", Detail: "PENDING, never delivered"}}
-	var failed strings.Builder
-	r.WriteSummary(&failed)
-	if !strings.Contains(failed.String(), "\nRESULT: FAILED: 1 violations (lost 1)\n  - [http] lost v1_k") || strings.Contains(failed.String(), "RESULT: OK") {
+	r.Violations = []Violation{{Lane: "http", Kind: "lost", Key: "v1_k", Detail: "PENDING, never delivered", Events: []string{"sender-1: a log line"}}}
+	var failed, verbose strings.Builder
+	r.Write(&failed, false)
+	if !strings.Contains(failed.String(), "\nRESULT: FAILED: 1 violations (lost 1)\n  - [http] lost v1_k") || strings.Contains(failed.String(), "RESULT: OK") ||
+		strings.Contains(failed.String(), "a log line") || strings.Contains(failed.String(), "DETAIL") {
 		t.Errorf("a report with a violation:\n%s", failed.String())
+	}
+	r.Write(&verbose, true)
+	if !strings.Contains(verbose.String(), "      sender-1: a log line") || !strings.Contains(verbose.String(), "states: FAILED 1, SENT 1") {
+		t.Errorf("the verbose report of a violation:\n%s", verbose.String())
 	}
 }
 

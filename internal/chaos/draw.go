@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"context"
+	"maps"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -46,42 +47,27 @@ var faultNames = map[faultKind]string{
 	fkReject: "permanent rejection", fkOutage: "outage: refused (429/5xx)",
 }
 
-// drawer decides each send's fault for one counterpart: planned
-// rejections and slow answers per address, an outage switch, and random
-// faults while enabled. Counts are what it handed out. A counterpart
-// other than the HTTP simulator embeds one: it brings the Counterpart
-// methods about faults (Plan, Faults, Outage, Faulted), InFlight (the
-// counterpart counts its calls in inFlight), and no-op Attach and
-// Quiesce.
+// drawer decides each send's fault for one counterpart other than the
+// HTTP simulator, which embeds it for the Counterpart methods about
+// faults (Plan, SetFaults, Faulted) and Sent: planned rejections and
+// slow answers per address, the fault mode, and random faults while
+// they are on. It counts what it handed out, and the recipients the
+// counterpart reported it took (took).
 type drawer struct {
 	rates SendFaults
+	mode  atomic.Int32 // a faultMode
 
-	enabled, outage atomic.Bool
-	inFlight        atomic.Int64
-
-	mu     sync.Mutex
-	rng    *rand.Rand
-	reject map[string]bool
-	slow   map[string]time.Duration
-	counts map[faultKind]int
+	mu       sync.Mutex
+	rng      *rand.Rand
+	reject   map[string]bool
+	slow     map[string]time.Duration
+	counts   map[string]int // by faultNames
+	accepted map[string]bool
 }
 
 func newDrawer(rates SendFaults, seed uint64) *drawer {
-	return &drawer{rates: rates, rng: rand.New(rand.NewPCG(seed, seed^0xd7a3)), reject: map[string]bool{}, slow: map[string]time.Duration{}, counts: map[faultKind]int{}}
-}
-
-// Reject makes every send to addr a permanent rejection.
-func (d *drawer) Reject(addr string) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.reject[addr] = true
-}
-
-// Slow makes the first send to addr (while enabled) answer after delay.
-func (d *drawer) Slow(addr string, delay time.Duration) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.slow[addr] = delay
+	return &drawer{rates: rates, rng: rand.New(rand.NewPCG(seed, seed^0xd7a3)), reject: map[string]bool{},
+		slow: map[string]time.Duration{}, counts: map[string]int{}, accepted: map[string]bool{}}
 }
 
 // draw returns the fault for one send to addr.
@@ -90,19 +76,18 @@ func (d *drawer) draw(addr string) (faultKind, time.Duration) {
 	defer d.mu.Unlock()
 	k, delay := d.pick(addr)
 	if k != fkNone {
-		d.counts[k]++
+		d.counts[faultNames[k]]++
 	}
 	return k, delay
 }
 
 func (d *drawer) pick(addr string) (faultKind, time.Duration) {
-	if d.reject[addr] {
+	switch mode := faultMode(d.mode.Load()); {
+	case d.reject[addr]:
 		return fkReject, 0
-	}
-	if d.outage.Load() {
+	case mode == outage:
 		return fkOutage, 0
-	}
-	if !d.enabled.Load() {
+	case mode == faultsOff:
 		return fkNone, 0
 	}
 	if delay, ok := d.slow[addr]; ok {
@@ -122,17 +107,6 @@ func (d *drawer) pick(addr string) (faultKind, time.Duration) {
 	return fkNone, 0
 }
 
-// Counts returns how many of each fault were handed out.
-func (d *drawer) Counts() map[faultKind]int {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	out := make(map[faultKind]int, len(d.counts))
-	for k, v := range d.counts {
-		out[k] = v
-	}
-	return out
-}
-
 // Intn draws from the drawer's RNG (for counterparts that pick among
 // variants of a fault).
 func (d *drawer) Intn(n int) int {
@@ -141,35 +115,42 @@ func (d *drawer) Intn(n int) int {
 	return d.rng.IntN(n)
 }
 
-// Plan applies a message's plan: a planned permanent rejection rejects
-// its address; a slow first answer is delayed.
-func (d *drawer) Plan(m localpipeline.Message, slow time.Duration) error {
+// took records that the counterpart accepted a send to addr.
+func (d *drawer) took(addr string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.accepted[addr] = true
+}
+
+// Plan makes every send of a planned permanent rejection rejected, and a
+// slow message's first send (while faults are on) answered after slow.
+func (d *drawer) Plan(m localpipeline.Message, slow time.Duration) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
 	switch {
 	case m.WantFailed:
-		d.Reject(m.Address)
+		d.reject[m.Address] = true
 	case slow > 0:
-		d.Slow(m.Address, slow)
+		d.slow[m.Address] = slow
 	}
-	return nil
 }
 
-// Faults turns the random faults on or off.
-func (d *drawer) Faults(on bool) { d.enabled.Store(on) }
+func (d *drawer) SetFaults(m faultMode) { d.mode.Store(int32(m)) }
 
-// Outage turns the outage on or off.
-func (d *drawer) Outage(on bool) { d.outage.Store(on) }
-
-// Faulted returns Counts by name.
+// Faulted returns how many of each fault were handed out, by name.
 func (d *drawer) Faulted() map[string]int {
-	out := map[string]int{}
-	for k, v := range d.Counts() {
-		out[faultNames[k]] = v
-	}
-	return out
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return maps.Clone(d.counts)
 }
 
-// InFlight returns the calls being served now.
-func (d *drawer) InFlight() int64 { return d.inFlight.Load() }
+// Sent counts the recipients the counterpart took a send to, as it saw
+// it (its own record, read by Delivered, is the ground truth).
+func (d *drawer) Sent() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return len(d.accepted)
+}
 
-func (d *drawer) Attach(*localpipeline.Pipeline) error { return nil }
-func (d *drawer) Quiesce(context.Context)              {}
+func (d *drawer) Attach(*localpipeline.Pipeline) {}
+func (d *drawer) Quiesce(context.Context)        {}

@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -38,13 +37,11 @@ type motoLane struct {
 	// earlier run used (runs draw their numbers from one range of ten
 	// million) is counted from there on, not twice.
 	before map[string]int
-
-	mu       sync.Mutex
-	accepted map[string]bool // recipients moto answered a send to with 200
 }
 
 // motoAPI is what a moto lane needs of one AWS API.
 type motoAPI struct {
+	// name is the API's, and its record's in motoRecords.
 	name string
 	// recipient returns the recipient of r (body read) if r is a send.
 	recipient func(r *http.Request, body []byte) (to string, send bool)
@@ -58,8 +55,6 @@ type motoAPI struct {
 	write func(w http.ResponseWriter, e apiError)
 	// env is the functions' environment, the API served at front.
 	env func(front string) map[string]string
-	// records picks the API's record out of moto's.
-	records func(sms, email map[string]int) map[string]int
 	// setup prepares moto at moto before the first send (nil: nothing).
 	setup func(ctx context.Context, moto string) error
 }
@@ -93,7 +88,6 @@ var snsAPI = motoAPI{
 	env: func(front string) map[string]string {
 		return map[string]string{registry.EnvSMSProvider: "sns", registry.EnvEmailProvider: "", "AWS_ENDPOINT_URL_SNS": front}
 	},
-	records: func(sms, _ map[string]int) map[string]int { return sms },
 }
 
 // sesFrom is the ses lane's verified sender. Each run's identity is the
@@ -136,7 +130,6 @@ var sesAPI = motoAPI{
 	env: func(front string) map[string]string {
 		return map[string]string{registry.EnvEmailProvider: "ses", registry.EnvSMSProvider: "", registry.EnvSESFrom: sesFrom, "AWS_ENDPOINT_URL_SESV2": front}
 	},
-	records: func(_, email map[string]int) map[string]int { return email },
 	setup: func(ctx context.Context, moto string) error {
 		c := sesv2.NewFromConfig(testenv.Config(), func(so *sesv2.Options) { so.BaseEndpoint = aws.String(moto) })
 		if _, err := c.CreateEmailIdentity(ctx, &sesv2.CreateEmailIdentityInput{EmailIdentity: aws.String(sesFrom)}); err != nil &&
@@ -162,13 +155,13 @@ func newMotoLane(ctx context.Context, api motoAPI, o Options, seed uint64) (*mot
 			return nil, fmt.Errorf("chaos: %s: %w", api.name, err)
 		}
 	}
-	l := &motoLane{drawer: newDrawer(o.SendFaults, seed), api: api, moto: moto, accepted: map[string]bool{},
+	l := &motoLane{drawer: newDrawer(o.SendFaults, seed), api: api, moto: moto,
 		client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 32}}}
-	sms, email, err := MotoRecords(ctx, l.client, moto)
+	records, err := motoRecords(ctx, l.client, moto)
 	if err != nil {
 		return nil, fmt.Errorf("chaos: %s: %w", api.name, err)
 	}
-	l.before = api.records(sms, email)
+	l.before = records[api.name]
 	url, stop, err := serve(http.HandlerFunc(l.serve))
 	if err != nil {
 		return nil, err
@@ -180,8 +173,6 @@ func newMotoLane(ctx context.Context, api motoAPI, o Options, seed uint64) (*mot
 func (l *motoLane) Env() map[string]string { return l.api.env(l.url) }
 
 func (l *motoLane) serve(w http.ResponseWriter, r *http.Request) {
-	l.inFlight.Add(1)
-	defer l.inFlight.Add(-1)
 	body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
 	if err != nil {
 		return
@@ -212,9 +203,7 @@ func (l *motoLane) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if send && status == http.StatusOK {
-		l.mu.Lock()
-		l.accepted[to] = true
-		l.mu.Unlock()
+		l.took(to)
 	}
 	switch k {
 	case fkAfter:
@@ -238,41 +227,30 @@ func (l *motoLane) serve(w http.ResponseWriter, r *http.Request) {
 // Delivered reads moto_server's record of what the API accepted since
 // the lane started.
 func (l *motoLane) Delivered(ctx context.Context, w localpipeline.Workload) (map[string]int, map[string]string, error) {
-	sms, email, err := MotoRecords(ctx, l.client, l.moto)
+	records, err := motoRecords(ctx, l.client, l.moto)
 	if err != nil {
 		return nil, nil, fmt.Errorf("chaos: %s: %w", l.api.name, err)
 	}
-	got := l.api.records(sms, email)
+	got := records[l.api.name]
 	for a, n := range l.before {
 		got[a] -= n
 	}
 	return byAddress(w, got, false), nil, nil // moto_server may serve other tests too
 }
 
-// Sent counts the recipients moto accepted a send to, as the front saw
-// it (moto's own record, read by Delivered, is the ground truth).
-func (l *motoLane) Sent() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return len(l.accepted)
-}
-
 func (l *motoLane) Close() { l.stop() }
 
-// MotoRecords counts the SMS (by phone number) and emails (by recipient)
-// the moto_server at moto recorded (/moto-api/data.json), read through
-// client (http.DefaultClient if nil).
-func MotoRecords(ctx context.Context, client *http.Client, moto string) (sms, email map[string]int, err error) {
-	if client == nil {
-		client = http.DefaultClient
-	}
+// motoRecords counts, per API name, what the moto_server at moto
+// recorded (/moto-api/data.json): the SMS ("sns", by phone number) and
+// the emails ("ses", by recipient).
+func motoRecords(ctx context.Context, client *http.Client, moto string) (map[string]map[string]int, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, moto+"/moto-api/data.json", nil)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		return nil, nil, fmt.Errorf("chaos: read moto records: %w", err)
+		return nil, fmt.Errorf("chaos: read moto records: %w", err)
 	}
 	defer resp.Body.Close()
 	var data struct {
@@ -290,9 +268,9 @@ func MotoRecords(ctx context.Context, client *http.Client, moto string) (sms, em
 		} `json:"ses"`
 	}
 	if err := json.NewDecoder(resp.Body).Decode(&data); err != nil {
-		return nil, nil, fmt.Errorf("chaos: decode moto records: %w", err)
+		return nil, fmt.Errorf("chaos: decode moto records: %w", err)
 	}
-	sms, email = map[string]int{}, map[string]int{}
+	sms, email := map[string]int{}, map[string]int{}
 	for _, s := range data.SNS.SMS {
 		sms[s.PhoneNumber]++
 	}
@@ -301,5 +279,5 @@ func MotoRecords(ctx context.Context, client *http.Client, moto string) (sms, em
 			email[to]++
 		}
 	}
-	return sms, email, nil
+	return map[string]map[string]int{"sns": sms, "ses": email}, nil
 }

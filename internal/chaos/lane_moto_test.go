@@ -49,18 +49,16 @@ func TestSESLane(t *testing.T) {
 	if err := send(addr("ok")); err != nil {
 		t.Fatalf("send without faults: %v", err)
 	}
-	cp.Outage(true)
+	cp.SetFaults(outage)
 	if err := send(addr("outage")); provider.KindOf(err) != provider.Transient {
 		t.Errorf("send during the outage: %v (kind %s), want transient", err, provider.KindOf(err))
 	}
-	cp.Outage(false)
-	if err := cp.Plan(localpipeline.Message{Address: addr("rejected"), WantFailed: true}, 0); err != nil {
-		t.Fatal(err)
-	}
+	cp.SetFaults(faultsOff)
+	cp.Plan(localpipeline.Message{Address: addr("rejected"), WantFailed: true}, 0)
 	if err := send(addr("rejected")); provider.KindOf(err) != provider.Permanent {
 		t.Errorf("send of a planned rejection: %v (kind %s), want permanent", err, provider.KindOf(err))
 	}
-	cp.Faults(true)
+	cp.SetFaults(faultsOn)
 	if err := send(addr("after-error")); provider.KindOf(err) != provider.Ambiguous {
 		t.Errorf("send answered 500 after moto took it: %v (kind %s), want ambiguous", err, provider.KindOf(err))
 	}

@@ -37,7 +37,7 @@ type smtpLane struct {
 const smtpFrom = "chaos@sendonce.test"
 
 func newSMTPLane(_ context.Context, o Options, seed uint64) (Counterpart, error) {
-	l := &smtpLane{drawer: newDrawer(o.SendFaults, seed), stall: 2 * o.ProviderTimeout, done: make(chan struct{}), data: map[string][][]byte{}}
+	l := &smtpLane{drawer: newDrawer(o.SendFaults, seed), stall: 2 * localpipeline.DefaultProviderTimeout, done: make(chan struct{}), data: map[string][][]byte{}}
 	srv := smtp.NewServer(l)
 	srv.Domain = "chaos.localhost"
 	srv.ReadTimeout = 30 * time.Second
@@ -66,8 +66,6 @@ type smtpSession struct {
 func (s *smtpSession) Mail(string, *smtp.MailOptions) error { return nil }
 
 func (s *smtpSession) Rcpt(to string, _ *smtp.RcptOptions) error {
-	s.l.inFlight.Add(1)
-	defer s.l.inFlight.Add(-1)
 	s.rcpt = to
 	s.fault, s.delay = s.l.draw(to)
 	switch s.fault {
@@ -83,8 +81,6 @@ func (s *smtpSession) Rcpt(to string, _ *smtp.RcptOptions) error {
 }
 
 func (s *smtpSession) Data(r io.Reader) error {
-	s.l.inFlight.Add(1)
-	defer s.l.inFlight.Add(-1)
 	data, err := io.ReadAll(r)
 	if err != nil {
 		return err
@@ -93,6 +89,7 @@ func (s *smtpSession) Data(r io.Reader) error {
 	s.l.mu.Lock()
 	s.l.data[s.rcpt] = append(s.l.data[s.rcpt], data)
 	s.l.mu.Unlock()
+	s.l.took(s.rcpt)
 	switch s.fault {
 	case fkAfter, fkAfterError:
 		// Stalls after DATA: the final reply comes too late. (A server
@@ -133,12 +130,6 @@ func (l *smtpLane) Delivered(_ context.Context, w localpipeline.Workload) (map[s
 	}
 	l.mu.Unlock()
 	return byAddress(w, count, true), nil, nil
-}
-
-func (l *smtpLane) Sent() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return len(l.data)
 }
 
 func (l *smtpLane) Close() {

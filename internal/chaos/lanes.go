@@ -9,16 +9,6 @@ import (
 	"github.com/sendonce/sendonce/notify"
 )
 
-// Capability is what an adapter lets the pipeline do about a repeat, and
-// so what the verdict demands of it (groundtruth.Capability).
-type Capability = groundtruth.Capability
-
-// The capabilities (groundtruth's).
-const (
-	CanAvoid = groundtruth.CanAvoid
-	Neither  = groundtruth.Neither
-)
-
 // Counterpart is the provider an adapter talks to in a chaos run: real
 // (moto_server, an SMTP server) or faithful (the HTTP simulator), with
 // its record of what it accepted as ground truth.
@@ -27,14 +17,12 @@ type Counterpart interface {
 	// adapter (it overrides the pipeline's defaults).
 	Env() map[string]string
 	// Attach is called once the lane's pipeline runs.
-	Attach(p *localpipeline.Pipeline) error
+	Attach(p *localpipeline.Pipeline)
 	// Plan applies a message's planned fault (a permanent rejection, an
 	// undeliverable message) and, with slow > 0, a slow first answer.
-	Plan(m localpipeline.Message, slow time.Duration) error
-	// Faults turns the random send faults on or off; Outage makes every
-	// send fail as refused (429/5xx) while on.
-	Faults(on bool)
-	Outage(on bool)
+	Plan(m localpipeline.Message, slow time.Duration)
+	// SetFaults sets what the counterpart does to the sends from now on.
+	SetFaults(m faultMode)
 	// Delivered returns, per workload key, how many times the provider
 	// accepted the message, and the delivery status it reports where it
 	// has one ("failed" for an undeliverable message).
@@ -44,26 +32,33 @@ type Counterpart interface {
 	Sent() int
 	// Faulted returns the faults injected so far, by name.
 	Faulted() map[string]int
-	// InFlight returns the provider calls being served now.
-	InFlight() int64
 	// Quiesce waits (bounded by ctx) for the counterpart's own
 	// asynchronous work (callbacks) to finish.
 	Quiesce(ctx context.Context)
 	Close()
 }
 
+// faultMode is what a counterpart does to the sends: nothing but the
+// planned rejections, the plan's random faults, or refuse every send (the
+// outage).
+type faultMode int32
+
+const (
+	faultsOff faultMode = iota
+	faultsOn
+	outage
+)
+
 // Lane is one row of the adapter table: an adapter, the channels it
 // serves, its share of the messages, and how to start its counterpart.
 type Lane struct {
 	// Name names the adapter ("http", "sns", "smtp", "ses").
 	Name string
-	// About names the adapter and its counterpart for a person
-	// (Report.WriteSummary).
-	About string
 	// Channels the lane's workload draws from.
 	Channels []notify.Channel
-	// Capability is the adapter's, for every channel it serves.
-	Capability Capability
+	// Capability is the adapter's, for every channel it serves: what the
+	// verdict demands of it.
+	Capability groundtruth.Capability
 	// Share is the lane's fraction of Options.N (the shares of the lanes
 	// run are normalised).
 	Share float64
@@ -76,10 +71,10 @@ type Lane struct {
 // Lanes is the adapter table: every adapter chaos drives, each against
 // its counterpart. A new adapter is one more entry with its Counterpart.
 var Lanes = []Lane{
-	{Name: "http", About: "the generic HTTP adapter to the provider simulator (sms drops repeats, email is looked up)", Channels: []notify.Channel{notify.ChannelSMS, notify.ChannelEmail}, Capability: CanAvoid, Share: 0.4, Instances: 3, New: newHTTPLane},
-	{Name: "sns", About: "Amazon SNS on moto_server", Channels: []notify.Channel{notify.ChannelSMS}, Capability: Neither, Share: 0.2, Instances: 2, New: newSNSLane},
-	{Name: "smtp", About: "SMTP to a go-smtp server", Channels: []notify.Channel{notify.ChannelEmail}, Capability: Neither, Share: 0.2, Instances: 2, New: newSMTPLane},
-	{Name: "ses", About: "Amazon SES on moto_server", Channels: []notify.Channel{notify.ChannelEmail}, Capability: Neither, Share: 0.15, Instances: 2, New: newSESLane},
+	{Name: "http", Channels: []notify.Channel{notify.ChannelSMS, notify.ChannelEmail}, Capability: groundtruth.CanAvoid, Share: 0.4, Instances: 3, New: newHTTPLane},
+	{Name: "sns", Channels: []notify.Channel{notify.ChannelSMS}, Capability: groundtruth.Neither, Share: 0.2, Instances: 2, New: newSNSLane},
+	{Name: "smtp", Channels: []notify.Channel{notify.ChannelEmail}, Capability: groundtruth.Neither, Share: 0.2, Instances: 2, New: newSMTPLane},
+	{Name: "ses", Channels: []notify.Channel{notify.ChannelEmail}, Capability: groundtruth.Neither, Share: 0.15, Instances: 2, New: newSESLane},
 }
 
 // LaneNames returns the names of Lanes, in order.

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"mime"
 	"mime/multipart"
 	"mime/quotedprintable"
@@ -41,10 +42,7 @@ type MIMEReport struct {
 func (l *smtpLane) summarize(ctx context.Context, ln *lane, lr *LaneReport) ([]Violation, error) {
 	rend := render.New(ln.p.Templates(), render.Config{CacheTTL: -1})
 	l.mu.Lock()
-	data := make(map[string][][]byte, len(l.data))
-	for k, v := range l.data {
-		data[k] = v
-	}
+	data := maps.Clone(l.data)
 	l.mu.Unlock()
 	rep := &MIMEReport{}
 	var vs []Violation
@@ -61,18 +59,17 @@ func (l *smtpLane) summarize(ctx context.Context, ln *lane, lr *LaneReport) ([]V
 			if want.HTML != "" {
 				rep.HTML++
 			}
-			if strings.Contains(headerOf(d, "Subject"), "=?") {
+			encoded, err := checkEmail(d, m.Key, want)
+			if encoded {
 				rep.Encoded++
 			}
-			if err := checkEmail(d, m.Key, want); err != nil {
+			if err != nil {
 				rep.Wrong++
 				vs = append(vs, Violation{Lane: ln.def.Name, Kind: "wrong content", Key: m.Key, Detail: err.Error()})
 			}
 		}
 	}
 	lr.MIME = rep
-	lr.Summary = fmt.Sprintf("smtp content: %d messages the server took checked against what their templates render (key header, subject, parts): %d with an HTML part (multipart/alternative), %d with an RFC 2047-encoded subject; %d wrong",
-		rep.Checked, rep.HTML, rep.Encoded, rep.Wrong)
 	return vs, nil
 }
 
@@ -83,51 +80,44 @@ func request(m localpipeline.Message) notify.Request {
 	return r
 }
 
-// headerOf returns the raw header name of message data ("" if it cannot
-// be read).
-func headerOf(data []byte, name string) string {
-	msg, err := mail.ReadMessage(bytes.NewReader(data))
-	if err != nil {
-		return ""
-	}
-	return msg.Header.Get(name)
-}
-
 // checkEmail checks that data, a received message, carries key in its
 // key header and want's subject and parts: text/plain alone, or
-// multipart/alternative with text/plain and text/html.
-func checkEmail(data []byte, key string, want render.Rendered) error {
+// multipart/alternative with text/plain and text/html. encoded reports
+// whether its subject travelled RFC 2047-encoded.
+func checkEmail(data []byte, key string, want render.Rendered) (encoded bool, err error) {
 	msg, err := mail.ReadMessage(bytes.NewReader(data))
 	if err != nil {
-		return fmt.Errorf("parse message: %w", err)
+		return false, fmt.Errorf("parse message: %w", err)
 	}
+	raw := msg.Header.Get("Subject")
+	encoded = strings.Contains(raw, "=?")
 	if got := msg.Header.Get(smtpprovider.KeyHeader); got != key {
-		return fmt.Errorf("%s %q", smtpprovider.KeyHeader, got)
+		return encoded, fmt.Errorf("%s %q", smtpprovider.KeyHeader, got)
 	}
-	subject, err := new(mime.WordDecoder).DecodeHeader(msg.Header.Get("Subject"))
+	subject, err := new(mime.WordDecoder).DecodeHeader(raw)
 	if err != nil {
-		return fmt.Errorf("decode subject: %w", err)
+		return encoded, fmt.Errorf("decode subject: %w", err)
 	}
 	if subject != want.Subject {
-		return fmt.Errorf("subject %q, want %q", subject, want.Subject)
+		return encoded, fmt.Errorf("subject %q, want %q", subject, want.Subject)
 	}
 	parts, err := textParts(msg.Header.Get("Content-Type"), msg.Header.Get("Content-Transfer-Encoding"), msg.Body)
 	if err != nil {
-		return err
+		return encoded, err
 	}
 	wantParts := []textPart{{"text/plain", want.Body}}
 	if want.HTML != "" {
 		wantParts = append(wantParts, textPart{"text/html", want.HTML})
 	}
 	if len(parts) != len(wantParts) {
-		return fmt.Errorf("%d parts, want %d", len(parts), len(wantParts))
+		return encoded, fmt.Errorf("%d parts, want %d", len(parts), len(wantParts))
 	}
 	for i, p := range parts {
 		if p.typ != wantParts[i].typ || normalize(p.body) != normalize(wantParts[i].body) {
-			return fmt.Errorf("part %d is %s %q, want %s %q", i, p.typ, p.body, wantParts[i].typ, wantParts[i].body)
+			return encoded, fmt.Errorf("part %d is %s %q, want %s %q", i, p.typ, p.body, wantParts[i].typ, wantParts[i].body)
 		}
 	}
-	return nil
+	return encoded, nil
 }
 
 // textPart is one decoded text part of a message.

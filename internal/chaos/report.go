@@ -6,7 +6,6 @@ import (
 	"io"
 	"maps"
 	"slices"
-	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -21,8 +20,6 @@ type Report struct {
 	Seed               uint64
 	N, Invalid, Copies int
 	Elapsed, FaultTime time.Duration
-	Outage             time.Duration
-	Drained            bool
 
 	// Faults lists each fault injected across lanes and what the
 	// pipelines observed.
@@ -47,7 +44,7 @@ func (r Report) Lane(name string) (LaneReport, bool) {
 }
 
 // faultTable builds the injected/observed rows over every lane.
-func faultTable(r Report, lanes []*lane, cs CrashStats, ps ddbfront.Stats) []FaultCount {
+func faultTable(r Report, outage time.Duration, cs CrashStats, ps ddbfront.Stats) []FaultCount {
 	var m localpipeline.MetricTotals
 	var twins, functionErrors, reconcileErrors, copies, throttleLogged int
 	for _, l := range r.Lanes {
@@ -58,21 +55,13 @@ func faultTable(r Report, lanes []*lane, cs CrashStats, ps ddbfront.Stats) []Fau
 		copies += l.copies
 		throttleLogged += l.throttleLogged
 	}
-	inFlightGone := 0
-	for _, l := range lanes {
-		if h, ok := l.cp.(*httpLane); ok {
-			inFlightGone += int(h.router.ClientGone())
-		}
-	}
 	lost := func(op string) int { return int(ps.Lost[op]) }
 	return []FaultCount{
 		{"SQS redelivery (extra copies)", copies, m.Get(metrics.DuplicatesPrevented), "injected: SendMessage copies; observed: EMF DuplicatesPrevented (copies of a final or uncertain message acknowledged without a send)"},
 		{"concurrent delivery to two instances", twins, m.Get(metrics.InFlightConflicts), "injected: twin invocations; observed: EMF InFlightConflicts (claim held by the other instance)"},
 		{"SIGKILL sender bootstrap", cs.SenderKills, functionErrors, "observed: invocations failed as a whole (records reappear after the visibility timeout)"},
 		{"SIGKILL reconciler bootstrap", cs.ReconcilerKills, reconcileErrors, "observed: reconciler runs that failed"},
-		{"kill with a provider call in flight", cs.InFlightKills, inFlightGone, "observed: http provider requests whose caller vanished (incl. provider timeouts)"},
-		{"bootstrap restarted by the emulator", cs.SenderKills + cs.ReconcilerKills + cs.AfterLostAnswer, cs.Restarts, "observed: new bootstrap pids after a kill (sampled)"},
-		{"provider outage (every send refused)", int(r.Outage / time.Second), m.Dim(metrics.ProviderErrors, "kind", "transient"), "injected: seconds of outage; observed: EMF ProviderErrors kind=transient (all transient refusals)"},
+		{"provider outage (every send refused)", int(outage / time.Second), m.Dim(metrics.ProviderErrors, "kind", "transient"), "injected: seconds of outage; observed: EMF ProviderErrors kind=transient (all transient refusals)"},
 		{"provider ambiguous (no answer, or an error after accepting)", 0, m.Dim(metrics.ProviderErrors, "kind", "ambiguous"), "injected: per lane below; observed: EMF ProviderErrors kind=ambiguous"},
 		{"provider permanent rejection", 0, m.Dim(metrics.ProviderErrors, "kind", "permanent"), "injected: per lane below; observed: EMF ProviderErrors kind=permanent"},
 		{"DynamoDB throttling (in bursts)", int(ps.Throttled), throttleLogged, fmt.Sprintf("injected: throttled requests in %d bursts; observed: throttling errors that outlived the SDK's retries (log lines)", ps.Bursts)},
@@ -86,14 +75,25 @@ func faultTable(r Report, lanes []*lane, cs CrashStats, ps ddbfront.Stats) []Fau
 	}
 }
 
-// WriteTable prints the report: faults, the verdict per adapter, the
-// counterparts' faults, the metrics, the violations and the result.
-func (r Report) WriteTable(out io.Writer) {
+// Write prints the report: the faults injected and observed, the verdict
+// per adapter and per class, the violations and the RESULT line. verbose
+// (make chaos; make demo -v) adds where each fault figure comes from,
+// every lane's detail (states, the counterpart's faults, the poller and
+// reconciler, EMF) and the functions' log lines about each violation's
+// key; without it (make demo) the fault table shows only the faults that
+// counted something, and the first 10 violations.
+func (r Report) Write(out io.Writer, verbose bool) {
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "sendonce chaos: seed %d, %d valid + %d invalid messages as %d SQS messages, %s (faults on for %s)\n\n",
-		r.Seed, r.N, r.Invalid, r.Copies, r.Elapsed.Round(100*time.Millisecond), r.FaultTime.Round(100*time.Millisecond))
+	fmt.Fprintf(tw, "sendonce chaos: seed %d, %d valid + %d invalid messages through %d adapters as %d SQS messages, %s (faults on for %s)\n\n",
+		r.Seed, r.N, r.Invalid, len(r.Lanes), r.Copies, r.Elapsed.Round(100*time.Millisecond), r.FaultTime.Round(100*time.Millisecond))
 	fmt.Fprintln(tw, "FAULT\tINJECTED\tOBSERVED\tHOW")
 	for _, f := range r.Faults {
+		if !verbose {
+			if f.Injected+f.Observed > 0 {
+				fmt.Fprintf(tw, "%s\t%d\t%d\n", f.Fault, f.Injected, f.Observed)
+			}
+			continue
+		}
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\n", f.Fault, f.Injected, f.Observed, f.How)
 	}
 	_ = tw.Flush()
@@ -116,11 +116,12 @@ func (r Report) WriteTable(out io.Writer) {
 	}
 	_ = tw.Flush()
 	for _, l := range r.Lanes {
-		if l.Summary != "" {
-			fmt.Fprintln(out, l.Summary)
+		if c := l.MIME; c != nil {
+			fmt.Fprintf(out, "%s content: %d messages the server took checked against what their templates render (key header, subject, parts): %d with an HTML part (multipart/alternative), %d with an RFC 2047-encoded subject; %d wrong\n",
+				l.Name, c.Checked, c.HTML, c.Encoded, c.Wrong)
 		}
 	}
-	fmt.Fprintln(out, "  (LOST must be 0 everywhere; TWICE other than BY POLICY, and ABANDONED NEVER ACCEPTED, must be 0; a policy's repeats and misses are counted per class below)")
+	fmt.Fprintln(out, "  (verdict by groundtruth.Judge against each provider's own record. LOST must be 0 everywhere; TWICE other than BY POLICY, and ABANDONED NEVER ACCEPTED, must be 0; a policy's repeats and misses are counted per class below)")
 	fmt.Fprintln(out)
 
 	fmt.Fprintln(tw, "ADAPTER\tCLASS\tMESSAGES\tDUPLICATES (POLICY)\tMISSES (POLICY)")
@@ -137,36 +138,50 @@ func (r Report) WriteTable(out io.Writer) {
 	fmt.Fprintln(out, "  (adapters whose ambiguous attempts a class policy settles, those that can neither drop repeats nor be asked: the policy trades a duplicate (resend) against a miss (abandon))")
 	fmt.Fprintln(out)
 
-	fmt.Fprintln(tw, "ADAPTER\tDETAIL")
-	for _, l := range r.Lanes {
-		fmt.Fprintf(tw, "%s\tstates: %s; failed: %s; never enqueued (run timed out): %d\n", l.Name, localpipeline.Counts(l.States, " ", ", "), localpipeline.Counts(l.Failed, ": ", "; "), l.NotFed)
-		if len(l.NeverAcceptedCauses) > 0 {
-			fmt.Fprintf(tw, "%s\tabandoned, never accepted, by cause: %s\n", l.Name, counts(l.NeverAcceptedCauses))
+	if verbose {
+		fmt.Fprintln(tw, "ADAPTER\tDETAIL")
+		for _, l := range r.Lanes {
+			fmt.Fprintf(tw, "%s\tstates: %s; failed: %s; never enqueued (run timed out): %d\n", l.Name, counts(l.States), localpipeline.Counts(l.Failed, ": ", "; "), l.NotFed)
+			fmt.Fprintf(tw, "%s\tcounterpart faults: %s; slow first answers planned %d; redelivered copies %d\n", l.Name, counts(l.Faults), l.slow, l.copies)
+			fmt.Fprintf(tw, "%s\tsender invocations %d (%d records, %d deleted, %d reported in batchItemFailures, %d whole-batch failures, %d twins); reconciler runs %d (%d failed); found on the DLQ and sent back (an operator's redrive) %d\n",
+				l.Name, l.Poller.Invocations, l.Poller.Records, l.Poller.Deleted, l.Poller.Reported, l.Poller.FunctionErrors, l.Poller.Twins, l.ReconcileRuns, l.ReconcileErrors, l.Redriven)
+			emf := map[string]int{}
+			for k, v := range l.Metrics.Counts {
+				emf[k] = int(v)
+			}
+			fmt.Fprintf(tw, "%s\tEMF: %s\n", l.Name, counts(emf))
 		}
-		fmt.Fprintf(tw, "%s\tcounterpart faults: %s; slow first answers planned %d; redelivered copies %d\n", l.Name, counts(l.Faults), l.slow, l.copies)
-		fmt.Fprintf(tw, "%s\tsender invocations %d (%d records, %d deleted, %d reported in batchItemFailures, %d whole-batch failures, %d twins); reconciler runs %d (%d failed); redriven to the DLQ %d (%d resolved), sent back from it (an operator's redrive) %d\n",
-			l.Name, l.Poller.Invocations, l.Poller.Records, l.Poller.Deleted, l.Poller.Reported, l.Poller.FunctionErrors, l.Poller.Twins, l.ReconcileRuns, l.ReconcileErrors, l.Redriven, l.RedrivenResolved, l.OperatorRedriven)
-		fmt.Fprintf(tw, "%s\tEMF: %s\n", l.Name, emf(l))
+		_ = tw.Flush()
+		fmt.Fprintln(out)
 	}
-	_ = tw.Flush()
-	fmt.Fprintln(out)
 
 	kinds := map[string]int{}
 	for _, v := range r.Violations {
 		kinds[v.Kind]++
 	}
-	fmt.Fprintf(out, "VIOLATIONS: %d (%s)\n", len(r.Violations), counts(kinds))
+	if r.OK() {
+		fmt.Fprintln(out, "RESULT: OK: through every adapter, no message lost, none delivered twice where the provider can prevent it")
+		return
+	}
+	fmt.Fprintf(out, "RESULT: FAILED: %d violations (%s)\n", len(r.Violations), counts(kinds))
 	// The rarest kinds first: a timed-out run's many "lost" rows must not
 	// hide the one violation that explains it.
 	vs := slices.Clone(r.Violations)
 	slices.SortStableFunc(vs, func(a, b Violation) int { return cmp.Compare(kinds[a.Kind], kinds[b.Kind]) })
+	limit := 10
+	if verbose {
+		limit = 50
+	}
 	for i, v := range vs {
-		if i == 50 {
-			fmt.Fprintf(out, "  … %d more\n", len(vs)-50)
+		if i == limit {
+			fmt.Fprintf(out, "  … %d more\n", len(vs)-limit)
 			break
 		}
 		fmt.Fprintf(out, "  - [%s] %s %s: %s\n", v.Lane, v.Kind, v.Key, v.Detail)
 		for j, e := range v.Events {
+			if !verbose {
+				break
+			}
 			if j == 40 {
 				fmt.Fprintf(out, "      … %d more log lines\n", len(v.Events)-40)
 				break
@@ -174,19 +189,7 @@ func (r Report) WriteTable(out io.Writer) {
 			fmt.Fprintf(out, "      %s\n", e)
 		}
 	}
-	if r.OK() {
-		fmt.Fprintln(out, "RESULT: OK: through every adapter, no message lost, none delivered twice where the provider can prevent it")
-	} else {
-		fmt.Fprintln(out, "RESULT: FAILED")
-	}
 }
 
-func emf(l LaneReport) string {
-	var parts []string
-	for _, k := range slices.Sorted(maps.Keys(l.Metrics.Counts)) {
-		parts = append(parts, fmt.Sprintf("%s %d", k, int(l.Metrics.Counts[k])))
-	}
-	return strings.Join(parts, ", ")
-}
-
-func counts(m map[string]int) string { return localpipeline.Counts(m, " ", ", ") }
+// counts is "k v, k v" in key order ("none" when m is empty).
+func counts[K cmp.Ordered](m map[K]int) string { return localpipeline.Counts(m, " ", ", ") }

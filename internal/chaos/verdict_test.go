@@ -5,6 +5,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/sendonce/sendonce/internal/groundtruth"
 	"github.com/sendonce/sendonce/internal/ledger"
 	"github.com/sendonce/sendonce/internal/localpipeline"
 	"github.com/sendonce/sendonce/notify"
@@ -36,52 +37,49 @@ func TestJudge(t *testing.T) {
 	policy := "class transactional policy: abandon an ambiguous attempt the provider cannot look up or dedupe"
 	for _, tc := range []struct {
 		name       string
-		capability Capability
+		capability groundtruth.Capability
 		m          localpipeline.Message
 		n          int
 		rec        ledger.Record
 		want       []string
 		check      func(t *testing.T, lr LaneReport, cc ClassCount)
 	}{
-		{name: "SentOnce", capability: CanAvoid, m: a, n: 1, rec: row(ledger.StateSent, ""),
+		{name: "SentOnce", capability: groundtruth.CanAvoid, m: a, n: 1, rec: row(ledger.StateSent, ""),
 			check: func(t *testing.T, lr LaneReport, _ ClassCount) {
 				if lr.DeliveredOnce != 1 || lr.SentKey != a.Key {
 					t.Errorf("DeliveredOnce %d, SentKey %q; want 1, %q", lr.DeliveredOnce, lr.SentKey, a.Key)
 				}
 			}},
-		{name: "TwiceWhereAvoidable", capability: CanAvoid, m: a, n: 2, rec: row(ledger.StateSent, ""), want: []string{"delivered twice"}},
-		{name: "FailedNeverRejected", capability: CanAvoid, m: a, rec: row(ledger.StateFailed, "render"), want: []string{"FAILED, never rejected"}},
-		{name: "LostSent", capability: CanAvoid, m: a, rec: row(ledger.StateSent, ""), want: []string{"lost"}},
-		{name: "TwiceByOTPPolicy", capability: Neither, m: otp, n: 2, rec: row(ledger.StateSent, ""),
+		{name: "TwiceWhereAvoidable", capability: groundtruth.CanAvoid, m: a, n: 2, rec: row(ledger.StateSent, ""), want: []string{"delivered twice"}},
+		{name: "FailedNeverRejected", capability: groundtruth.CanAvoid, m: a, rec: row(ledger.StateFailed, "render"), want: []string{"FAILED, never rejected"}},
+		{name: "LostSent", capability: groundtruth.CanAvoid, m: a, rec: row(ledger.StateSent, ""), want: []string{"lost"}},
+		{name: "TwiceByOTPPolicy", capability: groundtruth.Neither, m: otp, n: 2, rec: row(ledger.StateSent, ""),
 			check: func(t *testing.T, lr LaneReport, cc ClassCount) {
 				if lr.TwiceByPolicy != 1 || lr.DeliveredTwice != 1 || cc.Duplicates != 1 {
 					t.Errorf("TwiceByPolicy %d, DeliveredTwice %d, class duplicates %d; want 1 each", lr.TwiceByPolicy, lr.DeliveredTwice, cc.Duplicates)
 				}
 			}},
-		{name: "TwiceAgainstPolicy", capability: Neither, m: a, n: 2, rec: row(ledger.StateSent, ""), want: []string{"delivered twice against its class policy"}},
-		{name: "MissByPolicy", capability: Neither, m: a, rec: row(ledger.StateAbandoned, policy),
+		{name: "TwiceAgainstPolicy", capability: groundtruth.Neither, m: a, n: 2, rec: row(ledger.StateSent, ""), want: []string{"delivered twice against its class policy"}},
+		{name: "MissByPolicy", capability: groundtruth.Neither, m: a, rec: row(ledger.StateAbandoned, policy),
 			check: func(t *testing.T, lr LaneReport, cc ClassCount) {
 				if lr.AbandonedByPolicy != 1 || cc.Misses != 1 {
 					t.Errorf("AbandonedByPolicy %d, class misses %d; want 1 each", lr.AbandonedByPolicy, cc.Misses)
 				}
 			}},
-		{name: "AbandonedWhereAvoidable", capability: CanAvoid, m: a, rec: row(ledger.StateAbandoned, policy), want: []string{"abandoned, never accepted"},
+		{name: "AbandonedWhereAvoidable", capability: groundtruth.CanAvoid, m: a, rec: row(ledger.StateAbandoned, policy), want: []string{"abandoned, never accepted"},
 			check: func(t *testing.T, lr LaneReport, _ ClassCount) {
-				if lr.NeverAcceptedCauses["class policy"] != 1 {
-					t.Errorf("never accepted by cause %v, want class policy 1", lr.NeverAcceptedCauses)
+				if lr.AbandonedNeverAccepted != 1 {
+					t.Errorf("AbandonedNeverAccepted %d, want 1", lr.AbandonedNeverAccepted)
 				}
 			}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			l := &lane{def: Lane{Name: "test", Capability: tc.capability}}
-			lr := LaneReport{Failed: map[string]int{}, NeverAcceptedCauses: map[string]int{}}
+			lr := LaneReport{Failed: map[string]int{}}
 			var cc ClassCount
 			var got []string
-			l.judge(&lr, &cc, facts{
-				m: tc.m, n: tc.n, rec: tc.rec, state: tc.rec.State,
-				evidence: func() map[string]keyEvidence { return nil },
-			}, func(v Violation) { got = append(got, v.Kind) })
+			l.judge(&lr, &cc, facts{m: tc.m, n: tc.n, rec: tc.rec, state: tc.rec.State}, func(v Violation) { got = append(got, v.Kind) })
 			slices.Sort(got)
 			if !slices.Equal(got, tc.want) {
 				t.Errorf("violations %q, want %q", got, tc.want)

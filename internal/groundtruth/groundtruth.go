@@ -6,8 +6,8 @@
 // which make chaos, TestChaosSmall and make demo run.
 //
 // A caller gathers the Facts of each message from its own counterpart and
-// ledger, hands them to Judge and counts the kinds it returns per adapter
-// and per class (chaos: per lane, and ClassCount per class). What is a
+// ledger, hands them to Judge and counts the kinds it returns (chaos: per
+// lane, and per class). What is a
 // violation and what is a cost the adapter's capability allows is decided
 // here only, and table-tested once (groundtruth_test.go).
 package groundtruth
@@ -40,9 +40,8 @@ func (c Capability) SettledByPolicy() bool { return c == Neither }
 
 // Facts are what a run knows of one valid logical message.
 type Facts struct {
-	// Key is the message's key; Adapter and Class what a Tally counts it
-	// under.
-	Key, Adapter, Class string
+	// Class is the message's class (its policy's).
+	Class string
 	// Capability is its adapter's, for its channel.
 	Capability Capability
 	// Received counts the times the counterpart accepted it (its own
@@ -116,23 +115,6 @@ func (k Kind) Violation() bool {
 	return false
 }
 
-// ClassResends reports whether class resends an ambiguous attempt by the
-// reconciler's default policies (reconcile.DefaultPolicies).
-func ClassResends(class string) bool {
-	return reconcile.DefaultPolicies[class] == reconcile.Resend
-}
-
-// ByPolicy reports whether an ABANDONED row's reason is a class policy's
-// or its resend budget's.
-func ByPolicy(reason string) bool {
-	return strings.Contains(reason, "policy") || strings.Contains(reason, "gave up after")
-}
-
-// AtMaxAge reports whether an ABANDONED row's reason is the maximum age.
-func AtMaxAge(reason string) bool {
-	return strings.Contains(reason, "maximum age") || strings.Contains(reason, "max age")
-}
-
 // Judge returns the verdict on one message: its delivery kind (when it
 // was received), then what its row says against its ground truth.
 func Judge(f Facts) []Kind {
@@ -144,7 +126,7 @@ func Judge(f Facts) []Kind {
 		switch {
 		case f.Capability != Neither:
 			out = append(out, Twice)
-		case ClassResends(f.Class):
+		case reconcile.DefaultPolicies[f.Class] == reconcile.Resend:
 			out = append(out, TwiceByPolicy)
 		default:
 			out = append(out, TwiceAgainstPolicy)
@@ -170,9 +152,11 @@ func Judge(f Facts) []Kind {
 		out = append(out, Failed)
 	case state == ledger.StateAbandoned && n >= 1:
 		out = append(out, AbandonedDelivered)
-	case state == ledger.StateAbandoned && AtMaxAge(f.Reason):
+	case state == ledger.StateAbandoned && (strings.Contains(f.Reason, "maximum age") || strings.Contains(f.Reason, "max age")):
 		out = append(out, AbandonedMaxAge)
-	case state == ledger.StateAbandoned && f.Capability.SettledByPolicy() && ByPolicy(f.Reason) && f.Ambiguous:
+	case state == ledger.StateAbandoned && f.Capability.SettledByPolicy() && f.Ambiguous &&
+		// a class policy's reason, or its resend budget's
+		(strings.Contains(f.Reason, "policy") || strings.Contains(f.Reason, "gave up after")):
 		out = append(out, AbandonedByPolicy)
 	case state == ledger.StateAbandoned:
 		out = append(out, AbandonedNeverAccepted)
