@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"net/url"
@@ -12,8 +11,6 @@ import (
 
 	"github.com/sendonce/sendonce/internal/chaos"
 	"github.com/sendonce/sendonce/internal/ledger"
-	"github.com/sendonce/sendonce/internal/ledger/dynamoledger"
-	"github.com/sendonce/sendonce/internal/testenv"
 )
 
 // keepForLooking prepares a run's resources, which the lanes left in the
@@ -22,7 +19,7 @@ import (
 // a person to look at: dir/demo.env exports the http lane's table,
 // queues and redaction key for the CLI; it then prints the commands to
 // look around, and the other lanes' tables.
-func keepForLooking(ctx context.Context, rep chaos.Report, ddb, moto, dir string, out io.Writer) error {
+func keepForLooking(rep chaos.Report, moto, dir string, out io.Writer) error {
 	if len(rep.Lanes) == 0 {
 		return fmt.Errorf("no lane ran")
 	}
@@ -49,17 +46,6 @@ func keepForLooking(ctx context.Context, rep chaos.Report, ddb, moto, dir string
 		return err
 	}
 
-	// A message it sent, for inspect and find.
-	var sent ledger.Record
-	if l.SentKey != "" {
-		led, err := dynamoledger.New(testenv.DynamoDBAt(ddb), l.Table, dynamoledger.Config{})
-		if err != nil {
-			return err
-		}
-		if sent, err = led.Get(ctx, l.SentKey); err != nil {
-			return fmt.Errorf("read %s: %w", l.SentKey, err)
-		}
-	}
 	// The list worth showing: FAILED rows (a scan), else another state
 	// that has rows.
 	state := ledger.StateFailed
@@ -77,10 +63,10 @@ func keepForLooking(ctx context.Context, rep chaos.Report, ddb, moto, dir string
 		{"source " + filepath.Join(dir, "env"), ""},
 		{"bin/sendonce list --state " + lower, "rows in state " + string(state) + ", oldest first"},
 	}
-	if sent.Key != "" {
+	if sent := l.Sent; sent.EventID != "" {
 		lines = append(lines,
-			[2]string{"bin/sendonce inspect " + sent.Key, "a message it sent: its ledger row"},
-			[2]string{fmt.Sprintf("bin/sendonce find --tenant %s --event %s --output table", sent.Tenant, sent.EventID), "every row of that event"},
+			[2]string{"bin/sendonce inspect " + sent.Key(), "a message it sent: its ledger row"},
+			[2]string{fmt.Sprintf("bin/sendonce find --tenant %s --event %s --output table", sent.TenantID, sent.EventID), "every row of that event"},
 		)
 	}
 	lines = append(lines,

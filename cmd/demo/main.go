@@ -83,7 +83,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	// With -keep, the commands to look around come last, whatever the
 	// verdict: a failed run is worth a look too.
 	if *keep != "" {
-		if err := keepForLooking(ctx, rep, o.DynamoDBEndpoint, o.MotoEndpoint, *keep, stdout); err != nil {
+		if err := keepForLooking(rep, o.MotoEndpoint, *keep, stdout); err != nil {
 			fmt.Fprintf(stderr, "demo: -keep: %v\n", err)
 		}
 	}

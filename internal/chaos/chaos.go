@@ -336,7 +336,7 @@ func Run(ctx context.Context, o Options) (rep Report, err error) {
 		if err != nil {
 			return Report{}, err
 		}
-		logf("lane %s: %d messages (%s), %d sender instances, table %s", d.Name, n, channelsOf(d), d.Instances, l.p.Table)
+		logf("lane %s: %d messages %v, %d sender instances, table %s", d.Name, n, d.Channels, d.Instances, l.p.Table)
 	}
 
 	// The plan: slow first answers, planned rejections, redelivered copies.
@@ -547,14 +547,6 @@ func selectLanes(names []string) ([]Lane, error) {
 		out = append(out, Lanes[i])
 	}
 	return out, nil
-}
-
-func channelsOf(d Lane) string {
-	var s []string
-	for _, c := range d.Channels {
-		s = append(s, string(c))
-	}
-	return strings.Join(s, "+")
 }
 
 // startLane starts lane d's counterpart and pipeline (reaching moto_server

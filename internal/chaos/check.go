@@ -17,6 +17,7 @@ import (
 	"github.com/sendonce/sendonce/internal/localpipeline"
 	"github.com/sendonce/sendonce/internal/reconcile"
 	"github.com/sendonce/sendonce/internal/sender"
+	"github.com/sendonce/sendonce/notify"
 )
 
 // ClassCount is what happened to one message class through an adapter
@@ -72,8 +73,10 @@ type LaneReport struct {
 	// Table, QueueURL and DLQURL are the lane's resources (left in the
 	// emulators with Options.KeepResources; the queue URLs name the
 	// run's SQS front), RedactKeyARN its functions' redaction key
-	// secret, and SentKey the key of a message it delivered once.
-	Table, QueueURL, DLQURL, RedactKeyARN, SentKey string
+	// secret.
+	Table, QueueURL, DLQURL, RedactKeyARN string
+	// Sent is the request of a message it delivered once.
+	Sent notify.Request
 
 	Metrics                        localpipeline.MetricTotals
 	Poller                         localpipeline.PollerStats
@@ -242,8 +245,8 @@ func (l *lane) judge(lr *LaneReport, cc *ClassCount, f facts, add func(Violation
 		switch k {
 		case groundtruth.Once:
 			lr.DeliveredOnce++
-			if lr.SentKey == "" && state == ledger.StateSent {
-				lr.SentKey = m.Key
+			if lr.Sent.EventID == "" && state == ledger.StateSent {
+				lr.Sent = request(m)
 			}
 		case groundtruth.Twice:
 			lr.DeliveredTwice++

@@ -61,7 +61,7 @@ func faultTable(r Report, outage time.Duration, cs CrashStats, ps ddbfront.Stats
 		{"concurrent delivery to two instances", twins, m.Get(metrics.InFlightConflicts), "injected: twin invocations; observed: EMF InFlightConflicts (claim held by the other instance)"},
 		{"SIGKILL sender bootstrap", cs.SenderKills, functionErrors, "observed: invocations failed as a whole (records reappear after the visibility timeout)"},
 		{"SIGKILL reconciler bootstrap", cs.ReconcilerKills, reconcileErrors, "observed: reconciler runs that failed"},
-		{"provider outage (every send refused)", int(outage / time.Second), m.Dim(metrics.ProviderErrors, "kind", "transient"), "injected: seconds of outage; observed: EMF ProviderErrors kind=transient (all transient refusals)"},
+		{"provider refusals (injected: the outage's seconds)", int(outage / time.Second), m.Dim(metrics.ProviderErrors, "kind", "transient"), "injected: seconds of outage, every send refused (random refusals per lane below); observed: EMF ProviderErrors kind=transient (all transient refusals)"},
 		{"provider ambiguous (no answer, or an error after accepting)", 0, m.Dim(metrics.ProviderErrors, "kind", "ambiguous"), "injected: per lane below; observed: EMF ProviderErrors kind=ambiguous"},
 		{"provider permanent rejection", 0, m.Dim(metrics.ProviderErrors, "kind", "permanent"), "injected: per lane below; observed: EMF ProviderErrors kind=permanent"},
 		{"DynamoDB throttling (in bursts)", int(ps.Throttled), throttleLogged, fmt.Sprintf("injected: throttled requests in %d bursts; observed: throttling errors that outlived the SDK's retries (log lines)", ps.Bursts)},
@@ -86,15 +86,14 @@ func (r Report) Write(out io.Writer, verbose bool) {
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "sendonce chaos: seed %d, %d valid + %d invalid messages through %d adapters as %d SQS messages, %s (faults on for %s)\n\n",
 		r.Seed, r.N, r.Invalid, len(r.Lanes), r.Copies, r.Elapsed.Round(100*time.Millisecond), r.FaultTime.Round(100*time.Millisecond))
-	fmt.Fprintln(tw, "FAULT\tINJECTED\tOBSERVED\tHOW")
+	fmt.Fprintf(tw, "FAULT\tINJECTED\tOBSERVED%s\n", map[bool]string{true: "\tHOW"}[verbose])
 	for _, f := range r.Faults {
-		if !verbose {
-			if f.Injected+f.Observed > 0 {
-				fmt.Fprintf(tw, "%s\t%d\t%d\n", f.Fault, f.Injected, f.Observed)
-			}
-			continue
+		switch {
+		case verbose:
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\n", f.Fault, f.Injected, f.Observed, f.How)
+		case f.Injected+f.Observed > 0:
+			fmt.Fprintf(tw, "%s\t%d\t%d\n", f.Fault, f.Injected, f.Observed)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\n", f.Fault, f.Injected, f.Observed, f.How)
 	}
 	_ = tw.Flush()
 	fmt.Fprintln(out)

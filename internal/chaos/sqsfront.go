@@ -9,7 +9,6 @@ import (
 	"net/url"
 	"strings"
 	"sync"
-	"sync/atomic"
 )
 
 // SQSFront is a reverse proxy in front of moto_server through which a
@@ -27,8 +26,6 @@ type SQSFront struct {
 
 	mu     sync.Mutex
 	queues map[string]*sync.Mutex
-
-	serialized atomic.Int64
 }
 
 // sqsWrites are the SQS calls (JSON protocol, X-Amz-Target) that change a
@@ -67,7 +64,6 @@ func (f *SQSFront) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	q := f.queue(req.QueueUrl)
 	q.Lock()
 	defer q.Unlock()
-	f.serialized.Add(1)
 	f.proxy.ServeHTTP(w, r)
 }
 
@@ -84,6 +80,3 @@ func (f *SQSFront) queue(queueURL string) *sync.Mutex {
 	}
 	return q
 }
-
-// Serialized returns how many writes the front has passed on.
-func (f *SQSFront) Serialized() int64 { return f.serialized.Load() }

@@ -86,7 +86,4 @@ func TestSQSFront(t *testing.T) {
 	if got := bodies.Load(); got != 16 {
 		t.Errorf("moto got %d whole write bodies, want 16", got)
 	}
-	if got := f.Serialized(); got != 16 {
-		t.Errorf("Serialized() = %d, want 16", got)
-	}
 }

@@ -46,8 +46,8 @@ func TestJudge(t *testing.T) {
 	}{
 		{name: "SentOnce", capability: groundtruth.CanAvoid, m: a, n: 1, rec: row(ledger.StateSent, ""),
 			check: func(t *testing.T, lr LaneReport, _ ClassCount) {
-				if lr.DeliveredOnce != 1 || lr.SentKey != a.Key {
-					t.Errorf("DeliveredOnce %d, SentKey %q; want 1, %q", lr.DeliveredOnce, lr.SentKey, a.Key)
+				if lr.DeliveredOnce != 1 || lr.Sent.Key() != a.Key {
+					t.Errorf("DeliveredOnce %d, Sent %q; want 1, %q", lr.DeliveredOnce, lr.Sent.Key(), a.Key)
 				}
 			}},
 		{name: "TwiceWhereAvoidable", capability: groundtruth.CanAvoid, m: a, n: 2, rec: row(ledger.StateSent, ""), want: []string{"delivered twice"}},
