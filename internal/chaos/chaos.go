@@ -394,14 +394,11 @@ func Run(ctx context.Context, o Options) (rep Report, err error) {
 	outageDone := func() bool { return o.Outage <= 0 || time.Since(faultStart) > o.OutageAt+o.Outage+2*time.Second }
 	crashCtx, stopCrash := context.WithCancel(runCtx)
 	var bg, faultWG sync.WaitGroup
-	faultWG.Add(1)
-	go func() { defer faultWG.Done(); crasher.Run(crashCtx) }()
+	faultWG.Go(func() { crasher.Run(crashCtx) })
 	defer stopCrash()
 	var outageRan atomic.Bool
 	if o.Outage > 0 {
-		faultWG.Add(1)
-		go func() {
-			defer faultWG.Done()
+		faultWG.Go(func() {
 			localpipeline.Sleep(crashCtx, o.OutageAt)
 			if crashCtx.Err() != nil {
 				return
@@ -416,19 +413,17 @@ func Run(ctx context.Context, o Options) (rep Report, err error) {
 				l.cp.SetFaults(faultsOn)
 			}
 			logf("outage over")
-		}()
+		})
 	}
 	var phase atomic.Value
 	phase.Store("faults on")
 	progCtx, stopProgress := context.WithCancel(runCtx)
 	defer stopProgress()
-	bg.Add(1)
-	go func() { // a progress line every ProgressEvery, whatever the phase
-		defer bg.Done()
+	bg.Go(func() { // a progress line every ProgressEvery, whatever the phase
 		localpipeline.Every(progCtx, o.ProgressEvery, func() {
 			logf("%s | %s | faults: %s", phase.Load(), laneProgress(progCtx, lanes), faultsSoFar(lanes, proxy, crasher))
 		})
-	}()
+	})
 	// Each lane is fed by its own loop: a slow SendMessageBatch on one
 	// queue does not hold the others back.
 	feedCtx, stopFeed := context.WithCancel(runCtx)
@@ -436,8 +431,7 @@ func Run(ctx context.Context, o Options) (rep Report, err error) {
 	var feedWG sync.WaitGroup
 	for _, l := range lanes {
 		l.busy.Store(true)
-		feedWG.Add(1)
-		go func() { defer feedWG.Done(); l.feedLoop(feedCtx) }()
+		feedWG.Go(func() { l.feedLoop(feedCtx) })
 	}
 	quiet := 0
 	for runCtx.Err() == nil {
@@ -473,11 +467,7 @@ func Run(ctx context.Context, o Options) (rep Report, err error) {
 	logf("faults off: reconciling and draining")
 	var wg sync.WaitGroup
 	for _, l := range lanes {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			l.drained = l.calm(runCtx)
-		}()
+		wg.Go(func() { l.drained = l.calm(runCtx) })
 	}
 	wg.Wait()
 	stopFeed()
@@ -724,9 +714,7 @@ func laneProgress(ctx context.Context, lanes []*lane) string {
 	parts := make([]string, len(lanes))
 	var wg sync.WaitGroup
 	for i, l := range lanes {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			ctx, cancel := context.WithTimeout(ctx, 7*time.Second)
 			defer cancel()
 			pending, uncertain, depth := "?", "?", "?"
@@ -739,7 +727,7 @@ func laneProgress(ctx context.Context, lanes []*lane) string {
 			}
 			parts[i] = fmt.Sprintf("%s: sent %d/%d, pending %s, uncertain %s, queue %s, backlog %d",
 				l.def.Name, l.cp.Sent(), l.valid(), pending, uncertain, depth, l.feed.Backlog()+len(l.copies)-int(l.nCopies.Load()))
-		}()
+		})
 	}
 	wg.Wait()
 	return strings.Join(parts, " | ")
