@@ -48,7 +48,9 @@ import (
 	"github.com/sendonce/sendonce/internal/testenv"
 )
 
-// Defaults applied by Start when Options leaves a field zero.
+// The pipeline's settings: the queues', the functions' timeouts and the
+// reconciler's schedule. Options sets only the sender instances
+// (DefaultSenderInstances when zero).
 const (
 	DefaultSenderInstances   = 4
 	DefaultVisibilityTimeout = 10 * time.Second
@@ -84,10 +86,6 @@ type Options struct {
 	// SenderInstances is the number of concurrent sender instances (and
 	// pollers). Default 4.
 	SenderInstances int
-	// ProviderTimeout becomes SENDONCE_PROVIDER_TIMEOUT. Default 2s. (The
-	// queues, the other timeouts and the reconciler's schedule are the
-	// Default* constants.)
-	ProviderTimeout time.Duration
 	// Env adds to (and overrides) every function's environment.
 	Env map[string]string
 	// TemplateTenants are the tenants whose example templates
@@ -132,7 +130,6 @@ func (o *Options) defaults() error {
 	if o.SenderInstances <= 0 {
 		o.SenderInstances = DefaultSenderInstances
 	}
-	o.ProviderTimeout = cmp.Or(o.ProviderTimeout, DefaultProviderTimeout)
 	return nil
 }
 
@@ -238,7 +235,7 @@ func Start(ctx context.Context, opts Options) (p *Pipeline, err error) {
 	// simulator's callbacks and of the sender's configuration.
 	front := httptest.NewServer(http.HandlerFunc(p.serveWebhook))
 	p.frontURL, p.closers = front.URL, []func(){front.Close}
-	p.sim, p.simURL = p.NewSimulator(opts.Simulator)
+	p.sim, p.simURL = p.newSimulator(opts.Simulator)
 
 	env := p.functionEnv()
 	if p.webhook, err = p.launch(ctx, "webhook", p.opts.WebhookBootstrap, 30*time.Second, env); err != nil {
@@ -377,7 +374,7 @@ func (p *Pipeline) functionEnv() map[string]string {
 		"SENDONCE_HTTP_PROVIDER_TOKEN":           simToken,
 		"SENDONCE_CALLBACK_BASE_URL":             p.frontURL,
 		"SENDONCE_HTTP_PROVIDER_CALLBACK_SECRET": callbackSecret,
-		"SENDONCE_PROVIDER_TIMEOUT":              o.ProviderTimeout.String(),
+		"SENDONCE_PROVIDER_TIMEOUT":              DefaultProviderTimeout.String(),
 		"SENDONCE_CLAIM_TIMEOUT":                 DefaultClaimTimeout.String(),
 		"SENDONCE_RECONCILE_SETTLE":              DefaultSettle.String(),
 		// Released rows are retried after seconds, not minutes, so a
@@ -406,15 +403,10 @@ func (p *Pipeline) launch(ctx context.Context, name, bootstrap string, timeout t
 // delivered.
 func (p *Pipeline) Simulator() *simulator.Simulator { return p.sim }
 
-// SimulatorURL returns the base URL the provider simulator serves.
-func (p *Pipeline) SimulatorURL() string { return p.simURL }
-
-// NewSimulator starts one more provider simulator with the pipeline's
-// token and callback secret (so the functions' configuration and the
-// webhook accept it) and returns it with its base URL. Close stops it. It
-// is for front ends that route some requests elsewhere (Options.Env can
-// point SENDONCE_HTTP_PROVIDER_URL at one).
-func (p *Pipeline) NewSimulator(opts simulator.Options) (*simulator.Simulator, string) {
+// newSimulator starts a provider simulator with the pipeline's token and
+// callback secret (so the functions' configuration and the webhook accept
+// it) and returns it with its base URL. Close stops it.
+func (p *Pipeline) newSimulator(opts simulator.Options) (*simulator.Simulator, string) {
 	opts.Token = simToken
 	opts.CallbackSecret = []byte(callbackSecret)
 	sim := simulator.New(opts)
@@ -434,9 +426,6 @@ func (p *Pipeline) ReconcilerInstance() *rie.Instance { return p.reconciler }
 // RedactKeyARN returns the ARN of the pipeline's redaction key secret on
 // moto_server (every function's SENDONCE_REDACT_KEY_PARAM).
 func (p *Pipeline) RedactKeyARN() string { return p.redactKeyARN }
-
-// Ledger returns a ledger client on the pipeline's table.
-func (p *Pipeline) Ledger() ledger.Ledger { return p.ledger }
 
 // Templates returns a template store on the pipeline's table.
 func (p *Pipeline) Templates() templates.Store {
