@@ -296,8 +296,19 @@ func (l *lane) judge(lr *LaneReport, cc *ClassCount, f facts, add func(Violation
 		}
 	}
 	if state == ledger.StateFailed {
-		lr.Failed[rec.Reason]++
+		lr.Failed[reasonKind(rec.Reason)]++
 	}
+}
+
+// addressToken is a redacted address in a reason (redact.Redactor.Address:
+// a kind, then 16 hex digits).
+var addressToken = regexp.MustCompile(`\b(phone|email|push|addr):[0-9a-f]{16}\b`)
+
+// reasonKind is a FAILED row's reason with each redacted address folded to
+// its kind, so that the report counts one rejection reason once rather
+// than once per recipient.
+func reasonKind(reason string) string {
+	return addressToken.ReplaceAllString(reason, "$1:…")
 }
 
 // DumpEnv names a directory into which a run writes every function

@@ -3,6 +3,7 @@ package chaos
 import (
 	"encoding/json"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/sendonce/sendonce/internal/groundtruth"
@@ -31,6 +32,8 @@ func message(t *testing.T, event, class string) localpipeline.Message {
 func TestJudge(t *testing.T) {
 	t.Parallel()
 	a, otp := message(t, "evt-a", "transactional"), message(t, "evt-otp", "otp")
+	rejected := a
+	rejected.WantFailed = true
 	row := func(state ledger.State, reason string) ledger.Record {
 		return ledger.Record{State: state, Reason: reason}
 	}
@@ -66,6 +69,12 @@ func TestJudge(t *testing.T) {
 					t.Errorf("AbandonedByPolicy %d, class misses %d; want 1 each", lr.AbandonedByPolicy, cc.Misses)
 				}
 			}},
+		{name: "FailedReasonByKind", capability: groundtruth.Neither, m: rejected, rec: row(ledger.StateFailed, "550: affected recipient(s): <email:07fc6962489bd744>"),
+			check: func(t *testing.T, lr LaneReport, _ ClassCount) {
+				if lr.Failed["550: affected recipient(s): <email:…>"] != 1 {
+					t.Errorf("Failed %v, want the reason counted with its address folded to its kind", lr.Failed)
+				}
+			}},
 		{name: "AbandonedWhereAvoidable", capability: groundtruth.CanAvoid, m: a, rec: row(ledger.StateAbandoned, policy), want: []string{"abandoned, never accepted"},
 			check: func(t *testing.T, lr LaneReport, _ ClassCount) {
 				if lr.AbandonedNeverAccepted != 1 {
@@ -88,5 +97,20 @@ func TestJudge(t *testing.T) {
 				tc.check(t, lr, cc)
 			}
 		})
+	}
+}
+
+// TestReasonKind: the report counts a rejection reason once, whatever
+// recipient's redacted address it names; other text stays as it is.
+func TestReasonKind(t *testing.T) {
+	a := `550 5.1.1: affected recipient(s): <email:07fc6962489bd744>, affected message ID: <[address]>`
+	b := `550 5.1.1: affected recipient(s): <email:0dc0e42c039934d0>, affected message ID: <[address]>`
+	if reasonKind(a) != reasonKind(b) || !strings.Contains(reasonKind(a), "<email:…>") {
+		t.Errorf("reasonKind(a) = %q, reasonKind(b) = %q: want one reason naming the kind", reasonKind(a), reasonKind(b))
+	}
+	for _, r := range []string{"400: simulated fault: Bad Request", "MessageRejected: on the suppression list", "phone:123"} {
+		if got := reasonKind(r); got != r {
+			t.Errorf("reasonKind(%q) = %q, want it unchanged", r, got)
+		}
 	}
 }
