@@ -244,15 +244,6 @@ func (l *motoLane) Close() { l.stop() }
 // recorded (/moto-api/data.json): the SMS ("sns", by phone number) and
 // the emails ("ses", by recipient).
 func motoRecords(ctx context.Context, client *http.Client, moto string) (map[string]map[string]int, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, moto+"/moto-api/data.json", nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("chaos: read moto records: %w", err)
-	}
-	defer resp.Body.Close()
 	var data struct {
 		SNS struct {
 			SMS []struct {
@@ -267,8 +258,8 @@ func motoRecords(ctx context.Context, client *http.Client, moto string) (map[str
 			} `json:"Message"`
 		} `json:"ses"`
 	}
-	if err := json.NewDecoder(resp.Body).Decode(&data); err != nil {
-		return nil, fmt.Errorf("chaos: decode moto records: %w", err)
+	if err := testenv.MotoData(ctx, client, moto, &data); err != nil {
+		return nil, fmt.Errorf("chaos: %w", err)
 	}
 	sms, email := map[string]int{}, map[string]int{}
 	for _, s := range data.SNS.SMS {

@@ -11,7 +11,9 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"testing"
 	"time"
@@ -131,4 +133,23 @@ func RandomID() string {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
+}
+
+// MotoData decodes what the moto_server at moto recorded
+// (/moto-api/data.json: the SMS SNS sent, the emails SES sent, ...) into
+// v, through client.
+func MotoData(ctx context.Context, client *http.Client, moto string, v any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, moto+"/moto-api/data.json", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return fmt.Errorf("read moto data: %w", err)
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+		return fmt.Errorf("decode moto data: %w", err)
+	}
+	return nil
 }

@@ -11,7 +11,6 @@ package testsupport
 
 import (
 	"bytes"
-	"encoding/json"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -24,6 +23,7 @@ import (
 
 	"github.com/sendonce/sendonce/internal/dispatch"
 	"github.com/sendonce/sendonce/internal/provider/simulator"
+	"github.com/sendonce/sendonce/internal/testenv"
 )
 
 // Start is a fixed time for clocks to start at: a whole millisecond, in
@@ -106,13 +106,8 @@ func AWSError(status int, code, message string) error {
 // cannot.
 func MotoData(t testing.TB, moto string, v any) {
 	t.Helper()
-	resp, err := http.Get(moto + "/moto-api/data.json")
-	if err != nil {
-		t.Fatalf("read moto data: %v", err)
-	}
-	defer resp.Body.Close()
-	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
-		t.Fatalf("decode moto data: %v", err)
+	if err := testenv.MotoData(t.Context(), http.DefaultClient, moto, v); err != nil {
+		t.Fatal(err)
 	}
 }
 
