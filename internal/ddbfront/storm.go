@@ -107,8 +107,9 @@ func (s *stormState) init(seed uint64) {
 
 // lostAnswer is an answer lost for good: its operation ("claim",
 // "takeover", "takeover(unreleased)", "release"), whether DynamoDB refused
-// the write for good (settled) and whether its worker died before it
-// acted on the key again (Died).
+// the write (unapplied: a retry's condition failed, and not because its own
+// first try had applied) and whether its worker died before it acted on the
+// key again (killed).
 type lostAnswer struct {
 	op                string
 	unapplied, killed bool
