@@ -213,8 +213,3 @@ func fingerprint(r notify.Request, salt string) idempotency.Fingerprint {
 	}
 	return f
 }
-
-func sha256Hex(s string) string {
-	sum := sha256.Sum256([]byte(s))
-	return hex.EncodeToString(sum[:])
-}

@@ -77,14 +77,13 @@ func (d *faultyDedup) Record(ctx context.Context, cb webhook.Callback) (bool, er
 }
 
 type bundle struct {
-	h      *webhook.Handler
-	led    *countingLedger
-	dedup  *faultyDedup
-	clock  *testsupport.Clock
-	tally  *metrics.Tally
-	logs   *testsupport.Buffer
-	log    *slog.Logger
-	events atomic.Int64
+	h     *webhook.Handler
+	led   *countingLedger
+	dedup *faultyDedup
+	clock *testsupport.Clock
+	tally *metrics.Tally
+	logs  *testsupport.Buffer
+	log   *slog.Logger
 }
 
 type setupOpts struct {
