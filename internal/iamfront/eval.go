@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sync"
 )
 
@@ -48,6 +49,47 @@ type Evaluator struct {
 	out   *bufio.Scanner
 	next  int
 	cache sync.Map // question → Decision
+	pats  sync.Map // policy → its LeadingKeys patterns
+}
+
+// patterns returns every value policy's conditions test
+// dynamodb:LeadingKeys against.
+func (e *Evaluator) patterns(policy string) []string {
+	if p, ok := e.pats.Load(policy); ok {
+		return p.([]string)
+	}
+	var doc struct{ Statement []struct{ Condition map[string]map[string]any } }
+	_ = json.Unmarshal([]byte(policy), &doc)
+	var out []string
+	for _, st := range doc.Statement {
+		for _, kv := range st.Condition {
+			out = append(out, strs(kv["dynamodb:LeadingKeys"])...)
+		}
+	}
+	slices.Sort(out)
+	out = slices.Compact(out)
+	e.pats.Store(policy, out)
+	return out
+}
+
+// globMatch reports whether s matches IAM's StringLike pattern p (* any
+// run, ? one character); a pattern without either is an exact value.
+func globMatch(p, s string) bool {
+	if p == "" {
+		return s == ""
+	}
+	switch p[0] {
+	case '*':
+		for i := 0; i <= len(s); i++ {
+			if globMatch(p[1:], s[i:]) {
+				return true
+			}
+		}
+		return false
+	case '?':
+		return s != "" && globMatch(p[1:], s[1:])
+	}
+	return s != "" && s[0] == p[0] && globMatch(p[1:], s[1:])
 }
 
 // NewEvaluator starts the evaluator process from root (the module root,
@@ -97,8 +139,31 @@ func (e *Evaluator) Evaluate(principal, policy string, c Call) (Decision, error)
 			ctx[k] = v
 		}
 	}
-	q, _ := json.Marshal(map[string]any{"principal": principal, "account": Account, "policy": json.RawMessage(policy),
-		"action": c.Action, "resource": c.Resource, "context": ctx})
+	// The cache's key: the question, each LeadingKeys value replaced by
+	// the policy's LeadingKeys patterns it matches. The template tests
+	// that key only by string patterns (ForAllValues:StringLike), so two
+	// values that match the same patterns get the same answer: the
+	// simulator is asked once per role, action, resource and record
+	// type, not once per ledger row.
+	kctx := map[string]any{}
+	for k, v := range ctx {
+		kctx[k] = v
+	}
+	if lk, ok := c.Context["dynamodb:LeadingKeys"]; ok {
+		pats := e.patterns(policy)
+		sig := make([]string, len(lk))
+		for i, v := range lk {
+			for _, p := range pats {
+				if globMatch(p, v) {
+					sig[i] += p + "\x00"
+				}
+			}
+		}
+		slices.Sort(sig)
+		kctx["dynamodb:LeadingKeys"] = slices.Compact(sig)
+	}
+	q, _ := json.Marshal(map[string]any{"principal": principal, "policy": json.RawMessage(policy),
+		"action": c.Action, "resource": c.Resource, "context": kctx})
 	if d, ok := e.cache.Load(string(q)); ok {
 		return d.(Decision), nil
 	}

@@ -101,6 +101,17 @@ func (r *Roles) FunctionResource(fn string) (string, bool) {
 	return "", false
 }
 
+// IsFunction reports whether fn names a function of the template
+// (false too when the template cannot be read: Shared says why).
+func IsFunction(fn string) bool {
+	r, err := Load()
+	if err != nil {
+		return true // Shared reports the error
+	}
+	_, ok := r.FunctionResource(fn)
+	return ok
+}
+
 // Role returns the logical ID of function fnID's role (its Role:
 // !GetAtt X.Arn).
 func (r *Roles) Role(fnID string) (string, error) {
