@@ -188,10 +188,27 @@ func (f *Front) Register(fn string, env map[string]string) (out map[string]strin
 		return nil, nil, err
 	}
 	region := cmpOr(env["AWS_REGION"], "us-east-1")
-	policy, err := f.roles.Policy(role, f.roles.StackFor(fnID, env, region))
+	stack := f.roles.StackFor(fnID, env, region)
+	policy, err := f.roles.Policy(role, stack)
 	if err != nil {
 		return nil, nil, err
 	}
+	label := role
+	if fn == "reconciler" && env["SENDONCE_RECONCILE_QUEUE_URL"] == "" {
+		// The library's inline reconciler (no units queue: it settles
+		// the rows itself, functions/reconciler), which the template
+		// never deploys: it does the finder's and the workers' work, so
+		// it is held to both roles together, what a deployment of it
+		// would grant.
+		worker, err := f.roles.Policy("ReconcileWorkerRole", stack)
+		if err != nil {
+			return nil, nil, err
+		}
+		policy = map[string]any{"Version": "2012-10-17",
+			"Statement": append(slices.Clone(policy["Statement"].([]any)), worker["Statement"].([]any)...)}
+		label = role + "+ReconcileWorkerRole"
+	}
+	role = label
 	n := f.count.Add(1)
 	p = &Principal{Function: fn, Role: role, Policy: policy, policy: policyJSON(policy),
 		AccessKey: fmt.Sprintf("ASIA%sIAM%06d", strings.ToUpper(fn), n),

@@ -104,6 +104,9 @@ func (r *Roles) FunctionResource(fn string) (string, bool) {
 // IsFunction reports whether fn names a function of the template
 // (false too when the template cannot be read: Shared says why).
 func IsFunction(fn string) bool {
+	if fn == "" || strings.ContainsAny(fn, "/-.") {
+		return false
+	}
 	r, err := Load()
 	if err != nil {
 		return true // Shared reports the error

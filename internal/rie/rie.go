@@ -142,7 +142,7 @@ func Launch(ctx context.Context, cfg Config) (*Instance, error) {
 	// against its role (package iamfront).
 	var front *iamfront.Front
 	var principal *iamfront.Principal
-	if fn := functionOf(cfg); fn != "" && iamfront.Enabled() && iamfront.IsFunction(fn) {
+	if fn := functionOf(cfg); fn != "" && iamfront.Enabled() {
 		var err error
 		if front, err = iamfront.Shared(); err != nil {
 			return nil, fmt.Errorf("rie: launch %s: %w", fn, err)
@@ -428,10 +428,10 @@ func (i *Instance) IAMDenied() []string {
 // FunctionName "sendonce-<name>", or the function Build built its
 // bootstrap from; "" for another binary.
 func functionOf(cfg Config) string {
-	if n, ok := strings.CutPrefix(cfg.FunctionName, "sendonce-"); ok && !strings.Contains(n, "-") {
+	if n, ok := strings.CutPrefix(cfg.FunctionName, "sendonce-"); ok && iamfront.IsFunction(n) {
 		return n
 	}
-	if pkg, ok := built.Load(cfg.Bootstrap); ok && !strings.Contains(pkg.(string), "/") {
+	if pkg, ok := built.Load(cfg.Bootstrap); ok && iamfront.IsFunction(pkg.(string)) {
 		return pkg.(string)
 	}
 	return ""
