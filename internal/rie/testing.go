@@ -12,8 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"time"
 	"testing"
+	"time"
 )
 
 // FunctionsDir is where Build looks for a function given by name.
