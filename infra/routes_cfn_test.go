@@ -433,13 +433,13 @@ func TestVariantsOfferEveryDeployableRoute(t *testing.T) {
 }
 
 // TestFailoversAlarm: template.full.yaml alarms on the Failovers the code
-// records (metrics.Failovers in metrics.Namespace), summed over channel,
+// records (metrics.Failovers in the stack's metrics.StackNamespace), summed over channel,
 // from and to, reaching a person when it fires and when it recovers
 // (CheckAlarms), only where a route lists more than one provider; the
 // variants, which offer no route, have none.
 func TestFailoversAlarm(t *testing.T) {
 	t.Parallel()
-	if want := "SELECT SUM(" + metrics.Failovers + ") FROM " + metrics.Namespace; FailoversQuery != want {
+	if want := "SELECT SUM(" + metrics.Failovers + `) FROM "` + metrics.StackNamespace("${AWS::StackName}") + `"`; FailoversQuery != want {
 		t.Errorf("FailoversQuery is %q, want %q", FailoversQuery, want)
 	}
 	cfn := translate(t, "template.full.yaml")
