@@ -172,7 +172,7 @@ func wantGrants(p Values) []string {
 func TestRouteGrants(t *testing.T) {
 	t.Parallel()
 	tpl := translatedTemplate(t, "template.full.yaml")
-	base := with(tpl.Defaults(), routeSettings)
+	base := with(tpl.Deployable(), routeSettings)
 	roles := []string{roleOf(t, tpl, "SenderFunction"), roleOf(t, tpl, "ReconcileWorkerFunction")}
 	var others []string
 	for name, r := range tpl.Resources {
@@ -241,7 +241,7 @@ func TestVariantRouteGrants(t *testing.T) {
 		for _, sms := range tpl.Extremes("SmsProvider") {
 			for _, email := range tpl.Extremes("EmailProvider") {
 				// What the variant fixes is template.full.yaml's default.
-				p := with(full.Defaults(), tpl.Defaults()).With("SmsProvider", sms).With("EmailProvider", email).
+				p := with(full.Deployable(), tpl.Deployable()).With("SmsProvider", sms).With("EmailProvider", email).
 					With("SesFrom", "notify@shop.example").With("RedactKeyParam", "/sendonce/redact-key")
 				for _, role := range roles {
 					if got, want := providerGrants(t, tpl, role, p), wantGrants(p); !slices.Equal(got, want) {
@@ -304,7 +304,7 @@ func functionEnv(t *testing.T, tpl *Template, fn string, p Values) map[string]st
 func TestRouteEnvironment(t *testing.T) {
 	t.Parallel()
 	tpl := translatedTemplate(t, "template.full.yaml")
-	base := with(tpl.Defaults(), routeSettings)
+	base := with(tpl.Deployable(), routeSettings)
 	cases := routeCases()
 	own := map[string]string{"SmsProvider": "http,sns", "EmailProvider": "http", "PushProvider": "sns,http",
 		"HttpProviderUrl": "", "HttpProviderUrlSms": "https://sms.gateway.example", "HttpProviderUrlEmail": "https://email.gateway.example",

@@ -145,7 +145,7 @@ func readings(t *testing.T, tpl *Template, stack string) stackReadings {
 		r := tpl.Resources[name]
 		switch r["Type"] {
 		case "AWS::CloudWatch::Alarm":
-			v, err := tpl.Resolve(r["Properties"], tpl.Defaults(), pseudo)
+			v, err := tpl.Resolve(r["Properties"], tpl.Deployable(), pseudo)
 			if err != nil {
 				t.Fatalf("%s: %v", name, err)
 			}
@@ -167,7 +167,7 @@ func readings(t *testing.T, tpl *Template, stack string) stackReadings {
 				metricReads(bad, name, p, own)
 			}
 		case "AWS::CloudWatch::Dashboard":
-			v, err := tpl.Resolve(r["Properties"], tpl.Defaults(), pseudo)
+			v, err := tpl.Resolve(r["Properties"], tpl.Deployable(), pseudo)
 			if err != nil {
 				t.Fatalf("%s: %v", name, err)
 			}
