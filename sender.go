@@ -258,8 +258,11 @@ type Metrics struct {
 
 // NewMetrics returns Metrics written to w (a Lambda function's stdout)
 // in namespace sendonce, dimensioned by service (the function's name).
+// The stack's own functions write to sendonce/<stack name> instead, the
+// namespace its alarms read (docs/operations.md); these metrics are not
+// among them.
 func NewMetrics(w io.Writer, service string) *Metrics {
-	return &Metrics{emf: metrics.NewEMF(w, service)}
+	return &Metrics{emf: metrics.NewEMF(w, metrics.Namespace, service)}
 }
 
 // Flush writes what was recorded since the last Flush. A Lambda function
