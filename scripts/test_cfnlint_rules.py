@@ -244,6 +244,14 @@ BREAKAGES = {
         "ServiceWildcard": add("ApiRole", {"Effect": "Allow", "Action": "lambda:*", "Resource": {"Ref": "SmsLambdaArn"}}),
         "NotResource": lambda t: sid(t, "SenderRole", "InvokeSmsProvider").update(NotResource={"Ref": "SmsLambdaArn"}),
     },
+    sendonce.AlarmDestination: {
+        "NoRule": lambda t: t["Rules"].pop("AlarmDestination"),
+        "EmailOnly": lambda t: t["Rules"]["AlarmDestination"]["Assertions"][0].update(
+            Assert={"Fn::Not": [{"Fn::Equals": [{"Ref": "AlarmEmail"}, ""]}]}),
+        "TopicRequired": lambda t: t["Rules"]["AlarmDestination"]["Assertions"][0].update(
+            Assert={"Fn::Not": [{"Fn::Equals": [{"Ref": "AlarmTopicArn"}, ""]}]}),
+        "NoTopicParameter": lambda t: t["Parameters"].pop("AlarmTopicArn"),
+    },
 }
 
 
