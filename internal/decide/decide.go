@@ -30,7 +30,9 @@
 //	row new                                                                                                            send
 //	row sent|failed|abandoned                                                                                          acknowledge
 //	row pending-live                                                                                                   wait
-//	caller sender, row uncertain                                                                                       hand_off
+//	caller sender, row uncertain, provider unconfigured|none|lookup                                                    hand_off
+//	caller sender, row uncertain, render unrenderable|no_message                                                       hand_off
+//	caller sender, row uncertain, validity expired                                                                     hand_off
 //	row released|released-backoff, validity expired                                                                    expire
 //	caller reconciler, row released-backoff                                                                            wait
 //	caller reconciler, age old                                                                                         abandon
@@ -68,6 +70,16 @@
 //	caller reconciler, provider none|lookup, policy resend, health down|paced                                          wait
 //	caller reconciler, provider none|lookup, policy resend                                                             send
 //	caller reconciler, provider none|lookup                                                                            abandon
+//
+// The fast path: an UNCERTAIN row whose attempt went through a provider
+// that drops repeats (and that still serves the channel), still valid
+// and renderable, is not handed off when the sender's next receive finds
+// it: the sender decides as the reconciler would (a lookup first where
+// the provider can be asked, then a repeat with the same key through
+// that provider: Caps describe the attempt's own provider, never
+// another), so the message is settled on the next receive instead of
+// waiting for the reconciler. Every other UNCERTAIN row is the
+// reconciler's (hand_off).
 //
 // The sender's mark_uncertain rules for "row pending-stale, tries few"
 // are Wait†: Wait is MarkUncertain instead when the sender decides about a stale
@@ -158,28 +170,60 @@ const (
 )
 
 // SendBudget is the time a first attempt needs before the deadline: one
-// provider call and the ledger writes around it.
+// provider call and the ledger writes around it (ProcessingMargin).
 func SendBudget(providerTimeout time.Duration) time.Duration {
-	return providerTimeout + ProcessingMargin
+	return Budgets{Provider: providerTimeout}.Send()
 }
 
 // TakeOverBudget is a worker's worst path: a takeover that looks the
 // message up and then sends it, two provider calls and the ledger writes
-// around them.
+// around them (ProcessingMargin).
 func TakeOverBudget(providerTimeout time.Duration) time.Duration {
-	return 2*providerTimeout + ProcessingMargin
+	return Budgets{Provider: providerTimeout}.TakeOver()
 }
+
+// Budgets are the timings a worker's steps are judged by: the provider
+// timeout and the margin its ledger writes and rendering need around the
+// provider calls (ProcessingMargin when zero).
+type Budgets struct {
+	Provider time.Duration
+	Margin   time.Duration
+}
+
+func (b Budgets) margin() time.Duration {
+	if b.Margin == 0 {
+		return ProcessingMargin
+	}
+	return b.Margin
+}
+
+// Send is the time a first attempt needs before the deadline: one
+// provider call and the margin.
+func (b Budgets) Send() time.Duration { return b.Provider + b.margin() }
+
+// TakeOver is a worker's worst path: a lookup and then a send, two
+// provider calls and the margin.
+func (b Budgets) TakeOver() time.Duration { return 2*b.Provider + b.margin() }
 
 // CheckClaimTimeout returns an error unless the claim timeout covers a
 // worker's worst path (TakeOverBudget): otherwise a healthy worker's claim
 // could be taken over while it still sends.
 func CheckClaimTimeout(claim, providerTimeout time.Duration) error {
-	if providerTimeout <= 0 {
-		return fmt.Errorf("the provider timeout (%s) must be positive", providerTimeout)
+	return Budgets{Provider: providerTimeout}.CheckClaim(claim)
+}
+
+// CheckClaim returns an error unless the claim timeout covers a worker's
+// worst path (TakeOver), or when a timing is not positive.
+func (b Budgets) CheckClaim(claim time.Duration) error {
+	if b.Provider <= 0 {
+		return fmt.Errorf("the provider timeout (%s) must be positive", b.Provider)
 	}
-	if need := TakeOverBudget(providerTimeout); claim < need {
+	if b.Margin < 0 {
+		return fmt.Errorf("the ledger margin (%s) must not be negative", b.Margin)
+	}
+	if need := b.TakeOver(); claim < need {
 		return fmt.Errorf("the claim timeout (%s) must be at least twice the provider timeout (%s) plus %s of processing time (%s): a takeover may look a message up and then send it, and a healthy worker's claim must not be taken over mid-send",
-			claim, providerTimeout, ProcessingMargin, need)
+			claim, b.Provider, b.margin(), need)
 	}
 	return nil
 }
@@ -529,7 +573,10 @@ func Of(in Input) Decision {
 		return Decision{Action: Acknowledge, Reason: "the row is final (" + string(r.State) + ")"}
 	case r.State == ledger.StatePending && !r.Stale(in.Now):
 		return Decision{Action: Wait, Reason: "in flight: another worker holds the claim", Cause: CauseInFlight}
-	case r.State == ledger.StateUncertain && in.Caller == Sender:
+	case r.State == ledger.StateUncertain && in.Caller == Sender && !(in.Configured && in.Caps.IdempotentSends && !expired && in.Unrenderable == ""):
+		// The fast path is the exception: an UNCERTAIN row whose attempt's
+		// provider drops repeats is the next receive's to repeat, through
+		// that provider with the same key (below).
 		return Decision{Action: HandOff, Reason: "uncertain: the reconciler owns it"}
 	case expired && r.Released:
 		return Decision{Action: Expire, Reason: expiredReason(r, "never sent")}

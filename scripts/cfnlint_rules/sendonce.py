@@ -418,13 +418,16 @@ SEND = ["sns:Publish", "ses:SendEmail", "ssm:GetParameter", "kms:Decrypt", "lamb
 # on each record type (package comments of dynamoledger, webhook, api,
 # apikey), and the other actions it may hold. The reconciler never creates
 # a row (no PutItem) and renders a resend's stored template version again.
+# Both render stored templates: Resolve's BatchGetItem of the candidate
+# heads, and the GetItem of the version a row pinned (render.RenderVersion
+# through dynamotemplates.Get: every attempt after the first).
 GRANTS = {
-    "SenderFunction": ({LEDGER: ["GetItem", "PutItem", "UpdateItem"], TEMPLATES: ["BatchGetItem"], PACE: ["UpdateItem"]},
+    "SenderFunction": ({LEDGER: ["GetItem", "PutItem", "UpdateItem"], TEMPLATES: ["BatchGetItem", "GetItem"], PACE: ["UpdateItem"]},
                        BASE + SEND + ["sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility",
                                       "sqs:GetQueueAttributes", "sqs:SendMessage", "kms:GenerateDataKey"]),
     # The reconciler finds the work and hands it out; its workers do it.
     "ReconcilerFunction": ({ATTENTION: ["Query"]}, BASE + ["sqs:SendMessage", "sqs:GetQueueAttributes"]),
-    "ReconcileWorkerFunction": ({LEDGER: ["GetItem", "UpdateItem"], TEMPLATES: ["BatchGetItem"], PACE: ["UpdateItem"]},
+    "ReconcileWorkerFunction": ({LEDGER: ["GetItem", "UpdateItem"], TEMPLATES: ["BatchGetItem", "GetItem"], PACE: ["UpdateItem"]},
                                 BASE + SEND + ["sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility",
                                                "sqs:GetQueueAttributes"]),
     "WebhookFunction": ({CALLBACKS: ["GetItem", "PutItem"], LEDGER: ["GetItem", "UpdateItem"]},
