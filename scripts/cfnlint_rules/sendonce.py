@@ -195,8 +195,20 @@ def ParametersDocumented(cfn):
 def GradualDeployment(cfn):
     """Each function publishes an alias updated by a CodeDeploy deployment group
     that offers a canary and rolls back when FencingLost, UncertainAttempts
-    or the function's own errors alarm fires."""
+    or the function's own errors alarm fires. The Serverless Application
+    Repository's edition (template.sar.yaml: the repository's metadata and
+    no CodeDeploy resource at all, as CodeDeploy's types are not on the
+    repository's list) only publishes each function behind its alias;
+    template.yaml, made from the same source without that metadata, keeps
+    the full check."""
     res = cfn.template.get("Resources") or {}
+    if "AWS::ServerlessRepo::Application" in (cfn.template.get("Metadata") or {}) and \
+            not any(isinstance(r, dict) and str(r.get("Type", "")).startswith("AWS::CodeDeploy::") for r in res.values()):
+        aliases = {(p.get("FunctionName") or {}).get("Ref") for _, _, p in resources(cfn, "AWS::Lambda::Alias")}
+        for name, _, _ in resources(cfn, FUNCTION):
+            if name not in aliases:
+                yield ["Resources", name], f"{name}: no alias (AutoPublishAlias)"
+        return
     aliases = {(p.get("FunctionName") or {}).get("Ref"): a for _, a, p in resources(cfn, "AWS::Lambda::Alias")}
     for name, _, _ in resources(cfn, FUNCTION):
         path = ["Resources", name]
