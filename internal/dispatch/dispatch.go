@@ -224,6 +224,17 @@ type Dispatcher struct {
 	// Health is the container's view of which providers keep failing
 	// (Pick); New makes one when nil.
 	Health *Health
+	// Redactor makes the address tokens of the log lines; the process's
+	// default (redact.Default) when nil.
+	Redactor *redact.Redactor
+}
+
+// Address returns the token of address a for a log line (Redactor).
+func (d *Dispatcher) Address(a string) string {
+	if d.Redactor == nil {
+		return redact.Address(a)
+	}
+	return d.Redactor.Address(a)
 }
 
 // New checks d and returns it with the defaults filled in: metrics.Discard
@@ -630,7 +641,7 @@ func (d *Dispatcher) send(ctx context.Context, c ledger.Claim, e ledger.Entry, p
 	d.Metrics.Count(metrics.ProviderErrors, 1, append(dims, metrics.Dim{Name: "kind", Value: kind.String()})...)
 	switch {
 	case kind == provider.Permanent:
-		log.Info("provider rejected message", "reason", reason, "to", redact.Address(e.Address))
+		log.Info("provider rejected message", "reason", reason, "to", d.Address(e.Address))
 		r := d.mark(ctx, log, c, ledger.Outcome{State: ledger.StateFailed, Reason: reason}, false, dims)
 		r.Kind = kind
 		return r
