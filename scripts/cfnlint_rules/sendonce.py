@@ -392,8 +392,8 @@ def TimingParameters(cfn):
 
 # The partition-key prefixes of the one table's record types (package
 # tableschema), as IAM's dynamodb:LeadingKeys patterns.
-LEDGER, CALLBACKS, IDEMPOTENCY, RATE, API_KEYS, TEMPLATES, ATTENTION, PACE = \
-    "v1_*", "cb#*", "idem#*", "rate#*", "apikey#*", "tpl#*", "attn#*", "pace#*"
+LEDGER, CALLBACKS, IDEMPOTENCY, RATE, API_KEYS, TEMPLATES, ATTENTION, PACE, OWNERS = \
+    "v1_*", "cb#*", "idem#*", "rate#*", "apikey#*", "tpl#*", "attn#*", "pace#*", "pmid#*"
 # Logs, tracing and the log-redaction key (a generated secret, or an SSM
 # SecureString decrypted through SSM), which every role may hold.
 BASE = ["logs:CreateLogStream", "logs:PutLogEvents", "xray:PutTraceSegments", "xray:PutTelemetryRecords",
@@ -407,12 +407,14 @@ SEND = ["sns:Publish", "ses:SendEmail", "ssm:GetParameter", "kms:Decrypt", "lamb
 # apikey), and the other actions it may hold. The reconciler never creates
 # a row (no PutItem) and renders a resend's stored template version again.
 GRANTS = {
-    "SenderFunction": ({LEDGER: ["GetItem", "PutItem", "UpdateItem"], TEMPLATES: ["BatchGetItem"], PACE: ["UpdateItem"]},
+    "SenderFunction": ({LEDGER: ["GetItem", "PutItem", "UpdateItem"], TEMPLATES: ["BatchGetItem"], PACE: ["UpdateItem"],
+                        OWNERS: ["PutItem", "BatchGetItem"]},
                        BASE + SEND + ["sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility",
                                       "sqs:GetQueueAttributes", "sqs:SendMessage", "kms:GenerateDataKey"]),
     # The reconciler finds the work and hands it out; its workers do it.
     "ReconcilerFunction": ({ATTENTION: ["Query"]}, BASE + ["sqs:SendMessage", "sqs:GetQueueAttributes"]),
-    "ReconcileWorkerFunction": ({LEDGER: ["GetItem", "UpdateItem"], TEMPLATES: ["BatchGetItem"], PACE: ["UpdateItem"]},
+    "ReconcileWorkerFunction": ({LEDGER: ["GetItem", "UpdateItem"], TEMPLATES: ["BatchGetItem"], PACE: ["UpdateItem"],
+                                 OWNERS: ["PutItem", "BatchGetItem"]},
                                 BASE + SEND + ["sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility",
                                                "sqs:GetQueueAttributes"]),
     "WebhookFunction": ({CALLBACKS: ["GetItem", "PutItem"], LEDGER: ["GetItem", "UpdateItem"]},
