@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -99,7 +100,7 @@ func (e *Environment) SenderConfig(ctx context.Context) (SenderConfig, error) {
 		Settle:           shared.Settle,
 		RetryBase:        shared.RetryBase,
 		Concurrency:      concurrency,
-		Validity:         shared.Validity,
+		Validity:         classValidity(shared.Validity),
 	}, nil
 }
 
@@ -223,4 +224,16 @@ func (e *Environment) Must(err error) {
 // after every invocation. It does not return.
 func Serve[In, Out any](e *Environment, h func(context.Context, In) (Out, error)) {
 	lambdaenv.Serve(e.fn, h)
+}
+
+// classValidity keys the validity SENDONCE_VALIDITY parsed by class.
+func classValidity(in map[string]time.Duration) map[notify.Class]time.Duration {
+	if in == nil {
+		return nil
+	}
+	out := make(map[notify.Class]time.Duration, len(in))
+	for class, v := range in {
+		out[notify.Class(class)] = v
+	}
+	return out
 }

@@ -62,7 +62,7 @@ func ExampleSender_Send() {
 	defer cancel()
 	req := orderShipped()
 	for range 2 { // an at-least-once queue delivered it twice
-		out := s.Send(ctx, req)
+		out := s.Send(ctx, req, time.Time{}) // never queued: its validity counts from now
 		fmt.Println(out.Key == req.Key(), out.Disposition)
 	}
 	fmt.Println("the gateway accepted", gw.accepted[req.Key()])

@@ -63,9 +63,12 @@ type ReconcilerConfig struct {
 	Metrics *Metrics
 	// Logger receives the reconciler's log lines; nil logs nothing.
 	Logger *slog.Logger
-	// ProviderTimeout and ClaimTimeout are the sender's (SenderConfig).
+	// ProviderTimeout, ClaimTimeout and LedgerMargin are the sender's
+	// (SenderConfig): no row is taken over with less than 2 ×
+	// ProviderTimeout + LedgerMargin left before Run's deadline.
 	ProviderTimeout time.Duration
 	ClaimTimeout    time.Duration
+	LedgerMargin    time.Duration
 	// Settle is how long after an attempt a provider's "no record" answer
 	// is trusted.
 	Settle time.Duration
@@ -107,7 +110,7 @@ func NewReconciler(cfg ReconcilerConfig) (*Reconciler, error) {
 	// A resend renders a stored template's version again (versions are
 	// immutable: no cache applies to them).
 	d, err := newDispatcher(cfg.Ledger, cfg.Routes, render.Config{}, cfg.Metrics, cfg.Logger, timing{
-		provider: cfg.ProviderTimeout, claim: cfg.ClaimTimeout, settle: cfg.Settle, retryBase: cfg.RetryBase,
+		provider: cfg.ProviderTimeout, claim: cfg.ClaimTimeout, settle: cfg.Settle, retryBase: cfg.RetryBase, margin: cfg.LedgerMargin,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("sendonce: new reconciler: %w", err)

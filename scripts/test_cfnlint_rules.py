@@ -211,6 +211,9 @@ BREAKAGES = {
         "WebhookEveryPrefix": lambda t: leading_keys(t, "WebhookRole", "Callbacks", ["*"]),
         "SenderWritesApiKeys": lambda t: leading_keys(t, "SenderRole", "Ledger", ["v1_*", "apikey#*"]),
         "ReconcilerLacksTemplates": lambda t: leading_keys(t, "ReconcileWorkerRole", "Templates", ["v1_*"]),
+        # The grant the render path lacked (issue 32): a pinned version is a GetItem on tpl#...#v<N>.
+        "SenderCannotGetTemplateVersion": lambda t: sid(t, "SenderRole", "Templates").update(Action="dynamodb:BatchGetItem"),
+        "WorkerCannotGetTemplateVersion": lambda t: sid(t, "ReconcileWorkerRole", "Templates").update(Action=["dynamodb:BatchGetItem"]),
         "NoLeadingKeysCondition": lambda t: sid(t, "SesEventsRole", "Ledger").pop("Condition"),
         "ForAnyValue": condition_any_value,
         "ApiLacksIdempotency": lambda t: sid(t, "ApiRole", "Idempotency").update(Action=["dynamodb:PutItem"]),
@@ -239,6 +242,14 @@ BREAKAGES = {
             "Effect": "Allow", "Action": "lambda:InvokeFunction", "Resource": {"Ref": "SmsLambdaArn"}}, {"Ref": "AWS::NoValue"}]}),
         "ServiceWildcard": add("ApiRole", {"Effect": "Allow", "Action": "lambda:*", "Resource": {"Ref": "SmsLambdaArn"}}),
         "NotResource": lambda t: sid(t, "SenderRole", "InvokeSmsProvider").update(NotResource={"Ref": "SmsLambdaArn"}),
+    },
+    sendonce.AlarmDestination: {
+        "NoRule": lambda t: t["Rules"].pop("AlarmDestination"),
+        "EmailOnly": lambda t: t["Rules"]["AlarmDestination"]["Assertions"][0].update(
+            Assert={"Fn::Not": [{"Fn::Equals": [{"Ref": "AlarmEmail"}, ""]}]}),
+        "TopicRequired": lambda t: t["Rules"]["AlarmDestination"]["Assertions"][0].update(
+            Assert={"Fn::Not": [{"Fn::Equals": [{"Ref": "AlarmTopicArn"}, ""]}]}),
+        "NoTopicParameter": lambda t: t["Parameters"].pop("AlarmTopicArn"),
     },
 }
 

@@ -12,13 +12,15 @@
 //	invalid                              put on the dead-letter queue with
 //	                                     its reason, then deleted
 //
-// Each Send gets WORKER_SEND_TIMEOUT as its deadline. It must leave room
-// for the longest step (a lookup and a send, two provider calls, plus 5s
-// of ledger writes: with SENDONCE_PROVIDER_TIMEOUT's default of 5s, 15s),
-// or Send declines to start a provider call and the message waits for
-// its next delivery; and it must be well inside the visibility timeout: a message whose step outlives its
-// visibility is received again by another poller (the ledger still sends
-// it once, but the work is wasted). On SIGTERM or SIGINT it stops
+// Each Send gets WORKER_SEND_TIMEOUT as its deadline
+// (sendonce.SenderConfig.SendTimeout). It must leave room for the longest
+// step (a lookup and a send, two provider calls, plus the ledger margin:
+// with the defaults, 15s), or sendonce.NewSender refuses it; and it must
+// be well inside the visibility timeout: a message whose step outlives
+// its visibility is received again by another poller (the ledger still
+// sends it once, but the work is wasted). A class's validity counts from
+// the message's SentTimestamp (sendonce.EnqueuedAt): an OTP that waited
+// past its validity in the queue is never sent. On SIGTERM or SIGINT it stops
 // polling, finishes the messages it holds, and exits 0: give the
 // container a stop timeout above WORKER_SEND_TIMEOUT.
 //
@@ -57,11 +59,12 @@ func main() {
 	env := sendonce.LoadEnvironment(ctx, "worker")
 	cfg, err := env.SenderConfig(ctx)
 	env.Must(err)
-	s, err := sendonce.NewSender(cfg)
-	env.Must(err)
 	w, err := settings(os.Getenv)
 	env.Must(err)
-	env.Must(w.checkDeadline(cfg.ProviderTimeout))
+	// NewSender refuses a deadline too short for a step's longest path.
+	cfg.SendTimeout = w.SendTimeout
+	s, err := sendonce.NewSender(cfg)
+	env.Must(err)
 	// The Environment builds its AWS configuration the SDK's standard
 	// way; the worker loads its own the same way for its SQS client.
 	awsCfg, err := config.LoadDefaultConfig(ctx)

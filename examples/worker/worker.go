@@ -59,23 +59,6 @@ func (w *Worker) check() error {
 	return nil
 }
 
-// checkDeadline checks that SendTimeout leaves Send time for its longest
-// step: taking over a dead worker's claim, which looks the message up and
-// then sends it (two provider calls) with the ledger writes around them.
-// A shorter deadline is not an error for Send, which reports Retry rather
-// than start a call it could not finish, but every such message would
-// wait for redelivery.
-func (w *Worker) checkDeadline(providerTimeout time.Duration) error {
-	if providerTimeout == 0 {
-		providerTimeout = sendonce.DefaultProviderTimeout
-	}
-	const processing = 5 * time.Second // the ledger writes around the calls (docs/configuration.md)
-	if need := 2*providerTimeout + processing; w.SendTimeout < need {
-		return fmt.Errorf("WORKER_SEND_TIMEOUT=%s: a send step may need %s (two provider calls of SENDONCE_PROVIDER_TIMEOUT=%s and %s of ledger writes)", w.SendTimeout, need, providerTimeout, processing)
-	}
-	return nil
-}
-
 // Run polls until ctx is cancelled, then finishes the messages it holds
 // and returns nil. It returns an error only for a receive that fails
 // for good (a missing queue, refused credentials) on every poller.
@@ -125,11 +108,15 @@ func (w *Worker) poll(ctx context.Context) error {
 	failures := 0
 	for ctx.Err() == nil {
 		out, err := w.SQS.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
-			QueueUrl:                    aws.String(w.QueueURL),
-			MaxNumberOfMessages:         10,
-			WaitTimeSeconds:             int32(w.Wait / time.Second),
-			VisibilityTimeout:           int32(w.Visibility / time.Second),
-			MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameApproximateReceiveCount, types.MessageSystemAttributeNameMessageGroupId},
+			QueueUrl:            aws.String(w.QueueURL),
+			MaxNumberOfMessages: 10,
+			WaitTimeSeconds:     int32(w.Wait / time.Second),
+			VisibilityTimeout:   int32(w.Visibility / time.Second),
+			// SentTimestamp (and the original one a redriven message
+			// carries) is when the message was first enqueued: a class's
+			// validity counts from it (sendonce.EnqueuedAt).
+			MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameApproximateReceiveCount, types.MessageSystemAttributeNameMessageGroupId, types.MessageSystemAttributeNameSentTimestamp},
+			MessageAttributeNames:       []string{"All"},
 		})
 		if err != nil {
 			if ctx.Err() != nil {
@@ -173,7 +160,7 @@ func (w *Worker) handle(ctx context.Context, m types.Message) {
 		w.setAside(ctx, log, m, invalid)
 		return
 	}
-	out := w.Sender.WithLogger(log).Send(ctx, req)
+	out := w.Sender.WithLogger(log).Send(ctx, req, sendonce.EnqueuedAt(m))
 	log = log.With("key", out.Key, "disposition", out.Disposition.String())
 	switch out.Disposition {
 	case sendonce.Retry:
@@ -181,7 +168,7 @@ func (w *Worker) handle(ctx context.Context, m types.Message) {
 		// timeout, with the same body, so the same key.
 		log.Info("left for redelivery", "reason", out.Reason)
 	case sendonce.Invalid:
-		w.setAside(ctx, log, m, &notify.InvalidError{Reason: out.Reason})
+		w.setAside(ctx, log, m, out.Invalid)
 	default:
 		w.delete(ctx, log, m)
 	}

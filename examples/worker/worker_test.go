@@ -1,9 +1,20 @@
 package main
 
 import (
+	"context"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/sendonce/sendonce"
+	"github.com/sendonce/sendonce/notify"
+	"github.com/sendonce/sendonce/provider/providertest"
 )
 
 func TestSettings(t *testing.T) {
@@ -40,16 +51,79 @@ func TestSettings(t *testing.T) {
 	}
 }
 
-func TestCheckDeadline(t *testing.T) {
-	w := &Worker{SendTimeout: 14 * time.Second}
-	if err := w.checkDeadline(0); err == nil {
-		t.Error("14s accepted with the default 5s provider timeout: a takeover needs 15s")
+// queue is an SQS stand-in for one message: it answers as SQS does,
+// with the system attributes the receive asks for and no others, and
+// records deletes. After its message it cancels the worker (stop).
+type queue struct {
+	msg     types.Message
+	sentAt  time.Time
+	stop    context.CancelFunc
+	mu      sync.Mutex
+	handed  bool
+	deleted []string
+}
+
+func (q *queue) ReceiveMessage(_ context.Context, in *sqs.ReceiveMessageInput, _ ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.handed {
+		q.stop()
+		return &sqs.ReceiveMessageOutput{}, nil
 	}
-	w.SendTimeout = 15 * time.Second
-	if err := w.checkDeadline(0); err != nil {
-		t.Error(err)
+	q.handed = true
+	m := q.msg
+	m.Attributes = map[string]string{}
+	for _, a := range in.MessageSystemAttributeNames {
+		if a == types.MessageSystemAttributeNameSentTimestamp || a == types.MessageSystemAttributeNameAll {
+			m.Attributes[string(types.MessageSystemAttributeNameSentTimestamp)] = strconv.FormatInt(q.sentAt.UnixMilli(), 10)
+		}
 	}
-	if err := w.checkDeadline(10 * time.Second); err == nil {
-		t.Error("15s accepted with a 10s provider timeout")
+	return &sqs.ReceiveMessageOutput{Messages: []types.Message{m}}, nil
+}
+
+func (q *queue) DeleteMessage(_ context.Context, in *sqs.DeleteMessageInput, _ ...func(*sqs.Options)) (*sqs.DeleteMessageOutput, error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.deleted = append(q.deleted, aws.ToString(in.ReceiptHandle))
+	return &sqs.DeleteMessageOutput{}, nil
+}
+
+// TestOTPEnqueuedAnHourAgo: an OTP (valid 10 minutes) that waited an
+// hour in the queue is never sent: its row ends FAILED (expired) and the
+// message is deleted.
+func TestOTPEnqueuedAnHourAgo(t *testing.T) {
+	req := notify.Request{TenantID: "acme", EventID: "login-7", Channel: notify.ChannelSMS, Template: "login_code", Class: notify.ClassOTP,
+		Recipient: notify.Recipient{ID: "user-42", Phone: "+15551234567"}, Content: &notify.Content{Text: "Your code is 123456"}}
+	body, err := req.Body()
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw := &providertest.Fake{ProviderName: "gw"}
+	l := sendonce.NewMemoryLedger()
+	s, err := sendonce.NewSender(sendonce.SenderConfig{Ledger: l, Routes: sendonce.Routes{notify.ChannelSMS: {gw}},
+		Validity: map[notify.Class]time.Duration{notify.ClassOTP: 10 * time.Minute}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithTimeout(context.Background(), 30*time.Second)
+	defer stop()
+	q := &queue{msg: types.Message{MessageId: aws.String("m1"), ReceiptHandle: aws.String("r1"), Body: aws.String(string(body))},
+		sentAt: time.Now().Add(-time.Hour), stop: stop}
+	w := &Worker{SQS: q, QueueURL: "https://sqs.local/q", Sender: s, Pollers: 1, Visibility: 60 * time.Second, SendTimeout: 20 * time.Second}
+	if err := w.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if gw.Calls() != 0 {
+		t.Errorf("the provider was called %d times for an OTP an hour old", gw.Calls())
+	}
+	row, err := l.Get(context.Background(), req.Key())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if row.State != sendonce.StateFailed || !strings.HasPrefix(row.Reason, "expired") {
+		t.Errorf("row %s (%s), want FAILED, expired", row.State, row.Reason)
+	}
+	if len(q.deleted) != 1 {
+		t.Errorf("deleted %v, want the message deleted once", q.deleted)
 	}
 }

@@ -158,28 +158,60 @@ const (
 )
 
 // SendBudget is the time a first attempt needs before the deadline: one
-// provider call and the ledger writes around it.
+// provider call and the ledger writes around it (ProcessingMargin).
 func SendBudget(providerTimeout time.Duration) time.Duration {
-	return providerTimeout + ProcessingMargin
+	return Budgets{Provider: providerTimeout}.Send()
 }
 
 // TakeOverBudget is a worker's worst path: a takeover that looks the
 // message up and then sends it, two provider calls and the ledger writes
-// around them.
+// around them (ProcessingMargin).
 func TakeOverBudget(providerTimeout time.Duration) time.Duration {
-	return 2*providerTimeout + ProcessingMargin
+	return Budgets{Provider: providerTimeout}.TakeOver()
 }
+
+// Budgets are the timings a worker's steps are judged by: the provider
+// timeout and the margin its ledger writes and rendering need around the
+// provider calls (ProcessingMargin when zero).
+type Budgets struct {
+	Provider time.Duration
+	Margin   time.Duration
+}
+
+func (b Budgets) margin() time.Duration {
+	if b.Margin == 0 {
+		return ProcessingMargin
+	}
+	return b.Margin
+}
+
+// Send is the time a first attempt needs before the deadline: one
+// provider call and the margin.
+func (b Budgets) Send() time.Duration { return b.Provider + b.margin() }
+
+// TakeOver is a worker's worst path: a lookup and then a send, two
+// provider calls and the margin.
+func (b Budgets) TakeOver() time.Duration { return 2*b.Provider + b.margin() }
 
 // CheckClaimTimeout returns an error unless the claim timeout covers a
 // worker's worst path (TakeOverBudget): otherwise a healthy worker's claim
 // could be taken over while it still sends.
 func CheckClaimTimeout(claim, providerTimeout time.Duration) error {
-	if providerTimeout <= 0 {
-		return fmt.Errorf("the provider timeout (%s) must be positive", providerTimeout)
+	return Budgets{Provider: providerTimeout}.CheckClaim(claim)
+}
+
+// CheckClaim returns an error unless the claim timeout covers a worker's
+// worst path (TakeOver), or when a timing is not positive.
+func (b Budgets) CheckClaim(claim time.Duration) error {
+	if b.Provider <= 0 {
+		return fmt.Errorf("the provider timeout (%s) must be positive", b.Provider)
 	}
-	if need := TakeOverBudget(providerTimeout); claim < need {
+	if b.Margin < 0 {
+		return fmt.Errorf("the ledger margin (%s) must not be negative", b.Margin)
+	}
+	if need := b.TakeOver(); claim < need {
 		return fmt.Errorf("the claim timeout (%s) must be at least twice the provider timeout (%s) plus %s of processing time (%s): a takeover may look a message up and then send it, and a healthy worker's claim must not be taken over mid-send",
-			claim, providerTimeout, ProcessingMargin, need)
+			claim, b.Provider, b.margin(), need)
 	}
 	return nil
 }

@@ -170,6 +170,12 @@ type Result struct {
 	// Released is true when a Retry's claim was released: the attempt
 	// provably sent nothing (SendRoute may fail over).
 	Released bool
+	// Provider is the name of the provider of the attempt, or of the row's
+	// latest attempt when no provider was called.
+	Provider string
+	// Row, for a sender's Duplicate or OwnedByReconciler, is the row the
+	// delivery found: what the earlier delivery recorded.
+	Row *ledger.Record
 }
 
 // Dispatcher performs attempts: what the sender and the reconciler share,
@@ -188,8 +194,11 @@ type Dispatcher struct {
 	// ProviderTimeout bounds one provider call.
 	ProviderTimeout time.Duration
 	// ClaimTimeout is the lease of a claim; it must cover a worker's worst
-	// path, decide.TakeOverBudget(ProviderTimeout).
+	// path (Budgets().TakeOver()).
 	ClaimTimeout time.Duration
+	// Margin is the time the ledger writes and rendering need around the
+	// provider calls of one step; decide.ProcessingMargin when zero.
+	Margin time.Duration
 	// Settle is how long after an attempt a provider's "no record" answer
 	// is trusted; decide.DefaultSettle when zero.
 	Settle time.Duration
@@ -211,12 +220,12 @@ type Dispatcher struct {
 // for a nil Metrics, a logger that discards for a nil Logger, time.Now for
 // a nil Now, decide.DefaultSettle for a zero Settle. It returns an error
 // when d has no Ledger, or when the claim timeout does not cover a
-// takeover's worst path (decide.CheckClaimTimeout).
+// takeover's worst path (decide.Budgets.CheckClaim).
 func New(d Dispatcher) (*Dispatcher, error) {
 	if d.Ledger == nil {
 		return nil, errors.New("dispatch: a ledger is required")
 	}
-	if err := decide.CheckClaimTimeout(d.ClaimTimeout, d.ProviderTimeout); err != nil {
+	if err := d.Budgets().CheckClaim(d.ClaimTimeout); err != nil {
 		return nil, fmt.Errorf("dispatch: %w", err)
 	}
 	if d.Settle < 0 {
@@ -256,7 +265,7 @@ func New(d Dispatcher) (*Dispatcher, error) {
 // row then waits, nothing written). It returns
 // the decision, the lookup's result (for MarkSent and MarkFailed), and
 // the row with its message's text for Resolve. It sets in.NoTime when
-// less than decide.TakeOverBudget is left before ctx's deadline, so the
+// less than Budgets().TakeOver() is left before ctx's deadline, so the
 // decision itself says what a caller without time for a lookup does. Its
 // error is the template store's (render.ErrUnavailable): nothing was
 // decided, and the caller comes back later.
@@ -266,7 +275,7 @@ func (d *Dispatcher) Decide(ctx context.Context, in decide.Input, picked []provi
 	in.Configured = p != nil
 	in.ProviderDown = d.allDown(picked)
 	// Deadlines are wall-clock time, whatever clock the rows are judged by.
-	if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < decide.TakeOverBudget(d.ProviderTimeout) {
+	if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < d.Budgets().TakeOver() {
 		in.NoTime = true
 	}
 	if p != nil {
@@ -310,6 +319,12 @@ func (d *Dispatcher) Decide(ctx context.Context, in decide.Input, picked []provi
 	// a message whose validity passed during the lookup is not sent.
 	in.Now = d.Now()
 	return paced(decide.Of(in)), found, rec, nil
+}
+
+// Budgets returns the timings d's steps are judged by: its provider
+// timeout and its margin.
+func (d *Dispatcher) Budgets() decide.Budgets {
+	return decide.Budgets{Provider: d.ProviderTimeout, Margin: d.Margin}
 }
 
 // Pacer is a provider adapter whose sends are paced (pace.Adapter).
@@ -398,8 +413,11 @@ func (d *Dispatcher) Render(ctx context.Context, e ledger.Entry) (ledger.Entry, 
 }
 
 // Release retries: a Release is tried up to ReleaseAttempts times within
-// ReleaseTimeout, whatever happens to the caller's context.
+// ReleaseTimeout, whatever happens to the caller's context. A mark of
+// SENT, UNCERTAIN or ABANDONED is one write within MarkTimeout, also on a
+// context the caller's cancellation does not reach.
 const (
+	MarkTimeout     = 5 * time.Second
 	ReleaseAttempts = 3
 	ReleaseTimeout  = 5 * time.Second
 	releasePause    = 100 * time.Millisecond
@@ -573,6 +591,12 @@ func (d *Dispatcher) retry(ctx context.Context, op, key string, write func(conte
 // Send calls p with the entry's message under claim c and records the
 // outcome. It never returns an error: every path ends in a Result.
 func (d *Dispatcher) Send(ctx context.Context, c ledger.Claim, e ledger.Entry, p provider.Adapter) Result {
+	r := d.send(ctx, c, e, p)
+	r.Provider = p.Name()
+	return r
+}
+
+func (d *Dispatcher) send(ctx context.Context, c ledger.Claim, e ledger.Entry, p provider.Adapter) Result {
 	dims := []metrics.Dim{{Name: "channel", Value: e.Channel}, {Name: "provider", Value: p.Name()}}
 	log := d.Logger.With("key", e.Key, "channel", e.Channel, "provider", p.Name(), "attempt", c.Attempt)
 
@@ -671,7 +695,9 @@ func (d *Dispatcher) Ask(ctx context.Context, rec ledger.Record, p provider.Adap
 func (d *Dispatcher) Mark(ctx context.Context, c ledger.Claim, e ledger.Entry, providerName string, o ledger.Outcome) Result {
 	dims := []metrics.Dim{{Name: "channel", Value: e.Channel}, {Name: "provider", Value: providerName}}
 	log := d.Logger.With("key", e.Key, "channel", e.Channel, "provider", providerName, "attempt", c.Attempt)
-	return d.mark(ctx, log, c, o, false, dims)
+	r := d.mark(ctx, log, c, o, false, dims)
+	r.Provider = providerName
+	return r
 }
 
 func (d *Dispatcher) mark(ctx context.Context, log *slog.Logger, c ledger.Claim, o ledger.Outcome, sent bool, dims []metrics.Dim) Result {
@@ -692,7 +718,13 @@ func (d *Dispatcher) mark(ctx context.Context, log *slog.Logger, c ledger.Claim,
 		// would later take the attempt for one that may have sent.
 		err = d.retry(ctx, "record FAILED", c.Key, func(ctx context.Context) error { return d.Ledger.Mark(ctx, c, o) })
 	} else {
-		err = d.Ledger.Mark(ctx, c, o)
+		// The outcome of a call that reached the provider is recorded
+		// whatever became of the caller's context: a cancelled caller
+		// would otherwise leave the row held until its lease passes, and
+		// the message's fate to a takeover's guess.
+		mctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), MarkTimeout)
+		err = d.Ledger.Mark(mctx, c, o)
+		cancel()
 	}
 	switch {
 	case err == nil:

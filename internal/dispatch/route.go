@@ -126,7 +126,7 @@ func (d *Dispatcher) SendRoute(ctx context.Context, c ledger.Claim, e ledger.Ent
 		if r.Disposition != Retry || (r.Kind != provider.Transient && r.Kind != provider.Config) || !r.Released {
 			return r
 		}
-		if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < decide.SendBudget(d.ProviderTimeout)+LostAnswerReserve {
+		if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < d.Budgets().Send()+LostAnswerReserve {
 			return r
 		}
 		// The row as this worker's release left it: fenced on its claim.

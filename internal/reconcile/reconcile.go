@@ -286,11 +286,11 @@ func (r *Reconciler) Run(ctx context.Context) (Report, error) {
 }
 
 // nearDeadline reports whether too little time is left to finish one more
-// row: the worst path, a lookup and then a send (decide.TakeOverBudget).
+// row: the worst path, a lookup and then a send (its dispatcher's Budgets).
 func (r *Reconciler) nearDeadline(ctx context.Context) bool {
 	// Deadlines are wall-clock time, whatever clock the rows are judged by.
 	deadline, ok := ctx.Deadline()
-	return ok && time.Until(deadline) < decide.TakeOverBudget(r.dispatch.ProviderTimeout) || ctx.Err() != nil
+	return ok && time.Until(deadline) < r.dispatch.Budgets().TakeOver() || ctx.Err() != nil
 }
 
 // reconcile decides (decide.Of) and performs the action for one row.

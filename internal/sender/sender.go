@@ -57,10 +57,11 @@
 // record failed (see package dispatch), so a message that was never sent is
 // never mistaken for one a dead worker may have sent.
 //
-// Deadline: no first attempt starts with less than
-// decide.SendBudget(ProviderTimeout) left before the invocation's
-// deadline, and no lookup (which may be followed by a send) with less than
-// decide.TakeOverBudget(ProviderTimeout).
+// Deadline: no first attempt starts with less than the dispatcher's
+// Budgets().Send() (the provider timeout and the ledger margin) left
+// before the invocation's deadline, and no lookup (which may be followed
+// by a send) with less than Budgets().TakeOver(). A context already
+// cancelled claims nothing: the message is retried.
 package sender
 
 import (
@@ -154,6 +155,12 @@ func (s *Sender) Process(ctx context.Context, req notify.Request) dispatch.Resul
 // decide.ReasonExpired, and the Result is Failed (acknowledged).
 func (s *Sender) ProcessEnqueued(ctx context.Context, req notify.Request, enqueued time.Time) dispatch.Result {
 	key := req.Key()
+	if err := ctx.Err(); err != nil {
+		// Nothing was claimed and nothing is: every ledger call would
+		// fail on ctx, each logging an error for a message that is
+		// simply delivered again.
+		return dispatch.Result{Key: key, Disposition: dispatch.Retry, Reason: "not started: " + err.Error(), Err: err}
+	}
 	log := s.dispatch.Logger.With("key", key, "channel", string(req.Channel), "tenant", req.TenantID)
 	route := s.dispatch.Route(string(req.Channel))
 	// A new message may take any provider of the route: the first that is
@@ -222,7 +229,7 @@ func (s *Sender) ProcessEnqueued(ctx context.Context, req notify.Request, enqueu
 
 	if deadline, ok := ctx.Deadline(); ok && first.Action == decide.Send {
 		// Deadlines are wall-clock time, whatever clock the ledger uses.
-		if left := time.Until(deadline); left < decide.SendBudget(s.dispatch.ProviderTimeout) {
+		if left := time.Until(deadline); left < s.dispatch.Budgets().Send() {
 			return dispatch.Result{Key: key, Disposition: dispatch.Retry, Reason: fmt.Sprintf("only %s left before the deadline: not starting a provider call", left.Round(time.Millisecond))}
 		}
 	}
@@ -287,11 +294,11 @@ func (s *Sender) redelivered(ctx context.Context, log *slog.Logger, cur ledger.R
 	case decide.Acknowledge:
 		s.dispatch.Metrics.Count(metrics.DuplicatesPrevented, 1, dims)
 		log.Info("duplicate delivery acknowledged", "state", string(cur.State))
-		return dispatch.Result{Key: key, Disposition: dispatch.Duplicate}
+		return dispatch.Result{Key: key, Disposition: dispatch.Duplicate, Provider: cur.Provider, ProviderMessageID: cur.ProviderMessageID, Row: &cur}
 	case decide.HandOff:
 		s.dispatch.Metrics.Count(metrics.DuplicatesPrevented, 1, dims)
 		log.Info("redelivery of an uncertain message acknowledged: the reconciler owns it")
-		return dispatch.Result{Key: key, Disposition: dispatch.OwnedByReconciler}
+		return dispatch.Result{Key: key, Disposition: dispatch.OwnedByReconciler, Provider: cur.Provider, ProviderMessageID: cur.ProviderMessageID, Row: &cur}
 	case decide.Wait:
 		switch d.Cause {
 		case decide.CauseInFlight:

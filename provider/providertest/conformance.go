@@ -43,6 +43,28 @@ type Harness struct {
 	// reached at all (nothing listens): Send must fail Transient, since
 	// nothing can have been sent, and a route may try its next provider.
 	Unreachable func(t *testing.T) provider.Adapter
+
+	// AcceptedThenFailed, if set, returns an adapter whose provider
+	// accepts each message (Received counts it) and then answers with a
+	// server error (an HTTP 500 or 503, a dropped connection after the
+	// request was written): Send must fail Ambiguous. An adapter that
+	// calls it Transient lets a route send the message again through its
+	// next provider, and the recipient gets it twice; Permanent would
+	// record a delivered message FAILED. When LookupByReference is
+	// declared, a lookup of that message must answer accepted (or
+	// unproven), never not found.
+	AcceptedThenFailed func(t *testing.T) provider.Adapter
+	// AcceptedThenTimedOut, if set, returns an adapter whose provider
+	// accepts each message (Received counts it) and then answers later
+	// than the call's deadline: Send must return by the deadline with an
+	// Ambiguous error.
+	AcceptedThenTimedOut func(t *testing.T) provider.Adapter
+	// Undeliverable, if set, returns a message with key that the provider
+	// accepts and then fails for good (the handset is unreachable, the
+	// mailbox bounces): Send succeeds, and when LookupByReference is
+	// declared, a lookup must answer rejected with a reason, so that the
+	// reconciler records it FAILED instead of resending.
+	Undeliverable func(t *testing.T, key string) provider.Message
 }
 
 // namePattern is what a provider's configuration name may look like: it
@@ -65,6 +87,12 @@ var namePattern = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,31}$`)
 //   - Errors: every failure is a *provider.Error with a reason; a
 //     cancelled send is not Permanent; Refused, Stalled and Unreachable
 //     fail Permanent, Ambiguous and Transient.
+//   - AcceptedThenFailed and AcceptedThenTimedOut, when set: a message
+//     the provider accepted before its answer failed or came too late is
+//     Ambiguous, never Transient (a route's next provider would send it
+//     again) nor Permanent; a lookup then finds it.
+//   - Undeliverable, when set with LookupByReference: a message the
+//     provider accepted and then failed for good is LookupRejected.
 //   - Concurrency: concurrent sends of distinct keys are each received
 //     once (run with -race).
 //
@@ -252,6 +280,81 @@ func Run(t *testing.T, h Harness) {
 		checkError(t, err)
 		if kind := provider.KindOf(err); kind != provider.Transient {
 			t.Errorf("unreachable provider: Kind = %s, want transient: nothing can have been sent (%v)", kind, err)
+		}
+	})
+
+	// acceptedThen checks a send that the provider accepted before its
+	// answer was lost to what.
+	acceptedThen := func(t *testing.T, what string, newAdapter func(t *testing.T) provider.Adapter, deadline time.Duration) {
+		t.Helper()
+		if newAdapter == nil {
+			t.Skip("Harness." + what + " not set")
+		}
+		a, k := newAdapter(t), key(t)
+		m := h.Message(t, k)
+		m.AttemptedAt = time.Now().Add(-time.Second)
+		ctx, cancel := context.WithTimeout(t.Context(), deadline)
+		defer cancel()
+		start := time.Now()
+		_, err := a.Send(ctx, m)
+		if took := time.Since(start); took > deadline+2*time.Second {
+			t.Errorf("Send returned after %s, past its %s deadline", took.Round(time.Millisecond), deadline)
+		}
+		if n := h.Received(t, k); n != 1 {
+			t.Fatalf("the provider received %d messages with the key: Harness.%s must accept each message before it fails", n, what)
+		}
+		if err == nil {
+			t.Fatalf("Send succeeded though its provider's answer was lost (%s)", what)
+		}
+		checkError(t, err)
+		if kind := provider.KindOf(err); kind != provider.Ambiguous {
+			t.Errorf("accepted, then the answer lost (%s): Kind = %s, want ambiguous: the provider has the message, and a %s error would have it sent again or recorded failed (%v)", what, kind, kind, err)
+		}
+		l, ok := a.(provider.Looker)
+		if !a.Capabilities().LookupByReference || !ok {
+			return
+		}
+		m.AttemptedUntil = time.Now().Add(time.Second)
+		lctx, lcancel := context.WithTimeout(t.Context(), 10*time.Second)
+		defer lcancel()
+		got, err := l.Lookup(lctx, m)
+		if err != nil {
+			t.Fatalf("Lookup of a message the provider accepted: %v", err)
+		}
+		if got.Status != provider.LookupAccepted && got.Status != provider.LookupUnproven {
+			t.Errorf("Lookup of a message the provider accepted = %+v, want accepted (or unproven)", got)
+		}
+	}
+	t.Run("AcceptedThenFailed", func(t *testing.T) {
+		acceptedThen(t, "AcceptedThenFailed", h.AcceptedThenFailed, 10*time.Second)
+	})
+	t.Run("AcceptedThenTimedOut", func(t *testing.T) {
+		acceptedThen(t, "AcceptedThenTimedOut", h.AcceptedThenTimedOut, 500*time.Millisecond)
+	})
+
+	t.Run("Undeliverable", func(t *testing.T) {
+		if h.Undeliverable == nil {
+			t.Skip("Harness.Undeliverable not set")
+		}
+		a, k := h.New(t), key(t)
+		m := h.Undeliverable(t, k)
+		m.AttemptedAt = time.Now().Add(-time.Second)
+		if _, err := send(t, a, m); err != nil {
+			t.Fatalf("Send of a message the provider accepts and then fails: %v", err)
+		}
+		l, ok := a.(provider.Looker)
+		if !a.Capabilities().LookupByReference || !ok {
+			t.Skip("LookupByReference not declared: nothing more to check")
+		}
+		m.AttemptedUntil = time.Now().Add(time.Second)
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		defer cancel()
+		got, err := l.Lookup(ctx, m)
+		if err != nil {
+			t.Fatalf("Lookup of an undeliverable message: %v", err)
+		}
+		if got.Status != provider.LookupRejected || got.Reason == "" {
+			t.Errorf("Lookup of a message the provider failed for good = %+v, want rejected with a reason: the reconciler would otherwise resend or wait", got)
 		}
 	})
 

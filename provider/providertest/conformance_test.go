@@ -65,6 +65,9 @@ func (p *memProvider) Lookup(ctx context.Context, m provider.Message) (provider.
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if ids := p.got[m.Key]; len(ids) > 0 && strings.HasPrefix(m.To, "gone") && p.defect != "lookup-never-rejected" {
+		return provider.LookupResult{Status: provider.LookupRejected, MessageID: ids[0], Reason: "undeliverable"}, nil
+	}
 	if ids := p.got[m.Key]; len(ids) > 0 && p.defect != "lookup-lies" && ctx.Err() == nil {
 		return provider.LookupResult{Status: provider.LookupAccepted, MessageID: ids[0]}, nil
 	}
@@ -77,6 +80,34 @@ func (p *memProvider) received(key string) int {
 	return len(p.got[key])
 }
 
+// lossy presents p as a provider that accepts each message and then
+// loses its answer: a 500 (then5xx) or a reply after the deadline. The
+// adapter classifies that Ambiguous, or Transient with the defects
+// "5xx-transient" and "timeout-transient".
+type lossy struct {
+	*memProvider
+	then5xx bool
+}
+
+func (l lossy) Send(ctx context.Context, m provider.Message) (provider.Receipt, error) {
+	if _, err := l.memProvider.Send(ctx, m); err != nil {
+		return provider.Receipt{}, err
+	}
+	kind, code, reason := provider.Ambiguous, "500", "server error after the request was written"
+	if l.then5xx {
+		if l.defect == "5xx-transient" {
+			kind = provider.Transient // the mistake: a 5xx is not proof that nothing was taken
+		}
+	} else {
+		<-ctx.Done()
+		code, reason = "", "no answer: "+ctx.Err().Error()
+		if l.defect == "timeout-transient" {
+			kind = provider.Transient
+		}
+	}
+	return provider.Receipt{}, &provider.Error{Kind: kind, Provider: "mem", Op: "send", Code: code, Reason: reason}
+}
+
 func harness(defect string) providertest.Harness {
 	p := &memProvider{defect: defect, got: map[string][]string{}}
 	return providertest.Harness{
@@ -87,6 +118,11 @@ func harness(defect string) providertest.Harness {
 		Received: func(_ *testing.T, key string) int { return p.received(key) },
 		Refused: func(_ *testing.T, key string) provider.Message {
 			return provider.Message{Key: key, Channel: "sms", To: "bad", Body: "hi"}
+		},
+		AcceptedThenFailed:   func(*testing.T) provider.Adapter { return lossy{p, true} },
+		AcceptedThenTimedOut: func(*testing.T) provider.Adapter { return lossy{p, false} },
+		Undeliverable: func(_ *testing.T, key string) provider.Message {
+			return provider.Message{Key: key, Channel: "sms", To: "gone+15550000000", Body: "hi"}
 		},
 	}
 }
@@ -112,6 +148,9 @@ func TestRunCatchesDefects(t *testing.T) {
 		"lookup-ignores-cancel": "Lookup with a cancelled context",
 		"permanent-on-cancel":   "cancelled context failed Permanent",
 		"plain-error":           "is not a *provider.Error",
+		"5xx-transient":         "accepted, then the answer lost (AcceptedThenFailed): Kind = transient, want ambiguous",
+		"timeout-transient":     "accepted, then the answer lost (AcceptedThenTimedOut): Kind = transient, want ambiguous",
+		"lookup-never-rejected": "Lookup of a message the provider failed for good",
 	} {
 		t.Run(defect, func(t *testing.T) {
 			t.Parallel()

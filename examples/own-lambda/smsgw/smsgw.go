@@ -13,7 +13,9 @@
 //	                              sends nothing (IdempotentSends)
 //	  400/422 {"error":"…"}       refused for good
 //	  401/403                     bad API key
-//	  429, 5xx                    not taken; try later
+//	  429, 503                    not taken; try later
+//	  500, other 5xx              an error that may come after the SMS
+//	                              was queued: it may go out
 //	GET {base}/v2/sms?client_ref={key}
 //	  200 {"items":[{"sms_id":"…","state":"queued|delivered|failed","error":"…"}]}
 //	                              (LookupByReference; empty: no record)
@@ -168,8 +170,13 @@ func (a *Adapter) call(ctx context.Context, op, method, u string, body []byte, o
 		return nil
 	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden:
 		return a.fail(op, provider.Config, code, "the gateway refused the API key", nil)
-	case resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500:
+	case resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable:
 		return a.fail(op, provider.Transient, code, "the gateway did not take the request", nil)
+	case resp.StatusCode >= 500:
+		// Not a refusal: the gateway may have queued the SMS before it
+		// failed. Transient would let the route's next provider send it
+		// again (providertest's AcceptedThenFailed).
+		return a.fail(op, provider.Ambiguous, code, "server error: the gateway may have taken the request", nil)
 	case resp.StatusCode == http.StatusBadRequest || resp.StatusCode == http.StatusUnprocessableEntity:
 		var e sendResponse
 		_ = json.Unmarshal(data, &e)

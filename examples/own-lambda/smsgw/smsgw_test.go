@@ -37,6 +37,10 @@ func TestConformance(t *testing.T) {
 		Message:  func(t *testing.T, key string) provider.Message { return message(key, "+15551234567") },
 		Received: func(t *testing.T, key string) int { return gw.Received(key) },
 		Refused:  func(t *testing.T, key string) provider.Message { return message(key, smsgwtest.RefusedNumber) },
+		// The same gateway's records behind its faulty fronts.
+		AcceptedThenFailed:   func(t *testing.T) provider.Adapter { return newAdapter(t, gw.URL+smsgwtest.AcceptThen500) },
+		AcceptedThenTimedOut: func(t *testing.T) provider.Adapter { return newAdapter(t, gw.URL+smsgwtest.AcceptThenStall) },
+		Undeliverable:        func(t *testing.T, key string) provider.Message { return message(key, smsgwtest.UndeliverableNumber) },
 		Stalled: func(t *testing.T) provider.Adapter {
 			// A gateway that reads the request and never answers.
 			stall := make(chan struct{})

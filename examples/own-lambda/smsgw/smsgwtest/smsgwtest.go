@@ -10,12 +10,28 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"regexp"
+	"strings"
 	"sync"
 	"testing"
 )
 
 // RefusedNumber is a number the gateway refuses for good (422).
 const RefusedNumber = "+15550000000"
+
+// UndeliverableNumber is a number the stand-in accepts an SMS to and then
+// fails to deliver: a lookup answers its SMS "failed".
+const UndeliverableNumber = "+15550000002"
+
+// The stand-in's faulty fronts, under its URL: a send there is accepted
+// as anywhere else (Received counts it) and then its answer is lost.
+const (
+	// AcceptThen500 answers 500 after accepting: a gateway that crashed
+	// after it queued the SMS.
+	AcceptThen500 = "/accept-then-500"
+	// AcceptThenStall never answers after accepting: the caller's
+	// deadline passes first.
+	AcceptThenStall = "/accept-then-stall"
+)
 
 // Gateway is the stand-in. It is safe for concurrent use.
 type Gateway struct {
@@ -102,9 +118,17 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusUnauthorized)
 		return
 	}
+	front := ""
+	for _, f := range []string{AcceptThen500, AcceptThenStall} {
+		if p, ok := strings.CutPrefix(r.URL.Path, f); ok {
+			front, r.URL.Path = f, p
+		}
+	}
 	switch {
 	case r.Method == http.MethodPost && r.URL.Path == "/v2/sms":
-		g.send(w, r)
+		if g.send(w, r, front) {
+			<-r.Context().Done() // accepted; the answer never comes
+		}
 	case r.Method == http.MethodGet && r.URL.Path == "/v2/sms":
 		g.lookup(w, r)
 	default:
@@ -112,7 +136,10 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func (g *Gateway) send(w http.ResponseWriter, r *http.Request) {
+// send serves one send request through front (one of the faulty fronts,
+// or "" for the gateway itself); it reports whether the answer must
+// stall.
+func (g *Gateway) send(w http.ResponseWriter, r *http.Request, front string) (stall bool) {
 	var in struct {
 		To        string `json:"to"`
 		Text      string `json:"text"`
@@ -120,7 +147,7 @@ func (g *Gateway) send(w http.ResponseWriter, r *http.Request) {
 	}
 	if err := json.NewDecoder(r.Body).Decode(&in); err != nil {
 		answer(w, http.StatusBadRequest, map[string]string{"error": "malformed JSON"})
-		return
+		return false
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -139,8 +166,16 @@ func (g *Gateway) send(w http.ResponseWriter, r *http.Request) {
 			g.byRef[in.ClientRef] = m
 		}
 		m.Requests++
-		answer(w, http.StatusOK, map[string]string{"sms_id": m.ID})
+		switch front {
+		case AcceptThen500:
+			w.WriteHeader(http.StatusInternalServerError)
+		case AcceptThenStall:
+			return true
+		default:
+			answer(w, http.StatusOK, map[string]string{"sms_id": m.ID})
+		}
 	}
+	return false
 }
 
 func (g *Gateway) lookup(w http.ResponseWriter, r *http.Request) {
@@ -148,7 +183,11 @@ func (g *Gateway) lookup(w http.ResponseWriter, r *http.Request) {
 	defer g.mu.Unlock()
 	items := []map[string]string{}
 	if m := g.byRef[r.URL.Query().Get("client_ref")]; m != nil {
-		items = append(items, map[string]string{"sms_id": m.ID, "state": "queued"})
+		if m.To == UndeliverableNumber {
+			items = append(items, map[string]string{"sms_id": m.ID, "state": "failed", "error": "handset unreachable"})
+		} else {
+			items = append(items, map[string]string{"sms_id": m.ID, "state": "queued"})
+		}
 	}
 	answer(w, http.StatusOK, map[string]any{"items": items})
 }
