@@ -344,7 +344,7 @@ func (a *app) redriveLines() *redriveOut { return &redriveOut{a: a} }
 
 func (o *redriveOut) line(v redriveView) error {
 	p := o.a.printer()
-	if p.query != nil {
+	if p.query != nil || p.format == "yaml" { // one YAML sequence at the end (flush)
 		o.collected = append(o.collected, v)
 		return nil
 	}
@@ -362,7 +362,7 @@ func (o *redriveOut) line(v redriveView) error {
 // flush runs --query over the collected lines.
 func (o *redriveOut) flush() error {
 	p := o.a.printer()
-	if p.query == nil {
+	if p.query == nil && p.format != "yaml" {
 		return nil
 	}
 	return writeList(p, o.collected, nil, nil)

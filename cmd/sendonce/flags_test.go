@@ -11,6 +11,7 @@ import (
 
 	"github.com/sendonce/sendonce/internal/ledger"
 	"github.com/sendonce/sendonce/internal/testenv"
+	"gopkg.in/yaml.v3"
 )
 
 // runTerminal is runWith with stderr taken for a terminal, as it is for
@@ -317,5 +318,50 @@ func TestRedriveTotals(t *testing.T) {
 	}
 	if len(lines) != 2 {
 		t.Errorf("stdout = %q, want a line per message", r.stdout)
+	}
+}
+
+// TestOutputYAML: --output yaml prints the JSON document as YAML, one
+// mapping for one result and a sequence for a list, as the AWS CLI's yaml
+// output; AWS_DEFAULT_OUTPUT chooses the format when --output does not,
+// and a value the CLI does not know is a usage error naming it.
+func TestOutputYAML(t *testing.T) {
+	t.Parallel()
+	lb := setupList(t)
+	r := lb.run(t, "list", "--state", "uncertain", "--output", "yaml")
+	var rows []map[string]any
+	if err := yaml.Unmarshal([]byte(r.stdout), &rows); r.code != exitOK || err != nil {
+		t.Fatalf("list --output yaml: exit %d, %v: %q %s", r.code, err, r.stdout, r.stderr)
+	}
+	if len(rows) != 3 || rows[0]["key"] != lb.uncertain[0].Key || rows[0]["state"] != "UNCERTAIN" {
+		t.Errorf("list --output yaml = %v, want the 3 rows, oldest first", rows)
+	}
+	r = lb.run(t, "inspect", lb.failed[0].Key, "--output", "yaml")
+	var row map[string]any
+	if err := yaml.Unmarshal([]byte(r.stdout), &row); r.code != exitOK || err != nil || row["key"] != lb.failed[0].Key || row["reason"] != "rejected" {
+		t.Errorf("inspect --output yaml: exit %d, %v: %q", r.code, err, r.stdout)
+	}
+	if r := lb.run(t, "inspect", lb.failed[0].Key, "--output", "yaml", "--query", "state"); r.stdout != "FAILED\n" {
+		t.Errorf("--query state --output yaml = %q, want FAILED", r.stdout)
+	}
+
+	env := func(v string) map[string]string {
+		vars := maps.Clone(lb.vars)
+		vars["AWS_DEFAULT_OUTPUT"] = v
+		return vars
+	}
+	text := lb.run(t, "inspect", lb.failed[0].Key, "--output", "text")
+	if r := runWith(t, env("text"), "", "inspect", lb.failed[0].Key); r.code != exitOK || r.stdout != text.stdout {
+		t.Errorf("AWS_DEFAULT_OUTPUT=text: exit %d, %q, want the text output %q", r.code, r.stdout, text.stdout)
+	}
+	if r := runWith(t, env("yaml"), "", "inspect", lb.failed[0].Key); !strings.HasPrefix(r.stdout, "key: "+lb.failed[0].Key+"\n") {
+		t.Errorf("AWS_DEFAULT_OUTPUT=yaml: %q, want YAML", r.stdout)
+	}
+	if r := runWith(t, env("text"), "", "inspect", lb.failed[0].Key, "--output", "json"); !strings.HasPrefix(r.stdout, "{") {
+		t.Errorf("--output json under AWS_DEFAULT_OUTPUT=text: %q, want the flag to win", r.stdout)
+	}
+	r = runWith(t, env("xml"), "", "inspect", lb.failed[0].Key)
+	if r.code != exitUsage || !strings.Contains(r.stderr, `AWS_DEFAULT_OUTPUT "xml"`) {
+		t.Errorf("AWS_DEFAULT_OUTPUT=xml: exit %d, %q: want a usage error naming the variable", r.code, r.stderr)
 	}
 }

@@ -14,8 +14,8 @@
 //	sendonce --version
 //
 // The global flags go before or after the command, as in the AWS CLI:
-// --region, --profile, --endpoint-url, --output json|text|table (table by
-// default on a terminal, else json), --query JMESPATH and --debug.
+// --region, --profile, --endpoint-url, --output json|yaml|text|table
+// (AWS_DEFAULT_OUTPUT, else table on a terminal, else json), --query JMESPATH and --debug.
 // Commands that read the ledger take --table (default $SENDONCE_TABLE).
 // Results go to stdout alone, so they can be piped; messages, progress and
 // totals go to stderr.
@@ -188,7 +188,7 @@ func newRoot(a *app) *cobra.Command {
 	pf.StringVar(&a.region, "region", "", "the AWS `REGION` (default: AWS_REGION or the profile's region)")
 	pf.StringVar(&a.profile, "profile", "", "a `PROFILE` of the AWS config files (default: AWS_PROFILE)")
 	pf.StringVar(&a.endpoint, "endpoint-url", "", "send every AWS call to `URL` (DynamoDB Local, moto_server)")
-	pf.StringVar(&a.output, "output", "", "the `FORMAT`: json, text or table (default: table on a terminal, else json)")
+	pf.StringVar(&a.output, "output", "", "the `FORMAT`: json, yaml, text or table (default: AWS_DEFAULT_OUTPUT, else table on a terminal, else json)")
 	pf.StringVar(&a.query, "query", "", "a JMESPath `EXPRESSION` applied to the JSON result (a list is an array)")
 	pf.BoolVar(&a.debug, "debug", false, "log the AWS SDK's retries and requests and print errors unabridged")
 
@@ -238,16 +238,21 @@ const (
 // prepare checks the global flags before any command runs: --output and
 // --query are usage errors when wrong, before any AWS call.
 func (a *app) prepare(c *cobra.Command, _ []string) error {
-	switch a.output {
-	case "json", "text", "table":
-		a.format = a.output
+	format, from := a.output, "--output"
+	if format == "" {
+		// As the AWS CLI: the flag, else AWS_DEFAULT_OUTPUT.
+		format, from = strings.TrimSpace(a.getenv("AWS_DEFAULT_OUTPUT")), "AWS_DEFAULT_OUTPUT"
+	}
+	switch format {
+	case "json", "text", "table", "yaml":
+		a.format = format
 	case "":
 		a.format = "json"
 		if a.terminal {
 			a.format = "table"
 		}
 	default:
-		return &usageError{cmd: c, msg: fmt.Sprintf("--output %q: want json, text or table", a.output)}
+		return &usageError{cmd: c, msg: fmt.Sprintf("%s %q: want json, yaml, text or table", from, format)}
 	}
 	if a.query == "" {
 		return nil
@@ -383,7 +388,8 @@ func oneLine(s string) string {
 const overview = `Every command takes the global flags, before or after it, as the AWS CLI
 does: --region, --profile and --endpoint-url (otherwise AWS_REGION,
 AWS_PROFILE, AWS_ENDPOINT_URL_DYNAMODB, ... and the AWS config files
-apply), --output json|text|table (table on a terminal, else json),
+apply), --output json|yaml|text|table (else AWS_DEFAULT_OUTPUT, else
+table on a terminal, else json),
 --query JMESPATH and --debug. The table comes from --table or
 SENDONCE_TABLE, the queues from --queue-url / --dlq-url or
 SENDONCE_QUEUE_URL / SENDONCE_DLQ_URL.
