@@ -5,11 +5,20 @@ import (
 	"context"
 	"encoding/json"
 	"maps"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
 	"github.com/sendonce/sendonce/internal/ledger"
+	"github.com/sendonce/sendonce/internal/localpipeline"
 	"github.com/sendonce/sendonce/internal/testenv"
 	"gopkg.in/yaml.v3"
 )
@@ -363,5 +372,62 @@ func TestOutputYAML(t *testing.T) {
 	r = runWith(t, env("xml"), "", "inspect", lb.failed[0].Key)
 	if r.code != exitUsage || !strings.Contains(r.stderr, `AWS_DEFAULT_OUTPUT "xml"`) {
 		t.Errorf("AWS_DEFAULT_OUTPUT=xml: exit %d, %q: want a usage error naming the variable", r.code, r.stderr)
+	}
+}
+
+// TestEndpointOnlyForItsService: --endpoint-url is the endpoint of the
+// service the command calls alone, as in the AWS CLI: dlq list's SQS
+// calls go to it (not to a configured AWS_ENDPOINT_URL_SQS), while the
+// redaction key is read from Secrets Manager at
+// AWS_ENDPOINT_URL_SECRETS_MANAGER. Before, the flag sent every service's
+// calls to its URL, the Secrets Manager call included.
+func TestEndpointOnlyForItsService(t *testing.T) {
+	t.Parallel()
+	lb := setupList(t)
+	moto := testenv.MotoEndpoint(t)
+	keyARN, _, err := localpipeline.NewRedactKeySecret(t.Context(), moto)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := testenv.SQSAt(moto)
+	dlq, err := q.CreateQueue(t.Context(), &sqs.CreateQueueInput{QueueName: aws.String("ep-dlq-" + testenv.RandomID())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = q.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: dlq.QueueUrl}) })
+	if _, err := q.SendMessage(t.Context(), &sqs.SendMessageInput{QueueUrl: dlq.QueueUrl, MessageBody: aws.String(`{"not":"a request"}`)}); err != nil {
+		t.Fatal(err)
+	}
+	// The flag's URL: moto behind a proxy that records which API each
+	// call is for (its X-Amz-Target, "AmazonSQS.ReceiveMessage").
+	target, _ := url.Parse(moto)
+	var mu sync.Mutex
+	var targets []string
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		targets = append(targets, r.Header.Get("X-Amz-Target"))
+		mu.Unlock()
+		proxy.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+
+	vars := maps.Clone(lb.vars)
+	vars["SENDONCE_REDACT_KEY_PARAM"] = keyARN
+	vars["AWS_ENDPOINT_URL_SECRETS_MANAGER"] = moto
+	vars["AWS_ENDPOINT_URL_SQS"] = "http://127.0.0.1:1" // nothing listens: the flag must win
+	r := runWith(t, vars, "", "dlq", "list", "--dlq-url", aws.ToString(dlq.QueueUrl), "--endpoint-url", srv.URL, "--output", "json")
+	if r.code != exitOK || !strings.Contains(r.stdout, `"message_id"`) {
+		t.Fatalf("dlq list --endpoint-url: exit %d, %q, %s: want the dead letter", r.code, r.stdout, r.stderr)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(targets) == 0 {
+		t.Error("no call reached --endpoint-url")
+	}
+	for _, tg := range targets {
+		if !strings.HasPrefix(tg, "AmazonSQS.") {
+			t.Errorf("a call for %q reached --endpoint-url, which is SQS's alone", tg)
+		}
 	}
 }

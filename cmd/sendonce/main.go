@@ -29,6 +29,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -93,6 +94,7 @@ type app struct {
 
 	running bool        // a command's own code runs: its errors are not usage errors
 	command string      // its name ("dlq list")
+	service string      // the AWS service it calls (annotService), which --endpoint-url is for
 	cfg     *aws.Config // the AWS configuration, loaded once
 	where   resources   // what the command works on, for error messages
 	scan    scanStats   // the DynamoDB Scan pages read
@@ -187,7 +189,7 @@ func newRoot(a *app) *cobra.Command {
 	pf := root.PersistentFlags()
 	pf.StringVar(&a.region, "region", "", "the AWS `REGION` (default: AWS_REGION or the profile's region)")
 	pf.StringVar(&a.profile, "profile", "", "a `PROFILE` of the AWS config files (default: AWS_PROFILE)")
-	pf.StringVar(&a.endpoint, "endpoint-url", "", "send every AWS call to `URL` (DynamoDB Local, moto_server)")
+	pf.StringVar(&a.endpoint, "endpoint-url", "", "send the command's calls of its service (DynamoDB; SQS for dlq) to `URL`, as the AWS CLI does; other services keep AWS_ENDPOINT_URL_<SERVICE>")
 	pf.StringVar(&a.output, "output", "", "the `FORMAT`: json, yaml, text or table (default: AWS_DEFAULT_OUTPUT, else table on a terminal, else json)")
 	pf.StringVar(&a.query, "query", "", "a JMESPath `EXPRESSION` applied to the JSON result (a list is an array)")
 	pf.BoolVar(&a.debug, "debug", false, "log the AWS SDK's retries and requests and print errors unabridged")
@@ -220,6 +222,7 @@ func markRunning(a *app, c *cobra.Command) {
 	if f := c.RunE; f != nil {
 		c.RunE = func(c *cobra.Command, args []string) error {
 			a.running, a.command = true, name(c)
+			a.service = cmp.Or(c.Annotations[annotService], serviceDynamoDB)
 			return f(c, args)
 		}
 	}
@@ -233,6 +236,15 @@ const (
 	// annotValue marks a command that prints one value alone (a key, a
 	// version number) or nothing: --query does not apply to it.
 	annotValue = "sendonce/value"
+	// annotService names the AWS service a command calls (its SDK id),
+	// the one --endpoint-url applies to; serviceDynamoDB when unset.
+	annotService = "sendonce/service"
+)
+
+// The services a command's --endpoint-url may name, by their SDK ids.
+const (
+	serviceDynamoDB = "DynamoDB"
+	serviceSQS      = "SQS"
 )
 
 // prepare checks the global flags before any command runs: --output and
