@@ -86,6 +86,7 @@ type app struct {
 
 	// The global flags.
 	region, profile, endpoint string
+	stackName                 string
 	output, query             string
 	debug                     bool
 
@@ -97,6 +98,7 @@ type app struct {
 	service string      // the AWS service it calls (annotService), which --endpoint-url is for
 	cfg     *aws.Config // the AWS configuration, loaded once
 	where   resources   // what the command works on, for error messages
+	stack   *stackInfo  // the stack whose outputs name the resources (useStack)
 	scan    scanStats   // the DynamoDB Scan pages read
 	prog    *progress   // the live progress line on stderr
 }
@@ -190,6 +192,7 @@ func newRoot(a *app) *cobra.Command {
 	pf.StringVar(&a.region, "region", "", "the AWS `REGION` (default: AWS_REGION or the profile's region)")
 	pf.StringVar(&a.profile, "profile", "", "a `PROFILE` of the AWS config files (default: AWS_PROFILE)")
 	pf.StringVar(&a.endpoint, "endpoint-url", "", "send the command's calls of its service (DynamoDB; SQS for dlq) to `URL`, as the AWS CLI does; other services keep AWS_ENDPOINT_URL_<SERVICE>")
+	pf.StringVar(&a.stackName, "stack-name", "", "read the table, queues, API URL and alarm topic from the outputs of the sendonce `STACK` (default: SENDONCE_STACK)")
 	pf.StringVar(&a.output, "output", "", "the `FORMAT`: json, yaml, text or table (default: AWS_DEFAULT_OUTPUT, else table on a terminal, else json)")
 	pf.StringVar(&a.query, "query", "", "a JMESPath `EXPRESSION` applied to the JSON result (a list is an array)")
 	pf.BoolVar(&a.debug, "debug", false, "log the AWS SDK's retries and requests and print errors unabridged")
@@ -199,7 +202,7 @@ func newRoot(a *app) *cobra.Command {
 		group("dlq", "dead-lettered messages: list them, move the valid ones back", dlqListCmd(a), dlqRedriveCmd(a)),
 		group("apikey", "the HTTP API's keys: issue, list, revoke", apikeyCreateCmd(a), apikeyListCmd(a), apikeyRevokeCmd(a)),
 		templateCmd(a),
-		&cobra.Command{Use: "version", Short: "print the version", Hidden: true, Args: noArgs,
+		&cobra.Command{Use: "version", Short: "print the version", Hidden: true, Args: noArgs, Annotations: map[string]string{annotLocal: ""},
 			RunE: func(c *cobra.Command, _ []string) error {
 				_, err := fmt.Fprintln(c.OutOrStdout(), version())
 				return err
@@ -223,6 +226,11 @@ func markRunning(a *app, c *cobra.Command) {
 		c.RunE = func(c *cobra.Command, args []string) error {
 			a.running, a.command = true, name(c)
 			a.service = cmp.Or(c.Annotations[annotService], serviceDynamoDB)
+			if _, local := c.Annotations[annotLocal]; !local {
+				if err := a.useStack(c.Context()); err != nil {
+					return err
+				}
+			}
 			return f(c, args)
 		}
 	}
@@ -236,6 +244,9 @@ const (
 	// annotValue marks a command that prints one value alone (a key, a
 	// version number) or nothing: --query does not apply to it.
 	annotValue = "sendonce/value"
+	// annotLocal marks a command that calls no AWS service: it reads no
+	// stack.
+	annotLocal = "sendonce/local"
 	// annotService names the AWS service a command calls (its SDK id),
 	// the one --endpoint-url applies to; serviceDynamoDB when unset.
 	annotService = "sendonce/service"
@@ -319,8 +330,9 @@ func unknownCommand(c *cobra.Command, word string) error {
 // prints the overview then, with exit status 0).
 func helpCmd(a *app) *cobra.Command {
 	return &cobra.Command{
-		Use:   "help [COMMAND]",
-		Short: "show this help, or a command's",
+		Use:         "help [COMMAND]",
+		Short:       "show this help, or a command's",
+		Annotations: map[string]string{annotLocal: ""},
 		RunE: func(c *cobra.Command, args []string) error {
 			root := c.Root()
 			if len(args) == 0 {
@@ -402,9 +414,10 @@ does: --region, --profile and --endpoint-url (otherwise AWS_REGION,
 AWS_PROFILE, AWS_ENDPOINT_URL_DYNAMODB, ... and the AWS config files
 apply), --output json|yaml|text|table (else AWS_DEFAULT_OUTPUT, else
 table on a terminal, else json),
---query JMESPATH and --debug. The table comes from --table or
-SENDONCE_TABLE, the queues from --queue-url / --dlq-url or
-SENDONCE_QUEUE_URL / SENDONCE_DLQ_URL.
+--query JMESPATH and --debug. The table comes from --table, else the
+outputs of the stack --stack-name (or SENDONCE_STACK) names, else
+SENDONCE_TABLE; the queues from --queue-url / --dlq-url, else the stack,
+else SENDONCE_QUEUE_URL / SENDONCE_DLQ_URL.
 
 Exit status: 0 on success; 1 on an error, with a one-line message on
 stderr; 2 on a usage error, with a one-line message naming the help.`
