@@ -431,3 +431,17 @@ func TestEndpointOnlyForItsService(t *testing.T) {
 		}
 	}
 }
+
+// TestCompletion: "sendonce completion SHELL" prints cobra's completion
+// script for each shell docs/cli.md names, and the overview lists it.
+func TestCompletion(t *testing.T) {
+	t.Parallel()
+	for shell, want := range map[string]string{"bash": "# bash completion V2 for sendonce", "zsh": "#compdef sendonce", "fish": "# fish completion for sendonce", "powershell": "# powershell completion for sendonce"} {
+		if r := runWith(t, nil, "", "completion", shell); r.code != exitOK || !strings.HasPrefix(r.stdout, want) {
+			t.Errorf("completion %s: exit %d, %.60q, %s: want a script starting %q", shell, r.code, r.stdout, r.stderr, want)
+		}
+	}
+	if r := runWith(t, nil, "", "help"); !strings.Contains(r.stdout, "sendonce completion bash") {
+		t.Errorf("help does not list completion:\n%s", r.stdout)
+	}
+}

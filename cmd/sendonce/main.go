@@ -181,7 +181,8 @@ func newRoot(a *app) *cobra.Command {
 			return &usageError{cmd: c, msg: "no command given"}
 		},
 		PersistentPreRunE: a.prepare,
-		CompletionOptions: cobra.CompletionOptions{HiddenDefaultCmd: true},
+		// "sendonce completion bash|zsh|fish|powershell" (docs/cli.md).
+		CompletionOptions: cobra.CompletionOptions{},
 		// "lsit" suggests "list" (cobra's default is no suggestion here).
 		SuggestionsMinimumDistance: 2,
 		// "sendonce lsit --state failed" is an unknown command, not an
