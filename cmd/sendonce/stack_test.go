@@ -79,7 +79,9 @@ func TestStackName(t *testing.T) {
 	}); err != nil {
 		t.Fatalf("moto CreateStack: %v", err)
 	}
-	t.Cleanup(func() { _, _ = cf.DeleteStack(context.Background(), &cloudformation.DeleteStackInput{StackName: aws.String(stack)}) })
+	t.Cleanup(func() {
+		_, _ = cf.DeleteStack(context.Background(), &cloudformation.DeleteStackInput{StackName: aws.String(stack)})
+	})
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		out, err := cf.DescribeStacks(t.Context(), &cloudformation.DescribeStacksInput{StackName: aws.String(stack)})
