@@ -10,6 +10,9 @@ require (
 	github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue v1.21.22
 	github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression v1.10.10
 	github.com/aws/aws-sdk-go-v2/service/cloudformation v1.84.0
+	// v1.51.0, the last on the query protocol: v1.52 moved to Smithy RPC v2
+	// CBOR, which moto_server (the tests' CloudWatch) does not speak.
+	github.com/aws/aws-sdk-go-v2/service/cloudwatch v1.51.0
 	github.com/aws/aws-sdk-go-v2/service/dynamodb v1.74.0
 	github.com/aws/aws-sdk-go-v2/service/lambda v1.116.0
 	github.com/aws/aws-sdk-go-v2/service/secretsmanager v1.51.0

@@ -20,7 +20,8 @@
 // Results go to stdout alone, so they can be piped; messages, progress and
 // totals go to stderr.
 //
-// Exit status: 0 on success, 1 on an error (an invalid request, an unknown
+// Exit status: 0 on success (status: healthy), 3 when status finds that
+// something needs a person, 1 on an error (an invalid request, an unknown
 // key, a missing table or credentials, an AWS error) with one line on
 // stderr, 2 on a usage error (unknown command, missing argument, bad flag)
 // with one line on stderr that names "sendonce help COMMAND".
@@ -134,6 +135,9 @@ func runEnv(ctx context.Context, e env, args []string) int {
 	switch {
 	case err == nil:
 		return exitOK
+	case isAttention(err):
+		fmt.Fprintf(e.stderr, "sendonce: %s\n", oneLine(err.Error()))
+		return exitAttention
 	case errors.As(err, &ue):
 		fmt.Fprintf(e.stderr, "sendonce: %s (see %q)\n", oneLine(ue.msg), helpHint(ue.cmd))
 		return exitUsage
@@ -199,7 +203,7 @@ func newRoot(a *app) *cobra.Command {
 	pf.BoolVar(&a.debug, "debug", false, "log the AWS SDK's retries and requests and print errors unabridged")
 
 	root.AddCommand(
-		createTablesCmd(a), keyCmd(a), inspectCmd(a), findCmd(a), listCmd(a), resolveCmd(a),
+		createTablesCmd(a), keyCmd(a), statusCmd(a), inspectCmd(a), findCmd(a), listCmd(a), resolveCmd(a),
 		group("dlq", "dead-lettered messages: list them, move the valid ones back", dlqListCmd(a), dlqRedriveCmd(a)),
 		group("apikey", "the HTTP API's keys: issue, list, revoke", apikeyCreateCmd(a), apikeyListCmd(a), apikeyRevokeCmd(a)),
 		templateCmd(a),
