@@ -339,6 +339,9 @@ func fields(v any) [][2]string {
 		if strings.Contains(opts, "omitempty") && fv.IsZero() {
 			continue
 		}
+		if fv.Kind() == reflect.Pointer && !fv.IsNil() {
+			fv = fv.Elem() // an optional value: the value, not its address
+		}
 		out = append(out, [2]string{name, fmt.Sprint(fv.Interface())})
 	}
 	return out

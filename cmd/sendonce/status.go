@@ -131,7 +131,10 @@ func (a *app) status(ctx context.Context, queue, dlq string, maxAge time.Duratio
 		}
 		return out.Attributes, nil
 	}
-	n := func(m map[string]string, k sqstypes.QueueAttributeName) int { x, _ := strconv.Atoi(m[string(k)]); return x }
+	n := func(m map[string]string, k sqstypes.QueueAttributeName) int {
+		x, _ := strconv.Atoi(m[string(k)])
+		return x
+	}
 	qa, err := attrs(queue)
 	if err != nil {
 		return v, err
