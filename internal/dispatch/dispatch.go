@@ -30,8 +30,11 @@
 // attempt may go through another provider (AttemptAdapter). An ambiguous
 // attempt is never released, not even through a provider that drops
 // repeats: the message may be at that provider, and only a retry through
-// it (with the same key) is harmless. The reconciler makes that retry
-// (decide: the provider drops repeats, after a lookup where it can).
+// it (with the same key) is harmless. Through such a provider the
+// sender's next receive makes that retry (Result.Repeat, the fast path:
+// the row is UNCERTAIN and pinned to the provider, and decide does not
+// hand it off); otherwise the reconciler does (decide: the provider drops
+// repeats, after a lookup where it can).
 //
 // A Mark that finds the claim fenced out (ErrFencingLost) after the
 // provider accepted, or may have accepted, is a possible duplicate: it is
@@ -176,6 +179,13 @@ type Result struct {
 	// Row, for a sender's Duplicate or OwnedByReconciler, is the row the
 	// delivery found: what the earlier delivery recorded.
 	Row *ledger.Record
+	// Repeat is true when an Uncertain attempt went through a provider
+	// that drops repeats (the fast path): the row is UNCERTAIN, pinned to
+	// that provider, and the sender reports its SQS record failed so that
+	// the next receive repeats the message through that provider with
+	// the same key (decide: such a row is not handed off), while the
+	// reconciler still owns the row if no receive comes.
+	Repeat bool
 }
 
 // Dispatcher performs attempts: what the sender and the reconciler share,
@@ -214,6 +224,17 @@ type Dispatcher struct {
 	// Health is the container's view of which providers keep failing
 	// (Pick); New makes one when nil.
 	Health *Health
+	// Redactor makes the address tokens of the log lines; the process's
+	// default (redact.Default) when nil.
+	Redactor *redact.Redactor
+}
+
+// Address returns the token of address a for a log line (Redactor).
+func (d *Dispatcher) Address(a string) string {
+	if d.Redactor == nil {
+		return redact.Address(a)
+	}
+	return d.Redactor.Address(a)
 }
 
 // New checks d and returns it with the defaults filled in: metrics.Discard
@@ -622,7 +643,7 @@ func (d *Dispatcher) send(ctx context.Context, c ledger.Claim, e ledger.Entry, p
 	d.Metrics.Count(metrics.ProviderErrors, 1, append(dims, metrics.Dim{Name: "kind", Value: kind.String()})...)
 	switch {
 	case kind == provider.Permanent:
-		log.Info("provider rejected message", "reason", reason, "to", redact.Address(e.Address))
+		log.Info("provider rejected message", "reason", reason, "to", d.Address(e.Address))
 		r := d.mark(ctx, log, c, ledger.Outcome{State: ledger.StateFailed, Reason: reason}, false, dims)
 		r.Kind = kind
 		return r
@@ -658,6 +679,7 @@ func (d *Dispatcher) send(ctx context.Context, c ledger.Claim, e ledger.Entry, p
 		d.Metrics.Count(metrics.UncertainAttempts, 1, dims...)
 		r := d.mark(ctx, log, c, ledger.Outcome{State: ledger.StateUncertain, Reason: reason}, false, dims)
 		r.Kind = kind
+		r.Repeat = r.Disposition == Uncertain && p.Capabilities().IdempotentSends
 		return r
 	}
 }
