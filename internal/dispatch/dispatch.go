@@ -625,7 +625,9 @@ func (d *Dispatcher) send(ctx context.Context, c ledger.Claim, e ledger.Entry, p
 	start := d.Now()
 	receipt, err := p.Send(callCtx, ProviderMessage(e, c.AttemptedAt))
 	cancel()
-	d.Metrics.Latency(metrics.SendLatency, d.Now().Sub(start), dims...)
+	took := d.Now().Sub(start)
+	d.Metrics.Latency(metrics.SendLatency, took, dims...)
+	log.Info("provider answered", "outcome", outcome(err), "reason", provider.ReasonOf(err), "latency_ms", took.Milliseconds())
 	paced := pace.IsPaced(err)
 	if !paced {
 		// A refusal of this side's own pace says nothing about the
@@ -914,4 +916,14 @@ func (d *Dispatcher) Resolve(ctx context.Context, rec ledger.Record, dec decide.
 	}
 	r.Key, r.Attempt = rec.Key, max(r.Attempt, c.Attempt)
 	return r
+}
+
+// outcome names what a provider's answer err was: "accepted" (nil), else
+// its kind ("permanent", "transient", "config", "ambiguous"). The log
+// line "provider answered" carries it as outcome.
+func outcome(err error) string {
+	if err == nil {
+		return "accepted"
+	}
+	return provider.KindOf(err).String()
 }
