@@ -195,8 +195,20 @@ def ParametersDocumented(cfn):
 def GradualDeployment(cfn):
     """Each function publishes an alias updated by a CodeDeploy deployment group
     that offers a canary and rolls back when FencingLost, UncertainAttempts
-    or the function's own errors alarm fires."""
+    or the function's own errors alarm fires. The Serverless Application
+    Repository's edition (template.sar.yaml: the repository's metadata and
+    no CodeDeploy resource at all, as CodeDeploy's types are not on the
+    repository's list) only publishes each function behind its alias;
+    template.yaml, made from the same source without that metadata, keeps
+    the full check."""
     res = cfn.template.get("Resources") or {}
+    if "AWS::ServerlessRepo::Application" in (cfn.template.get("Metadata") or {}) and \
+            not any(isinstance(r, dict) and str(r.get("Type", "")).startswith("AWS::CodeDeploy::") for r in res.values()):
+        aliases = {(p.get("FunctionName") or {}).get("Ref") for _, _, p in resources(cfn, "AWS::Lambda::Alias")}
+        for name, _, _ in resources(cfn, FUNCTION):
+            if name not in aliases:
+                yield ["Resources", name], f"{name}: no alias (AutoPublishAlias)"
+        return
     aliases = {(p.get("FunctionName") or {}).get("Ref"): a for _, a, p in resources(cfn, "AWS::Lambda::Alias")}
     for name, _, _ in resources(cfn, FUNCTION):
         path = ["Resources", name]
@@ -392,8 +404,8 @@ def TimingParameters(cfn):
 
 # The partition-key prefixes of the one table's record types (package
 # tableschema), as IAM's dynamodb:LeadingKeys patterns.
-LEDGER, CALLBACKS, IDEMPOTENCY, RATE, API_KEYS, TEMPLATES, ATTENTION, PACE = \
-    "v1_*", "cb#*", "idem#*", "rate#*", "apikey#*", "tpl#*", "attn#*", "pace#*"
+LEDGER, CALLBACKS, IDEMPOTENCY, RATE, API_KEYS, TEMPLATES, ATTENTION, PACE, OWNERS = \
+    "v1_*", "cb#*", "idem#*", "rate#*", "apikey#*", "tpl#*", "attn#*", "pace#*", "pmid#*"
 # Logs, tracing and the log-redaction key (a generated secret, or an SSM
 # SecureString decrypted through SSM), which every role may hold.
 BASE = ["logs:CreateLogStream", "logs:PutLogEvents", "xray:PutTraceSegments", "xray:PutTelemetryRecords",
@@ -413,12 +425,14 @@ SEND = ["sns:Publish", "ses:SendEmail", "ssm:GetParameter", "kms:Decrypt", "lamb
 # ledger row by itself (a failed claim returns the row: ALL_OLD); the
 # workers do (GetItem), and never resolve a template.
 GRANTS = {
-    "SenderFunction": ({LEDGER: ["PutItem", "UpdateItem"], TEMPLATES: ["BatchGetItem", "GetItem"], PACE: ["UpdateItem"]},
+    "SenderFunction": ({LEDGER: ["PutItem", "UpdateItem"], TEMPLATES: ["BatchGetItem", "GetItem"], PACE: ["UpdateItem"],
+                        OWNERS: ["PutItem", "BatchGetItem"]},
                        BASE + SEND + ["sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility",
                                       "sqs:GetQueueAttributes", "sqs:SendMessage", "kms:GenerateDataKey"]),
     # The reconciler finds the work and hands it out; its workers do it.
     "ReconcilerFunction": ({ATTENTION: ["Query"]}, BASE + ["sqs:SendMessage", "sqs:GetQueueAttributes"]),
-    "ReconcileWorkerFunction": ({LEDGER: ["GetItem", "UpdateItem"], TEMPLATES: ["GetItem"], PACE: ["UpdateItem"]},
+    "ReconcileWorkerFunction": ({LEDGER: ["GetItem", "UpdateItem"], TEMPLATES: ["GetItem"], PACE: ["UpdateItem"],
+                                 OWNERS: ["PutItem", "BatchGetItem"]},
                                 BASE + SEND + ["sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility",
                                                "sqs:GetQueueAttributes"]),
     "WebhookFunction": ({CALLBACKS: ["GetItem", "PutItem"], LEDGER: ["GetItem", "UpdateItem"]},
