@@ -421,11 +421,11 @@ SEND = ["sns:Publish", "ses:SendEmail", "ssm:GetParameter", "kms:Decrypt", "lamb
 # Both render stored templates: the sender resolves a first attempt's
 # template (Resolve: a BatchGetItem of the candidate heads), and both read
 # the version a row pinned (render.RenderVersion through dynamotemplates.Get,
-# a GetItem: every attempt after the first). The sender never reads a
-# ledger row by itself (a failed claim returns the row: ALL_OLD); the
-# workers do (GetItem), and never resolve a template.
+# a GetItem: every attempt after the first). The sender reads a ledger row
+# only for a message whose stored template is missing (Sender.unknownTemplate);
+# the workers read each unit's rows, and never resolve a template.
 GRANTS = {
-    "SenderFunction": ({LEDGER: ["PutItem", "UpdateItem"], TEMPLATES: ["BatchGetItem", "GetItem"], PACE: ["UpdateItem"],
+    "SenderFunction": ({LEDGER: ["GetItem", "PutItem", "UpdateItem"], TEMPLATES: ["BatchGetItem", "GetItem"], PACE: ["UpdateItem"],
                         OWNERS: ["PutItem", "BatchGetItem"]},
                        BASE + SEND + ["sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility",
                                       "sqs:GetQueueAttributes", "sqs:SendMessage", "kms:GenerateDataKey"]),
