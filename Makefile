@@ -145,7 +145,7 @@ chaos: prereqs deps rie ## Run ./cmd/chaos with N messages (N=2000) and SEED (ra
 # The packages whose tests run the functions as their real bootstraps
 # under the emulator (make iam-check): every call they make is evaluated
 # against their roles (internal/iamfront).
-IAM_PACKAGES ?= ./internal/iamfront/... ./functions/... ./internal/webhook ./internal/sesevents ./internal/provider/lambdaprovider ./internal/localpipeline ./internal/chaos ./cmd/sendonce ./examples/...
+IAM_PACKAGES ?= ./functions/... ./internal/webhook ./internal/sesevents ./internal/provider/lambdaprovider ./internal/localpipeline ./internal/chaos ./internal/reconcile ./cmd/sendonce ./examples/...
 
 .PHONY: iam-check
 iam-check: prereqs deps rie ## Run the tests that execute the functions' bootstraps with IAM enforced and print per role the calls evaluated, the calls denied (must be 0) and every grant no call exercised (each accounted for in docs/deploy.md); fails otherwise.

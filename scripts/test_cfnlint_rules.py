@@ -215,6 +215,7 @@ BREAKAGES = {
         # The grant the render path lacked (issue 32): a pinned version is a GetItem on tpl#...#v<N>.
         "SenderCannotGetTemplateVersion": lambda t: sid(t, "SenderRole", "Templates").update(Action="dynamodb:BatchGetItem"),
         "WorkerCannotGetTemplateVersion": lambda t: sid(t, "ReconcileWorkerRole", "Templates").update(Action=["dynamodb:BatchGetItem"]),
+        "SenderReadsLedgerRows": lambda t: sid(t, "SenderRole", "Ledger")["Action"].append("dynamodb:GetItem"),
         "NoLeadingKeysCondition": lambda t: sid(t, "SesEventsRole", "Ledger").pop("Condition"),
         "ForAnyValue": condition_any_value,
         "ApiLacksIdempotency": lambda t: sid(t, "ApiRole", "Idempotency").update(Action=["dynamodb:PutItem"]),
