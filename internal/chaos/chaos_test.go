@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sendonce/sendonce/internal/localpipeline"
 	"github.com/sendonce/sendonce/internal/provider/simulator"
 	"github.com/sendonce/sendonce/internal/rie"
 	"github.com/sendonce/sendonce/internal/testenv"
@@ -41,6 +42,9 @@ func TestChaosSmall(t *testing.T) {
 	}
 	o := Defaults(100, 7)
 	o.DynamoDBEndpoint, o.MotoEndpoint, o.RIE = ddb, moto, bin
+	// Built (or found, under make test) before the run's deadline starts:
+	// a cold build on a busy machine can take minutes of its own.
+	o.Bootstraps = localpipeline.Bootstraps{SenderBootstrap: rie.Build(t, "sender"), WebhookBootstrap: rie.Build(t, "webhook"), ReconcilerBootstrap: rie.Build(t, "reconciler")}
 	o.CrashEvery = 2 * time.Second
 	o.Outage, o.OutageAt = 10*time.Second, 2*time.Second
 	o.FaultWindow = 15 * time.Second

@@ -30,7 +30,9 @@
 //	row new                                                                                                            send
 //	row sent|failed|abandoned                                                                                          acknowledge
 //	row pending-live                                                                                                   wait
-//	caller sender, row uncertain                                                                                       hand_off
+//	caller sender, row uncertain, provider unconfigured|none|lookup                                                    hand_off
+//	caller sender, row uncertain, render unrenderable|no_message                                                       hand_off
+//	caller sender, row uncertain, validity expired                                                                     hand_off
 //	row released|released-backoff, validity expired                                                                    expire
 //	caller reconciler, row released-backoff                                                                            wait
 //	caller reconciler, age old                                                                                         abandon
@@ -68,6 +70,16 @@
 //	caller reconciler, provider none|lookup, policy resend, health down|paced                                          wait
 //	caller reconciler, provider none|lookup, policy resend                                                             send
 //	caller reconciler, provider none|lookup                                                                            abandon
+//
+// The fast path: an UNCERTAIN row whose attempt went through a provider
+// that drops repeats (and that still serves the channel), still valid
+// and renderable, is not handed off when the sender's next receive finds
+// it: the sender decides as the reconciler would (a lookup first where
+// the provider can be asked, then a repeat with the same key through
+// that provider: Caps describe the attempt's own provider, never
+// another), so the message is settled on the next receive instead of
+// waiting for the reconciler. Every other UNCERTAIN row is the
+// reconciler's (hand_off).
 //
 // The sender's mark_uncertain rules for "row pending-stale, tries few"
 // are Wait†: Wait is MarkUncertain instead when the sender decides about a stale
@@ -561,7 +573,10 @@ func Of(in Input) Decision {
 		return Decision{Action: Acknowledge, Reason: "the row is final (" + string(r.State) + ")"}
 	case r.State == ledger.StatePending && !r.Stale(in.Now):
 		return Decision{Action: Wait, Reason: "in flight: another worker holds the claim", Cause: CauseInFlight}
-	case r.State == ledger.StateUncertain && in.Caller == Sender:
+	case r.State == ledger.StateUncertain && in.Caller == Sender && !(in.Configured && in.Caps.IdempotentSends && !expired && in.Unrenderable == ""):
+		// The fast path is the exception: an UNCERTAIN row whose attempt's
+		// provider drops repeats is the next receive's to repeat, through
+		// that provider with the same key (below).
 		return Decision{Action: HandOff, Reason: "uncertain: the reconciler owns it"}
 	case expired && r.Released:
 		return Decision{Action: Expire, Reason: expiredReason(r, "never sent")}

@@ -56,7 +56,11 @@ var table = []rule{
 	{"*", "new", "*", "*", "*", "*", "*", "*", "*", "*", "*", "*", Send},
 	{"*", "sent|failed|abandoned", "*", "*", "*", "*", "*", "*", "*", "*", "*", "*", Acknowledge},
 	{"*", "pending-live", "*", "*", "*", "*", "*", "*", "*", "*", "*", "*", Wait},
-	{"sender", "uncertain", "*", "*", "*", "*", "*", "*", "*", "*", "*", "*", HandOff},
+	// The fast path: an UNCERTAIN row whose provider drops repeats is
+	// the sender's next receive's to repeat; every other is handed off.
+	{"sender", "uncertain", "unconfigured|none|lookup", "*", "*", "*", "*", "*", "*", "*", "*", "*", HandOff},
+	{"sender", "uncertain", "*", "*", "*", "*", "*", "*", "unrenderable|no_message", "*", "*", "*", HandOff},
+	{"sender", "uncertain", "*", "*", "*", "*", "*", "*", "*", "*", "expired", "*", HandOff},
 	// Past its validity a message is never sent: a released row sent
 	// nothing, so it ends FAILED (expired) at once.
 	{"*", "released|released-backoff", "*", "*", "*", "*", "*", "*", "*", "*", "expired", "*", Expire},

@@ -30,8 +30,11 @@
 // attempt may go through another provider (AttemptAdapter). An ambiguous
 // attempt is never released, not even through a provider that drops
 // repeats: the message may be at that provider, and only a retry through
-// it (with the same key) is harmless. The reconciler makes that retry
-// (decide: the provider drops repeats, after a lookup where it can).
+// it (with the same key) is harmless. Through such a provider the
+// sender's next receive makes that retry (Result.Repeat, the fast path:
+// the row is UNCERTAIN and pinned to the provider, and decide does not
+// hand it off); otherwise the reconciler does (decide: the provider drops
+// repeats, after a lookup where it can).
 //
 // A Mark that finds the claim fenced out (ErrFencingLost) after the
 // provider accepted, or may have accepted, is a possible duplicate: it is
@@ -176,6 +179,13 @@ type Result struct {
 	// Row, for a sender's Duplicate or OwnedByReconciler, is the row the
 	// delivery found: what the earlier delivery recorded.
 	Row *ledger.Record
+	// Repeat is true when an Uncertain attempt went through a provider
+	// that drops repeats (the fast path): the row is UNCERTAIN, pinned to
+	// that provider, and the sender reports its SQS record failed so that
+	// the next receive repeats the message through that provider with
+	// the same key (decide: such a row is not handed off), while the
+	// reconciler still owns the row if no receive comes.
+	Repeat bool
 }
 
 // Dispatcher performs attempts: what the sender and the reconciler share,
@@ -667,6 +677,7 @@ func (d *Dispatcher) send(ctx context.Context, c ledger.Claim, e ledger.Entry, p
 		d.Metrics.Count(metrics.UncertainAttempts, 1, dims...)
 		r := d.mark(ctx, log, c, ledger.Outcome{State: ledger.StateUncertain, Reason: reason}, false, dims)
 		r.Kind = kind
+		r.Repeat = r.Disposition == Uncertain && p.Capabilities().IdempotentSends
 		return r
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"regexp"
 
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -46,7 +47,25 @@ const (
 	// EnvRetention is how long ledger rows are kept (their TTL), default
 	// dynamoledger.DefaultRetention.
 	EnvRetention = "SENDONCE_RETENTION"
+	// EnvStack names the CloudFormation stack the function belongs to
+	// (the template sets it to AWS::StackName): its metrics go to the
+	// stack's own namespace, metrics.StackNamespace, the one the stack's
+	// alarms and dashboard read. Unset (a local run): metrics.Namespace.
+	EnvStack = "SENDONCE_STACK"
 )
+
+// stackName matches a CloudFormation stack name: a letter, then letters,
+// digits and hyphens, 128 characters at most (the AWS CloudFormation API
+// Reference, CreateStack's StackName: [a-zA-Z][-a-zA-Z0-9]*, 128 at most).
+var stackName = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9-]{0,127}$`)
+
+// parseStack accepts a stack name (stackName).
+func parseStack(v string) (string, error) {
+	if !stackName.MatchString(v) {
+		return "", fmt.Errorf("%q is not a CloudFormation stack name (a letter, then letters, digits and hyphens, at most 128)", v)
+	}
+	return v, nil
+}
 
 // Start begins a function's start-up over the process environment and
 // stdout: see StartWith.
@@ -60,14 +79,16 @@ func Start(ctx context.Context, service string) *Function {
 // stored where SENDONCE_REDACT_KEY_PARAM points) and makes it redact's
 // default, logs "starting" with the module version (buildinfo.Version),
 // and builds the DynamoDB client, the secrets resolver of
-// f.Env.Secret and the EMF recorder named service. It reads EnvTable.
+// f.Env.Secret and the EMF recorder named service, writing in the
+// namespace of the stack EnvStack names. It reads EnvTable and EnvStack.
 //
 // A problem is recorded in f.Env, not reported: read the function's own
 // variables through f.Env, then check f.Env.Err (Must).
 func StartWith(ctx context.Context, service string, getenv func(string) string, out io.Writer) *Function {
-	f := &Function{Log: Logger(out, getenv), Env: New(getenv), Metrics: metrics.NewEMF(out, service)}
+	f := &Function{Log: Logger(out, getenv), Env: New(getenv)}
 	slog.SetDefault(f.Log) // libraries that log through slog.Default write JSON too
 	Value(f.Env, EnvLogLevel, slog.LevelInfo, parseLevel)
+	f.Metrics = metrics.NewEMF(out, metrics.StackNamespace(Value(f.Env, EnvStack, "", parseStack)), service)
 	f.Table = f.Env.Required(EnvTable)
 	cfg, err := config.LoadDefaultConfig(ctx)
 	if err != nil {

@@ -45,3 +45,25 @@ func TestStartWith(t *testing.T) {
 		t.Errorf("Err %q shows the key", err)
 	}
 }
+
+// TestStartWithStack: the EMF recorder writes in the namespace of the
+// stack SENDONCE_STACK names (metrics.StackNamespace), the plain one
+// without it, and a value that is no stack name is a start-up problem.
+func TestStartWithStack(t *testing.T) {
+	oldLog, oldRedact := slog.Default(), redact.Default()
+	t.Cleanup(func() { slog.SetDefault(oldLog); redact.SetDefault(oldRedact) })
+	ctx := context.Background()
+	var out strings.Builder
+	for stack, want := range map[string]string{"prod-eu": "sendonce/prod-eu", "": "sendonce"} {
+		f := StartWith(ctx, "sender", getenv(map[string]string{EnvTable: "t", EnvRedactKey: testKey, EnvStack: stack}), &out)
+		if f.Env.Err() != nil || f.Metrics.Namespace() != want {
+			t.Errorf("%s=%q: namespace %q (Err %v), want %q", EnvStack, stack, f.Metrics.Namespace(), f.Env.Err(), want)
+		}
+	}
+	for _, bad := range []string{"prod/eu", "1prod", "prod_eu", strings.Repeat("a", 129)} {
+		f := StartWith(ctx, "sender", getenv(map[string]string{EnvTable: "t", EnvRedactKey: testKey, EnvStack: bad}), &out)
+		if err := f.Env.Err(); err == nil || !strings.Contains(err.Error(), EnvStack) {
+			t.Errorf("%s=%q: Err %v, want it refused", EnvStack, bad, err)
+		}
+	}
+}

@@ -14,7 +14,7 @@ import (
 func flushLines(t testing.TB, fn func(e *EMF)) []map[string]any {
 	t.Helper()
 	var buf bytes.Buffer
-	e := NewEMF(&buf, "reconciler")
+	e := NewEMF(&buf, Namespace, "reconciler")
 	e.now = func() time.Time { return time.UnixMilli(1700000000000) }
 	fn(e)
 	if err := e.Flush(); err != nil {

@@ -42,8 +42,24 @@ import (
 	"time"
 )
 
-// Namespace is the CloudWatch namespace of every sendonce metric.
+// Namespace is the CloudWatch namespace of sendonce metrics written
+// outside a stack (the library's sendonce.NewMetrics, local runs). A
+// stack's functions write to StackNamespace(stack) instead, so that a
+// stack's alarms, which read only their own namespace, never count
+// another stack's data points.
 const Namespace = "sendonce"
+
+// StackNamespace returns the namespace of the metrics of the
+// CloudFormation stack named stack: Namespace + "/" + stack
+// ("sendonce/prod"), or Namespace when stack is empty. A stack name (1 to
+// 128 letters, digits and hyphens) makes a valid namespace: CloudWatch
+// takes up to 255 characters of letters, digits and . - _ / # : and space.
+func StackNamespace(stack string) string {
+	if stack == "" {
+		return Namespace
+	}
+	return Namespace + "/" + stack
+}
 
 // Metric names. Every function emits from this set only.
 const (
@@ -108,9 +124,10 @@ func (discard) Latency(string, time.Duration, ...Dim) {}
 // EMF aggregates metrics and writes them as EMF documents. It is safe for
 // concurrent use.
 type EMF struct {
-	w       io.Writer
-	service string
-	now     func() time.Time
+	w         io.Writer
+	namespace string
+	service   string
+	now       func() time.Time
 
 	mu   sync.Mutex
 	sets map[string]*dimSet
@@ -123,10 +140,14 @@ type dimSet struct {
 }
 
 // NewEMF returns a Recorder for service (the "service" dimension on every
-// metric) writing EMF lines to w (os.Stdout in Lambda).
-func NewEMF(w io.Writer, service string) *EMF {
-	return &EMF{w: w, service: service, now: time.Now, sets: map[string]*dimSet{}}
+// metric) writing EMF lines in namespace (StackNamespace, or Namespace) to
+// w (os.Stdout in Lambda).
+func NewEMF(w io.Writer, namespace, service string) *EMF {
+	return &EMF{w: w, namespace: namespace, service: service, now: time.Now, sets: map[string]*dimSet{}}
 }
+
+// Namespace returns the CloudWatch namespace e writes its metrics in.
+func (e *EMF) Namespace() string { return e.namespace }
 
 // Count implements Recorder.
 func (e *EMF) Count(name string, n int, dims ...Dim) {
@@ -246,7 +267,7 @@ func (e *EMF) Flush() error {
 	e.mu.Unlock()
 	ts := e.now().UnixMilli()
 	for _, id := range slices.Sorted(maps.Keys(sets)) {
-		for _, doc := range documents(sets[id], ts) {
+		for _, doc := range documents(e.namespace, sets[id], ts) {
 			b, err := json.Marshal(doc)
 			if err != nil {
 				return err
@@ -260,10 +281,10 @@ func (e *EMF) Flush() error {
 }
 
 // documents lays one dimension set's metrics out in documents within the
-// limits: counters first, then latencies, by name; at most MaxMetrics
+// limits, in namespace: counters first, then latencies, by name; at most MaxMetrics
 // metrics per document; a latency's samples in chunks of MaxValues, chunk
 // i of every latency in the i-th round of documents.
-func documents(s *dimSet, ts int64) []map[string]any {
+func documents(namespace string, s *dimSet, ts int64) []map[string]any {
 	type value struct {
 		name, unit string
 		v          any
@@ -294,7 +315,7 @@ func documents(s *dimSet, ts int64) []map[string]any {
 			for _, d := range s.dims {
 				doc[d.Name] = d.Value
 			}
-			dir := emfDirective{Namespace: Namespace, Dimensions: [][]string{names}}
+			dir := emfDirective{Namespace: namespace, Dimensions: [][]string{names}}
 			for _, v := range part {
 				dir.Metrics = append(dir.Metrics, emfMetric{v.name, v.unit})
 				doc[v.name] = v.v

@@ -12,7 +12,7 @@ import (
 func TestEMFFlushIsValidEMF(t *testing.T) {
 	t.Parallel()
 	var buf bytes.Buffer
-	e := NewEMF(&buf, "sender")
+	e := NewEMF(&buf, StackNamespace("prod"), "sender")
 	e.now = func() time.Time { return time.UnixMilli(1700000000000) }
 	e.Count(Sent, 1, Dim{"channel", "sms"})
 	e.Count(Sent, 2, Dim{"channel", "sms"})

@@ -116,7 +116,7 @@ func (a *Adapter) Send(ctx context.Context, m provider.Message) (provider.Receip
 		}
 	}
 	rc, err := a.Adapter.Send(ctx, m)
-	a.Limiter.Observe(name, err)
+	a.Limiter.observe(ctx, name, err)
 	return rc, err
 }
 

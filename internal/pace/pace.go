@@ -53,6 +53,20 @@ type Store interface {
 	Take(ctx context.Context, provider string, sec int64, n, limit int) (int, error)
 }
 
+// Pauser is a Store that can pause a provider for every container: it
+// spends the whole limit of each second in [from, to) (Unix seconds), so
+// that no container's Take is granted a token of them. Both stores of
+// this package implement it; a Store that does not pauses only the
+// container that saw the Retry-After.
+//
+// What it costs: one write per paused second (a Retry-After is cut to
+// retryafter.Max, 300 writes at most), made by a container only when the
+// Retry-After extends its own pause: at most once per Retry-After answer
+// per container.
+type Pauser interface {
+	Pause(ctx context.Context, provider string, from, to int64, limit int) error
+}
+
 // Defaults of Limiter.
 const (
 	DefaultBlock = 10
@@ -226,15 +240,39 @@ type RetryAfterer interface {
 var throttleCodes = map[string]bool{"429": true, "20429": true, "Throttling": true, "ThrottlingException": true, "TooManyRequestsException": true, "421": true}
 
 // Observe adjusts provider's pace to the outcome of a send: err nil raises
-// the factor (once a second), a throttling answer halves it (and pauses
-// the provider for its Retry-After, if any), and transient or ambiguous
-// failures that outnumber a second's successes (the provider is down) set
-// it to the floor.
+// the factor (once a second), a throttling answer halves it, an error
+// whose chain holds a Retry-After (RetryAfterer) pauses the provider until
+// then, in this container at once and in every container through the
+// store (Pauser), and transient or ambiguous failures that outnumber a
+// second's successes (the provider is down) set it to the floor.
 func (l *Limiter) Observe(name string, err error) {
-	if _, ok := l.limits[name]; !ok {
+	l.observe(context.Background(), name, err)
+}
+
+func (l *Limiter) observe(ctx context.Context, name string, err error) {
+	limit, ok := l.limits[name]
+	if !ok {
 		return
 	}
 	now := l.now()
+	if until, ok := l.adjust(name, now, err); ok {
+		if p, ok := l.store.(Pauser); ok {
+			to := until.Unix()
+			if until.After(time.Unix(to, 0)) {
+				to++
+			}
+			// The send's context may be ending: the pause is written
+			// within a second of its own.
+			pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+			defer cancel()
+			_ = p.Pause(pctx, name, now.Unix(), to, limit)
+		}
+	}
+}
+
+// adjust is Observe's change of the route's state; it returns the end of
+// a pause that a Retry-After extended (ok false when none did).
+func (l *Limiter) adjust(name string, now time.Time, err error) (time.Time, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	r := l.route(name)
@@ -247,11 +285,16 @@ func (l *Limiter) Observe(name string, err error) {
 			r.raisedAt = sec
 			r.factor = min(1, r.factor+l.ramp)
 		}
-		return
+		return time.Time{}, false
 	}
-	var ra RetryAfterer
+	var (
+		ra       RetryAfterer
+		extended bool
+	)
 	if errors.As(err, &ra) && ra.RetryAfter() > 0 {
-		r.pause = now.Add(ra.RetryAfter())
+		if until := now.Add(ra.RetryAfter()); until.After(r.pause) {
+			r.pause, extended = until, true
+		}
 	}
 	var pe *provider.Error
 	switch {
@@ -266,6 +309,7 @@ func (l *Limiter) Observe(name string, err error) {
 			r.factor = l.floor
 		}
 	}
+	return r.pause, extended
 }
 
 // Factor returns provider's current factor of its rate (1 when unpaced).

@@ -36,7 +36,23 @@ func (s *MemStore) Take(_ context.Context, provider string, sec int64, n, limit 
 	return got, nil
 }
 
-// Writes returns how many Take calls were made (a DynamoStore's writes).
+// Pause implements Pauser: every second in [from, to) has its limit spent.
+func (s *MemStore) Pause(_ context.Context, provider string, from, to int64, limit int) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.counts == nil {
+		s.counts = map[string]int{}
+	}
+	for sec := from; sec < to; sec++ {
+		s.writes++
+		k := provider + "#" + strconv.FormatInt(sec, 10)
+		s.counts[k] = max(s.counts[k], limit)
+	}
+	return nil
+}
+
+// Writes returns how many Take and Pause writes were made (a
+// DynamoStore's writes).
 func (s *MemStore) Writes() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -75,4 +91,20 @@ func (s *DynamoStore) Take(ctx context.Context, provider string, sec int64, n, l
 		}
 	}
 	return 0, nil
+}
+
+// Pause implements Pauser with one UpdateItem per second in [from, to):
+// the second's count is set to limit (never lowered), so every later
+// Take of it is refused.
+func (s *DynamoStore) Pause(ctx context.Context, provider string, from, to int64, limit int) error {
+	for sec := from; sec < to; sec++ {
+		count := expression.Name("count")
+		err := tableschema.Update(ctx, s.DB, s.Table, "pace#"+provider+"#"+strconv.FormatInt(sec, 10),
+			expression.Set(count, expression.Value(limit)).Set(expression.Name(tableschema.TTLAttribute), expression.Value(sec+60)),
+			expression.AttributeNotExists(count).Or(count.LessThan(expression.Value(limit))))
+		if _, failed := tableschema.ConditionFailed(err); err != nil && !failed {
+			return fmt.Errorf("pace: pause %s second %d: %w", provider, sec, err)
+		}
+	}
+	return nil
 }

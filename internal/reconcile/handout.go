@@ -27,6 +27,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -37,10 +38,14 @@ import (
 // DefaultUnitSize is the number of keys in one unit of work.
 const DefaultUnitSize = 25
 
-// Unit is one unit of work Find hands out: keys of rows that were due
-// when it was found, oldest due first.
+// Unit is one unit of work Find hands out: keys of rows of one lane that
+// were due when it was found, earliest deadline first (Find).
 type Unit struct {
 	Keys []string `json:"keys"`
+	// Lane is the lane of every row of the unit (Lane); empty in a unit
+	// handed out before units had lanes, whose rows Work reads to learn
+	// theirs.
+	Lane string `json:"lane,omitempty"`
 	// FoundAt is when Find read the rows (for the unit's age in logs).
 	FoundAt time.Time `json:"found_at"`
 }
@@ -90,10 +95,35 @@ type FindReport struct {
 	Truncated bool `json:"truncated"`
 }
 
+// ScanFactor bounds how far past MaxRows one Find reads the attention
+// index: at most ScanFactor × MaxRows rows. Rows of a lane that has its
+// share already are read and skipped, so that a lane whose rows sit
+// behind another lane's backlog (an email row behind an SMS outage) is
+// still handed out in the same run. What it costs: the extra index pages
+// (a page of 1,000 rows of about 0.5 KB is about 62 read units,
+// eventually consistent), only while more than MaxRows rows are due.
+const ScanFactor = 4
+
+// Lane is the lane of row rec in the hand-out and in Work: its channel
+// and the provider of its latest attempt ("sms/twilio"). Rows of one lane
+// share a provider's health and rate; a lane whose provider is down or
+// paced never holds back another lane's rows.
+func Lane(rec ledger.Record) string { return rec.Channel + "/" + rec.Provider }
+
 // Find reads the attention index's shards, oldest due first, and hands the
 // due rows out to q in units of UnitSize keys, at most MaxRows rows, unless
 // units are still waiting on q. It returns an error only when the index
 // or the queue could not be read at all.
+//
+// The rows are handed out by lane (Lane: the channel and the provider of
+// the row's attempt), each unit holding the rows of one lane, and MaxRows
+// is shared between the lanes found (max-min fair: a lane with fewer rows
+// than its share gets them all, the rest is shared among the others), so
+// the rows of a provider that is down or paced never fill MaxRows while
+// another lane has rows due. Find reads up to ScanFactor × MaxRows rows to
+// find the other lanes. Within a lane the rows go earliest deadline
+// first: by validity (ledger.Entry.ValidUntil; rows without one last),
+// then oldest due.
 func (r *Reconciler) Find(ctx context.Context, q Queue) (FindReport, error) {
 	var rep FindReport
 	waiting, err := q.Waiting(ctx)
@@ -110,26 +140,19 @@ func (r *Reconciler) Find(ctx context.Context, q Queue) (FindReport, error) {
 	if err := it.init(ctx); err != nil {
 		return rep, err
 	}
-	const batch = 10 // SQS SendMessageBatch's limit
-	var (
-		pending []Unit
-		cur     Unit
-	)
-	flush := func() error {
-		if len(pending) == 0 {
-			return nil
-		}
-		n, err := q.Put(ctx, pending)
-		for _, u := range pending[:n] {
-			rep.Found += len(u.Keys)
-		}
-		rep.Units += n
-		rep.Lost += len(pending) - n
-		pending = pending[:0]
-		return err
+	type laneRows struct {
+		name string
+		rows []found
 	}
+	var (
+		lanes  []*laneRows
+		byName = map[string]*laneRows{}
+		read   int
+		first  = true
+	)
+	scan := r.cfg.MaxRows * ScanFactor
 	for {
-		if rep.Found+len(cur.Keys)+unitRows(pending) >= r.cfg.MaxRows || ctx.Err() != nil {
+		if read >= scan || ctx.Err() != nil {
 			rep.Truncated = it.more() || it.truncated
 			break
 		}
@@ -143,27 +166,63 @@ func (r *Reconciler) Find(ctx context.Context, q Queue) (FindReport, error) {
 			rep.Truncated = it.truncated
 			break
 		}
-		if rep.Found+len(cur.Keys)+unitRows(pending) == 0 {
+		read++
+		if first {
 			rep.OldestDueMillis = now.Sub(dueAt(rec)).Milliseconds()
+			first = false
 		}
-		if len(cur.Keys) == 0 {
-			cur.FoundAt = now
+		name := Lane(rec)
+		l := byName[name]
+		if l == nil {
+			l = &laneRows{name: name}
+			byName[name] = l
+			lanes = append(lanes, l)
 		}
-		cur.Keys = append(cur.Keys, rec.Key)
-		if len(cur.Keys) == r.cfg.UnitSize {
-			pending, cur = append(pending, cur), Unit{}
+		if len(l.rows) >= r.cfg.MaxRows {
+			// No lane gets more than MaxRows: the row is left for a later run.
+			rep.Truncated = true
+			continue
 		}
-		if len(pending) == batch {
-			if err := flush(); err != nil {
-				r.dispatch.Logger.Error("hand out units", "error", err, "lost", rep.Lost)
+		l.rows = append(l.rows, found{key: rec.Key, validUntil: rec.ValidUntil, due: dueAt(rec)})
+	}
+	// Max-min fair shares of MaxRows.
+	sizes := make([]int, len(lanes))
+	for i, l := range lanes {
+		sizes[i] = len(l.rows)
+	}
+	shares := fairShares(sizes, r.cfg.MaxRows)
+	var units []Unit
+	for i, l := range lanes {
+		if shares[i] < len(l.rows) {
+			rep.Truncated = true
+		}
+		rows := l.rows
+		slices.SortStableFunc(rows, byDeadline)
+		rows = rows[:shares[i]]
+		for len(rows) > 0 {
+			n := min(len(rows), r.cfg.UnitSize)
+			u := Unit{Lane: l.name, FoundAt: now}
+			for _, f := range rows[:n] {
+				u.Keys = append(u.Keys, f.key)
 			}
+			units = append(units, u)
+			rows = rows[n:]
 		}
 	}
-	if len(cur.Keys) > 0 {
-		pending = append(pending, cur)
-	}
-	if err := flush(); err != nil {
-		r.dispatch.Logger.Error("hand out units", "error", err, "lost", rep.Lost)
+	units = interleave(units)
+	const batch = 10 // SQS SendMessageBatch's limit
+	for len(units) > 0 {
+		pending := units[:min(batch, len(units))]
+		units = units[len(pending):]
+		n, err := q.Put(ctx, pending)
+		for _, u := range pending[:n] {
+			rep.Found += len(u.Keys)
+		}
+		rep.Units += n
+		rep.Lost += len(pending) - n
+		if err != nil {
+			r.dispatch.Logger.Error("hand out units", "error", err, "lost", rep.Lost)
+		}
 	}
 	if rep.Found > 0 {
 		r.dispatch.Metrics.Latency(metrics.ReconcileBacklogAge, time.Duration(rep.OldestDueMillis)*time.Millisecond)
@@ -171,12 +230,84 @@ func (r *Reconciler) Find(ctx context.Context, q Queue) (FindReport, error) {
 	return rep, nil
 }
 
-func unitRows(us []Unit) int {
-	n := 0
-	for _, u := range us {
-		n += len(u.Keys)
+// found is what Find keeps of a row it read: a backlog of rows read
+// past MaxRows costs little memory.
+type found struct {
+	key        string
+	validUntil time.Time
+	due        time.Time
+}
+
+// byDeadline orders rows earliest deadline first: by validity (none
+// last), then oldest due.
+func byDeadline(a, b found) int {
+	switch {
+	case a.validUntil.IsZero() != b.validUntil.IsZero():
+		if a.validUntil.IsZero() {
+			return 1
+		}
+		return -1
+	case !a.validUntil.Equal(b.validUntil):
+		return a.validUntil.Compare(b.validUntil)
 	}
-	return n
+	return a.due.Compare(b.due)
+}
+
+// fairShares divides total between demands max-min fairly: a demand
+// below its equal share gets all of it, and what it leaves is shared
+// among the others.
+func fairShares(demands []int, total int) []int {
+	out := make([]int, len(demands))
+	left := total
+	open := 0
+	for _, d := range demands {
+		if d > 0 {
+			open++
+		}
+	}
+	for open > 0 && left > 0 {
+		share := max(1, left/open)
+		progressed := false
+		for i, d := range demands {
+			if out[i] >= d || left == 0 {
+				continue
+			}
+			give := min(share, d-out[i], left)
+			out[i] += give
+			left -= give
+			progressed = progressed || give > 0
+			if out[i] >= d {
+				open--
+			}
+		}
+		if !progressed {
+			break
+		}
+	}
+	return out
+}
+
+// interleave orders units round-robin by lane (units keeps each lane's
+// order), so that workers taking them in order serve every lane.
+func interleave(units []Unit) []Unit {
+	var order []string
+	byLane := map[string][]Unit{}
+	for _, u := range units {
+		if _, ok := byLane[u.Lane]; !ok {
+			order = append(order, u.Lane)
+		}
+		byLane[u.Lane] = append(byLane[u.Lane], u)
+	}
+	out := make([]Unit, 0, len(units))
+	for len(out) < len(units) {
+		for _, l := range order {
+			if us := byLane[l]; len(us) > 0 {
+				out = append(out, us[0])
+				byLane[l] = us[1:]
+			}
+		}
+	}
+	return out
 }
 
 // ActionNotDue: the row a unit named is settled or not due any more
@@ -185,7 +316,7 @@ func unitRows(us []Unit) int {
 const ActionNotDue Action = "not_due"
 
 // ActionDeferred: a row of the unit was not examined because an earlier
-// row of it found the provider's rate spent or the provider down
+// row of its lane found the provider's rate spent or the provider down
 // (ActionPaced, ActionProviderDown): it stays due in the attention index,
 // untouched, and the next Find hands it out again.
 const ActionDeferred Action = "deferred"
@@ -196,65 +327,82 @@ const ActionDeferred Action = "deferred"
 // examined: the caller returns the unit to the queue (a redelivery redoes
 // only what is still due).
 //
-// Once a row of the unit could not be sent because the provider's rate is
-// spent or the provider is down, Work starts no further row of the unit:
-// each would wait for a token (up to the pace's wait) or be skipped, and
-// the worker would only spend reads and time. The rows it did not start
-// are counted as ActionDeferred (not in Examined) and stay due in the
-// attention index, where the next Find finds them; done is still true
-// (the unit is acknowledged). A unit may hold rows of several channels:
-// those wait for the next Find too, a minute at most.
+// Once a row could not be sent because its provider's rate is spent or
+// the provider is down, Work starts no further row of that row's lane
+// (Lane): each would wait for a token (up to the pace's wait) or be
+// skipped, and the worker would only spend reads and time. Rows of other
+// lanes go on: a unit never stops on another provider's row. The rows it
+// did not start are counted as ActionDeferred (not in Examined) and stay
+// due in the attention index, where the next Find finds them; done is
+// still true (the unit is acknowledged). A unit of one lane (Unit.Lane,
+// as Find hands them out) is deferred without a read; the rows of a unit
+// without a lane are read first, to learn theirs.
 func (r *Reconciler) Work(ctx context.Context, u Unit) (rep Report, done bool) {
 	rep = Report{Actions: map[Action]int{}}
 	var (
 		mu      sync.Mutex
 		wg      sync.WaitGroup
 		sem     = make(chan struct{}, r.cfg.Concurrency)
-		stopped bool
+		stopped = map[string]bool{}
 	)
+	isStopped := func(lane string) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return stopped[lane]
+	}
 	done = true
-	for i, key := range u.Keys {
+	for _, key := range u.Keys {
 		if r.nearDeadline(ctx) {
 			done = false
 			break
 		}
 		sem <- struct{}{}
-		mu.Lock()
-		stop := stopped
-		mu.Unlock()
-		if stop {
+		if u.Lane != "" && isStopped(u.Lane) {
 			<-sem
-			rep.Actions[ActionDeferred] += len(u.Keys) - i
-			break
+			mu.Lock()
+			rep.Actions[ActionDeferred]++
+			mu.Unlock()
+			continue
 		}
-		rep.Examined++
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			a := r.workKey(ctx, key)
+			a, lane := r.workKey(ctx, key, isStopped)
 			mu.Lock()
+			defer mu.Unlock()
 			rep.Actions[a]++
-			if a == ActionPaced || a == ActionProviderDown {
-				stopped = true
+			if a != ActionDeferred {
+				rep.Examined++
 			}
-			mu.Unlock()
+			if a == ActionPaced || a == ActionProviderDown {
+				stopped[lane] = true
+				if u.Lane != "" {
+					stopped[u.Lane] = true
+				}
+			}
 		}()
 	}
 	wg.Wait()
 	return rep, done
 }
 
-func (r *Reconciler) workKey(ctx context.Context, key string) Action {
+// workKey reads key's row again and reconciles it when it is still due
+// and its lane (returned) is not stopped (ActionDeferred).
+func (r *Reconciler) workKey(ctx context.Context, key string, stopped func(lane string) bool) (Action, string) {
 	rec, err := r.dispatch.Ledger.Get(ctx, key)
 	if errors.Is(err, ledger.ErrNotFound) {
-		return ActionNotDue
+		return ActionNotDue, ""
 	}
 	if err != nil {
 		r.dispatch.Logger.Warn("row left for a later run", "key", key, "error", err)
-		return ActionWaiting
+		return ActionWaiting, ""
 	}
 	if !rec.Indexed() || ledger.Due(rec).After(r.dispatch.Now()) {
-		return ActionNotDue
+		return ActionNotDue, Lane(rec)
 	}
-	return r.reconcile(ctx, rec)
+	lane := Lane(rec)
+	if stopped(lane) {
+		return ActionDeferred, lane
+	}
+	return r.reconcile(ctx, rec), lane
 }

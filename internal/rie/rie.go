@@ -45,6 +45,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sendonce/sendonce/internal/iamfront"
 	"github.com/sendonce/sendonce/internal/testsupport"
 )
 
@@ -103,6 +104,11 @@ type Instance struct {
 	closeOnce sync.Once
 	closeErr  error
 
+	// The IAM front the function's calls go through, and its principal
+	// there (nil when the function is not the template's).
+	front     *iamfront.Front
+	principal *iamfront.Principal
+
 	mu       sync.Mutex
 	seen     map[procID]struct{} // every descendant ever observed
 	timeouts []time.Time         // when an invocation timed out (TimedOut)
@@ -131,6 +137,20 @@ func Launch(ctx context.Context, cfg Config) (*Instance, error) {
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = DefaultTimeout
 	}
+	// IAM enforced: a function of the template signs with an access key
+	// of its own, and its calls go through the front that evaluates them
+	// against its role (package iamfront).
+	var front *iamfront.Front
+	var principal *iamfront.Principal
+	if fn := functionOf(cfg); fn != "" && iamfront.Enabled() {
+		var err error
+		if front, err = iamfront.Shared(); err != nil {
+			return nil, fmt.Errorf("rie: launch %s: %w", fn, err)
+		}
+		if cfg.Env, principal, err = front.Register(fn, cfg.Env); err != nil {
+			return nil, fmt.Errorf("rie: launch %s: %w", fn, err)
+		}
+	}
 
 	// Two free ports are picked and released before the emulator binds
 	// them, so another process may take one in between: then the emulator
@@ -139,12 +159,16 @@ func Launch(ctx context.Context, cfg Config) (*Instance, error) {
 	for attempt := 0; attempt < 3; attempt++ {
 		inst, err := launchOnce(ctx, cfg)
 		if err == nil {
+			inst.front, inst.principal = front, principal
 			return inst, nil
 		}
 		lastErr = err
 		if !errors.Is(err, errExitedEarly) || ctx.Err() != nil {
 			break
 		}
+	}
+	if front != nil {
+		front.Unregister(principal)
 	}
 	return nil, lastErr
 }
@@ -373,9 +397,44 @@ func ParseInvokeError(body []byte) (*InvokeError, bool) {
 // bootstrap runs in a process group of its own), waits for them, and
 // returns an error if any of them is still running afterwards. It is safe
 // to call more than once; later calls return the first result.
+//
+// It fails too when the function was denied a call its role does not
+// allow (package iamfront), naming the function and each call.
 func (i *Instance) Close() error {
-	i.closeOnce.Do(func() { i.closeErr = i.stop() })
+	i.closeOnce.Do(func() {
+		i.closeErr = i.stop()
+		if i.front == nil || i.principal == nil {
+			return
+		}
+		i.front.Unregister(i.principal)
+		if d := i.principal.Denied(); len(d) > 0 {
+			i.closeErr = errors.Join(i.closeErr, fmt.Errorf("rie: IAM: %s (role %s) was denied %d call(s) its role does not allow:\n  %s",
+				i.principal.Function, i.principal.Role, len(d), strings.Join(d, "\n  ")))
+		}
+	})
 	return i.closeErr
+}
+
+// IAMDenied returns the calls the function was denied by its role (nil
+// when IAM is not enforced on it).
+func (i *Instance) IAMDenied() []string {
+	if i.principal == nil {
+		return nil
+	}
+	return i.principal.Denied()
+}
+
+// functionOf names the template function cfg runs ("sender"): its
+// FunctionName "sendonce-<name>", or the function Build built its
+// bootstrap from; "" for another binary.
+func functionOf(cfg Config) string {
+	if n, ok := strings.CutPrefix(cfg.FunctionName, "sendonce-"); ok && iamfront.IsFunction(n) {
+		return n
+	}
+	if pkg, ok := built.Load(cfg.Bootstrap); ok && iamfront.IsFunction(pkg.(string)) {
+		return pkg.(string)
+	}
+	return ""
 }
 
 func (i *Instance) stop() error {

@@ -24,21 +24,46 @@ const FunctionsDir = "functions"
 // returns its path. pkg is a function name under ./functions ("sender"),
 // or a path relative to the module root ("./internal/rie/testdata/echo").
 // A failed build fails t with the compiler's output.
+//
+// When SENDONCE_TEST_BOOTSTRAPS names a directory (make test builds every
+// bootstrap there once, before go test starts: BootstrapsEnv), Build
+// returns the one built there and fails t if it is missing, instead of
+// building it again in each test binary that needs it. The build has no
+// deadline of its own: on a busy machine a cold build can take minutes,
+// and only go test's -timeout bounds it.
 func Build(t testing.TB, pkg string) string {
 	t.Helper()
+	if dir := os.Getenv(BootstrapsEnv); dir != "" {
+		path := filepath.Join(dir, PrebuiltName(pkg))
+		if _, err := os.Stat(path); err != nil {
+			t.Fatalf("rie: %s is not among the bootstraps built before the tests (%s=%s): add %s to TEST_BOOTSTRAPS in the Makefile",
+				pkg, BootstrapsEnv, dir, pkg)
+		}
+		return path
+	}
 	build, _ := builds.LoadOrStore(pkg, sync.OnceValues(func() (string, error) {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-		defer cancel()
-		return buildCached(ctx, pkg)
+		return buildCached(context.Background(), pkg)
 	}))
 	path, err := build.(func() (string, error))()
 	if err != nil {
 		t.Fatalf("rie: build %s: %v", pkg, err)
 	}
+	built.Store(path, pkg)
 	return path
 }
 
+// BootstrapsEnv names the variable that points Build at a directory of
+// bootstraps built beforehand, one file per package, named PrebuiltName.
+const BootstrapsEnv = "SENDONCE_TEST_BOOTSTRAPS"
+
+// PrebuiltName is the file name of pkg's bootstrap in the BootstrapsEnv
+// directory: the last element of its path, as `go build -o dir/` names a
+// command ("sender", "echo").
+func PrebuiltName(pkg string) string { return filepath.Base(pkg) }
+
 var builds sync.Map // pkg -> its build, a sync.OnceValues
+
+var built sync.Map // path -> the pkg Build built there (functionOf)
 
 // buildCached builds pkg into a per-package path under the system temp
 // directory, replaced atomically, so repeated test runs reuse one file

@@ -112,7 +112,9 @@ func (s *Sender) handleRecord(ctx context.Context, rec events.SQSMessage) bool {
 	}
 	log.Log(ctx, level, "processed", "key", res.Key, "disposition", res.Disposition.String(), "reason", res.Reason,
 		"receive_count", rec.Attributes["ApproximateReceiveCount"])
-	return res.Disposition != dispatch.Retry
+	// An ambiguous attempt through a provider that drops repeats is
+	// repeated by the next receive (dispatch.Result.Repeat).
+	return res.Disposition != dispatch.Retry && !res.Repeat
 }
 
 // EnqueuedAttribute is the message attribute that carries, in Unix

@@ -30,7 +30,6 @@ import (
 	"github.com/sendonce/sendonce/internal/metrics"
 	"github.com/sendonce/sendonce/internal/provider/httpprovider"
 	"github.com/sendonce/sendonce/internal/provider/simulator"
-	"github.com/sendonce/sendonce/internal/reconcile"
 	"github.com/sendonce/sendonce/internal/render"
 	"github.com/sendonce/sendonce/internal/render/rendertest"
 	"github.com/sendonce/sendonce/internal/sender"
@@ -312,44 +311,40 @@ func TestCrashAtEachBoundaryThenRedeliver(t *testing.T) {
 // TestProviderTimeoutAfterAccepting: the provider accepts, then the answer
 // is lost to a timeout. The message may be at the provider, so the row is
 // UNCERTAIN (never released: a release would let another provider send
-// it), the redelivery hands it to the reconciler, and the reconciler
-// settles it through the same provider: its lookup finds the message, and
-// nothing is sent again.
+// it), pinned to the provider it went through. That provider drops
+// repeats, so this is the fast path: the sender reports the SQS record
+// failed, and the next receive settles the row through the same provider
+// with the same key (its lookup finds the message: SENT), without a
+// reconciler run; the provider delivered the message once.
 func TestProviderTimeoutAfterAccepting(t *testing.T) {
 	t.Parallel()
 	e := setupEnv(t, options{providerTimeout: 300 * time.Millisecond})
 	r := req("evt_timeout")
 	e.sim.AddFault(simulator.Fault{Kind: simulator.FaultTimeoutAfterAccept, Count: 1})
 	s := e.sender(t, nil)
-	if res := s.Process(context.Background(), r); res.Disposition != dispatch.Uncertain {
-		t.Fatalf("first delivery: %+v, want uncertain (ambiguous, even through an idempotent provider)", res)
+	body, err := json.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := events.SQSEvent{Records: []events.SQSMessage{{MessageId: "m1", Body: string(body)}}}
+	resp, err := s.HandleSQS(context.Background(), ev)
+	if err != nil || len(resp.BatchItemFailures) != 1 {
+		t.Fatalf("first receive: %+v, %v; want the record reported failed, for the next receive to repeat it", resp, err)
 	}
 	if e.sim.Delivered(r.Key()) != 1 {
 		t.Fatalf("the simulator did not accept the first attempt")
 	}
-	if res := s.Process(context.Background(), r); res.Disposition != dispatch.OwnedByReconciler {
-		t.Fatalf("redelivery: %+v, want owned by the reconciler", res)
+	if row := e.row(t, r.Key()); row.State != ledger.StateUncertain || row.Released || row.Provider != e.prov.Name() {
+		t.Fatalf("row after the ambiguous attempt: %s, released %t, provider %q; want UNCERTAIN, not released, pinned to %q", row.State, row.Released, row.Provider, e.prov.Name())
 	}
-	rec, err := reconcile.New(reconcile.Config{
-		Dispatcher: testsupport.Dispatcher(t, dispatch.Dispatcher{
-			Ledger:          e.ledger,
-			Renderer:        e.renderer,
-			Providers:       map[string]provider.Adapter{"sms": e.prov},
-			ProviderTimeout: 2 * time.Second,
-			ClaimTimeout:    60 * time.Second,
-			Settle:          time.Second,
-			Now:             e.clock,
-		}),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if rep, err := rec.Run(context.Background()); err != nil || rep.Actions[reconcile.ActionReconciledSent] != 1 {
-		t.Fatalf("reconcile: %+v, %v; want the row reconciled as sent by lookup", rep, err)
+	// The next receive of the same SQS message.
+	resp, err = s.HandleSQS(context.Background(), ev)
+	if err != nil || len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("second receive: %+v, %v; want the record acknowledged", resp, err)
 	}
 	e.assertDeliveredOnce(t, r.Key())
 	if row := e.row(t, r.Key()); row.State != ledger.StateSent || row.ProviderMessageID == "" {
-		t.Errorf("row %s %q, want SENT with the provider's id", row.State, row.ProviderMessageID)
+		t.Errorf("row %s %q, want SENT with the provider's id on the next receive", row.State, row.ProviderMessageID)
 	}
 }
 

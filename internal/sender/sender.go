@@ -31,7 +31,11 @@
 //
 //	no live row                     render, claim, send, mark
 //	SENT, FAILED, ABANDONED         acknowledge; count DuplicatesPrevented
-//	UNCERTAIN                       acknowledge: the reconciler owns it
+//	UNCERTAIN                       acknowledge: the reconciler owns it;
+//	                                but through a provider that drops
+//	                                repeats (the fast path), look up or
+//	                                repeat it through that provider with
+//	                                the same key, as the reconciler would
 //	PENDING, lease live             report the record failed (SQS retries
 //	                                later); count InFlightConflicts
 //	PENDING, released               take it over (fenced; count Reclaims) and

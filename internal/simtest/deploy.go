@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sendonce/sendonce/internal/decide"
+	"github.com/sendonce/sendonce/internal/ledger"
 	"github.com/sendonce/sendonce/provider"
 )
 
@@ -207,6 +208,23 @@ func (w *World) route(d *deployment, ch string) []*simProvider {
 // named name.
 func (w *World) serves(d *deployment, ch, name string) bool {
 	return slices.ContainsFunc(w.route(d, ch), func(p *simProvider) bool { return p.name == name })
+}
+
+// senderRepeats reports whether sender worker wk, finding row cur
+// UNCERTAIN, repeats it on the fast path (package decide: the provider of
+// its attempt drops repeats and still serves the channel in wk's
+// deployment, and the message is still valid) rather than handing it to
+// the reconciler (counted as DuplicatesPrevented).
+func (w *World) senderRepeats(wk *worker, cur ledger.Record) bool {
+	if wk.dep == nil {
+		return false
+	}
+	for _, p := range w.route(wk.dep, cur.Channel) {
+		if p.name == cur.Provider {
+			return p.class == classDedup && !cur.Expired(time.Now().Add(wk.skew))
+		}
+	}
+	return false
 }
 
 // switchAll deploys, for the drain, every channel's other provider: a

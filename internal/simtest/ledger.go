@@ -123,7 +123,7 @@ func (l *simLedger) Claim(ctx context.Context, e ledger.Entry, lease time.Durati
 		w.held[heldKey{wk.id, e.Key}] = c.ClaimID
 		w.tracef(e.Key, "%s claim %s: ok (attempt 1)", wk.name, w.short(e.Key))
 	case conflict:
-		if wk.service == "sender" && (cur.State.Final() || cur.State == ledger.StateUncertain) {
+		if wk.service == "sender" && (cur.State.Final() || cur.State == ledger.StateUncertain && !w.senderRepeats(wk, cur)) {
 			w.expect("sender", metrics.DuplicatesPrevented)
 		}
 		w.noteStale(wk, cur)

@@ -26,6 +26,8 @@ type worker struct {
 	// claim is the lease of the claims it takes (its deployment's claim
 	// timeout).
 	claim time.Duration
+	// dep is the deployment its invocation started with.
+	dep *deployment
 }
 
 type workerKey struct{}

@@ -651,7 +651,7 @@ func (w *World) newWorker(service string, calm bool) *worker {
 func (w *World) dispatcher(wk *worker, fn string) (*dispatch.Dispatcher, fnConfig) {
 	d := w.dep[fn]
 	cfg := d.fn[fn]
-	wk.claim = cfg.ClaimTimeout
+	wk.claim, wk.dep = cfg.ClaimTimeout, d
 	providers, fallbacks := w.providers(d)
 	return must(dispatch.New(dispatch.Dispatcher{
 		Ledger: w.led, Providers: providers, Fallbacks: fallbacks, Renderer: w.renderer(fn, d), Metrics: w.tally[wk.service], Health: w.health[fn],

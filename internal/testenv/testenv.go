@@ -96,7 +96,10 @@ func SQSAt(endpoint string) *sqs.Client {
 // tableschema.WithEventIndex(true)) and deletes it when the test ends.
 func NewTable(t testing.TB, c *dynamodb.Client, opts ...tableschema.Option) string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	// Two minutes, not seconds: on a busy machine DynamoDB Local (a JVM
+	// beside every test binary of go test -p 6) took over 30 s for one
+	// CreateTable, and go test's -timeout still bounds a hang.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	name := "sendonce-test-" + RandomID()
 	if err := CreateTable(ctx, c, name, opts...); err != nil {

@@ -195,8 +195,20 @@ def ParametersDocumented(cfn):
 def GradualDeployment(cfn):
     """Each function publishes an alias updated by a CodeDeploy deployment group
     that offers a canary and rolls back when FencingLost, UncertainAttempts
-    or the function's own errors alarm fires."""
+    or the function's own errors alarm fires. The Serverless Application
+    Repository's edition (template.sar.yaml: the repository's metadata and
+    no CodeDeploy resource at all, as CodeDeploy's types are not on the
+    repository's list) only publishes each function behind its alias;
+    template.yaml, made from the same source without that metadata, keeps
+    the full check."""
     res = cfn.template.get("Resources") or {}
+    if "AWS::ServerlessRepo::Application" in (cfn.template.get("Metadata") or {}) and \
+            not any(isinstance(r, dict) and str(r.get("Type", "")).startswith("AWS::CodeDeploy::") for r in res.values()):
+        aliases = {(p.get("FunctionName") or {}).get("Ref") for _, _, p in resources(cfn, "AWS::Lambda::Alias")}
+        for name, _, _ in resources(cfn, FUNCTION):
+            if name not in aliases:
+                yield ["Resources", name], f"{name}: no alias (AutoPublishAlias)"
+        return
     aliases = {(p.get("FunctionName") or {}).get("Ref"): a for _, a, p in resources(cfn, "AWS::Lambda::Alias")}
     for name, _, _ in resources(cfn, FUNCTION):
         path = ["Resources", name]
@@ -406,13 +418,19 @@ SEND = ["sns:Publish", "ses:SendEmail", "ssm:GetParameter", "kms:Decrypt", "lamb
 # on each record type (package comments of dynamoledger, webhook, api,
 # apikey), and the other actions it may hold. The reconciler never creates
 # a row (no PutItem) and renders a resend's stored template version again.
+# Both render stored templates: the sender resolves a first attempt's
+# template (Resolve: a BatchGetItem of the candidate heads), and both read
+# the version a row pinned (render.RenderVersion through dynamotemplates.Get,
+# a GetItem: every attempt after the first). The sender never reads a
+# ledger row by itself (a failed claim returns the row: ALL_OLD); the
+# workers do (GetItem), and never resolve a template.
 GRANTS = {
-    "SenderFunction": ({LEDGER: ["GetItem", "PutItem", "UpdateItem"], TEMPLATES: ["BatchGetItem"], PACE: ["UpdateItem"]},
+    "SenderFunction": ({LEDGER: ["PutItem", "UpdateItem"], TEMPLATES: ["BatchGetItem", "GetItem"], PACE: ["UpdateItem"]},
                        BASE + SEND + ["sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility",
                                       "sqs:GetQueueAttributes", "sqs:SendMessage", "kms:GenerateDataKey"]),
     # The reconciler finds the work and hands it out; its workers do it.
     "ReconcilerFunction": ({ATTENTION: ["Query"]}, BASE + ["sqs:SendMessage", "sqs:GetQueueAttributes"]),
-    "ReconcileWorkerFunction": ({LEDGER: ["GetItem", "UpdateItem"], TEMPLATES: ["BatchGetItem"], PACE: ["UpdateItem"]},
+    "ReconcileWorkerFunction": ({LEDGER: ["GetItem", "UpdateItem"], TEMPLATES: ["GetItem"], PACE: ["UpdateItem"]},
                                 BASE + SEND + ["sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility",
                                                "sqs:GetQueueAttributes"]),
     "WebhookFunction": ({CALLBACKS: ["GetItem", "PutItem"], LEDGER: ["GetItem", "UpdateItem"]},
@@ -537,3 +555,70 @@ def LambdaProviders(cfn):
                 got.add((arn, LAMBDA_PROVIDERS[arn]))
         if name in roles and got != want:
             yield ["Resources", name], f"{name} ({roles[name]}): invokes {sorted(got)}, want {sorted(want)}"
+
+
+def rule_value(v, params):
+    """The value of v in a Rules assertion with the parameter values params:
+    a literal, a Ref to a parameter, or Fn::Equals, Fn::Not, Fn::And,
+    Fn::Or, Fn::Contains of those; None when it cannot be evaluated."""
+    if isinstance(v, (str, int, float, bool)):
+        return str(v).lower() if isinstance(v, bool) else str(v)
+    if isinstance(v, list):
+        out = [rule_value(e, params) for e in v]
+        return None if None in out else out
+    if not isinstance(v, dict) or len(v) != 1:
+        return None
+    (fn, arg), = v.items()
+    if fn == "Ref":
+        return params.get(arg)
+    args = arg if isinstance(arg, list) else [arg]
+    vals = [rule_value(a, params) for a in args]
+    if None in vals:
+        return None
+    if fn == "Fn::Equals" and len(vals) == 2:
+        return vals[0] == vals[1]
+    if fn == "Fn::Not" and len(vals) == 1 and isinstance(vals[0], bool):
+        return not vals[0]
+    if fn in ("Fn::And", "Fn::Or") and all(isinstance(x, bool) for x in vals):
+        return all(vals) if fn == "Fn::And" else any(vals)
+    if fn == "Fn::Contains" and len(vals) == 2 and isinstance(vals[0], list):
+        return vals[1] in vals[0]
+    return None
+
+
+def refused_by(cfn, params):
+    """The names of the template's Rules that refuse the parameter values
+    params (the others at their defaults), as CloudFormation evaluates them
+    before it creates anything; a Rule it cannot evaluate refuses nothing
+    here."""
+    values = {n: str(p.get("Default", "")).lower() if isinstance(p.get("Default"), bool) else str(p.get("Default", ""))
+              for n, p in (cfn.template.get("Parameters") or {}).items()}
+    values.update(params)
+    out = []
+    for name, r in (cfn.template.get("Rules") or {}).items():
+        if "RuleCondition" in r and rule_value(r["RuleCondition"], values) is not True:
+            continue
+        if any(rule_value(a.get("Assert"), values) is False for a in r.get("Assertions") or []):
+            out.append(name)
+    return out
+
+
+ALARM_EMAIL, ALARM_TOPIC = "oncall@example.com", "arn:aws:sns:us-east-1:123456789012:pager"
+
+
+@rule("E9120", "A stack's alarms reach a person: a Rule refuses one with neither AlarmEmail nor AlarmTopicArn")
+def AlarmDestination(cfn):
+    """Every alarm notifies the stack's topic or AlarmTopicArn's. With
+    AlarmEmail and AlarmTopicArn both empty the created topic has no
+    subscriber, so a Rule must refuse those values, and no Rule may refuse a
+    stack that sets either one alone (the other parameters at their
+    defaults)."""
+    params = cfn.template.get("Parameters") or {}
+    if "AlarmEmail" not in params or "AlarmTopicArn" not in params:
+        yield ["Parameters"], "AlarmEmail and AlarmTopicArn: want both parameters (where the alarms go)"
+        return
+    if not refused_by(cfn, {"AlarmEmail": "", "AlarmTopicArn": ""}):
+        yield ["Rules"], "no Rule refuses AlarmEmail and AlarmTopicArn both empty: the alarms would reach nobody"
+    for given in ({"AlarmEmail": ALARM_EMAIL, "AlarmTopicArn": ""}, {"AlarmEmail": "", "AlarmTopicArn": ALARM_TOPIC}):
+        if refused_by(cfn, given):
+            yield ["Rules"], f"Rules {refused_by(cfn, given)} refuse {given} (the other parameters at their defaults): one alarm destination is enough"

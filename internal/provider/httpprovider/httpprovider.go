@@ -19,6 +19,9 @@
 //	no answer, request written            Ambiguous (timeout, reset, EOF)
 //	no answer, request not written        Transient (DNS, refused, TLS)
 //
+// An error answer's Retry-After header is kept in the error's chain
+// (package retryafter), where the pacer finds it.
+//
 // "Written" is known from net/http/httptrace: once the transport reports
 // the request written (even with an error), the provider may have taken it.
 //
@@ -50,6 +53,7 @@ import (
 
 	"github.com/sendonce/sendonce/internal/decide"
 	"github.com/sendonce/sendonce/internal/redact"
+	"github.com/sendonce/sendonce/internal/retryafter"
 	"github.com/sendonce/sendonce/provider"
 )
 
@@ -285,7 +289,9 @@ func (p *Provider) Send(ctx context.Context, m provider.Message) (provider.Recei
 		// but the message must never go to another provider of the route.
 		kind = provider.Ambiguous
 	}
-	return provider.Receipt{}, p.fail(op, m, &provider.Error{Kind: kind, Code: code, Reason: p.reason(resp.StatusCode, data, m)})
+	// A Retry-After (the simulator sends one with its 429 and 503) rides
+	// in the error's chain: the pacer pauses the provider until then.
+	return provider.Receipt{}, p.fail(op, m, &provider.Error{Kind: kind, Code: code, Reason: p.reason(resp.StatusCode, data, m), Err: retryafter.From(resp.Header, time.Now())})
 }
 
 // statusKind classifies a status that is not an accepted answer.

@@ -31,6 +31,7 @@ import (
 
 	"github.com/sendonce/sendonce/internal/decide"
 	"github.com/sendonce/sendonce/internal/redact"
+	"github.com/sendonce/sendonce/internal/retryafter"
 	"github.com/sendonce/sendonce/provider"
 )
 
@@ -199,7 +200,11 @@ func (p *Provider) Send(ctx context.Context, m provider.Message) (provider.Recei
 		raw = nil
 	}
 	if resp.StatusCode/100 != 2 {
-		return provider.Receipt{}, p.fail(ctx, m, "send", Classify(resp.StatusCode, raw, m.To))
+		pe := Classify(resp.StatusCode, raw, m.To)
+		// A Retry-After rides in the error's chain: the pacer pauses
+		// Twilio until then.
+		pe.Err = retryafter.From(resp.Header, time.Now())
+		return provider.Receipt{}, p.fail(ctx, m, "send", pe)
 	}
 	var msg message
 	if err := json.Unmarshal(raw, &msg); err != nil || msg.SID == "" {
