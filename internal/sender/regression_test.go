@@ -385,9 +385,9 @@ func TestFailedMarkFailedIsRetried(t *testing.T) {
 		return p
 	}
 	for _, tc := range []struct {
-		name        string
+		name         string
 		unrenderable bool
-		fails       int
+		fails        int
 	}{
 		{"PermanentRefusal", false, 1},
 		{"MissingParameter", true, 2},
