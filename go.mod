@@ -9,6 +9,10 @@ require (
 	github.com/aws/aws-sdk-go-v2/credentials v1.21.0
 	github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue v1.21.22
 	github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression v1.10.10
+	github.com/aws/aws-sdk-go-v2/service/cloudformation v1.84.0
+	// v1.51.0, the last on the query protocol: v1.52 moved to Smithy RPC v2
+	// CBOR, which moto_server (the tests' CloudWatch) does not speak.
+	github.com/aws/aws-sdk-go-v2/service/cloudwatch v1.51.0
 	github.com/aws/aws-sdk-go-v2/service/dynamodb v1.74.0
 	github.com/aws/aws-sdk-go-v2/service/lambda v1.116.0
 	github.com/aws/aws-sdk-go-v2/service/secretsmanager v1.51.0
@@ -31,6 +35,8 @@ require (
 	golang.org/x/sync v0.24.0
 	golang.org/x/tools v0.52.1-0.20261106145633-d407941a339a
 )
+
+require gopkg.in/yaml.v3 v3.0.1
 
 require (
 	github.com/aclements/go-moremath v0.0.0-20210112150236-f10218a38794 // indirect
