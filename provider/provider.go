@@ -125,7 +125,7 @@ type LookupResult struct {
 	// Candidates, for LookupUnproven, are the provider's ids of the
 	// messages that matched by content: if the ledger records every one
 	// of them for another key, none is this message's, and the answer is
-	// "not found" (proof by exclusion, package dispatch).
+	// "not found" (proof by exclusion, which the reconciler makes).
 	Candidates []string
 }
 
