@@ -145,7 +145,7 @@ chaos: prereqs deps rie ## Run ./cmd/chaos with N messages (N=2000) and SEED (ra
 # The packages whose tests run the functions as their real bootstraps
 # under the emulator (make iam-check): every call they make is evaluated
 # against their roles (internal/iamfront).
-IAM_PACKAGES ?= ./internal/iamfront/... ./functions/... ./internal/webhook ./internal/sesevents ./internal/provider/lambdaprovider ./internal/localpipeline ./internal/chaos ./cmd/sendonce ./examples/...
+IAM_PACKAGES ?= ./functions/... ./internal/webhook ./internal/sesevents ./internal/provider/lambdaprovider ./internal/localpipeline ./internal/chaos ./internal/reconcile ./cmd/sendonce ./examples/...
 
 .PHONY: iam-check
 iam-check: prereqs deps rie ## Run the tests that execute the functions' bootstraps with IAM enforced and print per role the calls evaluated, the calls denied (must be 0) and every grant no call exercised (each accounted for in docs/deploy.md); fails otherwise.
@@ -212,14 +212,15 @@ build: ## Build each functions/*/ as a linux bootstrap in .build/<name>/bootstra
 		CGO_ENABLED=0 GOOS=linux GOARCH=$(BUILD_GOARCH) go build -tags lambda.norpc -trimpath -o .build/$$name/bootstrap ./$$d
 	done
 
-template: ## Regenerate what is made from template.full.yaml: its route values, Conditions and Rules and its RedeliveryOutlivesClaim Rule, template.yaml, template.sar.yaml, README's guided session, docs/deploy.md's tuning table.
+template: ## Regenerate what is made from template.full.yaml: its route values, Conditions and Rules and its RedeliveryOutlivesClaim Rule, template.yaml, template.sar.yaml, README's guided session, docs/deploy.md's tuning table and deployer permissions.
 	@go test -count=1 ./infra -run '^TestRouteBlocks$$' -update
 	go test -count=1 ./infra -run '^TestRedeliveryRule$$' -update
 	go test -count=1 ./infra -run '^TestVariantTemplates$$' -update
 	go test -count=1 ./infra -run '^TestGuidedSession$$' -update
 	go test -count=1 ./infra -run '^TestTuningTable$$' -update
+	go test -count=1 ./infra -run '^TestDeployerPermissions$$' -update
 	if command -v dot >/dev/null 2>&1; then $(MAKE) -s diagram; else echo "note: template.yaml may have changed the picture: make diagram (needs Graphviz)"; fi
-	echo "template.full.yaml's generated route blocks and Rule, template.yaml, template.sar.yaml, README's guided session and docs/deploy.md's tuning table are up to date"
+	echo "template.full.yaml's generated route blocks and Rule, template.yaml, template.sar.yaml, README's guided session and docs/deploy.md's tuning table and deployer permissions are up to date"
 
 diagram: ## Make docs/architecture.dot from template.yaml (infra's Template.Diagram) and render docs/architecture.svg, the picture the README opens with (needs Graphviz: apt-get install graphviz).
 	@if ! command -v dot >/dev/null 2>&1; then

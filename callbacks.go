@@ -38,7 +38,7 @@ type CallbacksConfig struct {
 	// (DefaultDedupTTL).
 	DedupTTL time.Duration
 	// Metrics receives the callbacks' metrics; nil records none.
-	Metrics *Metrics
+	Metrics Metrics
 	// Logger receives the callbacks' log lines; nil logs nothing.
 	Logger *slog.Logger
 }
@@ -75,13 +75,13 @@ func NewCallbacks(cfg CallbacksConfig) (*Callbacks, error) {
 		HTTPSecret:      cfg.HTTPSecret,
 		TwilioAuthToken: cfg.TwilioAuthToken,
 		PublicBaseURL:   cfg.PublicBaseURL,
-		Metrics:         cfg.Metrics.recorder(),
+		Metrics:         recorder(cfg.Metrics),
 		Logger:          logger(cfg.Logger),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("sendonce: new callbacks: %w", err)
 	}
-	ses, err := sesevents.New(h, cfg.Metrics.recorder(), logger(cfg.Logger))
+	ses, err := sesevents.New(h, recorder(cfg.Metrics), logger(cfg.Logger))
 	if err != nil {
 		return nil, fmt.Errorf("sendonce: new callbacks: %w", err)
 	}

@@ -52,7 +52,7 @@ func (e *Environment) RequestLogger(ctx context.Context) *slog.Logger {
 
 // Metrics returns the function's metrics, flushed after every invocation
 // by Serve.
-func (e *Environment) Metrics() *Metrics { return &Metrics{emf: e.fn.Metrics} }
+func (e *Environment) Metrics() *EMF { return &EMF{emf: e.fn.Metrics} }
 
 // Ledger returns the ledger on the one table (SENDONCE_TABLE), keeping
 // rows for SENDONCE_RETENTION.

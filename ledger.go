@@ -46,8 +46,8 @@ func NewDynamoLedger(db *dynamodb.Client, table string, retention time.Duration)
 	return &Ledger{rows: rows, templates: dynamotemplates.New(db, table, dynamotemplates.Config{}), db: db, table: table}, nil
 }
 
-// NewMemoryLedger returns a ledger held in memory, with no stored
-// templates: for tests and examples of code that drives a Sender. It
+// NewMemoryLedger returns a ledger held in memory, with its templates
+// (PutTemplate): for tests and examples of code that drives a Sender. It
 // passes the same conformance suite as the DynamoDB ledger, but it lives
 // only as long as the process.
 func NewMemoryLedger() *Ledger {

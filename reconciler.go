@@ -60,9 +60,12 @@ type ReconcilerConfig struct {
 	// transactional: ResendIfIdempotent, marketing: Abandon).
 	Policies map[notify.Class]Policy
 	// Metrics receives the reconciler's metrics; nil records none.
-	Metrics *Metrics
+	Metrics Metrics
 	// Logger receives the reconciler's log lines; nil logs nothing.
 	Logger *slog.Logger
+	// RedactionKey keys the address tokens of its log lines, as the
+	// sender's (SenderConfig.RedactionKey).
+	RedactionKey []byte
 	// ProviderTimeout, ClaimTimeout and LedgerMargin are the sender's
 	// (SenderConfig): no row is taken over with less than 2 ×
 	// ProviderTimeout + LedgerMargin left before Run's deadline.
@@ -110,7 +113,7 @@ func NewReconciler(cfg ReconcilerConfig) (*Reconciler, error) {
 	// A resend renders a stored template's version again (versions are
 	// immutable: no cache applies to them).
 	d, err := newDispatcher(cfg.Ledger, cfg.Routes, render.Config{}, cfg.Metrics, cfg.Logger, timing{
-		provider: cfg.ProviderTimeout, claim: cfg.ClaimTimeout, settle: cfg.Settle, retryBase: cfg.RetryBase, margin: cfg.LedgerMargin,
+		provider: cfg.ProviderTimeout, claim: cfg.ClaimTimeout, settle: cfg.Settle, retryBase: cfg.RetryBase, margin: cfg.LedgerMargin, redactionKey: cfg.RedactionKey,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("sendonce: new reconciler: %w", err)

@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/sendonce/sendonce"
+	"github.com/sendonce/sendonce/internal/redact"
 	"github.com/sendonce/sendonce/notify"
 	"github.com/sendonce/sendonce/provider"
 	"github.com/sendonce/sendonce/provider/providertest"
@@ -295,5 +296,36 @@ func TestSendDuplicateSaysWhatTheFirstRecorded(t *testing.T) {
 	}
 	if len(row.Attempts) != 1 || row.Attempts[0].Provider != "gw" || row.Attempts[0].Ended != "sent" {
 		t.Errorf("row attempts = %+v, want one through gw, sent", row.Attempts)
+	}
+}
+
+// TestRedactionKeyAndLoggerInConfig: a Sender's log lines go to its own
+// logger, and the address tokens in them are made under its own key, not
+// the process's default.
+func TestRedactionKeyAndLoggerInConfig(t *testing.T) {
+	key := []byte("0123456789abcdef0123456789abcdef-deployment")
+	var logs bytes.Buffer
+	s, err := sendonce.NewSender(sendonce.SenderConfig{Ledger: sendonce.NewMemoryLedger(),
+		Routes: sendonce.Routes{notify.ChannelSMS: {&providertest.Fake{}}}, RedactionKey: key,
+		Logger: slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := orderShipped()
+	if res := s.Send(context.Background(), req, time.Time{}); res.Disposition != sendonce.Sent {
+		t.Fatalf("Send = %+v", res)
+	}
+	r, err := redact.New(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := r.Address(req.Recipient.Phone); !strings.Contains(logs.String(), want) {
+		t.Errorf("no token %s made under the configured key in:\n%s", want, logs.String())
+	}
+	if strings.Contains(logs.String(), req.Recipient.Phone) || strings.Contains(logs.String(), redact.Address(req.Recipient.Phone)) {
+		t.Errorf("the raw address or the process default's token in:\n%s", logs.String())
+	}
+	if _, err := sendonce.NewSender(sendonce.SenderConfig{Ledger: sendonce.NewMemoryLedger(), RedactionKey: []byte("short")}); err == nil {
+		t.Error("NewSender accepted a 5-byte redaction key")
 	}
 }

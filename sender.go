@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"time"
 
@@ -18,6 +17,7 @@ import (
 	"github.com/sendonce/sendonce/internal/decide"
 	"github.com/sendonce/sendonce/internal/dispatch"
 	"github.com/sendonce/sendonce/internal/metrics"
+	"github.com/sendonce/sendonce/internal/redact"
 	"github.com/sendonce/sendonce/internal/render"
 	"github.com/sendonce/sendonce/internal/sender"
 	"github.com/sendonce/sendonce/notify"
@@ -60,10 +60,18 @@ type SenderConfig struct {
 	// tenant's latest version is read again; zero keeps the default (60 s),
 	// a negative value disables the cache.
 	TemplateCacheTTL time.Duration
-	// Metrics receives the sender's metrics; nil records none.
-	Metrics *Metrics
+	// Metrics receives the sender's metrics (an EMF, or a Metrics of
+	// your own); nil records none.
+	Metrics Metrics
 	// Logger receives the sender's log lines; nil logs nothing.
 	Logger *slog.Logger
+	// RedactionKey keys the tokens that stand for recipients' addresses
+	// in log lines (an HMAC-SHA256: the same address gives the same token
+	// under one key, and cannot be recovered without it). At least 32
+	// bytes; give every process of a deployment the same key so that
+	// their tokens correlate. Empty: a random key of this process (or
+	// the one LoadEnvironment set).
+	RedactionKey []byte
 	// ProviderTimeout bounds one provider call (DefaultProviderTimeout).
 	ProviderTimeout time.Duration
 	// ClaimTimeout is the lease of a claim (DefaultClaimTimeout); it must
@@ -136,7 +144,7 @@ func NewSender(cfg SenderConfig) (*Sender, error) {
 	if cfg.DeadLetters != nil {
 		dl = cfg.DeadLetters
 	}
-	t := timing{provider: cfg.ProviderTimeout, claim: cfg.ClaimTimeout, settle: cfg.Settle, retryBase: cfg.RetryBase, margin: cfg.LedgerMargin}
+	t := timing{provider: cfg.ProviderTimeout, claim: cfg.ClaimTimeout, settle: cfg.Settle, retryBase: cfg.RetryBase, margin: cfg.LedgerMargin, redactionKey: cfg.RedactionKey}
 	d, err := newDispatcher(cfg.Ledger, cfg.Routes, render.Config{CacheTTL: cfg.TemplateCacheTTL}, cfg.Metrics, cfg.Logger, t)
 	if err != nil {
 		return nil, fmt.Errorf("sendonce: new sender: %w", err)
@@ -367,56 +375,38 @@ func logger(l *slog.Logger) *slog.Logger {
 	return l
 }
 
-// Metrics records sendonce's metrics (docs/operations.md names each) in
-// CloudWatch's embedded metric format: log lines that CloudWatch Logs
-// turns into metrics. It is safe for concurrent use.
-type Metrics struct {
-	emf *metrics.EMF
-}
-
-// NewMetrics returns Metrics written to w (a Lambda function's stdout)
-// in namespace sendonce, dimensioned by service (the function's name).
-// The stack's own functions write to sendonce/<stack name> instead, the
-// namespace its alarms read (docs/operations.md); these metrics are not
-// among them.
-func NewMetrics(w io.Writer, service string) *Metrics {
-	return &Metrics{emf: metrics.NewEMF(w, metrics.Namespace, service)}
-}
-
-// Flush writes what was recorded since the last Flush. A Lambda function
-// flushes after every invocation; a long-running worker every minute or
-// so.
-func (m *Metrics) Flush() error { return m.emf.Flush() }
-
-func (m *Metrics) recorder() metrics.Recorder {
-	if m == nil {
-		return nil
-	}
-	return m.emf
-}
-
 // timing is the durations a sender and a reconciler share.
-type timing struct{ provider, claim, settle, retryBase, margin time.Duration }
+type timing struct {
+	provider, claim, settle, retryBase, margin time.Duration
+	redactionKey                               []byte
+}
 
 // newDispatcher builds the dispatcher of a Sender or a Reconciler: l's
 // rows and templates (rendered with rc), routes, and the defaults of a
 // zero provider or claim timeout.
-func newDispatcher(l *Ledger, routes Routes, rc render.Config, m *Metrics, log *slog.Logger, t timing) (*dispatch.Dispatcher, error) {
+func newDispatcher(l *Ledger, routes Routes, rc render.Config, m Metrics, log *slog.Logger, t timing) (*dispatch.Dispatcher, error) {
 	providers, fallbacks, err := routes.split()
 	if err != nil {
 		return nil, err
+	}
+	var r *redact.Redactor
+	if len(t.redactionKey) > 0 {
+		if r, err = redact.New(t.redactionKey); err != nil {
+			return nil, fmt.Errorf("RedactionKey: %w", err)
+		}
 	}
 	return dispatch.New(dispatch.Dispatcher{
 		Ledger:          l.rows,
 		Providers:       providers,
 		Fallbacks:       fallbacks,
 		Renderer:        render.New(l.templates, rc),
-		Metrics:         m.recorder(),
+		Metrics:         recorder(m),
 		Logger:          logger(log),
 		ProviderTimeout: cmp.Or(t.provider, DefaultProviderTimeout),
 		ClaimTimeout:    cmp.Or(t.claim, DefaultClaimTimeout),
 		Settle:          t.settle,
 		RetryBase:       t.retryBase,
 		Margin:          t.margin,
+		Redactor:        r,
 	})
 }

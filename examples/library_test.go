@@ -431,7 +431,7 @@ func TestWorker(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("worker did not stop within 10s of SIGTERM")
 	}
-	if !strings.Contains(logs.String(), `"msg":"stopped"`) {
+	if !strings.Contains(logs.String(), `"message":"stopped"`) {
 		t.Error("the worker did not log its clean stop")
 	}
 

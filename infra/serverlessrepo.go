@@ -22,6 +22,12 @@ const (
 	SARRejected SARVerdict = "rejected"
 )
 
+// SARListFile is the repository's list of supported resource types as
+// this project keeps it, one a line, with its sources in its comments
+// (relative to the repository root). SARTypes' SARListed verdicts are
+// exactly the types on it that the templates use (TestSARListFile).
+const SARListFile = "infra/testdata/sar-supported-resources.txt"
+
 // SARSources says where the verdicts of SARTypes come from.
 var SARSources = []string{
 	"the list of supported resources of the Serverless Application Repository Developer Guide as awsdocs/aws-serverlessrepo-developer-guide last held it, doc_source/list-supported-resources.md at 5e8664b (2021-02-08), 150 types, the last version before that repository's content was removed in 2023",
@@ -63,15 +69,6 @@ var SARTypes = map[string]SARVerdict{
 	"AWS::SecretsManager::Secret":                SARNotListed,
 
 	"AWS::Lambda::Url": SARRejected,
-}
-
-// SARTransformOnly are types that only the SAM transform makes, from a
-// property of a SAM resource the template declares; the repository checks
-// the template it is given (SAM resources and their properties), not what
-// the transform makes of it at deployment.
-var SARTransformOnly = map[string]string{
-	"AWS::CodeDeploy::Application":     "AWS::Serverless::Function DeploymentPreference",
-	"AWS::CodeDeploy::DeploymentGroup": "AWS::Serverless::Function DeploymentPreference",
 }
 
 var (
@@ -139,11 +136,13 @@ func CheckSARMetadata(m map[string]any, fileExists func(string) bool) []error {
 // CheckSARTypes returns an error for each resource type of a SAM
 // template (its resources, sam) or of the CloudFormation it translates to
 // (cfn) that the repository does not accept (SARTypes), or that has no
-// verdict; a type only the transform makes from a SAM property
-// (SARTransformOnly) is accepted in cfn.
+// verdict. The transform's types count too: whether the repository checks
+// only the SAM template it is given is not documented, so the published
+// template makes nothing that is not on the list (no DeploymentPreference,
+// whose AWS::CodeDeploy::* are not).
 func CheckSARTypes(sam, cfn map[string]any) []error {
 	var errs []error
-	check := func(where string, res map[string]any, transform bool) {
+	check := func(where string, res map[string]any) {
 		types := map[string]bool{}
 		for _, r := range res {
 			if t, ok := mapOf(r)["Type"].(string); ok {
@@ -156,13 +155,12 @@ func CheckSARTypes(sam, cfn map[string]any) []error {
 			case !ok:
 				errs = append(errs, fmt.Errorf("%s: %s has no verdict in infra.SARTypes: check the repository's list of supported resources and add one", where, t))
 			case v == SARListed:
-			case transform && SARTransformOnly[t] != "":
 			default:
 				errs = append(errs, fmt.Errorf("%s: %s is %s", where, t, v))
 			}
 		}
 	}
-	check("the template", mapOf(sam["Resources"]), false)
-	check("its translation", mapOf(cfn["Resources"]), true)
+	check("the template", mapOf(sam["Resources"]))
+	check("its translation", mapOf(cfn["Resources"]))
 	return errs
 }

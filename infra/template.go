@@ -37,7 +37,7 @@ import (
 	"strconv"
 	"strings"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 )
 
 // Template is template.yaml, intrinsic functions in long form.

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/sendonce/sendonce/internal/decide"
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 )
 
 // templatePath is the template every setting is a parameter of (the

@@ -8,7 +8,7 @@ import (
 	"slices"
 	"strings"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 )
 
 // Variant describes a template made from another by fixing most of its
@@ -29,6 +29,12 @@ type Variant struct {
 	Fix map[string]string
 	// DropMetadata names Metadata keys the variant leaves out.
 	DropMetadata []string
+	// DropFunctionProperties names properties of AWS::Serverless::Function
+	// the variant leaves out, in Globals and in every function;
+	// DropResources names resources it leaves out (those only the dropped
+	// properties used: a reference left to one is an error).
+	DropFunctionProperties []string
+	DropResources          []string
 	// Header is the comment at the top of the variant (without "# ").
 	Header []string
 	// ParametersComment replaces the comment above Parameters.
@@ -104,21 +110,28 @@ var QuickStart = Variant{
 // Manager secret of the other templates is not a type on the repository's
 // list), named in RedactKeyParam; with email through SES, the deployer
 // creates the configuration set <stack name>-sendonce and its event
-// destination (AWS::SES::* is not on the list either). Releases are
-// canary.
+// destination (AWS::SES::* is not on the list either). Releases go
+// live at once: CodeDeploy's types are not on the list, so the variant
+// has no DeploymentPreference and no CodeDeploy role.
 var ServerlessRepo = Variant{
 	Keep: append(firstQuestions(),
 		Kept{Name: "RedactKeyParam", Required: true, Pattern: `^/[a-zA-Z0-9_.\-/]+$`,
 			Label:       "Address-token key (SSM SecureString)",
 			Description: "The SSM SecureString (name starting with /) holding the address-token key, at least 32 bytes; create it first: aws ssm put-parameter --type SecureString --name /sendonce/NAME/redact-key --value \"$(openssl rand -hex 32)\"."}),
 	Fix: map[string]string{"SesConfigurationSetName": `!Sub "${AWS::StackName}-sendonce"`},
+	// CodeDeploy's types (AWS::CodeDeploy::Application, DeploymentGroup),
+	// which DeploymentPreference makes, are not on the repository's list
+	// (SARTypes): every version goes live at once behind the alias.
+	DropFunctionProperties: []string{"DeploymentPreference"},
+	DropResources:          []string{"CodeDeployRole", "CodeDeployPolicy"},
 	Header: []string{
 		"GENERATED from template.full.yaml by `make template` (infra.ServerlessRepo):",
 		"do not edit; change template.full.yaml and run make template.",
 		"",
 		"The sendonce application as the Serverless Application Repository",
 		"publishes it (docs/deploy.md, \"Publishing\"): template.yaml's questions,",
-		"only resource types the repository accepts. Before deploying, create the",
+		"only resource types the repository accepts (so no CodeDeploy: a release",
+		"goes live at once, without canary or rollback). Before deploying, create the",
 		"SSM SecureString RedactKeyParam names; with email through SES, create",
 		"the configuration set <stack name>-sendonce whose event destination",
 		"publishes to the SesEventTopicArn output (README, \"Deploying\").",
@@ -314,6 +327,9 @@ func (g *gen) run() error {
 				return fmt.Errorf("%s: %w", section, err)
 			}
 		}
+	}
+	if err := g.drop(); err != nil {
+		return err
 	}
 	g.dependsOn()
 	g.iface()
@@ -616,6 +632,59 @@ func (g *gen) entries(m *yaml.Node) error {
 			return fmt.Errorf("%s: %w", name, err)
 		}
 		i += 2
+	}
+	return nil
+}
+
+// drop leaves out the variant's DropFunctionProperties and
+// DropResources, and fails when something still names a dropped resource
+// (!Ref, !GetAtt, or ${Name} in a !Sub).
+func (g *gen) drop() error {
+	for _, prop := range g.v.DropFunctionProperties {
+		del(get(get(g.root, "Globals"), "Function"), prop)
+		res := get(g.root, "Resources")
+		for i := 0; res != nil && i+1 < len(res.Content); i += 2 {
+			if text(res.Content[i+1], "Type") == "AWS::Serverless::Function" {
+				del(get(res.Content[i+1], "Properties"), prop)
+			}
+		}
+	}
+	res := get(g.root, "Resources")
+	for _, name := range g.v.DropResources {
+		if get(res, name) == nil {
+			return fmt.Errorf("infra: variant: DropResources %s is not a resource", name)
+		}
+		del(res, name)
+		g.dropped[name] = true
+	}
+	var still []string
+	var find func(n *yaml.Node)
+	find = func(n *yaml.Node) {
+		for name := range g.dropped {
+			switch {
+			case n.Kind != yaml.ScalarNode:
+			case n.Tag == "!Ref" && n.Value == name, n.Tag == "!GetAtt" && strings.HasPrefix(n.Value, name+"."),
+				n.Tag == "!Sub" && (strings.Contains(n.Value, "${"+name+"}") || strings.Contains(n.Value, "${"+name+".")):
+				still = append(still, name)
+			}
+		}
+		if n.Tag == "!GetAtt" && n.Kind == yaml.SequenceNode && len(n.Content) > 0 && g.dropped[n.Content[0].Value] {
+			still = append(still, n.Content[0].Value)
+		}
+		for _, c := range n.Content {
+			find(c)
+		}
+	}
+	if len(g.v.DropResources) > 0 {
+		for _, section := range []string{"Globals", "Resources", "Outputs"} {
+			if n := get(g.root, section); n != nil {
+				find(n)
+			}
+		}
+	}
+	if len(still) > 0 {
+		slices.Sort(still)
+		return fmt.Errorf("infra: variant: dropped resources still named: %v", slices.Compact(still))
 	}
 	return nil
 }

@@ -15,6 +15,7 @@ translated template's lint reports.
 import copy
 import importlib.util
 import os
+import shutil
 import subprocess
 import sys
 import types
@@ -214,6 +215,7 @@ BREAKAGES = {
         # The grant the render path lacked (issue 32): a pinned version is a GetItem on tpl#...#v<N>.
         "SenderCannotGetTemplateVersion": lambda t: sid(t, "SenderRole", "Templates").update(Action="dynamodb:BatchGetItem"),
         "WorkerCannotGetTemplateVersion": lambda t: sid(t, "ReconcileWorkerRole", "Templates").update(Action=["dynamodb:BatchGetItem"]),
+        "SenderReadsLedgerRows": lambda t: sid(t, "SenderRole", "Ledger")["Action"].append("dynamodb:GetItem"),
         "NoLeadingKeysCondition": lambda t: sid(t, "SesEventsRole", "Ledger").pop("Condition"),
         "ForAnyValue": condition_any_value,
         "ApiLacksIdempotency": lambda t: sid(t, "ApiRole", "Idempotency").update(Action=["dynamodb:PutItem"]),
@@ -326,11 +328,26 @@ class TestLintTemplate(unittest.TestCase):
             self.assertIn(want, run.stdout, run.stdout + run.stderr)
 
 
+_pspec = importlib.util.spec_from_file_location("package", os.path.join(ROOT, "scripts", "package.py"))
+package = importlib.util.module_from_spec(_pspec)
+_pspec.loader.exec_module(package)
+
+
+def sar_list():
+    """The types on the Serverless Application Repository's list, as
+    infra/testdata/sar-supported-resources.txt keeps it (with its source)."""
+    with open(os.path.join(ROOT, "infra", "testdata", "sar-supported-resources.txt"), encoding="utf-8") as f:
+        return {line.strip() for line in f if line.strip() and not line.startswith("#")}
+
+
 class TestPackage(unittest.TestCase):
     """scripts/package.py (make package) points the functions at their
-    bootstraps and refuses a missing or non-arm64 one."""
+    bootstraps and refuses a missing or non-arm64 one; its directory is what
+    sam package and sam publish take as it is: every local path resolves
+    beside the template, and every resource type is on the repository's
+    list."""
 
-    def run_package(self, machine):
+    def run_package(self, machine, template="template.sar.yaml", check=None):
         import tempfile
         with tempfile.TemporaryDirectory() as d:
             for fn in ("SenderFunction", "ReconcilerFunction", "ReconcileWorkerFunction", "WebhookFunction", "ApiFunction", "SesEventsFunction"):
@@ -338,12 +355,14 @@ class TestPackage(unittest.TestCase):
                 with open(os.path.join(d, fn, "bootstrap"), "wb") as f:
                     # an ELF header: 64-bit, little-endian, e_machine at byte 18
                     f.write(b"\x7fELF\x02\x01" + bytes(12) + machine.to_bytes(2, "little") + bytes(40))
-            run = subprocess.run([sys.executable, "scripts/package.py", "template.sar.yaml", d],
+            run = subprocess.run([sys.executable, "scripts/package.py", template, d],
                                  cwd=ROOT, capture_output=True, text=True)
             out = ""
             if run.returncode == 0:
                 with open(os.path.join(d, "template.yaml"), encoding="utf-8") as f:
                     out = f.read()
+                if check:
+                    check(d)
             return run, out
 
     def test_arm64(self):
@@ -353,6 +372,47 @@ class TestPackage(unittest.TestCase):
         for name, r in packaged["Resources"].items():
             if r["Type"] == "AWS::Serverless::Function":
                 self.assertEqual(r["Properties"]["CodeUri"], name)
+
+    def test_paths_resolve(self):
+        def check(d):
+            packaged = os.path.join(d, "template.yaml")
+            self.assertEqual(package.unresolved(packaged), [])
+            got = dict(package.local_paths(package.load(packaged)))
+            for where in ("Metadata AWS::ServerlessRepo::Application LicenseUrl",
+                          "Metadata AWS::ServerlessRepo::Application ReadmeUrl", "SenderFunction CodeUri"):
+                self.assertIn(where, got)
+            for name in ("LICENSE", "README.md"):
+                with open(os.path.join(d, name), "rb") as a, open(os.path.join(ROOT, name), "rb") as b:
+                    self.assertEqual(a.read(), b.read(), name)
+            os.remove(os.path.join(d, "LICENSE"))
+            self.assertEqual(package.unresolved(packaged),
+                             ["Metadata AWS::ServerlessRepo::Application LicenseUrl: LICENSE"])
+        run, _ = self.run_package(183, check=check)
+        self.assertEqual(run.returncode, 0, run.stderr)
+
+    def test_missing_path_refused(self):
+        """A template naming a file that is not beside it: package.py stops
+        and names it."""
+        import tempfile
+        with tempfile.TemporaryDirectory() as src:
+            shutil.copyfile(os.path.join(ROOT, "template.sar.yaml"), os.path.join(src, "template.sar.yaml"))
+            shutil.copyfile(os.path.join(ROOT, "LICENSE"), os.path.join(src, "LICENSE"))
+            run, _ = self.run_package(183, template=os.path.join(src, "template.sar.yaml"))
+        self.assertNotEqual(run.returncode, 0)
+        self.assertIn("ReadmeUrl 'README.md'", run.stderr)
+        self.assertNotIn("Traceback", run.stderr)
+
+    def test_supported_types(self):
+        """Every type the packaged template declares, and the CloudFormation
+        it translates to, is on the repository's list."""
+        run, out = self.run_package(183)
+        self.assertEqual(run.returncode, 0, run.stderr)
+        packaged = sam.yaml.load(out, Loader=sam.Loader)
+        supported = sar_list()
+        types = {r["Type"] for r in packaged["Resources"].values()} | \
+            {r["Type"] for r in sam.translate(copy.deepcopy(packaged))["Resources"].values()}
+        self.assertEqual(sorted(types - supported), [])
+        self.assertGreater(len(types), 10)
 
     def test_x86_refused(self):
         run, _ = self.run_package(62)  # EM_X86_64

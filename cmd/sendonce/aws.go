@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -25,9 +26,9 @@ type resources struct {
 // awsConfig returns the AWS configuration, loaded once per run the SDK's
 // standard way (config.LoadDefaultConfig: AWS_REGION, AWS_PROFILE, the
 // credential variables, AWS_ENDPOINT_URL_<SERVICE> and AWS_ENDPOINT_URL,
-// the shared files), with --region and --profile as its options and
-// --endpoint-url, as in the AWS CLI, before any configured endpoint of
-// every service. A missing region is an error; so are credentials that
+// the shared files), with --region and --profile as its options.
+// --endpoint-url is not part of it: it is the endpoint of the command's
+// own service only (endpointFor), as in the AWS CLI. A missing region is an error; so are credentials that
 // cannot be loaded, found here, before the first call, so that the
 // message can say so plainly (credentialsError). The SDK logs nothing
 // unless --debug.
@@ -61,13 +62,6 @@ func (a *app) awsConfig(ctx context.Context) (aws.Config, error) {
 	if cfg.Region == "" {
 		return aws.Config{}, errors.New("no AWS region: pass --region or set AWS_REGION (or a region in your AWS profile)")
 	}
-	if a.endpoint != "" {
-		// A service's configured endpoint (AWS_ENDPOINT_URL_DYNAMODB, a
-		// profile's services section) outranks cfg.BaseEndpoint in the
-		// SDK; the flag is offered first as every service's endpoint.
-		cfg.BaseEndpoint = aws.String(a.endpoint)
-		cfg.ConfigSources = append([]any{serviceEndpoints(func(string) string { return a.endpoint })}, cfg.ConfigSources...)
-	}
 	if cfg.Credentials == nil {
 		return aws.Config{}, &credentialsError{profile: a.profile, err: errors.New("no credential provider")}
 	}
@@ -87,14 +81,17 @@ type credentialsError struct {
 func (e *credentialsError) Error() string { return "load AWS credentials: " + e.err.Error() }
 func (e *credentialsError) Unwrap() error { return e.err }
 
-// serviceEndpoints is a configuration source of the SDK that gives the
-// endpoint of a service by its SDK id ("DynamoDB", "Secrets Manager").
-type serviceEndpoints func(sdkID string) string
-
-// GetServiceBaseEndpoint implements the SDK's service endpoint source.
-func (f serviceEndpoints) GetServiceBaseEndpoint(_ context.Context, sdkID string) (string, bool, error) {
-	ep := f(sdkID)
-	return ep, ep != "", nil
+// endpointFor returns the endpoint --endpoint-url gives the service
+// sdkID: the flag's URL when sdkID is the service the command calls
+// (annotService), else nil, and the service's configured endpoint
+// (AWS_ENDPOINT_URL_<SERVICE>, AWS_ENDPOINT_URL, a profile's services
+// section) or AWS's applies. The AWS CLI's --endpoint-url is, in the same
+// way, the endpoint of the one service a command calls.
+func (a *app) endpointFor(sdkID string) *string {
+	if a.endpoint == "" || cmp.Or(a.service, serviceDynamoDB) != sdkID {
+		return nil
+	}
+	return aws.String(a.endpoint)
 }
 
 // dynamoClient returns a DynamoDB client (see awsConfig) whose Scan pages
@@ -107,6 +104,9 @@ func (a *app) dynamoClient(ctx context.Context) (*dynamodb.Client, error) {
 		return nil, err
 	}
 	return dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) {
+		if ep := a.endpointFor(serviceDynamoDB); ep != nil {
+			o.BaseEndpoint = ep
+		}
 		o.DisableValidateResponseChecksum = o.BaseEndpoint != nil
 		a.where.dynamoDBEndpoint = aws.ToString(o.BaseEndpoint)
 		o.APIOptions = append(o.APIOptions, a.observeScans)
@@ -119,7 +119,11 @@ func (a *app) sqsClient(ctx context.Context) (*sqs.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return sqs.NewFromConfig(cfg), nil
+	return sqs.NewFromConfig(cfg, func(o *sqs.Options) {
+		if ep := a.endpointFor(serviceSQS); ep != nil {
+			o.BaseEndpoint = ep
+		}
+	}), nil
 }
 
 // callerIdentity returns the caller's ARN as STS GetCallerIdentity reports

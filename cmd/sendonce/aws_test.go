@@ -32,3 +32,14 @@ func loadFromVars(vars map[string]string) func(context.Context, ...func(*config.
 		return cfg, err
 	}
 }
+
+// serviceEndpoints is a configuration source of the SDK that gives the
+// endpoint of a service by its SDK id ("DynamoDB", "Secrets Manager"), as
+// AWS_ENDPOINT_URL_<SERVICE> does.
+type serviceEndpoints func(sdkID string) string
+
+// GetServiceBaseEndpoint implements the SDK's service endpoint source.
+func (f serviceEndpoints) GetServiceBaseEndpoint(_ context.Context, sdkID string) (string, bool, error) {
+	ep := f(sdkID)
+	return ep, ep != "", nil
+}

@@ -23,8 +23,9 @@ import (
 
 func dlqListCmd(a *app) *cobra.Command {
 	c := &cobra.Command{
-		Use:   "list [--limit N] [--dlq-url URL]",
-		Short: "show dead-lettered messages: reasons, receive counts, keys",
+		Use:         "list [--limit N] [--dlq-url URL]",
+		Annotations: map[string]string{annotService: serviceSQS},
+		Short:       "show dead-lettered messages: reasons, receive counts, keys",
 		Long: `
 Shows the messages in the dead-letter queue, one per line (--output json) or
 as a table: the SQS message id, how often it was received, when it was first
@@ -79,8 +80,9 @@ does: each listing adds one to their receive count.`,
 
 func dlqRedriveCmd(a *app) *cobra.Command {
 	c := &cobra.Command{
-		Use:   "redrive [--all [--rate N] [--no-wait]] [--dry-run] [--reason-match RE] [--each] [--concurrency N] [--queue-url URL] [--dlq-url URL]",
-		Short: "move the dead-lettered messages back to the queue, in batches or with SQS's move task",
+		Use:         "redrive [--all [--rate N] [--no-wait]] [--dry-run] [--reason-match RE] [--each] [--concurrency N] [--queue-url URL] [--dlq-url URL]",
+		Annotations: map[string]string{annotService: serviceSQS},
+		Short:       "move the dead-lettered messages back to the queue, in batches or with SQS's move task",
 		Long: `
 Moves dead-lettered messages back to the notification queue, body unchanged,
 with one of two engines.
@@ -344,7 +346,7 @@ func (a *app) redriveLines() *redriveOut { return &redriveOut{a: a} }
 
 func (o *redriveOut) line(v redriveView) error {
 	p := o.a.printer()
-	if p.query != nil {
+	if p.query != nil || p.format == "yaml" { // one YAML sequence at the end (flush)
 		o.collected = append(o.collected, v)
 		return nil
 	}
@@ -362,7 +364,7 @@ func (o *redriveOut) line(v redriveView) error {
 // flush runs --query over the collected lines.
 func (o *redriveOut) flush() error {
 	p := o.a.printer()
-	if p.query == nil {
+	if p.query == nil && p.format != "yaml" {
 		return nil
 	}
 	return writeList(p, o.collected, nil, nil)

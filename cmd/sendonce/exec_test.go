@@ -65,7 +65,7 @@ func TestBinary(t *testing.T) {
 			[]string{"AWS_ACCESS_KEY_ID=test", "AWS_SECRET_ACCESS_KEY=test", "AWS_CONFIG_FILE=/dev/null", "AWS_SHARED_CREDENTIALS_FILE=/dev/null"}, "", 1, "", "no ledger row"},
 		{"EndpointFlagOverEnvironment", []string{"inspect", sampleKey, "--endpoint-url", testenv.DynamoDBEndpoint(t), "--table", table},
 			append(slices.Clone(local), "AWS_ENDPOINT_URL_DYNAMODB=http://127.0.0.1:1"), "", 1, "", "no ledger row"},
-		{"BadOutput", []string{"inspect", sampleKey, "--output", "yaml"}, nil, "", 2, "", `--output "yaml": want json, text or table`},
+		{"BadOutput", []string{"inspect", sampleKey, "--output", "xml"}, nil, "", 2, "", `--output "xml": want json, yaml, text or table`},
 		{"GlobalFlagsBeforeTheCommand", []string{"--region", testenv.Region, "--endpoint-url", testenv.DynamoDBEndpoint(t), "--output", "text", "inspect", sampleKey, "--table", table},
 			[]string{"AWS_ACCESS_KEY_ID=test", "AWS_SECRET_ACCESS_KEY=test", "AWS_CONFIG_FILE=/dev/null", "AWS_SHARED_CREDENTIALS_FILE=/dev/null"}, "", 1, "", "no ledger row"},
 		{"NoCredentials", []string{"inspect", sampleKey}, noCredentials, "", 1, "",

@@ -5,12 +5,22 @@ import (
 	"context"
 	"encoding/json"
 	"maps"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
 	"github.com/sendonce/sendonce/internal/ledger"
+	"github.com/sendonce/sendonce/internal/localpipeline"
 	"github.com/sendonce/sendonce/internal/testenv"
+	"gopkg.in/yaml.v3"
 )
 
 // runTerminal is runWith with stderr taken for a terminal, as it is for
@@ -317,5 +327,121 @@ func TestRedriveTotals(t *testing.T) {
 	}
 	if len(lines) != 2 {
 		t.Errorf("stdout = %q, want a line per message", r.stdout)
+	}
+}
+
+// TestOutputYAML: --output yaml prints the JSON document as YAML, one
+// mapping for one result and a sequence for a list, as the AWS CLI's yaml
+// output; AWS_DEFAULT_OUTPUT chooses the format when --output does not,
+// and a value the CLI does not know is a usage error naming it.
+func TestOutputYAML(t *testing.T) {
+	t.Parallel()
+	lb := setupList(t)
+	r := lb.run(t, "list", "--state", "uncertain", "--output", "yaml")
+	var rows []map[string]any
+	if err := yaml.Unmarshal([]byte(r.stdout), &rows); r.code != exitOK || err != nil {
+		t.Fatalf("list --output yaml: exit %d, %v: %q %s", r.code, err, r.stdout, r.stderr)
+	}
+	if len(rows) != 3 || rows[0]["key"] != lb.uncertain[0].Key || rows[0]["state"] != "UNCERTAIN" {
+		t.Errorf("list --output yaml = %v, want the 3 rows, oldest first", rows)
+	}
+	r = lb.run(t, "inspect", lb.failed[0].Key, "--output", "yaml")
+	var row map[string]any
+	if err := yaml.Unmarshal([]byte(r.stdout), &row); r.code != exitOK || err != nil || row["key"] != lb.failed[0].Key || row["reason"] != "rejected" {
+		t.Errorf("inspect --output yaml: exit %d, %v: %q", r.code, err, r.stdout)
+	}
+	if r := lb.run(t, "inspect", lb.failed[0].Key, "--output", "yaml", "--query", "state"); r.stdout != "FAILED\n" {
+		t.Errorf("--query state --output yaml = %q, want FAILED", r.stdout)
+	}
+
+	env := func(v string) map[string]string {
+		vars := maps.Clone(lb.vars)
+		vars["AWS_DEFAULT_OUTPUT"] = v
+		return vars
+	}
+	text := lb.run(t, "inspect", lb.failed[0].Key, "--output", "text")
+	if r := runWith(t, env("text"), "", "inspect", lb.failed[0].Key); r.code != exitOK || r.stdout != text.stdout {
+		t.Errorf("AWS_DEFAULT_OUTPUT=text: exit %d, %q, want the text output %q", r.code, r.stdout, text.stdout)
+	}
+	if r := runWith(t, env("yaml"), "", "inspect", lb.failed[0].Key); !strings.HasPrefix(r.stdout, "key: "+lb.failed[0].Key+"\n") {
+		t.Errorf("AWS_DEFAULT_OUTPUT=yaml: %q, want YAML", r.stdout)
+	}
+	if r := runWith(t, env("text"), "", "inspect", lb.failed[0].Key, "--output", "json"); !strings.HasPrefix(r.stdout, "{") {
+		t.Errorf("--output json under AWS_DEFAULT_OUTPUT=text: %q, want the flag to win", r.stdout)
+	}
+	r = runWith(t, env("xml"), "", "inspect", lb.failed[0].Key)
+	if r.code != exitUsage || !strings.Contains(r.stderr, `AWS_DEFAULT_OUTPUT "xml"`) {
+		t.Errorf("AWS_DEFAULT_OUTPUT=xml: exit %d, %q: want a usage error naming the variable", r.code, r.stderr)
+	}
+}
+
+// TestEndpointOnlyForItsService: --endpoint-url is the endpoint of the
+// service the command calls alone, as in the AWS CLI: dlq list's SQS
+// calls go to it (not to a configured AWS_ENDPOINT_URL_SQS), while the
+// redaction key is read from Secrets Manager at
+// AWS_ENDPOINT_URL_SECRETS_MANAGER. Before, the flag sent every service's
+// calls to its URL, the Secrets Manager call included.
+func TestEndpointOnlyForItsService(t *testing.T) {
+	t.Parallel()
+	lb := setupList(t)
+	moto := testenv.MotoEndpoint(t)
+	keyARN, _, err := localpipeline.NewRedactKeySecret(t.Context(), moto)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := testenv.SQSAt(moto)
+	dlq, err := q.CreateQueue(t.Context(), &sqs.CreateQueueInput{QueueName: aws.String("ep-dlq-" + testenv.RandomID())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = q.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: dlq.QueueUrl}) })
+	if _, err := q.SendMessage(t.Context(), &sqs.SendMessageInput{QueueUrl: dlq.QueueUrl, MessageBody: aws.String(`{"not":"a request"}`)}); err != nil {
+		t.Fatal(err)
+	}
+	// The flag's URL: moto behind a proxy that records which API each
+	// call is for (its X-Amz-Target, "AmazonSQS.ReceiveMessage").
+	target, _ := url.Parse(moto)
+	var mu sync.Mutex
+	var targets []string
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		targets = append(targets, r.Header.Get("X-Amz-Target"))
+		mu.Unlock()
+		proxy.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+
+	vars := maps.Clone(lb.vars)
+	vars["SENDONCE_REDACT_KEY_PARAM"] = keyARN
+	vars["AWS_ENDPOINT_URL_SECRETS_MANAGER"] = moto
+	vars["AWS_ENDPOINT_URL_SQS"] = "http://127.0.0.1:1" // nothing listens: the flag must win
+	r := runWith(t, vars, "", "dlq", "list", "--dlq-url", aws.ToString(dlq.QueueUrl), "--endpoint-url", srv.URL, "--output", "json")
+	if r.code != exitOK || !strings.Contains(r.stdout, `"message_id"`) {
+		t.Fatalf("dlq list --endpoint-url: exit %d, %q, %s: want the dead letter", r.code, r.stdout, r.stderr)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(targets) == 0 {
+		t.Error("no call reached --endpoint-url")
+	}
+	for _, tg := range targets {
+		if !strings.HasPrefix(tg, "AmazonSQS.") {
+			t.Errorf("a call for %q reached --endpoint-url, which is SQS's alone", tg)
+		}
+	}
+}
+
+// TestCompletion: "sendonce completion SHELL" prints cobra's completion
+// script for each shell docs/cli.md names, and the overview lists it.
+func TestCompletion(t *testing.T) {
+	t.Parallel()
+	for shell, want := range map[string]string{"bash": "# bash completion V2 for sendonce", "zsh": "#compdef sendonce", "fish": "# fish completion for sendonce", "powershell": "# powershell completion for sendonce"} {
+		if r := runWith(t, nil, "", "completion", shell); r.code != exitOK || !strings.HasPrefix(r.stdout, want) {
+			t.Errorf("completion %s: exit %d, %.60q, %s: want a script starting %q", shell, r.code, r.stdout, r.stderr, want)
+		}
+	}
+	if r := runWith(t, nil, "", "help"); !strings.Contains(r.stdout, "sendonce completion bash") {
+		t.Errorf("help does not list completion:\n%s", r.stdout)
 	}
 }

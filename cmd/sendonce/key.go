@@ -23,7 +23,7 @@ AWS access.
 An invalid request (not JSON, a missing or malformed field, more than 256 KB)
 is an error (exit status 1) whose one-line message names the field and says
 what is wrong: the same reason the sender gives when it dead-letters it.`,
-		Annotations: map[string]string{annotValue: "prints the key alone"},
+		Annotations: map[string]string{annotValue: "prints the key alone", annotLocal: ""},
 		Args: func(c *cobra.Command, args []string) error {
 			if len(args) > 0 {
 				return &usageError{cmd: c, msg: "key reads the request on stdin and takes no arguments, got: " + strings.Join(args, " ")}

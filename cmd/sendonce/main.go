@@ -14,13 +14,14 @@
 //	sendonce --version
 //
 // The global flags go before or after the command, as in the AWS CLI:
-// --region, --profile, --endpoint-url, --output json|text|table (table by
-// default on a terminal, else json), --query JMESPATH and --debug.
+// --region, --profile, --endpoint-url, --output json|yaml|text|table
+// (AWS_DEFAULT_OUTPUT, else table on a terminal, else json), --query JMESPATH and --debug.
 // Commands that read the ledger take --table (default $SENDONCE_TABLE).
 // Results go to stdout alone, so they can be piped; messages, progress and
 // totals go to stderr.
 //
-// Exit status: 0 on success, 1 on an error (an invalid request, an unknown
+// Exit status: 0 on success (status: healthy), 3 when status finds that
+// something needs a person, 1 on an error (an invalid request, an unknown
 // key, a missing table or credentials, an AWS error) with one line on
 // stderr, 2 on a usage error (unknown command, missing argument, bad flag)
 // with one line on stderr that names "sendonce help COMMAND".
@@ -29,6 +30,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -85,6 +87,7 @@ type app struct {
 
 	// The global flags.
 	region, profile, endpoint string
+	stackName                 string
 	output, query             string
 	debug                     bool
 
@@ -93,8 +96,10 @@ type app struct {
 
 	running bool        // a command's own code runs: its errors are not usage errors
 	command string      // its name ("dlq list")
+	service string      // the AWS service it calls (annotService), which --endpoint-url is for
 	cfg     *aws.Config // the AWS configuration, loaded once
 	where   resources   // what the command works on, for error messages
+	stack   *stackInfo  // the stack whose outputs name the resources (useStack)
 	scan    scanStats   // the DynamoDB Scan pages read
 	prog    *progress   // the live progress line on stderr
 }
@@ -130,6 +135,9 @@ func runEnv(ctx context.Context, e env, args []string) int {
 	switch {
 	case err == nil:
 		return exitOK
+	case isAttention(err):
+		fmt.Fprintf(e.stderr, "sendonce: %s\n", oneLine(err.Error()))
+		return exitAttention
 	case errors.As(err, &ue):
 		fmt.Fprintf(e.stderr, "sendonce: %s (see %q)\n", oneLine(ue.msg), helpHint(ue.cmd))
 		return exitUsage
@@ -177,7 +185,8 @@ func newRoot(a *app) *cobra.Command {
 			return &usageError{cmd: c, msg: "no command given"}
 		},
 		PersistentPreRunE: a.prepare,
-		CompletionOptions: cobra.CompletionOptions{HiddenDefaultCmd: true},
+		// "sendonce completion bash|zsh|fish|powershell" (docs/cli.md).
+		CompletionOptions: cobra.CompletionOptions{},
 		// "lsit" suggests "list" (cobra's default is no suggestion here).
 		SuggestionsMinimumDistance: 2,
 		// "sendonce lsit --state failed" is an unknown command, not an
@@ -187,17 +196,18 @@ func newRoot(a *app) *cobra.Command {
 	pf := root.PersistentFlags()
 	pf.StringVar(&a.region, "region", "", "the AWS `REGION` (default: AWS_REGION or the profile's region)")
 	pf.StringVar(&a.profile, "profile", "", "a `PROFILE` of the AWS config files (default: AWS_PROFILE)")
-	pf.StringVar(&a.endpoint, "endpoint-url", "", "send every AWS call to `URL` (DynamoDB Local, moto_server)")
-	pf.StringVar(&a.output, "output", "", "the `FORMAT`: json, text or table (default: table on a terminal, else json)")
+	pf.StringVar(&a.endpoint, "endpoint-url", "", "send the command's calls of its service (DynamoDB; SQS for dlq) to `URL`, as the AWS CLI does; other services keep AWS_ENDPOINT_URL_<SERVICE>")
+	pf.StringVar(&a.stackName, "stack-name", "", "read the table, queues, API URL and alarm topic from the outputs of the sendonce `STACK` (default: SENDONCE_STACK)")
+	pf.StringVar(&a.output, "output", "", "the `FORMAT`: json, yaml, text or table (default: AWS_DEFAULT_OUTPUT, else table on a terminal, else json)")
 	pf.StringVar(&a.query, "query", "", "a JMESPath `EXPRESSION` applied to the JSON result (a list is an array)")
 	pf.BoolVar(&a.debug, "debug", false, "log the AWS SDK's retries and requests and print errors unabridged")
 
 	root.AddCommand(
-		createTablesCmd(a), keyCmd(a), inspectCmd(a), findCmd(a), listCmd(a), resolveCmd(a),
+		createTablesCmd(a), keyCmd(a), statusCmd(a), inspectCmd(a), findCmd(a), listCmd(a), resolveCmd(a),
 		group("dlq", "dead-lettered messages: list them, move the valid ones back", dlqListCmd(a), dlqRedriveCmd(a)),
 		group("apikey", "the HTTP API's keys: issue, list, revoke", apikeyCreateCmd(a), apikeyListCmd(a), apikeyRevokeCmd(a)),
 		templateCmd(a),
-		&cobra.Command{Use: "version", Short: "print the version", Hidden: true, Args: noArgs,
+		&cobra.Command{Use: "version", Short: "print the version", Hidden: true, Args: noArgs, Annotations: map[string]string{annotLocal: ""},
 			RunE: func(c *cobra.Command, _ []string) error {
 				_, err := fmt.Fprintln(c.OutOrStdout(), version())
 				return err
@@ -220,6 +230,12 @@ func markRunning(a *app, c *cobra.Command) {
 	if f := c.RunE; f != nil {
 		c.RunE = func(c *cobra.Command, args []string) error {
 			a.running, a.command = true, name(c)
+			a.service = cmp.Or(c.Annotations[annotService], serviceDynamoDB)
+			if _, local := c.Annotations[annotLocal]; !local {
+				if err := a.useStack(c.Context()); err != nil {
+					return err
+				}
+			}
 			return f(c, args)
 		}
 	}
@@ -233,21 +249,38 @@ const (
 	// annotValue marks a command that prints one value alone (a key, a
 	// version number) or nothing: --query does not apply to it.
 	annotValue = "sendonce/value"
+	// annotLocal marks a command that calls no AWS service: it reads no
+	// stack.
+	annotLocal = "sendonce/local"
+	// annotService names the AWS service a command calls (its SDK id),
+	// the one --endpoint-url applies to; serviceDynamoDB when unset.
+	annotService = "sendonce/service"
+)
+
+// The services a command's --endpoint-url may name, by their SDK ids.
+const (
+	serviceDynamoDB = "DynamoDB"
+	serviceSQS      = "SQS"
 )
 
 // prepare checks the global flags before any command runs: --output and
 // --query are usage errors when wrong, before any AWS call.
 func (a *app) prepare(c *cobra.Command, _ []string) error {
-	switch a.output {
-	case "json", "text", "table":
-		a.format = a.output
+	format, from := a.output, "--output"
+	if format == "" {
+		// As the AWS CLI: the flag, else AWS_DEFAULT_OUTPUT.
+		format, from = strings.TrimSpace(a.getenv("AWS_DEFAULT_OUTPUT")), "AWS_DEFAULT_OUTPUT"
+	}
+	switch format {
+	case "json", "text", "table", "yaml":
+		a.format = format
 	case "":
 		a.format = "json"
 		if a.terminal {
 			a.format = "table"
 		}
 	default:
-		return &usageError{cmd: c, msg: fmt.Sprintf("--output %q: want json, text or table", a.output)}
+		return &usageError{cmd: c, msg: fmt.Sprintf("%s %q: want json, yaml, text or table", from, format)}
 	}
 	if a.query == "" {
 		return nil
@@ -302,8 +335,9 @@ func unknownCommand(c *cobra.Command, word string) error {
 // prints the overview then, with exit status 0).
 func helpCmd(a *app) *cobra.Command {
 	return &cobra.Command{
-		Use:   "help [COMMAND]",
-		Short: "show this help, or a command's",
+		Use:         "help [COMMAND]",
+		Short:       "show this help, or a command's",
+		Annotations: map[string]string{annotLocal: ""},
 		RunE: func(c *cobra.Command, args []string) error {
 			root := c.Root()
 			if len(args) == 0 {
@@ -383,10 +417,12 @@ func oneLine(s string) string {
 const overview = `Every command takes the global flags, before or after it, as the AWS CLI
 does: --region, --profile and --endpoint-url (otherwise AWS_REGION,
 AWS_PROFILE, AWS_ENDPOINT_URL_DYNAMODB, ... and the AWS config files
-apply), --output json|text|table (table on a terminal, else json),
---query JMESPATH and --debug. The table comes from --table or
-SENDONCE_TABLE, the queues from --queue-url / --dlq-url or
-SENDONCE_QUEUE_URL / SENDONCE_DLQ_URL.
+apply), --output json|yaml|text|table (else AWS_DEFAULT_OUTPUT, else
+table on a terminal, else json),
+--query JMESPATH and --debug. The table comes from --table, else the
+outputs of the stack --stack-name (or SENDONCE_STACK) names, else
+SENDONCE_TABLE; the queues from --queue-url / --dlq-url, else the stack,
+else SENDONCE_QUEUE_URL / SENDONCE_DLQ_URL.
 
 Exit status: 0 on success; 1 on an error, with a one-line message on
 stderr; 2 on a usage error, with a one-line message naming the help.`

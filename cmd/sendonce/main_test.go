@@ -112,8 +112,8 @@ func TestUsage(t *testing.T) {
 		{"APIKeyRevokeTwoIDs", []string{"apikey", "revoke", "--table", "t", "a", "b"}, "takes one KEY-ID", "sendonce help apikey revoke"},
 		{"HelpUnknownCommand", []string{"help", "frobnicate"}, `unknown command "frobnicate"`, "sendonce help"},
 		{"HelpTwoCommands", []string{"help", "key", "inspect"}, "help takes one command", "sendonce help"},
-		{"BadOutput", []string{"inspect", sampleKey, "--output", "yaml"}, `--output "yaml": want json, text or table`, "sendonce help inspect"},
-		{"BadOutputBeforeCommand", []string{"--output", "yaml", "list", "--state", "failed"}, `--output "yaml": want json, text or table`, "sendonce help list"},
+		{"BadOutput", []string{"inspect", sampleKey, "--output", "xml"}, `--output "xml": want json, yaml, text or table`, "sendonce help inspect"},
+		{"BadOutputBeforeCommand", []string{"--output", "xml", "list", "--state", "failed"}, `--output "xml": want json, yaml, text or table`, "sendonce help list"},
 		{"BadQuery", []string{"inspect", sampleKey, "--table", "t", "--query", "[?"}, `--query "[?":`, "sendonce help inspect"},
 		// go-jmespath's lexer panics on this one (jmespath/go-jmespath#101).
 		{"QueryThatPanicsTheParser", []string{"--query", "a\u0080", "list", "--state", "failed"}, "not a JMESPath expression", "sendonce help list"},

@@ -208,7 +208,7 @@ func testFind(t *testing.T, indexed bool) {
 		for _, args := range [][]string{
 			{"find", "--tenant", "acme"},
 			{"find", "--tenant", "acme", "--event", "e", "--recipient", "u"},
-			{"find", "--tenant", "acme", "--event", "e", "--output", "yaml"},
+			{"find", "--tenant", "acme", "--event", "e", "--output", "xml"},
 		} {
 			if r := b.run(t, args...); r.code != exitUsage {
 				t.Errorf("%v: exit %d, want 2", args, r.code)

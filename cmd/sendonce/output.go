@@ -12,6 +12,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/jmespath/go-jmespath"
+	"gopkg.in/yaml.v3"
 )
 
 // The output formats (--output), the same in every command:
@@ -21,7 +22,9 @@ import (
 //   - table: "field: value" lines for one result; aligned columns under a
 //     header for a list;
 //   - text: "field<TAB>value" lines for one result; a list's columns,
-//     tab-separated, without the header (cut and awk read it).
+//     tab-separated, without the header (cut and awk read it);
+//   - yaml: the JSON document as YAML, as the AWS CLI's yaml output: one
+//     mapping for one result, a sequence of mappings for a list.
 //
 // With --query the result (a list as a JSON array) goes through the
 // JMESPath expression first, and what it selects is printed as one JSON
@@ -44,6 +47,8 @@ func (p printer) object(v any) error {
 	switch p.format {
 	case "json":
 		return writeJSON(p.w, v, true)
+	case "yaml":
+		return writeYAML(p.w, v)
 	case "text":
 		var b strings.Builder
 		for _, f := range fields(v) {
@@ -73,6 +78,12 @@ func writeList[T any](p printer, rows []T, header []string, cell func(T) []strin
 			rows = []T{} // [] for the query, not null
 		}
 		return p.queried(rows)
+	}
+	if p.format == "yaml" {
+		if rows == nil {
+			rows = []T{}
+		}
+		return writeYAML(p.w, rows)
 	}
 	if p.format == "json" {
 		for _, r := range rows {
@@ -131,6 +142,37 @@ func writeJSON(w io.Writer, v any, indent bool) error {
 	return nil
 }
 
+// writeYAML prints v as YAML: its JSON document (field names, their order
+// and omissions as in json) in YAML's block style.
+func writeYAML(w io.Writer, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("encode output: %w", err)
+	}
+	// JSON is YAML: decoded into a node, it keeps its keys' order.
+	var doc yaml.Node
+	if err := yaml.Unmarshal(b, &doc); err != nil {
+		return fmt.Errorf("encode output: %w", err)
+	}
+	blockStyle(&doc)
+	enc := yaml.NewEncoder(w)
+	enc.SetIndent(2)
+	if err := enc.Encode(&doc); err != nil {
+		return fmt.Errorf("encode output: %w", err)
+	}
+	return enc.Close()
+}
+
+// blockStyle drops the JSON (flow, quoted) style of n and its children,
+// so that the encoder writes block style and quotes only where YAML
+// needs it.
+func blockStyle(n *yaml.Node) {
+	n.Style = 0
+	for _, c := range n.Content {
+		blockStyle(c)
+	}
+}
+
 // compileQuery compiles a --query expression. The parser panics on some
 // malformed input (an unquoted identifier followed by U+0080,
 // jmespath/go-jmespath#101): that is a syntax error too.
@@ -185,8 +227,11 @@ func search(q *jmespath.JMESPath, doc any) (got any, err error) {
 //
 // Values nested deeper are compact JSON.
 func writeValue(w io.Writer, format string, v any) error {
-	if format == "json" {
+	switch format {
+	case "json":
 		return writeJSON(w, v, true)
+	case "yaml":
+		return writeYAML(w, v)
 	}
 	switch v := v.(type) {
 	case nil:
@@ -293,6 +338,9 @@ func fields(v any) [][2]string {
 		}
 		if strings.Contains(opts, "omitempty") && fv.IsZero() {
 			continue
+		}
+		if fv.Kind() == reflect.Pointer && !fv.IsNil() {
+			fv = fv.Elem() // an optional value: the value, not its address
 		}
 		out = append(out, [2]string{name, fmt.Sprint(fv.Interface())})
 	}

@@ -289,7 +289,7 @@ person reads it (the subject, the text, the HTML part); with --output json
 			return fmt.Errorf("template render: %w", err)
 		}
 		p := a.printer()
-		if p.format == "json" || p.query != nil {
+		if p.format == "json" || p.format == "yaml" || p.query != nil {
 			return p.object(renderView{m.TemplateVersion, m.TemplateLocale, m.Subject, m.Body, m.HTML})
 		}
 		var b strings.Builder

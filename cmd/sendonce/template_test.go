@@ -111,7 +111,7 @@ func TestTemplateUsage(t *testing.T) {
 	for _, args := range [][]string{
 		{"template"}, {"template", "frobnicate"}, {"template", "put", "--tenant", "a", "--name", "n", "--channel", "sms"},
 		{"template", "put", "--name", "n", "--channel", "sms", "--text", "f"}, {"template", "list"}, {"template", "get", "--tenant", "a", "--name", "n"},
-		{"template", "list", "--tenant", "a", "--output", "yaml"},
+		{"template", "list", "--tenant", "a", "--output", "xml"},
 	} {
 		if r := runWith(t, vars, "", args...); r.code != exitUsage || strings.Count(r.stderr, "\n") != 1 || !strings.Contains(r.stderr, `(see "sendonce help template`) {
 			t.Errorf("%q: exit %d stderr %q, want a one-line usage error", args, r.code, r.stderr)

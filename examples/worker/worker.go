@@ -33,7 +33,7 @@ type Worker struct {
 	// DeadLetters receives the invalid requests; nil leaves them on the
 	// queue, whose redrive policy moves them aside in the end.
 	DeadLetters sendonce.DeadLetters
-	Metrics     *sendonce.Metrics
+	Metrics     *sendonce.EMF
 	Log         *slog.Logger
 	// Pollers is how many receive loops run at once.
 	Pollers int

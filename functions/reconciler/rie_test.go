@@ -2,12 +2,15 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"maps"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/sendonce/sendonce/internal/ledger"
 	"github.com/sendonce/sendonce/internal/ledger/dynamoledger"
@@ -151,5 +154,110 @@ func TestBootstrapUnderRIE(t *testing.T) {
 	}
 	for _, leak := range localpipeline.Scan(map[string]string{"reconciler": fn.Logs()}, rd, []string{reached.Address, lost.Address}) {
 		t.Errorf("%v (token %q)", leak, leak.Token)
+	}
+}
+
+// TestHandOutUnderRIE runs the reconciliation as the template deploys
+// it: the scheduled reconciler (SENDONCE_RECONCILE_QUEUE_URL set) only
+// finds the due rows and hands them out to the units queue, and a
+// reconcile worker (functions/reconcileworker) settles each unit Lambda's
+// event source hands it. Both run as their bootstraps, so every call they
+// make is evaluated against ReconcilerRole and ReconcileWorkerRole
+// (package iamfront): the attention index's Query and the hand-out's
+// SendMessage as the finder, the rows' reads, takeovers, marks and the
+// resend as the worker.
+func TestHandOutUnderRIE(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, payload := testsupport.StrictFile[events.EventBridgeEvent](t, scheduleFile, "an EventBridge event")
+	db := testenv.DynamoDB(t)
+	table := testenv.NewTable(t, db)
+	led, err := dynamoledger.New(db, table, dynamoledger.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sim, simURL := testsupport.Simulator(t, simulator.Options{Token: simToken})
+	reached := uncertain(t, led, "evt-ho-reached", "+15550003333")
+	lost := uncertain(t, led, "evt-ho-lost", "+15550004444")
+	hp, err := httpprovider.New(httpprovider.Config{BaseURL: simURL, Token: simToken})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := hp.Send(ctx, provider.Message{Key: reached.Key, Channel: reached.Channel, To: reached.Address, Body: reached.Body}); err != nil {
+		t.Fatal(err)
+	}
+
+	moto := testenv.MotoEndpoint(t)
+	q := testenv.SQSAt(moto)
+	created, err := q.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("sendonce-units-" + testenv.RandomID())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	units := aws.ToString(created.QueueUrl)
+	t.Cleanup(func() { _, _ = q.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: created.QueueUrl}) })
+	keyARN, _, err := localpipeline.NewRedactKeySecret(ctx, moto)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{
+		"AWS_LAMBDA_FUNCTION_TIMEOUT":      "30",
+		"SENDONCE_TABLE":                   table,
+		"SENDONCE_SMS_PROVIDER":            "http",
+		"SENDONCE_HTTP_PROVIDER_URL":       simURL,
+		"SENDONCE_HTTP_PROVIDER_TOKEN":     simToken,
+		"SENDONCE_PROVIDER_TIMEOUT":        "2s",
+		"SENDONCE_CLAIM_TIMEOUT":           "12s",
+		"SENDONCE_RECONCILE_SETTLE":        "1ms",
+		"SENDONCE_RECONCILE_QUEUE_URL":     units,
+		"AWS_ENDPOINT_URL_DYNAMODB":        testenv.DynamoDBEndpoint(t),
+		"AWS_ENDPOINT_URL_SQS":             moto,
+		"SENDONCE_REDACT_KEY_PARAM":        keyARN,
+		"AWS_ENDPOINT_URL_SECRETS_MANAGER": moto,
+	}
+	finder := rie.Start(t, rie.Build(t, "reconciler"), env)
+	worker := rie.Start(t, rie.Build(t, "reconcileworker"), env)
+
+	ictx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	out, err := finder.Invoke(ictx, payload)
+	if err != nil {
+		t.Fatalf("reconciler: %v", err)
+	}
+	var rep struct{ Found, Units int }
+	if err := json.Unmarshal(out, &rep); err != nil || rep.Found != 2 || rep.Units < 1 {
+		t.Fatalf("hand-out %s (%v): want 2 rows found in at least one unit", out, err)
+	}
+	got, err := q.ReceiveMessage(ictx, &sqs.ReceiveMessageInput{QueueUrl: created.QueueUrl, MaxNumberOfMessages: 10, WaitTimeSeconds: 2})
+	if err != nil || len(got.Messages) != rep.Units {
+		t.Fatalf("units queue: %d messages, %v: want %d", len(got.Messages), err, rep.Units)
+	}
+	var ev events.SQSEvent
+	for _, m := range got.Messages {
+		ev.Records = append(ev.Records, events.SQSMessage{MessageId: aws.ToString(m.MessageId), ReceiptHandle: aws.ToString(m.ReceiptHandle),
+			Body: aws.ToString(m.Body), EventSource: "aws:sqs", AWSRegion: testenv.Region,
+			Attributes: map[string]string{"ApproximateReceiveCount": "1"}})
+	}
+	in, _ := json.Marshal(ev)
+	out, err = worker.Invoke(ictx, in)
+	if err != nil {
+		t.Fatalf("reconcile worker: %v", err)
+	}
+	var resp events.SQSEventResponse
+	if err := json.Unmarshal(out, &resp); err != nil || len(resp.BatchItemFailures) != 0 {
+		t.Errorf("worker answered %s (%v): want no failures", out, err)
+	}
+	for _, e := range []ledger.Entry{reached, lost} {
+		rec, err := led.Get(ctx, e.Key)
+		if err != nil || rec.State != ledger.StateSent {
+			t.Errorf("%s: row %v, %v: want SENT", e.RecipientID, rec.State, err)
+		}
+		if got := sim.Delivered(e.Key); got != 1 {
+			t.Errorf("%s: delivered %d times, want 1", e.RecipientID, got)
+		}
+	}
+	for _, fn := range []*rie.Instance{finder, worker} {
+		if d := fn.IAMDenied(); len(d) > 0 {
+			t.Errorf("denied: %q", d)
+		}
 	}
 }

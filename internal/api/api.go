@@ -227,7 +227,7 @@ func New(cfg Config) (*Handler, error) {
 func (h *Handler) Handle(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
 	method := req.RequestContext.HTTP.Method
 	path := stripStage(req.RawPath, req.RequestContext.Stage)
-	log := h.log.With("request_id", req.RequestContext.RequestID, "method", method)
+	log := h.log.With("correlation_id", req.RequestContext.RequestID, "method", method)
 	var (
 		resp  events.APIGatewayV2HTTPResponse
 		route string

@@ -101,11 +101,11 @@ func TestAmbiguous(t *testing.T) {
 	t.Parallel()
 	const key = "v1_k"
 	line := func(msg string, extra string) string {
-		return `{"level":"ERROR","msg":"` + msg + `","key":"` + key + `"` + extra + `}`
+		return `{"level":"ERROR","message":"` + msg + `","key":"` + key + `"` + extra + `}`
 	}
 	released := line("take over: ledger answer lost; releasing the claim it may have taken", "")
 	releasedClaim := line("claim: ledger answer lost; releasing the claim it may have taken", "")
-	died := `{"level":"WARN","msg":"abandoned","key":"` + key + `","state":"PENDING","attempts":4}`
+	died := `{"level":"WARN","message":"abandoned","key":"` + key + `","state":"PENDING","attempts":4}`
 	for _, tc := range []struct {
 		name        string
 		ops         []string

@@ -368,7 +368,7 @@ func ambiguous(ops []string, diedHolding bool, lines []string) bool {
 			// nothing, or the reconciler's abandon of a PENDING row).
 			strings.Contains(line, "a worker died holding the claim"),
 			strings.Contains(line, "none is proven to be this key's"),
-			strings.Contains(line, `"msg":"abandoned"`) && strings.Contains(line, `"state":"PENDING"`):
+			strings.Contains(line, `"message":"abandoned"`) && strings.Contains(line, `"state":"PENDING"`):
 			otherwise = true
 		}
 	}

@@ -224,6 +224,17 @@ type Dispatcher struct {
 	// Health is the container's view of which providers keep failing
 	// (Pick); New makes one when nil.
 	Health *Health
+	// Redactor makes the address tokens of the log lines; the process's
+	// default (redact.Default) when nil.
+	Redactor *redact.Redactor
+}
+
+// Address returns the token of address a for a log line (Redactor).
+func (d *Dispatcher) Address(a string) string {
+	if d.Redactor == nil {
+		return redact.Address(a)
+	}
+	return d.Redactor.Address(a)
 }
 
 // New checks d and returns it with the defaults filled in: metrics.Discard
@@ -614,7 +625,9 @@ func (d *Dispatcher) send(ctx context.Context, c ledger.Claim, e ledger.Entry, p
 	start := d.Now()
 	receipt, err := p.Send(callCtx, ProviderMessage(e, c.AttemptedAt))
 	cancel()
-	d.Metrics.Latency(metrics.SendLatency, d.Now().Sub(start), dims...)
+	took := d.Now().Sub(start)
+	d.Metrics.Latency(metrics.SendLatency, took, dims...)
+	log.Info("provider answered", "outcome", outcome(err), "reason", provider.ReasonOf(err), "latency_ms", took.Milliseconds())
 	paced := pace.IsPaced(err)
 	if !paced {
 		// A refusal of this side's own pace says nothing about the
@@ -634,7 +647,7 @@ func (d *Dispatcher) send(ctx context.Context, c ledger.Claim, e ledger.Entry, p
 	d.Metrics.Count(metrics.ProviderErrors, 1, append(dims, metrics.Dim{Name: "kind", Value: kind.String()})...)
 	switch {
 	case kind == provider.Permanent:
-		log.Info("provider rejected message", "reason", reason, "to", redact.Address(e.Address))
+		log.Info("provider rejected message", "reason", reason, "to", d.Address(e.Address))
 		r := d.mark(ctx, log, c, ledger.Outcome{State: ledger.StateFailed, Reason: reason}, false, dims)
 		r.Kind = kind
 		return r
@@ -903,4 +916,14 @@ func (d *Dispatcher) Resolve(ctx context.Context, rec ledger.Record, dec decide.
 	}
 	r.Key, r.Attempt = rec.Key, max(r.Attempt, c.Attempt)
 	return r
+}
+
+// outcome names what a provider's answer err was: "accepted" (nil), else
+// its kind ("permanent", "transient", "config", "ambiguous"). The log
+// line "provider answered" carries it as outcome.
+func outcome(err error) string {
+	if err == nil {
+		return "accepted"
+	}
+	return provider.KindOf(err).String()
 }

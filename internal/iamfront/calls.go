@@ -56,7 +56,8 @@ func (r Request) Operation() string {
 //     transaction is authorized item by item as the item's own action
 //     (TransactWriteItems' Put as dynamodb:PutItem, ...: "Using IAM with
 //     DynamoDB transactions").
-//   - SQS: the action on the queue's ARN (from QueueUrl).
+//   - SQS: the action on the queue's ARN (from QueueUrl); a batch
+//     (SendMessageBatch, DeleteMessageBatch, ...) as its single action.
 //   - SNS Publish: the topic or endpoint ARN, or "*" for a phone number
 //     (SMS have no resource: "Actions, resources, and condition keys for
 //     Amazon SNS").
@@ -99,6 +100,10 @@ func Calls(r Request) ([]Call, error) {
 		if q != "" {
 			res = queueARN(q, region)
 		}
+		// A batch is authorized as its single action (SQS Developer
+		// Guide, "Amazon SQS API permissions: Actions and resource
+		// reference": SendMessageBatch needs sqs:SendMessage, ...).
+		op = strings.TrimSuffix(op, "Batch")
 		return []Call{{Action: "sqs:" + op, Resource: res}}, nil
 	case "sns":
 		form, _ := url.ParseQuery(string(r.Body))

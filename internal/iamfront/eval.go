@@ -58,7 +58,9 @@ func (e *Evaluator) patterns(policy string) []string {
 	if p, ok := e.pats.Load(policy); ok {
 		return p.([]string)
 	}
-	var doc struct{ Statement []struct{ Condition map[string]map[string]any } }
+	var doc struct {
+		Statement []struct{ Condition map[string]map[string]any }
+	}
 	_ = json.Unmarshal([]byte(policy), &doc)
 	var out []string
 	for _, st := range doc.Statement {

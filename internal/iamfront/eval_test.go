@@ -47,3 +47,12 @@ func TestEvaluatorLeadingKeys(t *testing.T) {
 		}
 	}
 }
+
+// TestDeniedLineGrouping: iam-check's table counts a denial per call and
+// record type, the keys themselves left out.
+func TestDeniedLineGrouping(t *testing.T) {
+	got := keyValues.ReplaceAllString("sender (SenderRole): PutItem denied dynamodb:PutItem on arn:t (dynamodb:LeadingKeys=v1_ab12,tpl#acme#otp#sms##v1)", "$1…")
+	if want := "sender (SenderRole): PutItem denied dynamodb:PutItem on arn:t (dynamodb:LeadingKeys=v1_…,tpl#…)"; got != want {
+		t.Errorf("got  %s\nwant %s", got, want)
+	}
+}

@@ -387,10 +387,14 @@ func (f *Front) record(p *Principal, line string) {
 	f.mu.Lock()
 	st := f.roleStats(p.Role)
 	st.Evaluated++
-	st.Denied[line]++
+	st.Denied[keyValues.ReplaceAllString(line, "$1…")]++ // one line per call and record type, not per key
 	f.mu.Unlock()
 	f.WriteReport()
 }
+
+// keyValues matches a LeadingKeys value after its record type's prefix
+// ("v1_", "tpl#", "cb#").
+var keyValues = regexp.MustCompile(`((?:LeadingKeys=|,)[a-z0-9]+[#_])[^,) ]+`)
 
 // Describe is one line naming a call: "dynamodb:PutItem on
 // arn:…:table/t (dynamodb:LeadingKeys=v1_…)".

@@ -208,12 +208,26 @@ func (e *Env) Err() error {
 // SENDONCE_LOG_LEVEL (debug, info, warn, error; default info).
 // A level that does not parse is info here; Start records it as a
 // problem.
+//
+// Every line carries Powertools for AWS Lambda's standard keys where the
+// meaning is the same (see KeyService and the other Key constants):
+// "message" and "timestamp" for slog's "msg" and "time", the function's
+// name and memory, and, within an invocation (Invocation,
+// which Serve applies), its request id, ARN, X-Ray trace id and whether
+// it is the container's cold start.
 func Logger(w io.Writer, getenv func(string) string) *slog.Logger {
+	return ServiceLogger(w, "", getenv)
+}
+
+// ServiceLogger is Logger with every line's service key (KeyService) set
+// to service.
+func ServiceLogger(w io.Writer, service string, getenv func(string) string) *slog.Logger {
 	level, err := parseLevel(getenv(EnvLogLevel))
 	if err != nil {
 		level = slog.LevelInfo
 	}
-	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level}))
+	json := slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level, ReplaceAttr: powertoolsKeys})
+	return slog.New(&contextHandler{Handler: json, static: staticKeys(service, getenv), inv: &invocations{}})
 }
 
 // EnvLogLevel is the variable of the log level (Logger).
@@ -226,10 +240,14 @@ func parseLevel(v string) (slog.Level, error) {
 }
 
 // WithRequest returns log annotated with the Lambda request id of ctx,
-// when there is one.
+// when there is one. A Logger's lines carry it already (as
+// KeyFunctionRequestID): log is then returned as it is.
 func WithRequest(ctx context.Context, log *slog.Logger) *slog.Logger {
+	if _, ok := log.Handler().(*contextHandler); ok {
+		return log
+	}
 	if lc, ok := lambdacontext.FromContext(ctx); ok {
-		return log.With("request_id", lc.AwsRequestID)
+		return log.With(KeyFunctionRequestID, lc.AwsRequestID)
 	}
 	return log
 }

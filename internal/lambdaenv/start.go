@@ -85,7 +85,7 @@ func Start(ctx context.Context, service string) *Function {
 // A problem is recorded in f.Env, not reported: read the function's own
 // variables through f.Env, then call Ready.
 func StartWith(ctx context.Context, service string, getenv func(string) string, out io.Writer) *Function {
-	f := &Function{Log: Logger(out, getenv), Env: New(getenv)}
+	f := &Function{Log: ServiceLogger(out, service, getenv), Env: New(getenv)}
 	slog.SetDefault(f.Log) // libraries that log through slog.Default write JSON too
 	Value(f.Env, EnvLogLevel, slog.LevelInfo, parseLevel)
 	f.Metrics = metrics.NewEMF(out, metrics.StackNamespace(Value(f.Env, EnvStack, "", parseStack)), service)
@@ -130,7 +130,8 @@ func (f *Function) Must(err error) {
 }
 
 // Serve hands h to the Lambda runtime (lambda.Start) with f.Metrics
-// flushed after every invocation (FlushAfter). It does not return.
+// flushed after every invocation (FlushAfter) and the invocation's keys
+// on every log line (Invocation). It does not return.
 func Serve[In, Out any](f *Function, h func(context.Context, In) (Out, error)) {
-	lambda.Start(FlushAfter(f.Metrics, f.Log, h))
+	lambda.Start(Invocation(f.Log, FlushAfter(f.Metrics, f.Log, h)))
 }

@@ -85,13 +85,13 @@ func TestStoredTemplates(t *testing.T) {
 	}
 
 	// Another tenant's request for the same name is an unknown template:
-	// FAILED for good with the reason, nothing sent.
+	// a configuration error, retried and never FAILED, nothing sent.
 	res = s.Process(ctx, smsRequest("other", "e1"))
-	if res.Disposition != dispatch.Failed || res.Reason != "render greeting for sms: unknown template" {
-		t.Fatalf("other tenant = %+v, want FAILED unknown template", res)
+	if res.Disposition != dispatch.Retry || res.Reason != "config: render greeting for sms: unknown template" {
+		t.Fatalf("other tenant = %+v, want retry: unknown template", res)
 	}
-	if row, _ := l.Get(ctx, res.Key); row.State != ledger.StateFailed || !strings.Contains(row.Reason, "unknown template") {
-		t.Errorf("other tenant row = %+v", row)
+	if _, err := l.Get(ctx, res.Key); !errors.Is(err, ledger.ErrNotFound) {
+		t.Errorf("other tenant row: %v, want none", err)
 	}
 
 	// A missing parameter is FAILED with its name.

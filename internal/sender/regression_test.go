@@ -424,7 +424,7 @@ func TestReleasedUnrenderableRequestIsNotSent(t *testing.T) {
 	p := &providertest.Fake{}
 	b := regSetup(t, p)
 	r := req("released-unrenderable")
-	r.Template = "no_such_template"
+	r.Data = nil // order_shipped needs order_id: it cannot be rendered
 	b.lossy.LoseNext(ledgertest.OpClaim, 1)
 	b.process(t, r, dispatch.Retry)
 	if row := b.row(t, r.Key()); !row.Released {

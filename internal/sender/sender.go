@@ -48,8 +48,11 @@
 //
 // A request that is not valid JSON or breaks the schema goes to the
 // dead-letter queue at once with its reason and is acknowledged; a valid
-// request whose template cannot be rendered is FAILED in the ledger with
-// its reason. A request for a channel with no configured provider is a
+// request whose stored template cannot render it (a missing parameter)
+// is FAILED in the ledger with its reason. A request whose template is
+// not stored at all is a configuration error, like a channel with no
+// provider: nothing is claimed, it is counted (ConfigErrors) and
+// retried. A request for a channel with no configured provider is a
 // configuration error, never a final failure: its claim is released, it is
 // counted (ConfigErrors, alarmed) and the SQS record is reported failed, so
 // it is retried and reaches the dead-letter queue with its reason once its
@@ -81,7 +84,6 @@ import (
 	"github.com/sendonce/sendonce/internal/dispatch"
 	"github.com/sendonce/sendonce/internal/ledger"
 	"github.com/sendonce/sendonce/internal/metrics"
-	"github.com/sendonce/sendonce/internal/redact"
 	"github.com/sendonce/sendonce/internal/render"
 	"github.com/sendonce/sendonce/notify"
 	"github.com/sendonce/sendonce/provider"
@@ -195,6 +197,8 @@ func (s *Sender) ProcessEnqueued(ctx context.Context, req notify.Request, enqueu
 	if errors.Is(err, render.ErrUnavailable) {
 		log.Error("render", "error", err)
 		return dispatch.Result{Key: key, Disposition: dispatch.Retry, Reason: "template store unavailable"}
+	} else if errors.Is(err, render.ErrUnknownTemplate) {
+		return s.unknownTemplate(ctx, log, key, req, err, route)
 	} else if err != nil {
 		unservable = err.Error()
 	}
@@ -259,8 +263,31 @@ func (s *Sender) ProcessEnqueued(ctx context.Context, req notify.Request, enqueu
 	case decide.Wait:
 		return s.unconfigured(ctx, log, c, entry)
 	}
-	log.Debug("claimed", "to", redact.Address(entry.Address))
+	log.Debug("claimed", "to", s.dispatch.Address(entry.Address))
 	return forBatch(s.dispatch.SendRoute(ctx, c, rendered, nil, picked))
+}
+
+// unknownTemplate handles a request whose stored template is missing (or
+// stored invalid): a configuration error, never a final failure. Nothing
+// is claimed, the error is counted (ConfigErrors, alarmed) and the record
+// is retried, so it reaches the dead-letter queue with its reason once
+// its receives run out; once the template is put, a redelivery or a
+// redrive sends it. A key that already has a row (a redelivery of a
+// message sent before its template was deleted) is handled as any
+// redelivery is.
+func (s *Sender) unknownTemplate(ctx context.Context, log *slog.Logger, key string, req notify.Request, err error, route []provider.Adapter) dispatch.Result {
+	cur, gerr := s.dispatch.Ledger.Get(ctx, key)
+	switch {
+	case gerr == nil:
+		return s.redelivered(ctx, log, cur, route)
+	case !errors.Is(gerr, ledger.ErrNotFound):
+		log.Error("read row", "error", gerr)
+		return dispatch.Result{Key: key, Disposition: dispatch.Retry, Reason: "ledger unavailable"}
+	}
+	reason := "config: " + err.Error()
+	s.dispatch.Metrics.Count(metrics.ConfigErrors, 1, metrics.Dim{Name: "channel", Value: string(req.Channel)})
+	log.Error("the request's template is not stored: the message will be retried", "template", req.Template, "reason", reason)
+	return dispatch.Result{Key: key, Disposition: dispatch.Retry, Reason: reason}
 }
 
 // unconfigured gives up the claim of a message whose channel has no

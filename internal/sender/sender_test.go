@@ -134,17 +134,20 @@ func TestProcess(t *testing.T) {
 		}
 	})
 
-	t.Run("UnknownTemplateFails", func(t *testing.T) {
+	t.Run("UnknownTemplateIsAConfigError", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, nil)
 		req := request("e1")
 		req.Template = "no_such_template"
 		res := b.sender.Process(ctx, req)
-		if res.Disposition != dispatch.Failed || !strings.Contains(res.Reason, "unknown template") {
-			t.Fatalf("result = %+v, want failed: unknown template", res)
+		if res.Disposition != dispatch.Retry || !strings.Contains(res.Reason, "config: render no_such_template for sms: unknown template") {
+			t.Fatalf("result = %+v, want retry: a configuration error, never FAILED", res)
 		}
-		if r := b.state(t, res.Key); r.State != ledger.StateFailed || !strings.Contains(r.Reason, "unknown template") {
-			t.Errorf("row = %s %q", r.State, r.Reason)
+		if _, err := b.ledger.Get(ctx, res.Key); !errors.Is(err, ledger.ErrNotFound) {
+			t.Errorf("a row for a request whose template is missing: %v", err)
+		}
+		if got := b.metrics.Get(metrics.ConfigErrors); got != 1 {
+			t.Errorf("ConfigErrors = %d, want 1 (alarmed)", got)
 		}
 		if b.prov.Calls() != 0 {
 			t.Error("provider was called")

@@ -121,7 +121,7 @@ func (h *Handler) Handle(ctx context.Context, req events.LambdaFunctionURLReques
 	if !ok || !h.serves(prov) {
 		return errorResponse(http.StatusNotFound, "not found"), nil
 	}
-	log := h.cfg.Logger.With("provider", string(prov), "request_id", req.RequestContext.RequestID)
+	log := h.cfg.Logger.With("provider", string(prov), "correlation_id", req.RequestContext.RequestID)
 	if req.RequestContext.HTTP.Method != http.MethodPost {
 		resp := errorResponse(http.StatusMethodNotAllowed, "method not allowed")
 		resp.Headers["Allow"] = http.MethodPost

@@ -195,8 +195,20 @@ def ParametersDocumented(cfn):
 def GradualDeployment(cfn):
     """Each function publishes an alias updated by a CodeDeploy deployment group
     that offers a canary and rolls back when FencingLost, UncertainAttempts
-    or the function's own errors alarm fires."""
+    or the function's own errors alarm fires. The Serverless Application
+    Repository's edition (template.sar.yaml: the repository's metadata and
+    no CodeDeploy resource at all, as CodeDeploy's types are not on the
+    repository's list) only publishes each function behind its alias;
+    template.yaml, made from the same source without that metadata, keeps
+    the full check."""
     res = cfn.template.get("Resources") or {}
+    if "AWS::ServerlessRepo::Application" in (cfn.template.get("Metadata") or {}) and \
+            not any(isinstance(r, dict) and str(r.get("Type", "")).startswith("AWS::CodeDeploy::") for r in res.values()):
+        aliases = {(p.get("FunctionName") or {}).get("Ref") for _, _, p in resources(cfn, "AWS::Lambda::Alias")}
+        for name, _, _ in resources(cfn, FUNCTION):
+            if name not in aliases:
+                yield ["Resources", name], f"{name}: no alias (AutoPublishAlias)"
+        return
     aliases = {(p.get("FunctionName") or {}).get("Ref"): a for _, a, p in resources(cfn, "AWS::Lambda::Alias")}
     for name, _, _ in resources(cfn, FUNCTION):
         path = ["Resources", name]
@@ -406,17 +418,20 @@ SEND = ["sns:Publish", "ses:SendEmail", "ssm:GetParameter", "kms:Decrypt", "lamb
 # on each record type (package comments of dynamoledger, webhook, api,
 # apikey), and the other actions it may hold. The reconciler never creates
 # a row (no PutItem) and renders a resend's stored template version again.
-# Both render stored templates: Resolve's BatchGetItem of the candidate
-# heads, and the GetItem of the version a row pinned (render.RenderVersion
-# through dynamotemplates.Get: every attempt after the first).
+# Both render stored templates: the sender resolves a first attempt's
+# template (Resolve: a BatchGetItem of the candidate heads), and both read
+# the version a row pinned (render.RenderVersion through dynamotemplates.Get,
+# a GetItem: every attempt after the first). The sender never reads a
+# ledger row by itself (a failed claim returns the row: ALL_OLD); the
+# workers do (GetItem), and never resolve a template.
 GRANTS = {
-    "SenderFunction": ({LEDGER: ["GetItem", "PutItem", "UpdateItem"], TEMPLATES: ["BatchGetItem", "GetItem"], PACE: ["UpdateItem"],
+    "SenderFunction": ({LEDGER: ["PutItem", "UpdateItem"], TEMPLATES: ["BatchGetItem", "GetItem"], PACE: ["UpdateItem"],
                         OWNERS: ["PutItem", "BatchGetItem"]},
                        BASE + SEND + ["sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility",
                                       "sqs:GetQueueAttributes", "sqs:SendMessage", "kms:GenerateDataKey"]),
     # The reconciler finds the work and hands it out; its workers do it.
     "ReconcilerFunction": ({ATTENTION: ["Query"]}, BASE + ["sqs:SendMessage", "sqs:GetQueueAttributes"]),
-    "ReconcileWorkerFunction": ({LEDGER: ["GetItem", "UpdateItem"], TEMPLATES: ["BatchGetItem", "GetItem"], PACE: ["UpdateItem"],
+    "ReconcileWorkerFunction": ({LEDGER: ["GetItem", "UpdateItem"], TEMPLATES: ["GetItem"], PACE: ["UpdateItem"],
                                  OWNERS: ["PutItem", "BatchGetItem"]},
                                 BASE + SEND + ["sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility",
                                                "sqs:GetQueueAttributes"]),

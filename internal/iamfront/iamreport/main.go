@@ -118,7 +118,7 @@ func run(w io.Writer, dir, deploy string) int {
 	}
 	slices.Sort(roles)
 	rc := 0
-	fmt.Fprintf(w, "%-20s %-18s %10s %7s %8s %8s\n", "role", "functions", "evaluated", "denied", "grants", "unused")
+	fmt.Fprintf(w, "%-34s %-16s %10s %7s %8s %8s\n", "role", "functions", "evaluated", "denied", "grants", "unused")
 	for _, r := range roles {
 		s := sum[r]
 		denied := 0
@@ -132,7 +132,7 @@ func run(w io.Writer, dir, deploy string) int {
 			}
 		}
 		slices.Sort(s.Functions)
-		fmt.Fprintf(w, "%-20s %-18s %10d %7d %8d %8d\n", r, strings.Join(s.Functions, ","), s.Evaluated, denied, len(s.Grants), unused)
+		fmt.Fprintf(w, "%-34s %-16s %10d %7d %8d %8d\n", r, strings.Join(s.Functions, ","), s.Evaluated, denied, len(s.Grants), unused)
 	}
 	for _, r := range roles {
 		s := sum[r]
