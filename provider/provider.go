@@ -121,6 +121,11 @@ type LookupResult struct {
 	MessageID string
 	// Reason explains LookupRejected and LookupUnproven.
 	Reason string
+	// Candidates, for LookupUnproven, are the provider's ids of the
+	// messages that matched by content: if the ledger records every one
+	// of them for another key, none is this message's, and the answer is
+	// "not found" (proof by exclusion, package dispatch).
+	Candidates []string
 }
 
 // Candidate is a message a provider holds that matches a Message by
@@ -144,7 +149,8 @@ type Candidate struct {
 //     callback carrying m's key recorded) is m's message: its status;
 //   - no candidate at all, and no such id: LookupNotFound (had m's
 //     message reached the provider, the search would have found it);
-//   - otherwise LookupUnproven: the provider may or may not have m.
+//   - otherwise LookupUnproven, with the candidates' ids
+//     (LookupResult.Candidates): the provider may or may not have m.
 //
 // Adapters that search by content call it with the candidates of a
 // complete search; an incomplete search is an error, never an answer.
@@ -160,7 +166,11 @@ func Attribute(m Message, candidates []Candidate) LookupResult {
 	if len(candidates) == 0 {
 		return LookupResult{Status: LookupNotFound}
 	}
-	return LookupResult{Status: LookupUnproven, Reason: fmt.Sprintf("%d message(s) match by content; none is proven to be this key's", len(candidates))}
+	ids := make([]string, len(candidates))
+	for i, c := range candidates {
+		ids[i] = c.ID
+	}
+	return LookupResult{Status: LookupUnproven, Reason: fmt.Sprintf("%d message(s) match by content; none is proven to be this key's", len(candidates)), Candidates: ids}
 }
 
 // Looker is implemented by adapters whose provider can be asked whether it

@@ -636,7 +636,11 @@ func (d *Dispatcher) send(ctx context.Context, c ledger.Claim, e ledger.Entry, p
 	}
 
 	if err == nil {
-		return d.mark(ctx, log, c, ledger.Outcome{State: ledger.StateSent, ProviderMessageID: receipt.MessageID}, true, dims)
+		r := d.mark(ctx, log, c, ledger.Outcome{State: ledger.StateSent, ProviderMessageID: receipt.MessageID}, true, dims)
+		if r.Disposition == Sent {
+			d.recordOwner(ctx, p, e.Key, receipt.MessageID)
+		}
+		return r
 	}
 	kind := provider.KindOf(err)
 	reason := provider.ReasonOf(err)
@@ -706,7 +710,60 @@ func (d *Dispatcher) Ask(ctx context.Context, rec ledger.Record, p provider.Adap
 		d.Logger.Warn("lookup failed", "key", rec.Key, "provider", p.Name(), "reason", provider.ReasonOf(err))
 		return decide.AskFailed, res, err
 	}
+	if res.Status == provider.LookupUnproven && d.excluded(ctx, p, rec.Key, res.Candidates) {
+		return decide.NoRecord, provider.LookupResult{Status: provider.LookupNotFound,
+			Reason: "every message that matches by content is another key's (proof by exclusion)"}, nil
+	}
 	return decide.AnswerOf(res.Status), res, nil
+}
+
+// searchesByContent reports whether p's lookups may answer unproven: a
+// provider that can be looked up but takes no key to drop repeats with
+// (Twilio, looked up by recipient and text). The ids of its messages are
+// recorded in the ledger's owner index (ledger.OwnerIndex), for proofs
+// by exclusion.
+func searchesByContent(p provider.Adapter) bool {
+	c := p.Capabilities()
+	return c.LookupByReference && !c.IdempotentSends
+}
+
+// recordOwner records in the ledger's owner index that p's message id is
+// key's, for a provider whose lookups search by content. A failure is
+// logged and costs only a later proof by exclusion (the answer then stays
+// unproven).
+func (d *Dispatcher) recordOwner(ctx context.Context, p provider.Adapter, key, id string) {
+	oi, ok := d.Ledger.(ledger.OwnerIndex)
+	if !ok || id == "" || !searchesByContent(p) {
+		return
+	}
+	if err := oi.RecordOwner(context.WithoutCancel(ctx), p.Name(), id, key); err != nil {
+		d.Logger.Warn("record the owner of a provider message id", "key", key, "provider", p.Name(), "error", err)
+	}
+}
+
+// excluded reports whether every candidate of an unproven content search
+// is recorded in the ledger's owner index for a key other than key: then
+// none of them is key's message, and the complete search proves that the
+// provider does not have it (a proof by exclusion). One request to the
+// index for the candidates (ledger.OwnerIndex.Owners); any candidate it
+// does not hold, or holds for key, leaves the answer unproven.
+func (d *Dispatcher) excluded(ctx context.Context, p provider.Adapter, key string, candidates []string) bool {
+	oi, ok := d.Ledger.(ledger.OwnerIndex)
+	if !ok || len(candidates) == 0 {
+		return false
+	}
+	owners, err := oi.Owners(ctx, p.Name(), candidates)
+	if err != nil {
+		d.Logger.Warn("owner index unavailable: the lookup stays unproven", "key", key, "provider", p.Name(), "error", err)
+		return false
+	}
+	for _, id := range candidates {
+		if o, ok := owners[id]; !ok || o == key {
+			return false
+		}
+	}
+	d.Logger.Info("proof by exclusion: every message that matches by content is another key's", "key", key, "provider", p.Name(), "candidates", len(candidates))
+	return true
 }
 
 // Mark records o under c and reports the matching Result, for an outcome
@@ -838,6 +895,9 @@ func (d *Dispatcher) Resolve(ctx context.Context, rec ledger.Record, dec decide.
 		}
 	case decide.MarkSent:
 		r = d.Mark(ctx, c, rec.Entry, name, ledger.Outcome{State: ledger.StateSent, ProviderMessageID: found.MessageID})
+		if r.Disposition == Sent && p != nil {
+			d.recordOwner(ctx, p, rec.Key, found.MessageID)
+		}
 	case decide.MarkFailed:
 		r = d.Mark(ctx, c, rec.Entry, name, ledger.Outcome{State: ledger.StateFailed, ProviderMessageID: found.MessageID, Reason: found.Reason})
 	case decide.MarkUncertain:

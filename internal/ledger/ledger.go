@@ -579,3 +579,21 @@ func AsConflict(err error) (Record, bool) {
 	}
 	return Record{}, false
 }
+
+// OwnerIndex is implemented by ledgers that record which key each
+// provider message id belongs to (dynamoledger, memledger). It makes a
+// proof by exclusion possible: when every message a content search found
+// at the provider (provider.LookupResult.Candidates) is recorded for
+// another key, none of them is this key's, and the lookup's answer is
+// "not found" (package dispatch). A missing record only leaves the answer
+// unproven: an index that lags is safe, one that is wrong would not be,
+// so an id is recorded only for the key whose send the provider answered
+// with it.
+type OwnerIndex interface {
+	// RecordOwner records that provider's message id belongs to key.
+	RecordOwner(ctx context.Context, provider, id, key string) error
+	// Owners returns the owner key of each of provider's ids the index
+	// holds (ids it does not hold are absent), in one request for up to
+	// 100 ids.
+	Owners(ctx context.Context, provider string, ids []string) (map[string]string, error)
+}

@@ -63,3 +63,23 @@ func TestOutageFull(t *testing.T) {
 		t.Fail()
 	}
 }
+
+// TestOptimum: the offline earliest-deadline-first schedule over a tiny
+// workload, checked by hand: capacity 1 a second from recovery (second
+// 2); three messages arrive at second 0 with deadlines at seconds 2, 3
+// and 3, one without validity at second 1. Seconds 2 and 3 deliver the
+// deadline-2 message and one deadline-3 message; the other deadline-3
+// message has passed by second 4, which delivers the one without
+// validity: 3 in time.
+func TestOptimum(t *testing.T) {
+	t.Parallel()
+	s := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	at := func(sec int) time.Time { return s.Add(time.Duration(sec) * time.Second) }
+	msgs := []*msg{{arrived: at(0), expires: at(3)}, {arrived: at(0), expires: at(2)}, {arrived: at(0), expires: at(3)}, {arrived: at(1)}}
+	if got := optimum(msgs, s, at(2), at(10), 1); got != 3 {
+		t.Errorf("optimum = %d, want 3", got)
+	}
+	if got := optimum(msgs, s, at(2), at(4), 1); got != 2 {
+		t.Errorf("optimum over 4 s = %d, want 2 (the run ends before the last)", got)
+	}
+}

@@ -236,12 +236,17 @@ func TestNewTemplateVersionKeepsThePinnedMessage(t *testing.T) {
 	}
 }
 
-// TestIdenticalTextIsNeverTakenForAnotherMessage (defect 2): A and B are
-// two logical messages with the same text to one recipient. A's worker
-// died before it reached Twilio; B was sent. A's takeover finds B's
-// message by content: without evidence that it is A's, A must not become
-// SENT (with B's SID) or, once B is undelivered, FAILED. The class policy
-// decides A (transactional: abandon, counted).
+// TestIdenticalTextIsNeverTakenForAnotherMessage (defect 2; issue 34's
+// proof by exclusion): two logical messages with the same text to one
+// recipient through Twilio. A's worker died before it reached Twilio (an
+// ambiguous attempt); B was sent, and the ledger recorded B's SID as B's
+// (ledger.OwnerIndex). A's takeover finds B's message by content. It must
+// never take it for A's (SENT with B's SID, or FAILED once B is
+// undelivered): the content match alone proves nothing. But every
+// message with that text is another key's, so none is A's: the lookup's
+// answer is "not found" (proof by exclusion), and after the settle time
+// A is sent through Twilio. Both end delivered once; neither is
+// abandoned.
 func TestIdenticalTextIsNeverTakenForAnotherMessage(t *testing.T) {
 	t.Parallel()
 	for _, undelivered := range []bool{false, true} {
@@ -251,7 +256,8 @@ func TestIdenticalTextIsNeverTakenForAnotherMessage(t *testing.T) {
 			w := newWorld(t)
 			a, b := req("evt-a"), req("evt-b")
 			b.Data = a.Data // the same order: the same text
-			if w.text(t, a) != w.text(t, b) {
+			text := w.text(t, a)
+			if text != w.text(t, b) {
 				t.Fatal("A and B render differently")
 			}
 			w.deadClaim(t, a, "twilio")
@@ -262,19 +268,43 @@ func TestIdenticalTextIsNeverTakenForAnotherMessage(t *testing.T) {
 				w.twilio.SetStatus(sidB, "undelivered", 30007)
 			}
 			w.clock.Advance(time.Minute + settleTime)
-			processWant(t, s, a, dispatch.Uncertain)
+			processWant(t, s, a, dispatch.Sent)
 			row := w.row(t, a.Key())
-			if row.State != ledger.StateUncertain || row.ProviderMessageID == sidB {
-				t.Fatalf("A: %s with provider id %q; want UNCERTAIN, never B's %s", row.State, row.ProviderMessageID, sidB)
+			if row.State != ledger.StateSent || row.ProviderMessageID == "" || row.ProviderMessageID == sidB {
+				t.Fatalf("A: %s with provider id %q; want SENT with its own SID, never B's %s", row.State, row.ProviderMessageID, sidB)
 			}
-			w.run(t, w.reconciler(t, w.tw))
-			if row := w.row(t, a.Key()); row.State != ledger.StateAbandoned {
-				t.Errorf("A after reconciliation: %s (%s); want ABANDONED by the transactional policy", row.State, row.Reason)
+			if n := w.twilio.Count(a.Address(), text); n != 2 {
+				t.Errorf("twilio holds %d messages with the text, want 2 (A's and B's, each once)", n)
 			}
-			if n := len(w.twilio.Messages()); n != 1 {
-				t.Errorf("twilio holds %d messages, want 1 (B's)", n)
+			if row := w.row(t, b.Key()); row.State != ledger.StateSent {
+				t.Errorf("B: %s, want SENT", row.State)
 			}
 		})
+	}
+}
+
+// TestIdenticalTextOfAnUnknownOwnerStaysUnproven: as above, but the other
+// message with the same text was sent outside sendonce (the ledger
+// records no owner for its SID): nothing excludes that it is A's, so the
+// lookup stays unproven and the class policy decides A (transactional:
+// abandon, counted), never a resend.
+func TestIdenticalTextOfAnUnknownOwnerStaysUnproven(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	a := req("evt-a")
+	text := w.text(t, a)
+	w.deadClaim(t, a, "twilio")
+	if _, err := w.tw.Send(context.Background(), provider.Message{Key: "v1_elsewhere", Channel: "sms", To: a.Address(), Body: text}); err != nil {
+		t.Fatal(err)
+	}
+	w.clock.Advance(time.Minute + settleTime)
+	processWant(t, w.sender(t, w.tw), a, dispatch.Uncertain)
+	w.run(t, w.reconciler(t, w.tw))
+	if row := w.row(t, a.Key()); row.State != ledger.StateAbandoned {
+		t.Errorf("A after reconciliation: %s (%s); want ABANDONED by the transactional policy", row.State, row.Reason)
+	}
+	if n := w.twilio.Count(a.Address(), text); n != 1 {
+		t.Errorf("twilio holds %d messages with the text, want 1 (the other sender's)", n)
 	}
 }
 

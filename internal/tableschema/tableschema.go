@@ -11,6 +11,7 @@
 //	idem#<tenant>#<key hash>    API idempotency record (package idempotency)
 //	rate#...                    API rate-limit window (package api)
 //	pace#<provider>#<second>    a provider's shared send-rate counter (package pace)
+//	pmid#<provider>#<id>        the key a provider message id belongs to (ledger.OwnerIndex)
 //	tpl#<tenant>[#...]          message templates (package dynamotemplates)
 package tableschema
 

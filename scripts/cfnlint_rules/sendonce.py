@@ -404,8 +404,8 @@ def TimingParameters(cfn):
 
 # The partition-key prefixes of the one table's record types (package
 # tableschema), as IAM's dynamodb:LeadingKeys patterns.
-LEDGER, CALLBACKS, IDEMPOTENCY, RATE, API_KEYS, TEMPLATES, ATTENTION, PACE = \
-    "v1_*", "cb#*", "idem#*", "rate#*", "apikey#*", "tpl#*", "attn#*", "pace#*"
+LEDGER, CALLBACKS, IDEMPOTENCY, RATE, API_KEYS, TEMPLATES, ATTENTION, PACE, OWNERS = \
+    "v1_*", "cb#*", "idem#*", "rate#*", "apikey#*", "tpl#*", "attn#*", "pace#*", "pmid#*"
 # Logs, tracing and the log-redaction key (a generated secret, or an SSM
 # SecureString decrypted through SSM), which every role may hold.
 BASE = ["logs:CreateLogStream", "logs:PutLogEvents", "xray:PutTraceSegments", "xray:PutTelemetryRecords",
@@ -425,12 +425,14 @@ SEND = ["sns:Publish", "ses:SendEmail", "ssm:GetParameter", "kms:Decrypt", "lamb
 # ledger row by itself (a failed claim returns the row: ALL_OLD); the
 # workers do (GetItem), and never resolve a template.
 GRANTS = {
-    "SenderFunction": ({LEDGER: ["PutItem", "UpdateItem"], TEMPLATES: ["BatchGetItem", "GetItem"], PACE: ["UpdateItem"]},
+    "SenderFunction": ({LEDGER: ["PutItem", "UpdateItem"], TEMPLATES: ["BatchGetItem", "GetItem"], PACE: ["UpdateItem"],
+                        OWNERS: ["PutItem", "BatchGetItem"]},
                        BASE + SEND + ["sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility",
                                       "sqs:GetQueueAttributes", "sqs:SendMessage", "kms:GenerateDataKey"]),
     # The reconciler finds the work and hands it out; its workers do it.
     "ReconcilerFunction": ({ATTENTION: ["Query"]}, BASE + ["sqs:SendMessage", "sqs:GetQueueAttributes"]),
-    "ReconcileWorkerFunction": ({LEDGER: ["GetItem", "UpdateItem"], TEMPLATES: ["GetItem"], PACE: ["UpdateItem"]},
+    "ReconcileWorkerFunction": ({LEDGER: ["GetItem", "UpdateItem"], TEMPLATES: ["GetItem"], PACE: ["UpdateItem"],
+                                 OWNERS: ["PutItem", "BatchGetItem"]},
                                 BASE + SEND + ["sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility",
                                                "sqs:GetQueueAttributes"]),
     "WebhookFunction": ({CALLBACKS: ["GetItem", "PutItem"], LEDGER: ["GetItem", "UpdateItem"]},

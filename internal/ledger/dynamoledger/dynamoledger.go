@@ -97,6 +97,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -779,4 +780,74 @@ func checkDelivery(key string, d ledger.Delivery) error {
 		return errors.New("empty status")
 	}
 	return nil
+}
+
+// BatchGetAPI is the DynamoDB call Owners makes; *dynamodb.Client has it.
+// A client without it (a test double) makes Owners fail, which leaves a
+// lookup's answer unproven.
+type BatchGetAPI interface {
+	BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error)
+}
+
+var _ ledger.OwnerIndex = (*Ledger)(nil)
+
+// ownerPK is the item that records the owner of provider's message id:
+// "pmid#<provider>#<id>", attribute "owner", with the rows' retention.
+func ownerPK(provider, id string) string { return "pmid#" + provider + "#" + id }
+
+const attrOwner = "owner"
+
+// RecordOwner implements ledger.OwnerIndex with one PutItem of a small
+// item (about 100 bytes: one write unit).
+func (l *Ledger) RecordOwner(ctx context.Context, provider, id, key string) error {
+	if provider == "" || id == "" || key == "" {
+		return fmt.Errorf("dynamoledger: record owner: provider %q, id %q and key %q must be set", provider, id, key)
+	}
+	item := tableschema.Key(ownerPK(provider, id))
+	item[attrOwner] = str(key)
+	item[attrExpiresAt] = l.ttl(l.clock())
+	out, err := l.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: l.table, Item: item, ReturnConsumedCapacity: l.rcc})
+	if err != nil {
+		return fmt.Errorf("dynamoledger: record owner of %s message %s: %w", provider, id, err)
+	}
+	l.report("record owner", out.ConsumedCapacity)
+	return nil
+}
+
+// Owners implements ledger.OwnerIndex with one BatchGetItem per 100 ids
+// (eventually consistent: an owner written a moment ago may be missing,
+// which leaves the answer unproven), retrying unprocessed keys twice.
+func (l *Ledger) Owners(ctx context.Context, provider string, ids []string) (map[string]string, error) {
+	bg, ok := l.db.(BatchGetAPI)
+	if !ok {
+		return nil, errors.New("dynamoledger: owners: the DynamoDB client has no BatchGetItem")
+	}
+	out := map[string]string{}
+	for start := 0; start < len(ids); start += 100 {
+		var keys []map[string]types.AttributeValue
+		for _, id := range ids[start:min(start+100, len(ids))] {
+			keys = append(keys, tableschema.Key(ownerPK(provider, id)))
+		}
+		req := map[string]types.KeysAndAttributes{*l.table: {Keys: keys}}
+		for try := 0; len(req) > 0; try++ {
+			if try == 3 {
+				return nil, fmt.Errorf("dynamoledger: owners of %s messages: keys left unprocessed", provider)
+			}
+			res, err := bg.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: req, ReturnConsumedCapacity: l.rcc})
+			if err != nil {
+				return nil, fmt.Errorf("dynamoledger: owners of %s messages: %w", provider, err)
+			}
+			for _, cc := range res.ConsumedCapacity {
+				l.report("owners", &cc)
+			}
+			for _, item := range res.Responses[*l.table] {
+				pk := sAttr(item, attrPK)
+				if owner := sAttr(item, attrOwner); owner != "" && strings.HasPrefix(pk, ownerPK(provider, "")) {
+					out[strings.TrimPrefix(pk, ownerPK(provider, ""))] = owner
+				}
+			}
+			req = res.UnprocessedKeys
+		}
+	}
+	return out, nil
 }

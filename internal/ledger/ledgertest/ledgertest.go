@@ -62,6 +62,7 @@ func Run(t *testing.T, newLedger NewLedgerFunc) {
 	}{
 		{"Claim", runClaim}, {"Mark", runMark}, {"Release", runRelease}, {"TakeOver", runTakeOver},
 		{"Get", runGet}, {"Attention", runAttention}, {"ApplyDelivery", runApplyDelivery},
+		{"OwnerIndex", runOwnerIndex},
 	} {
 		t.Run(part.name, func(t *testing.T) {
 			t.Parallel()
@@ -1484,6 +1485,43 @@ func runApplyDelivery(t *testing.T, setup setupFunc) {
 				}
 				sameRecord(t, "row", b.get(t, e.Key), before)
 			})
+		}
+	})
+}
+
+// runOwnerIndex: a ledger that implements ledger.OwnerIndex returns the
+// owner of each recorded id of a provider, in one call for many ids, and
+// nothing for ids it does not hold or another provider's.
+func runOwnerIndex(t *testing.T, setup setupFunc) {
+	t.Run("Owners", func(t *testing.T) {
+		b := setup(t)
+		oi, ok := b.l.(ledger.OwnerIndex)
+		if !ok {
+			t.Skip("the ledger has no owner index")
+		}
+		for i := range 120 {
+			if err := oi.RecordOwner(b.ctx, "twilio", fmt.Sprintf("SM%03d", i), Key(fmt.Sprint("evt-", i%3))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := oi.RecordOwner(b.ctx, "other", "SM999", Key("evt-x")); err != nil {
+			t.Fatal(err)
+		}
+		ids := []string{"SM999", "SM404"}
+		for i := range 120 {
+			ids = append(ids, fmt.Sprintf("SM%03d", i))
+		}
+		got, err := oi.Owners(b.ctx, "twilio", ids)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != 120 {
+			t.Fatalf("Owners found %d ids, want the 120 recorded for twilio (not another provider's, not an unknown one)", len(got))
+		}
+		for i := range 120 {
+			if id, want := fmt.Sprintf("SM%03d", i), Key(fmt.Sprint("evt-", i%3)); got[id] != want {
+				t.Errorf("owner of %s = %q, want %q", id, got[id], want)
+			}
 		}
 	})
 }

@@ -40,9 +40,15 @@ type Ledger struct {
 
 	mu   sync.Mutex
 	rows map[string]ledger.Record
+	// owners is the provider message id index (ledger.OwnerIndex):
+	// "<provider>#<id>" → key.
+	owners map[string]string
 }
 
-var _ ledger.Ledger = (*Ledger)(nil)
+var (
+	_ ledger.Ledger     = (*Ledger)(nil)
+	_ ledger.OwnerIndex = (*Ledger)(nil)
+)
 
 // Config configures a Ledger. The zero value is the production setting.
 type Config struct {
@@ -393,4 +399,28 @@ func checkDelivery(d ledger.Delivery) error {
 		return errors.New("empty status")
 	}
 	return nil
+}
+
+// RecordOwner implements ledger.OwnerIndex.
+func (l *Ledger) RecordOwner(_ context.Context, provider, id, key string) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.owners == nil {
+		l.owners = map[string]string{}
+	}
+	l.owners[provider+"#"+id] = key
+	return nil
+}
+
+// Owners implements ledger.OwnerIndex.
+func (l *Ledger) Owners(_ context.Context, provider string, ids []string) (map[string]string, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := map[string]string{}
+	for _, id := range ids {
+		if k, ok := l.owners[provider+"#"+id]; ok {
+			out[id] = k
+		}
+	}
+	return out, nil
 }
