@@ -208,3 +208,25 @@ func TestFairShares(t *testing.T) {
 		}
 	}
 }
+
+// TestFindHandsOutBeforeItsDeadline: a Find whose invocation is about to
+// end stops reading FindReserve before its deadline and still hands out
+// what it read.
+func TestFindHandsOutBeforeItsDeadline(t *testing.T) {
+	t.Parallel()
+	l := setupLanes(t, 0, nil)
+	l.released(t, "v1_email_0", "email", "ses")
+	l.b.clock.Advance(time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), FindReserve+5*time.Second)
+	defer cancel()
+	q := &units{}
+	if fr, err := l.r.Find(ctx, q); err != nil || fr.Found != 1 || len(q.q) != 1 {
+		t.Fatalf("Find: %+v, %v, units %+v; want the row handed out", fr, err, q.q)
+	}
+	ctx, cancel = context.WithTimeout(context.Background(), FindReserve/2)
+	defer cancel()
+	q = &units{}
+	if fr, err := l.r.Find(ctx, q); err != nil || fr.Found != 0 || !fr.Truncated {
+		t.Fatalf("Find with less than FindReserve left: %+v, %v; want nothing read, truncated", fr, err)
+	}
+}

@@ -104,6 +104,10 @@ type FindReport struct {
 // eventually consistent), only while more than MaxRows rows are due.
 const ScanFactor = 4
 
+// FindReserve is the time Find leaves before its deadline to hand out
+// what it read (a SendMessageBatch per 10 units).
+const FindReserve = 10 * time.Second
+
 // Lane is the lane of row rec in the hand-out and in Work: its channel
 // and the provider of its latest attempt ("sms/twilio"). Rows of one lane
 // share a provider's health and rate; a lane whose provider is down or
@@ -151,8 +155,11 @@ func (r *Reconciler) Find(ctx context.Context, q Queue) (FindReport, error) {
 		first  = true
 	)
 	scan := r.cfg.MaxRows * ScanFactor
+	// The units are handed out once the reading is done: it stops
+	// FindReserve before the deadline, so that they still go out.
+	deadline, hasDeadline := ctx.Deadline()
 	for {
-		if read >= scan || ctx.Err() != nil {
+		if read >= scan || ctx.Err() != nil || hasDeadline && time.Until(deadline) < FindReserve {
 			rep.Truncated = it.more() || it.truncated
 			break
 		}
