@@ -23,10 +23,12 @@
 // delivery callbacks to the same rows.
 //
 // Providers are [provider.Adapter] implementations: the built-in ones are
-// configured by name from the environment ([LoadEnvironment]); a program
-// can bring its own and check it with providertest.Run.
+// configured by name from the environment by package lambdaapp; a
+// program can bring its own and check it with providertest.Run.
 //
-// The SAM application's five functions (functions/ in the repository) are
-// built from this package alone: each reads its [Environment] and serves
-// one of these types.
+// This package reads no environment variable and changes no global: a
+// program configures everything through the config structs. The SAM
+// application's functions (functions/ in the repository) read their
+// configuration with package lambdaapp, which builds this package's
+// types, and serve one of them.
 package sendonce

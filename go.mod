@@ -36,8 +36,6 @@ require (
 	golang.org/x/tools v0.52.1-0.20261106145633-d407941a339a
 )
 
-require gopkg.in/yaml.v3 v3.0.1
-
 require (
 	github.com/aclements/go-moremath v0.0.0-20210112150236-f10218a38794 // indirect
 	github.com/aws/aws-sdk-go-v2/aws/protocol/eventstream v1.7.27 // indirect

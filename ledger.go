@@ -67,10 +67,3 @@ func TableInput(name string) *dynamodb.CreateTableInput {
 // seconds, on which a program that creates its own table enables
 // DynamoDB's time to live.
 const TTLAttribute = tableschema.TTLAttribute
-
-func templatesOf(db *dynamodb.Client, table string) templates.Store {
-	if db == nil || table == "" {
-		return memtemplates.New(memtemplates.Config{})
-	}
-	return dynamotemplates.New(db, table, dynamotemplates.Config{})
-}

@@ -138,10 +138,8 @@ func NewReconciler(cfg ReconcilerConfig) (*Reconciler, error) {
 type ReconcileReport struct {
 	// Examined is the number of rows the run looked at.
 	Examined int `json:"examined"`
-	// Actions counts what the run did, by action: "reconciled_sent",
-	// "reconciled_failed", "resent", "abandoned", "postponed", "waiting",
-	// "conflict", "error".
-	Actions map[string]int `json:"actions"`
+	// Actions counts what the run did with the rows, by action.
+	Actions map[Action]int `json:"actions"`
 	// OldestDueMillis is how long the oldest row seen had been due.
 	OldestDueMillis int64 `json:"oldest_due_ms"`
 	// Truncated is true when the run stopped early (its deadline or
@@ -149,13 +147,53 @@ type ReconcileReport struct {
 	Truncated bool `json:"truncated"`
 }
 
+// Action is what a reconciler did with one row, as ReconcileReport
+// counts it.
+type Action string
+
+// The actions.
+const (
+	// ActionReconciledSent: a lookup found the message sent; the row is SENT.
+	ActionReconciledSent Action = Action(reconcile.ActionReconciledSent)
+	// ActionReconciledFailed: a lookup found it failed; the row is FAILED.
+	ActionReconciledFailed Action = Action(reconcile.ActionReconciledFailed)
+	// ActionResent: sent again with the same key.
+	ActionResent Action = Action(reconcile.ActionResent)
+	// ActionAbandoned: given up under the class's policy or the row's age.
+	ActionAbandoned Action = Action(reconcile.ActionAbandoned)
+	// ActionExpired: past its validity; ended without a send.
+	ActionExpired Action = Action(reconcile.ActionExpired)
+	// ActionPostponed: its channel has no provider; due again after its
+	// backoff (a configuration error).
+	ActionPostponed Action = Action(reconcile.ActionPostponed)
+	// ActionWaiting: left for a later run (settling, a lookup failed).
+	ActionWaiting Action = Action(reconcile.ActionWaiting)
+	// ActionPaced: the provider's send rate was spent; left as it is.
+	ActionPaced Action = Action(reconcile.ActionPaced)
+	// ActionProviderDown: every provider that may take it is known down;
+	// left as it is.
+	ActionProviderDown Action = Action(reconcile.ActionProviderDown)
+	// ActionConflict: another worker holds or took the row.
+	ActionConflict Action = Action(reconcile.ActionConflict)
+	// ActionError: the ledger failed; the row is due again.
+	ActionError Action = Action(reconcile.ActionError)
+	// ActionNotDue: a handed-out row was settled or not due any more.
+	ActionNotDue Action = Action(reconcile.ActionNotDue)
+	// ActionDeferred: a handed-out row was left for the next hand-out
+	// (an earlier row of its lane found the provider paced or down).
+	ActionDeferred Action = Action(reconcile.ActionDeferred)
+)
+
 // Run settles the rows due now, up to MaxRows and ctx's deadline. An
 // error means the run could not read the ledger; rows it settled before
 // stay settled.
 func (r *Reconciler) Run(ctx context.Context) (ReconcileReport, error) {
 	rep, err := r.r.Run(ctx)
-	sum := rep.Summary()
-	return ReconcileReport{Examined: sum.Examined, Actions: sum.Actions, OldestDueMillis: sum.OldestDueMillis, Truncated: sum.Truncated}, err
+	out := ReconcileReport{Examined: rep.Examined, Actions: make(map[Action]int, len(rep.Actions)), OldestDueMillis: rep.OldestDue.Milliseconds(), Truncated: rep.Truncated}
+	for a, n := range rep.Actions {
+		out.Actions[Action(a)] = n
+	}
+	return out, err
 }
 
 // ReconcileQueue is the queue a Reconciler hands units of work out to
@@ -173,7 +211,22 @@ func NewSQSReconcileQueue(client *sqs.Client, queueURL string) *ReconcileQueue {
 
 // FindReport sums up one Find, in the JSON shape the SAM application's
 // reconciler function returns when it hands the work out.
-type FindReport = reconcile.FindReport
+type FindReport struct {
+	// Found is the number of due rows handed out.
+	Found int `json:"found"`
+	// Units is the number of units handed out.
+	Units int `json:"units"`
+	// Lost is the number of units the queue did not take.
+	Lost int `json:"lost"`
+	// Busy is set when Find handed nothing out because units were still
+	// waiting on the queue (Waiting is their number).
+	Busy    bool `json:"busy"`
+	Waiting int  `json:"waiting"`
+	// OldestDueMillis is how long the oldest row found had been due.
+	OldestDueMillis int64 `json:"oldest_due_ms"`
+	// Truncated is set when rows were left (MaxRows or the deadline).
+	Truncated bool `json:"truncated"`
+}
 
 // Find reads the rows due now from the attention index, oldest first, and
 // hands them out to q in units of 25 keys, up to MaxRows rows; while units
@@ -181,7 +234,8 @@ type FindReport = reconcile.FindReport
 // A unit that is lost or handed out twice is harmless: its rows stay in
 // the index until settled, and every change is a fenced takeover.
 func (r *Reconciler) Find(ctx context.Context, q *ReconcileQueue) (FindReport, error) {
-	return r.r.Find(ctx, q.q)
+	rep, err := r.r.Find(ctx, q.q)
+	return FindReport(rep), err
 }
 
 // HandleSQS is a reconcile worker's step: each record of ev is a unit

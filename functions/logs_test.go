@@ -6,6 +6,7 @@ package functions_test
 import (
 	"context"
 	"encoding/json"
+	"maps"
 	"os"
 	"strings"
 	"testing"
@@ -102,7 +103,9 @@ func TestPowertoolsKeysUnderRIE(t *testing.T) {
 	hook.Headers["x-provider-signature"] = httpprovider.Sign([]byte(callbackSecret), time.Now(), []byte(hook.Body))
 	// The reconcile worker's unit names an UNCERTAIN row, as a sender
 	// whose provider call ended ambiguously leaves it.
-	led, err := dynamoledger.New(db, table, dynamoledger.Config{})
+	// Its own table: the reconciler's run would settle the row first.
+	workerTable := testenv.NewTable(t, db)
+	led, err := dynamoledger.New(db, workerTable, dynamoledger.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,19 +128,24 @@ func TestPowertoolsKeysUnderRIE(t *testing.T) {
 		function string
 		event    any
 		key      string // a line must carry it; "" for a function whose lines name no message
+		table    string // the function's table, when not the shared one
 	}{
-		{"sender", batch, sms.Key()},
-		{"api", post, ""}, // its key is the request's, checked below
-		{"webhook", hook, sms.Key()},
-		{"reconciler", readRaw(t, "schedule.json"), ""},
-		{"reconcileworker", unit, unitKey},
-		{"sesevents", readRaw(t, "ses-delivery.json"), ""},
+		{"sender", batch, sms.Key(), ""},
+		{"api", post, "", ""}, // its key is the request's, checked below
+		{"webhook", hook, sms.Key(), ""},
+		{"reconciler", readRaw(t, "schedule.json"), "", ""},
+		{"reconcileworker", unit, unitKey, workerTable},
+		{"sesevents", readRaw(t, "ses-delivery.json"), "", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.function, func(t *testing.T) {
 			t.Parallel()
 			const name = "stack-Function-1"
-			fn, err := rie.Launch(ctx, rie.Config{Bootstrap: rie.Build(t, tt.function), FunctionName: name, Env: base})
+			env := maps.Clone(base)
+			if tt.table != "" {
+				env["SENDONCE_TABLE"] = tt.table
+			}
+			fn, err := rie.Launch(ctx, rie.Config{Bootstrap: rie.Build(t, tt.function), FunctionName: name, Env: env})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -49,12 +49,26 @@ var SESThresholds = map[string][]float64{
 // (metrics.StackNamespace of AWS::StackName).
 const FailoversQuery = `SELECT SUM(Failovers) FROM "sendonce/${AWS::StackName}"`
 
+// RequiredAlarms are what a stack must alarm on besides each function's
+// errors and throttles, each by the words an alarm's properties (as
+// JSON) must all hold: the table's DynamoDB throttles and system errors,
+// the HTTP API's 5xx rate, and the sendonce metrics Resent (a resend that
+// may have delivered twice) and DuplicateCallbacks.
+var RequiredAlarms = map[string][]string{
+	"DynamoDB throttles on the table":     {`"AWS/DynamoDB`, "SUM(ThrottledRequests)", "TableName"},
+	"DynamoDB system errors on the table": {`"AWS/DynamoDB`, "SUM(SystemErrors)", "TableName"},
+	"the HTTP API's 5xx rate":             {`"AWS/ApiGateway"`, `"5xx"`, `"Count"`, `"HttpApi"`, "errors / requests"},
+	"Resent":                              {`SUM(Resent) FROM \"sendonce/${AWS::StackName}\"`},
+	"DuplicateCallbacks":                  {`SUM(DuplicateCallbacks) FROM \"sendonce/${AWS::StackName}\"`},
+}
+
 // runbookAnchor matches the runbook link every alarm description ends in.
 var runbookAnchor = regexp.MustCompile(`docs/operations\.md#([a-z0-9-]+)`)
 
 // CheckAlarms returns what is wrong with the alarms of cfn, a translated
 // template, given the runbook's text: the alarm topic the stack creates
 // when AlarmTopicArn is empty and the AlarmEmail subscription to it;
+// an alarm on each of RequiredAlarms;
 // every alarm notifying AlarmTarget both when it fires and when it
 // recovers, and linking a runbook section that exists; an Errors and a
 // Throttles alarm on every Lambda function, under the function's own
@@ -101,6 +115,7 @@ func CheckAlarms(cfn map[string]any, runbook string) []error {
 	perFunction := map[fnAlarm][]string{}
 	ses := map[string][]float64{}
 	alarms := 0
+	required := map[string]bool{}
 	for _, name := range slices.Sorted(maps.Keys(res)) {
 		r := mapOf(res[name])
 		if r["Type"] != "AWS::CloudWatch::Alarm" {
@@ -108,6 +123,14 @@ func CheckAlarms(cfn map[string]any, runbook string) []error {
 		}
 		alarms++
 		p := mapOf(r["Properties"])
+		js, _ := json.Marshal(p)
+		for what, words := range RequiredAlarms {
+			all := true
+			for _, w := range words {
+				all = all && strings.Contains(string(js), w)
+			}
+			required[what] = required[what] || all
+		}
 		for _, k := range []string{"AlarmActions", "OKActions"} {
 			if !reflect.DeepEqual(p[k], AlarmTarget) {
 				bad("%s: %s is %v, want %v", name, k, p[k], AlarmTarget)
@@ -158,6 +181,11 @@ func CheckAlarms(cfn map[string]any, runbook string) []error {
 	}
 	if alarms == 0 {
 		bad("no alarms")
+	}
+	for _, what := range slices.Sorted(maps.Keys(RequiredAlarms)) {
+		if !required[what] {
+			bad("no alarm on %s", what)
+		}
 	}
 	if routes && failovers != 1 {
 		bad("%d alarms on %q, want 1: a channel's route may list more than one provider", failovers, FailoversQuery)

@@ -3,6 +3,7 @@ package infra
 import (
 	"encoding/json"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -108,6 +109,29 @@ func TestAlarmsCatchBreakage(t *testing.T) {
 		"ComplaintThresholdLoose": func(cfn map[string]any) string {
 			props(cfn, "SesComplaintRateAlarm")["Threshold"] = 0.01
 			return ""
+		},
+		"NoResentAlarm": func(cfn map[string]any) string {
+			delete(mapOf(cfn["Resources"]), "ResentAlarm")
+			return ""
+		},
+		"NoDuplicateCallbacksAlarm": func(cfn map[string]any) string {
+			delete(mapOf(cfn["Resources"]), "DuplicateCallbacksAlarm")
+			return ""
+		},
+		"NoTableThrottlesAlarm": func(cfn map[string]any) string {
+			delete(mapOf(cfn["Resources"]), "TableThrottlesAlarm")
+			return ""
+		},
+		"NoTableSystemErrorsAlarm": func(cfn map[string]any) string {
+			delete(mapOf(cfn["Resources"]), "TableSystemErrorsAlarm")
+			return ""
+		},
+		"NoApi5xxRateAlarm": func(cfn map[string]any) string {
+			delete(mapOf(cfn["Resources"]), "Api5xxRateAlarm")
+			return ""
+		},
+		"ResentRunbookGone": func(cfn map[string]any) string {
+			return strings.Replace(runbook(t), "\n## Resent\n", "\n## Resends\n", 1)
 		},
 		"RunbookSectionGone": func(cfn map[string]any) string {
 			return "# Operating sendonce\n\n## FencingLost\n"

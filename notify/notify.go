@@ -6,12 +6,11 @@
 // and says what is wrong. Such a request is a permanent failure of that one
 // message; the sender moves it to the dead-letter queue with the reason.
 //
-// In the path of one SQS record (docs/architecture.md) the request is the
-// second step: sender.Sender.HandleSQS hands Parse the record's body (the
-// first step), and Request.Key is the next one: it derives the idempotency
-// key with sendkey.Derive. sender.Sender.Process then turns the request
-// into the row's ledger.Entry and claims the key with
-// dispatch.Dispatcher.Claim.
+// In the path of one message (docs/architecture.md) the request comes
+// first: sendonce.Sender.HandleSQS hands Parse each record's body, and
+// sendonce.Sender.Send validates a Request the same way. Request.Key is
+// the next step: the key the sender claims in the ledger before it calls
+// a provider.
 package notify
 
 import (
@@ -52,8 +51,9 @@ func (c Channel) Valid() bool {
 	return c == ChannelSMS || c == ChannelEmail || c == ChannelPush
 }
 
-// Class decides what an ambiguous provider outcome leads to (see package
-// reconcile): a lost OTP blocks a user, a duplicate marketing text costs money.
+// Class decides what an ambiguous provider outcome leads to (the
+// reconciler's policy, sendonce.Policy): a lost OTP blocks a user, a
+// duplicate marketing text costs money.
 type Class string
 
 // The classes.

@@ -13,12 +13,11 @@
 //   - neither: an ambiguous outcome becomes UNCERTAIN and the message's
 //     class decides what follows.
 //
-// In the path of one SQS record (docs/architecture.md) the provider call is
-// the step between the claim and the mark: dispatch.Dispatcher.Send calls
-// Adapter.Send only while it holds the claim on Message.Key
-// (ledger.Ledger.Claim, the step before), and records the Receipt, or the
-// Kind of the error, as a ledger.Outcome with ledger.Ledger.Mark (the step
-// after).
+// In the path of one message (docs/architecture.md) the provider call is
+// the step between the claim and the mark: the sender calls Adapter.Send
+// only while it holds the claim on Message.Key in the ledger (the step
+// before), and records the Receipt, or the Kind of the error, as the
+// row's outcome (the step after).
 package provider
 
 import (
@@ -26,6 +25,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/sendonce/sendonce/notify"
 )
 
 // Capabilities is what an adapter can promise about repeats.
@@ -43,9 +44,9 @@ type Message struct {
 	// client key or reference wherever the provider accepts one.
 	Key     string
 	Tenant  string
-	Channel string
-	// Class is the message class ("otp", "transactional", "marketing").
-	Class string
+	Channel notify.Channel
+	// Class is the message class: what an ambiguous outcome leads to.
+	Class notify.Class
 	// To is the raw address: E.164 phone, email address or push target.
 	To      string
 	Subject string
@@ -124,7 +125,7 @@ type LookupResult struct {
 	// Candidates, for LookupUnproven, are the provider's ids of the
 	// messages that matched by content: if the ledger records every one
 	// of them for another key, none is this message's, and the answer is
-	// "not found" (proof by exclusion, package dispatch).
+	// "not found" (proof by exclusion, which the reconciler makes).
 	Candidates []string
 }
 

@@ -12,7 +12,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/jmespath/go-jmespath"
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 )
 
 // The output formats (--output), the same in every command:

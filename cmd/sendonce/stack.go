@@ -17,15 +17,16 @@ const envStack = "SENDONCE_STACK"
 
 // stackOutputs maps the outputs of template.yaml that a command uses to
 // the variables they stand for: with a stack, its output is the value of
-// the variable (a command's own flag, such as --table, still wins).
+// the variable (a command's own flag, such as --table, still wins). The
+// outputs that no variable stands for are kept under lowercase names.
 var stackOutputs = map[string]string{
 	"TableName":      "SENDONCE_TABLE",
 	"QueueUrl":       "SENDONCE_QUEUE_URL",
 	"DLQUrl":         "SENDONCE_DLQ_URL",
 	"RedactKeyParam": "SENDONCE_REDACT_KEY_PARAM",
-	"ApiUrl":         "SENDONCE_API_URL",
-	"AlarmTopicArn":  "SENDONCE_ALARM_TOPIC_ARN",
-	"WebhookUrl":     "SENDONCE_WEBHOOK_URL",
+	"ApiUrl":         "api_url",
+	"AlarmTopicArn":  "alarm_topic_arn",
+	"WebhookUrl":     "webhook_url",
 }
 
 // useStack reads the outputs of the stack --stack-name (else

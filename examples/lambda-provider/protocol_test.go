@@ -147,7 +147,7 @@ func TestReadsTheAdaptersRequests(t *testing.T) {
 		if err != nil {
 			t.Fatalf("the example refuses the adapter's %s: %v", payload, err)
 		}
-		if r.Op != string(tt.op) || r.Key != tt.m.Key || r.Tenant != tt.m.Tenant || r.Channel != tt.m.Channel || r.Class != tt.m.Class ||
+		if r.Op != string(tt.op) || r.Key != tt.m.Key || r.Tenant != tt.m.Tenant || r.Channel != string(tt.m.Channel) || r.Class != string(tt.m.Class) ||
 			r.To != tt.m.To || r.Content != (Content{Subject: tt.m.Subject, Text: tt.m.Body, HTML: tt.m.HTML}) ||
 			r.ProviderMessageID != tt.m.ProviderMessageID || r.AttemptedAt == "" {
 			t.Errorf("read %+v from %s", r, payload)

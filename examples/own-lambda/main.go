@@ -35,13 +35,14 @@ import (
 
 	"github.com/sendonce/sendonce"
 	"github.com/sendonce/sendonce/examples/own-lambda/smsgw"
+	"github.com/sendonce/sendonce/lambdaapp"
 	"github.com/sendonce/sendonce/notify"
 	"github.com/sendonce/sendonce/provider"
 )
 
 func main() {
 	ctx := context.Background()
-	env := sendonce.LoadEnvironment(ctx, "own-lambda")
+	env := lambdaapp.LoadEnvironment(ctx, "own-lambda")
 	cfg, err := env.SenderConfig(ctx)
 	env.Must(err)
 	gw, err := gateway(os.Getenv)
@@ -49,7 +50,7 @@ func main() {
 	cfg.Routes = withGateway(cfg.Routes, gw)
 	s, err := sendonce.NewSender(cfg)
 	env.Must(err)
-	sendonce.Serve(env, func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+	lambdaapp.Serve(env, func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
 		return s.WithLogger(env.RequestLogger(ctx)).HandleSQS(ctx, ev)
 	})
 }

@@ -26,7 +26,7 @@
 //
 // Configuration: the sender's (docs/configuration.md: SENDONCE_TABLE,
 // SENDONCE_DLQ_URL, SENDONCE_SMS_PROVIDER, ...), read by
-// sendonce.LoadEnvironment as the SAM application's sender reads it, and:
+// lambdaapp.LoadEnvironment as the SAM application's sender reads it, and:
 //
 //	SENDONCE_QUEUE_URL   the notification queue to poll (required)
 //	WORKER_POLLERS       receive loops run at once (default 2)
@@ -51,12 +51,13 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/sendonce/sendonce"
+	"github.com/sendonce/sendonce/lambdaapp"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	env := sendonce.LoadEnvironment(ctx, "worker")
+	env := lambdaapp.LoadEnvironment(ctx, "worker")
 	cfg, err := env.SenderConfig(ctx)
 	env.Must(err)
 	w, err := settings(os.Getenv)

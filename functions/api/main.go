@@ -2,19 +2,19 @@
 // payload format 2.0): POST /v1/notifications and GET
 // /v1/notifications/{id}. It only wires: the configuration from the
 // environment (docs/configuration.md), read once per container by
-// sendonce.LoadEnvironment, the handler built from it, and lambda.Start
-// through sendonce.Serve.
+// lambdaapp.LoadEnvironment, the handler built from it, and lambda.Start
+// through lambdaapp.Serve.
 package main
 
 import (
 	"context"
 
-	"github.com/sendonce/sendonce"
+	"github.com/sendonce/sendonce/lambdaapp"
 )
 
 func main() {
-	env := sendonce.LoadEnvironment(context.Background(), "api")
+	env := lambdaapp.LoadEnvironment(context.Background(), "api")
 	h, err := env.APIHandler()
 	env.Must(err)
-	sendonce.Serve(env, h)
+	lambdaapp.Serve(env, h)
 }

@@ -5,8 +5,8 @@
 // with no provider and no secret; without it, it settles the rows itself
 // (Run). It only wires: the configuration from the environment
 // (docs/configuration.md), read once per container by
-// sendonce.LoadEnvironment, a sendonce.Reconciler built from it, and
-// lambda.Start through sendonce.Serve.
+// lambdaapp.LoadEnvironment, a sendonce.Reconciler built from it, and
+// lambda.Start through lambdaapp.Serve.
 package main
 
 import (
@@ -15,17 +15,18 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/sendonce/sendonce"
+	"github.com/sendonce/sendonce/lambdaapp"
 )
 
 func main() {
 	ctx := context.Background()
-	env := sendonce.LoadEnvironment(ctx, "reconciler")
+	env := lambdaapp.LoadEnvironment(ctx, "reconciler")
 	if q := env.ReconcileQueue(); q != nil {
 		cfg, err := env.FinderConfig()
 		env.Must(err)
 		r, err := sendonce.NewReconciler(cfg)
 		env.Must(err)
-		sendonce.Serve(env, func(ctx context.Context, _ events.EventBridgeEvent) (sendonce.FindReport, error) {
+		lambdaapp.Serve(env, func(ctx context.Context, _ events.EventBridgeEvent) (sendonce.FindReport, error) {
 			rep, err := r.Find(ctx, q)
 			env.RequestLogger(ctx).Info("reconcile hand-out", "found", rep.Found, "units", rep.Units, "lost", rep.Lost, "busy", rep.Busy, "waiting", rep.Waiting, "oldest_due_ms", rep.OldestDueMillis, "truncated", rep.Truncated)
 			return rep, err
@@ -36,7 +37,7 @@ func main() {
 	env.Must(err)
 	r, err := sendonce.NewReconciler(cfg)
 	env.Must(err)
-	sendonce.Serve(env, func(ctx context.Context, _ events.EventBridgeEvent) (sendonce.ReconcileReport, error) {
+	lambdaapp.Serve(env, func(ctx context.Context, _ events.EventBridgeEvent) (sendonce.ReconcileReport, error) {
 		rep, err := r.Run(ctx)
 		env.RequestLogger(ctx).Info("reconcile run", "examined", rep.Examined, "actions", rep.Actions, "oldest_due_ms", rep.OldestDueMillis, "truncated", rep.Truncated)
 		return rep, err

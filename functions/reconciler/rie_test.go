@@ -23,6 +23,7 @@ import (
 	"github.com/sendonce/sendonce/internal/sendkey"
 	"github.com/sendonce/sendonce/internal/testenv"
 	"github.com/sendonce/sendonce/internal/testsupport"
+	"github.com/sendonce/sendonce/notify"
 	"github.com/sendonce/sendonce/provider"
 )
 
@@ -80,7 +81,7 @@ func TestBootstrapUnderRIE(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := hp.Send(ctx, provider.Message{Key: reached.Key, Channel: reached.Channel, To: reached.Address, Body: reached.Body}); err != nil {
+	if _, err := hp.Send(ctx, provider.Message{Key: reached.Key, Channel: notify.Channel(reached.Channel), To: reached.Address, Body: reached.Body}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -183,7 +184,7 @@ func TestHandOutUnderRIE(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := hp.Send(ctx, provider.Message{Key: reached.Key, Channel: reached.Channel, To: reached.Address, Body: reached.Body}); err != nil {
+	if _, err := hp.Send(ctx, provider.Message{Key: reached.Key, Channel: notify.Channel(reached.Channel), To: reached.Address, Body: reached.Body}); err != nil {
 		t.Fatal(err)
 	}
 

@@ -4,22 +4,23 @@
 // ReconcileWorkerConcurrency at once, and it settles each unit's rows
 // (sendonce.Reconciler.HandleSQS). It only wires: the configuration from
 // the environment (docs/configuration.md), read once per container by
-// sendonce.LoadEnvironment, a sendonce.Reconciler built from it, and
-// lambda.Start through sendonce.Serve.
+// lambdaapp.LoadEnvironment, a sendonce.Reconciler built from it, and
+// lambda.Start through lambdaapp.Serve.
 package main
 
 import (
 	"context"
 
 	"github.com/sendonce/sendonce"
+	"github.com/sendonce/sendonce/lambdaapp"
 )
 
 func main() {
 	ctx := context.Background()
-	env := sendonce.LoadEnvironment(ctx, "reconcileworker")
+	env := lambdaapp.LoadEnvironment(ctx, "reconcileworker")
 	cfg, err := env.ReconcilerConfig(ctx)
 	env.Must(err)
 	r, err := sendonce.NewReconciler(cfg)
 	env.Must(err)
-	sendonce.Serve(env, r.HandleSQS)
+	lambdaapp.Serve(env, r.HandleSQS)
 }

@@ -90,7 +90,10 @@ func setup(t *testing.T) bundle {
 		"SENDONCE_CLAIM_TIMEOUT":       "12s",
 		// One record at a time, so that the redelivered copy always finds
 		// the first one's outcome rather than racing it.
-		"SENDONCE_CONCURRENCY":      "1",
+		"SENDONCE_CONCURRENCY": "1",
+		// As template.yaml sets it (AWS::StackName): its metrics go to
+		// the stack's namespace, the one its alarms read.
+		"SENDONCE_STACK":            rieStack,
 		"AWS_ENDPOINT_URL_DYNAMODB": testenv.DynamoDBEndpoint(t),
 		"AWS_ENDPOINT_URL_SQS":      moto,
 		// The redaction key, from Secrets Manager as template.yaml has it.
@@ -99,6 +102,9 @@ func setup(t *testing.T) bundle {
 	})
 	return b
 }
+
+// rieStack is the stack name the bootstrap runs in.
+const rieStack = "sendonce-rie"
 
 func invoke(t *testing.T, fn *rie.Instance, payload []byte) events.SQSEventResponse {
 	t.Helper()
@@ -186,6 +192,11 @@ func TestSampleBatchUnderRIE(t *testing.T) {
 		if got := m.Get(name); got != want {
 			t.Errorf("EMF %s = %d, want %d", name, got, want)
 		}
+	}
+	// Every EMF document of the stack's function is in the stack's own
+	// namespace, which its alarms read (infra's TestTelemetryScopedToStack).
+	if ns := metrics.StackNamespace(rieStack); m.Documents == 0 || m.Namespaces[ns] != m.Documents || len(m.Namespaces) != 1 {
+		t.Errorf("EMF namespaces %v over %d documents, want every one in %s", m.Namespaces, m.Documents, ns)
 	}
 
 	// SQS delivers the same batch again (say, the function timed out after

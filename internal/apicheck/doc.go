@@ -10,6 +10,7 @@ package apicheck
 // a program outside the module can import.
 var PublicPackages = []string{
 	"github.com/sendonce/sendonce",
+	"github.com/sendonce/sendonce/lambdaapp",
 	"github.com/sendonce/sendonce/notify",
 	"github.com/sendonce/sendonce/provider",
 	"github.com/sendonce/sendonce/provider/providertest",

@@ -91,6 +91,7 @@ import (
 	"github.com/sendonce/sendonce/internal/pace"
 	"github.com/sendonce/sendonce/internal/redact"
 	"github.com/sendonce/sendonce/internal/render"
+	"github.com/sendonce/sendonce/notify"
 	"github.com/sendonce/sendonce/provider"
 )
 
@@ -451,8 +452,8 @@ func ProviderMessage(e ledger.Entry, attemptedAt time.Time) provider.Message {
 	return provider.Message{
 		Key:         e.Key,
 		Tenant:      e.Tenant,
-		Channel:     e.Channel,
-		Class:       e.Class,
+		Channel:     notify.Channel(e.Channel),
+		Class:       notify.Class(e.Class),
 		To:          e.Address,
 		Subject:     e.Subject,
 		Body:        e.Body,

@@ -146,6 +146,23 @@ func start() (*Front, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The simulator loads each service's actions on its first question
+	// about it (about 1 s on a quiet machine, far longer on a loaded one):
+	// ask one of each here, before any function starts, so that no
+	// function's first call waits for it inside its invocation's
+	// deadline.
+	warm := `{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Action":"*","Resource":"*"}]}`
+	for _, c := range []Call{{Action: "dynamodb:GetItem", Resource: "arn:aws:dynamodb:us-east-1:" + Account + ":table/t"},
+		{Action: "sqs:SendMessage", Resource: "arn:aws:sqs:us-east-1:" + Account + ":q"}, {Action: "sns:Publish", Resource: "*"},
+		{Action: "ssm:GetParameter", Resource: "arn:aws:ssm:us-east-1:" + Account + ":parameter/p"},
+		{Action: "secretsmanager:GetSecretValue", Resource: "arn:aws:secretsmanager:us-east-1:" + Account + ":secret:s"},
+		{Action: "ses:SendEmail", Resource: "arn:aws:ses:us-east-1:" + Account + ":identity/a@example.com"},
+		{Action: "lambda:InvokeFunction", Resource: "arn:aws:lambda:us-east-1:" + Account + ":function:f"}} {
+		if _, err := ev.Evaluate("arn:aws:sts::"+Account+":assumed-role/warm/warm", warm, c); err != nil {
+			_ = ev.Close()
+			return nil, err
+		}
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, fmt.Errorf("iamfront: listen: %w", err)

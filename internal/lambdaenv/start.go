@@ -83,7 +83,7 @@ func Start(ctx context.Context, service string) *Function {
 // namespace of the stack EnvStack names. It reads EnvTable and EnvStack.
 //
 // A problem is recorded in f.Env, not reported: read the function's own
-// variables through f.Env, then call Ready.
+// variables through f.Env, then check f.Env.Err (Must).
 func StartWith(ctx context.Context, service string, getenv func(string) string, out io.Writer) *Function {
 	f := &Function{Log: ServiceLogger(out, service, getenv), Env: New(getenv)}
 	slog.SetDefault(f.Log) // libraries that log through slog.Default write JSON too
@@ -107,7 +107,7 @@ func StartWith(ctx context.Context, service string, getenv func(string) string, 
 
 // Ledger returns the ledger on f.DB in f.Table, keeping rows for
 // EnvRetention. A problem is recorded in f.Env and the ledger is then nil
-// (Ready exits before it is used).
+// (Must exits before it is used).
 func (f *Function) Ledger() *dynamoledger.Ledger {
 	retention := f.Env.Duration(EnvRetention, dynamoledger.DefaultRetention)
 	if f.DB == nil || f.Table == "" { // recorded already
@@ -117,10 +117,6 @@ func (f *Function) Ledger() *dynamoledger.Ledger {
 	f.Env.Fail(err)
 	return l
 }
-
-// Ready ends reading the configuration: when any problem was recorded,
-// it logs all of them as one start-up failure and exits (Fatal).
-func (f *Function) Ready() { f.Must(f.Env.Err()) }
 
 // Must exits as Fatal does when err, a step of start-up, is not nil.
 func (f *Function) Must(err error) {

@@ -24,6 +24,9 @@ type MetricTotals struct {
 	ByDim map[string]float64
 	// Documents is the number of EMF documents read.
 	Documents int
+	// Namespaces counts the documents' directives per CloudWatch
+	// namespace (a stack's functions write in metrics.StackNamespace).
+	Namespaces map[string]int
 	// Invalid lists the EMF documents that metrics.ValidateLine
 	// rejected, with the reason.
 	Invalid []string
@@ -39,7 +42,7 @@ func (t MetricTotals) Get(name string) int { return int(t.Counts[name]) }
 // counters. Lines that are not JSON objects (the emulator's START/END/
 // REPORT lines) and JSON log lines without "_aws" are skipped.
 func ParseEMF(logs ...string) MetricTotals {
-	t := MetricTotals{Counts: map[string]float64{}, ByDim: map[string]float64{}}
+	t := MetricTotals{Counts: map[string]float64{}, ByDim: map[string]float64{}, Namespaces: map[string]int{}}
 	for _, l := range logs {
 		sc := bufio.NewScanner(strings.NewReader(l))
 		sc.Buffer(make([]byte, 0, 64<<10), 4<<20)
@@ -67,6 +70,7 @@ func ParseEMF(logs ...string) MetricTotals {
 			_ = json.Unmarshal([]byte(line), &d)
 			var counts, dims []string
 			for _, dir := range d.AWS.CloudWatchMetrics {
+				t.Namespaces[dir.Namespace]++
 				for _, k := range slices.Concat(dir.Dimensions...) {
 					if !slices.Contains(dims, k) {
 						dims = append(dims, k)
@@ -100,6 +104,7 @@ func ParseEMF(logs ...string) MetricTotals {
 type emfDirectives struct {
 	AWS struct {
 		CloudWatchMetrics []struct {
+			Namespace  string
 			Dimensions [][]string
 			Metrics    []struct{ Name, Unit string }
 		}
@@ -119,6 +124,12 @@ func (t *MetricTotals) Add(o MetricTotals) {
 	}
 	for k, v := range o.ByDim {
 		t.ByDim[k] += v
+	}
+	if t.Namespaces == nil {
+		t.Namespaces = map[string]int{}
+	}
+	for k, v := range o.Namespaces {
+		t.Namespaces[k] += v
 	}
 }
 

@@ -43,7 +43,7 @@ import (
 )
 
 // Namespace is the CloudWatch namespace of sendonce metrics written
-// outside a stack (the library's sendonce.NewMetrics, local runs). A
+// outside a stack (the library's sendonce.NewEMF, local runs). A
 // stack's functions write to StackNamespace(stack) instead, so that a
 // stack's alarms, which read only their own namespace, never count
 // another stack's data points.

@@ -369,7 +369,7 @@ func TestLookupBudget(t *testing.T) {
 }
 
 // TestFailedMarkFailedIsRetried (simulation seed 3109): the provider
-// refused a message for good, or its template cannot be rendered, and the
+// refused a message for good, or its template cannot render it, and the
 // write that records FAILED failed. Only logged, it left the claim PENDING;
 // once the lease passed a redelivery took the attempt for one that may
 // have sent (UNCERTAIN), and the reconciler abandoned, under the class
@@ -385,20 +385,20 @@ func TestFailedMarkFailedIsRetried(t *testing.T) {
 		return p
 	}
 	for _, tc := range []struct {
-		name     string
-		template string
-		fails    int
+		name         string
+		unrenderable bool
+		fails        int
 	}{
-		{"PermanentRefusal", "", 1},
-		{"UnknownTemplate", "no_such_template", 2},
+		{"PermanentRefusal", false, 1},
+		{"MissingParameter", true, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			p := refuse()
 			b := regSetup(t, p)
 			r := req("failed-mark-" + tc.name)
-			if tc.template != "" {
-				r.Template = tc.template
+			if tc.unrenderable {
+				r.Data = nil // order_shipped needs order_id
 			}
 			b.lossy.FailNext(ledgertest.OpMark, tc.fails)
 			b.process(t, r, dispatch.Failed)

@@ -9,8 +9,8 @@
 //
 // Each record's message is one SES event (the event publishing format,
 // "eventType"; the identity notification format, "notificationType", is
-// read too). The ledger key comes from the email tag sesprovider.TagKey,
-// which SES copies into every event, else from the sesprovider.HeaderKey
+// read too). The ledger key comes from the email tag TagKey,
+// which SES copies into every event, else from the HeaderKey
 // header in mail.headers. The event becomes a webhook.Callback and is
 // applied through webhook.Handler.Apply: the same deduplication (a
 // "cb#ses#..." record per event) and the same monotonic ranks (a late
@@ -46,9 +46,17 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/sendonce/sendonce/internal/metrics"
-	"github.com/sendonce/sendonce/internal/provider/sesprovider"
 	"github.com/sendonce/sendonce/internal/sendkey"
 	"github.com/sendonce/sendonce/internal/webhook"
+)
+
+// Where the SES adapter puts each email's key, which SES copies into its
+// events: the email tag and the message header (the adapter's
+// sesprovider.TagKey and HeaderKey; a test keeps them equal). Declared
+// here so that the handler does not link the SES client.
+const (
+	TagKey    = "sendonce-key"
+	HeaderKey = "X-Sendonce-Key"
 )
 
 // Provider is the callback source name of SES events: their dedup records
@@ -175,7 +183,7 @@ func Parse(message string) (webhook.Callback, Event, error) {
 	}
 	cb.Key = key(ev.Mail)
 	if !sendkey.Valid(cb.Key) {
-		return cb, ev, fmt.Errorf("%w: no %s tag or %s header holding a sendonce key", ErrMalformed, sesprovider.TagKey, sesprovider.HeaderKey)
+		return cb, ev, fmt.Errorf("%w: no %s tag or %s header holding a sendonce key", ErrMalformed, TagKey, HeaderKey)
 	}
 	if at != "" {
 		t, err := time.Parse(time.RFC3339Nano, at)
@@ -189,11 +197,11 @@ func Parse(message string) (webhook.Callback, Event, error) {
 
 // key returns the sendonce key of the email: its tag, else its header.
 func key(m Mail) string {
-	if vs := m.Tags[sesprovider.TagKey]; len(vs) > 0 {
+	if vs := m.Tags[TagKey]; len(vs) > 0 {
 		return vs[0]
 	}
 	for _, h := range m.Headers {
-		if strings.EqualFold(h.Name, sesprovider.HeaderKey) {
+		if strings.EqualFold(h.Name, HeaderKey) {
 			return h.Value
 		}
 	}

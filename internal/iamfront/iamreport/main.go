@@ -56,7 +56,10 @@ func accounted(path string) (map[string]string, error) {
 			continue
 		}
 		for i := range cells {
-			cells[i] = strings.Trim(strings.TrimSpace(cells[i]), "`")
+			cells[i] = strings.TrimSpace(cells[i])
+			if i < 3 {
+				cells[i] = strings.Trim(cells[i], "`")
+			}
 		}
 		if cells[0] == "Role" || strings.HasPrefix(cells[0], "-") {
 			continue

@@ -226,7 +226,7 @@ func (p *Provider) Send(ctx context.Context, m provider.Message) (provider.Recei
 		return provider.Receipt{}, p.fail(op, m, &provider.Error{Kind: provider.Config, Reason: "message has no idempotency key"})
 	}
 	body, err := json.Marshal(SendRequest{
-		Channel: m.Channel, To: m.To, Subject: m.Subject, Body: m.Body, HTML: m.HTML,
+		Channel: string(m.Channel), To: m.To, Subject: m.Subject, Body: m.Body, HTML: m.HTML,
 		Reference: m.Key, CallbackURL: p.callbackURL,
 	})
 	if err != nil {

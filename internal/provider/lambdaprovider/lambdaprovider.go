@@ -253,7 +253,7 @@ func (l Looking) Lookup(ctx context.Context, m provider.Message) (provider.Looku
 // NewRequest returns the payload of op for m.
 func NewRequest(op Op, m provider.Message, now time.Time) Request {
 	r := Request{
-		Version: Version, Op: op, Key: m.Key, Tenant: m.Tenant, Channel: m.Channel, Class: m.Class, To: m.To,
+		Version: Version, Op: op, Key: m.Key, Tenant: m.Tenant, Channel: string(m.Channel), Class: string(m.Class), To: m.To,
 		Content:     Content{Subject: m.Subject, Text: m.Body, HTML: m.HTML},
 		AttemptedAt: timestamp(m.AttemptedAt, now),
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/sendonce/sendonce/internal/provider/twilio/twiliotest"
 	"github.com/sendonce/sendonce/internal/testenv"
 	"github.com/sendonce/sendonce/internal/testsupport"
+	"github.com/sendonce/sendonce/notify"
 	"github.com/sendonce/sendonce/provider"
 )
 
@@ -358,7 +359,7 @@ func TestHTTPChannelURL(t *testing.T) {
 	}
 	ctx := context.Background()
 	for _, ch := range []string{"sms", "email", "push"} {
-		if _, err := got[ch].Send(ctx, provider.Message{Key: "v1_" + ch, Tenant: "acme", Channel: ch, To: "x-" + ch, Body: "hi"}); err != nil {
+		if _, err := got[ch].Send(ctx, provider.Message{Key: "v1_" + ch, Tenant: "acme", Channel: notify.Channel(ch), To: "x-" + ch, Body: "hi"}); err != nil {
 			t.Fatalf("Send %s: %v", ch, err)
 		}
 	}

@@ -101,7 +101,7 @@ func (p *Provider) Send(ctx context.Context, m provider.Message) (provider.Recei
 
 // input builds the Publish call for m.
 func (p *Provider) input(m provider.Message) (*sns.PublishInput, error) {
-	if topic := p.cfg.TopicARNs[m.Channel]; topic != "" {
+	if topic := p.cfg.TopicARNs[string(m.Channel)]; topic != "" {
 		in := &sns.PublishInput{
 			TopicArn: aws.String(topic),
 			Message:  aws.String(m.Body),
@@ -126,7 +126,7 @@ func (p *Provider) input(m provider.Message) (*sns.PublishInput, error) {
 		if m.To == "" {
 			return nil, service.Refuse("no phone number")
 		}
-		attrs := map[string]types.MessageAttributeValue{AttrSMSType: stringAttr(smsType(m.Class))}
+		attrs := map[string]types.MessageAttributeValue{AttrSMSType: stringAttr(smsType(string(m.Class)))}
 		if p.cfg.SenderID != "" {
 			attrs[AttrSenderID] = stringAttr(p.cfg.SenderID)
 		}

@@ -24,6 +24,7 @@ import (
 	"github.com/sendonce/sendonce/internal/provider/snsprovider"
 	"github.com/sendonce/sendonce/internal/testenv"
 	"github.com/sendonce/sendonce/internal/testsupport"
+	"github.com/sendonce/sendonce/notify"
 	"github.com/sendonce/sendonce/provider"
 	"github.com/sendonce/sendonce/provider/providertest"
 )
@@ -166,7 +167,7 @@ func TestSendSMS(t *testing.T) {
 				t.Fatal(err)
 			}
 			body := "Your code is " + testenv.RandomID()
-			rc, err := p.Send(context.Background(), provider.Message{Key: "v1_" + testenv.RandomID(), Channel: "sms", Class: tt.class, To: "+15551230001", Body: body})
+			rc, err := p.Send(context.Background(), provider.Message{Key: "v1_" + testenv.RandomID(), Channel: "sms", Class: notify.Class(tt.class), To: "+15551230001", Body: body})
 			if err != nil {
 				t.Fatalf("Send: %v", err)
 			}

@@ -1,14 +1,31 @@
-package sendonce
+// Package lambdaapp is the wiring of the SAM application's Lambda
+// functions: the configuration they read from their environment
+// (docs/configuration.md lists every variable), the clients built from
+// it once per container, and the Lambda runtime. A function of your own
+// starts from it too and changes what it builds: adds its own provider to
+// a route, say.
+//
+// It is for a Lambda function's main, and it changes the process's
+// globals as such a main does: LoadEnvironment makes its JSON logger
+// slog's default and its redaction key the process's, and Must exits. A
+// program that only sends (a worker, a service) needs none of it: build
+// a sendonce.Sender from sendonce.NewDynamoLedger and the adapters of
+// your choice, and the program links neither this package nor the AWS
+// services it reads its configuration from (SSM, Secrets Manager) or the
+// built-in providers it builds (SNS, SES, Lambda).
+package lambdaapp
 
 import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/sendonce/sendonce"
 	"github.com/sendonce/sendonce/internal/api"
 	"github.com/sendonce/sendonce/internal/api/idempotency/dynamoidempotency"
 	"github.com/sendonce/sendonce/internal/api/ratelimit/dynamoratelimit"
@@ -25,12 +42,13 @@ import (
 // from their environment (docs/configuration.md lists every variable),
 // with the clients built from it once per container. A program of its
 // own can start from it too, and change what it builds: add its own
-// provider to SenderConfig's Routes, say.
+// provider to SenderConfig's sendonce.Routes, say.
 //
 // Every problem with the variables is collected; the first config
 // method that finds any returns all of them as one error.
 type Environment struct {
-	fn *lambdaenv.Function
+	fn      *lambdaenv.Function
+	metrics *sendonce.EMF
 }
 
 // LoadEnvironment starts the function named function: the JSON logger
@@ -38,7 +56,7 @@ type Environment struct {
 // the SDK's standard way; the redaction of addresses in logs; the DynamoDB
 // client; and the one table, SENDONCE_TABLE.
 func LoadEnvironment(ctx context.Context, function string) *Environment {
-	return &Environment{fn: lambdaenv.Start(ctx, function)}
+	return &Environment{fn: lambdaenv.Start(ctx, function), metrics: sendonce.NewEMF(os.Stdout, function)}
 }
 
 // Logger returns the function's logger.
@@ -52,46 +70,50 @@ func (e *Environment) RequestLogger(ctx context.Context) *slog.Logger {
 
 // Metrics returns the function's metrics, flushed after every invocation
 // by Serve.
-func (e *Environment) Metrics() *EMF { return &EMF{emf: e.fn.Metrics} }
+func (e *Environment) Metrics() *sendonce.EMF { return e.metrics }
 
 // Ledger returns the ledger on the one table (SENDONCE_TABLE), keeping
 // rows for SENDONCE_RETENTION.
-func (e *Environment) Ledger() (*Ledger, error) {
-	rows := e.fn.Ledger()
+func (e *Environment) Ledger() (*sendonce.Ledger, error) {
+	retention := e.fn.Env.Duration(lambdaenv.EnvRetention, sendonce.DefaultRetention)
 	if err := e.fn.Env.Err(); err != nil {
 		return nil, err
 	}
-	return &Ledger{rows: rows, templates: templatesOf(e.fn.DB, e.fn.Table), db: e.fn.DB, table: e.fn.Table}, nil
+	return sendonce.NewDynamoLedger(e.fn.DB, e.fn.Table, retention)
 }
 
 // sendPath reads what the sender and the reconciler share: the ledger,
 // the timeouts and the channels' routes (SENDONCE_<CHANNEL>_PROVIDER and
 // each provider's own variables).
-func (e *Environment) sendPath(ctx context.Context) (sendpath.Settings, *Ledger, Routes) {
+func (e *Environment) sendPath(ctx context.Context) (sendpath.Settings, *sendonce.Ledger, sendonce.Routes) {
 	shared := sendpath.Read(e.fn.Env)
 	deps := sendpath.Build(ctx, e.fn, shared)
-	routes := Routes{}
+	routes := sendonce.Routes{}
 	for ch, p := range deps.Providers {
 		routes[notify.Channel(ch)] = append([]provider.Adapter{p}, deps.Fallbacks[ch]...)
 	}
-	return shared, &Ledger{rows: deps.Ledger, templates: templatesOf(e.fn.DB, e.fn.Table), db: e.fn.DB, table: e.fn.Table}, routes
+	l, err := e.Ledger()
+	if err != nil {
+		e.fn.Env.Fail(err)
+	}
+	return shared, l, routes
 }
 
-// SenderConfig reads the sender's configuration: the send path's
+// sendonce.SenderConfig reads the sender's configuration: the send path's
 // (ledger, routes, timeouts, the classes' validity SENDONCE_VALIDITY),
 // the dead-letter queue (SENDONCE_DLQ_URL), SENDONCE_CONCURRENCY and
 // SENDONCE_TEMPLATE_CACHE.
-func (e *Environment) SenderConfig(ctx context.Context) (SenderConfig, error) {
+func (e *Environment) SenderConfig(ctx context.Context) (sendonce.SenderConfig, error) {
 	shared, l, routes := e.sendPath(ctx)
 	dlqURL := e.fn.Env.Required("SENDONCE_DLQ_URL")
 	concurrency := e.fn.Env.Int("SENDONCE_CONCURRENCY", 0)
 	if err := e.fn.Env.Err(); err != nil {
-		return SenderConfig{}, err
+		return sendonce.SenderConfig{}, err
 	}
-	return SenderConfig{
+	return sendonce.SenderConfig{
 		Ledger:           l,
 		Routes:           routes,
-		DeadLetters:      NewSQSDeadLetters(sqs.NewFromConfig(e.fn.AWS), dlqURL),
+		DeadLetters:      sendonce.NewSQSDeadLetters(sqs.NewFromConfig(e.fn.AWS), dlqURL),
 		TemplateCacheTTL: shared.TemplateCache,
 		Metrics:          e.Metrics(),
 		Logger:           e.fn.Log,
@@ -104,19 +126,19 @@ func (e *Environment) SenderConfig(ctx context.Context) (SenderConfig, error) {
 	}, nil
 }
 
-// ReconcilerConfig reads the reconciler's configuration: the send path's,
+// sendonce.ReconcilerConfig reads the reconciler's configuration: the send path's,
 // SENDONCE_MAX_AGE, SENDONCE_RECONCILE_MAX_ATTEMPTS,
 // SENDONCE_RECONCILE_MAX_ROWS and SENDONCE_RECONCILE_POLICIES.
-func (e *Environment) ReconcilerConfig(ctx context.Context) (ReconcilerConfig, error) {
+func (e *Environment) ReconcilerConfig(ctx context.Context) (sendonce.ReconcilerConfig, error) {
 	shared, l, routes := e.sendPath(ctx)
 	maxAttempts := e.fn.Env.Int("SENDONCE_RECONCILE_MAX_ATTEMPTS", 0)
 	maxRows := e.fn.Env.Int("SENDONCE_RECONCILE_MAX_ROWS", 0)
 	concurrency := e.fn.Env.Int("SENDONCE_RECONCILE_CONCURRENCY", 0)
-	policies := lambdaenv.Value(e.fn.Env, "SENDONCE_RECONCILE_POLICIES", nil, ParsePolicies)
+	policies := lambdaenv.Value(e.fn.Env, "SENDONCE_RECONCILE_POLICIES", nil, sendonce.ParsePolicies)
 	if err := e.fn.Env.Err(); err != nil {
-		return ReconcilerConfig{}, err
+		return sendonce.ReconcilerConfig{}, err
 	}
-	return ReconcilerConfig{
+	return sendonce.ReconcilerConfig{
 		Ledger:          l,
 		Routes:          routes,
 		Policies:        policies,
@@ -137,37 +159,36 @@ func (e *Environment) ReconcilerConfig(ctx context.Context) (ReconcilerConfig, e
 // the work and hands it out (Reconciler.Find): the ledger, the timeouts,
 // SENDONCE_RECONCILE_MAX_ROWS and SENDONCE_RECONCILE_PAGE_SIZE. It builds
 // no provider and reads no provider secret.
-func (e *Environment) FinderConfig() (ReconcilerConfig, error) {
+func (e *Environment) FinderConfig() (sendonce.ReconcilerConfig, error) {
 	shared := sendpath.Read(e.fn.Env)
 	maxRows := e.fn.Env.Int("SENDONCE_RECONCILE_MAX_ROWS", 0)
 	pageSize := e.fn.Env.Int("SENDONCE_RECONCILE_PAGE_SIZE", 0)
 	l, err := e.Ledger()
 	if err != nil {
-		return ReconcilerConfig{}, err
+		return sendonce.ReconcilerConfig{}, err
 	}
-	return ReconcilerConfig{Ledger: l, Metrics: e.Metrics(), Logger: e.fn.Log,
+	return sendonce.ReconcilerConfig{Ledger: l, Metrics: e.Metrics(), Logger: e.fn.Log,
 		ProviderTimeout: shared.ProviderTimeout, ClaimTimeout: shared.ClaimTimeout, MaxRows: maxRows, PageSize: pageSize}, nil
 }
 
 // ReconcileQueue returns the queue of the reconcile workers
 // (SENDONCE_RECONCILE_QUEUE_URL), or nil when it is not set: the
 // reconciler then settles the rows itself (Reconciler.Run).
-func (e *Environment) ReconcileQueue() *ReconcileQueue {
+func (e *Environment) ReconcileQueue() *sendonce.ReconcileQueue {
 	url := e.fn.Env.String("SENDONCE_RECONCILE_QUEUE_URL", "")
 	if url == "" {
 		return nil
 	}
-	return NewSQSReconcileQueue(sqs.NewFromConfig(e.fn.AWS), url)
+	return sendonce.NewSQSReconcileQueue(sqs.NewFromConfig(e.fn.AWS), url)
 }
 
-// CallbacksConfig reads the callbacks' configuration: the ledger,
+// sendonce.CallbacksConfig reads the callbacks' configuration: the ledger,
 // SENDONCE_CALLBACK_DEDUP_TTL and, when secrets is true, the callback
 // secrets (SENDONCE_HTTP_PROVIDER_CALLBACK_SECRET,
 // SENDONCE_TWILIO_AUTH_TOKEN) and SENDONCE_CALLBACK_BASE_URL. The SES
 // events function, which serves no HTTP route, reads none.
-func (e *Environment) CallbacksConfig(ctx context.Context, secrets bool) (CallbacksConfig, error) {
-	l := e.fn.Ledger()
-	cfg := CallbacksConfig{
+func (e *Environment) CallbacksConfig(ctx context.Context, secrets bool) (sendonce.CallbacksConfig, error) {
+	cfg := sendonce.CallbacksConfig{
 		DedupTTL: e.fn.Env.Duration("SENDONCE_CALLBACK_DEDUP_TTL", webhook.DefaultDedupTTL),
 		Metrics:  e.Metrics(),
 		Logger:   e.fn.Log,
@@ -178,9 +199,13 @@ func (e *Environment) CallbacksConfig(ctx context.Context, secrets bool) (Callba
 		cfg.PublicBaseURL = e.fn.Env.URL("SENDONCE_CALLBACK_BASE_URL") // https, or http to a loopback host
 	}
 	if err := e.fn.Env.Err(); err != nil {
-		return CallbacksConfig{}, err
+		return sendonce.CallbacksConfig{}, err
 	}
-	cfg.Ledger = &Ledger{rows: l, templates: templatesOf(e.fn.DB, e.fn.Table), db: e.fn.DB, table: e.fn.Table}
+	l, err := e.Ledger()
+	if err != nil {
+		return sendonce.CallbacksConfig{}, err
+	}
+	cfg.Ledger = l
 	return cfg, nil
 }
 
@@ -223,7 +248,7 @@ func (e *Environment) Must(err error) {
 // Serve hands h to the Lambda runtime with the function's metrics flushed
 // after every invocation. It does not return.
 func Serve[In, Out any](e *Environment, h func(context.Context, In) (Out, error)) {
-	lambdaenv.Serve(e.fn, h)
+	lambdaenv.Serve(e.fn, lambdaenv.FlushAfter(e.metrics, e.fn.Log, h))
 }
 
 // classValidity keys the validity SENDONCE_VALIDITY parsed by class.
