@@ -151,12 +151,12 @@ IAM_PACKAGES ?= ./functions/... ./internal/webhook ./internal/sesevents ./intern
 iam-check: prereqs deps rie ## Run the tests that execute the functions' bootstraps with IAM enforced and print per role the calls evaluated, the calls denied (must be 0) and every grant no call exercised (each accounted for in docs/deploy.md); fails otherwise.
 	@source scripts/steps.sh
 	services_up
-	export SENDONCE_IAM_REPORT=$$SENDONCE_LOCAL_DIR/iam
-	mkdir -p "$$SENDONCE_IAM_REPORT"
+	export SENDONCE_TEST_IAM_REPORT=$$SENDONCE_LOCAL_DIR/iam
+	mkdir -p "$$SENDONCE_TEST_IAM_REPORT"
 	rc=0
 	go test -p 4 -count=1 $(IAM_PACKAGES) || rc=$$?
 	echo "==> iam-check: per role, what the functions' calls came to"
-	go run ./internal/iamfront/iamreport -dir "$$SENDONCE_IAM_REPORT" -deploy docs/deploy.md || rc=1
+	go run ./internal/iamfront/iamreport -dir "$$SENDONCE_TEST_IAM_REPORT" -deploy docs/deploy.md || rc=1
 	exit $$rc
 
 # Deterministic simulation (internal/simtest, docs/simulation.md).

@@ -19,7 +19,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"os"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -32,6 +31,7 @@ import (
 	"github.com/sendonce/sendonce/internal/apikey"
 	"github.com/sendonce/sendonce/internal/apikey/dynamoapikey"
 	"github.com/sendonce/sendonce/internal/lambdaenv"
+	"github.com/sendonce/sendonce/internal/metrics"
 	"github.com/sendonce/sendonce/internal/sendpath"
 	"github.com/sendonce/sendonce/internal/webhook"
 	"github.com/sendonce/sendonce/notify"
@@ -48,7 +48,7 @@ import (
 // method that finds any returns all of them as one error.
 type Environment struct {
 	fn      *lambdaenv.Function
-	metrics *sendonce.EMF
+	metrics *Metrics
 }
 
 // LoadEnvironment starts the function named function: the JSON logger
@@ -56,7 +56,8 @@ type Environment struct {
 // the SDK's standard way; the redaction of addresses in logs; the DynamoDB
 // client; and the one table, SENDONCE_TABLE.
 func LoadEnvironment(ctx context.Context, function string) *Environment {
-	return &Environment{fn: lambdaenv.Start(ctx, function), metrics: sendonce.NewEMF(os.Stdout, function)}
+	fn := lambdaenv.Start(ctx, function)
+	return &Environment{fn: fn, metrics: &Metrics{emf: fn.Metrics}}
 }
 
 // Logger returns the function's logger.
@@ -70,7 +71,37 @@ func (e *Environment) RequestLogger(ctx context.Context) *slog.Logger {
 
 // Metrics returns the function's metrics, flushed after every invocation
 // by Serve.
-func (e *Environment) Metrics() *sendonce.EMF { return e.metrics }
+func (e *Environment) Metrics() *Metrics { return e.metrics }
+
+// Metrics is a function's sendonce.Metrics: EMF lines on stdout in its
+// stack's own namespace, sendonce/<SENDONCE_STACK> (the namespace the
+// stack's alarms read; sendonce outside a stack), dimensioned by the
+// function's name. Serve flushes it after every invocation; a
+// long-running program flushes it itself.
+type Metrics struct {
+	emf *metrics.EMF
+}
+
+// Count implements sendonce.Metrics.
+func (m *Metrics) Count(name string, n int, dims ...sendonce.Dim) {
+	m.emf.Count(name, n, internalDims(dims)...)
+}
+
+// Latency implements sendonce.Metrics.
+func (m *Metrics) Latency(name string, d time.Duration, dims ...sendonce.Dim) {
+	m.emf.Latency(name, d, internalDims(dims)...)
+}
+
+// Flush writes what was recorded since the last Flush.
+func (m *Metrics) Flush() error { return m.emf.Flush() }
+
+func internalDims(dims []sendonce.Dim) []metrics.Dim {
+	out := make([]metrics.Dim, len(dims))
+	for i, d := range dims {
+		out[i] = metrics.Dim(d)
+	}
+	return out
+}
 
 // Ledger returns the ledger on the one table (SENDONCE_TABLE), keeping
 // rows for SENDONCE_RETENTION.
@@ -198,9 +229,7 @@ func (e *Environment) CallbacksConfig(ctx context.Context, secrets bool) (sendon
 		cfg.TwilioAuthToken = e.fn.Env.Secret(ctx, "SENDONCE_TWILIO_AUTH_TOKEN")
 		cfg.PublicBaseURL = e.fn.Env.URL("SENDONCE_CALLBACK_BASE_URL") // https, or http to a loopback host
 	}
-	if err := e.fn.Env.Err(); err != nil {
-		return sendonce.CallbacksConfig{}, err
-	}
+	// Ledger reads SENDONCE_RETENTION, then reports every problem found.
 	l, err := e.Ledger()
 	if err != nil {
 		return sendonce.CallbacksConfig{}, err
@@ -248,7 +277,7 @@ func (e *Environment) Must(err error) {
 // Serve hands h to the Lambda runtime with the function's metrics flushed
 // after every invocation. It does not return.
 func Serve[In, Out any](e *Environment, h func(context.Context, In) (Out, error)) {
-	lambdaenv.Serve(e.fn, lambdaenv.FlushAfter(e.metrics, e.fn.Log, h))
+	lambdaenv.Serve(e.fn, h) // flushes e.fn.Metrics, which Metrics records to
 }
 
 // classValidity keys the validity SENDONCE_VALIDITY parsed by class.

@@ -21,8 +21,10 @@ import (
 // sender bootstrap under the Lambda RIE: a template put with this CLI, a
 // request naming it, the HTTP provider simulator receiving the rendered
 // text; a second put is used by the next message; another tenant's
-// request for the same name fails as an unknown template; and a request
-// with pre-rendered content is delivered exactly as given.
+// request for the same name is a configuration error (the record is
+// retried, no row is written and nothing is sent, never FAILED: a put
+// of the template lets the retry send it); and a request with
+// pre-rendered content is delivered exactly as given.
 func TestStoredTemplatesEndToEnd(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -48,14 +50,12 @@ func TestStoredTemplatesEndToEnd(t *testing.T) {
 			t.Fatalf("template put: exit %d, stderr %q", r.code, r.stderr)
 		}
 	}
-	// send invokes the sender with one request and returns its row.
-	send := func(tenant, event string, content *notify.Content) (ledger.Record, simulator.Message) {
+	// invoke runs the sender on one request and returns its answer.
+	invoke := func(req notify.Request) string {
 		t.Helper()
-		req := notify.Request{TenantID: tenant, EventID: event, Channel: notify.ChannelSMS, Template: "shipped",
-			Recipient: notify.Recipient{ID: "user-42", Phone: "+15551234567"}, Data: map[string]any{"order_id": "A-1001"}, Content: content}
 		body, _ := json.Marshal(req)
 		payload, _ := json.Marshal(events.SQSEvent{Records: []events.SQSMessage{{
-			MessageId: "m-" + event, ReceiptHandle: "rh", Body: string(body), EventSource: "aws:sqs",
+			MessageId: "m-" + req.EventID, ReceiptHandle: "rh", Body: string(body), EventSource: "aws:sqs",
 			Attributes: map[string]string{"ApproximateReceiveCount": "1"},
 		}}})
 		ictx, cancel := context.WithTimeout(ctx, 30*time.Second)
@@ -64,7 +64,14 @@ func TestStoredTemplatesEndToEnd(t *testing.T) {
 		if err != nil {
 			t.Fatalf("invoke: %v", err)
 		}
-		if strings.Contains(string(out), "itemIdentifier") {
+		return string(out)
+	}
+	// send invokes the sender with one request and returns its row.
+	send := func(tenant, event string, content *notify.Content) (ledger.Record, simulator.Message) {
+		t.Helper()
+		req := notify.Request{TenantID: tenant, EventID: event, Channel: notify.ChannelSMS, Template: "shipped",
+			Recipient: notify.Recipient{ID: "user-42", Phone: "+15551234567"}, Data: map[string]any{"order_id": "A-1001"}, Content: content}
+		if out := invoke(req); strings.Contains(out, "itemIdentifier") {
 			t.Fatalf("sender reported the record failed: %s", out)
 		}
 		row, err := led.Get(ctx, req.Key())
@@ -95,9 +102,18 @@ func TestStoredTemplatesEndToEnd(t *testing.T) {
 		t.Errorf("inspect: exit %d stdout %q; want template_version 2", r.code, r.stdout)
 	}
 
-	row, msg = send("globex", "evt-1", nil)
-	if row.State != ledger.StateFailed || row.Reason != "render shipped for sms: unknown template" || msg.ID != "" {
-		t.Fatalf("other tenant: row %s %q, provider got %+v; want FAILED unknown template, nothing sent", row.State, row.Reason, msg)
+	other := notify.Request{TenantID: "globex", EventID: "evt-1", Channel: notify.ChannelSMS, Template: "shipped",
+		Recipient: notify.Recipient{ID: "user-42", Phone: "+15551234567"}, Data: map[string]any{"order_id": "A-1001"}}
+	if out := invoke(other); !strings.Contains(out, `"itemIdentifier":"m-evt-1"`) {
+		t.Fatalf("other tenant: sender answered %s; want the record retried (a template not stored is a configuration error)", out)
+	}
+	if r, err := led.Get(ctx, other.Key()); err == nil {
+		t.Fatalf("other tenant: a row %s %q was written; want none until the template is stored", r.State, r.Reason)
+	}
+	for _, m := range sim.Messages() {
+		if m.Reference == other.Key() {
+			t.Fatalf("other tenant: the provider got %+v for a template that is not stored", m)
+		}
 	}
 
 	given := &notify.Content{Text: "  Pre-rendered: {{.not_a_template}} ✓\n"}

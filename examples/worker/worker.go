@@ -33,8 +33,13 @@ type Worker struct {
 	// DeadLetters receives the invalid requests; nil leaves them on the
 	// queue, whose redrive policy moves them aside in the end.
 	DeadLetters sendonce.DeadLetters
-	Metrics     *sendonce.EMF
-	Log         *slog.Logger
+	// Metrics records the sender's metrics (sendonce.NewEMF, or
+	// lambdaapp's in a stack) and is flushed after every batch.
+	Metrics interface {
+		sendonce.Metrics
+		Flush() error
+	}
+	Log *slog.Logger
 	// Pollers is how many receive loops run at once.
 	Pollers int
 	// Visibility is the visibility timeout of a received message.

@@ -23,7 +23,7 @@
 // A denied request is answered in the service's own protocol (Deny), and
 // recorded: Principal.Denied lists what the function was refused, and
 // rie.Instance.Close fails with it, so a test whose function was denied a
-// call fails and names the function and the call. With SENDONCE_IAM_REPORT
+// call fails and names the function and the call. With SENDONCE_TEST_IAM_REPORT
 // set to a directory, each process writes there what every role was asked
 // and allowed (make iam-check sums them up: cmd/iamreport).
 //
@@ -54,7 +54,7 @@ import (
 const EnvEnforce = "SENDONCE_TEST_IAM"
 
 // EnvReport names the directory each process writes its figures to.
-const EnvReport = "SENDONCE_IAM_REPORT"
+const EnvReport = "SENDONCE_TEST_IAM_REPORT"
 
 // Enabled reports whether enforcement is on (SENDONCE_TEST_IAM is not "0").
 func Enabled() bool { return os.Getenv(EnvEnforce) != "0" }
@@ -263,7 +263,7 @@ func (f *Front) Register(fn string, env map[string]string) (out map[string]strin
 }
 
 // Unregister forgets p's key and writes the process's figures
-// (SENDONCE_IAM_REPORT).
+// (SENDONCE_TEST_IAM_REPORT).
 func (f *Front) Unregister(p *Principal) {
 	if p == nil {
 		return
@@ -304,7 +304,7 @@ func (f *Front) Stats() map[string]RoleStats {
 
 var reportMu sync.Mutex
 
-// WriteReport writes the process's figures to SENDONCE_IAM_REPORT/<pid>.json
+// WriteReport writes the process's figures to SENDONCE_TEST_IAM_REPORT/<pid>.json
 // (nothing when it is unset).
 func (f *Front) WriteReport() {
 	dir := os.Getenv(EnvReport)

@@ -30,7 +30,7 @@ func harness(name string) bool {
 func TestConfigurationTable(t *testing.T) {
 	t.Parallel()
 	root := filepath.Join("..", "..")
-	code := codeNames(t, root, "functions", "internal", "cmd", ".")
+	code := codeNames(t, root, "functions", "internal", "cmd", "lambdaapp", ".")
 	table := tableNames(t, filepath.Join(root, "docs", "configuration.md"))
 	if len(code) < 40 || len(table) < 40 {
 		t.Fatalf("found %d names in the code and %d in the table: the scan is broken", len(code), len(table))

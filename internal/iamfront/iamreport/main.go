@@ -1,5 +1,5 @@
 // Command iamreport sums up what the IAM front (package iamfront)
-// recorded in the processes of a test run (SENDONCE_IAM_REPORT) and
+// recorded in the processes of a test run (SENDONCE_TEST_IAM_REPORT) and
 // prints, per role: the calls evaluated, the calls denied, and every
 // grant no call exercised, each with the setting that needs it from
 // docs/deploy.md ("Grants the local runs do not exercise"). It exits 1
@@ -24,7 +24,7 @@ import (
 )
 
 func main() {
-	dir := flag.String("dir", ".local/iam", "the directory the processes wrote their figures to (SENDONCE_IAM_REPORT)")
+	dir := flag.String("dir", ".local/iam", "the directory the processes wrote their figures to (SENDONCE_TEST_IAM_REPORT)")
 	deploy := flag.String("deploy", "docs/deploy.md", "the document that accounts for the grants no call exercises")
 	flag.Parse()
 	os.Exit(run(os.Stdout, *dir, *deploy))
