@@ -77,7 +77,7 @@ func TestDiagramShowsTheStack(t *testing.T) {
 		`"SesEventTopic" -> "SesEventsFunction"`,
 		`"Alarms" -> "AlarmTopic" [label="ALARM and OK"]`,
 		`"AlarmTopic" -> "AlarmEmailSubscription_endpoint" [label="subscription"]`,
-		`25 CloudWatch alarms`,
+		`30 CloudWatch alarms`,
 	} {
 		if !strings.Contains(dot, want) {
 			t.Errorf("the diagram lacks %s", want)

@@ -68,7 +68,7 @@ func codeSettings(t *testing.T, pkgs ...string) map[string]bool {
 // forms).
 func rootSettings(t *testing.T, funcs ...string) map[string]bool {
 	t.Helper()
-	f, err := parser.ParseFile(token.NewFileSet(), "../environment.go", nil, parser.SkipObjectResolution)
+	f, err := parser.ParseFile(token.NewFileSet(), "../lambdaapp/lambdaapp.go", nil, parser.SkipObjectResolution)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +90,7 @@ func rootSettings(t *testing.T, funcs ...string) map[string]bool {
 		})
 	}
 	if found != len(funcs) {
-		t.Fatalf("environment.go: found %d of the functions %v: the scan is broken", found, funcs)
+		t.Fatalf("lambdaapp/lambdaapp.go: found %d of the functions %v: the scan is broken", found, funcs)
 	}
 	return names
 }
@@ -118,8 +118,8 @@ func environment(tpl *Template, fn string) map[string]any {
 // sender did not).
 func TestDecidingFunctionsAgree(t *testing.T) {
 	t.Parallel()
-	// Each function reads its configuration through one method of the
-	// root package's Environment, which (like every package the root
+	// Each function reads its configuration through one method of
+	// lambdaapp's Environment, which (like every package lambdaapp
 	// imports) all five functions link: the scan follows that method
 	// (rootSettings) and the packages it reads through, not the root's
 	// whole closure.

@@ -157,7 +157,19 @@ func readings(t *testing.T, tpl *Template, stack string) stackReadings {
 					if !ok {
 						bad("%s: Expression %v is not text once resolved", name, e)
 					}
-					out.queries[name+": "+fmt.Sprint(mapOf(m)["Id"])] = s
+					switch {
+					case !strings.HasPrefix(strings.ToUpper(strings.TrimSpace(s)), "SELECT"):
+						// Metric math over the alarm's other ids (IF(requests >
+						// 0, ...)): each of those is a MetricStat read below.
+					case strings.Contains(s, `SCHEMA("AWS/`):
+						// An AWS/ metric by Metrics Insights: its WHERE must name
+						// one of the stack's own resources (<stack>-ledger).
+						if !strings.Contains(s, "= '"+stack+"-") {
+							bad("%s: %q reads an AWS/ metric of no resource of the stack", name, s)
+						}
+					default:
+						out.queries[name+": "+fmt.Sprint(mapOf(m)["Id"])] = s
+					}
 				}
 				if ms := mapOf(mapOf(m)["MetricStat"]); ms != nil {
 					metricReads(bad, name, mapOf(ms["Metric"]), own)
