@@ -19,6 +19,7 @@ import (
 	"github.com/sendonce/sendonce/internal/provider/httpprovider"
 	"github.com/sendonce/sendonce/internal/provider/simulator"
 	"github.com/sendonce/sendonce/internal/reconcile"
+	"github.com/sendonce/sendonce/internal/redact"
 	"github.com/sendonce/sendonce/internal/rie"
 	"github.com/sendonce/sendonce/internal/sendkey"
 	"github.com/sendonce/sendonce/internal/testenv"
@@ -61,10 +62,23 @@ func uncertain(t *testing.T, l ledger.Ledger, eventID, phone string) ledger.Entr
 	return e
 }
 
-func TestBootstrapUnderRIE(t *testing.T) {
-	t.Parallel()
+// rows is what the reconciler's RIE tests start from: a table with two
+// UNCERTAIN rows, one of which (reached) the provider simulator took
+// before the connection dropped while the other (lost) never reached
+// it, and the environment a reconciling bootstrap needs for them (the
+// redaction key from Secrets Manager, as template.yaml has it).
+type rows struct {
+	led           *dynamoledger.Ledger
+	sim           *simulator.Simulator
+	reached, lost ledger.Entry
+	rd            *redact.Redactor
+	moto          string
+	env           map[string]string
+}
+
+func setupRows(t *testing.T, prefix string, phones [2]string) rows {
+	t.Helper()
 	ctx := context.Background()
-	_, payload := testsupport.StrictFile[events.EventBridgeEvent](t, scheduleFile, "an EventBridge event")
 	db := testenv.DynamoDB(t)
 	table := testenv.NewTable(t, db)
 	led, err := dynamoledger.New(db, table, dynamoledger.Config{})
@@ -72,25 +86,22 @@ func TestBootstrapUnderRIE(t *testing.T) {
 		t.Fatal(err)
 	}
 	sim, simURL := testsupport.Simulator(t, simulator.Options{Token: simToken})
-
-	// One attempt reached the provider before the connection dropped, the
-	// other never did.
-	reached := uncertain(t, led, "evt-reached", "+15550001111")
-	lost := uncertain(t, led, "evt-lost", "+15550002222")
+	r := rows{led: led, sim: sim, moto: testenv.MotoEndpoint(t)}
+	r.reached = uncertain(t, led, prefix+"-reached", phones[0])
+	r.lost = uncertain(t, led, prefix+"-lost", phones[1])
 	hp, err := httpprovider.New(httpprovider.Config{BaseURL: simURL, Token: simToken})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := hp.Send(ctx, provider.Message{Key: reached.Key, Channel: notify.Channel(reached.Channel), To: reached.Address, Body: reached.Body}); err != nil {
+	if _, err := hp.Send(ctx, provider.Message{Key: r.reached.Key, Channel: notify.Channel(r.reached.Channel), To: r.reached.Address, Body: r.reached.Body}); err != nil {
 		t.Fatal(err)
 	}
-
-	moto := testenv.MotoEndpoint(t)
-	keyARN, rd, err := localpipeline.NewRedactKeySecret(ctx, moto)
+	keyARN, rd, err := localpipeline.NewRedactKeySecret(ctx, r.moto)
 	if err != nil {
 		t.Fatal(err)
 	}
-	fn := rie.Start(t, rie.Build(t, "reconciler"), map[string]string{
+	r.rd = rd
+	r.env = map[string]string{
 		"AWS_LAMBDA_FUNCTION_TIMEOUT":  "30",
 		"SENDONCE_TABLE":               table,
 		"SENDONCE_SMS_PROVIDER":        "http",
@@ -100,12 +111,21 @@ func TestBootstrapUnderRIE(t *testing.T) {
 		"SENDONCE_CLAIM_TIMEOUT":       "12s",
 		// The attempts are older than this: a "no record" answer is
 		// trusted.
-		"SENDONCE_RECONCILE_SETTLE": "1ms",
-		"AWS_ENDPOINT_URL_DYNAMODB": testenv.DynamoDBEndpoint(t),
-		// The redaction key, from Secrets Manager as template.yaml has it.
+		"SENDONCE_RECONCILE_SETTLE":        "1ms",
+		"AWS_ENDPOINT_URL_DYNAMODB":        testenv.DynamoDBEndpoint(t),
 		"SENDONCE_REDACT_KEY_PARAM":        keyARN,
-		"AWS_ENDPOINT_URL_SECRETS_MANAGER": moto,
-	})
+		"AWS_ENDPOINT_URL_SECRETS_MANAGER": r.moto,
+	}
+	return r
+}
+
+func TestBootstrapUnderRIE(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, payload := testsupport.StrictFile[events.EventBridgeEvent](t, scheduleFile, "an EventBridge event")
+	r := setupRows(t, "evt", [2]string{"+15550001111", "+15550002222"})
+	led, sim, reached, lost, rd := r.led, r.sim, r.reached, r.lost, r.rd
+	fn := rie.Start(t, rie.Build(t, "reconciler"), r.env)
 
 	run := func() reconcile.Summary {
 		t.Helper()
@@ -171,50 +191,18 @@ func TestHandOutUnderRIE(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	_, payload := testsupport.StrictFile[events.EventBridgeEvent](t, scheduleFile, "an EventBridge event")
-	db := testenv.DynamoDB(t)
-	table := testenv.NewTable(t, db)
-	led, err := dynamoledger.New(db, table, dynamoledger.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sim, simURL := testsupport.Simulator(t, simulator.Options{Token: simToken})
-	reached := uncertain(t, led, "evt-ho-reached", "+15550003333")
-	lost := uncertain(t, led, "evt-ho-lost", "+15550004444")
-	hp, err := httpprovider.New(httpprovider.Config{BaseURL: simURL, Token: simToken})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := hp.Send(ctx, provider.Message{Key: reached.Key, Channel: notify.Channel(reached.Channel), To: reached.Address, Body: reached.Body}); err != nil {
-		t.Fatal(err)
-	}
-
-	moto := testenv.MotoEndpoint(t)
-	q := testenv.SQSAt(moto)
+	r := setupRows(t, "evt-ho", [2]string{"+15550003333", "+15550004444"})
+	led, sim, reached, lost := r.led, r.sim, r.reached, r.lost
+	q := testenv.SQSAt(r.moto)
 	created, err := q.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("sendonce-units-" + testenv.RandomID())})
 	if err != nil {
 		t.Fatal(err)
 	}
 	units := aws.ToString(created.QueueUrl)
 	t.Cleanup(func() { _, _ = q.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: created.QueueUrl}) })
-	keyARN, _, err := localpipeline.NewRedactKeySecret(ctx, moto)
-	if err != nil {
-		t.Fatal(err)
-	}
-	env := map[string]string{
-		"AWS_LAMBDA_FUNCTION_TIMEOUT":      "30",
-		"SENDONCE_TABLE":                   table,
-		"SENDONCE_SMS_PROVIDER":            "http",
-		"SENDONCE_HTTP_PROVIDER_URL":       simURL,
-		"SENDONCE_HTTP_PROVIDER_TOKEN":     simToken,
-		"SENDONCE_PROVIDER_TIMEOUT":        "2s",
-		"SENDONCE_CLAIM_TIMEOUT":           "12s",
-		"SENDONCE_RECONCILE_SETTLE":        "1ms",
-		"SENDONCE_RECONCILE_QUEUE_URL":     units,
-		"AWS_ENDPOINT_URL_DYNAMODB":        testenv.DynamoDBEndpoint(t),
-		"AWS_ENDPOINT_URL_SQS":             moto,
-		"SENDONCE_REDACT_KEY_PARAM":        keyARN,
-		"AWS_ENDPOINT_URL_SECRETS_MANAGER": moto,
-	}
+	env := maps.Clone(r.env)
+	env["SENDONCE_RECONCILE_QUEUE_URL"] = units
+	env["AWS_ENDPOINT_URL_SQS"] = r.moto
 	finder := rie.Start(t, rie.Build(t, "reconciler"), env)
 	worker := rie.Start(t, rie.Build(t, "reconcileworker"), env)
 
