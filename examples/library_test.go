@@ -410,14 +410,20 @@ func TestWorker(t *testing.T) {
 		}
 	})
 
-	// Wait until each request was sent and the queue holds nothing but
-	// the email request, received and left for redelivery.
-	waitFor(t, 30*time.Second, func() bool {
-		if len(sim.DeliveredAll()) < len(reqs) {
+	// Wait until each request was sent, each second copy acknowledged
+	// as a duplicate (a copy that met its twin's claim is left for
+	// redelivery and acknowledged after its visibility timeout), the
+	// email request received and left for redelivery, and the invalid
+	// one set aside: the queue then holds the email request alone.
+	emailLeft := fmt.Sprintf(`"key":%q,"disposition":"retry"`, email.Key())
+	waitFor(t, 60*time.Second, func() bool {
+		out := logs.String()
+		if len(sim.DeliveredAll()) < len(reqs) || strings.Count(out, `"duplicate delivery acknowledged"`) < len(reqs) ||
+			!strings.Contains(out, emailLeft) || queueCounts(t, st.sqs, dlq)[0] != 1 {
 			return false
 		}
 		a := queueCounts(t, st.sqs, q)
-		return a[0]+a[1] == 1 && strings.Contains(logs.String(), `"left for redelivery"`) && queueCounts(t, st.sqs, dlq)[0] == 1
+		return a[0]+a[1] == 1
 	})
 
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
