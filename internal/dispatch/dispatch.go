@@ -611,7 +611,11 @@ func (d *Dispatcher) retry(ctx context.Context, op, key string, write func(conte
 }
 
 // Send calls p with the entry's message under claim c and records the
-// outcome. It never returns an error: every path ends in a Result.
+// outcome. It never returns an error: every path ends in a Result. A
+// send through a provider other than the first of the channel's route
+// (Route) is counted as Failovers, from e.Provider (the provider of the
+// row's latest attempt) when that is another, else from the route's
+// first.
 func (d *Dispatcher) Send(ctx context.Context, c ledger.Claim, e ledger.Entry, p provider.Adapter) Result {
 	r := d.send(ctx, c, e, p)
 	r.Provider = p.Name()
@@ -622,6 +626,11 @@ func (d *Dispatcher) send(ctx context.Context, c ledger.Claim, e ledger.Entry, p
 	dims := []metrics.Dim{{Name: "channel", Value: e.Channel}, {Name: "provider", Value: p.Name()}}
 	log := d.Logger.With("key", e.Key, "channel", e.Channel, "provider", p.Name(), "attempt", c.Attempt)
 
+	if from, ok := d.failover(e, p); ok {
+		d.Metrics.Count(metrics.Failovers, 1, metrics.Dim{Name: "channel", Value: e.Channel},
+			metrics.Dim{Name: "from", Value: from}, metrics.Dim{Name: "to", Value: p.Name()})
+		log.Warn("failover: sending through a provider other than the route's first", "from", from, "to", p.Name())
+	}
 	callCtx, cancel := context.WithTimeout(ctx, d.ProviderTimeout)
 	start := d.Now()
 	receipt, err := p.Send(callCtx, ProviderMessage(e, c.AttemptedAt))
