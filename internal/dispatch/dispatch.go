@@ -228,6 +228,15 @@ type Dispatcher struct {
 	// Redactor makes the address tokens of the log lines; the process's
 	// default (redact.Default) when nil.
 	Redactor *redact.Redactor
+	// Status, when set, is told each time Health comes to know a
+	// provider down (package opstate records it for `sendonce status`).
+	Status StatusRecorder
+}
+
+// StatusRecorder records a provider's state for operators
+// (opstate.Store): state "down" until until.
+type StatusRecorder interface {
+	ProviderState(ctx context.Context, provider, state string, until time.Time) error
 }
 
 // Address returns the token of address a for a log line (Redactor).
@@ -642,7 +651,16 @@ func (d *Dispatcher) send(ctx context.Context, c ledger.Claim, e ledger.Entry, p
 	if !paced {
 		// A refusal of this side's own pace says nothing about the
 		// provider's health.
+		wasDown := d.Health.Down(p.Name())
 		d.Health.Observe(p.Name(), err)
+		if until := d.Health.DownUntil(p.Name()); !wasDown && !until.IsZero() && d.Status != nil {
+			log.Warn("provider known down: its latest sends in a row were refused", "until", until)
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+			if serr := d.Status.ProviderState(sctx, p.Name(), "down", until); serr != nil {
+				log.Warn("record the provider's state", "error", serr)
+			}
+			cancel()
+		}
 	}
 
 	if err == nil {

@@ -263,6 +263,21 @@ func (h *Health) Down(name string) bool {
 	return st != nil && h.now().Before(st.downUntil)
 }
 
+// DownUntil returns when provider name stops being known down (Down), the
+// zero time when it is not down now.
+func (h *Health) DownUntil(name string) time.Time {
+	if h == nil {
+		return time.Time{}
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	st := h.state[name]
+	if st == nil || !h.now().Before(st.downUntil) {
+		return time.Time{}
+	}
+	return st.downUntil
+}
+
 // Record notes the outcome of one call to provider name: ok when it
 // answered (accepted, or rejected the message for the recipient's sake).
 // It counts toward Healthy only; Observe counts toward Down too.

@@ -1,7 +1,10 @@
 package sender_test
 
 import (
+	"context"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -219,5 +222,48 @@ func TestRouteReleasedRowSentThroughTheNext(t *testing.T) {
 				t.Errorf("Failovers = %d, want 1: the released row went out through the route's second provider", got)
 			}
 		})
+	}
+}
+
+// statusLog records what a dispatcher tells its StatusRecorder.
+type statusLog struct {
+	mu  sync.Mutex
+	got []string
+}
+
+func (s *statusLog) ProviderState(_ context.Context, provider, state string, until time.Time) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.got = append(s.got, provider+" "+state+" "+until.Format(time.RFC3339))
+	return nil
+}
+
+// TestRouteRecordsAProviderDown: once Twilio has refused three sends in a
+// row it is known down, and the dispatcher records that once (for
+// `sendonce status`, package opstate), until the end of its cool-down;
+// the sends that meet it down record nothing more.
+func TestRouteRecordsAProviderDown(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	w.twilio.SetDecide(func(string) twiliotest.Fault {
+		return twiliotest.Fault{Status: 429, Code: 20429, Message: "Too Many Requests"}
+	})
+	status := &statusLog{}
+	s, err := sender.New(sender.Config{
+		Dispatcher: testsupport.Dispatcher(t, dispatch.Dispatcher{
+			Ledger: w.mem, Providers: map[string]provider.Adapter{"sms": w.tw}, Renderer: w.render, Metrics: w.tally, Logger: quiet,
+			ProviderTimeout: time.Second, ClaimTimeout: time.Minute, Settle: settleTime, Now: w.clock.Now, Status: status,
+		}),
+		DeadLetters: discardDLQ{},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	until := w.clock.Now().Add(dispatch.DefaultHealthCooldown)
+	for i := range dispatch.DefaultHealthThreshold + 2 {
+		processWant(t, s, req("evt-down-"+string(rune('a'+i))), dispatch.Retry)
+	}
+	if want := []string{"twilio down " + until.Format(time.RFC3339)}; !slices.Equal(status.got, want) {
+		t.Errorf("recorded %q, want %q", status.got, want)
 	}
 }
