@@ -91,8 +91,10 @@ import (
 	"github.com/sendonce/sendonce/internal/pace"
 	"github.com/sendonce/sendonce/internal/redact"
 	"github.com/sendonce/sendonce/internal/render"
+	"github.com/sendonce/sendonce/internal/tracing"
 	"github.com/sendonce/sendonce/notify"
 	"github.com/sendonce/sendonce/provider"
+	"go.opentelemetry.io/otel/codes"
 )
 
 // Disposition is what handling one message ended in: an attempt here, a
@@ -641,8 +643,16 @@ func (d *Dispatcher) send(ctx context.Context, c ledger.Claim, e ledger.Entry, p
 		log.Warn("failover: sending through a provider other than the route's first", "from", from, "to", p.Name())
 	}
 	callCtx, cancel := context.WithTimeout(ctx, d.ProviderTimeout)
+	// The provider's span: its name and the outcome's kind, never the
+	// address.
+	callCtx, span := tracing.Start(callCtx, tracing.SpanProvider, tracing.AttrKey.String(e.Key), tracing.AttrChannel.String(e.Channel), tracing.AttrProvider.String(p.Name()))
 	start := d.Now()
 	receipt, err := p.Send(callCtx, ProviderMessage(e, c.AttemptedAt))
+	span.SetAttributes(tracing.AttrOutcome.String(outcome(err)))
+	if err != nil {
+		span.SetStatus(codes.Error, provider.KindOf(err).String())
+	}
+	span.End()
 	cancel()
 	took := d.Now().Sub(start)
 	d.Metrics.Latency(metrics.SendLatency, took, dims...)
@@ -807,8 +817,10 @@ func (d *Dispatcher) Mark(ctx context.Context, c ledger.Claim, e ledger.Entry, p
 	return r
 }
 
-func (d *Dispatcher) mark(ctx context.Context, log *slog.Logger, c ledger.Claim, o ledger.Outcome, sent bool, dims []metrics.Dim) Result {
-	res := Result{Key: c.Key, ProviderMessageID: o.ProviderMessageID, Reason: o.Reason}
+func (d *Dispatcher) mark(ctx context.Context, log *slog.Logger, c ledger.Claim, o ledger.Outcome, sent bool, dims []metrics.Dim) (res Result) {
+	ctx, span := tracing.Start(ctx, tracing.SpanMark, tracing.AttrKey.String(c.Key), tracing.AttrState.String(string(o.State)))
+	defer func() { tracing.End(span, res.Err) }()
+	res = Result{Key: c.Key, ProviderMessageID: o.ProviderMessageID, Reason: o.Reason}
 	switch o.State {
 	case ledger.StateSent:
 		res.Disposition = Sent
