@@ -273,7 +273,7 @@ services-start: deps rie ## Start local AWS and leave it running, with bin/sendo
 	bin/sendonce create-tables
 	echo "run: source $${SENDONCE_LOCAL_DIR:-.local}/env   (then e.g. bin/sendonce list --state failed, aws dynamodb list-tables; make services-stop stops it)"
 
-api-baseline: ## Record the public API (root, lambdaapp, notify, provider, provider/providertest) in api/ after an intended change; say the change in CHANGELOG.md (docs/library.md, Versioning).
+api-baseline: ## Record the public API (root, lambdaapp, notify, provider, provider/providertest, the provider/*provider adapters) in api/ after an intended change; say the change in CHANGELOG.md (docs/library.md, Versioning).
 	@go test -count=1 ./internal/apicheck -run '^TestAPI$$' -update
 	echo "api/sendonce.apidiff and api/sendonce.txt record the current public API: git diff api/sendonce.txt shows the change; describe it in CHANGELOG.md"
 
