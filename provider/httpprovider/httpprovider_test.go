@@ -1,6 +1,7 @@
 package httpprovider_test
 
 import (
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -129,7 +130,7 @@ func TestRedactionKey(t *testing.T) {
 func Example() {
 	gw, err := httpprovider.New(&http.Client{Timeout: 10 * time.Second}, httpprovider.Options{
 		BaseURL:     "https://sms-gateway.internal.example",
-		Token:       "…", // from your secret store
+		Token:       "gw-token", // from your secret store
 		CallbackURL: "https://notify.shop.example/callbacks/http",
 	})
 	if err != nil {
@@ -143,4 +144,6 @@ func Example() {
 		panic(err)
 	}
 	_ = s // s.Send(ctx, req, enqueued) for each request
+	fmt.Println(gw.Name())
+	// Output: http
 }

@@ -177,4 +177,6 @@ func Example() {
 		panic(err)
 	}
 	_ = s // s.Send(ctx, req, enqueued) for each request
+	fmt.Println(push.Name())
+	// Output: lambda
 }

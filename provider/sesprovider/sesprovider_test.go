@@ -2,6 +2,7 @@ package sesprovider_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -121,4 +122,6 @@ func Example() {
 		panic(err)
 	}
 	_ = s // s.Send(ctx, req, enqueued) for each request
+	fmt.Println(email.Name())
+	// Output: ses
 }

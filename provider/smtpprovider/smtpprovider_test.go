@@ -2,6 +2,7 @@ package smtpprovider_test
 
 import (
 	"bytes"
+	"fmt"
 	"net"
 	"strconv"
 	"strings"
@@ -115,4 +116,6 @@ func Example() {
 		panic(err)
 	}
 	_ = s // s.Send(ctx, req, enqueued) for each request
+	fmt.Println(email.Name())
+	// Output: smtp
 }

@@ -118,4 +118,6 @@ func Example() {
 		panic(err)
 	}
 	_ = s // s.Send(ctx, req, enqueued) for each request
+	fmt.Println(sms.Name())
+	// Output: sns
 }

@@ -1,6 +1,7 @@
 package twilioprovider_test
 
 import (
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -123,5 +124,7 @@ func Example() {
 	}
 	_, looks := sms.(provider.Looker)
 	routes := sendonce.Routes{notify.ChannelSMS: {sms}}
-	_, _ = looks, routes // the same routes for sendonce.NewSender and sendonce.NewReconciler
+	_ = routes // the same routes for sendonce.NewSender and sendonce.NewReconciler
+	fmt.Println(sms.Name(), looks)
+	// Output: twilio true
 }

@@ -300,13 +300,8 @@ func classifyDial(r *redact.Redactor, err error, to string) *provider.Error {
 	return pe
 }
 
-// ClassifySend classifies an error of sending over an open session (see
-// the package doc); to is redacted out of any text kept.
-func ClassifySend(err error, to string) *provider.Error {
-	return classifySend(redact.Default(), err, to)
-}
-
-// classifySend is ClassifySend with the texts it keeps redacted by r.
+// classifySend classifies an error of sending over an open session (see
+// the package doc); to is redacted by r out of any text kept.
 func classifySend(r *redact.Redactor, err error, to string) *provider.Error {
 	pe := &provider.Error{Kind: provider.Ambiguous, Provider: Name, Op: "send", Err: r.Error(err, to)}
 	var se *mail.SendError
