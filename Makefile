@@ -44,7 +44,7 @@ EVENT_webhook := events/webhook-http.json
 EVENT_api := events/api-post.json
 EVENT_sesevents := events/ses-bounce.json
 
-.PHONY: help prereqs deps bench-deps rie test fuzz demo bench bench-peer chaos build lint template package diagram services-start services-stop api-baseline
+.PHONY: help prereqs deps bench-deps rie test fuzz demo bench bench-peer chaos build lint template package diagram services-start services-stop api-baseline deadcode
 # (invoke-<function> targets are not .PHONY: phony targets skip pattern rules.)
 
 help: ## List the targets.
@@ -278,9 +278,17 @@ services-start: deps rie ## Start local AWS and leave it running, with bin/sendo
 	bin/sendonce create-tables
 	echo "run: source $${SENDONCE_LOCAL_DIR:-.local}/env   (then e.g. bin/sendonce list --state failed, aws dynamodb list-tables; make services-stop stops it)"
 
-api-baseline: ## Record the public API (root, lambdaapp, notify, provider, provider/providertest) in api/ after an intended change; say the change in CHANGELOG.md (docs/library.md, Versioning).
+api-baseline: ## Record the public API (root, lambdaapp, notify, provider, provider/providertest, the provider/*provider adapters) in api/ after an intended change; say the change in CHANGELOG.md (docs/library.md, Versioning).
 	@go test -count=1 ./internal/apicheck -run '^TestAPI$$' -update
 	echo "api/sendonce.apidiff and api/sendonce.txt record the current public API: git diff api/sendonce.txt shows the change; describe it in CHANGELOG.md"
+
+# deadcode's report, restricted to the packages outside the public API:
+# an unreachable function there (tests count as callers) is dead. About
+# 30 s of CPU, so not part of make test.
+deadcode: ## Fail on a function of internal/, cmd/, functions/ or examples/ that nothing (tests included) reaches (golang.org/x/tools/cmd/deadcode -test).
+	@out="$$(go run golang.org/x/tools/cmd/deadcode -test -filter 'github.com/sendonce/sendonce/(internal|cmd|functions|examples)/' ./...)"
+	if [ -n "$$out" ]; then echo "$$out"; echo "deadcode: the functions above are unreachable: delete them, or call them"; exit 1; fi
+	echo "deadcode: nothing unreachable outside the public API"
 
 services-stop: ## Stop what services-start (or make demo KEEP=1) started.
 	@scripts/local-aws.sh stop
