@@ -19,6 +19,7 @@ import (
 	"github.com/sendonce/sendonce/internal/metrics"
 	"github.com/sendonce/sendonce/internal/secrets"
 	"github.com/sendonce/sendonce/internal/tracing"
+	"github.com/sendonce/sendonce/internal/tracing/export"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -40,7 +41,7 @@ type Function struct {
 	Metrics *metrics.EMF
 	// Table is the one table every record lives in (EnvTable).
 	Table string
-	// flushTraces exports the spans pending (tracing.Setup), after
+	// flushTraces exports the spans pending (export.Setup), after
 	// every invocation (Serve).
 	flushTraces func(context.Context)
 }
@@ -104,7 +105,7 @@ func StartWith(ctx context.Context, service string, getenv func(string) string, 
 	f.AWS = cfg
 	// Traces (package tracing), exported only where
 	// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT names an endpoint.
-	flush, err := tracing.Setup(ctx, cfg, service, getenv)
+	flush, err := export.Setup(ctx, cfg, service, getenv)
 	f.Env.Fail(err)
 	f.flushTraces = flush
 	f.Env.Secrets = secrets.NewFromConfig(cfg)

@@ -13,7 +13,7 @@
 // (otel.GetTracerProvider), which is a no-op until a program installs one:
 // tests record nothing unless they install an in-memory exporter, and the
 // Lambda functions install one only when an exporter is configured
-// (Setup). No span attribute carries an address: the provider span
+// (package export). No span attribute carries an address: the provider span
 // carries the provider's name and the outcome's kind.
 package tracing
 

@@ -1,4 +1,10 @@
-package tracing
+// Package export installs the exporter of package tracing's spans in a
+// Lambda function: OTLP/HTTP to X-Ray's OTLP endpoint, signed with the
+// function's role. It is apart from package tracing so that a program
+// that only enqueues or sends (the root package) links the OpenTelemetry
+// API alone, not the exporter and the protobuf and gRPC packages it
+// brings.
+package export
 
 import (
 	"bytes"
@@ -46,7 +52,7 @@ func Setup(ctx context.Context, cfg aws.Config, service string, getenv func(stri
 	}
 	exp, err := otlptracehttp.New(ctx, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("tracing: exporter: %w", err)
+		return nil, fmt.Errorf("tracing export: exporter: %w", err)
 	}
 	res := resource.NewSchemaless(semconv.ServiceName(service), semconv.CloudProviderAWS, semconv.FaaSName(getenv("AWS_LAMBDA_FUNCTION_NAME")))
 	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithIDGenerator(xray.NewIDGenerator()), sdktrace.WithResource(res),
@@ -88,11 +94,11 @@ func (s *sigV4) RoundTrip(req *http.Request) (*http.Response, error) {
 	req.ContentLength = int64(len(body))
 	creds, err := s.cfg.Credentials.Retrieve(req.Context())
 	if err != nil {
-		return nil, fmt.Errorf("tracing: credentials: %w", err)
+		return nil, fmt.Errorf("tracing export: credentials: %w", err)
 	}
 	sum := sha256.Sum256(body)
 	if err := v4.NewSigner().SignHTTP(req.Context(), creds, req, hex.EncodeToString(sum[:]), "xray", s.cfg.Region, time.Now()); err != nil {
-		return nil, fmt.Errorf("tracing: sign: %w", err)
+		return nil, fmt.Errorf("tracing export: sign: %w", err)
 	}
 	return s.next.RoundTrip(req)
 }
