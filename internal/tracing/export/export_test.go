@@ -22,7 +22,7 @@ func TestSigned(t *testing.T) {
 		"http://127.0.0.1:4318/v1/traces":                    false,
 		"https://collector.example.com/v1/traces":            false,
 		"https://amazonaws.com.example.com/v1/traces":        false,
-		"::not a url":                                        false,
+		"::not a url": false,
 	} {
 		if got := signed(endpoint); got != want {
 			t.Errorf("signed(%q) = %v, want %v", endpoint, got, want)
