@@ -283,9 +283,12 @@ func TestDLQRedriveKilled(t *testing.T) {
 	t.Cleanup(srv.Close)
 	t.Cleanup(func() { close(stop) }) // runs first
 
+	// The binary is built (once per test binary, on a cold cache for
+	// minutes) before the deadline of the run starts.
+	bin := binary(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, binary(t), "dlq", "redrive", "--endpoint-url", srv.URL, "--queue-url", q.queue, "--visibility", "2s")
+	cmd := exec.CommandContext(ctx, bin, "dlq", "redrive", "--endpoint-url", srv.URL, "--queue-url", q.queue, "--visibility", "2s")
 	cmd.Env = []string{"HOME=" + t.TempDir(), "AWS_REGION=" + testenv.Region, "AWS_ACCESS_KEY_ID=test", "AWS_SECRET_ACCESS_KEY=test",
 		"AWS_CONFIG_FILE=/dev/null", "AWS_SHARED_CREDENTIALS_FILE=/dev/null", "AWS_EC2_METADATA_DISABLED=true", "SENDONCE_DLQ_URL=" + q.dlq}
 	var stderr bytes.Buffer
