@@ -27,6 +27,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -159,6 +160,10 @@ type Result struct {
 	Utilisation float64
 	// Email is what the email messages measured (EmailPercent > 0).
 	Email Delays
+	// TunedWorkerRows and TunedHandOut are the workers' rows a second
+	// and a lane's hand-out after the tuning to the provider's rate
+	// (reconcile.Tune), scaled.
+	TunedWorkerRows, TunedHandOut int
 }
 
 // Delays sums up the delivery times of one channel's messages: from
@@ -386,8 +391,8 @@ func (r Result) Table(w io.Writer) {
 	s := max(r.Scale, 1)
 	fmt.Fprintf(tw, "workload\t%d msg/s for %s (1/%d of %d msg/s), provider limit %d/s (paced at %d/s), down %s, then %d %% ambiguous timeouts\n",
 		r.Rate, r.Total, s, r.Rate*s, r.Limit, r.Pace, r.Down, r.AmbiguousPercent)
-	fmt.Fprintf(tw, "reconciler\t%d rows/s examined by the workers, %d rows handed out a run, a run every %s\n",
-		r.WorkerRows, cmp.Or(r.MaxRows, 60000/s), r.Schedule)
+	fmt.Fprintf(tw, "reconciler\t%d rows/s examined by the workers, %d rows handed out a run, a run every %s (the defaults); tuned to the provider's rate: %d rows/s, %d rows a run\n",
+		r.WorkerRows, cmp.Or(r.MaxRows, 60000/s), r.Schedule, r.TunedWorkerRows, r.TunedHandOut)
 	fmt.Fprintf(tw, "messages\t%d\n", r.Messages)
 	fmt.Fprintf(tw, "delivered once\t%d\n", r.DeliveredOnce)
 	fmt.Fprintf(tw, "delivered twice or more\t%d\n", r.DeliveredTwice)
@@ -552,16 +557,20 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	// One page per shard: memledger sorts the rows on every query (the
 	// table's 1,000-row pages would make the run quadratic).
 	maxRows := cmp.Or(cfg.MaxRows, 60000/max(1, cfg.Scale))
-	rc, err2 := reconcile.New(reconcile.Config{Dispatcher: rd, MaxRows: maxRows, PageSize: maxRows, Concurrency: 1})
+	rc, err2 := reconcile.New(reconcile.Config{Dispatcher: rd, MaxRows: maxRows, PageSize: 1 << 20, Concurrency: 1, Schedule: cfg.Schedule})
 	if err := errors.Join(err1, err2); err != nil {
 		return Result{}, err
 	}
 	uq := &units{}
 	var (
-		n         int
-		pending   []string // keys of the unit the workers are on
-		workerCap int
-		found     int
+		n       int
+		carried []reconcile.Unit // units the workers are on, or that wait their turn
+		budget  float64
+		// The workers' rows a second (see the loop below).
+		tuned      = reconcile.Tune(reconcile.Config{Concurrency: reconcile.DefaultConcurrency, UnitSize: reconcile.DefaultUnitSize, Schedule: cfg.Schedule, Workers: reconcile.DefaultWorkers}, min(cfg.Limit, cfg.Pace)*max(1, cfg.Scale))
+		indexRows  = float64(reconcile.DefaultWorkers*reconcile.MaxConcurrency*int(time.Second/reconcile.RowTime)) / float64(max(1, cfg.Scale))
+		workerRows = min(float64(cfg.WorkerRows)*float64(tuned.Concurrency)/reconcile.DefaultConcurrency, max(indexRows, float64(cfg.WorkerRows)))
+		found      int
 	)
 	recovery := start.Add(cfg.Down)
 	drain := time.Duration(-1)
@@ -584,31 +593,61 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 			}
 			found += rep.Found
 		}
-		// The workers: WorkerRows rows a second, unit by unit. A unit
-		// whose row found the pace spent is offered again the next
-		// second from that row on: a worker's send waits for its token
-		// (up to sendpath.PaceMaxWait), and the next second's come in
-		// one. A unit whose row found the provider down is done: Work
+		// The workers, unit by unit: WorkerRows rows a second at the
+		// default concurrency (reconcile.DefaultConcurrency rows at once
+		// in each worker), times the concurrency Find tunes the units
+		// to (reconcile.Tune, at the provider's full-scale rate: the
+		// scaled rate would tune a scaled concurrency), at most
+		// reconcile.MaxConcurrency × DefaultWorkers ÷ RowTime rows a
+		// second (the attention index's limit), scaled. Work runs a
+		// unit's rows one at a time here (the model counts the
+		// concurrency), so that a row that found the pace spent is the
+		// last examined: its unit is offered again the next second from
+		// that row on (a worker's send waits for its token, up to
+		// sendpath.PaceMaxWait, and the next second's come in one), and
+		// the lane's other units wait meanwhile; other lanes' units go
+		// on. A unit whose row found the provider down is done: Work
 		// left the rest of it in the attention index (deferred).
-		workerCap += cfg.WorkerRows
-		for workerCap > 0 {
-			if len(pending) == 0 {
-				if len(uq.q) == 0 {
-					workerCap = 0
-					break
+		budget = min(budget, 0) + workerRows
+		paced := map[string]bool{}
+		var started, waiting []reconcile.Unit
+		work := func(u reconcile.Unit, wasStarted bool) {
+			if budget <= 0 || paced[u.Lane] {
+				if wasStarted {
+					started = append(started, u)
+				} else {
+					waiting = append(waiting, u)
 				}
-				pending, uq.q = uq.q[0].Keys, uq.q[1:]
+				return
 			}
-			wrep, _ := rc.Work(ctx, reconcile.Unit{Keys: pending, FoundAt: w.now})
-			workerCap -= wrep.Examined
+			n := min(len(u.Keys), int(math.Ceil(budget)))
+			wu := u
+			wu.Keys, wu.Concurrency = u.Keys[:n], 0
+			wrep, _ := rc.Work(ctx, wu)
+			budget -= float64(wrep.Examined)
+			rest := u.Keys[n:]
 			if wrep.Actions[reconcile.ActionPaced] > 0 {
-				// Work examines one row at a time here (Concurrency 1):
-				// the last one examined found the pace spent.
-				pending = pending[wrep.Examined-1:]
-				workerCap = min(workerCap, 0)
-				break
+				rest = u.Keys[wrep.Examined-1:]
+				paced[u.Lane] = true
+			} else if wrep.Actions[reconcile.ActionProviderDown] > 0 {
+				rest = nil
 			}
-			pending = nil
+			if len(rest) > 0 {
+				u.Keys = rest
+				started = append(started, u)
+			}
+		}
+		for _, u := range carried {
+			work(u, true)
+		}
+		for _, u := range uq.q {
+			work(u, false)
+		}
+		// Units not started stay on the queue (Find sees them waiting);
+		// units started go on first the next second.
+		carried, uq.q = started, waiting
+		if len(carried) == 0 && len(uq.q) == 0 {
+			budget = 0
 		}
 		switch w.now {
 		case recovery:
@@ -626,7 +665,8 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	}
 	atEnd, _ := w.backlog(ctx, led, recovery)
 	res := Result{Config: cfg, Messages: n, PeakRate: max(w.prov.peak, w.mail.peak), Throttled: w.prov.throttled + w.mail.throttled, Drain: drain, Bound: bound, DLQ: w.dlq, ReconcileFound: found,
-		BacklogAtRecovery: backlog[0], BacklogAt15: backlog[1], BacklogAtEnd: atEnd}
+		BacklogAtRecovery: backlog[0], BacklogAt15: backlog[1], BacklogAtEnd: atEnd,
+		TunedWorkerRows: int(workerRows), TunedHandOut: max(maxRows, reconcile.Tune(rc.Config(), min(cfg.Limit, cfg.Pace)).Rows)}
 	res.Optimum = optimum(w.order, start, recovery, end, min(cfg.Limit, cfg.Pace))
 	if cfg.EmailPercent > 0 {
 		res.Email = delaysOf(w.order, "email")

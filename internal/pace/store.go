@@ -2,11 +2,16 @@ package pace
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"sync"
+	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/sendonce/sendonce/internal/tableschema"
@@ -16,6 +21,7 @@ import (
 type MemStore struct {
 	mu     sync.Mutex
 	counts map[string]int
+	holds  map[string]Hold
 	writes int
 }
 
@@ -51,7 +57,7 @@ func (s *MemStore) Pause(_ context.Context, provider string, from, to int64, lim
 	return nil
 }
 
-// Writes returns how many Take and Pause writes were made (a
+// Writes returns how many Take, Pause and PutHold writes were made (a
 // DynamoStore's writes).
 func (s *MemStore) Writes() int {
 	s.mu.Lock()
@@ -107,4 +113,87 @@ func (s *DynamoStore) Pause(ctx context.Context, provider string, from, to int64
 		}
 	}
 	return nil
+}
+
+// PutHold implements Holds.
+func (s *MemStore) PutHold(_ context.Context, provider string, h Hold) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.holds == nil {
+		s.holds = map[string]Hold{}
+	}
+	s.writes++
+	s.holds[provider] = h
+	return nil
+}
+
+// GetHold implements Holds.
+func (s *MemStore) GetHold(_ context.Context, provider string) (Hold, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.holds[provider], nil
+}
+
+// holdItem is a provider's hold as stored: pk "pace#<provider>#hold",
+// times in Unix milliseconds (0: none), TTL a minute after it ends.
+type holdItem struct {
+	PK          string `dynamodbav:"pk"`
+	Rate        int    `dynamodbav:"rate"`
+	CutDeadline int64  `dynamodbav:"cut_deadline"`
+	CutSince    int64  `dynamodbav:"cut_since"`
+	UntilMillis int64  `dynamodbav:"until"`
+}
+
+func millis(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMilli()
+}
+
+func fromMillis(ms int64) time.Time {
+	if ms == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(ms).UTC()
+}
+
+// PutHold implements Holds with one PutItem (the hold replaces the last).
+func (s *DynamoStore) PutHold(ctx context.Context, provider string, h Hold) error {
+	db, ok := s.DB.(tableschema.PutAPI)
+	if !ok {
+		return errors.New("pace: put hold: the client cannot put items")
+	}
+	it := holdItem{PK: "pace#" + provider + "#hold", Rate: h.Rate, CutDeadline: millis(h.Cut.Deadline), CutSince: millis(h.Cut.Since),
+		UntilMillis: millis(h.Until)}
+	av, err := attributevalue.MarshalMap(it)
+	if err != nil {
+		return err
+	}
+	av[tableschema.TTLAttribute] = &types.AttributeValueMemberN{Value: strconv.FormatInt(h.Until.Unix()+60, 10)}
+	if _, err := db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(s.Table), Item: av}); err != nil {
+		return fmt.Errorf("pace: put hold of %s: %w", provider, err)
+	}
+	return nil
+}
+
+// GetHold implements Holds with one eventually consistent GetItem (half
+// a read unit); no item is no hold.
+func (s *DynamoStore) GetHold(ctx context.Context, provider string) (Hold, error) {
+	db, ok := s.DB.(tableschema.GetAPI)
+	if !ok {
+		return Hold{}, nil
+	}
+	out, err := db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(s.Table), Key: tableschema.Key("pace#" + provider + "#hold")})
+	if err != nil {
+		return Hold{}, fmt.Errorf("pace: get hold of %s: %w", provider, err)
+	}
+	if len(out.Item) == 0 {
+		return Hold{}, nil
+	}
+	var it holdItem
+	if err := attributevalue.UnmarshalMap(out.Item, &it); err != nil {
+		return Hold{}, fmt.Errorf("pace: get hold of %s: %w", provider, err)
+	}
+	return Hold{Rate: it.Rate, Cut: Order{Deadline: fromMillis(it.CutDeadline), Since: fromMillis(it.CutSince)}, Until: fromMillis(it.UntilMillis)}, nil
 }

@@ -27,12 +27,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"sync"
 	"time"
 
 	"github.com/sendonce/sendonce/internal/ledger"
 	"github.com/sendonce/sendonce/internal/metrics"
+	"github.com/sendonce/sendonce/internal/pace"
 )
 
 // DefaultUnitSize is the number of keys in one unit of work.
@@ -48,6 +50,13 @@ type Unit struct {
 	Lane string `json:"lane,omitempty"`
 	// FoundAt is when Find read the rows (for the unit's age in logs).
 	FoundAt time.Time `json:"found_at"`
+	// Concurrency is the rows a worker handles at once on this unit
+	// (Tune; zero: Config.Concurrency).
+	Concurrency int `json:"concurrency,omitempty"`
+	// Hold is the share of the lane's provider rate the hand-out holds
+	// for its rows, up to their cut (pace.Hold; Until is set by the
+	// worker); nil when the provider is not paced.
+	Hold *pace.Hold `json:"hold,omitempty"`
 }
 
 // ParseUnit reads a unit from a queue message's body.
@@ -146,6 +155,8 @@ func (r *Reconciler) Find(ctx context.Context, q Queue) (FindReport, error) {
 	}
 	type laneRows struct {
 		name string
+		tune Tuning
+		cap  int // the most rows the lane is handed out
 		rows []found
 	}
 	var (
@@ -153,6 +164,9 @@ func (r *Reconciler) Find(ctx context.Context, q Queue) (FindReport, error) {
 		byName = map[string]*laneRows{}
 		read   int
 		first  = true
+		// total is what the lanes are handed out in all: MaxRows, or
+		// what their providers take in a Schedule (Tune) when more.
+		total, tuned = r.cfg.MaxRows, 0
 	)
 	scan := r.cfg.MaxRows * ScanFactor
 	// The units are handed out once the reading is done: it stops
@@ -181,11 +195,17 @@ func (r *Reconciler) Find(ctx context.Context, q Queue) (FindReport, error) {
 		name := Lane(rec)
 		l := byName[name]
 		if l == nil {
-			l = &laneRows{name: name}
+			t := Tune(r.cfg, r.laneRate(rec.Channel, rec.Provider))
+			l = &laneRows{name: name, tune: t, cap: max(r.cfg.MaxRows, t.Rows)}
 			byName[name] = l
 			lanes = append(lanes, l)
+			// A lane tuned above MaxRows reads (and hands out) that much
+			// more.
+			scan += l.cap - r.cfg.MaxRows
+			tuned += t.Rows
+			total = max(r.cfg.MaxRows, tuned)
 		}
-		if len(l.rows) >= r.cfg.MaxRows {
+		if len(l.rows) >= l.cap {
 			// No lane gets more than MaxRows: the row is left for a later run.
 			rep.Truncated = true
 			continue
@@ -197,7 +217,7 @@ func (r *Reconciler) Find(ctx context.Context, q Queue) (FindReport, error) {
 	for i, l := range lanes {
 		sizes[i] = len(l.rows)
 	}
-	shares := fairShares(sizes, r.cfg.MaxRows)
+	shares := fairShares(sizes, total)
 	var units []Unit
 	for i, l := range lanes {
 		if shares[i] < len(l.rows) {
@@ -206,9 +226,22 @@ func (r *Reconciler) Find(ctx context.Context, q Queue) (FindReport, error) {
 		rows := l.rows
 		slices.SortStableFunc(rows, byDeadline)
 		rows = rows[:shares[i]]
+		var hold *pace.Hold
+		if l.tune.Rate > 0 && len(rows) > 0 {
+			// The rows' rate over the period, up to the cut: the
+			// latest of them in the earliest-deadline-first order.
+			last := rows[len(rows)-1]
+			rate := int(math.Ceil(float64(len(rows)) / r.cfg.Schedule.Seconds()))
+			hold = &pace.Hold{Rate: min(rate, l.tune.Rate), Cut: pace.Order{Deadline: last.validUntil, Since: last.due}}
+		}
+		conc := 0
+		if l.tune.Concurrency > r.cfg.Concurrency {
+			conc = l.tune.Concurrency
+		}
+		size := max(l.tune.UnitSize, r.cfg.UnitSize)
 		for len(rows) > 0 {
-			n := min(len(rows), r.cfg.UnitSize)
-			u := Unit{Lane: l.name, FoundAt: now}
+			n := min(len(rows), size)
+			u := Unit{Lane: l.name, FoundAt: now, Concurrency: conc, Hold: hold}
 			for _, f := range rows[:n] {
 				u.Keys = append(u.Keys, f.key)
 			}
@@ -346,10 +379,11 @@ const ActionDeferred Action = "deferred"
 // without a lane are read first, to learn theirs.
 func (r *Reconciler) Work(ctx context.Context, u Unit) (rep Report, done bool) {
 	rep = Report{Actions: map[Action]int{}}
+	r.hold(ctx, u)
 	var (
 		mu      sync.Mutex
 		wg      sync.WaitGroup
-		sem     = make(chan struct{}, r.cfg.Concurrency)
+		sem     = make(chan struct{}, max(r.cfg.Concurrency, min(u.Concurrency, MaxConcurrency)))
 		stopped = map[string]bool{}
 	)
 	isStopped := func(lane string) bool {

@@ -133,8 +133,16 @@ type Config struct {
 	// within one unit). Default 4.
 	Concurrency int
 	// UnitSize is the number of keys Find puts in one unit of work.
-	// Default DefaultUnitSize.
+	// Default DefaultUnitSize; Find makes the units of a fast provider's
+	// lane larger (Tune).
 	UnitSize int
+	// Schedule is how often Find runs (the template's rate(1 minute)):
+	// a lane's hand-out covers what its provider can take in that time
+	// (Tune). Default DefaultSchedule.
+	Schedule time.Duration
+	// Workers is the reconcile workers that run at once (the template's
+	// ReconcileWorkerConcurrency). Default DefaultWorkers.
+	Workers int
 }
 
 // Reconciler resolves rows that need attention.
@@ -148,8 +156,8 @@ func New(cfg Config) (*Reconciler, error) {
 	if cfg.Dispatcher == nil {
 		return nil, errors.New("reconcile: a dispatcher is required")
 	}
-	if cfg.MaxAge < 0 || cfg.MaxAttempts < 0 || cfg.PageSize < 0 || cfg.MaxRows < 0 || cfg.Concurrency < 0 || cfg.UnitSize < 0 {
-		return nil, errors.New("reconcile: maximum age, attempts, page size, rows, concurrency and unit size must not be negative")
+	if cfg.MaxAge < 0 || cfg.MaxAttempts < 0 || cfg.PageSize < 0 || cfg.MaxRows < 0 || cfg.Concurrency < 0 || cfg.UnitSize < 0 || cfg.Schedule < 0 || cfg.Workers < 0 {
+		return nil, errors.New("reconcile: maximum age, attempts, page size, rows, concurrency, unit size, schedule and workers must not be negative")
 	}
 	d := cfg.Dispatcher
 	cfg.MaxAge = cmp.Or(cfg.MaxAge, decide.DefaultMaxAge)
@@ -158,6 +166,8 @@ func New(cfg Config) (*Reconciler, error) {
 	cfg.MaxRows = cmp.Or(cfg.MaxRows, DefaultMaxRows)
 	cfg.Concurrency = cmp.Or(cfg.Concurrency, DefaultConcurrency)
 	cfg.UnitSize = cmp.Or(cfg.UnitSize, DefaultUnitSize)
+	cfg.Schedule = cmp.Or(cfg.Schedule, DefaultSchedule)
+	cfg.Workers = cmp.Or(cfg.Workers, DefaultWorkers)
 	policies := map[string]Policy{}
 	for class, p := range DefaultPolicies {
 		policies[class] = p
