@@ -2,7 +2,6 @@ package pace
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -158,20 +157,21 @@ func fromMillis(ms int64) time.Time {
 	return time.UnixMilli(ms).UTC()
 }
 
-// PutHold implements Holds with one PutItem (the hold replaces the last).
+// PutHold implements Holds with one UpdateItem (the hold replaces the
+// last; the roles that write counters may update pace items, nothing
+// more).
 func (s *DynamoStore) PutHold(ctx context.Context, provider string, h Hold) error {
-	db, ok := s.DB.(tableschema.PutAPI)
-	if !ok {
-		return errors.New("pace: put hold: the client cannot put items")
-	}
-	it := holdItem{PK: "pace#" + provider + "#hold", Rate: h.Rate, CutDeadline: millis(h.Cut.Deadline), CutSince: millis(h.Cut.Since),
-		UntilMillis: millis(h.Until)}
-	av, err := attributevalue.MarshalMap(it)
+	upd := expression.Set(expression.Name("rate"), expression.Value(h.Rate)).
+		Set(expression.Name("cut_deadline"), expression.Value(millis(h.Cut.Deadline))).
+		Set(expression.Name("cut_since"), expression.Value(millis(h.Cut.Since))).
+		Set(expression.Name("until"), expression.Value(millis(h.Until))).
+		Set(expression.Name(tableschema.TTLAttribute), expression.Value(h.Until.Unix()+60))
+	expr, err := expression.NewBuilder().WithUpdate(upd).Build()
 	if err != nil {
 		return err
 	}
-	av[tableschema.TTLAttribute] = &types.AttributeValueMemberN{Value: strconv.FormatInt(h.Until.Unix()+60, 10)}
-	if _, err := db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(s.Table), Item: av}); err != nil {
+	if _, err := s.DB.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: aws.String(s.Table), Key: tableschema.Key("pace#" + provider + "#hold"),
+		UpdateExpression: expr.Update(), ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values()}); err != nil {
 		return fmt.Errorf("pace: put hold of %s: %w", provider, err)
 	}
 	return nil

@@ -124,9 +124,12 @@ const FindReserve = 10 * time.Second
 func Lane(rec ledger.Record) string { return rec.Channel + "/" + rec.Provider }
 
 // Find reads the attention index's shards, oldest due first, and hands the
-// due rows out to q in units of UnitSize keys, at most MaxRows rows, unless
-// units are still waiting on q. It returns an error only when the index
-// or the queue could not be read at all.
+// due rows out to q in units of UnitSize keys, at most MaxRows rows, or
+// what the lanes' providers take in a Schedule when that is more (Tune:
+// the units of a fast provider's lane are larger, and carry the
+// concurrency its workers need), unless units are still waiting on q. It
+// returns an error only when the index or the queue could not be read at
+// all.
 //
 // The rows are handed out by lane (Lane: the channel and the provider of
 // the row's attempt), each unit holding the rows of one lane, and MaxRows
@@ -137,6 +140,12 @@ func Lane(rec ledger.Record) string { return rec.Channel + "/" + rec.Provider }
 // find the other lanes. Within a lane the rows go earliest deadline
 // first: by validity (ledger.Entry.ValidUntil; rows without one last),
 // then oldest due.
+//
+// Each unit of a paced provider's lane carries a hold (Unit.Hold): the
+// rate of the lane's rows over the Schedule, up to the latest of them in
+// that order (its cut). The worker that starts the unit records it with
+// the pacer, and sends whose deadline is later yield to it (package
+// pace, "Earliest deadline first").
 func (r *Reconciler) Find(ctx context.Context, q Queue) (FindReport, error) {
 	var rep FindReport
 	waiting, err := q.Waiting(ctx)
@@ -377,6 +386,11 @@ const ActionDeferred Action = "deferred"
 // still true (the unit is acknowledged). A unit of one lane (Unit.Lane,
 // as Find hands them out) is deferred without a read; the rows of a unit
 // without a lane are read first, to learn theirs.
+//
+// Work handles Unit.Concurrency rows at once when Find tuned the unit
+// above Config.Concurrency (at most MaxConcurrency), and records the
+// unit's hold (Unit.Hold) with its provider's pacer for pace.HoldFor
+// before its first row.
 func (r *Reconciler) Work(ctx context.Context, u Unit) (rep Report, done bool) {
 	rep = Report{Actions: map[Action]int{}}
 	r.hold(ctx, u)
