@@ -76,9 +76,14 @@ func setupEDF(t *testing.T, rate, maxRows int) *edf {
 // due now.
 func (e *edf) backlog(t *testing.T, n int, validUntil time.Time) {
 	t.Helper()
+	e.rows(t, "backlog", n, validUntil)
+}
+
+func (e *edf) rows(t *testing.T, prefix string, n int, validUntil time.Time) {
+	t.Helper()
 	ctx := context.Background()
 	for i := range n {
-		c, err := e.led.Claim(ctx, ledger.Entry{Key: fmt.Sprintf("v1_backlog_%03d", i), Tenant: "acme", Channel: "sms", Class: "otp", Provider: "http",
+		c, err := e.led.Claim(ctx, ledger.Entry{Key: fmt.Sprintf("v1_%s_%03d", prefix, i), Tenant: "acme", Channel: "sms", Class: "otp", Provider: "http",
 			Address: "+15551234567", Body: "code", ValidUntil: validUntil}, time.Minute)
 		if err != nil {
 			t.Fatal(err)
@@ -174,5 +179,32 @@ func TestHandOutFollowsTheProvidersRate(t *testing.T) {
 		if len(u.Keys) > 120 || u.Concurrency != 30 || u.Hold == nil || u.Hold.Rate != 5 {
 			t.Fatalf("unit of %d keys, concurrency %d, hold %+v; want at most 120 keys, 30, a hold of 5/s", len(u.Keys), u.Concurrency, u.Hold)
 		}
+	}
+}
+
+// TestExpiredRowsAreHandedOutLast: ten rows whose validity has passed
+// (they can only be marked FAILED) and five still valid, all due. Find
+// hands the five out first, and holds the provider's rate for them
+// alone: a row past its validity takes no worker's time, and no share
+// of the rate, from one that can still be sent. Before, the expired rows
+// had the earliest deadlines and went first.
+func TestExpiredRowsAreHandedOutLast(t *testing.T) {
+	t.Parallel()
+	e := setupEDF(t, 4, 1000)
+	e.rows(t, "expired", 10, e.clock().Add(30*time.Second))
+	e.rows(t, "valid", 5, e.clock().Add(time.Hour))
+	e.advance(time.Minute)
+	q := &units{}
+	if rep, err := e.rc.Find(context.Background(), q); err != nil || rep.Found != 15 || len(q.q) != 1 {
+		t.Fatalf("Find: %+v, %v, %d units; want 15 rows in one unit", rep, err, len(q.q))
+	}
+	u := q.q[0]
+	for i, k := range u.Keys[:5] {
+		if k[:8] != "v1_valid" {
+			t.Fatalf("row %d handed out is %s, want the valid rows first: %v", i, k, u.Keys)
+		}
+	}
+	if u.Hold == nil || u.Hold.Rate != 1 || !u.Hold.Cut.Deadline.Equal(e.clock().Add(59*time.Minute)) {
+		t.Errorf("hold %+v, want 1/s up to the valid rows' deadline", u.Hold)
 	}
 }

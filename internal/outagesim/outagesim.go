@@ -557,7 +557,9 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	// One page per shard: memledger sorts the rows on every query (the
 	// table's 1,000-row pages would make the run quadratic).
 	maxRows := cmp.Or(cfg.MaxRows, 60000/max(1, cfg.Scale))
-	rc, err2 := reconcile.New(reconcile.Config{Dispatcher: rd, MaxRows: maxRows, PageSize: 1 << 20, Concurrency: 1, Schedule: cfg.Schedule})
+	// The workers' reach (reconcile.Tune), scaled like every rate.
+	maxRate := max(1, reconcile.DefaultWorkers*reconcile.MaxConcurrency*int(time.Second/reconcile.RowTime)/max(1, cfg.Scale))
+	rc, err2 := reconcile.New(reconcile.Config{Dispatcher: rd, MaxRows: maxRows, PageSize: 1 << 20, Concurrency: 1, Schedule: cfg.Schedule, MaxRate: maxRate})
 	if err := errors.Join(err1, err2); err != nil {
 		return Result{}, err
 	}

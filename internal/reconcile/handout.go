@@ -233,14 +233,18 @@ func (r *Reconciler) Find(ctx context.Context, q Queue) (FindReport, error) {
 			rep.Truncated = true
 		}
 		rows := l.rows
-		slices.SortStableFunc(rows, byDeadline)
+		slices.SortStableFunc(rows, func(a, b found) int { return byDeadline(now, a, b) })
 		rows = rows[:shares[i]]
 		var hold *pace.Hold
-		if l.tune.Rate > 0 && len(rows) > 0 {
-			// The rows' rate over the period, up to the cut: the
-			// latest of them in the earliest-deadline-first order.
-			last := rows[len(rows)-1]
-			rate := int(math.Ceil(float64(len(rows)) / r.cfg.Schedule.Seconds()))
+		if live := slices.IndexFunc(rows, func(f found) bool { return expired(now, f) }); l.tune.Rate > 0 && live != 0 {
+			// The rate of the rows that may still be sent over the
+			// period, up to the cut: the latest of them in the
+			// earliest-deadline-first order.
+			if live < 0 {
+				live = len(rows)
+			}
+			last := rows[live-1]
+			rate := int(math.Ceil(float64(live) / r.cfg.Schedule.Seconds()))
 			hold = &pace.Hold{Rate: min(rate, l.tune.Rate), Cut: pace.Order{Deadline: last.validUntil, Since: last.due}}
 		}
 		conc := 0
@@ -287,10 +291,18 @@ type found struct {
 	due        time.Time
 }
 
-// byDeadline orders rows earliest deadline first: by validity (none
-// last), then oldest due.
-func byDeadline(a, b found) int {
-	switch {
+// byDeadline orders rows earliest deadline first at now: by validity
+// (none after every deadline), then oldest due; a row whose validity
+// has passed goes after all of them (it can no longer be sent: it needs
+// only its FAILED mark, which can wait, and it takes no worker's time
+// from a row that can still be saved).
+func byDeadline(now time.Time, a, b found) int {
+	switch ea, eb := expired(now, a), expired(now, b); {
+	case ea != eb:
+		if ea {
+			return 1
+		}
+		return -1
 	case a.validUntil.IsZero() != b.validUntil.IsZero():
 		if a.validUntil.IsZero() {
 			return 1
@@ -300,6 +312,11 @@ func byDeadline(a, b found) int {
 		return a.validUntil.Compare(b.validUntil)
 	}
 	return a.due.Compare(b.due)
+}
+
+// expired reports whether row f's validity has passed at now.
+func expired(now time.Time, f found) bool {
+	return !f.validUntil.IsZero() && !now.Before(f.validUntil)
 }
 
 // fairShares divides total between demands max-min fairly: a demand

@@ -143,6 +143,10 @@ type Config struct {
 	// Workers is the reconcile workers that run at once (the template's
 	// ReconcileWorkerConcurrency). Default DefaultWorkers.
 	Workers int
+	// MaxRate is the most rows a second the workers are tuned to
+	// (Tune). Default Workers × MaxConcurrency ÷ RowTime (6,000 at the
+	// defaults: the attention index's limit).
+	MaxRate int
 }
 
 // Reconciler resolves rows that need attention.
@@ -156,7 +160,7 @@ func New(cfg Config) (*Reconciler, error) {
 	if cfg.Dispatcher == nil {
 		return nil, errors.New("reconcile: a dispatcher is required")
 	}
-	if cfg.MaxAge < 0 || cfg.MaxAttempts < 0 || cfg.PageSize < 0 || cfg.MaxRows < 0 || cfg.Concurrency < 0 || cfg.UnitSize < 0 || cfg.Schedule < 0 || cfg.Workers < 0 {
+	if cfg.MaxAge < 0 || cfg.MaxAttempts < 0 || cfg.PageSize < 0 || cfg.MaxRows < 0 || cfg.Concurrency < 0 || cfg.UnitSize < 0 || cfg.Schedule < 0 || cfg.Workers < 0 || cfg.MaxRate < 0 {
 		return nil, errors.New("reconcile: maximum age, attempts, page size, rows, concurrency, unit size, schedule and workers must not be negative")
 	}
 	d := cfg.Dispatcher
@@ -168,6 +172,7 @@ func New(cfg Config) (*Reconciler, error) {
 	cfg.UnitSize = cmp.Or(cfg.UnitSize, DefaultUnitSize)
 	cfg.Schedule = cmp.Or(cfg.Schedule, DefaultSchedule)
 	cfg.Workers = cmp.Or(cfg.Workers, DefaultWorkers)
+	cfg.MaxRate = cmp.Or(cfg.MaxRate, cfg.Workers*MaxConcurrency*int(time.Second/RowTime))
 	policies := map[string]Policy{}
 	for class, p := range DefaultPolicies {
 		policies[class] = p

@@ -1,6 +1,7 @@
 package reconcile
 
 import (
+	"cmp"
 	"context"
 	"math"
 	"strings"
@@ -80,7 +81,7 @@ func Tune(cfg Config, rate int) Tuning {
 	if rate <= 0 {
 		return Tuning{Concurrency: cfg.Concurrency, UnitSize: cfg.UnitSize}
 	}
-	maxRate := cfg.Workers * MaxConcurrency * int(time.Second/RowTime)
+	maxRate := cmp.Or(cfg.MaxRate, cfg.Workers*MaxConcurrency*int(time.Second/RowTime))
 	t := Tuning{Rate: min(rate, maxRate)}
 	need := int(math.Ceil(float64(t.Rate) * RowTime.Seconds() / float64(cfg.Workers)))
 	t.Concurrency = min(max(need, cfg.Concurrency), MaxConcurrency)
