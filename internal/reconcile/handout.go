@@ -113,6 +113,14 @@ type FindReport struct {
 // eventually consistent), only while more than MaxRows rows are due.
 const ScanFactor = 4
 
+// RecentDue is how far back Find's second read of the attention index
+// goes when its first, oldest due first, stopped at its limit: two runs
+// of the template's schedule, so that every row that became due since
+// the run before is read, whatever backlog is older (at most ScanFactor ×
+// MaxRows rows more: about 62 read units per 1,000 rows, only while more
+// rows are due than the first read takes).
+const RecentDue = 2 * time.Minute
+
 // FindReserve is the time Find leaves before its deadline to hand out
 // what it read (a SendMessageBatch per 10 units).
 const FindReserve = 10 * time.Second
@@ -181,45 +189,65 @@ func (r *Reconciler) Find(ctx context.Context, q Queue) (FindReport, error) {
 	// The units are handed out once the reading is done: it stops
 	// FindReserve before the deadline, so that they still go out.
 	deadline, hasDeadline := ctx.Deadline()
-	for {
-		if read >= scan || ctx.Err() != nil || hasDeadline && time.Until(deadline) < FindReserve {
-			rep.Truncated = it.more() || it.truncated
-			break
+	added := map[string]bool{}
+	// read reads it until scan rows are read in all; it reports whether
+	// it stopped at that limit with rows left.
+	readRows := func(it *merger) bool {
+		for {
+			if read >= scan || ctx.Err() != nil || hasDeadline && time.Until(deadline) < FindReserve {
+				rep.Truncated = rep.Truncated || it.more() || it.truncated
+				return read >= scan && it.more()
+			}
+			rec, ok, err := it.next(ctx)
+			if err != nil {
+				r.dispatch.Logger.Error("read attention index", "error", err)
+				rep.Truncated = true
+				return false
+			}
+			if !ok {
+				rep.Truncated = rep.Truncated || it.truncated
+				return false
+			}
+			read++
+			if first {
+				rep.OldestDueMillis = now.Sub(dueAt(rec)).Milliseconds()
+				first = false
+			}
+			name := Lane(rec)
+			l := byName[name]
+			if l == nil {
+				t := Tune(r.cfg, r.laneRate(rec.Channel, rec.Provider))
+				l = &laneRows{name: name, tune: t, cap: max(r.cfg.MaxRows, t.Rows)}
+				byName[name] = l
+				lanes = append(lanes, l)
+				// A lane tuned above MaxRows reads (and hands out) that
+				// much more.
+				scan += l.cap - r.cfg.MaxRows
+				tuned += t.Rows
+				total = max(r.cfg.MaxRows, tuned)
+			}
+			if len(l.rows) >= l.cap || added[rec.Key] {
+				// No lane gets more than its cap: the row is left for a
+				// later run.
+				rep.Truncated = true
+				continue
+			}
+			added[rec.Key] = true
+			l.rows = append(l.rows, found{key: rec.Key, validUntil: rec.ValidUntil, due: dueAt(rec)})
 		}
-		rec, ok, err := it.next(ctx)
-		if err != nil {
-			r.dispatch.Logger.Error("read attention index", "error", err)
-			rep.Truncated = true
-			break
+	}
+	if readRows(it) {
+		// The scan stopped in a backlog older than the rows that became
+		// due lately: those (an email row behind an SMS outage's
+		// backlog, whose rows stay due while the provider is down) are
+		// read too, from RecentDue before now, up to as many rows again.
+		recent := &merger{ledger: r.dispatch.Ledger, due: now.Add(time.Millisecond), from: now.Add(-RecentDue), page: r.cfg.PageSize, stop: func() bool { return ctx.Err() != nil }}
+		if err := recent.init(ctx); err != nil {
+			r.dispatch.Logger.Error("read attention index (recent rows)", "error", err)
+		} else {
+			scan += r.cfg.MaxRows * ScanFactor
+			readRows(recent)
 		}
-		if !ok {
-			rep.Truncated = it.truncated
-			break
-		}
-		read++
-		if first {
-			rep.OldestDueMillis = now.Sub(dueAt(rec)).Milliseconds()
-			first = false
-		}
-		name := Lane(rec)
-		l := byName[name]
-		if l == nil {
-			t := Tune(r.cfg, r.laneRate(rec.Channel, rec.Provider))
-			l = &laneRows{name: name, tune: t, cap: max(r.cfg.MaxRows, t.Rows)}
-			byName[name] = l
-			lanes = append(lanes, l)
-			// A lane tuned above MaxRows reads (and hands out) that much
-			// more.
-			scan += l.cap - r.cfg.MaxRows
-			tuned += t.Rows
-			total = max(r.cfg.MaxRows, tuned)
-		}
-		if len(l.rows) >= l.cap {
-			// No lane gets more than MaxRows: the row is left for a later run.
-			rep.Truncated = true
-			continue
-		}
-		l.rows = append(l.rows, found{key: rec.Key, validUntil: rec.ValidUntil, due: dueAt(rec)})
 	}
 	// Max-min fair shares of MaxRows.
 	sizes := make([]int, len(lanes))

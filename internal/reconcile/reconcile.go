@@ -394,6 +394,7 @@ func dueAt(r ledger.Record) time.Time { return ledger.Due(r) }
 type merger struct {
 	ledger ledger.Ledger
 	due    time.Time
+	from   time.Time // zero: from the oldest
 	page   int
 	heads  headHeap
 	// stop reports that the run's budget is spent: no more pages are read.
@@ -440,7 +441,7 @@ func (m *merger) init(ctx context.Context) error {
 // hold none), until the run's budget is spent.
 func (m *merger) fill(ctx context.Context, h *shardHead) error {
 	for {
-		pg, err := m.ledger.Attention(ctx, ledger.AttentionQuery{Shard: h.shard, DueBefore: m.due, Limit: m.page, Cursor: h.cursor})
+		pg, err := m.ledger.Attention(ctx, ledger.AttentionQuery{Shard: h.shard, DueBefore: m.due, DueFrom: m.from, Limit: m.page, Cursor: h.cursor})
 		if err != nil {
 			return err
 		}
