@@ -25,6 +25,10 @@ type SQS interface {
 	DeleteMessage(ctx context.Context, in *sqs.DeleteMessageInput, optFns ...func(*sqs.Options)) (*sqs.DeleteMessageOutput, error)
 }
 
+// ackTimeout is the deadline of a message's acknowledgement after Send:
+// its delete, or its move to the dead-letter queue.
+const ackTimeout = 5 * time.Second
+
 // Worker polls one queue and sends each request it receives once.
 type Worker struct {
 	SQS      SQS
@@ -58,8 +62,8 @@ func (w *Worker) check() error {
 		return fmt.Errorf("WORKER_WAIT=%s: want 0 to 20s", w.Wait)
 	case w.SendTimeout <= 0:
 		return fmt.Errorf("WORKER_SEND_TIMEOUT=%s: want more than 0", w.SendTimeout)
-	case w.Visibility < w.SendTimeout+5*time.Second:
-		return fmt.Errorf("WORKER_VISIBILITY=%s must exceed WORKER_SEND_TIMEOUT=%s by 5s at least: a message must not reappear while it is being sent", w.Visibility, w.SendTimeout)
+	case w.Visibility < w.SendTimeout+ackTimeout:
+		return fmt.Errorf("WORKER_VISIBILITY=%s must exceed WORKER_SEND_TIMEOUT=%s by %s at least: a message must not reappear while it is being sent and acknowledged", w.Visibility, w.SendTimeout, ackTimeout)
 	}
 	return nil
 }
@@ -153,19 +157,27 @@ func (w *Worker) poll(ctx context.Context) error {
 // handle sends one message and acknowledges it unless it must be
 // delivered again.
 func (w *Worker) handle(ctx context.Context, m types.Message) {
-	ctx, cancel := context.WithTimeout(ctx, w.SendTimeout)
-	defer cancel()
 	log := w.Log.With("message_id", aws.ToString(m.MessageId))
+	// The acknowledgement (a delete, or the dead-letter queue) has a
+	// deadline of its own after Send's: a slow Send must not leave it no
+	// time, or a sent message comes back to be found a duplicate.
+	ack := func(do func(context.Context)) {
+		ctx, cancel := context.WithTimeout(ctx, ackTimeout)
+		defer cancel()
+		do(ctx)
+	}
 	req, err := notify.Parse([]byte(aws.ToString(m.Body)))
 	if err != nil {
 		var invalid *notify.InvalidError
 		if !errors.As(err, &invalid) {
 			invalid = &notify.InvalidError{Reason: err.Error()}
 		}
-		w.setAside(ctx, log, m, invalid)
+		ack(func(ctx context.Context) { w.setAside(ctx, log, m, invalid) })
 		return
 	}
-	out := w.Sender.WithLogger(log).Send(ctx, req, sendonce.EnqueuedAt(m))
+	sendCtx, cancel := context.WithTimeout(ctx, w.SendTimeout)
+	out := w.Sender.WithLogger(log).Send(sendCtx, req, sendonce.EnqueuedAt(m))
+	cancel()
 	log = log.With("key", out.Key, "disposition", out.Disposition.String())
 	switch out.Disposition {
 	case sendonce.Retry:
@@ -173,9 +185,9 @@ func (w *Worker) handle(ctx context.Context, m types.Message) {
 		// timeout, with the same body, so the same key.
 		log.Info("left for redelivery", "reason", out.Reason)
 	case sendonce.Invalid:
-		w.setAside(ctx, log, m, out.Invalid)
+		ack(func(ctx context.Context) { w.setAside(ctx, log, m, out.Invalid) })
 	default:
-		w.delete(ctx, log, m)
+		ack(func(ctx context.Context) { w.delete(ctx, log, m) })
 	}
 }
 
