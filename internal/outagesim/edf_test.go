@@ -160,7 +160,7 @@ func TestEarliestDeadlineFirstAcrossSenderAndWorkers(t *testing.T) {
 
 // TestHandOutFollowsTheProvidersRate: with the provider paced at 1,500
 // sends a second and a hand-out of at most 50 rows configured, Find
-// hands out all 300 rows due (a minute at 1,500/s would take 90,000), in
+// hands out all 300 rows due (two minutes at 1,500/s: 180,000), in
 // units of 120 keys that a worker takes 30 at a time (1,500/s × 200 ms
 // ÷ 10 workers), holding 5 sends a second (300 rows in a minute) for
 // them. Before, MaxRows was the ceiling: 50 rows a run, whatever the

@@ -25,9 +25,10 @@ import (
 //     at most MaxConcurrency), and makes the units MaxUnitRounds times
 //     as large (at least Config.UnitSize, at most MaxUnitSize keys), so
 //     that a worker's rows keep its concurrency busy;
-//   - a lane's hand-out is what its provider takes in one Schedule, at
-//     the rate the workers can reach (Tune.Rate), and at least its fair
-//     share of MaxRows: MaxRows is a floor, not the ceiling it was;
+//   - a lane's hand-out is what its provider takes in HandOutRounds
+//     Schedules, at the rate the workers can reach (Tune.Rate), and at
+//     least its fair share of MaxRows: MaxRows is a floor, not the
+//     ceiling it was;
 //   - MaxConcurrency keeps the drain within DynamoDB's limits that
 //     docs/scale.md lists: Workers (10) × MaxConcurrency ÷ RowTime is
 //     6,000 rows a second, what the attention index's 16 shards take
@@ -57,6 +58,11 @@ const (
 	// MaxUnitSize bounds a unit's keys (about 70 bytes each: 35 KB of
 	// SQS's 256 KB).
 	MaxUnitSize = 500
+	// HandOutRounds is how many Schedules of the provider's rate a lane
+	// is handed out: more than one, so that the workers still have rows
+	// when the next run comes (it hands out nothing while units wait),
+	// although some rows need no send (settled meanwhile, or a lookup).
+	HandOutRounds = 2
 )
 
 // Tuning is how Find hands out one lane (Tune).
@@ -86,7 +92,7 @@ func Tune(cfg Config, rate int) Tuning {
 	need := int(math.Ceil(float64(t.Rate) * RowTime.Seconds() / float64(cfg.Workers)))
 	t.Concurrency = min(max(need, cfg.Concurrency), MaxConcurrency)
 	t.UnitSize = min(max(t.Concurrency*MaxUnitRounds, cfg.UnitSize), MaxUnitSize)
-	t.Rows = int(float64(t.Rate) * cfg.Schedule.Seconds())
+	t.Rows = int(float64(t.Rate)*cfg.Schedule.Seconds()) * HandOutRounds
 	return t
 }
 
