@@ -46,6 +46,7 @@ import (
 	"github.com/sendonce/sendonce/internal/reconcile"
 	"github.com/sendonce/sendonce/internal/render"
 	"github.com/sendonce/sendonce/internal/sender"
+	"github.com/sendonce/sendonce/internal/sendpath"
 	"github.com/sendonce/sendonce/internal/templates/memtemplates"
 	"github.com/sendonce/sendonce/notify"
 	"github.com/sendonce/sendonce/provider"
@@ -567,7 +568,10 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	var (
 		n       int
 		carried []reconcile.Unit // units the workers are on, or that wait their turn
-		budget  float64
+		// starvedSince is when each lane's workers got no token, after
+		// they last did (none: they are getting tokens).
+		starvedSince = map[string]time.Time{}
+		budget       float64
 		// The workers' rows a second (see the loop below).
 		tuned      = reconcile.Tune(reconcile.Config{Concurrency: reconcile.DefaultConcurrency, UnitSize: reconcile.DefaultUnitSize, Schedule: cfg.Schedule, Workers: reconcile.DefaultWorkers}, min(cfg.Limit, cfg.Pace)*max(1, cfg.Scale))
 		indexRows  = float64(reconcile.DefaultWorkers*reconcile.MaxConcurrency*int(time.Second/reconcile.RowTime)) / float64(max(1, cfg.Scale))
@@ -610,10 +614,28 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		// the lane's other units wait meanwhile; other lanes' units go
 		// on. A unit whose row found the provider down is done: Work
 		// left the rest of it in the attention index (deferred).
+		//
+		// A lane whose workers got no token for sendpath.PaceMaxWait
+		// (starved: the senders took the rate, or the provider's factor
+		// is at its floor) has its units given up as the workers give
+		// them up: each waits that long for a token, then Work defers
+		// the rest of the unit (still due in the attention index) and
+		// the unit is acknowledged. Its queue empties, and the next Find
+		// runs (it hands out nothing while units wait).
 		budget = min(budget, 0) + workerRows
 		paced := map[string]bool{}
+		progress := map[string]bool{}
 		var started, waiting []reconcile.Unit
 		work := func(u reconcile.Unit, wasStarted bool) {
+			if budget > 0 && paced[u.Lane] && !starvedSince[u.Lane].IsZero() && w.now.Sub(starvedSince[u.Lane]) >= sendpath.PaceMaxWait {
+				// Given up: its first row examined (paced), the rest
+				// deferred.
+				wu := u
+				wu.Keys, wu.Concurrency = u.Keys[:1], 0
+				wrep, _ := rc.Work(ctx, wu)
+				budget -= float64(wrep.Examined)
+				return
+			}
 			if budget <= 0 || paced[u.Lane] {
 				if wasStarted {
 					started = append(started, u)
@@ -631,8 +653,14 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 			if wrep.Actions[reconcile.ActionPaced] > 0 {
 				rest = u.Keys[wrep.Examined-1:]
 				paced[u.Lane] = true
-			} else if wrep.Actions[reconcile.ActionProviderDown] > 0 {
-				rest = nil
+				if wrep.Examined > 1 {
+					progress[u.Lane] = true
+				}
+			} else {
+				progress[u.Lane] = true
+				if wrep.Actions[reconcile.ActionProviderDown] > 0 {
+					rest = nil
+				}
 			}
 			if len(rest) > 0 {
 				u.Keys = rest
@@ -650,6 +678,14 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		carried, uq.q = started, waiting
 		if len(carried) == 0 && len(uq.q) == 0 {
 			budget = 0
+		}
+		for lane := range paced {
+			if !progress[lane] && starvedSince[lane].IsZero() {
+				starvedSince[lane] = w.now
+			}
+		}
+		for lane := range progress {
+			delete(starvedSince, lane)
 		}
 		switch w.now {
 		case recovery:
