@@ -46,7 +46,6 @@ import (
 	"github.com/sendonce/sendonce/internal/reconcile"
 	"github.com/sendonce/sendonce/internal/render"
 	"github.com/sendonce/sendonce/internal/sender"
-	"github.com/sendonce/sendonce/internal/sendpath"
 	"github.com/sendonce/sendonce/internal/templates/memtemplates"
 	"github.com/sendonce/sendonce/notify"
 	"github.com/sendonce/sendonce/provider"
@@ -93,6 +92,10 @@ type Config struct {
 	// retried by an SQS redelivery or the reconciler.
 	EmailFailPercent int
 }
+
+// paceMaxWait is sendpath.PaceMaxWait (not imported: it would bring the
+// AWS clients into this package's build).
+const paceMaxWait = 2 * time.Second
 
 // Provider names of the simulation's two channels.
 const (
@@ -627,7 +630,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		progress := map[string]bool{}
 		var started, waiting []reconcile.Unit
 		work := func(u reconcile.Unit, wasStarted bool) {
-			if budget > 0 && paced[u.Lane] && !starvedSince[u.Lane].IsZero() && w.now.Sub(starvedSince[u.Lane]) >= sendpath.PaceMaxWait {
+			if budget > 0 && paced[u.Lane] && !starvedSince[u.Lane].IsZero() && w.now.Sub(starvedSince[u.Lane]) >= paceMaxWait {
 				// Given up: its first row examined (paced), the rest
 				// deferred.
 				wu := u
