@@ -44,7 +44,7 @@ EVENT_webhook := events/webhook-http.json
 EVENT_api := events/api-post.json
 EVENT_sesevents := events/ses-bounce.json
 
-.PHONY: help prereqs deps bench-deps rie test fuzz demo bench bench-peer chaos build lint template package diagram services-start services-stop api-baseline
+.PHONY: help prereqs deps bench-deps rie test fuzz demo bench bench-peer chaos build lint template package diagram services-start services-stop api-baseline deadcode
 # (invoke-<function> targets are not .PHONY: phony targets skip pattern rules.)
 
 help: ## List the targets.
@@ -68,16 +68,18 @@ test: prereqs deps bench-deps rie ## Run everything CI runs (gofmt, vet, race te
 	@source scripts/steps.sh
 	services_up
 	step gofmt check_gofmt
-	step "go vet" go vet ./...
+	# go vet with -race type-checks against the race detector's builds of
+	# the packages, the ones go test -race needs next: on a cold cache the
+	# module and the AWS SDK compile once for both, not once each.
+	step "go vet" go vet -race ./...
 	# cfn-lint computes on one core for half a minute, while go test -race
 	# mostly waits (on DynamoDB Local, moto_server, the emulator's
 	# bootstraps): they run side by side.
 	step_bg "cfn-lint (template.full.yaml, template.yaml, template.sar.yaml)" lint_template template.full.yaml template.yaml template.sar.yaml
 	step_bg "cfn-lint rules (negative tests)" python3 scripts/test_cfnlint_rules.py
-	# infra generates and checks the templates in one goroutine (no go
-	# statement, no shared state but a sync.Once in its tests): the race
-	# detector finds nothing there and makes it nine times slower (its
-	# route tests alone: 18 s of CPU instead of 2), so it runs without.
+	# infra and internal/decide (NORACE_PACKAGES in scripts/steps.sh)
+	# start no goroutine: the race detector finds nothing there and makes
+	# them four to nine times slower, so they run without it.
 	# -p 6 actions (builds, test runs) at a time rather than one per core:
 	# the slowest packages start first (go_test_packages) and mostly wait
 	# on the emulators for up to a minute each; two slots stay for builds.
@@ -90,9 +92,12 @@ test: prereqs deps bench-deps rie ## Run everything CI runs (gofmt, vet, race te
 	# CI's limit (90 min) still bounds the whole run.
 	step "bootstraps for the emulator" build_test_bootstraps "$$SENDONCE_LOCAL_DIR/bootstraps" $(TEST_BOOTSTRAPS)
 	export SENDONCE_TEST_BOOTSTRAPS=$$SENDONCE_LOCAL_DIR/bootstraps
-	step "go test" go test -p 6 -race -count=1 -timeout=30m $$(go_test_packages)
+	# -ldflags=-w: the test binaries link without DWARF (no debugger
+	# reads them; stack traces and race reports use the symbol table):
+	# a third less CPU for each of the ~60 links go test does every run.
+	step "go test" go test -p 6 -race -count=1 -timeout=30m -ldflags=-w $$(go_test_packages)
 	step_wait
-	step "go test (infra, without the race detector)" go test -count=1 ./infra
+	step "go test (infra, internal/decide: without the race detector)" go test -count=1 $$(printf './%s ' $$NORACE_PACKAGES)
 	step "simulation (2800 seeds)" go test -count=1 -run 'TestSim$$' ./internal/simtest -seeds=2800
 	step "simulation mutations apply and build" scripts/mutations.sh check $(MUTATIONS)
 	step "checker and DynamoDB front mutations caught" scripts/mutations.sh tests $(TOOL_MUTATIONS)
@@ -287,9 +292,17 @@ services-start: deps rie ## Start local AWS and leave it running, with bin/sendo
 	bin/sendonce create-tables
 	echo "run: source $${SENDONCE_LOCAL_DIR:-.local}/env   (then e.g. bin/sendonce list --state failed, aws dynamodb list-tables; make services-stop stops it)"
 
-api-baseline: ## Record the public API (root, lambdaapp, notify, provider, provider/providertest) in api/ after an intended change; say the change in CHANGELOG.md (docs/library.md, Versioning).
+api-baseline: ## Record the public API (root, lambdaapp, notify, provider, provider/providertest, the provider/*provider adapters) in api/ after an intended change; say the change in CHANGELOG.md (docs/library.md, Versioning).
 	@go test -count=1 ./internal/apicheck -run '^TestAPI$$' -update
 	echo "api/sendonce.apidiff and api/sendonce.txt record the current public API: git diff api/sendonce.txt shows the change; describe it in CHANGELOG.md"
+
+# deadcode's report, restricted to the packages outside the public API:
+# an unreachable function there (tests count as callers) is dead. About
+# 30 s of CPU, so not part of make test.
+deadcode: ## Fail on a function of internal/, cmd/, functions/ or examples/ that nothing (tests included) reaches (golang.org/x/tools/cmd/deadcode -test).
+	@out="$$(go run golang.org/x/tools/cmd/deadcode -test -filter 'github.com/sendonce/sendonce/(internal|cmd|functions|examples)/' ./...)"
+	if [ -n "$$out" ]; then echo "$$out"; echo "deadcode: the functions above are unreachable: delete them, or call them"; exit 1; fi
+	echo "deadcode: nothing unreachable outside the public API"
 
 services-stop: ## Stop what services-start (or make demo KEEP=1) started.
 	@scripts/local-aws.sh stop

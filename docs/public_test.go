@@ -13,7 +13,8 @@ import (
 
 // publicPackages are the packages outside internal/ that a program
 // imports: the module's public API (docs/library.md).
-var publicPackages = []string{".", "notify", "provider", "provider/providertest"}
+var publicPackages = []string{".", "lambdaapp", "notify", "provider", "provider/providertest",
+	"provider/httpprovider", "provider/lambdaprovider", "provider/sesprovider", "provider/smtpprovider", "provider/snsprovider", "provider/twilioprovider"}
 
 // TestPublicAPIDocumented fails when an exported name of a public package
 // (a type, function, method, constant or variable) has no doc comment,

@@ -33,7 +33,7 @@ import (
 	"github.com/sendonce/sendonce/notify"
 )
 
-// The library examples (own-lambda, worker, producer-go) are built and
+// The library examples (own-lambda, worker, producer-go, embedded) are built and
 // run as a user builds them: copied into a module of their own outside
 // this repository, which requires github.com/sendonce/sendonce and
 // replaces it with this checkout. That module sees only what a user
@@ -43,7 +43,7 @@ import (
 const outsideModulePath = "example.com/notifier"
 
 // libraryExamples are the directories copied into the outside module.
-var libraryExamples = []string{"own-lambda", "worker", "producer-go"}
+var libraryExamples = []string{"own-lambda", "worker", "producer-go", "embedded"}
 
 type outsideBuild struct {
 	dir  string            // the module's root
@@ -111,7 +111,11 @@ func buildOutside() outsideBuild {
 	b.dir = src
 	// No deadline of its own: a cold build on a busy machine takes
 	// minutes, and go test's -timeout bounds the whole test binary.
-	if _, b.err = goCmd(context.Background(), b.dir, append(b.env, "GOOS=linux", "CGO_ENABLED=0"), "build", "-tags", "lambda.norpc", "-o", out+"/", "./..."); b.err != nil {
+	// With the build settings of make test's bootstraps (not Lambda's
+	// CGO_ENABLED=0, which gives every package that imports net another
+	// build ID), so that sendonce and the AWS SDK come from the build
+	// cache: the programs run on this host, under the emulator or not.
+	if _, b.err = goCmd(context.Background(), b.dir, b.env, "build", "-tags", "lambda.norpc", "-o", out+"/", "./..."); b.err != nil {
 		return b
 	}
 	for _, ex := range libraryExamples {
@@ -181,8 +185,8 @@ func TestOutsideModule(t *testing.T) {
 			}
 		}
 	}
-	if pkgs != 5 {
-		t.Errorf("the outside module has %d packages, want 5 (own-lambda, smsgw, smsgwtest, worker, producer-go):\n%s", pkgs, list)
+	if pkgs != 6 {
+		t.Errorf("the outside module has %d packages, want 6 (own-lambda, smsgw, smsgwtest, worker, producer-go, embedded):\n%s", pkgs, list)
 	}
 	t.Logf("sendonce packages the examples import: %v", keys(public))
 
@@ -201,11 +205,17 @@ func TestOutsideModule(t *testing.T) {
 		t.Errorf("go list of a package importing sendonce/internal/ledger from outside said %q, want the toolchain's refusal", out)
 	}
 
-	// The examples' own tests, built in the outside module.
+	// The examples' own tests, built in the outside module: smsgw's
+	// conformance, and embedded's run on DynamoDB Local, moto's SNS and
+	// the gateway's stand-in (public constructors only).
 	if out, err := goCmd(ctx, m.dir, m.env, "test", "-count=1", "./..."); err != nil {
 		t.Fatal(err)
-	} else if !strings.Contains(out, "ok  \t"+outsideModulePath+"/own-lambda/smsgw") {
-		t.Errorf("go test in the outside module did not pass smsgw's tests:\n%s", out)
+	} else {
+		for _, pkg := range []string{"own-lambda/smsgw", "embedded"} {
+			if !strings.Contains(out, "ok  \t"+outsideModulePath+"/"+pkg) {
+				t.Errorf("go test in the outside module did not pass %s's tests:\n%s", pkg, out)
+			}
+		}
 	}
 }
 

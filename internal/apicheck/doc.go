@@ -14,4 +14,10 @@ var PublicPackages = []string{
 	"github.com/sendonce/sendonce/notify",
 	"github.com/sendonce/sendonce/provider",
 	"github.com/sendonce/sendonce/provider/providertest",
+	"github.com/sendonce/sendonce/provider/httpprovider",
+	"github.com/sendonce/sendonce/provider/lambdaprovider",
+	"github.com/sendonce/sendonce/provider/sesprovider",
+	"github.com/sendonce/sendonce/provider/smtpprovider",
+	"github.com/sendonce/sendonce/provider/snsprovider",
+	"github.com/sendonce/sendonce/provider/twilioprovider",
 }

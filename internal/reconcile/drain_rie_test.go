@@ -12,10 +12,6 @@ import (
 	"flag"
 	"fmt"
 	"net/http/httptest"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -47,13 +43,8 @@ func TestDrainUnderRIE(t *testing.T) {
 		rows, levels, latency = 50, "2", 10*time.Millisecond
 	}
 	ctx := context.Background()
-	dir := t.TempDir()
-	bootstrap := filepath.Join(dir, "bootstrap")
-	build := exec.Command("go", "build", "-tags", "lambda.norpc", "-o", bootstrap, "../../functions/reconcileworker")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+runtime.GOARCH)
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
+	// make test's prebuilt bootstrap (rie.Build), not a build of its own.
+	bootstrap := rie.Build(t, "reconcileworker")
 	sim := simulator.New(simulator.Options{Token: "tok", IdempotencyDisabled: true})
 	sim.SetLatency(latency, 0)
 	srv := httptest.NewServer(sim.Handler())

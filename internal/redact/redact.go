@@ -51,6 +51,16 @@ func New(key []byte) (*Redactor, error) {
 	return &Redactor{key: append([]byte(nil), key...)}, nil
 }
 
+// Optional returns New(key), or nil for an empty key: the package-level
+// functions' Redactor (Default) then applies. It is how a public
+// configuration's optional RedactionKey is read.
+func Optional(key []byte) (*Redactor, error) {
+	if len(key) == 0 {
+		return nil, nil
+	}
+	return New(key)
+}
+
 // NewRandom returns a Redactor keyed with 32 random bytes: its tokens
 // correlate only among lines made by this Redactor, never across processes
 // or deployments.

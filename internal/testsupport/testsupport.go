@@ -11,6 +11,8 @@ package testsupport
 
 import (
 	"bytes"
+	"context"
+	"encoding/json"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -24,6 +26,7 @@ import (
 	"github.com/sendonce/sendonce/internal/dispatch"
 	"github.com/sendonce/sendonce/internal/provider/simulator"
 	"github.com/sendonce/sendonce/internal/testenv"
+	"github.com/sendonce/sendonce/provider"
 )
 
 // Start is a fixed time for clocks to start at: a whole millisecond, in
@@ -134,4 +137,59 @@ func Dispatcher(t testing.TB, d dispatch.Dispatcher) *dispatch.Dispatcher {
 		t.Fatal(err)
 	}
 	return built
+}
+
+// MotoRecords reads moto_server's record of what it sent (its
+// /moto-api/data.json, which holds every service's state and grows with
+// every test sharing the server) for a conformance harness's Received:
+// once after each run of sends, not once per key. Track wraps an adapter
+// so that each of its Sends marks the record stale; Read fetches it again
+// only then, so it never answers from before a send.
+type MotoRecords struct {
+	moto string
+	mu   sync.Mutex
+	gen  uint64 // sends started or finished
+	at   uint64 // gen when raw was read
+	raw  json.RawMessage
+}
+
+// NewMotoRecords reads the records of the moto_server at endpoint moto.
+func NewMotoRecords(moto string) *MotoRecords { return &MotoRecords{moto: moto} }
+
+// Track returns a that marks r stale before and after each Send.
+func (r *MotoRecords) Track(a provider.Adapter) provider.Adapter {
+	return trackedAdapter{Adapter: a, r: r}
+}
+
+type trackedAdapter struct {
+	provider.Adapter
+	r *MotoRecords
+}
+
+func (a trackedAdapter) Send(ctx context.Context, m provider.Message) (provider.Receipt, error) {
+	a.r.stale()
+	defer a.r.stale()
+	return a.Adapter.Send(ctx, m)
+}
+
+func (r *MotoRecords) stale() {
+	r.mu.Lock()
+	r.gen++
+	r.mu.Unlock()
+}
+
+// Read decodes moto's records into v, fetching them when a tracked
+// adapter sent since the last fetch.
+func (r *MotoRecords) Read(t testing.TB, v any) {
+	t.Helper()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.raw == nil || r.at != r.gen {
+		var raw json.RawMessage
+		MotoData(t, r.moto, &raw)
+		r.raw, r.at = raw, r.gen
+	}
+	if err := json.Unmarshal(r.raw, v); err != nil {
+		t.Fatalf("moto records: %v", err)
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -81,7 +82,9 @@ var namePattern = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,31}$`)
 //   - IdempotentSends, when declared: a repeat with the same key is
 //     dropped (received once, the same id).
 //   - LookupByReference, when declared: the adapter is a provider.Looker;
-//     a sent message is LookupAccepted with its id; a key never sent is
+//     a sent message is LookupAccepted with its id (searched by content:
+//     LookupUnproven with its id among the candidates, and LookupAccepted
+//     once Message.ProviderMessageID names it); a key never sent is
 //     LookupNotFound (or LookupUnproven for a provider searched by
 //     content); a cancelled lookup is an error, never LookupNotFound.
 //   - Errors: every failure is a *provider.Error with a reason; a
@@ -188,8 +191,20 @@ func Run(t *testing.T, h Harness) {
 		if err != nil {
 			t.Fatalf("Lookup of a sent message: %v", err)
 		}
-		if got.Status != provider.LookupAccepted || got.MessageID != r.MessageID {
-			t.Errorf("Lookup of a sent message = %+v, want accepted with id %q", got, r.MessageID)
+		if got.Status == provider.LookupUnproven && slices.Contains(got.Candidates, r.MessageID) {
+			// A provider searched by content (provider.Attribute) finds
+			// the message among its candidates, and proves it this key's
+			// with the id a delivery callback recorded.
+			m.ProviderMessageID = r.MessageID
+			if got, err = l.Lookup(ctx, m); err != nil {
+				t.Fatalf("Lookup of a sent message with its callback's id: %v", err)
+			}
+			if got.Status != provider.LookupAccepted || got.MessageID != r.MessageID {
+				t.Errorf("Lookup of a sent message with its callback's id %q = %+v, want accepted with that id", r.MessageID, got)
+			}
+			m.ProviderMessageID = ""
+		} else if got.Status != provider.LookupAccepted || got.MessageID != r.MessageID {
+			t.Errorf("Lookup of a sent message = %+v, want accepted with id %q (or, searched by content, unproven with it among the candidates)", got, r.MessageID)
 		}
 
 		never := h.Message(t, key(t))

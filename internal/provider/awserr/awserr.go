@@ -85,7 +85,13 @@ var commonCodes = map[string]Code{
 //     DNS failure: nothing was sent), otherwise Ambiguous (a timeout or
 //     reset after the request may have been written).
 func (s Service) Classify(err error, to string) *provider.Error {
-	pe := &provider.Error{Kind: provider.Ambiguous, Provider: s.Provider, Op: "send", Err: redact.Error(err, to)}
+	return s.ClassifyWith(redact.Default(), err, to)
+}
+
+// ClassifyWith is Classify with the addresses of the texts it keeps
+// redacted by r.
+func (s Service) ClassifyWith(r *redact.Redactor, err error, to string) *provider.Error {
+	pe := &provider.Error{Kind: provider.Ambiguous, Provider: s.Provider, Op: "send", Err: r.Error(err, to)}
 	var ae smithy.APIError
 	if errors.As(err, &ae) {
 		pe.Code = ae.ErrorCode()
@@ -98,7 +104,7 @@ func (s Service) Classify(err error, to string) *provider.Error {
 		} else {
 			pe.Kind, pe.Reason = s.byStatus(httpStatus(err))
 		}
-		if msg := redact.Text(ae.ErrorMessage(), to); msg != "" && pe.Kind == provider.Permanent && (!known || s.DetailKnown) {
+		if msg := r.Text(ae.ErrorMessage(), to); msg != "" && pe.Kind == provider.Permanent && (!known || s.DetailKnown) {
 			pe.Reason += ": " + msg
 		}
 		return pe
@@ -141,22 +147,32 @@ func (s Service) Refuse(reason string) *provider.Error {
 }
 
 // Base is what an adapter over an AWS service shares: its Service, the
-// timeout of its one send call and its logger. Embedded in the adapter, it
+// timeout of its one send call, its logger and its Redactor. Embedded in the adapter, it
 // gives it Name and Capabilities; the adapter's Send calls Send.
 type Base struct {
 	service Service
 	timeout time.Duration
 	log     *slog.Logger
+	redact  *redact.Redactor
 }
 
 // NewBase returns the Base of service s whose send call is bounded
 // by timeout when it is above zero and whose failures are logged on log
-// (nil: discard).
-func NewBase(s Service, timeout time.Duration, log *slog.Logger) Base {
+// (nil: discard), addresses redacted by r (nil: redact.Default, read at
+// each call).
+func NewBase(s Service, timeout time.Duration, log *slog.Logger, r *redact.Redactor) Base {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return Base{service: s, timeout: timeout, log: log}
+	return Base{service: s, timeout: timeout, log: log, redact: r}
+}
+
+// redactor returns a's Redactor, or the package default.
+func (a Base) redactor() *redact.Redactor {
+	if a.redact != nil {
+		return a.redact
+	}
+	return redact.Default()
 }
 
 // Name returns the adapter's name, its Service's Provider.
@@ -186,10 +202,11 @@ func Send[In, Out, Options any](ctx context.Context, a Base, m provider.Message,
 	}
 	out, err := call(ctx, in, opts...)
 	if err != nil {
-		perr := a.service.Classify(err, m.To)
+		r := a.redactor()
+		perr := a.service.ClassifyWith(r, err, m.To)
 		a.log.WarnContext(ctx, msg,
 			"provider", a.service.Provider, "key", m.Key, "channel", m.Channel,
-			"to", redact.Address(m.To), "kind", perr.Kind.String(), "code", perr.Code, "reason", perr.Reason)
+			"to", r.Address(m.To), "kind", perr.Kind.String(), "code", perr.Code, "reason", perr.Reason)
 		return provider.Receipt{}, perr
 	}
 	return provider.Receipt{MessageID: aws.ToString(id(out))}, nil

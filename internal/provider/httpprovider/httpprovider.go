@@ -100,6 +100,9 @@ type Config struct {
 	// ambiguous outcome is recorded UNCERTAIN and resolved by lookup
 	// instead of being repeated. The header is still sent.
 	DisableIdempotency bool
+	// Redactor makes the tokens of the addresses in its log lines and
+	// reasons; nil: redact.Default.
+	Redactor *redact.Redactor
 }
 
 // Provider is the generic HTTP provider adapter. It implements
@@ -112,6 +115,7 @@ type Provider struct {
 	callbackURL string
 	log         *slog.Logger
 	idempotent  bool
+	redactor    *redact.Redactor
 }
 
 var (
@@ -152,6 +156,7 @@ func New(cfg Config) (*Provider, error) {
 		callbackURL: cfg.CallbackURL,
 		log:         cfg.Logger,
 		idempotent:  !cfg.DisableIdempotency,
+		redactor:    cfg.Redactor,
 	}
 	if p.timeout == 0 {
 		p.timeout = DefaultTimeout
@@ -276,7 +281,7 @@ func (p *Provider) Send(ctx context.Context, m provider.Message) (provider.Recei
 		if err := json.Unmarshal(data, &info); err != nil || strings.TrimSpace(info.ID) == "" {
 			return provider.Receipt{}, p.fail(op, m, &provider.Error{Kind: provider.Ambiguous, Code: code, Reason: "accepted answer without a message id"})
 		}
-		p.log.Debug("provider send accepted", "provider", ProviderName, "key", m.Key, "to", redact.Address(m.To),
+		p.log.Debug("provider send accepted", "provider", ProviderName, "key", m.Key, "to", p.redact().Address(m.To),
 			"message_id", info.ID, "status", resp.StatusCode, "elapsed_ms", time.Since(start).Milliseconds())
 		return provider.Receipt{MessageID: info.ID}, nil
 	}
@@ -393,11 +398,19 @@ func (p *Provider) lookupResult(op string, m provider.Message, lr LookupResponse
 	return provider.LookupResult{Status: provider.LookupNotFound}, nil
 }
 
+// redact returns p's Redactor, or the package default.
+func (p *Provider) redact() *redact.Redactor {
+	if p.redactor != nil {
+		return p.redactor
+	}
+	return redact.Default()
+}
+
 // fail completes e, logs it and returns it.
 func (p *Provider) fail(op string, m provider.Message, e *provider.Error) error {
 	e.Provider, e.Op = ProviderName, op
 	p.log.Warn("provider call failed", "provider", ProviderName, "op", op, "key", m.Key,
-		"to", redact.Address(m.To), "kind", e.Kind.String(), "code", e.Code, "reason", e.Reason)
+		"to", p.redact().Address(m.To), "kind", e.Kind.String(), "code", e.Code, "reason", e.Reason)
 	return e
 }
 
@@ -449,7 +462,7 @@ func (p *Provider) sanitize(s string, m provider.Message) string {
 	}
 	s = strings.ReplaceAll(s, p.token, "[redacted]")
 	if m.To != "" {
-		s = strings.ReplaceAll(s, m.To, redact.Address(m.To))
+		s = strings.ReplaceAll(s, m.To, p.redact().Address(m.To))
 	}
 	s = strings.Map(func(r rune) rune {
 		if unicode.IsControl(r) {

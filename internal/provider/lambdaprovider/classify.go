@@ -110,7 +110,13 @@ var codes = map[string]code{
 //   - no answer, request written: Ambiguous (a timeout, a reset, a cut
 //     answer): the function may be running.
 func Classify(err error, written bool, to string) *provider.Error {
-	pe := &provider.Error{Kind: provider.Ambiguous, Err: redact.Error(err, to)}
+	return ClassifyWith(redact.Default(), err, written, to)
+}
+
+// ClassifyWith is Classify with the addresses of the texts it keeps
+// redacted by r.
+func ClassifyWith(r *redact.Redactor, err error, written bool, to string) *provider.Error {
+	pe := &provider.Error{Kind: provider.Ambiguous, Err: r.Error(err, to)}
 	var ae smithy.APIError
 	if errors.As(err, &ae) {
 		pe.Code = ae.ErrorCode()
@@ -119,7 +125,7 @@ func Classify(err error, written bool, to string) *provider.Error {
 		} else {
 			pe.Kind, pe.Reason = byStatus(httpStatus(err))
 		}
-		if msg := clean(ae.ErrorMessage(), to); msg != "" {
+		if msg := clean(r, ae.ErrorMessage(), to); msg != "" {
 			pe.Reason += " (" + msg + ")"
 		}
 		return pe
@@ -134,7 +140,7 @@ func Classify(err error, written bool, to string) *provider.Error {
 		if unreachable(err) {
 			pe.Kind, pe.Reason = provider.Transient, "could not reach Lambda ("+cause(err)+"): nothing was sent"
 		} else {
-			pe.Kind, pe.Reason = provider.Config, "the invoke could not be made: "+clean(err.Error(), to)
+			pe.Kind, pe.Reason = provider.Config, "the invoke could not be made: "+clean(r, err.Error(), to)
 		}
 		return pe
 	}

@@ -109,6 +109,9 @@ type Config struct {
 	// Now is the clock of a request's attempted_at when the message
 	// carries no attempt time; nil means time.Now.
 	Now func() time.Time
+	// Redactor makes the tokens of the addresses in its log lines and
+	// reasons; nil: redact.Default.
+	Redactor *redact.Redactor
 }
 
 // Provider is the adapter of one function. It implements
@@ -120,6 +123,7 @@ type Provider struct {
 	timeout  time.Duration
 	log      *slog.Logger
 	now      func() time.Time
+	redactor *redact.Redactor
 }
 
 // Looking is a Provider whose function answers lookups: it implements
@@ -162,7 +166,7 @@ func New(cfg Config) (provider.Adapter, error) {
 		return nil, fmt.Errorf("%w: Timeout %s is negative", ErrInvalidConfig, cfg.Timeout)
 	}
 	p := &Provider{
-		client: cfg.Client, function: cfg.Function, timeout: cfg.Timeout, log: cfg.Logger, now: cfg.Now,
+		client: cfg.Client, function: cfg.Function, timeout: cfg.Timeout, log: cfg.Logger, now: cfg.Now, redactor: cfg.Redactor,
 		caps: provider.Capabilities{IdempotentSends: cfg.Idempotent, LookupByReference: cfg.Lookup},
 	}
 	if p.timeout == 0 {
@@ -178,6 +182,14 @@ func New(cfg Config) (provider.Adapter, error) {
 		return Looking{p}, nil
 	}
 	return p, nil
+}
+
+// redact returns p's Redactor, or the package default.
+func (p *Provider) redact() *redact.Redactor {
+	if p.redactor != nil {
+		return p.redactor
+	}
+	return redact.Default()
 }
 
 // Name returns "lambda".
@@ -204,15 +216,15 @@ func (p *Provider) Send(ctx context.Context, m provider.Message) (provider.Recei
 	}
 	switch a.Status {
 	case StatusAccepted:
-		p.log.Debug("provider send accepted", "provider", ProviderName, "key", m.Key, "to", redact.Address(m.To),
+		p.log.Debug("provider send accepted", "provider", ProviderName, "key", m.Key, "to", p.redact().Address(m.To),
 			"message_id", a.ID, "elapsed_ms", time.Since(start).Milliseconds())
 		return provider.Receipt{MessageID: a.ID}, nil
 	case StatusRejected:
-		return provider.Receipt{}, p.fail(OpSend, m, &provider.Error{Kind: provider.Permanent, Code: clean(a.Code, m.To),
-			Reason: or(clean(a.Reason, m.To), "rejected by the function")})
+		return provider.Receipt{}, p.fail(OpSend, m, &provider.Error{Kind: provider.Permanent, Code: clean(p.redact(), a.Code, m.To),
+			Reason: or(clean(p.redact(), a.Reason, m.To), "rejected by the function")})
 	default: // StatusRetry: ParseAnswer allows nothing else for a send.
-		return provider.Receipt{}, p.fail(OpSend, m, &provider.Error{Kind: provider.Transient, Code: clean(a.Code, m.To),
-			Reason: or(clean(a.Reason, m.To), "the function asked to retry later")})
+		return provider.Receipt{}, p.fail(OpSend, m, &provider.Error{Kind: provider.Transient, Code: clean(p.redact(), a.Code, m.To),
+			Reason: or(clean(p.redact(), a.Reason, m.To), "the function asked to retry later")})
 	}
 }
 
@@ -239,12 +251,12 @@ func (l Looking) Lookup(ctx context.Context, m provider.Message) (provider.Looku
 		res = provider.LookupResult{Status: provider.LookupAccepted, MessageID: a.ID}
 	case StatusRejected:
 		res = provider.LookupResult{Status: provider.LookupRejected, MessageID: a.ID,
-			Reason: or(clean(a.Reason, m.To), "rejected by the function")}
+			Reason: or(clean(p.redact(), a.Reason, m.To), "rejected by the function")}
 	case StatusNotFound:
 		res = provider.LookupResult{Status: provider.LookupNotFound}
 	default: // StatusRetry
-		return provider.LookupResult{}, p.fail(OpLookup, m, &provider.Error{Kind: provider.Transient, Code: clean(a.Code, m.To),
-			Reason: or(clean(a.Reason, m.To), "the function could not look the message up")})
+		return provider.LookupResult{}, p.fail(OpLookup, m, &provider.Error{Kind: provider.Transient, Code: clean(p.redact(), a.Code, m.To),
+			Reason: or(clean(p.redact(), a.Reason, m.To), "the function could not look the message up")})
 	}
 	p.log.Debug("provider lookup", "provider", ProviderName, "key", m.Key, "result", res.Status.String(), "message_id", res.MessageID)
 	return res, nil
@@ -299,10 +311,10 @@ func (p *Provider) call(ctx context.Context, op Op, m provider.Message) (Answer,
 		Payload:        payload,
 	}, noRetry)
 	if err != nil {
-		return Answer{}, Classify(err, written.Load(), m.To)
+		return Answer{}, ClassifyWith(p.redact(), err, written.Load(), m.To)
 	}
 	if out.FunctionError != nil {
-		return Answer{}, functionError(aws.ToString(out.FunctionError), out.Payload, m.To)
+		return Answer{}, functionError(p.redact(), aws.ToString(out.FunctionError), out.Payload, m.To)
 	}
 	if out.StatusCode != 0 && out.StatusCode != 200 {
 		return Answer{}, &provider.Error{Kind: provider.Ambiguous, Code: fmt.Sprint(out.StatusCode),
@@ -313,13 +325,13 @@ func (p *Provider) call(ctx context.Context, op Op, m provider.Message) (Answer,
 		if doc, ok := errorDocument(out.Payload); ok {
 			// The emulator reports a function error so, without the
 			// X-Amz-Function-Error header Lambda sets.
-			return Answer{}, functionError("", []byte(doc), m.To)
+			return Answer{}, functionError(p.redact(), "", []byte(doc), m.To)
 		}
 		if strings.HasPrefix(string(out.Payload), emulatorTimeout) {
 			return Answer{}, &provider.Error{Kind: provider.Ambiguous, Code: "Sandbox.Timedout",
-				Reason: "the function timed out (" + clean(string(out.Payload), m.To) + "): " + mayHaveSent}
+				Reason: "the function timed out (" + clean(p.redact(), string(out.Payload), m.To) + "): " + mayHaveSent}
 		}
-		return Answer{}, &provider.Error{Kind: provider.Ambiguous, Reason: clean(err.Error(), m.To) + ": " + mayHaveSent, Err: err}
+		return Answer{}, &provider.Error{Kind: provider.Ambiguous, Reason: clean(p.redact(), err.Error(), m.To) + ": " + mayHaveSent, Err: err}
 	}
 	return a, nil
 }
@@ -347,7 +359,7 @@ func errorDocument(payload []byte) (string, bool) {
 // functionError is the Ambiguous error of an invocation whose function
 // failed: kind is the FunctionError header ("Unhandled"), payload the
 // error document.
-func functionError(kind string, payload []byte, to string) *provider.Error {
+func functionError(r *redact.Redactor, kind string, payload []byte, to string) *provider.Error {
 	var doc struct {
 		Type    string `json:"errorType"`
 		Message string `json:"errorMessage"`
@@ -357,25 +369,25 @@ func functionError(kind string, payload []byte, to string) *provider.Error {
 	if kind != "" {
 		what += " (" + kind + ")"
 	}
-	if msg := clean(doc.Message, to); msg != "" {
+	if msg := clean(r, doc.Message, to); msg != "" {
 		what += ": " + msg
 	}
-	return &provider.Error{Kind: provider.Ambiguous, Code: or(clean(doc.Type, to), "FunctionError"), Reason: what + ": " + mayHaveSent}
+	return &provider.Error{Kind: provider.Ambiguous, Code: or(clean(r, doc.Type, to), "FunctionError"), Reason: what + ": " + mayHaveSent}
 }
 
 // fail completes e, logs it and returns it.
 func (p *Provider) fail(op Op, m provider.Message, e *provider.Error) error {
 	e.Provider, e.Op = ProviderName, string(op)
 	p.log.Warn("provider call failed", "provider", ProviderName, "op", string(op), "key", m.Key, "function", p.function,
-		"to", redact.Address(m.To), "kind", e.Kind.String(), "code", e.Code, "reason", e.Reason)
+		"to", p.redact().Address(m.To), "kind", e.Kind.String(), "code", e.Code, "reason", e.Reason)
 	return e
 }
 
 // clean makes the function's or Lambda's text safe to store and log: the
 // recipient and anything shaped like an address are redacted
-// (redact.Text), control characters become spaces, and the result is valid
+// (r.Text), control characters become spaces, and the result is valid
 // UTF-8 of at most about 200 bytes.
-func clean(s, to string) string {
+func clean(r *redact.Redactor, s, to string) string {
 	if s == "" {
 		return ""
 	}
@@ -385,7 +397,7 @@ func clean(s, to string) string {
 		}
 		return r
 	}, strings.ToValidUTF8(s, "?"))
-	return strings.TrimSpace(strings.ToValidUTF8(redact.Text(strings.TrimSpace(s), to), ""))
+	return strings.TrimSpace(strings.ToValidUTF8(r.Text(strings.TrimSpace(s), to), ""))
 }
 
 func or(s, def string) string {

@@ -45,14 +45,17 @@ import (
 
 	"github.com/sendonce/sendonce/internal/decide"
 	"github.com/sendonce/sendonce/internal/lambdaenv"
-	"github.com/sendonce/sendonce/internal/provider/httpprovider"
-	"github.com/sendonce/sendonce/internal/provider/lambdaprovider"
-	"github.com/sendonce/sendonce/internal/provider/sesprovider"
-	"github.com/sendonce/sendonce/internal/provider/smtpprovider"
-	"github.com/sendonce/sendonce/internal/provider/snsprovider"
-	"github.com/sendonce/sendonce/internal/provider/twilio"
+	ilambdaprovider "github.com/sendonce/sendonce/internal/provider/lambdaprovider"
+	ismtpprovider "github.com/sendonce/sendonce/internal/provider/smtpprovider"
 	"github.com/sendonce/sendonce/internal/secrets"
+	"github.com/sendonce/sendonce/notify"
 	"github.com/sendonce/sendonce/provider"
+	"github.com/sendonce/sendonce/provider/httpprovider"
+	"github.com/sendonce/sendonce/provider/lambdaprovider"
+	"github.com/sendonce/sendonce/provider/sesprovider"
+	"github.com/sendonce/sendonce/provider/smtpprovider"
+	"github.com/sendonce/sendonce/provider/snsprovider"
+	"github.com/sendonce/sendonce/provider/twilioprovider"
 )
 
 // The environment variables the registry reads.
@@ -151,6 +154,12 @@ type Options struct {
 	// reads it already (package sendpath) passes its value.
 	Timeout time.Duration
 }
+
+// The adapters are built through the public constructors of
+// provider/httpprovider, provider/snsprovider and the others, the same a
+// program of its own calls: this package only reads the environment into
+// their options. Their RedactionKey is left empty, so they redact with
+// the process's key, which lambdaenv.Start sets to the deployment's.
 
 // FromEnv builds the channel → Sender map from getenv (usually
 // os.Getenv), with AWS clients (SNS, SES, Lambda, SSM, Secrets Manager) made from
@@ -371,10 +380,10 @@ func (b *builder) http(n int, channel string) (provider.Adapter, error) {
 		// second instance sees no new one, but must not be built either.
 		return nil, nil
 	}
-	p, err := httpprovider.New(httpprovider.Config{
+	p, err := httpprovider.New(nil, httpprovider.Options{
 		BaseURL: base, Token: token, Timeout: b.opts.Timeout,
 		CallbackURL: b.callback("/callbacks/http"), Logger: b.opts.Logger,
-		DisableIdempotency: !idempotent,
+		NotIdempotent: !idempotent,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("http provider (%s, %s): %w", urlEnv, EnvCallbackBase, err)
@@ -393,7 +402,7 @@ func (b *builder) twilio(n int) (provider.Adapter, error) {
 	if b.failed(n) {
 		return nil, nil
 	}
-	p, err := twilio.New(twilio.Config{
+	p, err := twilioprovider.New(nil, twilioprovider.Options{
 		BaseURL: baseURL, AccountSID: sid, AuthToken: token,
 		From: from, MessagingServiceSID: svc, CallbackBaseURL: b.env.String(EnvCallbackBase, ""),
 		Timeout: b.opts.Timeout, Logger: b.opts.Logger,
@@ -408,7 +417,7 @@ func (b *builder) smtp(n int) (provider.Adapter, error) {
 	host := b.required(EnvSMTPHost, "smtp")
 	from := b.required(EnvSMTPFrom, "smtp")
 	port := lambdaenv.Value(b.env, EnvSMTPPort, 0, parsePort)
-	pol, err := smtpprovider.ParseTLSPolicy(b.env.String(EnvSMTPTLS, ""))
+	pol, err := ismtpprovider.ParseTLSPolicy(b.env.String(EnvSMTPTLS, ""))
 	if err != nil {
 		b.env.Fail(fmt.Errorf("%s: %w", EnvSMTPTLS, err))
 	}
@@ -417,8 +426,8 @@ func (b *builder) smtp(n int) (provider.Adapter, error) {
 	if b.failed(n) {
 		return nil, nil
 	}
-	p, err := smtpprovider.New(smtpprovider.Config{
-		Host: host, Port: port, Username: user, Password: pass, TLS: pol, From: from,
+	p, err := smtpprovider.New(smtpprovider.Options{
+		Host: host, Port: port, Username: user, Password: pass, TLS: smtpprovider.TLSPolicy(pol), From: from,
 		MessageIDDomain: b.env.String(EnvSMTPMessageIDDomain, ""),
 		Timeout:         b.opts.Timeout, Logger: b.opts.Logger,
 	})
@@ -441,8 +450,11 @@ func (b *builder) sns(n int) (provider.Adapter, error) {
 	if b.opts.SNS == nil {
 		return nil, errors.New("sns provider: no SNS client")
 	}
-	topics := map[string]string{}
-	for _, t := range []struct{ channel, env string }{{"sms", EnvSNSSMSTopicARN}, {"email", EnvSNSEmailTopicARN}, {"push", EnvSNSPushTopicARN}} {
+	topics := map[notify.Channel]string{}
+	for _, t := range []struct {
+		channel notify.Channel
+		env     string
+	}{{notify.ChannelSMS, EnvSNSSMSTopicARN}, {notify.ChannelEmail, EnvSNSEmailTopicARN}, {notify.ChannelPush, EnvSNSPushTopicARN}} {
 		if v := b.env.String(t.env, ""); v != "" {
 			if !strings.HasPrefix(v, "arn:") {
 				b.env.Fail(fmt.Errorf("%s: %q is not a topic ARN", t.env, v))
@@ -453,10 +465,10 @@ func (b *builder) sns(n int) (provider.Adapter, error) {
 	if b.failed(n) {
 		return nil, nil
 	}
-	p, err := snsprovider.New(snsprovider.Config{
-		Client: b.opts.SNS, SenderID: b.env.String(EnvSNSSenderID, ""),
+	p, err := snsprovider.New(b.opts.SNS, snsprovider.Options{
+		SenderID:          b.env.String(EnvSNSSenderID, ""),
 		OriginationNumber: b.env.String(EnvSNSOriginationNumber, ""),
-		TopicARNs:         topics, Timeout: b.opts.Timeout, Logger: b.opts.Logger,
+		Topics:            topics, Timeout: b.opts.Timeout, Logger: b.opts.Logger,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("sns provider: %w", err)
@@ -472,8 +484,8 @@ func (b *builder) ses(n int) (provider.Adapter, error) {
 	if b.failed(n) {
 		return nil, nil
 	}
-	p, err := sesprovider.New(sesprovider.Config{
-		Client: b.opts.SES, From: from,
+	p, err := sesprovider.New(b.opts.SES, sesprovider.Options{
+		From:             from,
 		ConfigurationSet: b.env.String(EnvSESConfigurationSet, ""),
 		Timeout:          b.opts.Timeout, Logger: b.opts.Logger,
 	})
@@ -489,7 +501,7 @@ func (b *builder) lambda(n int, channel string) (provider.Adapter, error) {
 	fn := b.env.String(vars.lambdaARN, "")
 	if fn == "" {
 		b.env.Fail(fmt.Errorf("%s is required when %s uses lambda", vars.lambdaARN, channel))
-	} else if err := lambdaprovider.CheckFunction(fn); err != nil {
+	} else if err := ilambdaprovider.CheckFunction(fn); err != nil {
 		b.env.Fail(fmt.Errorf("%s: %w", vars.lambdaARN, err))
 	}
 	idempotent := b.env.Bool(vars.lambdaIdempotent, false)
@@ -500,8 +512,8 @@ func (b *builder) lambda(n int, channel string) (provider.Adapter, error) {
 	if b.opts.Lambda == nil {
 		return nil, errors.New("lambda provider: no Lambda client")
 	}
-	p, err := lambdaprovider.New(lambdaprovider.Config{
-		Client: b.opts.Lambda, Function: fn, Idempotent: idempotent, Lookup: lookup,
+	p, err := lambdaprovider.New(b.opts.Lambda, lambdaprovider.Options{
+		Function: fn, Idempotent: idempotent, Lookup: lookup,
 		Timeout: b.opts.Timeout, Logger: b.opts.Logger,
 	})
 	if err != nil {

@@ -29,6 +29,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sesv2/types"
 
 	"github.com/sendonce/sendonce/internal/provider/awserr"
+	"github.com/sendonce/sendonce/internal/redact"
 	"github.com/sendonce/sendonce/provider"
 )
 
@@ -68,6 +69,9 @@ type Config struct {
 	// Logger receives one line per failed send (addresses redacted); nil
 	// discards.
 	Logger *slog.Logger
+	// Redactor makes the tokens of the addresses in its log lines and
+	// error texts; nil: redact.Default.
+	Redactor *redact.Redactor
 }
 
 // Provider is the SES adapter. It implements provider.Adapter.
@@ -85,7 +89,7 @@ func New(cfg Config) (*Provider, error) {
 	if at := strings.LastIndexByte(cfg.From, '@'); at <= 0 || at == len(cfg.From)-1 || strings.ContainsAny(cfg.From, " \t\r\n<>") {
 		return nil, fmt.Errorf("sesprovider: new: From %q is not an email address", cfg.From)
 	}
-	return &Provider{Base: awserr.NewBase(service, cfg.Timeout, cfg.Logger), cfg: cfg}, nil
+	return &Provider{Base: awserr.NewBase(service, cfg.Timeout, cfg.Logger, cfg.Redactor), cfg: cfg}, nil
 }
 
 // noRetry turns the SDK's retries off for one call (see the package doc).

@@ -101,6 +101,9 @@ type Config struct {
 	// Logger receives one line per failed send (addresses redacted); nil
 	// discards.
 	Logger *slog.Logger
+	// Redactor makes the tokens of the addresses in its log lines and
+	// reasons; nil: redact.Default.
+	Redactor *redact.Redactor
 }
 
 // Provider is the SMTP adapter. It implements provider.Adapter.
@@ -178,12 +181,12 @@ func (p *Provider) Send(ctx context.Context, m provider.Message) (provider.Recei
 	}
 	sc, err := client.DialToSMTPClientWithContext(ctx)
 	if err != nil {
-		return provider.Receipt{}, p.fail(ctx, m, classifyDial(err, m.To))
+		return provider.Receipt{}, p.fail(ctx, m, classifyDial(p.redact(), err, m.To))
 	}
 	defer func() { _ = client.CloseWithSMTPClient(sc) }()
 	err = client.SendWithSMTPClient(sc, msg)
 	if err != nil && !msg.IsDelivered() {
-		return provider.Receipt{}, p.fail(ctx, m, ClassifySend(err, m.To))
+		return provider.Receipt{}, p.fail(ctx, m, classifySend(p.redact(), err, m.To))
 	}
 	// An error after the final 250 (RSET) does not undo the acceptance.
 	return provider.Receipt{MessageID: p.MessageID(m.Key)}, nil
@@ -251,9 +254,17 @@ func (p *Provider) options(ctx context.Context) []mail.Option {
 	return opts
 }
 
+// redact returns p's Redactor, or the package default.
+func (p *Provider) redact() *redact.Redactor {
+	if p.cfg.Redactor != nil {
+		return p.cfg.Redactor
+	}
+	return redact.Default()
+}
+
 func (p *Provider) fail(ctx context.Context, m provider.Message, pe *provider.Error) *provider.Error {
 	p.log.WarnContext(ctx, "smtp send failed",
-		"provider", Name, "key", m.Key, "to", redact.Address(m.To),
+		"provider", Name, "key", m.Key, "to", p.redact().Address(m.To),
 		"kind", pe.Kind.String(), "code", pe.Code, "reason", pe.Reason)
 	return pe
 }
@@ -261,8 +272,8 @@ func (p *Provider) fail(ctx context.Context, m provider.Message, pe *provider.Er
 // classifyDial classifies a failure to connect, greet, start TLS or
 // authenticate: nothing was sent. Authentication and TLS failures are
 // Config; the rest Transient.
-func classifyDial(err error, to string) *provider.Error {
-	pe := &provider.Error{Kind: provider.Transient, Provider: Name, Op: "send", Err: redact.Error(err, to),
+func classifyDial(r *redact.Redactor, err error, to string) *provider.Error {
+	pe := &provider.Error{Kind: provider.Transient, Provider: Name, Op: "send", Err: r.Error(err, to),
 		Reason: "could not open an SMTP session: nothing was sent"}
 	var te *textproto.Error
 	if errors.As(err, &te) {
@@ -289,10 +300,10 @@ func classifyDial(err error, to string) *provider.Error {
 	return pe
 }
 
-// ClassifySend classifies an error of sending over an open session (see
-// the package doc); to is redacted out of any text kept.
-func ClassifySend(err error, to string) *provider.Error {
-	pe := &provider.Error{Kind: provider.Ambiguous, Provider: Name, Op: "send", Err: redact.Error(err, to)}
+// classifySend classifies an error of sending over an open session (see
+// the package doc); to is redacted by r out of any text kept.
+func classifySend(r *redact.Redactor, err error, to string) *provider.Error {
+	pe := &provider.Error{Kind: provider.Ambiguous, Provider: Name, Op: "send", Err: r.Error(err, to)}
 	var se *mail.SendError
 	if !errors.As(err, &se) {
 		pe.Reason = "unrecognised SMTP failure: the message may have been accepted"
@@ -305,7 +316,7 @@ func ClassifySend(err error, to string) *provider.Error {
 			pe.Code += " " + esc
 		}
 	}
-	reply := redact.Text(se.Error(), to)
+	reply := r.Text(se.Error(), to)
 	switch se.Reason {
 	case mail.ErrSMTPDataClose:
 		switch {

@@ -26,6 +26,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sns/types"
 
 	"github.com/sendonce/sendonce/internal/provider/awserr"
+	"github.com/sendonce/sendonce/internal/redact"
 	"github.com/sendonce/sendonce/provider"
 )
 
@@ -72,6 +73,9 @@ type Config struct {
 	// Logger receives one line per failed send (addresses redacted);
 	// nil discards.
 	Logger *slog.Logger
+	// Redactor makes the tokens of the addresses in its log lines and
+	// error texts; nil: redact.Default.
+	Redactor *redact.Redactor
 }
 
 // Provider is the SNS adapter. It implements provider.Adapter.
@@ -85,7 +89,7 @@ func New(cfg Config) (*Provider, error) {
 	if cfg.Client == nil {
 		return nil, errors.New("snsprovider: new: no SNS client")
 	}
-	return &Provider{Base: awserr.NewBase(service, cfg.Timeout, cfg.Logger), cfg: cfg}, nil
+	return &Provider{Base: awserr.NewBase(service, cfg.Timeout, cfg.Logger, cfg.Redactor), cfg: cfg}, nil
 }
 
 // noRetry turns the SDK's retries off for one call (see the package doc).

@@ -68,6 +68,9 @@ type Config struct {
 	// Logger receives one line per failure (addresses redacted); nil
 	// discards.
 	Logger *slog.Logger
+	// Redactor makes the tokens of the addresses in its log lines and
+	// reasons; nil: redact.Default.
+	Redactor *redact.Redactor
 }
 
 // Provider is the Twilio adapter. It implements provider.Adapter and
@@ -187,7 +190,7 @@ func (p *Provider) Send(ctx context.Context, m provider.Message) (provider.Recei
 	req.SetBasicAuth(p.cfg.AccountSID, p.cfg.AuthToken)
 	resp, err := p.http.Do(req)
 	if err != nil {
-		return provider.Receipt{}, p.fail(ctx, m, "send", transportError("send", err, m.To))
+		return provider.Receipt{}, p.fail(ctx, m, "send", transportError(p.redact(), "send", err, m.To))
 	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
@@ -195,12 +198,12 @@ func (p *Provider) Send(ctx context.Context, m provider.Message) (provider.Recei
 		// The status line came back but the body broke off.
 		if resp.StatusCode/100 == 2 {
 			return provider.Receipt{}, p.fail(ctx, m, "send", &provider.Error{Kind: provider.Ambiguous, Provider: Name, Op: "send",
-				Code: strconv.Itoa(resp.StatusCode), Reason: "accepted, but the answer broke off: no message SID", Err: redact.Error(err, m.To)})
+				Code: strconv.Itoa(resp.StatusCode), Reason: "accepted, but the answer broke off: no message SID", Err: p.redact().Error(err, m.To)})
 		}
 		raw = nil
 	}
 	if resp.StatusCode/100 != 2 {
-		pe := Classify(resp.StatusCode, raw, m.To)
+		pe := classify(p.redact(), resp.StatusCode, raw, m.To)
 		// A Retry-After rides in the error's chain: the pacer pauses
 		// Twilio until then.
 		pe.Err = retryafter.From(resp.Header, time.Now())
@@ -214,9 +217,17 @@ func (p *Provider) Send(ctx context.Context, m provider.Message) (provider.Recei
 	return provider.Receipt{MessageID: msg.SID}, nil
 }
 
+// redact returns p's Redactor, or the package default.
+func (p *Provider) redact() *redact.Redactor {
+	if p.cfg.Redactor != nil {
+		return p.cfg.Redactor
+	}
+	return redact.Default()
+}
+
 func (p *Provider) fail(ctx context.Context, m provider.Message, op string, pe *provider.Error) *provider.Error {
 	p.log.WarnContext(ctx, "twilio "+op+" failed",
-		"provider", Name, "key", m.Key, "to", redact.Address(m.To),
+		"provider", Name, "key", m.Key, "to", p.redact().Address(m.To),
 		"kind", pe.Kind.String(), "code", pe.Code, "reason", pe.Reason)
 	return pe
 }
@@ -262,6 +273,11 @@ var codeKinds = map[int]struct {
 // an error answer after the request was processed cannot be excluded),
 // other 4xx Permanent.
 func Classify(status int, body []byte, to string) *provider.Error {
+	return classify(redact.Default(), status, body, to)
+}
+
+// classify is Classify with the texts it keeps redacted by r.
+func classify(r *redact.Redactor, status int, body []byte, to string) *provider.Error {
 	pe := &provider.Error{Provider: Name, Op: "send", Code: strconv.Itoa(status)}
 	var ae apiError
 	_ = json.Unmarshal(body, &ae)
@@ -288,7 +304,7 @@ func Classify(status int, body []byte, to string) *provider.Error {
 	default:
 		pe.Kind, pe.Reason = provider.Ambiguous, fmt.Sprintf("unexpected HTTP %d", status)
 	}
-	if msg := redact.Text(ae.Message, to); msg != "" {
+	if msg := r.Text(ae.Message, to); msg != "" {
 		pe.Reason += ": " + msg
 	}
 	return pe
@@ -297,8 +313,8 @@ func Classify(status int, body []byte, to string) *provider.Error {
 // transportError classifies an error of http.Client.Do: no connection
 // (dial, DNS) is Transient; anything later is Ambiguous for a send and
 // Transient for a lookup (a lookup is safe to repeat).
-func transportError(op string, err error, to string) *provider.Error {
-	pe := &provider.Error{Kind: provider.Ambiguous, Provider: Name, Op: op, Err: redact.Error(err, to)}
+func transportError(r *redact.Redactor, op string, err error, to string) *provider.Error {
+	pe := &provider.Error{Kind: provider.Ambiguous, Provider: Name, Op: op, Err: r.Error(err, to)}
 	var dns *net.DNSError
 	var oe *net.OpError
 	switch {
@@ -428,15 +444,15 @@ func (p *Provider) listPage(ctx context.Context, u string, m provider.Message) (
 	req.SetBasicAuth(p.cfg.AccountSID, p.cfg.AuthToken)
 	resp, err := p.http.Do(req)
 	if err != nil {
-		return listPage{}, transportError("lookup", err, m.To)
+		return listPage{}, transportError(p.redact(), "lookup", err, m.To)
 	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
 	if err != nil {
-		return listPage{}, transportError("lookup", err, m.To)
+		return listPage{}, transportError(p.redact(), "lookup", err, m.To)
 	}
 	if resp.StatusCode != http.StatusOK {
-		pe := Classify(resp.StatusCode, raw, m.To)
+		pe := classify(p.redact(), resp.StatusCode, raw, m.To)
 		pe.Op = "lookup"
 		if pe.Kind == provider.Ambiguous {
 			pe.Kind = provider.Transient // a GET is safe to repeat
