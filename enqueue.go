@@ -8,6 +8,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/sendonce/sendonce/internal/tracing"
 	"github.com/sendonce/sendonce/notify"
 )
 
@@ -34,7 +35,12 @@ func Enqueue(ctx context.Context, client SQSSender, queueURL string, req notify.
 		in.MessageGroupId = aws.String(req.MessageGroup())
 		in.MessageDeduplicationId = aws.String(req.Key())
 	}
+	// The message carries its trace (package tracing): the sender's spans
+	// join it.
+	ctx, span := tracing.StartProducer(ctx, tracing.SpanEnqueue, tracing.AttrKey.String(req.Key()), tracing.AttrChannel.String(string(req.Channel)))
+	tracing.SetHeader(ctx, in)
 	out, err := client.SendMessage(ctx, in)
+	tracing.End(span, err)
 	if err != nil {
 		return "", fmt.Errorf("sendonce: enqueue %s: %w", req.Key(), err)
 	}

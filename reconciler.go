@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/sendonce/sendonce/internal/decide"
+	"github.com/sendonce/sendonce/internal/opstate"
 	"github.com/sendonce/sendonce/internal/reconcile"
 	"github.com/sendonce/sendonce/internal/render"
 	"github.com/sendonce/sendonce/notify"
@@ -99,6 +100,8 @@ type ReconcilerConfig struct {
 type Reconciler struct {
 	r   *reconcile.Reconciler
 	log *slog.Logger
+	// ops records each run (Run, Find) for `sendonce status`.
+	ops opstate.Store
 }
 
 // NewReconciler validates cfg and returns a Reconciler.
@@ -130,7 +133,11 @@ func NewReconciler(cfg ReconcilerConfig) (*Reconciler, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sendonce: new reconciler: %w", err)
 	}
-	return &Reconciler{r: r, log: logger(cfg.Logger)}, nil
+	rc := &Reconciler{r: r, log: logger(cfg.Logger)}
+	if cfg.Ledger.db != nil {
+		rc.ops = opstate.Store{DB: cfg.Ledger.db, Table: cfg.Ledger.table}
+	}
+	return rc, nil
 }
 
 // ReconcileReport sums up one Run, in the JSON shape the SAM
@@ -193,6 +200,9 @@ func (r *Reconciler) Run(ctx context.Context) (ReconcileReport, error) {
 	for a, n := range rep.Actions {
 		out.Actions[Action(a)] = n
 	}
+	if err == nil {
+		r.recordRun(ctx, out)
+	}
 	return out, err
 }
 
@@ -235,7 +245,21 @@ type FindReport struct {
 // the index until settled, and every change is a fenced takeover.
 func (r *Reconciler) Find(ctx context.Context, q *ReconcileQueue) (FindReport, error) {
 	rep, err := r.r.Find(ctx, q.q)
+	if err == nil {
+		r.recordRun(ctx, FindReport(rep))
+	}
 	return FindReport(rep), err
+}
+
+// recordRun records a run that ended now with its report, for `sendonce
+// status` (package opstate; a ledger on DynamoDB only). A failure to
+// record is logged, never the run's.
+func (r *Reconciler) recordRun(ctx context.Context, report any) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	defer cancel()
+	if err := r.ops.ReconcileRun(ctx, time.Now(), report); err != nil {
+		r.log.Warn("record the reconcile run", "error", err)
+	}
 }
 
 // HandleSQS is a reconcile worker's step: each record of ev is a unit

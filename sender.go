@@ -17,6 +17,7 @@ import (
 	"github.com/sendonce/sendonce/internal/decide"
 	"github.com/sendonce/sendonce/internal/dispatch"
 	"github.com/sendonce/sendonce/internal/metrics"
+	"github.com/sendonce/sendonce/internal/opstate"
 	"github.com/sendonce/sendonce/internal/redact"
 	"github.com/sendonce/sendonce/internal/render"
 	"github.com/sendonce/sendonce/internal/sender"
@@ -395,7 +396,13 @@ func newDispatcher(l *Ledger, routes Routes, rc render.Config, m Metrics, log *s
 			return nil, fmt.Errorf("RedactionKey: %w", err)
 		}
 	}
+	var status dispatch.StatusRecorder
+	if l.db != nil {
+		// `sendonce status` reads the providers known down from the table.
+		status = opstate.Store{DB: l.db, Table: l.table}
+	}
 	return dispatch.New(dispatch.Dispatcher{
+		Status:          status,
 		Ledger:          l.rows,
 		Providers:       providers,
 		Fallbacks:       fallbacks,

@@ -18,6 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/sendonce/sendonce/internal/opstate"
 	"github.com/sendonce/sendonce/internal/testenv"
 )
 
@@ -134,10 +135,13 @@ func createStack(t *testing.T, moto, table string) string {
 	}
 }
 
-// TestStatus: status on a healthy local stack (empty queues, no alarm)
-// exits 0; on an unhealthy one (a dead letter, one of the stack's alarms
-// in ALARM) it exits 3 naming both, and lists the stack's alarm alone,
-// not another stack's.
+// TestStatus: status on a local stack with no reconcile run recorded
+// exits 3 saying so; on a healthy one (empty queues, no alarm, a recent
+// reconcile run, no provider down) it exits 0 and shows the run; on an
+// unhealthy one (a dead letter, one of the stack's alarms in ALARM, a
+// provider known down, another paused) it exits 3 naming the first
+// three, lists the stack's alarm alone, not another stack's, and shows
+// the paused provider without flagging it.
 func TestStatus(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -159,8 +163,29 @@ func TestStatus(t *testing.T) {
 	}
 
 	v, r := status()
+	if r.code != exitAttention || len(v.NeedsAttention) != 1 || !strings.Contains(v.NeedsAttention[0], "no reconcile run") || v.LastReconcile != nil {
+		t.Errorf("no reconcile run: exit %d, %+v, %q: want 3 and the missing run alone", r.code, v, r.stderr)
+	}
+	ops := opstate.Store{DB: b.db, Table: b.table}
+	ranAt := time.Now().Add(-time.Minute)
+	if err := ops.ReconcileRun(t.Context(), ranAt, map[string]int{"found": 2}); err != nil {
+		t.Fatal(err)
+	}
+	v, r = status()
 	if r.code != exitOK || v.Stack != stack || v.Backlog != 0 || v.DLQDepth != 0 || len(v.Alarms) != 0 || len(v.NeedsAttention) != 0 || r.stderr != "" {
 		t.Errorf("healthy stack: exit %d, %+v, %q: want 0 and nothing needing attention", r.code, v, r.stderr)
+	}
+	if v.LastReconcile == nil || !v.LastReconcile.At.Equal(ranAt.Truncate(time.Millisecond)) || strings.Join(strings.Fields(string(v.LastReconcile.Summary)), "") != `{"found":2}` {
+		t.Errorf("healthy stack: last reconcile %+v, want the run at %s with its report", v.LastReconcile, ranAt)
+	}
+	if err := ops.ProviderState(t.Context(), "twilio", opstate.Down, time.Now().Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if err := ops.ProviderState(t.Context(), "sns", opstate.Paused, time.Now().Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if err := ops.ProviderState(t.Context(), "http", opstate.Down, time.Now().Add(-time.Second)); err != nil {
+		t.Fatal(err) // over: not shown
 	}
 
 	cw := cloudwatch.NewFromConfig(testenv.Config(), func(o *cloudwatch.Options) { o.BaseEndpoint = aws.String(moto) })
@@ -197,10 +222,17 @@ func TestStatus(t *testing.T) {
 	}
 
 	v, r = status()
-	if r.code != exitAttention || v.DLQDepth != 1 || !slices.Equal(v.Alarms, []string{mine}) || len(v.NeedsAttention) != 2 {
-		t.Errorf("unhealthy stack: exit %d, %+v: want 3, the dead letter and the stack's alarm alone", r.code, v)
+	if r.code != exitAttention || v.DLQDepth != 1 || !slices.Equal(v.Alarms, []string{mine}) || len(v.NeedsAttention) != 3 {
+		t.Errorf("unhealthy stack: exit %d, %+v: want 3, the dead letter, the stack's alarm alone and the provider down", r.code, v)
 	}
-	if strings.Count(r.stderr, "\n") != 1 || !strings.Contains(r.stderr, mine) || !strings.Contains(r.stderr, "dead-letter queue") {
-		t.Errorf("unhealthy stack: stderr %q, want one line naming the alarm and the dead letter", r.stderr)
+	var states []string
+	for _, p := range v.Providers {
+		states = append(states, p.Provider+" "+p.State)
+	}
+	if !slices.Equal(states, []string{"sns paused", "twilio down"}) {
+		t.Errorf("unhealthy stack: providers %q, want sns paused and twilio down (http's state is over)", states)
+	}
+	if strings.Count(r.stderr, "\n") != 1 || !strings.Contains(r.stderr, mine) || !strings.Contains(r.stderr, "dead-letter queue") || !strings.Contains(r.stderr, "provider twilio is down") {
+		t.Errorf("unhealthy stack: stderr %q, want one line naming the alarm, the dead letter and the provider down", r.stderr)
 	}
 }

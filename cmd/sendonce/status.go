@@ -15,6 +15,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/spf13/cobra"
+
+	"github.com/sendonce/sendonce/internal/opstate"
 )
 
 // exitAttention is status's exit status when something needs a person.
@@ -43,34 +45,49 @@ type statusView struct {
 	DLQDepth int `json:"dlq_depth"`
 	// Alarms are the stack's alarms in ALARM.
 	Alarms []string `json:"alarms_in_alarm"`
+	// Providers are the providers a sender or reconcile worker found
+	// down (its latest sends in a row refused) or paused (a Retry-After),
+	// until when (package opstate); absent without a table.
+	Providers []opstate.ProviderStatus `json:"providers_down_or_paused,omitempty"`
+	// LastReconcile is the last reconcile run the table records: when
+	// it ended and its report; absent without a table or a run.
+	LastReconcile *opstate.Run `json:"last_reconcile,omitempty"`
 	// NeedsAttention says what a person should look at; empty: healthy.
 	NeedsAttention []string `json:"needs_attention"`
 }
 
 func statusCmd(a *app) *cobra.Command {
 	var (
-		maxAge     time.Duration
-		queue, dlq *string
+		maxAge, maxReconcile time.Duration
+		queue, dlq, table    *string
 	)
 	c := &cobra.Command{
 		Use:         "status [--max-backlog-age D] [--queue-url URL] [--dlq-url URL]",
-		Short:       "say whether the stack is healthy: backlog size and age, DLQ depth, alarms in ALARM",
+		Short:       "say whether the stack is healthy: backlog, DLQ depth, alarms in ALARM, providers down, the last reconcile run",
 		Annotations: map[string]string{annotService: serviceSQS},
 		Long: `
 Shows at a glance whether a deployment needs a person: the notification
 queue's backlog (messages waiting and in flight) and the age of its oldest
 message (CloudWatch's ApproximateAgeOfOldestMessage), the dead-letter
-queue's depth, and the stack's CloudWatch alarms in ALARM (those whose name
-starts with the stack's name, as CloudFormation names them).
+queue's depth, the stack's CloudWatch alarms in ALARM (those whose name
+starts with the stack's name, as CloudFormation names them), and from the
+table: the providers a sender or reconcile worker found down (its latest
+sends in a row refused) or paused (a Retry-After), and the last reconcile
+run (when it ended, and its report).
 
 The queues come from the stack (--stack-name or SENDONCE_STACK), else
---queue-url / --dlq-url, else SENDONCE_QUEUE_URL / SENDONCE_DLQ_URL. The
-alarms need the stack's name.
+--queue-url / --dlq-url, else SENDONCE_QUEUE_URL / SENDONCE_DLQ_URL; the
+table from --table, else the stack, else SENDONCE_TABLE (without one, the
+providers and the reconcile run are not read). The alarms need the
+stack's name.
 
 Exit status 0: healthy. 3: something needs a person, each named in
 needs_attention and in the one line on stderr: an alarm in ALARM, a message
 in the dead-letter queue, a backlog older than --max-backlog-age (default
-5m). 1: status could not be read (an AWS error).`,
+5m), a provider known down, no reconcile run recorded or the last one
+older than --max-reconcile-age (default 10m: the reconciler runs every
+minute by default). A paused provider is shown, not flagged: it asked for
+the pause. 1: status could not be read (an AWS error).`,
 		Args: noArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			queue, dlq := cmp0(*queue, a.getenv("SENDONCE_QUEUE_URL")), cmp0(*dlq, a.getenv("SENDONCE_DLQ_URL"))
@@ -78,6 +95,10 @@ in the dead-letter queue, a backlog older than --max-backlog-age (default
 				return &usageError{cmd: c, msg: "no queues: pass --stack-name STACK (or set SENDONCE_STACK), or --queue-url and --dlq-url"}
 			}
 			v, err := a.status(c.Context(), queue, dlq, maxAge)
+			if err != nil {
+				return err
+			}
+			err = a.statusTable(c.Context(), &v, cmp0(*table, a.getenv("SENDONCE_TABLE")), maxReconcile)
 			if err != nil {
 				return err
 			}
@@ -91,6 +112,8 @@ in the dead-letter queue, a backlog older than --max-backlog-age (default
 		},
 	}
 	c.Flags().DurationVar(&maxAge, "max-backlog-age", 5*time.Minute, "a backlog older than `D` needs a person")
+	c.Flags().DurationVar(&maxReconcile, "max-reconcile-age", 10*time.Minute, "a last reconcile run older than `D` needs a person")
+	table = tableFlag(c)
 	queue = c.Flags().String("queue-url", "", "the notification queue's `URL` (default: the stack's, else SENDONCE_QUEUE_URL)")
 	dlq = c.Flags().String("dlq-url", "", "the dead-letter queue's `URL` (default: the stack's, else SENDONCE_DLQ_URL)")
 	return c
@@ -189,6 +212,37 @@ func (a *app) status(ctx context.Context, queue, dlq string, maxAge time.Duratio
 		}
 	}
 	return v, nil
+}
+
+// statusTable adds to v what table records (package opstate): the
+// providers known down or paused, and the last reconcile run. It does
+// nothing without a table.
+func (a *app) statusTable(ctx context.Context, v *statusView, table string, maxReconcile time.Duration) error {
+	if table == "" {
+		return nil
+	}
+	db, err := a.dynamoClient(ctx)
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	st, err := opstate.Read(ctx, db, table, now)
+	if err != nil {
+		return fmt.Errorf("read the providers' states and the last reconcile run of table %s: %w", table, err)
+	}
+	v.Providers, v.LastReconcile = st.Providers, st.Reconcile
+	for _, p := range st.Providers {
+		if p.State == opstate.Down {
+			v.NeedsAttention = append(v.NeedsAttention, fmt.Sprintf("provider %s is down until %s: its latest sends were refused (ProviderErrors by kind; docs/operations.md)", p.Provider, p.Until.Format(time.RFC3339)))
+		}
+	}
+	switch {
+	case st.Reconcile == nil:
+		v.NeedsAttention = append(v.NeedsAttention, "no reconcile run is recorded: is the reconciler's schedule enabled?")
+	case now.Sub(st.Reconcile.At) > maxReconcile:
+		v.NeedsAttention = append(v.NeedsAttention, fmt.Sprintf("the last reconcile run ended %s ago (over %s)", now.Sub(st.Reconcile.At).Round(time.Second), maxReconcile))
+	}
+	return nil
 }
 
 // isAttention reports whether err is status's finding that something

@@ -16,6 +16,7 @@ import (
 	"github.com/sendonce/sendonce/internal/ledger/dynamoledger"
 	"github.com/sendonce/sendonce/internal/localpipeline"
 	"github.com/sendonce/sendonce/internal/metrics"
+	"github.com/sendonce/sendonce/internal/opstate"
 	"github.com/sendonce/sendonce/internal/provider/httpprovider"
 	"github.com/sendonce/sendonce/internal/provider/simulator"
 	"github.com/sendonce/sendonce/internal/reconcile"
@@ -119,6 +120,20 @@ func setupRows(t *testing.T, prefix string, phones [2]string) rows {
 	return r
 }
 
+// wantRunRecorded checks that the table records a reconcile run of the
+// last few seconds whose report holds field (package opstate: what
+// `sendonce status` shows).
+func (r rows) wantRunRecorded(t *testing.T, field string) {
+	t.Helper()
+	st, err := opstate.Read(t.Context(), testenv.DynamoDB(t), r.env["SENDONCE_TABLE"], time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Reconcile == nil || time.Since(st.Reconcile.At) > 30*time.Second || !strings.Contains(string(st.Reconcile.Summary), field) {
+		t.Errorf("last reconcile run %+v, want one just now with %s", st.Reconcile, field)
+	}
+}
+
 func TestBootstrapUnderRIE(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -139,6 +154,7 @@ func TestBootstrapUnderRIE(t *testing.T) {
 	}
 
 	sum := run()
+	r.wantRunRecorded(t, `"examined":2`)
 	want := map[string]int{string(reconcile.ActionReconciledSent): 1, string(reconcile.ActionResent): 1}
 	if sum.Examined != 2 || !maps.Equal(sum.Actions, want) || sum.Truncated {
 		t.Errorf("summary = %+v, want 2 examined, actions %v, not truncated", sum, want)
@@ -216,6 +232,7 @@ func TestHandOutUnderRIE(t *testing.T) {
 	if err := json.Unmarshal(out, &rep); err != nil || rep.Found != 2 || rep.Units < 1 {
 		t.Fatalf("hand-out %s (%v): want 2 rows found in at least one unit", out, err)
 	}
+	r.wantRunRecorded(t, `"found":2`)
 	got, err := q.ReceiveMessage(ictx, &sqs.ReceiveMessageInput{QueueUrl: created.QueueUrl, MaxNumberOfMessages: 10, WaitTimeSeconds: 2})
 	if err != nil || len(got.Messages) != rep.Units {
 		t.Fatalf("units queue: %d messages, %v: want %d", len(got.Messages), err, rep.Units)

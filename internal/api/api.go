@@ -97,6 +97,7 @@ import (
 	"github.com/sendonce/sendonce/internal/metrics"
 	"github.com/sendonce/sendonce/internal/redact"
 	"github.com/sendonce/sendonce/internal/sendkey"
+	"github.com/sendonce/sendonce/internal/tracing"
 	"github.com/sendonce/sendonce/notify"
 )
 
@@ -393,7 +394,13 @@ func (h *Handler) submit(ctx context.Context, log *slog.Logger, req events.APIGa
 		in.MessageGroupId = aws.String(r.MessageGroup())
 		in.MessageDeduplicationId = aws.String(key)
 	}
-	if _, err := h.cfg.Queue.SendMessage(ctx, in); err != nil {
+	// The message carries its trace (package tracing): the sender's spans
+	// join it.
+	qctx, span := tracing.StartProducer(ctx, tracing.SpanEnqueue, tracing.AttrKey.String(key), tracing.AttrChannel.String(string(r.Channel)))
+	tracing.SetHeader(qctx, in)
+	_, err = h.cfg.Queue.SendMessage(qctx, in)
+	tracing.End(span, err)
+	if err != nil {
 		abandon()
 		return h.unavailable(log, "enqueue failed", err)
 	}

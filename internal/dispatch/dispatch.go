@@ -91,8 +91,10 @@ import (
 	"github.com/sendonce/sendonce/internal/pace"
 	"github.com/sendonce/sendonce/internal/redact"
 	"github.com/sendonce/sendonce/internal/render"
+	"github.com/sendonce/sendonce/internal/tracing"
 	"github.com/sendonce/sendonce/notify"
 	"github.com/sendonce/sendonce/provider"
+	"go.opentelemetry.io/otel/codes"
 )
 
 // Disposition is what handling one message ended in: an attempt here, a
@@ -228,6 +230,15 @@ type Dispatcher struct {
 	// Redactor makes the address tokens of the log lines; the process's
 	// default (redact.Default) when nil.
 	Redactor *redact.Redactor
+	// Status, when set, is told each time Health comes to know a
+	// provider down (package opstate records it for `sendonce status`).
+	Status StatusRecorder
+}
+
+// StatusRecorder records a provider's state for operators
+// (opstate.Store): state "down" until until.
+type StatusRecorder interface {
+	ProviderState(ctx context.Context, provider, state string, until time.Time) error
 }
 
 // Address returns the token of address a for a log line (Redactor).
@@ -611,7 +622,11 @@ func (d *Dispatcher) retry(ctx context.Context, op, key string, write func(conte
 }
 
 // Send calls p with the entry's message under claim c and records the
-// outcome. It never returns an error: every path ends in a Result.
+// outcome. It never returns an error: every path ends in a Result. A
+// send through a provider other than the first of the channel's route
+// (Route) is counted as Failovers, from e.Provider (the provider of the
+// row's latest attempt) when that is another, else from the route's
+// first.
 func (d *Dispatcher) Send(ctx context.Context, c ledger.Claim, e ledger.Entry, p provider.Adapter) Result {
 	r := d.send(ctx, c, e, p)
 	r.Provider = p.Name()
@@ -622,9 +637,22 @@ func (d *Dispatcher) send(ctx context.Context, c ledger.Claim, e ledger.Entry, p
 	dims := []metrics.Dim{{Name: "channel", Value: e.Channel}, {Name: "provider", Value: p.Name()}}
 	log := d.Logger.With("key", e.Key, "channel", e.Channel, "provider", p.Name(), "attempt", c.Attempt)
 
+	if from, ok := d.failover(e, p); ok {
+		d.Metrics.Count(metrics.Failovers, 1, metrics.Dim{Name: "channel", Value: e.Channel},
+			metrics.Dim{Name: "from", Value: from}, metrics.Dim{Name: "to", Value: p.Name()})
+		log.Warn("failover: sending through a provider other than the route's first", "from", from, "to", p.Name())
+	}
 	callCtx, cancel := context.WithTimeout(ctx, d.ProviderTimeout)
+	// The provider's span: its name and the outcome's kind, never the
+	// address.
+	callCtx, span := tracing.Start(callCtx, tracing.SpanProvider, tracing.AttrKey.String(e.Key), tracing.AttrChannel.String(e.Channel), tracing.AttrProvider.String(p.Name()))
 	start := d.Now()
 	receipt, err := p.Send(callCtx, ProviderMessage(e, c.AttemptedAt))
+	span.SetAttributes(tracing.AttrOutcome.String(outcome(err)))
+	if err != nil {
+		span.SetStatus(codes.Error, provider.KindOf(err).String())
+	}
+	span.End()
 	cancel()
 	took := d.Now().Sub(start)
 	d.Metrics.Latency(metrics.SendLatency, took, dims...)
@@ -633,7 +661,16 @@ func (d *Dispatcher) send(ctx context.Context, c ledger.Claim, e ledger.Entry, p
 	if !paced {
 		// A refusal of this side's own pace says nothing about the
 		// provider's health.
+		wasDown := d.Health.Down(p.Name())
 		d.Health.Observe(p.Name(), err)
+		if until := d.Health.DownUntil(p.Name()); !wasDown && !until.IsZero() && d.Status != nil {
+			log.Warn("provider known down: its latest sends in a row were refused", "until", until)
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+			if serr := d.Status.ProviderState(sctx, p.Name(), "down", until); serr != nil {
+				log.Warn("record the provider's state", "error", serr)
+			}
+			cancel()
+		}
 	}
 
 	if err == nil {
@@ -780,8 +817,10 @@ func (d *Dispatcher) Mark(ctx context.Context, c ledger.Claim, e ledger.Entry, p
 	return r
 }
 
-func (d *Dispatcher) mark(ctx context.Context, log *slog.Logger, c ledger.Claim, o ledger.Outcome, sent bool, dims []metrics.Dim) Result {
-	res := Result{Key: c.Key, ProviderMessageID: o.ProviderMessageID, Reason: o.Reason}
+func (d *Dispatcher) mark(ctx context.Context, log *slog.Logger, c ledger.Claim, o ledger.Outcome, sent bool, dims []metrics.Dim) (res Result) {
+	ctx, span := tracing.Start(ctx, tracing.SpanMark, tracing.AttrKey.String(c.Key), tracing.AttrState.String(string(o.State)))
+	defer func() { tracing.End(span, res.Err) }()
+	res = Result{Key: c.Key, ProviderMessageID: o.ProviderMessageID, Reason: o.Reason}
 	switch o.State {
 	case ledger.StateSent:
 		res.Disposition = Sent

@@ -9,7 +9,6 @@ import (
 
 	"github.com/sendonce/sendonce/internal/decide"
 	"github.com/sendonce/sendonce/internal/ledger"
-	"github.com/sendonce/sendonce/internal/metrics"
 	"github.com/sendonce/sendonce/provider"
 )
 
@@ -117,8 +116,10 @@ func (d *Dispatcher) Pick(rec ledger.Record, route []provider.Adapter) []provide
 // time for a send. route is a Pick: the row's own provider alone while an
 // earlier attempt may have sent. history is the row's History under c
 // (nil for a first claim): each failover's takeover adds the refused
-// attempt to it. Each failover is counted (Failovers, with the channel
-// and both providers).
+// attempt to it. Each send through a provider other than the route's
+// first is counted as a failover (Send: Failovers, with the channel and
+// both providers), whether this loop, Health (Pick) or an earlier
+// release chose it.
 func (d *Dispatcher) SendRoute(ctx context.Context, c ledger.Claim, e ledger.Entry, history []string, route []provider.Adapter) Result {
 	p := route[0]
 	r := d.Send(ctx, c, e, p)
@@ -154,15 +155,32 @@ func (d *Dispatcher) SendRoute(ctx context.Context, c ledger.Claim, e ledger.Ent
 			d.Logger.Info("failover: the row changed since the release", "key", e.Key, "error", err)
 			return r
 		}
-		d.Metrics.Count(metrics.Failovers, 1, metrics.Dim{Name: "channel", Value: e.Channel},
-			metrics.Dim{Name: "from", Value: p.Name()}, metrics.Dim{Name: "to", Value: next.Name()})
 		d.Logger.Warn("failing over: the previous provider refused before accepting", "key", e.Key, "channel", e.Channel,
 			"from", p.Name(), "to", next.Name(), "reason", r.Reason)
+		// The next send fails over from p (failover: Failovers).
+		e.Provider = p.Name()
 		c, p = nc, next
 		r = d.Send(ctx, c, e, p)
 		r.Attempt = c.Attempt
 	}
 	return r
+}
+
+// failover reports whether a send of entry e through p is a failover: p
+// is not the first provider of e's channel's route (Route). from is the
+// provider the message left: e.Provider, the provider of the row's
+// latest attempt (the one that refused, for a released row or within
+// SendRoute), when it is another; else the route's first (skipped while
+// it cools down, or no longer the row's).
+func (d *Dispatcher) failover(e ledger.Entry, p provider.Adapter) (from string, ok bool) {
+	route := d.Route(e.Channel)
+	if len(route) == 0 || route[0] == nil || route[0].Name() == p.Name() {
+		return "", false
+	}
+	if e.Provider != "" && e.Provider != p.Name() {
+		return e.Provider, true
+	}
+	return route[0].Name(), true
 }
 
 // Health tracks, per container, the providers that keep failing, so that
@@ -243,6 +261,21 @@ func (h *Health) Down(name string) bool {
 	defer h.mu.Unlock()
 	st := h.state[name]
 	return st != nil && h.now().Before(st.downUntil)
+}
+
+// DownUntil returns when provider name stops being known down (Down), the
+// zero time when it is not down now.
+func (h *Health) DownUntil(name string) time.Time {
+	if h == nil {
+		return time.Time{}
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	st := h.state[name]
+	if st == nil || !h.now().Before(st.downUntil) {
+		return time.Time{}
+	}
+	return st.downUntil
 }
 
 // Record notes the outcome of one call to provider name: ok when it

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"regexp"
+	"time"
 
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -17,6 +18,9 @@ import (
 	"github.com/sendonce/sendonce/internal/ledger/dynamoledger"
 	"github.com/sendonce/sendonce/internal/metrics"
 	"github.com/sendonce/sendonce/internal/secrets"
+	"github.com/sendonce/sendonce/internal/tracing"
+	"github.com/sendonce/sendonce/internal/tracing/export"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Function is what every function's main starts from, built once per
@@ -37,6 +41,9 @@ type Function struct {
 	Metrics *metrics.EMF
 	// Table is the one table every record lives in (EnvTable).
 	Table string
+	// flushTraces exports the spans pending (export.Setup), after
+	// every invocation (Serve).
+	flushTraces func(context.Context)
 }
 
 // The variables every function reads.
@@ -96,6 +103,11 @@ func StartWith(ctx context.Context, service string, getenv func(string) string, 
 		return f
 	}
 	f.AWS = cfg
+	// Traces (package tracing), exported only where
+	// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT names an endpoint.
+	flush, err := export.Setup(ctx, cfg, service, getenv)
+	f.Env.Fail(err)
+	f.flushTraces = flush
 	f.Env.Secrets = secrets.NewFromConfig(cfg)
 	f.DB = DynamoDB(cfg, getenv)
 	if r := f.Env.Redactor(ctx); r != nil {
@@ -129,5 +141,25 @@ func (f *Function) Must(err error) {
 // flushed after every invocation (FlushAfter) and the invocation's keys
 // on every log line (Invocation). It does not return.
 func Serve[In, Out any](f *Function, h func(context.Context, In) (Out, error)) {
-	lambda.Start(Invocation(f.Log, FlushAfter(f.Metrics, f.Log, h)))
+	lambda.Start(Invocation(f.Log, FlushAfter(f.Metrics, f.Log, traced(f, h))))
+}
+
+// traced runs h in the invocation's X-Ray trace (the header the runtime
+// passes: Lambda's own segment, with Tracing Active) and exports the
+// spans it recorded before the invocation returns.
+func traced[In, Out any](f *Function, h func(context.Context, In) (Out, error)) func(context.Context, In) (Out, error) {
+	return func(ctx context.Context, in In) (Out, error) {
+		if hdr, _ := ctx.Value("x-amzn-trace-id").(string); hdr != "" {
+			if sc := tracing.FromHeader(hdr); sc.IsValid() {
+				ctx = trace.ContextWithRemoteSpanContext(ctx, sc)
+			}
+		}
+		out, err := h(ctx, in)
+		if f.flushTraces != nil {
+			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+			f.flushTraces(fctx)
+			cancel()
+		}
+		return out, err
+	}
 }

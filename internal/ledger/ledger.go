@@ -236,6 +236,11 @@ type Entry struct {
 	// in the same write, and the row keeps it for its whole life. It is
 	// not part of the key.
 	ValidUntil time.Time
+	// Trace is the X-Ray trace header of the delivery that first claimed
+	// the row (package tracing), when it was traced: a reconcile
+	// worker's spans join the message's trace through it. Claim writes
+	// it once.
+	Trace string
 }
 
 // Expired reports whether e's validity has passed at now: a message with

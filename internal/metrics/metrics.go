@@ -71,9 +71,12 @@ const (
 	UncertainAttempts   = "UncertainAttempts"
 	Failed              = "Failed"
 	Released            = "Released"
-	// Failovers counts attempts handed to the next provider of a channel's
-	// route after the previous attempt provably sent nothing (dimensions
-	// channel, from, to).
+	// Failovers counts the sends through a provider other than the first
+	// of the channel's route: a failover within one delivery after a
+	// refusal, a provider skipped while it cools down, a released row
+	// sent by a later delivery or the reconciler through the next
+	// provider, and any repeat of a message through such a provider
+	// (dimensions channel, from, to).
 	Failovers = "Failovers"
 	// ConfigErrors counts requests for a channel with no configured
 	// provider (released and retried, never FAILED).

@@ -82,6 +82,8 @@ type Limiter struct {
 	block  int
 	floor  float64
 	ramp   float64
+	// onPause is Options.OnPause.
+	onPause func(ctx context.Context, provider string, until time.Time)
 
 	mu    sync.Mutex
 	state map[string]*route
@@ -120,6 +122,10 @@ type Options struct {
 	Ramp float64
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
+	// OnPause, when set, is told each pause a Retry-After extended in
+	// this container (package opstate records it for `sendonce
+	// status`), on a context of its own that lasts a second.
+	OnPause func(ctx context.Context, provider string, until time.Time)
 }
 
 // New returns a Limiter of limits (sends a second per provider name; a
@@ -136,7 +142,7 @@ func New(store Store, limits map[string]int, o Options) (*Limiter, error) {
 	if o.Block < 0 || o.Floor < 0 || o.Floor > 1 || o.Ramp < 0 {
 		return nil, errors.New("pace: block, floor and ramp must not be negative (floor at most 1)")
 	}
-	l := &Limiter{store: store, now: o.Now, limits: limits, block: o.Block, floor: o.Floor, ramp: o.Ramp, state: map[string]*route{}}
+	l := &Limiter{store: store, now: o.Now, limits: limits, block: o.Block, floor: o.Floor, ramp: o.Ramp, state: map[string]*route{}, onPause: o.OnPause}
 	if l.now == nil {
 		l.now = time.Now
 	}
@@ -389,16 +395,19 @@ func (l *Limiter) observe(ctx context.Context, name string, err error) {
 	}
 	now := l.now()
 	if until, ok := l.adjust(name, now, err); ok {
+		// The send's context may be ending: the pause is written
+		// within a second of its own.
+		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		defer cancel()
 		if p, ok := l.store.(Pauser); ok {
 			to := until.Unix()
 			if until.After(time.Unix(to, 0)) {
 				to++
 			}
-			// The send's context may be ending: the pause is written
-			// within a second of its own.
-			pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-			defer cancel()
 			_ = p.Pause(pctx, name, now.Unix(), to, limit)
+		}
+		if l.onPause != nil {
+			l.onPause(pctx, name, until)
 		}
 	}
 }

@@ -55,6 +55,8 @@ import (
 	"github.com/sendonce/sendonce/internal/dispatch"
 	"github.com/sendonce/sendonce/internal/ledger"
 	"github.com/sendonce/sendonce/internal/metrics"
+	"github.com/sendonce/sendonce/internal/tracing"
+	"go.opentelemetry.io/otel/attribute"
 )
 
 // Policy is what happens to an ambiguous attempt whose provider can
@@ -309,7 +311,14 @@ func (r *Reconciler) nearDeadline(ctx context.Context) bool {
 }
 
 // reconcile decides (decide.Of) and performs the action for one row.
-func (r *Reconciler) reconcile(ctx context.Context, rec ledger.Record) Action {
+func (r *Reconciler) reconcile(ctx context.Context, rec ledger.Record) (act Action) {
+	// The row's span joins (and links to) the trace of the delivery that
+	// first claimed it: one message, one trace.
+	ctx, span := tracing.StartMessage(ctx, tracing.SpanReconcile, rec.Trace, tracing.AttrKey.String(rec.Key), tracing.AttrChannel.String(rec.Channel))
+	defer func() {
+		span.SetAttributes(attribute.String("sendonce.action", string(act)))
+		span.End()
+	}()
 	log := r.dispatch.Logger.With("key", rec.Key, "state", string(rec.State), "attempts", rec.Attempts, "class", rec.Class, "channel", rec.Channel)
 	dims := []metrics.Dim{{Name: "channel", Value: rec.Channel}}
 	// The row is resolved against the provider its attempt went through

@@ -13,7 +13,9 @@ import (
 
 	"github.com/sendonce/sendonce/internal/dispatch"
 	"github.com/sendonce/sendonce/internal/metrics"
+	"github.com/sendonce/sendonce/internal/tracing"
 	"github.com/sendonce/sendonce/notify"
+	"go.opentelemetry.io/otel/attribute"
 )
 
 // DeadLetters receives requests that can never be processed.
@@ -90,6 +92,10 @@ func groups(recs []events.SQSMessage) [][]events.SQSMessage {
 // handleRecord processes one record and reports whether it is done
 // (acknowledged) rather than to be delivered again.
 func (s *Sender) handleRecord(ctx context.Context, rec events.SQSMessage) bool {
+	// One message, one trace: its span joins the producer's trace
+	// (AWSTraceHeader; package tracing).
+	ctx, span := tracing.StartMessage(ctx, tracing.SpanProcess, rec.Attributes[tracing.HeaderAttribute])
+	defer span.End()
 	log := s.dispatch.Logger.With("sqs_message_id", rec.MessageId)
 	req, err := notify.Parse([]byte(rec.Body))
 	if err != nil {
@@ -105,7 +111,9 @@ func (s *Sender) handleRecord(ctx context.Context, rec events.SQSMessage) bool {
 		log.Warn("invalid request moved to the dead-letter queue", "field", invalid.Field, "reason", invalid.Reason)
 		return true
 	}
+	span.SetAttributes(tracing.AttrKey.String(req.Key()), tracing.AttrChannel.String(string(req.Channel)))
 	res := s.ProcessEnqueued(ctx, req, Enqueued(rec))
+	span.SetAttributes(attribute.String("sendonce.disposition", res.Disposition.String()))
 	level := slog.LevelInfo
 	if res.Disposition == dispatch.Retry || res.Disposition == dispatch.Uncertain {
 		level = slog.LevelWarn

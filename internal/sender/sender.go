@@ -86,6 +86,7 @@ import (
 	"github.com/sendonce/sendonce/internal/metrics"
 	"github.com/sendonce/sendonce/internal/pace"
 	"github.com/sendonce/sendonce/internal/render"
+	"github.com/sendonce/sendonce/internal/tracing"
 	"github.com/sendonce/sendonce/notify"
 	"github.com/sendonce/sendonce/provider"
 )
@@ -187,6 +188,8 @@ func (s *Sender) ProcessEnqueued(ctx context.Context, req notify.Request, enqueu
 	if enqueued.IsZero() {
 		enqueued = s.dispatch.Now()
 	}
+	// The reconciler's spans join the message's trace through the row.
+	entry.Trace = tracing.Header(ctx)
 	entry.ValidUntil = decide.ValidUntil(req.Expiry(), enqueued, s.cfg.Validity[string(req.Class)])
 	// Its place in the earliest-deadline-first order of the provider's
 	// rate: behind the reconcile workers' hold when its deadline is
@@ -198,7 +201,9 @@ func (s *Sender) ProcessEnqueued(ctx context.Context, req notify.Request, enqueu
 	// The message is rendered whether or not its channel is served yet: the
 	// row then holds what a later attempt sends once it is.
 	var unservable string
-	msg, err := s.dispatch.Renderer.RenderRequest(ctx, req)
+	rctx, span := tracing.Start(ctx, tracing.SpanRender, tracing.AttrKey.String(key))
+	msg, err := s.dispatch.Renderer.RenderRequest(rctx, req)
+	tracing.End(span, err)
 	if errors.Is(err, render.ErrUnavailable) {
 		log.Error("render", "error", err)
 		return dispatch.Result{Key: key, Disposition: dispatch.Retry, Reason: "template store unavailable"}
@@ -248,7 +253,9 @@ func (s *Sender) ProcessEnqueued(ctx context.Context, req notify.Request, enqueu
 	}
 
 	start := s.dispatch.Now()
-	c, err := s.dispatch.Claim(ctx, entry, s.dispatch.ClaimTimeout)
+	cctx, span := tracing.Start(ctx, tracing.SpanClaim, tracing.AttrKey.String(key))
+	c, err := s.dispatch.Claim(cctx, entry, s.dispatch.ClaimTimeout)
+	tracing.End(span, err)
 	s.dispatch.Metrics.Latency(metrics.ClaimLatency, s.dispatch.Now().Sub(start), metrics.Dim{Name: "channel", Value: entry.Channel})
 	if err != nil {
 		cur, conflict := ledger.AsConflict(err)

@@ -12,6 +12,7 @@ import (
 	"github.com/sendonce/sendonce/internal/decide"
 	"github.com/sendonce/sendonce/internal/lambdaenv"
 	"github.com/sendonce/sendonce/internal/ledger/dynamoledger"
+	"github.com/sendonce/sendonce/internal/opstate"
 	"github.com/sendonce/sendonce/internal/pace"
 	"github.com/sendonce/sendonce/internal/provider/registry"
 	"github.com/sendonce/sendonce/internal/render"
@@ -99,7 +100,15 @@ func Build(ctx context.Context, f *lambdaenv.Function, s Settings) Deps {
 	d := Deps{Ledger: f.Ledger(), Providers: map[string]provider.Adapter{}, Fallbacks: map[string][]provider.Adapter{}}
 	// One limiter per container: the providers of every route share it,
 	// and its counters (in the table) are shared with every container.
-	limiter, err := pace.New(&pace.DynamoStore{DB: f.DB, Table: f.Table}, s.Rates, pace.Options{})
+	ops := opstate.Store{DB: f.DB, Table: f.Table}
+	limiter, err := pace.New(&pace.DynamoStore{DB: f.DB, Table: f.Table}, s.Rates, pace.Options{
+		// A Retry-After's pause is what `sendonce status` shows.
+		OnPause: func(ctx context.Context, provider string, until time.Time) {
+			if err := ops.ProviderState(ctx, provider, opstate.Paused, until); err != nil {
+				f.Log.Warn("record the provider's pause", "provider", provider, "error", err)
+			}
+		},
+	})
 	f.Env.Fail(err)
 	for ch, route := range registry.ReadRoutes(ctx, f.Env, opts) {
 		for i, a := range route {

@@ -172,11 +172,11 @@ func (l *simLedger) TakeOver(ctx context.Context, cur ledger.Record, provider st
 	}
 	w.held[heldKey{wk.id, cur.Key}] = c.ClaimID
 	// A failover (dispatch.SendRoute) takes over the worker's own released
-	// claim for the route's next provider: counted as Failovers, and the
-	// sender counts one Reclaims for the route.
+	// claim for the route's next provider: the sender counts one Reclaims
+	// for the route. (Its send is a Failovers when that provider is not
+	// the route's first: simProvider.call.)
 	switch {
 	case prev != nil && prev.worker == wk && prev.released:
-		w.expect(wk.service, metrics.Failovers)
 		w.faults["failovers"]++
 		if prev.reclaim == reclaimReleased {
 			prev.reclaim = reclaimNone

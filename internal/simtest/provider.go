@@ -203,6 +203,9 @@ func (p *simProvider) accept(wk *worker, key, to, body string) string {
 // took it, and the error of a call that got no answer.
 func (p *simProvider) call(ctx context.Context, key, to, body string) (b, id string, err error) {
 	w := p.w
+	w.mu.Lock()
+	w.expectFailover(workerOf(ctx), p, key)
+	w.mu.Unlock()
 	wk := w.yield(ctx, "send", key)
 	w.mu.Lock()
 	kt := w.truth(key)
@@ -237,6 +240,22 @@ func (p *simProvider) call(ctx context.Context, key, to, body string) (b, id str
 	}
 	w.tracef(key, "%s send %s via %s: %s", wk.name, w.short(key), p.name, b)
 	return b, id, err
+}
+
+// expectFailover expects a Failovers of worker wk's service when its
+// send of key through p goes through a provider other than the first of
+// the channel's route in wk's deployment: the dispatcher counts every
+// such send just before the call, so it is expected before the call's
+// first yield. w.mu is held.
+func (w *World) expectFailover(wk *worker, p *simProvider, key string) {
+	kt := w.keys[key]
+	if wk == nil || wk.dep == nil || kt == nil || kt.msg == nil {
+		return
+	}
+	if r := w.route(wk.dep, string(kt.msg.req.Channel)); r[0] != p {
+		w.expect(wk.service, metrics.Failovers)
+		w.faults["failover_sends"]++
+	}
 }
 
 // refusals are a provider's answers to the sends it refuses: the kind of

@@ -12,6 +12,7 @@
 //	rate#...                    API rate-limit window (package api)
 //	pace#<provider>#<second>    a provider's shared send-rate counter (package pace)
 //	pmid#<provider>#<id>        the key a provider message id belongs to (ledger.OwnerIndex)
+//	ops#providers, ops#reconcile  what `sendonce status` reads (package opstate)
 //	tpl#<tenant>[#...]          message templates (package dynamotemplates)
 package tableschema
 

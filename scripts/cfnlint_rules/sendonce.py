@@ -404,8 +404,8 @@ def TimingParameters(cfn):
 
 # The partition-key prefixes of the one table's record types (package
 # tableschema), as IAM's dynamodb:LeadingKeys patterns.
-LEDGER, CALLBACKS, IDEMPOTENCY, RATE, API_KEYS, TEMPLATES, ATTENTION, PACE, OWNERS = \
-    "v1_*", "cb#*", "idem#*", "rate#*", "apikey#*", "tpl#*", "attn#*", "pace#*", "pmid#*"
+LEDGER, CALLBACKS, IDEMPOTENCY, RATE, API_KEYS, TEMPLATES, ATTENTION, PACE, OWNERS, STATUS = \
+    "v1_*", "cb#*", "idem#*", "rate#*", "apikey#*", "tpl#*", "attn#*", "pace#*", "pmid#*", "ops#*"
 # Logs, tracing and the log-redaction key (a generated secret, or an SSM
 # SecureString decrypted through SSM), which every role may hold.
 BASE = ["logs:CreateLogStream", "logs:PutLogEvents", "xray:PutTraceSegments", "xray:PutTelemetryRecords",
@@ -428,13 +428,15 @@ SEND = ["sns:Publish", "ses:SendEmail", "ssm:GetParameter", "kms:Decrypt", "lamb
 # pace, "Earliest deadline first"); the workers write it (UpdateItem).
 GRANTS = {
     "SenderFunction": ({LEDGER: ["GetItem", "PutItem", "UpdateItem"], TEMPLATES: ["BatchGetItem", "GetItem"], PACE: ["GetItem", "UpdateItem"],
-                        OWNERS: ["PutItem", "BatchGetItem"]},
+                        OWNERS: ["PutItem", "BatchGetItem"], STATUS: ["UpdateItem"]},
                        BASE + SEND + ["sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility",
                                       "sqs:GetQueueAttributes", "sqs:SendMessage", "kms:GenerateDataKey"]),
     # The reconciler finds the work and hands it out; its workers do it.
-    "ReconcilerFunction": ({ATTENTION: ["Query"]}, BASE + ["sqs:SendMessage", "sqs:GetQueueAttributes"]),
+    # All three record what `sendonce status` shows (package opstate): the
+    # providers known down or paused, the last reconcile run.
+    "ReconcilerFunction": ({ATTENTION: ["Query"], STATUS: ["UpdateItem"]}, BASE + ["sqs:SendMessage", "sqs:GetQueueAttributes"]),
     "ReconcileWorkerFunction": ({LEDGER: ["GetItem", "UpdateItem"], TEMPLATES: ["GetItem"], PACE: ["UpdateItem"],
-                                 OWNERS: ["PutItem", "BatchGetItem"]},
+                                 OWNERS: ["PutItem", "BatchGetItem"], STATUS: ["UpdateItem"]},
                                 BASE + SEND + ["sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility",
                                                "sqs:GetQueueAttributes"]),
     "WebhookFunction": ({CALLBACKS: ["GetItem", "PutItem"], LEDGER: ["GetItem", "UpdateItem"]},

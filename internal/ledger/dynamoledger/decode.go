@@ -31,6 +31,7 @@ func decode(item map[string]types.AttributeValue) (ledger.Record, error) {
 	r.HTML = sAttr(item, attrHTML)
 	r.Data = sAttr(item, attrData)
 	r.TemplateLocale = sAttr(item, attrTplLocale)
+	r.Trace = sAttr(item, attrTrace)
 	r.State = ledger.State(sAttr(item, attrState))
 	r.ClaimID = sAttr(item, attrClaimID)
 	r.ProviderMessageID = sAttr(item, attrProviderMsg)

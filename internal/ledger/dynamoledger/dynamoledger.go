@@ -124,6 +124,7 @@ const (
 	attrUpdatedAt   = "updated_at"
 	attrExpiresAt   = tableschema.TTLAttribute
 	attrValidUntil  = "valid_until"
+	attrTrace       = "trace"
 	attrTenant      = "tenant"
 	attrChannel     = "channel"
 	attrClass       = "class"
@@ -326,6 +327,9 @@ func (l *Ledger) Claim(ctx context.Context, e ledger.Entry, lease time.Duration)
 	}
 	if !e.ValidUntil.IsZero() {
 		item[attrValidUntil] = millis(e.ValidUntil)
+	}
+	if e.Trace != "" {
+		item[attrTrace] = str(e.Trace)
 	}
 	out, err := l.db.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName:                           l.table,
