@@ -439,6 +439,9 @@ type AttentionQuery struct {
 	// rows are due from their last update, released rows at their
 	// RetryAt, other PENDING rows when their lease passes (Due).
 	DueBefore time.Time
+	// DueFrom, when set, limits the page to rows due at or after it: the
+	// rows that became due lately, behind a backlog of older ones.
+	DueFrom time.Time
 	// Limit caps the rows returned (0: the store's default page).
 	Limit int
 	// Cursor continues a previous page; empty for the first.

@@ -27,6 +27,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -81,7 +82,26 @@ type Config struct {
 	// means every rate is 1/100 of the real one).
 	Scale int
 	Seed  uint64
+	// EmailPercent is the share of messages sent by email (through a
+	// provider of its own, "mail", paced at Pace and limited to Limit,
+	// never down); the rest are SMS (provider "http", down for Down).
+	// Zero: every message is SMS (the workload of issue 25).
+	EmailPercent int
+	// EmailFailPercent is the share of the email provider's calls it
+	// refuses with a transient 503 (nothing sent): those messages are
+	// retried by an SQS redelivery or the reconciler.
+	EmailFailPercent int
 }
+
+// paceMaxWait is sendpath.PaceMaxWait (not imported: it would bring the
+// AWS clients into this package's build).
+const paceMaxWait = 2 * time.Second
+
+// Provider names of the simulation's two channels.
+const (
+	smsProvider   = "http"
+	emailProvider = "mail"
+)
 
 // mix is the workload's classes, with their share and their validity
 // (zero: none).
@@ -142,6 +162,145 @@ type Result struct {
 	// backlog was empty over min(Limit, Pace) a second for that time
 	// (zero when the backlog never emptied or was empty at recovery).
 	Utilisation float64
+	// Email is what the email messages measured (EmailPercent > 0).
+	Email Delays
+	// TunedWorkerRows and TunedHandOut are the workers' rows a second
+	// and a lane's hand-out after the tuning to the provider's rate
+	// (reconcile.Tune), scaled.
+	TunedWorkerRows, TunedHandOut int
+}
+
+// Delays sums up the delivery times of one channel's messages: from
+// arrival to the first delivery.
+type Delays struct {
+	Messages  int
+	Delivered int
+	InTime    int // first delivered within validity
+	// Mean, P99 and Max are over the messages delivered.
+	Mean, P99, Max time.Duration
+}
+
+func delaysOf(msgs []*msg, channel string) Delays {
+	var d Delays
+	var all []time.Duration
+	var sum time.Duration
+	for _, m := range msgs {
+		if m.channel != channel {
+			continue
+		}
+		d.Messages++
+		if len(m.delivered) == 0 {
+			continue
+		}
+		d.Delivered++
+		if m.expires.IsZero() || !m.delivered[0].After(m.expires) {
+			d.InTime++
+		}
+		x := m.delivered[0].Sub(m.arrived)
+		all = append(all, x)
+		sum += x
+	}
+	if len(all) > 0 {
+		slices.Sort(all)
+		d.Mean = sum / time.Duration(len(all))
+		d.P99 = all[(len(all)*99)/100]
+		d.Max = all[len(all)-1]
+	}
+	return d
+}
+
+func (d Delays) String() string {
+	return fmt.Sprintf("%d of %d delivered, %d within validity; delay mean %s, p99 %s, max %s",
+		d.Delivered, d.Messages, d.InTime, d.Mean.Round(10*time.Millisecond), d.P99, d.Max)
+}
+
+// ChannelResult is the one-channel outage (make sim-outage's second
+// scenario): the SMS provider down while email stays healthy, and the
+// same arrivals without the SMS outage.
+type ChannelResult struct {
+	Outage, Baseline Result
+}
+
+// within reports whether got is within 5 % of want, or within the
+// simulation's resolution (a second) of it.
+func within(got, want time.Duration) bool {
+	diff := got - want
+	if diff < 0 {
+		diff = -diff
+	}
+	return diff <= time.Second || diff*20 <= want
+}
+
+// Failures lists the goals the one-channel run missed: the safety goals
+// of both runs, and the email messages' delivery (within validity, and
+// the mean and 99th percentile delay) within 5 % of the run without the
+// SMS outage.
+func (c ChannelResult) Failures() []string {
+	var f []string
+	for _, r := range []struct {
+		name string
+		r    Result
+	}{{"with the SMS outage", c.Outage}, {"without", c.Baseline}} {
+		if r.r.DeliveredTwice > 0 || r.r.Lost > 0 || r.r.SentAfterExpiry > 0 || r.r.PeakRate > r.r.Limit {
+			f = append(f, fmt.Sprintf("%s: %d twice, %d lost, %d sent after expiry, peak %d/s (limit %d/s)",
+				r.name, r.r.DeliveredTwice, r.r.Lost, r.r.SentAfterExpiry, r.r.PeakRate, r.r.Limit))
+		}
+	}
+	o, b := c.Outage.Email, c.Baseline.Email
+	if d := o.InTime - b.InTime; d*20 < -b.InTime || d*20 > b.InTime {
+		f = append(f, fmt.Sprintf("email delivered within validity %d, without the SMS outage %d: more than 5 %% apart", o.InTime, b.InTime))
+	}
+	if !within(o.Mean, b.Mean) || !within(o.P99, b.P99) {
+		f = append(f, fmt.Sprintf("email delay mean %s / p99 %s, without the SMS outage %s / %s: more than 5 %% (and a second) apart",
+			o.Mean.Round(10*time.Millisecond), o.P99, b.Mean.Round(10*time.Millisecond), b.P99))
+	}
+	return f
+}
+
+// OK reports whether the one-channel run met its goals (Failures).
+func (c ChannelResult) OK() bool { return len(c.Failures()) == 0 }
+
+// Table writes the one-channel result as make sim-outage prints it.
+func (c ChannelResult) Table(w io.Writer) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	r := c.Outage
+	s := max(r.Scale, 1)
+	fmt.Fprintf(tw, "workload\t%d msg/s for %s (1/%d of %d msg/s), %d %% email (its provider refuses %d %% of calls, transient), the rest SMS; each provider limited to %d/s (paced at %d/s)\n",
+		r.Rate, r.Total, s, r.Rate*s, r.EmailPercent, r.EmailFailPercent, r.Limit, r.Pace)
+	fmt.Fprintf(tw, "SMS provider\tdown %s, then %d %% ambiguous timeouts (without the outage: %d %% ambiguous from the start)\n", r.Down, r.AmbiguousPercent, r.AmbiguousPercent)
+	fmt.Fprintf(tw, "reconciler\t%d rows/s examined by the workers, %d rows handed out a run, a run every %s\n",
+		r.WorkerRows, cmp.Or(r.MaxRows, 60000/s), r.Schedule)
+	for _, x := range []struct {
+		name string
+		r    Result
+	}{{"with the SMS outage", c.Outage}, {"without the SMS outage", c.Baseline}} {
+		fmt.Fprintf(tw, "%s: email\t%s\n", x.name, x.r.Email)
+		fmt.Fprintf(tw, "%s: all\t%d messages, %d delivered once, %d twice or more, %d lost, %d sent after expiry, %d not settled; peak %d/s (limit %d/s)\n",
+			x.name, x.r.Messages, x.r.DeliveredOnce, x.r.DeliveredTwice, x.r.Lost, x.r.SentAfterExpiry, x.r.Pending, x.r.PeakRate, x.r.Limit)
+	}
+	tw.Flush()
+	if c.OK() {
+		fmt.Fprintln(w, "RESULT: OK")
+	} else {
+		fmt.Fprintf(w, "RESULT: FAIL (%s)\n", strings.Join(c.Failures(), "; "))
+	}
+}
+
+// RunOneChannel runs cfg (the SMS provider down for cfg.Down, email
+// healthy; cfg.EmailPercent must be set) and the same arrivals without
+// the SMS outage.
+func RunOneChannel(ctx context.Context, cfg Config) (ChannelResult, error) {
+	if cfg.EmailPercent <= 0 {
+		return ChannelResult{}, errors.New("outagesim: the one-channel scenario needs EmailPercent")
+	}
+	out, err := Run(ctx, cfg)
+	if err != nil {
+		return ChannelResult{}, err
+	}
+	base := cfg
+	base.Down = 0
+	bl, err := Run(ctx, base)
+	return ChannelResult{Outage: out, Baseline: bl}, err
 }
 
 // OK reports whether the run met the goal (issue 34): none twice, none
@@ -236,8 +395,8 @@ func (r Result) Table(w io.Writer) {
 	s := max(r.Scale, 1)
 	fmt.Fprintf(tw, "workload\t%d msg/s for %s (1/%d of %d msg/s), provider limit %d/s (paced at %d/s), down %s, then %d %% ambiguous timeouts\n",
 		r.Rate, r.Total, s, r.Rate*s, r.Limit, r.Pace, r.Down, r.AmbiguousPercent)
-	fmt.Fprintf(tw, "reconciler\t%d rows/s examined by the workers, %d rows handed out a run, a run every %s\n",
-		r.WorkerRows, cmp.Or(r.MaxRows, 60000/s), r.Schedule)
+	fmt.Fprintf(tw, "reconciler\t%d rows/s examined by the workers, %d rows handed out a run, a run every %s (the defaults); tuned to the provider's rate: %d rows/s, %d rows a run\n",
+		r.WorkerRows, cmp.Or(r.MaxRows, 60000/s), r.Schedule, r.TunedWorkerRows, r.TunedHandOut)
 	fmt.Fprintf(tw, "messages\t%d\n", r.Messages)
 	fmt.Fprintf(tw, "delivered once\t%d\n", r.DeliveredOnce)
 	fmt.Fprintf(tw, "delivered twice or more\t%d\n", r.DeliveredTwice)
@@ -268,7 +427,8 @@ type world struct {
 	cfg   Config
 	now   time.Time
 	rng   *rand.Rand
-	prov  *model
+	prov  *model // the SMS provider
+	mail  *model // the email provider
 	queue []*sqsMsg
 	msgs  map[string]*msg
 	order []*msg
@@ -277,6 +437,7 @@ type world struct {
 
 type msg struct {
 	key       string
+	channel   string
 	arrived   time.Time
 	expires   time.Time // zero: no validity
 	delivered []time.Time
@@ -289,18 +450,23 @@ type sqsMsg struct {
 	receives int
 }
 
-// model is the provider: down until recovery, then a share of ambiguous
-// timeouts; a rate limit answered with 429; it records every delivery.
+// model is a provider: down until recovery, then a share of ambiguous
+// timeouts (and of transient refusals); a rate limit answered with 429;
+// it records every delivery.
 type model struct {
 	mu        sync.Mutex
 	w         *world
+	rng       *rand.Rand
+	name      string
 	recovery  time.Time
+	ambiguous int // percent of calls
+	refused   int // percent of calls
 	perSec    map[int64]int
 	peak      int
 	throttled int
 }
 
-func (p *model) Name() string { return "http" }
+func (p *model) Name() string { return p.name }
 func (p *model) Capabilities() provider.Capabilities {
 	return provider.Capabilities{LookupByReference: true}
 }
@@ -310,19 +476,22 @@ func (p *model) Send(_ context.Context, m provider.Message) (provider.Receipt, e
 	defer p.mu.Unlock()
 	now := p.w.now
 	if now.Before(p.recovery) {
-		return provider.Receipt{}, &provider.Error{Kind: provider.Transient, Provider: "http", Op: "send", Code: "503", Reason: "unavailable"}
+		return provider.Receipt{}, &provider.Error{Kind: provider.Transient, Provider: p.name, Op: "send", Code: "503", Reason: "unavailable"}
 	}
 	sec := now.Unix()
 	p.perSec[sec]++
 	p.peak = max(p.peak, p.perSec[sec])
 	if p.perSec[sec] > p.w.cfg.Limit {
 		p.throttled++
-		return provider.Receipt{}, &provider.Error{Kind: provider.Transient, Provider: "http", Op: "send", Code: "429", Reason: "too many requests"}
+		return provider.Receipt{}, &provider.Error{Kind: provider.Transient, Provider: p.name, Op: "send", Code: "429", Reason: "too many requests"}
+	}
+	if p.refused > 0 && p.rng.IntN(100) < p.refused {
+		return provider.Receipt{}, &provider.Error{Kind: provider.Transient, Provider: p.name, Op: "send", Code: "503", Reason: "unavailable"}
 	}
 	mm := p.w.msgs[m.Key]
 	mm.delivered = append(mm.delivered, now)
-	if p.w.rng.IntN(100) < p.w.cfg.AmbiguousPercent {
-		return provider.Receipt{}, &provider.Error{Kind: provider.Ambiguous, Provider: "http", Op: "send", Reason: "timeout"}
+	if p.rng.IntN(100) < p.ambiguous {
+		return provider.Receipt{}, &provider.Error{Kind: provider.Ambiguous, Provider: p.name, Op: "send", Reason: "timeout"}
 	}
 	return provider.Receipt{MessageID: "pm_" + m.Key[:12]}, nil
 }
@@ -331,7 +500,7 @@ func (p *model) Lookup(_ context.Context, m provider.Message) (provider.LookupRe
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.w.now.Before(p.recovery) {
-		return provider.LookupResult{}, &provider.Error{Kind: provider.Transient, Provider: "http", Op: "lookup", Code: "503", Reason: "unavailable"}
+		return provider.LookupResult{}, &provider.Error{Kind: provider.Transient, Provider: p.name, Op: "lookup", Code: "503", Reason: "unavailable"}
 	}
 	if len(p.w.msgs[m.Key].delivered) > 0 {
 		return provider.LookupResult{Status: provider.LookupAccepted, MessageID: "pm_" + m.Key[:12]}, nil
@@ -356,17 +525,27 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	start := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
 	w := &world{cfg: cfg, now: start, rng: rand.New(rand.NewPCG(cfg.Seed, 25)), msgs: map[string]*msg{}}
 	clock := func() time.Time { return w.now }
-	w.prov = &model{w: w, recovery: start.Add(cfg.Down), perSec: map[int64]int{}}
+	// With email, each provider draws from a generator of its own, so that
+	// the arrivals and the email provider's draws do not depend on the
+	// SMS provider's calls: the one-channel scenario's two runs get the
+	// same arrivals. Without, the SMS provider shares the arrivals'
+	// generator, as it always did.
+	smsRng := w.rng
+	if cfg.EmailPercent > 0 {
+		smsRng = rand.New(rand.NewPCG(cfg.Seed, 27))
+	}
+	w.prov = &model{w: w, rng: smsRng, name: smsProvider, recovery: start.Add(cfg.Down), ambiguous: cfg.AmbiguousPercent, perSec: map[int64]int{}}
+	w.mail = &model{w: w, rng: rand.New(rand.NewPCG(cfg.Seed, 26)), name: emailProvider, recovery: start, refused: cfg.EmailFailPercent, perSec: map[int64]int{}}
 	// Lossy, told no faults, counts the ledger's writes (each one
 	// conditional write of a row under 1 KB: one write unit, whether it
 	// applies or not).
 	led := ledgertest.NewLossy(memledger.New(memledger.Config{Now: clock}))
 	store := &pace.MemStore{}
-	limiter, err := pace.New(store, map[string]int{"http": cfg.Pace}, pace.Options{Now: clock})
+	limiter, err := pace.New(store, map[string]int{smsProvider: cfg.Pace, emailProvider: cfg.Pace}, pace.Options{Now: clock})
 	if err != nil {
 		return Result{}, err
 	}
-	providers := map[string]provider.Adapter{"sms": pace.Wrap(w.prov, limiter, 0)}
+	providers := map[string]provider.Adapter{"sms": pace.Wrap(w.prov, limiter, 0), "email": pace.Wrap(w.mail, limiter, 0)}
 	tally := metrics.NewTally()
 	renderer := render.New(memtemplates.New(memtemplates.Config{}), render.Config{})
 	dispatcher := func() (*dispatch.Dispatcher, error) {
@@ -382,16 +561,25 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	// One page per shard: memledger sorts the rows on every query (the
 	// table's 1,000-row pages would make the run quadratic).
 	maxRows := cmp.Or(cfg.MaxRows, 60000/max(1, cfg.Scale))
-	rc, err2 := reconcile.New(reconcile.Config{Dispatcher: rd, MaxRows: maxRows, PageSize: maxRows, Concurrency: 1})
+	// The workers' reach (reconcile.Tune), scaled like every rate.
+	maxRate := max(1, reconcile.DefaultWorkers*reconcile.MaxConcurrency*int(time.Second/reconcile.RowTime)/max(1, cfg.Scale))
+	rc, err2 := reconcile.New(reconcile.Config{Dispatcher: rd, MaxRows: maxRows, PageSize: 1 << 20, Concurrency: 1, Schedule: cfg.Schedule, MaxRate: maxRate})
 	if err := errors.Join(err1, err2); err != nil {
 		return Result{}, err
 	}
 	uq := &units{}
 	var (
-		n         int
-		pending   []string // keys of the unit the workers are on
-		workerCap int
-		found     int
+		n       int
+		carried []reconcile.Unit // units the workers are on, or that wait their turn
+		// starvedSince is when each lane's workers got no token, after
+		// they last did (none: they are getting tokens).
+		starvedSince = map[string]time.Time{}
+		budget       float64
+		// The workers' rows a second (see the loop below).
+		tuned      = reconcile.Tune(reconcile.Config{Concurrency: reconcile.DefaultConcurrency, UnitSize: reconcile.DefaultUnitSize, Schedule: cfg.Schedule, Workers: reconcile.DefaultWorkers}, min(cfg.Limit, cfg.Pace)*max(1, cfg.Scale))
+		indexRows  = float64(reconcile.DefaultWorkers*reconcile.MaxConcurrency*int(time.Second/reconcile.RowTime)) / float64(max(1, cfg.Scale))
+		workerRows = min(float64(cfg.WorkerRows)*float64(tuned.Concurrency)/reconcile.DefaultConcurrency, max(indexRows, float64(cfg.WorkerRows)))
+		found      int
 	)
 	recovery := start.Add(cfg.Down)
 	drain := time.Duration(-1)
@@ -414,31 +602,93 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 			}
 			found += rep.Found
 		}
-		// The workers: WorkerRows rows a second, unit by unit. A unit
-		// whose row found the pace spent is offered again the next
-		// second from that row on: a worker's send waits for its token
-		// (up to sendpath.PaceMaxWait), and the next second's come in
-		// one. A unit whose row found the provider down is done: Work
+		// The workers, unit by unit: WorkerRows rows a second at the
+		// default concurrency (reconcile.DefaultConcurrency rows at once
+		// in each worker), times the concurrency Find tunes the units
+		// to (reconcile.Tune, at the provider's full-scale rate: the
+		// scaled rate would tune a scaled concurrency), at most
+		// reconcile.MaxConcurrency × DefaultWorkers ÷ RowTime rows a
+		// second (the attention index's limit), scaled. Work runs a
+		// unit's rows one at a time here (the model counts the
+		// concurrency), so that a row that found the pace spent is the
+		// last examined: its unit is offered again the next second from
+		// that row on (a worker's send waits for its token, up to
+		// sendpath.PaceMaxWait, and the next second's come in one), and
+		// the lane's other units wait meanwhile; other lanes' units go
+		// on. A unit whose row found the provider down is done: Work
 		// left the rest of it in the attention index (deferred).
-		workerCap += cfg.WorkerRows
-		for workerCap > 0 {
-			if len(pending) == 0 {
-				if len(uq.q) == 0 {
-					workerCap = 0
-					break
+		//
+		// A lane whose workers got no token for sendpath.PaceMaxWait
+		// (starved: the senders took the rate, or the provider's factor
+		// is at its floor) has its units given up as the workers give
+		// them up: each waits that long for a token, then Work defers
+		// the rest of the unit (still due in the attention index) and
+		// the unit is acknowledged. Its queue empties, and the next Find
+		// runs (it hands out nothing while units wait).
+		budget = min(budget, 0) + workerRows
+		paced := map[string]bool{}
+		progress := map[string]bool{}
+		var started, waiting []reconcile.Unit
+		work := func(u reconcile.Unit, wasStarted bool) {
+			if budget > 0 && paced[u.Lane] && !starvedSince[u.Lane].IsZero() && w.now.Sub(starvedSince[u.Lane]) >= paceMaxWait {
+				// Given up: its first row examined (paced), the rest
+				// deferred.
+				wu := u
+				wu.Keys, wu.Concurrency = u.Keys[:1], 0
+				wrep, _ := rc.Work(ctx, wu)
+				budget -= float64(wrep.Examined)
+				return
+			}
+			if budget <= 0 || paced[u.Lane] {
+				if wasStarted {
+					started = append(started, u)
+				} else {
+					waiting = append(waiting, u)
 				}
-				pending, uq.q = uq.q[0].Keys, uq.q[1:]
+				return
 			}
-			wrep, _ := rc.Work(ctx, reconcile.Unit{Keys: pending, FoundAt: w.now})
-			workerCap -= wrep.Examined
+			n := min(len(u.Keys), int(math.Ceil(budget)))
+			wu := u
+			wu.Keys, wu.Concurrency = u.Keys[:n], 0
+			wrep, _ := rc.Work(ctx, wu)
+			budget -= float64(wrep.Examined)
+			rest := u.Keys[n:]
 			if wrep.Actions[reconcile.ActionPaced] > 0 {
-				// Work examines one row at a time here (Concurrency 1):
-				// the last one examined found the pace spent.
-				pending = pending[wrep.Examined-1:]
-				workerCap = min(workerCap, 0)
-				break
+				rest = u.Keys[wrep.Examined-1:]
+				paced[u.Lane] = true
+				if wrep.Examined > 1 {
+					progress[u.Lane] = true
+				}
+			} else {
+				progress[u.Lane] = true
+				if wrep.Actions[reconcile.ActionProviderDown] > 0 {
+					rest = nil
+				}
 			}
-			pending = nil
+			if len(rest) > 0 {
+				u.Keys = rest
+				started = append(started, u)
+			}
+		}
+		for _, u := range carried {
+			work(u, true)
+		}
+		for _, u := range uq.q {
+			work(u, false)
+		}
+		// Units not started stay on the queue (Find sees them waiting);
+		// units started go on first the next second.
+		carried, uq.q = started, waiting
+		if len(carried) == 0 && len(uq.q) == 0 {
+			budget = 0
+		}
+		for lane := range paced {
+			if !progress[lane] && starvedSince[lane].IsZero() {
+				starvedSince[lane] = w.now
+			}
+		}
+		for lane := range progress {
+			delete(starvedSince, lane)
 		}
 		switch w.now {
 		case recovery:
@@ -455,9 +705,13 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		}
 	}
 	atEnd, _ := w.backlog(ctx, led, recovery)
-	res := Result{Config: cfg, Messages: n, PeakRate: w.prov.peak, Throttled: w.prov.throttled, Drain: drain, Bound: bound, DLQ: w.dlq, ReconcileFound: found,
-		BacklogAtRecovery: backlog[0], BacklogAt15: backlog[1], BacklogAtEnd: atEnd}
+	res := Result{Config: cfg, Messages: n, PeakRate: max(w.prov.peak, w.mail.peak), Throttled: w.prov.throttled + w.mail.throttled, Drain: drain, Bound: bound, DLQ: w.dlq, ReconcileFound: found,
+		BacklogAtRecovery: backlog[0], BacklogAt15: backlog[1], BacklogAtEnd: atEnd,
+		TunedWorkerRows: int(workerRows), TunedHandOut: max(maxRows, reconcile.Tune(rc.Config(), min(cfg.Limit, cfg.Pace)).Rows)}
 	res.Optimum = optimum(w.order, start, recovery, end, min(cfg.Limit, cfg.Pace))
+	if cfg.EmailPercent > 0 {
+		res.Email = delaysOf(w.order, "email")
+	}
 	if drain > 0 {
 		calls := 0
 		for t := recovery; t.Before(recovery.Add(drain)); t = t.Add(time.Second) {
@@ -555,7 +809,12 @@ func (w *world) arrive(n int) {
 	req := notify.Request{TenantID: "acme", EventID: fmt.Sprintf("e%d", n), Channel: "sms", Class: c.name,
 		Recipient: notify.Recipient{ID: fmt.Sprintf("user-%d", n), Phone: fmt.Sprintf("+1555%07d", n%10000000)},
 		Template:  "code", Content: &notify.Content{Text: "your code is 123456"}}
-	m := &msg{key: req.Key(), arrived: w.now}
+	if w.cfg.EmailPercent > 0 && w.rng.IntN(100) < w.cfg.EmailPercent {
+		req.Channel = "email"
+		req.Recipient.Phone, req.Recipient.Email = "", fmt.Sprintf("u%d@example.com", n)
+		req.Content.Subject = "your code"
+	}
+	m := &msg{key: req.Key(), channel: string(req.Channel), arrived: w.now}
 	if c.validity > 0 {
 		// The request carries it (expires_at), as a producer sets it.
 		m.expires = w.now.Add(c.validity)

@@ -120,12 +120,35 @@ func (a *Adapter) Send(ctx context.Context, m provider.Message) (provider.Receip
 	return rc, err
 }
 
-// acquire takes one token of the provider, waiting at most MaxWait.
+// Hold records that the reconcile workers hold h of the provider's rate
+// (Limiter.Hold).
+func (a *Adapter) Hold(ctx context.Context, h Hold) error {
+	return a.Limiter.Hold(ctx, a.Adapter.Name(), h)
+}
+
+// Rate returns the provider's configured rate (sends a second).
+func (a *Adapter) Rate() int {
+	n, _ := a.Limiter.Limit(a.Adapter.Name())
+	return n
+}
+
+// acquire takes one token of the provider, waiting at most MaxWait; a
+// send whose ctx carries an Order (WithOrder) takes it in that order
+// (Limiter.AcquireOrdered).
 func (a *Adapter) acquire(ctx context.Context) error {
 	name := a.Adapter.Name()
 	waited := time.Duration(0)
+	o, ordered := OrderFrom(ctx)
 	for {
-		wait, err := a.Limiter.Acquire(ctx, name)
+		var (
+			wait time.Duration
+			err  error
+		)
+		if ordered {
+			wait, err = a.Limiter.AcquireOrdered(ctx, name, o)
+		} else {
+			wait, err = a.Limiter.Acquire(ctx, name)
+		}
 		if err != nil {
 			// The shared counter cannot be read: nothing was sent.
 			return &provider.Error{Kind: provider.Transient, Provider: name, Op: "send", Code: PacedCode, Reason: "pace store unavailable", Err: err}

@@ -90,17 +90,26 @@ type Limiter struct {
 }
 
 type route struct {
-	sec      int64 // the second tokens are held for
-	have     int   // tokens held for sec
-	spent    int   // tokens spent in sec
-	dry      bool  // the store has no tokens left for sec
-	factor   float64
-	pause    time.Time // no sends before
-	raisedAt int64     // the second factor was last raised in
+	sec   int64 // the second tokens are held for
+	have  int   // tokens held for sec
+	spent int   // tokens spent in sec
+	dry   bool  // the store has no tokens left for sec
+	// Tokens of sec taken by yielding sends (the limit less a hold).
+	yhave int
+	ydry  bool
+	// The provider's hold: as last read (or written here), when, and
+	// as last written by this container.
+	hold       Hold
+	holdReadAt time.Time
+	holdWrote  Hold
+	factor     float64
+	pause      time.Time // no sends before
+	raisedAt   int64     // the second factor was last raised in
 	// Outcomes of the second outcomesAt: failures that outnumber successes
 	// (3 at least) show the provider down.
 	outcomesAt int64
 	ok, bad    int
+	refused    int // of bad: transient refusals
 }
 
 // Options configures New; zero fields take the defaults.
@@ -191,16 +200,18 @@ func (l *Limiter) Acquire(ctx context.Context, provider string) (time.Duration, 
 		l.mu.Unlock()
 		return r.pause.Sub(now), nil
 	}
-	if r.sec != sec {
-		r.sec, r.have, r.spent, r.dry = sec, 0, 0, false
-	}
+	r.at(sec)
 	share := max(1, int(float64(limit)*r.factor))
-	if r.spent >= share || r.have == 0 && r.dry {
+	if r.spent >= share || r.have == 0 && r.yhave == 0 && r.dry {
 		l.mu.Unlock()
 		return next, nil
 	}
-	if r.have > 0 {
-		r.have--
+	if r.have > 0 || r.yhave > 0 {
+		if r.have > 0 {
+			r.have--
+		} else {
+			r.yhave--
+		}
 		r.spent++
 		l.mu.Unlock()
 		return 0, nil
@@ -226,6 +237,128 @@ func (l *Limiter) Acquire(ctx context.Context, provider string) (time.Duration, 
 		r.spent++
 	}
 	return 0, nil
+}
+
+// at moves r to second sec: what it held of the second before is lost.
+func (r *route) at(sec int64) {
+	if r.sec != sec {
+		r.sec, r.have, r.spent, r.dry, r.yhave, r.ydry = sec, 0, 0, false, 0, false
+	}
+}
+
+// AcquireOrdered is Acquire for a send whose place in the earliest
+// deadline first order is o: while the provider's hold (Hold) is active
+// and o comes after its cut, the send yields, taking only what the
+// limit less the held rate leaves in the shared counter (the package
+// doc, "Earliest deadline first"); otherwise it is Acquire.
+func (l *Limiter) AcquireOrdered(ctx context.Context, provider string, o Order) (time.Duration, error) {
+	limit, ok := l.limits[provider]
+	if !ok {
+		return 0, nil
+	}
+	h := l.currentHold(ctx, provider)
+	now := l.now()
+	if !h.Active(now) || !o.After(h.Cut) {
+		return l.Acquire(ctx, provider)
+	}
+	sec := now.Unix()
+	next := time.Unix(sec+1, 0).Sub(now)
+	left := limit - min(h.Rate, limit)
+	l.mu.Lock()
+	r := l.route(provider)
+	if now.Before(r.pause) {
+		l.mu.Unlock()
+		return r.pause.Sub(now), nil
+	}
+	r.at(sec)
+	share := int(float64(left) * r.factor)
+	if left <= 0 || r.spent >= share || r.yhave == 0 && r.ydry {
+		l.mu.Unlock()
+		return next, nil
+	}
+	if r.yhave > 0 {
+		r.yhave--
+		r.spent++
+		l.mu.Unlock()
+		return 0, nil
+	}
+	want := min(l.block, share-r.spent)
+	l.mu.Unlock()
+	got, err := l.store.Take(ctx, provider, sec, want, left)
+	if err != nil {
+		return 0, fmt.Errorf("pace: take %d tokens of %s: %w", want, provider, err)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if r.sec == sec && got < want {
+		r.ydry = true // what the hold leaves of sec is taken
+	}
+	if got == 0 {
+		return next, nil
+	}
+	if r.sec == sec {
+		r.yhave += got - 1
+		r.spent++
+	}
+	return 0, nil
+}
+
+// Hold records that the reconcile workers hold h of provider's rate
+// (the package doc, "Earliest deadline first"): in this container at
+// once, and for every container through the store (Holds) when h
+// extends what this container last wrote by HoldRefresh or more, or
+// changes its rate or cut.
+func (l *Limiter) Hold(ctx context.Context, provider string, h Hold) error {
+	if _, ok := l.limits[provider]; !ok {
+		return nil
+	}
+	l.mu.Lock()
+	r := l.route(provider)
+	r.hold, r.holdReadAt = h, l.now()
+	w := r.holdWrote
+	write := h.Rate != w.Rate || h.Cut != w.Cut || h.Until.Sub(w.Until) >= HoldRefresh
+	if write {
+		r.holdWrote = h
+	}
+	l.mu.Unlock()
+	hs, ok := l.store.(Holds)
+	if !write || !ok {
+		return nil
+	}
+	if err := hs.PutHold(ctx, provider, h); err != nil {
+		l.mu.Lock()
+		r.holdWrote = Hold{}
+		l.mu.Unlock()
+		return err
+	}
+	return nil
+}
+
+// currentHold returns provider's hold, read from the store at most once
+// every HoldRefresh; a read that fails is no hold (nothing yields).
+func (l *Limiter) currentHold(ctx context.Context, provider string) Hold {
+	now := l.now()
+	l.mu.Lock()
+	r := l.route(provider)
+	if !r.holdReadAt.IsZero() && now.Sub(r.holdReadAt) < HoldRefresh {
+		h := r.hold
+		l.mu.Unlock()
+		return h
+	}
+	r.holdReadAt = now
+	l.mu.Unlock()
+	hs, ok := l.store.(Holds)
+	if !ok {
+		return Hold{}
+	}
+	h, err := hs.GetHold(ctx, provider)
+	if err != nil {
+		return Hold{}
+	}
+	l.mu.Lock()
+	r.hold = h
+	l.mu.Unlock()
+	return h
 }
 
 func (l *Limiter) route(provider string) *route {
@@ -286,7 +419,12 @@ func (l *Limiter) adjust(name string, now time.Time, err error) (time.Time, bool
 	defer l.mu.Unlock()
 	r := l.route(name)
 	if sec := now.Unix(); sec != r.outcomesAt {
-		r.outcomesAt, r.ok, r.bad = sec, 0, 0
+		// The second that ended is judged whole: timeouts that
+		// outnumbered its successes are an outage.
+		if r.bad >= 3 && r.bad > r.ok {
+			r.factor = l.floor
+		}
+		r.outcomesAt, r.ok, r.bad, r.refused = sec, 0, 0, 0
 	}
 	if err == nil {
 		r.ok++
@@ -313,8 +451,18 @@ func (l *Limiter) adjust(name string, now time.Time, err error) (time.Time, bool
 		// our own refusal says nothing about the provider
 	case errors.As(err, &pe) && (pe.Kind == provider.Transient || pe.Kind == provider.Ambiguous) || errors.Is(err, context.DeadlineExceeded):
 		// A few timeouts among successes are noise; failures that
-		// outnumber them are an outage.
-		if r.bad++; r.bad >= 3 && r.bad > r.ok {
+		// outnumber them over a whole second are an outage (judged when
+		// the second is over, above: before, the first three calls of
+		// a second, timed out by chance, were enough, and a provider
+		// answering 10 % of its calls with a timeout was slowed to the
+		// floor every few minutes). Refusals with no success yet in the
+		// second are an outage at once: a provider that is down refuses
+		// everything.
+		r.bad++
+		if pe != nil && pe.Kind == provider.Transient {
+			r.refused++
+		}
+		if r.refused >= 3 && r.ok == 0 {
 			r.factor = l.floor
 		}
 	}

@@ -5,8 +5,12 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/sendonce/sendonce/internal/tableschema"
@@ -16,6 +20,7 @@ import (
 type MemStore struct {
 	mu     sync.Mutex
 	counts map[string]int
+	holds  map[string]Hold
 	writes int
 }
 
@@ -51,7 +56,7 @@ func (s *MemStore) Pause(_ context.Context, provider string, from, to int64, lim
 	return nil
 }
 
-// Writes returns how many Take and Pause writes were made (a
+// Writes returns how many Take, Pause and PutHold writes were made (a
 // DynamoStore's writes).
 func (s *MemStore) Writes() int {
 	s.mu.Lock()
@@ -107,4 +112,88 @@ func (s *DynamoStore) Pause(ctx context.Context, provider string, from, to int64
 		}
 	}
 	return nil
+}
+
+// PutHold implements Holds.
+func (s *MemStore) PutHold(_ context.Context, provider string, h Hold) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.holds == nil {
+		s.holds = map[string]Hold{}
+	}
+	s.writes++
+	s.holds[provider] = h
+	return nil
+}
+
+// GetHold implements Holds.
+func (s *MemStore) GetHold(_ context.Context, provider string) (Hold, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.holds[provider], nil
+}
+
+// holdItem is a provider's hold as stored: pk "pace#<provider>#hold",
+// times in Unix milliseconds (0: none), TTL a minute after it ends.
+type holdItem struct {
+	PK          string `dynamodbav:"pk"`
+	Rate        int    `dynamodbav:"rate"`
+	CutDeadline int64  `dynamodbav:"cut_deadline"`
+	CutSince    int64  `dynamodbav:"cut_since"`
+	UntilMillis int64  `dynamodbav:"until"`
+}
+
+func millis(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMilli()
+}
+
+func fromMillis(ms int64) time.Time {
+	if ms == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(ms).UTC()
+}
+
+// PutHold implements Holds with one UpdateItem (the hold replaces the
+// last; the roles that write counters may update pace items, nothing
+// more).
+func (s *DynamoStore) PutHold(ctx context.Context, provider string, h Hold) error {
+	upd := expression.Set(expression.Name("rate"), expression.Value(h.Rate)).
+		Set(expression.Name("cut_deadline"), expression.Value(millis(h.Cut.Deadline))).
+		Set(expression.Name("cut_since"), expression.Value(millis(h.Cut.Since))).
+		Set(expression.Name("until"), expression.Value(millis(h.Until))).
+		Set(expression.Name(tableschema.TTLAttribute), expression.Value(h.Until.Unix()+60))
+	expr, err := expression.NewBuilder().WithUpdate(upd).Build()
+	if err != nil {
+		return err
+	}
+	if _, err := s.DB.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: aws.String(s.Table), Key: tableschema.Key("pace#" + provider + "#hold"),
+		UpdateExpression: expr.Update(), ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values()}); err != nil {
+		return fmt.Errorf("pace: put hold of %s: %w", provider, err)
+	}
+	return nil
+}
+
+// GetHold implements Holds with one eventually consistent GetItem (half
+// a read unit); no item is no hold.
+func (s *DynamoStore) GetHold(ctx context.Context, provider string) (Hold, error) {
+	db, ok := s.DB.(tableschema.GetAPI)
+	if !ok {
+		return Hold{}, nil
+	}
+	out, err := db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(s.Table), Key: tableschema.Key("pace#" + provider + "#hold")})
+	if err != nil {
+		return Hold{}, fmt.Errorf("pace: get hold of %s: %w", provider, err)
+	}
+	if len(out.Item) == 0 {
+		return Hold{}, nil
+	}
+	var it holdItem
+	if err := attributevalue.UnmarshalMap(out.Item, &it); err != nil {
+		return Hold{}, fmt.Errorf("pace: get hold of %s: %w", provider, err)
+	}
+	return Hold{Rate: it.Rate, Cut: Order{Deadline: fromMillis(it.CutDeadline), Since: fromMillis(it.CutSince)}, Until: fromMillis(it.UntilMillis)}, nil
 }

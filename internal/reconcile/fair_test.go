@@ -230,3 +230,38 @@ func TestFindHandsOutBeforeItsDeadline(t *testing.T) {
 		t.Fatalf("Find with less than FindReserve left: %+v, %v; want nothing read, truncated", fr, err)
 	}
 }
+
+// TestHealthyLaneBehindALargerBacklogIsHandedOut: the SMS outage's rows
+// are more than Find reads (ScanFactor × MaxRows: here 8 times MaxRows),
+// and stay due while the provider is down; an email row became due a
+// minute ago, behind all of them. Find's first read stops in the SMS
+// backlog; its second reads the rows due in the last RecentDue, and
+// hands the email row out. Before, it was left until the SMS backlog
+// shrank below the scan (in make sim-outage's one-channel run, email
+// rows waited for SQS's redelivery: 3 minutes at the 99th percentile).
+func TestHealthyLaneBehindALargerBacklogIsHandedOut(t *testing.T) {
+	t.Parallel()
+	const maxRows = 5
+	l := setupLanes(t, 0, func(c *Config) { c.MaxRows = maxRows; c.PageSize = 7 })
+	for i := range 8 * maxRows {
+		l.released(t, fmt.Sprintf("v1_sms_%02d", i), "sms", "twilio")
+		l.b.clock.Advance(time.Millisecond)
+	}
+	l.b.clock.Advance(10 * time.Minute)
+	l.released(t, "v1_email_late", "email", "ses")
+	l.b.clock.Advance(time.Minute)
+	q := &units{}
+	fr, err := l.r.Find(context.Background(), q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range q.q {
+		if slices.Contains(u.Keys, "v1_email_late") {
+			if u.Lane != "email/ses" {
+				t.Errorf("the email row is in a unit of lane %s", u.Lane)
+			}
+			return
+		}
+	}
+	t.Errorf("Find: %+v, units %+v; want the email row handed out", fr, q.q)
+}

@@ -27,12 +27,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"sync"
 	"time"
 
 	"github.com/sendonce/sendonce/internal/ledger"
 	"github.com/sendonce/sendonce/internal/metrics"
+	"github.com/sendonce/sendonce/internal/pace"
 )
 
 // DefaultUnitSize is the number of keys in one unit of work.
@@ -48,6 +50,13 @@ type Unit struct {
 	Lane string `json:"lane,omitempty"`
 	// FoundAt is when Find read the rows (for the unit's age in logs).
 	FoundAt time.Time `json:"found_at"`
+	// Concurrency is the rows a worker handles at once on this unit
+	// (Tune; zero: Config.Concurrency).
+	Concurrency int `json:"concurrency,omitempty"`
+	// Hold is the share of the lane's provider rate the hand-out holds
+	// for its rows, up to their cut (pace.Hold; Until is set by the
+	// worker); nil when the provider is not paced.
+	Hold *pace.Hold `json:"hold,omitempty"`
 }
 
 // ParseUnit reads a unit from a queue message's body.
@@ -104,6 +113,14 @@ type FindReport struct {
 // eventually consistent), only while more than MaxRows rows are due.
 const ScanFactor = 4
 
+// RecentDue is how far back Find's second read of the attention index
+// goes when its first, oldest due first, stopped at its limit: two runs
+// of the template's schedule, so that every row that became due since
+// the run before is read, whatever backlog is older (at most ScanFactor ×
+// MaxRows rows more: about 62 read units per 1,000 rows, only while more
+// rows are due than the first read takes).
+const RecentDue = 2 * time.Minute
+
 // FindReserve is the time Find leaves before its deadline to hand out
 // what it read (a SendMessageBatch per 10 units).
 const FindReserve = 10 * time.Second
@@ -115,9 +132,12 @@ const FindReserve = 10 * time.Second
 func Lane(rec ledger.Record) string { return rec.Channel + "/" + rec.Provider }
 
 // Find reads the attention index's shards, oldest due first, and hands the
-// due rows out to q in units of UnitSize keys, at most MaxRows rows, unless
-// units are still waiting on q. It returns an error only when the index
-// or the queue could not be read at all.
+// due rows out to q in units of UnitSize keys, at most MaxRows rows, or
+// what the lanes' providers take in a Schedule when that is more (Tune:
+// the units of a fast provider's lane are larger, and carry the
+// concurrency its workers need), unless units are still waiting on q. It
+// returns an error only when the index or the queue could not be read at
+// all.
 //
 // The rows are handed out by lane (Lane: the channel and the provider of
 // the row's attempt), each unit holding the rows of one lane, and MaxRows
@@ -128,6 +148,12 @@ func Lane(rec ledger.Record) string { return rec.Channel + "/" + rec.Provider }
 // find the other lanes. Within a lane the rows go earliest deadline
 // first: by validity (ledger.Entry.ValidUntil; rows without one last),
 // then oldest due.
+//
+// Each unit of a paced provider's lane carries a hold (Unit.Hold): the
+// rate of the lane's rows over the Schedule, up to the latest of them in
+// that order (its cut). The worker that starts the unit records it with
+// the pacer, and sends whose deadline is later yield to it (package
+// pace, "Earliest deadline first").
 func (r *Reconciler) Find(ctx context.Context, q Queue) (FindReport, error) {
 	var rep FindReport
 	waiting, err := q.Waiting(ctx)
@@ -146,6 +172,8 @@ func (r *Reconciler) Find(ctx context.Context, q Queue) (FindReport, error) {
 	}
 	type laneRows struct {
 		name string
+		tune Tuning
+		cap  int // the most rows the lane is handed out
 		rows []found
 	}
 	var (
@@ -153,62 +181,108 @@ func (r *Reconciler) Find(ctx context.Context, q Queue) (FindReport, error) {
 		byName = map[string]*laneRows{}
 		read   int
 		first  = true
+		// total is what the lanes are handed out in all: MaxRows, or
+		// what their providers take in a Schedule (Tune) when more.
+		total, tuned = r.cfg.MaxRows, 0
 	)
 	scan := r.cfg.MaxRows * ScanFactor
 	// The units are handed out once the reading is done: it stops
 	// FindReserve before the deadline, so that they still go out.
 	deadline, hasDeadline := ctx.Deadline()
-	for {
-		if read >= scan || ctx.Err() != nil || hasDeadline && time.Until(deadline) < FindReserve {
-			rep.Truncated = it.more() || it.truncated
-			break
+	added := map[string]bool{}
+	// read reads it until scan rows are read in all; it reports whether
+	// it stopped at that limit with rows left.
+	readRows := func(it *merger) bool {
+		for {
+			if read >= scan || ctx.Err() != nil || hasDeadline && time.Until(deadline) < FindReserve {
+				rep.Truncated = rep.Truncated || it.more() || it.truncated
+				return read >= scan && it.more()
+			}
+			rec, ok, err := it.next(ctx)
+			if err != nil {
+				r.dispatch.Logger.Error("read attention index", "error", err)
+				rep.Truncated = true
+				return false
+			}
+			if !ok {
+				rep.Truncated = rep.Truncated || it.truncated
+				return false
+			}
+			read++
+			if first {
+				rep.OldestDueMillis = now.Sub(dueAt(rec)).Milliseconds()
+				first = false
+			}
+			name := Lane(rec)
+			l := byName[name]
+			if l == nil {
+				t := Tune(r.cfg, r.laneRate(rec.Channel, rec.Provider))
+				l = &laneRows{name: name, tune: t, cap: max(r.cfg.MaxRows, t.Rows)}
+				byName[name] = l
+				lanes = append(lanes, l)
+				// A lane tuned above MaxRows reads (and hands out) that
+				// much more.
+				scan += l.cap - r.cfg.MaxRows
+				tuned += t.Rows
+				total = max(r.cfg.MaxRows, tuned)
+			}
+			if len(l.rows) >= l.cap || added[rec.Key] {
+				// No lane gets more than its cap: the row is left for a
+				// later run.
+				rep.Truncated = true
+				continue
+			}
+			added[rec.Key] = true
+			l.rows = append(l.rows, found{key: rec.Key, validUntil: rec.ValidUntil, due: dueAt(rec)})
 		}
-		rec, ok, err := it.next(ctx)
-		if err != nil {
-			r.dispatch.Logger.Error("read attention index", "error", err)
-			rep.Truncated = true
-			break
+	}
+	if readRows(it) {
+		// The scan stopped in a backlog older than the rows that became
+		// due lately: those (an email row behind an SMS outage's
+		// backlog, whose rows stay due while the provider is down) are
+		// read too, from RecentDue before now, up to as many rows again.
+		recent := &merger{ledger: r.dispatch.Ledger, due: now.Add(time.Millisecond), from: now.Add(-RecentDue), page: r.cfg.PageSize, stop: func() bool { return ctx.Err() != nil }}
+		if err := recent.init(ctx); err != nil {
+			r.dispatch.Logger.Error("read attention index (recent rows)", "error", err)
+		} else {
+			scan += r.cfg.MaxRows * ScanFactor
+			readRows(recent)
 		}
-		if !ok {
-			rep.Truncated = it.truncated
-			break
-		}
-		read++
-		if first {
-			rep.OldestDueMillis = now.Sub(dueAt(rec)).Milliseconds()
-			first = false
-		}
-		name := Lane(rec)
-		l := byName[name]
-		if l == nil {
-			l = &laneRows{name: name}
-			byName[name] = l
-			lanes = append(lanes, l)
-		}
-		if len(l.rows) >= r.cfg.MaxRows {
-			// No lane gets more than MaxRows: the row is left for a later run.
-			rep.Truncated = true
-			continue
-		}
-		l.rows = append(l.rows, found{key: rec.Key, validUntil: rec.ValidUntil, due: dueAt(rec)})
 	}
 	// Max-min fair shares of MaxRows.
 	sizes := make([]int, len(lanes))
 	for i, l := range lanes {
 		sizes[i] = len(l.rows)
 	}
-	shares := fairShares(sizes, r.cfg.MaxRows)
+	shares := fairShares(sizes, total)
 	var units []Unit
 	for i, l := range lanes {
 		if shares[i] < len(l.rows) {
 			rep.Truncated = true
 		}
 		rows := l.rows
-		slices.SortStableFunc(rows, byDeadline)
+		slices.SortStableFunc(rows, func(a, b found) int { return byDeadline(now, a, b) })
 		rows = rows[:shares[i]]
+		var hold *pace.Hold
+		if live := slices.IndexFunc(rows, func(f found) bool { return expired(now, f) }); l.tune.Rate > 0 && live != 0 {
+			// The rate of the rows that may still be sent over the
+			// period, up to the cut: the latest of them in the
+			// earliest-deadline-first order.
+			if live < 0 {
+				live = len(rows)
+			}
+			last := rows[live-1]
+			rate := int(math.Ceil(float64(live) / r.cfg.Schedule.Seconds()))
+			hold = &pace.Hold{Rate: min(rate, l.tune.Rate), Cut: pace.Order{Deadline: last.validUntil, Since: last.due}}
+		}
+		conc := 0
+		if l.tune.Concurrency > r.cfg.Concurrency {
+			conc = l.tune.Concurrency
+		}
+		size := max(l.tune.UnitSize, r.cfg.UnitSize)
 		for len(rows) > 0 {
-			n := min(len(rows), r.cfg.UnitSize)
-			u := Unit{Lane: l.name, FoundAt: now}
+			n := min(len(rows), size)
+			u := Unit{Lane: l.name, FoundAt: now, Concurrency: conc, Hold: hold}
 			for _, f := range rows[:n] {
 				u.Keys = append(u.Keys, f.key)
 			}
@@ -245,10 +319,18 @@ type found struct {
 	due        time.Time
 }
 
-// byDeadline orders rows earliest deadline first: by validity (none
-// last), then oldest due.
-func byDeadline(a, b found) int {
-	switch {
+// byDeadline orders rows earliest deadline first at now: by validity
+// (none after every deadline), then oldest due; a row whose validity
+// has passed goes after all of them (it can no longer be sent: it needs
+// only its FAILED mark, which can wait, and it takes no worker's time
+// from a row that can still be saved).
+func byDeadline(now time.Time, a, b found) int {
+	switch ea, eb := expired(now, a), expired(now, b); {
+	case ea != eb:
+		if ea {
+			return 1
+		}
+		return -1
 	case a.validUntil.IsZero() != b.validUntil.IsZero():
 		if a.validUntil.IsZero() {
 			return 1
@@ -258,6 +340,11 @@ func byDeadline(a, b found) int {
 		return a.validUntil.Compare(b.validUntil)
 	}
 	return a.due.Compare(b.due)
+}
+
+// expired reports whether row f's validity has passed at now.
+func expired(now time.Time, f found) bool {
+	return !f.validUntil.IsZero() && !now.Before(f.validUntil)
 }
 
 // fairShares divides total between demands max-min fairly: a demand
@@ -344,12 +431,18 @@ const ActionDeferred Action = "deferred"
 // still true (the unit is acknowledged). A unit of one lane (Unit.Lane,
 // as Find hands them out) is deferred without a read; the rows of a unit
 // without a lane are read first, to learn theirs.
+//
+// Work handles Unit.Concurrency rows at once when Find tuned the unit
+// above Config.Concurrency (at most MaxConcurrency), and records the
+// unit's hold (Unit.Hold) with its provider's pacer for pace.HoldFor
+// before its first row.
 func (r *Reconciler) Work(ctx context.Context, u Unit) (rep Report, done bool) {
 	rep = Report{Actions: map[Action]int{}}
+	r.hold(ctx, u)
 	var (
 		mu      sync.Mutex
 		wg      sync.WaitGroup
-		sem     = make(chan struct{}, r.cfg.Concurrency)
+		sem     = make(chan struct{}, max(r.cfg.Concurrency, min(u.Concurrency, MaxConcurrency)))
 		stopped = map[string]bool{}
 	)
 	isStopped := func(lane string) bool {

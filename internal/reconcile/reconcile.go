@@ -135,8 +135,20 @@ type Config struct {
 	// within one unit). Default 4.
 	Concurrency int
 	// UnitSize is the number of keys Find puts in one unit of work.
-	// Default DefaultUnitSize.
+	// Default DefaultUnitSize; Find makes the units of a fast provider's
+	// lane larger (Tune).
 	UnitSize int
+	// Schedule is how often Find runs (the template's rate(1 minute)):
+	// a lane's hand-out covers what its provider can take in that time
+	// (Tune). Default DefaultSchedule.
+	Schedule time.Duration
+	// Workers is the reconcile workers that run at once (the template's
+	// ReconcileWorkerConcurrency). Default DefaultWorkers.
+	Workers int
+	// MaxRate is the most rows a second the workers are tuned to
+	// (Tune). Default Workers × MaxConcurrency ÷ RowTime (6,000 at the
+	// defaults: the attention index's limit).
+	MaxRate int
 }
 
 // Reconciler resolves rows that need attention.
@@ -150,8 +162,8 @@ func New(cfg Config) (*Reconciler, error) {
 	if cfg.Dispatcher == nil {
 		return nil, errors.New("reconcile: a dispatcher is required")
 	}
-	if cfg.MaxAge < 0 || cfg.MaxAttempts < 0 || cfg.PageSize < 0 || cfg.MaxRows < 0 || cfg.Concurrency < 0 || cfg.UnitSize < 0 {
-		return nil, errors.New("reconcile: maximum age, attempts, page size, rows, concurrency and unit size must not be negative")
+	if cfg.MaxAge < 0 || cfg.MaxAttempts < 0 || cfg.PageSize < 0 || cfg.MaxRows < 0 || cfg.Concurrency < 0 || cfg.UnitSize < 0 || cfg.Schedule < 0 || cfg.Workers < 0 || cfg.MaxRate < 0 {
+		return nil, errors.New("reconcile: maximum age, attempts, page size, rows, concurrency, unit size, schedule and workers must not be negative")
 	}
 	d := cfg.Dispatcher
 	cfg.MaxAge = cmp.Or(cfg.MaxAge, decide.DefaultMaxAge)
@@ -160,6 +172,9 @@ func New(cfg Config) (*Reconciler, error) {
 	cfg.MaxRows = cmp.Or(cfg.MaxRows, DefaultMaxRows)
 	cfg.Concurrency = cmp.Or(cfg.Concurrency, DefaultConcurrency)
 	cfg.UnitSize = cmp.Or(cfg.UnitSize, DefaultUnitSize)
+	cfg.Schedule = cmp.Or(cfg.Schedule, DefaultSchedule)
+	cfg.Workers = cmp.Or(cfg.Workers, DefaultWorkers)
+	cfg.MaxRate = cmp.Or(cfg.MaxRate, cfg.Workers*MaxConcurrency*int(time.Second/RowTime))
 	policies := map[string]Policy{}
 	for class, p := range DefaultPolicies {
 		policies[class] = p
@@ -388,6 +403,7 @@ func dueAt(r ledger.Record) time.Time { return ledger.Due(r) }
 type merger struct {
 	ledger ledger.Ledger
 	due    time.Time
+	from   time.Time // zero: from the oldest
 	page   int
 	heads  headHeap
 	// stop reports that the run's budget is spent: no more pages are read.
@@ -434,7 +450,7 @@ func (m *merger) init(ctx context.Context) error {
 // hold none), until the run's budget is spent.
 func (m *merger) fill(ctx context.Context, h *shardHead) error {
 	for {
-		pg, err := m.ledger.Attention(ctx, ledger.AttentionQuery{Shard: h.shard, DueBefore: m.due, Limit: m.page, Cursor: h.cursor})
+		pg, err := m.ledger.Attention(ctx, ledger.AttentionQuery{Shard: h.shard, DueBefore: m.due, DueFrom: m.from, Limit: m.page, Cursor: h.cursor})
 		if err != nil {
 			return err
 		}

@@ -84,6 +84,7 @@ import (
 	"github.com/sendonce/sendonce/internal/dispatch"
 	"github.com/sendonce/sendonce/internal/ledger"
 	"github.com/sendonce/sendonce/internal/metrics"
+	"github.com/sendonce/sendonce/internal/pace"
 	"github.com/sendonce/sendonce/internal/render"
 	"github.com/sendonce/sendonce/internal/tracing"
 	"github.com/sendonce/sendonce/notify"
@@ -190,6 +191,10 @@ func (s *Sender) ProcessEnqueued(ctx context.Context, req notify.Request, enqueu
 	// The reconciler's spans join the message's trace through the row.
 	entry.Trace = tracing.Header(ctx)
 	entry.ValidUntil = decide.ValidUntil(req.Expiry(), enqueued, s.cfg.Validity[string(req.Class)])
+	// Its place in the earliest-deadline-first order of the provider's
+	// rate: behind the reconcile workers' hold when its deadline is
+	// later than the backlog's they hold the rate for (package pace).
+	ctx = pace.WithOrder(ctx, pace.Order{Deadline: entry.ValidUntil, Since: enqueued})
 	if configured {
 		entry.Provider = picked[0].Name()
 	}

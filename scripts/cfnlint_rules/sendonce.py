@@ -423,9 +423,11 @@ SEND = ["sns:Publish", "ses:SendEmail", "ssm:GetParameter", "kms:Decrypt", "lamb
 # the version a row pinned (render.RenderVersion through dynamotemplates.Get,
 # a GetItem: every attempt after the first). The sender reads a ledger row
 # only for a message whose stored template is missing (Sender.unknownTemplate);
-# the workers read each unit's rows, and never resolve a template.
+# the workers read each unit's rows, and never resolve a template. The
+# sender reads a provider's hold (pace#<provider>#hold: a GetItem, package
+# pace, "Earliest deadline first"); the workers write it (UpdateItem).
 GRANTS = {
-    "SenderFunction": ({LEDGER: ["GetItem", "PutItem", "UpdateItem"], TEMPLATES: ["BatchGetItem", "GetItem"], PACE: ["UpdateItem"],
+    "SenderFunction": ({LEDGER: ["GetItem", "PutItem", "UpdateItem"], TEMPLATES: ["BatchGetItem", "GetItem"], PACE: ["GetItem", "UpdateItem"],
                         OWNERS: ["PutItem", "BatchGetItem"], STATUS: ["UpdateItem"]},
                        BASE + SEND + ["sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility",
                                       "sqs:GetQueueAttributes", "sqs:SendMessage", "kms:GenerateDataKey"]),

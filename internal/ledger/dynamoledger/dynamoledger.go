@@ -274,7 +274,9 @@ const (
 	condTake  = "#claim_id = :old AND #expires_at >= :now AND ((#state = :pending AND #lease_until <= :now_ms) OR #state = :uncertain)"
 	condDlv   = "attribute_exists(#pk) AND #expires_at >= :now AND (attribute_not_exists(#dlv_rank) OR #dlv_rank < :rank)"
 	condAttn  = "#attn_pk = :shard AND #attn_sk < :due"
-	filtLive  = "#expires_at >= :now"
+	// condAttnFrom is condAttn from a due time on (AttentionQuery.DueFrom).
+	condAttnFrom = "#attn_pk = :shard AND #attn_sk BETWEEN :from AND :due"
+	filtLive     = "#expires_at >= :now"
 )
 
 // Claim implements ledger.Ledger with one conditional PutItem that
@@ -611,7 +613,8 @@ type cursor struct {
 }
 
 // Attention implements ledger.Ledger with one Query of the attention index
-// (attn_sk below q.DueBefore, ascending), skipping expired rows. A page may
+// (attn_sk below q.DueBefore, from q.DueFrom when set, ascending),
+// skipping expired rows. A page may
 // hold fewer rows than the limit, even none, while its cursor is not
 // empty. It returns an input error for a shard outside [0,
 // ledger.AttentionShards), a negative limit or a cursor it did not hand
@@ -625,6 +628,9 @@ func (l *Ledger) Attention(ctx context.Context, q ledger.AttentionQuery) (ledger
 		return ledger.AttentionPage{}, fmt.Errorf("dynamoledger: attention shard %d: negative limit %d", q.Shard, q.Limit)
 	}
 	shard := attnPK(q.Shard)
+	if !q.DueFrom.IsZero() && !q.DueFrom.Before(q.DueBefore) {
+		return ledger.AttentionPage{Records: []ledger.Record{}}, nil
+	}
 	in := &dynamodb.QueryInput{
 		TableName:              l.table,
 		IndexName:              aws.String(tableschema.AttentionIndex),
@@ -644,6 +650,12 @@ func (l *Ledger) Attention(ctx context.Context, q ledger.AttentionQuery) (ledger
 	}
 	if q.Limit > 0 {
 		in.Limit = aws.Int32(int32(min(q.Limit, 1000)))
+	}
+	if !q.DueFrom.IsZero() {
+		// The sort key is the due time and "#" and the key: BETWEEN's
+		// upper end excludes the rows due at DueBefore, as "<" does.
+		in.KeyConditionExpression = aws.String(condAttnFrom)
+		in.ExpressionAttributeValues[":from"] = str(dueString(q.DueFrom))
 	}
 	if q.Cursor != "" {
 		start, err := decodeCursor(q.Cursor, shard)

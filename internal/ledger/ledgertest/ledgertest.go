@@ -1257,6 +1257,44 @@ func runAttention(t *testing.T, setup setupFunc) {
 				}
 			})
 		}
+		// DueFrom: only the rows due at or after it (the rows that
+		// became due lately, behind an older backlog).
+		for _, tc := range []struct {
+			name    string
+			dueFrom time.Time
+			want    []string
+		}{
+			{"FromExactlyDueIsIncluded", t0.Add(10 * time.Second), []string{uncertain.Key, released.Key, pending.Key}},
+			{"FromAfterTheUncertain", t0.Add(15 * time.Second), []string{released.Key, pending.Key}},
+			{"FromAfterEvery", t0.Add(lease + 2*time.Second), nil},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				got := map[string]bool{}
+				for s := range ledger.AttentionShards {
+					q := ledger.AttentionQuery{Shard: s, DueBefore: t0.Add(lease + time.Second), DueFrom: tc.dueFrom, Limit: 1000}
+					for {
+						p, err := b.l.Attention(b.ctx, q)
+						if err != nil {
+							t.Fatalf("Attention(shard %d, from %v): %v", s, tc.dueFrom, err)
+						}
+						for _, r := range p.Records {
+							got[r.Key] = true
+						}
+						if q.Cursor = p.Cursor; q.Cursor == "" {
+							break
+						}
+					}
+				}
+				if len(got) != len(tc.want) {
+					t.Errorf("listed %d rows, want %d", len(got), len(tc.want))
+				}
+				for _, k := range tc.want {
+					if !got[k] {
+						t.Errorf("row %s not listed", k)
+					}
+				}
+			})
+		}
 	})
 
 	t.Run("Paging", func(t *testing.T) {

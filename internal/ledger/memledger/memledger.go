@@ -321,10 +321,14 @@ func (l *Ledger) Attention(ctx context.Context, q ledger.AttentionQuery) (ledger
 	}
 	now := l.clock()
 	bound := dueString(q.DueBefore)
+	from := ""
+	if !q.DueFrom.IsZero() {
+		from = dueString(q.DueFrom)
+	}
 
 	rows := l.sorted(func(r ledger.Record) (string, bool) {
 		sk := sortKey(r)
-		return sk, r.Indexed() && ledger.Shard(r.Key) == q.Shard && sk < bound && sk > after
+		return sk, r.Indexed() && ledger.Shard(r.Key) == q.Shard && sk < bound && sk > after && sk >= from
 	})
 	p := ledger.AttentionPage{Records: []ledger.Record{}}
 	for i, r := range rows {

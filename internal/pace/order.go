@@ -1,0 +1,104 @@
+package pace
+
+import (
+	"context"
+	"time"
+)
+
+// # Earliest deadline first across containers
+//
+// When a provider's rate is short (after an outage, the backlog and the
+// new traffic want more than the limit), the send with the nearest
+// validity deadline goes first, whether it is a new message in a sender
+// or a row of the backlog in a reconcile worker; a message without
+// validity goes after every one with a deadline, and then by age.
+//
+// The shared counter expresses it with a reservation per provider (one
+// item, pk "pace#<provider>#hold"): the reconciler's hand-out picks the
+// backlog's rows earliest deadline first, and a worker that starts a unit
+// of them holds, for a short while (HoldFor), the unit's rate (the rows
+// handed out for that provider ÷ the hand-out's period) for the rows up
+// to the unit's cut (the latest Order handed out). A send whose Order
+// comes after the cut yields: its block is taken with the limit less the
+// held rate (Take's limit argument, the same one conditional write), so
+// it gets only what the backlog leaves. Sends up to the cut, and every
+// reconcile worker's send, take with the whole limit. A new message that
+// yields is refused its token (PacedCode) and released: it joins the
+// backlog, where the next hand-out orders it by its deadline with the
+// rest.
+//
+// What it costs: a worker writes the hold item when its hold extends the
+// one it last wrote by more than HoldRefresh (at most one write per
+// provider per container every HoldRefresh while units run); a sender
+// reads it (eventually consistent, half a read unit) at most once per
+// provider per container every HoldRefresh. A new message that yields
+// costs its claim and its release now, and the takeover and the mark
+// later: two writes more than a message sent at once (4.1 instead of
+// 2.1). No write is added to the counter itself.
+
+// Order is a send's place in the earliest-deadline-first order.
+type Order struct {
+	// Deadline is the message's validity (ledger.Entry.ValidUntil);
+	// zero: none, after every deadline.
+	Deadline time.Time `json:"deadline,omitzero"`
+	// Since is when the message was first enqueued or became due: among
+	// equal deadlines, the older goes first.
+	Since time.Time `json:"since,omitzero"`
+}
+
+// After reports whether o goes after p: a later deadline (none is the
+// latest), or the same deadline and younger.
+func (o Order) After(p Order) bool {
+	switch {
+	case o.Deadline.IsZero() != p.Deadline.IsZero():
+		return o.Deadline.IsZero()
+	case !o.Deadline.Equal(p.Deadline):
+		return o.Deadline.After(p.Deadline)
+	}
+	return o.Since.After(p.Since)
+}
+
+// Hold is what the reconcile workers hold of a provider's rate for the
+// backlog's rows (the package doc, "Earliest deadline first").
+type Hold struct {
+	// Rate is the sends a second held.
+	Rate int `json:"rate"`
+	// Cut is the latest Order the hold covers: a send after it yields.
+	Cut Order `json:"cut"`
+	// Until is when the hold ends.
+	Until time.Time `json:"until,omitzero"`
+}
+
+// Active reports whether h holds anything at now.
+func (h Hold) Active(now time.Time) bool { return h.Rate > 0 && now.Before(h.Until) }
+
+// Holds is a Store that keeps each provider's hold (both stores of this
+// package do). With a Store that does not, nothing yields.
+type Holds interface {
+	PutHold(ctx context.Context, provider string, h Hold) error
+	GetHold(ctx context.Context, provider string) (Hold, error)
+}
+
+// HoldFor is how long a worker's hold lasts after it starts a unit;
+// HoldRefresh is how often a container writes (a worker) or reads (a
+// sender) a provider's hold at most.
+const (
+	HoldFor     = 10 * time.Second
+	HoldRefresh = 5 * time.Second
+)
+
+type orderKey struct{}
+
+// WithOrder returns ctx carrying o, the Order of the message whose send
+// ctx is for: a paced adapter's send (Adapter.Send, Adapter.Reserve) then
+// yields to a hold whose cut o comes after. A send without an Order (a
+// reconcile worker's) never yields.
+func WithOrder(ctx context.Context, o Order) context.Context {
+	return context.WithValue(ctx, orderKey{}, o)
+}
+
+// OrderFrom returns the Order WithOrder put in ctx.
+func OrderFrom(ctx context.Context) (Order, bool) {
+	o, ok := ctx.Value(orderKey{}).(Order)
+	return o, ok
+}
