@@ -13,6 +13,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"testing"
@@ -142,17 +143,48 @@ func RandomID() string {
 // (/moto-api/data.json: the SMS SNS sent, the emails SES sent, ...) into
 // v, through client.
 func MotoData(ctx context.Context, client *http.Client, moto string, v any) error {
+	// moto_server serializes every backend's state for this request
+	// while other requests change it: now and then it answers 500 with
+	// an HTML page ("dictionary changed size during iteration"). That
+	// says nothing of the state; it is read again, a few times.
+	var last error
+	for try := range 5 {
+		if try > 0 {
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("read moto data: %w (after %v)", ctx.Err(), last)
+			case <-time.After(time.Duration(try) * 200 * time.Millisecond):
+			}
+		}
+		var body []byte
+		body, last = motoDataOnce(ctx, client, moto)
+		if last != nil {
+			continue
+		}
+		if err := json.Unmarshal(body, v); err != nil {
+			return fmt.Errorf("decode moto data: %w", err)
+		}
+		return nil
+	}
+	return last
+}
+
+func motoDataOnce(ctx context.Context, client *http.Client, moto string) ([]byte, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, moto+"/moto-api/data.json", nil)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		return fmt.Errorf("read moto data: %w", err)
+		return nil, fmt.Errorf("read moto data: %w", err)
 	}
 	defer resp.Body.Close()
-	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
-		return fmt.Errorf("decode moto data: %w", err)
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("read moto data: %w", err)
 	}
-	return nil
+	if resp.StatusCode != http.StatusOK || !json.Valid(body) {
+		return nil, fmt.Errorf("read moto data: HTTP %d, %d bytes that are not JSON: %.120q", resp.StatusCode, len(body), body)
+	}
+	return body, nil
 }
