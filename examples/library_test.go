@@ -209,7 +209,7 @@ func TestOutsideModule(t *testing.T) {
 	// conformance, and embedded's run on DynamoDB Local, moto's SNS and
 	// the gateway's stand-in (public constructors only).
 	if out, err := goCmd(ctx, m.dir, m.env, "test", "-count=1", "./..."); err != nil {
-		t.Fatal(err)
+		t.Fatalf("%v\n%s", err, out) // a test's failure is on stdout
 	} else {
 		for _, pkg := range []string{"own-lambda/smsgw", "embedded"} {
 			if !strings.Contains(out, "ok  \t"+outsideModulePath+"/"+pkg) {
