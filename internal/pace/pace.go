@@ -91,12 +91,10 @@ type Limiter struct {
 
 type route struct {
 	sec   int64 // the second tokens are held for
-	have  int   // tokens held for sec
 	spent int   // tokens spent in sec
-	dry   bool  // the store has no tokens left for sec
-	// Tokens of sec taken by yielding sends (the limit less a hold).
-	yhave int
-	ydry  bool
+	// The tokens of sec held here: full, taken with the whole limit;
+	// yielded, taken by yielding sends with the limit less a hold.
+	full, yielded pool
 	// The provider's hold: as last read (or written here), when, and
 	// as last written by this container.
 	hold       Hold
@@ -183,6 +181,13 @@ func (l *Limiter) Limit(provider string) (int, bool) {
 	return n, ok
 }
 
+// pool is the tokens of a route's second taken from the shared counter
+// with one limit.
+type pool struct {
+	have int  // tokens held, not yet spent
+	dry  bool // the store has no tokens left for the second under this limit
+}
+
 // Acquire takes one send token of provider. It returns 0 and nil when the
 // send may go, or how long until the next try may succeed (the next
 // second, or the end of a Retry-After pause).
@@ -191,6 +196,39 @@ func (l *Limiter) Acquire(ctx context.Context, provider string) (time.Duration, 
 	if !ok {
 		return 0, nil
 	}
+	return l.take(ctx, provider, limit, false)
+}
+
+// at moves r to second sec: what it held of the second before is lost.
+func (r *route) at(sec int64) {
+	if r.sec != sec {
+		r.sec, r.spent, r.full, r.yielded = sec, 0, pool{}, pool{}
+	}
+}
+
+// AcquireOrdered is Acquire for a send whose place in the earliest
+// deadline first order is o: while the provider's hold (Hold) is active
+// and o comes after its cut, the send yields, taking only what the
+// limit less the held rate leaves in the shared counter (the package
+// doc, "Earliest deadline first"); otherwise it is Acquire.
+func (l *Limiter) AcquireOrdered(ctx context.Context, provider string, o Order) (time.Duration, error) {
+	limit, ok := l.limits[provider]
+	if !ok {
+		return 0, nil
+	}
+	h := l.currentHold(ctx, provider)
+	if !h.Active(l.now()) || !o.After(h.Cut) {
+		return l.take(ctx, provider, limit, false)
+	}
+	return l.take(ctx, provider, limit-min(h.Rate, limit), true)
+}
+
+// take is Acquire and AcquireOrdered: one token of provider's current
+// second, spent from what this container holds, or taken in a block
+// from the shared counter with limit (the whole limit; the limit less a
+// hold when yield). A send that takes with the whole limit may spend a
+// token a yielding send took; a yielding send spends only its own.
+func (l *Limiter) take(ctx context.Context, provider string, limit int, yield bool) (time.Duration, error) {
 	now := l.now()
 	sec := now.Unix()
 	next := time.Unix(sec+1, 0).Sub(now)
@@ -201,16 +239,26 @@ func (l *Limiter) Acquire(ctx context.Context, provider string) (time.Duration, 
 		return r.pause.Sub(now), nil
 	}
 	r.at(sec)
+	own, spendable := &r.full, []*pool{&r.full, &r.yielded}
 	share := max(1, int(float64(limit)*r.factor))
-	if r.spent >= share || r.have == 0 && r.yhave == 0 && r.dry {
+	if yield {
+		own, spendable = &r.yielded, []*pool{&r.yielded}
+		share = int(float64(limit) * r.factor)
+	}
+	held := 0
+	for _, p := range spendable {
+		held += p.have
+	}
+	if r.spent >= share || held == 0 && own.dry {
 		l.mu.Unlock()
 		return next, nil
 	}
-	if r.have > 0 || r.yhave > 0 {
-		if r.have > 0 {
-			r.have--
-		} else {
-			r.yhave--
+	if held > 0 {
+		for _, p := range spendable {
+			if p.have > 0 {
+				p.have--
+				break
+			}
 		}
 		r.spent++
 		l.mu.Unlock()
@@ -227,77 +275,13 @@ func (l *Limiter) Acquire(ctx context.Context, provider string) (time.Duration, 
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if r.sec == sec && got < want {
-		r.dry = true // every container's share of sec is taken
+		own.dry = true // every container's share of sec under limit is taken
 	}
 	if got == 0 {
 		return next, nil
 	}
 	if r.sec == sec {
-		r.have += got - 1
-		r.spent++
-	}
-	return 0, nil
-}
-
-// at moves r to second sec: what it held of the second before is lost.
-func (r *route) at(sec int64) {
-	if r.sec != sec {
-		r.sec, r.have, r.spent, r.dry, r.yhave, r.ydry = sec, 0, 0, false, 0, false
-	}
-}
-
-// AcquireOrdered is Acquire for a send whose place in the earliest
-// deadline first order is o: while the provider's hold (Hold) is active
-// and o comes after its cut, the send yields, taking only what the
-// limit less the held rate leaves in the shared counter (the package
-// doc, "Earliest deadline first"); otherwise it is Acquire.
-func (l *Limiter) AcquireOrdered(ctx context.Context, provider string, o Order) (time.Duration, error) {
-	limit, ok := l.limits[provider]
-	if !ok {
-		return 0, nil
-	}
-	h := l.currentHold(ctx, provider)
-	now := l.now()
-	if !h.Active(now) || !o.After(h.Cut) {
-		return l.Acquire(ctx, provider)
-	}
-	sec := now.Unix()
-	next := time.Unix(sec+1, 0).Sub(now)
-	left := limit - min(h.Rate, limit)
-	l.mu.Lock()
-	r := l.route(provider)
-	if now.Before(r.pause) {
-		l.mu.Unlock()
-		return r.pause.Sub(now), nil
-	}
-	r.at(sec)
-	share := int(float64(left) * r.factor)
-	if left <= 0 || r.spent >= share || r.yhave == 0 && r.ydry {
-		l.mu.Unlock()
-		return next, nil
-	}
-	if r.yhave > 0 {
-		r.yhave--
-		r.spent++
-		l.mu.Unlock()
-		return 0, nil
-	}
-	want := min(l.block, share-r.spent)
-	l.mu.Unlock()
-	got, err := l.store.Take(ctx, provider, sec, want, left)
-	if err != nil {
-		return 0, fmt.Errorf("pace: take %d tokens of %s: %w", want, provider, err)
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if r.sec == sec && got < want {
-		r.ydry = true // what the hold leaves of sec is taken
-	}
-	if got == 0 {
-		return next, nil
-	}
-	if r.sec == sec {
-		r.yhave += got - 1
+		own.have += got - 1
 		r.spent++
 	}
 	return 0, nil
