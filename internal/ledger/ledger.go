@@ -420,8 +420,23 @@ type Delivery struct {
 }
 
 // AttentionShards is how many shards the attention index spreads over, so
-// that a burst of uncertain rows never lands on one hot partition.
-const AttentionShards = 16
+// that a burst of uncertain rows never lands on one hot partition: each
+// shard is one index partition, about 1,000 writes a second, so 64 take
+// about 64,000 index writes a second, more than a drain at the table's
+// default 40,000 write units a second makes (docs/scale.md).
+//
+// It was 16. Raising it is backward compatible because a shard is the
+// key's hash modulo the count (Shard) and a reader reads every shard
+// 0..AttentionShards−1: a row a release with 16 indexed in shard h mod 16
+// is still read there (a shard below 16), and its next write moves it to
+// h mod 64. Lowering it would not be: rows in the shards above the new
+// count would no longer be read.
+//
+// What it costs: a Find (and `sendonce list`) makes one Query per shard
+// at least, 64 instead of 16: 48 more eventually consistent Queries of
+// half a read unit when a shard's page is small, about 24 read units a
+// run, a run a minute.
+const AttentionShards = 64
 
 // Shard returns the attention-index shard of key: FNV-1a of the key modulo
 // AttentionShards. Every implementation shards with it.

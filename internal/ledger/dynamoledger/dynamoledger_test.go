@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
@@ -17,6 +20,7 @@ import (
 	"github.com/sendonce/sendonce/internal/ledger"
 	"github.com/sendonce/sendonce/internal/ledger/dynamoledger"
 	"github.com/sendonce/sendonce/internal/ledger/ledgertest"
+	"github.com/sendonce/sendonce/internal/tableschema"
 	"github.com/sendonce/sendonce/internal/testenv"
 	"github.com/sendonce/sendonce/internal/testsupport"
 )
@@ -187,7 +191,7 @@ func TestNew(t *testing.T) {
 func TestShard(t *testing.T) {
 	t.Parallel()
 	seen := map[int]bool{}
-	for i := range 200 {
+	for i := range 1000 {
 		k := ledgertest.Key(fmt.Sprint(i))
 		s := ledger.Shard(k)
 		if s < 0 || s >= ledger.AttentionShards {
@@ -199,7 +203,7 @@ func TestShard(t *testing.T) {
 		seen[s] = true
 	}
 	if len(seen) != ledger.AttentionShards {
-		t.Errorf("200 keys used %d shards, want all %d", len(seen), ledger.AttentionShards)
+		t.Errorf("1000 keys used %d shards, want all %d", len(seen), ledger.AttentionShards)
 	}
 }
 
@@ -371,5 +375,82 @@ func TestMalformedItem(t *testing.T) {
 				t.Fatalf("Get: err = %v, want a decoding error naming %s", err, tc.attr)
 			}
 		})
+	}
+}
+
+// TestRowOfSixteenShardsIsStillFound: ledger.AttentionShards went from 16
+// to 64. A row a release with 16 shards indexed sits in shard h mod 16
+// (h the key's FNV-1a), not h mod 64; a reader that reads every shard
+// 0..AttentionShards−1 (reconcile.Find, sendonce list) still finds it
+// there, once, and the row's next write moves it to its shard of 64.
+func TestRowOfSixteenShardsIsStillFound(t *testing.T) {
+	t.Parallel()
+	c := dynamo(t)
+	table := testenv.NewTable(t, c)
+	now := testsupport.Start
+	l, err := dynamoledger.New(c, table, dynamoledger.Config{Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	ctx := t.Context()
+	// A key whose shard of 64 is not its shard of 16.
+	var key string
+	var old int
+	for i := 0; key == ""; i++ {
+		k := ledgertest.Key(fmt.Sprintf("%s-%d", t.Name(), i))
+		h := fnv.New32a()
+		h.Write([]byte(k))
+		if s := int(h.Sum32() % 16); s != ledger.Shard(k) {
+			key, old = k, s
+		}
+	}
+	claim, err := l.Claim(ctx, ledgertest.NewEntry(key), time.Minute)
+	if err != nil {
+		t.Fatalf("Claim: %v", err)
+	}
+	if err := l.Release(ctx, claim, "transient: down", now); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	// As the release of the version with 16 shards wrote it.
+	if _, err := c.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: &table, Key: tableschema.Key(key),
+		UpdateExpression:          aws.String("SET #pk = :old"),
+		ExpressionAttributeNames:  map[string]string{"#pk": tableschema.AttentionPK},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":old": &types.AttributeValueMemberS{Value: fmt.Sprintf("attn#%02d", old)}},
+	}); err != nil {
+		t.Fatalf("write the row's shard of 16: %v", err)
+	}
+	now = now.Add(time.Second)
+	found := func() []int {
+		var in []int
+		for s := range ledger.AttentionShards {
+			pg, err := l.Attention(ctx, ledger.AttentionQuery{Shard: s, DueBefore: now.Add(time.Second)})
+			if err != nil {
+				t.Fatalf("Attention shard %d: %v", s, err)
+			}
+			for _, r := range pg.Records {
+				if r.Key == key {
+					in = append(in, s)
+				}
+			}
+		}
+		return in
+	}
+	if got := found(); !slices.Equal(got, []int{old}) {
+		t.Fatalf("the row of 16 shards found in shards %v, want [%d] (its shard of 16)", got, old)
+	}
+	// Its next write (a takeover, then a release) moves it to its shard of 64.
+	rec, err := l.Get(ctx, key)
+	if err != nil {
+		t.Fatalf("Get: %v", err)
+	}
+	claim, err = l.TakeOver(ctx, rec, rec.Provider, time.Minute)
+	if err != nil {
+		t.Fatalf("TakeOver: %v", err)
+	}
+	if err := l.Release(ctx, claim, "transient: down", now); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	if got, want := found(), []int{ledger.Shard(key)}; !slices.Equal(got, want) {
+		t.Errorf("after its next write, found in shards %v, want %v", got, want)
 	}
 }

@@ -327,8 +327,11 @@ func (l *Ledger) Attention(ctx context.Context, q ledger.AttentionQuery) (ledger
 	}
 
 	rows := l.sorted(func(r ledger.Record) (string, bool) {
+		if !r.Indexed() || ledger.Shard(r.Key) != q.Shard {
+			return "", false // before the sort key: a query reads one shard of many
+		}
 		sk := sortKey(r)
-		return sk, r.Indexed() && ledger.Shard(r.Key) == q.Shard && sk < bound && sk > after && sk >= from
+		return sk, sk < bound && sk > after && sk >= from
 	})
 	p := ledger.AttentionPage{Records: []ledger.Record{}}
 	for i, r := range rows {
