@@ -173,7 +173,8 @@ SCALE ?= 100
 # make sim-outage: the provider's limits (sends/s; LIMIT=n runs one), the
 # reconcile workers' rows/s and the rows one Find hands out
 # (SENDONCE_RECONCILE_MAX_ROWS), at full scale; CHANNEL=0 skips the
-# one-channel scenario (SMS down, email healthy), CHANNEL=only runs it alone.
+# one-channel scenario (SMS down, email healthy), CHANNEL=only runs it alone;
+# TRACE=1 writes a line a minute of each limit's run to stderr.
 LIMITS ?= $(if $(LIMIT),$(LIMIT),1500 5000 15000)
 CHANNEL ?= 1
 WORKERS ?= 2000
@@ -191,7 +192,7 @@ sim-outage: ## Simulate a provider outage at scale in virtual time (internal/out
 	if [ "$(CHANNEL)" != only ]; then
 		for l in $(LIMITS); do
 			echo "== LIMIT=$$l"
-			bin/outagesim.test -test.count=1 -test.timeout=0 -test.run '^TestOutageFull$$' -outage.full -outage.scale=$(SCALE) -outage.limit=$$l -outage.workers=$(WORKERS) -outage.maxrows=$(MAXROWS) -test.v | grep -v -E '^(=== RUN|--- (PASS|FAIL)|PASS|FAIL|ok )' || rc=1
+			bin/outagesim.test -test.count=1 -test.timeout=0 -test.run '^TestOutageFull$$' -outage.full -outage.scale=$(SCALE) -outage.limit=$$l -outage.workers=$(WORKERS) -outage.maxrows=$(MAXROWS) $(if $(TRACE),-outage.trace) -test.v | grep -v -E '^(=== RUN|--- (PASS|FAIL)|PASS|FAIL|ok )' || rc=1
 		done
 	fi
 	if [ "$(CHANNEL)" != 0 ]; then

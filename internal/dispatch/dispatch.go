@@ -231,12 +231,16 @@ type Dispatcher struct {
 	// default (redact.Default) when nil.
 	Redactor *redact.Redactor
 	// Status, when set, is told each time Health comes to know a
-	// provider down (package opstate records it for `sendonce status`).
+	// provider down, and again every cool-down while it stays down
+	// (package opstate records it for `sendonce status`),
+	// and each time a provider that was down answers again (state "up",
+	// until the time it did: the reconciler's recovery watch reads it).
 	Status StatusRecorder
 }
 
-// StatusRecorder records a provider's state for operators
-// (opstate.Store): state "down" until until.
+// StatusRecorder records a provider's state for operators and the
+// reconciler (opstate.Store): state "down" until until, or "up" (it
+// answered again after an outage) at until.
 type StatusRecorder interface {
 	ProviderState(ctx context.Context, provider, state string, until time.Time) error
 }
@@ -661,12 +665,25 @@ func (d *Dispatcher) send(ctx context.Context, c ledger.Claim, e ledger.Entry, p
 	if !paced {
 		// A refusal of this side's own pace says nothing about the
 		// provider's health.
-		wasDown := d.Health.Down(p.Name())
+		wasDown, refusing := d.Health.Down(p.Name()), d.Health.Refusing(p.Name())
 		d.Health.Observe(p.Name(), err)
-		if until := d.Health.DownUntil(p.Name()); !wasDown && !until.IsZero() && d.Status != nil {
-			log.Warn("provider known down: its latest sends in a row were refused", "until", until)
+		if until, news := d.Health.downNews(p.Name()); news && d.Status != nil {
+			if !wasDown {
+				log.Warn("provider known down: its latest sends in a row were refused", "until", until)
+			}
 			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 			if serr := d.Status.ProviderState(sctx, p.Name(), "down", until); serr != nil {
+				log.Warn("record the provider's state", "error", serr)
+			}
+			cancel()
+		}
+		if refusing && err == nil && d.Status != nil {
+			// The provider answers again after an outage: the reconciler
+			// hands its backlog out at once (reconcile.Reconciler.Watch),
+			// not at its next scheduled run.
+			log.Warn("provider answers again after refusing its latest sends")
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+			if serr := d.Status.ProviderState(sctx, p.Name(), "up", d.Now()); serr != nil {
 				log.Warn("record the provider's state", "error", serr)
 			}
 			cancel()

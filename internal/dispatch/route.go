@@ -227,6 +227,8 @@ type healthState struct {
 	// provably nothing sent); downUntil is set from them (Down).
 	refusals  int
 	downUntil time.Time
+	// recorded is the downUntil last told to Dispatcher.Status.
+	recorded time.Time
 }
 
 func (h *Health) now() time.Time {
@@ -276,6 +278,62 @@ func (h *Health) DownUntil(name string) time.Time {
 		return time.Time{}
 	}
 	return st.downUntil
+}
+
+// Refusing reports whether provider name's latest Threshold sends or
+// more in a row were refused: it was known down (Down), whether or not
+// the cool-down has passed since. A success clears it: a success while
+// Refusing is a recovery.
+func (h *Health) Refusing(name string) bool {
+	if h == nil {
+		return false
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	st := h.state[name]
+	return st != nil && st.refusals >= cmp.Or(h.Threshold, DefaultHealthThreshold)
+}
+
+// Up notes that provider name was seen answering again at at (by
+// another container: reconcile.Unit.ProviderUp): a down state this
+// container learned from refusals before at is forgotten, so its next
+// send goes at once rather than after the cool-down. A refusal after at
+// is newer news, and stands.
+func (h *Health) Up(name string, at time.Time) {
+	if h == nil {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	st := h.state[name]
+	if st == nil || st.downUntil.IsZero() {
+		return
+	}
+	if last := st.downUntil.Add(-cmp.Or(h.Cooldown, DefaultHealthCooldown)); last.Before(at) {
+		*st = healthState{}
+	}
+}
+
+// downNews returns when provider name stops being known down, when that
+// is news for Dispatcher.Status: it is known down, and its down state
+// was not recorded yet or has been extended by a cool-down or more since
+// (an outage that lasts is recorded again every cool-down, so that the
+// record shows it still lasts).
+func (h *Health) downNews(name string) (time.Time, bool) {
+	if h == nil {
+		return time.Time{}, false
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	st := h.state[name]
+	if st == nil || !h.now().Before(st.downUntil) {
+		return time.Time{}, false
+	}
+	if !st.recorded.IsZero() && st.downUntil.Sub(st.recorded) < cmp.Or(h.Cooldown, DefaultHealthCooldown) {
+		return time.Time{}, false
+	}
+	st.recorded = st.downUntil
+	return st.downUntil, true
 }
 
 // Record notes the outcome of one call to provider name: ok when it

@@ -5,20 +5,26 @@
 //
 //	ops#providers    one attribute per provider and state,
 //	                 "down#<provider>" or "paused#<provider>": the Unix
-//	                 second the state lasts until
+//	                 second the state lasts until; "up#<provider>": the
+//	                 Unix second it last answered again after an outage
 //	ops#reconcile    the last reconcile run: "at" (Unix milliseconds) and
 //	                 "summary" (its report, JSON)
 //
 // What it costs: a provider's state is written when a container learns
 // it (a provider becomes known down: dispatch.Health.Down; a Retry-After
-// pauses it: package pace), at most once per cool-down or pause per
-// container; the reconcile run once per run. One write each, never on a
-// message's path when providers answer.
+// pauses it: package pace; it answers again after an outage), at most
+// once per cool-down, pause or recovery per container; the reconcile run
+// once per run. One write each, never on a message's path when providers
+// answer. The reconciler reads the providers' item (Providers: one
+// strongly consistent GetItem, one read unit) once per hand-out, and
+// every 2 s while it watches for a provider's recovery
+// (reconcile.Reconciler.Watch).
 package opstate
 
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -46,6 +52,9 @@ const (
 	// Paused: it answered with a Retry-After, and no container sends to
 	// it until then (package pace).
 	Paused = "paused"
+	// Up: it answered again after it was known down (the "until" of an
+	// Up state is when it did).
+	Up = "up"
 )
 
 // Store writes the items through DB into Table. The zero Store (no DB)
@@ -96,6 +105,50 @@ func (s Store) ReconcileRun(ctx context.Context, at time.Time, summary any) erro
 		return fmt.Errorf("opstate: reconcile run: %w", err)
 	}
 	return nil
+}
+
+// Provider is what the providers' item says of one provider for the
+// reconciler (Providers).
+type Provider struct {
+	// DownUntil is when its latest known-down state ends (zero: never
+	// recorded down).
+	DownUntil time.Time
+	// UpAt is when it last answered again after an outage (zero: never
+	// recorded).
+	UpAt time.Time
+}
+
+// Providers reads the providers' item (one strongly consistent GetItem)
+// and returns each provider's down and up states, whether or not they
+// have passed. The zero Store returns none.
+func (s Store) Providers(ctx context.Context) (map[string]Provider, error) {
+	if s.DB == nil {
+		return nil, nil
+	}
+	db, ok := s.DB.(tableschema.GetAPI)
+	if !ok {
+		return nil, errors.New("opstate: providers: the client cannot GetItem")
+	}
+	out, err := db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(s.Table), Key: tableschema.Key(ProvidersKey), ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		return nil, fmt.Errorf("opstate: providers: %w", err)
+	}
+	ps := map[string]Provider{}
+	for name, v := range out.Item {
+		state, provider, ok := strings.Cut(name, "#")
+		u, err := strconv.ParseInt(n(v), 10, 64)
+		if !ok || err != nil || state != Down && state != Up {
+			continue
+		}
+		p := ps[provider]
+		if state == Down {
+			p.DownUntil = time.Unix(u, 0).UTC()
+		} else {
+			p.UpAt = time.Unix(u, 0).UTC()
+		}
+		ps[provider] = p
+	}
+	return ps, nil
 }
 
 // ProviderStatus is one provider's recorded state.

@@ -185,9 +185,13 @@ func TestHandOutFollowsTheProvidersRate(t *testing.T) {
 // TestExpiredRowsAreHandedOutLast: ten rows whose validity has passed
 // (they can only be marked FAILED) and five still valid, all due. Find
 // hands the five out first, and holds the provider's rate for them
-// alone: a row past its validity takes no worker's time, and no share
-// of the rate, from one that can still be sent. Before, the expired rows
-// had the earliest deadlines and went first.
+// alone: a row past its validity takes no share of the rate from one
+// that can still be sent. The ten go after them in a unit of their own
+// (Unit.Expired), besides the lane's share and with no hold, so that a
+// down provider, which defers its lane's units, does not leave them at
+// the head of the attention index, filling Find's read. Before, the
+// expired rows had the earliest deadlines and went first; then they
+// went last in the same units.
 func TestExpiredRowsAreHandedOutLast(t *testing.T) {
 	t.Parallel()
 	e := setupEDF(t, 4, 1000)
@@ -195,16 +199,22 @@ func TestExpiredRowsAreHandedOutLast(t *testing.T) {
 	e.rows(t, "valid", 5, e.clock().Add(time.Hour))
 	e.advance(time.Minute)
 	q := &units{}
-	if rep, err := e.rc.Find(context.Background(), q); err != nil || rep.Found != 15 || len(q.q) != 1 {
-		t.Fatalf("Find: %+v, %v, %d units; want 15 rows in one unit", rep, err, len(q.q))
+	if rep, err := e.rc.Find(context.Background(), q); err != nil || rep.Found != 15 || len(q.q) != 2 {
+		t.Fatalf("Find: %+v, %v, %d units; want 15 rows in two units", rep, err, len(q.q))
 	}
-	u := q.q[0]
-	for i, k := range u.Keys[:5] {
+	u, dead := q.q[0], q.q[1]
+	if len(u.Keys) != 5 || u.Expired {
+		t.Fatalf("first unit: %v (expired %t), want the 5 valid rows", u.Keys, u.Expired)
+	}
+	for i, k := range u.Keys {
 		if k[:8] != "v1_valid" {
-			t.Fatalf("row %d handed out is %s, want the valid rows first: %v", i, k, u.Keys)
+			t.Fatalf("row %d handed out first is %s, want the valid rows first: %v", i, k, u.Keys)
 		}
 	}
 	if u.Hold == nil || u.Hold.Rate != 1 || !u.Hold.Cut.Deadline.Equal(e.clock().Add(59*time.Minute)) {
 		t.Errorf("hold %+v, want 1/s up to the valid rows' deadline", u.Hold)
+	}
+	if len(dead.Keys) != 10 || !dead.Expired || dead.Hold != nil {
+		t.Errorf("second unit: %d keys, expired %t, hold %+v; want the 10 expired rows, marked expired, with no hold", len(dead.Keys), dead.Expired, dead.Hold)
 	}
 }

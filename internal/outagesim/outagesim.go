@@ -29,6 +29,7 @@ import (
 	"log/slog"
 	"math"
 	"math/rand/v2"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -42,6 +43,7 @@ import (
 	"github.com/sendonce/sendonce/internal/ledger/ledgertest"
 	"github.com/sendonce/sendonce/internal/ledger/memledger"
 	"github.com/sendonce/sendonce/internal/metrics"
+	"github.com/sendonce/sendonce/internal/opstate"
 	"github.com/sendonce/sendonce/internal/pace"
 	"github.com/sendonce/sendonce/internal/reconcile"
 	"github.com/sendonce/sendonce/internal/render"
@@ -158,6 +160,17 @@ type Result struct {
 	// jobs with release times and deadlines no schedule delivers more
 	// within their deadlines.
 	Optimum int
+	// OrderInTime and OrderDrain are what a perfect schedule in
+	// sendonce's own order achieves (agedEDF: earliest deadline first,
+	// a message without validity ranked pace.Horizon after its
+	// arrival, knowing every arrival, the same capacity): the messages
+	// delivered within validity, and the backlog's drain (-1: never).
+	// Neither is a goal: they show what the order allows at best.
+	OrderInTime int
+	OrderDrain  time.Duration
+	// WatchFinds is the hand-outs the scheduled runs' watch made
+	// (reconcile.Reconciler.Watch), besides one a run.
+	WatchFinds int
 	// Utilisation is the provider's calls from recovery until the
 	// backlog was empty over min(Limit, Pace) a second for that time
 	// (zero when the backlog never emptied or was empty at recovery).
@@ -406,6 +419,8 @@ func (r Result) Table(w io.Writer) {
 	fmt.Fprintf(tw, "sent after expiry\t%d\n", r.SentAfterExpiry)
 	fmt.Fprintf(tw, "delivered within validity / optimum\t%d / %d (%.1f %%; the optimum: earliest deadline first knowing every arrival, same capacity)\n",
 		r.InTime, r.Optimum, 100*float64(r.InTime)/float64(max(1, r.Optimum)))
+	fmt.Fprintf(tw, "the same in sendonce's order\t%d (%.1f %% of the optimum) and the backlog empty after %s (offline: earliest deadline first, no validity ranked %s after arrival)\n",
+		r.OrderInTime, 100*float64(r.OrderInTime)/float64(max(1, r.Optimum)), fmtDrain(r.OrderDrain), pace.Horizon)
 	fmt.Fprintf(tw, "provider rate, recovery until empty\t%.1f %% of %d/s\n", 100*r.Utilisation, min(r.Limit, r.Pace))
 	fmt.Fprintf(tw, "provider peak rate / limit\t%d/s / %d/s (429s: %d)\n", r.PeakRate, r.Limit, r.Throttled)
 	fmt.Fprintf(tw, "recovery until backlog empty\t%s\n", fmtDrain(r.Drain))
@@ -413,7 +428,7 @@ func (r Result) Table(w io.Writer) {
 	fmt.Fprintf(tw, "backlog at recovery / +15m / end\t%d / %d / %d (arrived before recovery, not settled, still valid)\n", r.BacklogAtRecovery, r.BacklogAt15, r.BacklogAtEnd)
 	fmt.Fprintf(tw, "DynamoDB writes per message\t%.2f (%d; ledger writes and pace counter writes)\n", r.WritesPerMsg, r.Writes)
 	fmt.Fprintf(tw, "dead-lettered by SQS\t%d (their rows are settled by the reconciler)\n", r.DLQ)
-	fmt.Fprintf(tw, "rows handed out by the reconciler\t%d\n", r.ReconcileFound)
+	fmt.Fprintf(tw, "rows handed out by the reconciler\t%d (%d hand-outs by the runs' watch, besides one a run)\n", r.ReconcileFound, r.WatchFinds)
 	tw.Flush()
 	if r.OK() {
 		fmt.Fprintln(w, "RESULT: OK")
@@ -433,6 +448,8 @@ type world struct {
 	msgs  map[string]*msg
 	order []*msg
 	dlq   int
+	// watchFinds counts the hand-outs the recovery watch made.
+	watchFinds int
 }
 
 type msg struct {
@@ -508,6 +525,45 @@ func (p *model) Lookup(_ context.Context, m provider.Message) (provider.LookupRe
 	return provider.LookupResult{Status: provider.LookupNotFound}, nil
 }
 
+// statusItem is opstate's ops#providers item: each provider's latest
+// down and up states.
+type statusItem struct {
+	mu sync.Mutex
+	ps map[string]opstate.Provider
+}
+
+func (s *statusItem) ProviderState(_ context.Context, provider, state string, until time.Time) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ps == nil {
+		s.ps = map[string]opstate.Provider{}
+	}
+	p := s.ps[provider]
+	u := time.Unix(until.Unix(), 0).UTC() // Unix seconds, as the item keeps them
+	switch state {
+	case opstate.Down:
+		if u.After(p.DownUntil) {
+			p.DownUntil = u
+		}
+	case opstate.Up:
+		if u.After(p.UpAt) {
+			p.UpAt = u
+		}
+	}
+	s.ps[provider] = p
+	return nil
+}
+
+func (s *statusItem) Providers(context.Context) (map[string]opstate.Provider, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[string]opstate.Provider, len(s.ps))
+	for k, v := range s.ps {
+		out[k] = v
+	}
+	return out, nil
+}
+
 type units struct{ q []reconcile.Unit }
 
 func (u *units) Waiting(context.Context) (int, error) { return len(u.q), nil }
@@ -547,10 +603,12 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	}
 	providers := map[string]provider.Adapter{"sms": pace.Wrap(w.prov, limiter, 0), "email": pace.Wrap(w.mail, limiter, 0)}
 	tally := metrics.NewTally()
+	// The providers' recorded states (opstate's ops#providers item).
+	status := &statusItem{}
 	renderer := render.New(memtemplates.New(memtemplates.Config{}), render.Config{})
 	dispatcher := func() (*dispatch.Dispatcher, error) {
 		return dispatch.New(dispatch.Dispatcher{Ledger: led, Providers: providers, Renderer: renderer, Metrics: tally, Logger: slog.New(slog.DiscardHandler),
-			ProviderTimeout: 5 * time.Second, ClaimTimeout: time.Minute, Now: clock})
+			ProviderTimeout: 5 * time.Second, ClaimTimeout: time.Minute, Now: clock, Status: status})
 	}
 	sd, err1 := dispatcher()
 	rd, err2 := dispatcher()
@@ -563,7 +621,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	maxRows := cmp.Or(cfg.MaxRows, 60000/max(1, cfg.Scale))
 	// The workers' reach (reconcile.Tune), scaled like every rate.
 	maxRate := max(1, reconcile.DefaultWorkers*reconcile.MaxConcurrency*int(time.Second/reconcile.RowTime)/max(1, cfg.Scale))
-	rc, err2 := reconcile.New(reconcile.Config{Dispatcher: rd, MaxRows: maxRows, PageSize: 1 << 20, Concurrency: 1, Schedule: cfg.Schedule, MaxRate: maxRate})
+	rc, err2 := reconcile.New(reconcile.Config{Dispatcher: rd, MaxRows: maxRows, PageSize: 1 << 20, Concurrency: 1, Schedule: cfg.Schedule, MaxRate: maxRate, Status: status})
 	if err := errors.Join(err1, err2); err != nil {
 		return Result{}, err
 	}
@@ -580,6 +638,8 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		indexRows  = float64(reconcile.DefaultWorkers*reconcile.MaxConcurrency*int(time.Second/reconcile.RowTime)) / float64(max(1, cfg.Scale))
 		workerRows = min(float64(cfg.WorkerRows)*float64(tuned.Concurrency)/reconcile.DefaultConcurrency, max(indexRows, float64(cfg.WorkerRows)))
 		found      int
+		runAt      time.Time
+		watcher    *reconcile.Watcher
 	)
 	recovery := start.Add(cfg.Down)
 	drain := time.Duration(-1)
@@ -601,6 +661,24 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 				return Result{}, err
 			}
 			found += rep.Found
+			runAt, watcher = w.now, rc.NewWatcher(uq, w.now, rep)
+		}
+		// The scheduled run's watch after its Find (reconcile.Reconciler.
+		// Watch): a Step every WatchPoll until WatchMargin before the
+		// next run, while there is something to watch for; it hands out
+		// at a provider's recovery, and when the backlog's last
+		// hand-out has no unit left waiting.
+		if el := w.now.Sub(runAt); watcher != nil && el > 0 && el%reconcile.WatchPoll == 0 {
+			before := watcher.Report.Found
+			more, err := watcher.Step(ctx)
+			if err != nil {
+				return Result{}, err
+			}
+			found += watcher.Report.Found - before
+			if !more || el+reconcile.WatchPoll > cfg.Schedule-reconcile.WatchMargin {
+				w.watchFinds += watcher.Finds
+				watcher = nil
+			}
 		}
 		// The workers, unit by unit: WorkerRows rows a second at the
 		// default concurrency (reconcile.DefaultConcurrency rows at once
@@ -608,7 +686,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		// to (reconcile.Tune, at the provider's full-scale rate: the
 		// scaled rate would tune a scaled concurrency), at most
 		// reconcile.MaxConcurrency × DefaultWorkers ÷ RowTime rows a
-		// second (the attention index's limit), scaled. Work runs a
+		// second (DynamoDB's limits, reconcile.Tune), scaled. Work runs a
 		// unit's rows one at a time here (the model counts the
 		// concurrency), so that a row that found the pace spent is the
 		// last examined: its unit is offered again the next second from
@@ -630,7 +708,10 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		progress := map[string]bool{}
 		var started, waiting []reconcile.Unit
 		work := func(u reconcile.Unit, wasStarted bool) {
-			if budget > 0 && paced[u.Lane] && !starvedSince[u.Lane].IsZero() && w.now.Sub(starvedSince[u.Lane]) >= paceMaxWait {
+			// A unit of expired rows (Unit.Expired) sends nothing: it
+			// waits for no token, nor behind a unit that does.
+			lanePaced := paced[u.Lane] && !u.Expired
+			if budget > 0 && lanePaced && !starvedSince[u.Lane].IsZero() && w.now.Sub(starvedSince[u.Lane]) >= paceMaxWait {
 				// Given up: its first row examined (paced), the rest
 				// deferred.
 				wu := u
@@ -639,7 +720,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 				budget -= float64(wrep.Examined)
 				return
 			}
-			if budget <= 0 || paced[u.Lane] {
+			if budget <= 0 || lanePaced {
 				if wasStarted {
 					started = append(started, u)
 				} else {
@@ -698,6 +779,9 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		case recovery.Add(15 * time.Minute):
 			backlog[1], _ = w.backlog(ctx, led, recovery)
 		}
+		if Trace && w.now.Sub(start)%time.Minute == 59*time.Second {
+			w.trace(ctx, led, recovery, found)
+		}
 		if drain < 0 && !w.now.Before(recovery) && w.now.Sub(start)%(10*time.Second) == 0 {
 			if left, _ := w.backlog(ctx, led, recovery); left == 0 {
 				drain = w.now.Sub(recovery)
@@ -709,6 +793,8 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		BacklogAtRecovery: backlog[0], BacklogAt15: backlog[1], BacklogAtEnd: atEnd,
 		TunedWorkerRows: int(workerRows), TunedHandOut: max(maxRows, reconcile.Tune(rc.Config(), min(cfg.Limit, cfg.Pace)).Rows)}
 	res.Optimum = optimum(w.order, start, recovery, end, min(cfg.Limit, cfg.Pace))
+	res.OrderInTime, res.OrderDrain = agedEDF(w.order, start, recovery, end, min(cfg.Limit, cfg.Pace))
+	res.WatchFinds = w.watchFinds
 	if cfg.EmailPercent > 0 {
 		res.Email = delaysOf(w.order, "email")
 	}
@@ -780,6 +866,66 @@ func optimum(msgs []*msg, start, recovery, end time.Time, capacity int) int {
 		}
 	}
 	return n
+}
+
+// agedEDF is the offline earliest-deadline-first schedule with the
+// product's order (pace.Order.Rank: a message without validity ranked
+// pace.Horizon after its arrival), knowing every arrival, with the same
+// capacity as optimum: the messages it delivers within validity, and
+// how long after recovery the backlog (the messages arrived before
+// recovery and still valid) was empty (-1: never). It shows what the
+// product's order allows at best: sendonce cannot drain sooner while it
+// sends earliest deadline first.
+func agedEDF(msgs []*msg, start, recovery, end time.Time, capacity int) (inTime int, drain time.Duration) {
+	h := &ranked{}
+	i := 0
+	drain = -1
+	for t := start; t.Before(end); t = t.Add(time.Second) {
+		for ; i < len(msgs) && !msgs[i].arrived.After(t); i++ {
+			heap.Push(h, msgs[i])
+		}
+		if t.Before(recovery) {
+			continue
+		}
+		for c := capacity; c > 0 && h.Len() > 0; {
+			// A message whose validity passed is dropped: it need not
+			// be sent, nor can it be.
+			if m := heap.Pop(h).(*msg); m.expires.IsZero() || !m.expires.Before(t) {
+				inTime++
+				c--
+			}
+		}
+		if drain < 0 {
+			// The backlog's messages not sent and still valid.
+			left := 0
+			for _, m := range *h {
+				if m.arrived.Before(recovery) && (m.expires.IsZero() || !m.expires.Before(t)) {
+					left++
+				}
+			}
+			if left == 0 {
+				drain = t.Sub(recovery)
+			}
+		}
+	}
+	return inTime, drain
+}
+
+// ranked is a min-heap of messages by the product's order
+// (pace.Order.Rank, then arrival).
+type ranked []*msg
+
+func rankOf(m *msg) pace.Order { return pace.Order{Deadline: m.expires, Since: m.arrived} }
+
+func (h ranked) Len() int           { return len(h) }
+func (h ranked) Less(i, j int) bool { return rankOf(h[j]).After(rankOf(h[i])) }
+func (h ranked) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *ranked) Push(x any)        { *h = append(*h, x.(*msg)) }
+func (h *ranked) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
 }
 
 // deadlines is a min-heap of deadlines.
@@ -862,6 +1008,42 @@ func (w *world) sendVisible(ctx context.Context, snd *sender.Sender) {
 		}
 	}
 	w.queue = append(keep, later...)
+}
+
+// Trace, when set, makes Run write a line a minute to stderr: the
+// backlog, the messages first delivered in the minute by class (old:
+// arrived before recovery) and those expired unsent since recovery, the
+// notification queue's depth and the rows handed out so far. For
+// diagnosis (make sim-outage TRACE=1).
+var Trace bool
+
+// trace writes Trace's line.
+func (w *world) trace(ctx context.Context, led ledger.Ledger, recovery time.Time, found int) {
+	from := w.now.Add(-59 * time.Second)
+	sent := map[string]int{}
+	expired := map[string]int{}
+	for _, m := range w.order {
+		cls := "mkt"
+		switch {
+		case m.expires.IsZero():
+		case m.expires.Sub(m.arrived) == 10*time.Minute:
+			cls = "otp"
+		default:
+			cls = "trn"
+		}
+		age := "new"
+		if m.arrived.Before(recovery) {
+			age = "old"
+		}
+		if len(m.delivered) > 0 && !m.delivered[0].Before(from) {
+			sent[age+cls]++
+		}
+		if len(m.delivered) == 0 && !m.expires.IsZero() && !m.expires.After(w.now) && !m.expires.Before(recovery) {
+			expired[age+cls]++
+		}
+	}
+	bl, _ := w.backlog(ctx, led, recovery)
+	fmt.Fprintf(os.Stderr, "t=%s backlog=%d sent=%v expired(since recovery, cum)=%v sqs=%d found=%d\n", w.now.Sub(recovery).Round(time.Second), bl, sent, expired, len(w.queue), found)
 }
 
 // backlog counts the messages that arrived before recovery and are not

@@ -18,6 +18,7 @@ var (
 	workers = flag.Int("outage.workers", 2000, "with -outage.full: the rows the reconcile workers examine a second at full scale")
 	maxRows = flag.Int("outage.maxrows", 60000, "with -outage.full: the rows one Find hands out at most at full scale (SENDONCE_RECONCILE_MAX_ROWS)")
 	channel = flag.Bool("outage.channel", false, "run the one-channel scenario of make sim-outage (the SMS provider down for an hour, email healthy; and the same without the outage) and print its table")
+	trace   = flag.Bool("outage.trace", false, "with -outage.full or -outage.channel: write a line a minute to stderr (outagesim.Trace)")
 )
 
 // oneChannel is the one-channel scenario at full scale: half the
@@ -38,6 +39,7 @@ func TestOneChannelFull(t *testing.T) {
 	if p == 0 {
 		p = *limit
 	}
+	Trace = *trace
 	res, err := RunOneChannel(context.Background(), oneChannel(*scale, *limit, p))
 	if err != nil {
 		t.Fatal(err)
@@ -82,6 +84,7 @@ func TestOutageFull(t *testing.T) {
 	if p == 0 {
 		p = *limit
 	}
+	Trace = *trace
 	res, err := Run(context.Background(), Config{Rate: *rate / s, Limit: *limit / s, Pace: p / s, Down: time.Hour, Total: 2 * time.Hour,
 		AmbiguousPercent: 10, WorkerRows: *workers / s, MaxRows: *maxRows / s, Visibility: 180 * time.Second, MaxReceive: 5, Schedule: time.Minute, Scale: s, Seed: 1})
 	if err != nil {

@@ -9,9 +9,12 @@ import (
 //
 // When a provider's rate is short (after an outage, the backlog and the
 // new traffic want more than the limit), the send with the nearest
-// validity deadline goes first, whether it is a new message in a sender
-// or a row of the backlog in a reconcile worker; a message without
-// validity goes after every one with a deadline, and then by age.
+// deadline goes first, whether it is a new message in a sender or a row
+// of the backlog in a reconcile worker. A message's deadline is its
+// validity; a message without validity is ranked by an aged deadline,
+// Horizon after it was enqueued (Order.Rank): it goes after every message
+// of its age that has a deadline, but it still goes, ahead of messages
+// enqueued more than Horizon after it.
 //
 // The shared counter expresses it with a reservation per provider (one
 // item, pk "pace#<provider>#hold"): the reconciler's hand-out picks the
@@ -36,24 +39,49 @@ import (
 // later: two writes more than a message sent at once (4.1 instead of
 // 2.1). No write is added to the counter itself.
 
+// Horizon is the aged deadline of a message without validity: it is
+// ranked as if it had to be sent within Horizon of when it was enqueued
+// (Order.Rank). An hour, the longest validity of the template's classes
+// (transactional): after an outage, a marketing message that waited
+// through it goes with the transactional messages of its age, ahead of
+// the new ones, rather than after every message with a deadline, so the
+// backlog drains and new messages whose deadline is far off wait their
+// turn. It orders sends only: such a message never expires.
+const Horizon = time.Hour
+
 // Order is a send's place in the earliest-deadline-first order.
 type Order struct {
 	// Deadline is the message's validity (ledger.Entry.ValidUntil);
-	// zero: none, after every deadline.
+	// zero: none, ranked at Since + Horizon (Rank).
 	Deadline time.Time `json:"deadline,omitzero"`
-	// Since is when the message was first enqueued or became due: among
-	// equal deadlines, the older goes first.
+	// Since is when the message was first enqueued (a ledger row's
+	// CreatedAt): among equal deadlines, the older goes first, and a
+	// message without validity is aged from it.
 	Since time.Time `json:"since,omitzero"`
 }
 
-// After reports whether o goes after p: a later deadline (none is the
-// latest), or the same deadline and younger.
-func (o Order) After(p Order) bool {
+// Rank returns the deadline o is ranked by: its Deadline, or, without
+// one, its aged deadline Since + Horizon (zero when o has neither: after
+// every deadline).
+func (o Order) Rank() time.Time {
 	switch {
-	case o.Deadline.IsZero() != p.Deadline.IsZero():
-		return o.Deadline.IsZero()
-	case !o.Deadline.Equal(p.Deadline):
-		return o.Deadline.After(p.Deadline)
+	case !o.Deadline.IsZero():
+		return o.Deadline
+	case !o.Since.IsZero():
+		return o.Since.Add(Horizon)
+	}
+	return time.Time{}
+}
+
+// After reports whether o goes after p: a later rank (Rank; none is the
+// latest), or the same rank and younger.
+func (o Order) After(p Order) bool {
+	ro, rp := o.Rank(), p.Rank()
+	switch {
+	case ro.IsZero() != rp.IsZero():
+		return ro.IsZero()
+	case !ro.Equal(rp):
+		return ro.After(rp)
 	}
 	return o.Since.After(p.Since)
 }

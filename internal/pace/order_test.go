@@ -133,3 +133,37 @@ func TestTimeoutsAmongSuccessesDoNotSlowThePace(t *testing.T) {
 		t.Errorf("3 refusals, no success: factor %.2f, want the floor at once", f)
 	}
 }
+
+// TestAgedDeadline: a message without validity is ranked Horizon (an
+// hour) after it was enqueued: after a message of its age with a
+// deadline, but before a transactional message enqueued later whose
+// hour ends after its aged deadline. Before, it went after every message
+// with a deadline, however much younger: after an outage, the backlog's
+// marketing waited behind every new message, and the backlog drained
+// last of all.
+func TestAgedDeadline(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	marketing := pace.Order{Since: t0}
+	if got, want := marketing.Rank(), t0.Add(pace.Horizon); !got.Equal(want) {
+		t.Errorf("Rank of a message without validity = %s, want %s (enqueued + pace.Horizon)", got, want)
+	}
+	for _, tc := range []struct {
+		name  string
+		other pace.Order
+		after bool // marketing goes after other
+	}{
+		{"an OTP of its age", pace.Order{Deadline: t0.Add(10 * time.Minute), Since: t0}, true},
+		{"a transactional message of its age", pace.Order{Deadline: t0.Add(time.Hour), Since: t0.Add(-time.Second)}, true},
+		{"a transactional message enqueued 10 minutes later", pace.Order{Deadline: t0.Add(70 * time.Minute), Since: t0.Add(10 * time.Minute)}, false},
+		{"a marketing message enqueued later", pace.Order{Since: t0.Add(time.Minute)}, false},
+		{"an order with neither deadline nor age", pace.Order{}, false},
+	} {
+		if got := marketing.After(tc.other); got != tc.after {
+			t.Errorf("marketing enqueued at t0 after %s: %t, want %t", tc.name, got, tc.after)
+		}
+		if got := tc.other.After(marketing); got == tc.after {
+			t.Errorf("%s after marketing enqueued at t0: %t, want %t", tc.name, got, !tc.after)
+		}
+	}
+}

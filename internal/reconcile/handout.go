@@ -23,12 +23,14 @@ package reconcile
 // most the units in flight are handed out twice.
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -57,6 +59,20 @@ type Unit struct {
 	// for its rows, up to their cut (pace.Hold; Until is set by the
 	// worker); nil when the provider is not paced.
 	Hold *pace.Hold `json:"hold,omitempty"`
+	// ProviderUp is when the lane's provider answered again after an
+	// outage (opstate's "up#<provider>", Config.Status): a worker whose
+	// container still knows the provider down forgets it
+	// (dispatch.Health.Up) rather than defer the unit. Zero: no recovery
+	// recorded.
+	ProviderUp time.Time `json:"provider_up,omitzero"`
+	// Expired is set on a unit of rows whose validity had passed when
+	// Find read them: they need no send (a FAILED mark, or a lookup of
+	// an ambiguous attempt), so they take none of the provider's rate,
+	// and Find hands them out besides the lane's share, after its other
+	// units. Before, such rows went last in their lane's units, which a
+	// down provider deferred whole: they stayed at the head of the
+	// attention index (oldest due) and filled Find's read.
+	Expired bool `json:"expired,omitempty"`
 }
 
 // ParseUnit reads a unit from a queue message's body.
@@ -175,6 +191,10 @@ func (r *Reconciler) Find(ctx context.Context, q Queue) (FindReport, error) {
 		tune Tuning
 		cap  int // the most rows the lane is handed out
 		rows []found
+		// dead are the lane's rows whose validity has passed: handed
+		// out besides rows, in units of their own (Unit.Expired), at
+		// most cap of them.
+		dead []found
 	}
 	var (
 		lanes  []*laneRows
@@ -226,14 +246,19 @@ func (r *Reconciler) Find(ctx context.Context, q Queue) (FindReport, error) {
 				tuned += t.Rows
 				total = max(r.cfg.MaxRows, tuned)
 			}
-			if len(l.rows) >= l.cap || added[rec.Key] {
+			f := found{key: rec.Key, validUntil: rec.ValidUntil, since: cmp.Or(rec.CreatedAt, dueAt(rec))}
+			into := &l.rows
+			if expired(now, f) {
+				into = &l.dead
+			}
+			if len(*into) >= l.cap || added[rec.Key] {
 				// No lane gets more than its cap: the row is left for a
 				// later run.
 				rep.Truncated = true
 				continue
 			}
 			added[rec.Key] = true
-			l.rows = append(l.rows, found{key: rec.Key, validUntil: rec.ValidUntil, due: dueAt(rec)})
+			*into = append(*into, f)
 		}
 	}
 	if readRows(it) {
@@ -255,7 +280,8 @@ func (r *Reconciler) Find(ctx context.Context, q Queue) (FindReport, error) {
 		sizes[i] = len(l.rows)
 	}
 	shares := fairShares(sizes, total)
-	var units []Unit
+	ups := r.ups(ctx)
+	var units, deadUnits []Unit
 	for i, l := range lanes {
 		if shares[i] < len(l.rows) {
 			rep.Truncated = true
@@ -264,33 +290,41 @@ func (r *Reconciler) Find(ctx context.Context, q Queue) (FindReport, error) {
 		slices.SortStableFunc(rows, func(a, b found) int { return byDeadline(now, a, b) })
 		rows = rows[:shares[i]]
 		var hold *pace.Hold
-		if live := slices.IndexFunc(rows, func(f found) bool { return expired(now, f) }); l.tune.Rate > 0 && live != 0 {
+		if live := len(rows); l.tune.Rate > 0 && live != 0 {
 			// The rate of the rows that may still be sent over the
 			// period, up to the cut: the latest of them in the
 			// earliest-deadline-first order.
-			if live < 0 {
-				live = len(rows)
-			}
 			last := rows[live-1]
 			rate := int(math.Ceil(float64(live) / r.cfg.Schedule.Seconds()))
-			hold = &pace.Hold{Rate: min(rate, l.tune.Rate), Cut: pace.Order{Deadline: last.validUntil, Since: last.due}}
+			hold = &pace.Hold{Rate: min(rate, l.tune.Rate), Cut: last.order()}
 		}
 		conc := 0
 		if l.tune.Concurrency > r.cfg.Concurrency {
 			conc = l.tune.Concurrency
 		}
 		size := max(l.tune.UnitSize, r.cfg.UnitSize)
+		_, prov, _ := strings.Cut(l.name, "/")
+		up := ups[prov]
 		for len(rows) > 0 {
 			n := min(len(rows), size)
-			u := Unit{Lane: l.name, FoundAt: now, Concurrency: conc, Hold: hold}
+			u := Unit{Lane: l.name, FoundAt: now, Concurrency: conc, Hold: hold, ProviderUp: up}
 			for _, f := range rows[:n] {
 				u.Keys = append(u.Keys, f.key)
 			}
 			units = append(units, u)
 			rows = rows[n:]
 		}
+		for dead := l.dead; len(dead) > 0; {
+			n := min(len(dead), size)
+			u := Unit{Lane: l.name, FoundAt: now, Concurrency: conc, Expired: true, ProviderUp: up}
+			for _, f := range dead[:n] {
+				u.Keys = append(u.Keys, f.key)
+			}
+			deadUnits = append(deadUnits, u)
+			dead = dead[n:]
+		}
 	}
-	units = interleave(units)
+	units = append(interleave(units), interleave(deadUnits)...)
 	const batch = 10 // SQS SendMessageBatch's limit
 	for len(units) > 0 {
 		pending := units[:min(batch, len(units))]
@@ -316,14 +350,20 @@ func (r *Reconciler) Find(ctx context.Context, q Queue) (FindReport, error) {
 type found struct {
 	key        string
 	validUntil time.Time
-	due        time.Time
+	// since is when the row was created (its message's first claim), or
+	// became due when that is unknown.
+	since time.Time
 }
 
-// byDeadline orders rows earliest deadline first at now: by validity
-// (none after every deadline), then oldest due; a row whose validity
-// has passed goes after all of them (it can no longer be sent: it needs
-// only its FAILED mark, which can wait, and it takes no worker's time
-// from a row that can still be saved).
+// order is f's place in the earliest-deadline-first order (pace.Order).
+func (f found) order() pace.Order { return pace.Order{Deadline: f.validUntil, Since: f.since} }
+
+// byDeadline orders rows earliest deadline first at now: by validity, a
+// row without one by its aged deadline (pace.Order.Rank: pace.Horizon
+// after it was created), then oldest first; a row whose validity has
+// passed goes after all of them (it can no longer be sent: it needs only
+// its FAILED mark, which can wait, and it takes no worker's time from a
+// row that can still be saved).
 func byDeadline(now time.Time, a, b found) int {
 	switch ea, eb := expired(now, a), expired(now, b); {
 	case ea != eb:
@@ -331,15 +371,12 @@ func byDeadline(now time.Time, a, b found) int {
 			return 1
 		}
 		return -1
-	case a.validUntil.IsZero() != b.validUntil.IsZero():
-		if a.validUntil.IsZero() {
-			return 1
-		}
+	case a.order().After(b.order()):
+		return 1
+	case b.order().After(a.order()):
 		return -1
-	case !a.validUntil.Equal(b.validUntil):
-		return a.validUntil.Compare(b.validUntil)
 	}
-	return a.due.Compare(b.due)
+	return 0
 }
 
 // expired reports whether row f's validity has passed at now.
@@ -438,7 +475,8 @@ const ActionDeferred Action = "deferred"
 // before its first row.
 func (r *Reconciler) Work(ctx context.Context, u Unit) (rep Report, done bool) {
 	rep = Report{Actions: map[Action]int{}}
-	r.hold(ctx, u)
+	r.providerUp(u)
+	r.hold(ctx, u, r.dispatch.Now().Add(pace.HoldFor))
 	var (
 		mu      sync.Mutex
 		wg      sync.WaitGroup

@@ -55,6 +55,7 @@ import (
 	"github.com/sendonce/sendonce/internal/dispatch"
 	"github.com/sendonce/sendonce/internal/ledger"
 	"github.com/sendonce/sendonce/internal/metrics"
+	"github.com/sendonce/sendonce/internal/opstate"
 	"github.com/sendonce/sendonce/internal/tracing"
 	"go.opentelemetry.io/otel/attribute"
 )
@@ -146,9 +147,20 @@ type Config struct {
 	// ReconcileWorkerConcurrency). Default DefaultWorkers.
 	Workers int
 	// MaxRate is the most rows a second the workers are tuned to
-	// (Tune). Default Workers × MaxConcurrency ÷ RowTime (6,000 at the
-	// defaults: the attention index's limit).
+	// (Tune). Default Workers × MaxConcurrency ÷ RowTime (15,000 at the
+	// defaults: DynamoDB's limits).
 	MaxRate int
+	// Status, when set, is the providers' recorded states
+	// (opstate.Store): Find tells the workers of a lane whose provider
+	// answered again after an outage when it did (Unit.ProviderUp), and
+	// Watch polls it for a recovery.
+	Status ProviderStates
+}
+
+// ProviderStates reads the providers' recorded down and up states
+// (opstate.Store.Providers).
+type ProviderStates interface {
+	Providers(ctx context.Context) (map[string]opstate.Provider, error)
 }
 
 // Reconciler resolves rows that need attention.

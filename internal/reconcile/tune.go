@@ -31,12 +31,14 @@ import (
 //     ceiling it was;
 //   - MaxConcurrency keeps the drain within DynamoDB's limits that
 //     docs/scale.md lists: Workers (10) × MaxConcurrency ÷ RowTime is
-//     6,000 rows a second, what the attention index's 16 shards take
-//     (a settled row writes the index two or three times, a shard about
-//     1,000 writes a second); the table's 40,000 write units a second
-//     take it with room (about 2.1 writes a row). Lambda: the workers are
-//     still Workers executions; a worker's rows at once are goroutines of
-//     one execution.
+//     15,000 rows a second. The table's default 40,000 write units a
+//     second take it (about 2.1 writes a row: 31,500), and the attention
+//     index's 64 shards (ledger.AttentionShards; a settled row writes
+//     the index two or three times: 30,000 to 45,000 writes a second,
+//     about 700 a shard of the 1,000 a partition takes). It was 120
+//     (6,000 rows a second) while the index had 16 shards. Lambda: the
+//     workers are still Workers executions; a worker's rows at once are
+//     goroutines of one execution.
 //
 // A lane whose provider is not paced keeps the defaults: its rate is
 // unknown, and MaxRows bounds its hand-out as before.
@@ -50,14 +52,14 @@ const (
 	// RowTime is a row's time in a worker: a GetItem, a takeover, the
 	// provider's call and a mark (150–350 ms measured, docs/scale.md).
 	RowTime = 200 * time.Millisecond
-	// MaxConcurrency bounds a worker's rows at once (the attention
-	// index's limit, above).
-	MaxConcurrency = 120
+	// MaxConcurrency bounds a worker's rows at once (DynamoDB's
+	// limits, above).
+	MaxConcurrency = 300
 	// MaxUnitRounds is how many rounds of its concurrency a unit holds.
 	MaxUnitRounds = 4
-	// MaxUnitSize bounds a unit's keys (about 70 bytes each: 35 KB of
+	// MaxUnitSize bounds a unit's keys (about 70 bytes each: 84 KB of
 	// SQS's 256 KB).
-	MaxUnitSize = 500
+	MaxUnitSize = 1200
 	// HandOutRounds is how many Schedules of the provider's rate a lane
 	// is handed out: more than one, so that the workers still have rows
 	// when the next run comes (it hands out nothing while units wait),
@@ -122,12 +124,12 @@ type holder interface {
 	Hold(ctx context.Context, h pace.Hold) error
 }
 
-// hold records u's hold (Unit.Hold) with its provider's pacer, for
-// HoldFor from now: while the worker starts units of the lane, sends
+// hold records u's hold (Unit.Hold) with its provider's pacer, until
+// until (HoldFor from now when a unit starts): while the worker starts units of the lane, sends
 // that come after the hand-out's cut yield to them (pace, "Earliest
 // deadline first"). A hold that cannot be written is logged: the
 // backlog then competes with new messages first come, as before.
-func (r *Reconciler) hold(ctx context.Context, u Unit) {
+func (r *Reconciler) hold(ctx context.Context, u Unit, until time.Time) {
 	if u.Hold == nil || u.Hold.Rate <= 0 {
 		return
 	}
@@ -141,7 +143,7 @@ func (r *Reconciler) hold(ctx context.Context, u Unit) {
 		}
 		if h, ok := p.(holder); ok {
 			hd := *u.Hold
-			hd.Until = r.dispatch.Now().Add(pace.HoldFor)
+			hd.Until = until
 			if err := h.Hold(ctx, hd); err != nil {
 				r.dispatch.Logger.Warn("hold the provider's rate for the backlog", "lane", u.Lane, "error", err)
 			}

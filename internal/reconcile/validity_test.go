@@ -2,6 +2,8 @@ package reconcile
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -174,5 +176,57 @@ func TestExpiredReleasedRowFailsWithoutSending(t *testing.T) {
 		if b.metrics.Get(metrics.Expired) != 1 || b.metrics.Get(metrics.ReconciledFailed) != 0 || b.metrics.Get(metrics.Failed) != 0 {
 			t.Errorf("configured=%v: metrics %v, want Expired 1 only", configured, b.metrics.Snapshot())
 		}
+	}
+}
+
+// TestExpiredRowsDoNotFillTheRead: 30 released rows whose validity has
+// passed, due before 5 valid ones, and a hand-out of 10 rows (MaxRows;
+// the provider is not paced). Find hands out the 5 valid rows, and 10
+// of the expired ones in units of their own (Unit.Expired). Before, the
+// expired rows, oldest due, filled the lane's 10 and the valid rows
+// were not handed out at all: after an outage, when the expired rows of
+// the outage sat at the head of the attention index, Find's read held
+// few rows that could still be sent.
+func TestExpiredRowsDoNotFillTheRead(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t)
+	r := b.reconciler(t, &providertest.Fake{}, func(c *Config) { c.MaxRows = 10 })
+	release := func(key string, validUntil time.Time) {
+		c, err := b.ledger.Claim(ctx, ledger.Entry{Key: key, Channel: "sms", Class: "otp", Provider: "fake", Address: "+15551234567", Body: "b", ValidUntil: validUntil}, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.ledger.Release(ctx, c, "transient: 503", time.Time{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 30 {
+		release(fmt.Sprintf("v1_expired_%02d", i), b.clock.Now().Add(time.Minute))
+	}
+	b.clock.Advance(time.Second)
+	for i := range 5 {
+		release(fmt.Sprintf("v1_valid_%d", i), b.clock.Now().Add(time.Hour))
+	}
+	b.clock.Advance(2 * time.Minute)
+	q := &units{}
+	if _, err := r.Find(ctx, q); err != nil {
+		t.Fatal(err)
+	}
+	var valid, expired int
+	for _, u := range q.q {
+		for _, k := range u.Keys {
+			switch {
+			case strings.HasPrefix(k, "v1_valid") && !u.Expired:
+				valid++
+			case strings.HasPrefix(k, "v1_expired") && u.Expired:
+				expired++
+			default:
+				t.Errorf("row %s in a unit whose Expired is %t", k, u.Expired)
+			}
+		}
+	}
+	if valid != 5 || expired != 10 {
+		t.Errorf("handed out %d valid rows and %d expired ones, want the 5 valid and 10 expired (MaxRows) in units of their own", valid, expired)
 	}
 }
