@@ -121,7 +121,7 @@ func NewReconciler(cfg ReconcilerConfig) (*Reconciler, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sendonce: new reconciler: %w", err)
 	}
-	r, err := reconcile.New(reconcile.Config{
+	rcfg := reconcile.Config{
 		Dispatcher:  d,
 		Policies:    policies,
 		MaxAge:      cfg.MaxAge,
@@ -129,7 +129,12 @@ func NewReconciler(cfg ReconcilerConfig) (*Reconciler, error) {
 		MaxRows:     cfg.MaxRows,
 		PageSize:    cfg.PageSize,
 		Concurrency: cfg.Concurrency,
-	})
+	}
+	if cfg.Ledger.db != nil {
+		// The providers' down and up states (Find, Watch).
+		rcfg.Status = opstate.Store{DB: cfg.Ledger.db, Table: cfg.Ledger.table}
+	}
+	r, err := reconcile.New(rcfg)
 	if err != nil {
 		return nil, fmt.Errorf("sendonce: new reconciler: %w", err)
 	}
@@ -249,6 +254,25 @@ func (r *Reconciler) Find(ctx context.Context, q *ReconcileQueue) (FindReport, e
 		r.recordRun(ctx, FindReport(rep))
 	}
 	return FindReport(rep), err
+}
+
+// Watch is what the scheduled run does after its Find, which began at
+// since and reported rep: while a provider is recorded down and has not
+// answered again since, or rep left rows due, it stays alive, reading
+// the providers' states and q's depth every 2 seconds, and hands out
+// again at once when a provider answers again after an outage or when
+// the workers have taken every unit; it returns 5 seconds before the
+// next scheduled run (a minute after since) or before ctx's deadline.
+// It returns what it handed out (zero when nothing), and watches
+// nothing on a ledger not on DynamoDB. The SAM application's reconciler
+// function calls it after each Find: a recovered provider's backlog is
+// handed out within seconds, not at the next run.
+func (r *Reconciler) Watch(ctx context.Context, q *ReconcileQueue, since time.Time, rep FindReport) (FindReport, error) {
+	out, finds, err := r.r.Watch(ctx, q.q, since, reconcile.FindReport(rep), since.Add(reconcile.DefaultSchedule-reconcile.WatchMargin))
+	if finds > 0 && err == nil {
+		r.recordRun(ctx, FindReport(out))
+	}
+	return FindReport(out), err
 }
 
 // recordRun records a run that ended now with its report, for `sendonce

@@ -433,8 +433,11 @@ GRANTS = {
                                       "sqs:GetQueueAttributes", "sqs:SendMessage", "kms:GenerateDataKey"]),
     # The reconciler finds the work and hands it out; its workers do it.
     # All three record what `sendonce status` shows (package opstate): the
-    # providers known down or paused, the last reconcile run.
-    "ReconcilerFunction": ({ATTENTION: ["Query"], STATUS: ["UpdateItem"]}, BASE + ["sqs:SendMessage", "sqs:GetQueueAttributes"]),
+    # providers known down or paused, the last reconcile run. The
+    # reconciler also reads the providers' down and up states (GetItem):
+    # its Find tells the workers of a recovery, and its run's watch hands
+    # out at once when a provider answers again (reconcile.Reconciler.Watch).
+    "ReconcilerFunction": ({ATTENTION: ["Query"], STATUS: ["UpdateItem", "GetItem"]}, BASE + ["sqs:SendMessage", "sqs:GetQueueAttributes"]),
     "ReconcileWorkerFunction": ({LEDGER: ["GetItem", "UpdateItem"], TEMPLATES: ["GetItem"], PACE: ["UpdateItem"],
                                  OWNERS: ["PutItem", "BatchGetItem"], STATUS: ["UpdateItem"]},
                                 BASE + SEND + ["sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility",
