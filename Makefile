@@ -31,6 +31,15 @@ BUILD_GOARCH ?= $(shell go env GOARCH 2>/dev/null)
 
 export SENDONCE_TEST_RIE := $(CURDIR)/bin/aws-lambda-rie
 
+# Every go command the recipes run, and the go commands their tests run
+# (they inherit the environment), builds with -trimpath: a package's build
+# ID then does not depend on the directory the repository sits in, so a
+# fresh clone (CI's, or a second work tree) reuses the build cache's
+# compiles and test links of every package it did not change, instead of
+# compiling the module and every mutation again at its new path. make
+# build and sam build pass -trimpath themselves.
+export GOFLAGS := $(strip -trimpath $(GOFLAGS))
+
 # Every package a test runs as a bootstrap under the emulator (rie.Build):
 # make test builds them once before go test (a test asking for another
 # fails, naming this list).

@@ -57,7 +57,9 @@ type Deps struct {
 	GatewayURL    string
 	GatewayKey    string
 	SNSOriginator string
-	Logger        *slog.Logger
+	// SNSTimeout bounds one Publish; zero is the adapter's default (5 s).
+	SNSTimeout time.Duration
+	Logger     *slog.Logger
 }
 
 // Line is what the program prints for one request.
@@ -92,7 +94,7 @@ func Build(ctx context.Context, d Deps) (*sendonce.Sender, *sendonce.Ledger, err
 	if err != nil {
 		return nil, nil, err
 	}
-	viaSNS, err := snsprovider.New(d.SNS, snsprovider.Options{OriginationNumber: d.SNSOriginator, Logger: d.Logger})
+	viaSNS, err := snsprovider.New(d.SNS, snsprovider.Options{OriginationNumber: d.SNSOriginator, Timeout: d.SNSTimeout, Logger: d.Logger})
 	if err != nil {
 		return nil, nil, err
 	}

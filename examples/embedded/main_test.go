@@ -55,6 +55,10 @@ func TestEmbedded(t *testing.T) {
 	s, ledger, err := Build(ctx, Deps{
 		DynamoDB: db, Table: table, GatewayURL: gw.URL, GatewayKey: "gw-key",
 		SNS: sns.NewFromConfig(awsCfg, func(o *sns.Options) { o.BaseEndpoint = aws.String(moto) }),
+		// moto beside make test's other packages has taken more than the
+		// adapter's 5 s to answer a Publish; a timeout here is not what
+		// the test is about (a fresh-clone run failed on it).
+		SNSTimeout: time.Minute,
 	})
 	if err != nil {
 		t.Fatal(err)
