@@ -162,8 +162,13 @@ func Lane(rec ledger.Record) string { return rec.Channel + "/" + rec.Provider }
 // the rows of a provider that is down or paced never fill MaxRows while
 // another lane has rows due. Find reads up to ScanFactor × MaxRows rows to
 // find the other lanes. Within a lane the rows go earliest deadline
-// first: by validity (ledger.Entry.ValidUntil; rows without one last),
-// then oldest due.
+// first: by validity (ledger.Entry.ValidUntil; a row without one by its
+// aged deadline, pace.Horizon after it was created: pace.Order.Rank),
+// then oldest first. The rows whose validity has passed go in units of
+// their own (Unit.Expired), after the others and besides the lane's
+// share, at most its cap of them. Each unit of a lane whose provider
+// answered again after an outage carries when it did (Unit.ProviderUp,
+// from Config.Status).
 //
 // Each unit of a paced provider's lane carries a hold (Unit.Hold): the
 // rate of the lane's rows over the Schedule, up to the latest of them in
