@@ -135,7 +135,7 @@ func (s Store) Providers(ctx context.Context) (map[string]Provider, error) {
 	}
 	ps := map[string]Provider{}
 	for name, v := range out.Item {
-		state, provider, ok := strings.Cut(name, "#")
+		state, provider, ok := cutState(name)
 		u, err := strconv.ParseInt(n(v), 10, 64)
 		if !ok || err != nil || state != Down && state != Up {
 			continue
@@ -149,6 +149,12 @@ func (s Store) Providers(ctx context.Context) (map[string]Provider, error) {
 		ps[provider] = p
 	}
 	return ps, nil
+}
+
+// cutState splits an attribute of the providers' item,
+// "<state>#<provider>", into its state and provider.
+func cutState(attr string) (state, provider string, ok bool) {
+	return strings.Cut(attr, "#")
 }
 
 // ProviderStatus is one provider's recorded state.

@@ -525,45 +525,6 @@ func (p *model) Lookup(_ context.Context, m provider.Message) (provider.LookupRe
 	return provider.LookupResult{Status: provider.LookupNotFound}, nil
 }
 
-// statusItem is opstate's ops#providers item: each provider's latest
-// down and up states.
-type statusItem struct {
-	mu sync.Mutex
-	ps map[string]opstate.Provider
-}
-
-func (s *statusItem) ProviderState(_ context.Context, provider, state string, until time.Time) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.ps == nil {
-		s.ps = map[string]opstate.Provider{}
-	}
-	p := s.ps[provider]
-	u := time.Unix(until.Unix(), 0).UTC() // Unix seconds, as the item keeps them
-	switch state {
-	case opstate.Down:
-		if u.After(p.DownUntil) {
-			p.DownUntil = u
-		}
-	case opstate.Up:
-		if u.After(p.UpAt) {
-			p.UpAt = u
-		}
-	}
-	s.ps[provider] = p
-	return nil
-}
-
-func (s *statusItem) Providers(context.Context) (map[string]opstate.Provider, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := make(map[string]opstate.Provider, len(s.ps))
-	for k, v := range s.ps {
-		out[k] = v
-	}
-	return out, nil
-}
-
 type units struct{ q []reconcile.Unit }
 
 func (u *units) Waiting(context.Context) (int, error) { return len(u.q), nil }
@@ -604,7 +565,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	providers := map[string]provider.Adapter{"sms": pace.Wrap(w.prov, limiter, 0), "email": pace.Wrap(w.mail, limiter, 0)}
 	tally := metrics.NewTally()
 	// The providers' recorded states (opstate's ops#providers item).
-	status := &statusItem{}
+	status := &opstate.Memory{}
 	renderer := render.New(memtemplates.New(memtemplates.Config{}), render.Config{})
 	dispatcher := func() (*dispatch.Dispatcher, error) {
 		return dispatch.New(dispatch.Dispatcher{Ledger: led, Providers: providers, Renderer: renderer, Metrics: tally, Logger: slog.New(slog.DiscardHandler),

@@ -3,7 +3,6 @@ package reconcile
 import (
 	"context"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,45 +13,6 @@ import (
 	"github.com/sendonce/sendonce/provider"
 	"github.com/sendonce/sendonce/provider/providertest"
 )
-
-// statusItem is opstate's ops#providers item in memory: it records what
-// dispatch.Dispatcher.Status is told, and answers Providers.
-type statusItem struct {
-	mu sync.Mutex
-	ps map[string]opstate.Provider
-}
-
-func (s *statusItem) ProviderState(_ context.Context, name, state string, until time.Time) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.ps == nil {
-		s.ps = map[string]opstate.Provider{}
-	}
-	p := s.ps[name]
-	u := time.Unix(until.Unix(), 0).UTC()
-	switch state {
-	case opstate.Down:
-		if u.After(p.DownUntil) {
-			p.DownUntil = u
-		}
-	case opstate.Up:
-		if u.After(p.UpAt) {
-			p.UpAt = u
-		}
-	}
-	s.ps[name] = p
-	return nil
-}
-
-func (s *statusItem) Providers(context.Context) (map[string]opstate.Provider, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := map[string]opstate.Provider{}
-	for k, v := range s.ps {
-		out[k] = v
-	}
-	return out, nil
-}
 
 // TestRecoveryHandsOutAtOnce: a provider is down; the reconcile
 // worker's sends are refused until its container knows it down (the
@@ -75,7 +35,7 @@ func TestRecoveryHandsOutAtOnce(t *testing.T) {
 		}
 		return provider.Receipt{MessageID: "m"}, nil
 	}}
-	status := &statusItem{}
+	status := &opstate.Memory{}
 	workerHealth := &dispatch.Health{Cooldown: 10 * time.Minute, Now: b.clock.Now}
 	r := b.reconciler(t, p, func(c *Config) {
 		c.Dispatcher.Health, c.Dispatcher.Status, c.Status = workerHealth, status, status
@@ -168,7 +128,7 @@ func TestRecoveryHandsOutAtOnce(t *testing.T) {
 func TestWatchWithoutAnOutageReturnsAtOnce(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	r := b.reconciler(t, &providertest.Fake{}, func(c *Config) { c.Status = &statusItem{} })
+	r := b.reconciler(t, &providertest.Fake{}, func(c *Config) { c.Status = &opstate.Memory{} })
 	start := time.Now()
 	if _, finds, err := r.Watch(context.Background(), &units{}, b.clock.Now(), FindReport{}, b.clock.Now().Add(time.Minute)); finds != 0 || err != nil || time.Since(start) > time.Second {
 		t.Errorf("Watch with nothing down and no backlog: %d hand-outs, %v, after %s; want none, at once", finds, err, time.Since(start))
