@@ -310,24 +310,8 @@ func (r *Reconciler) Find(ctx context.Context, q Queue) (FindReport, error) {
 		size := max(l.tune.UnitSize, r.cfg.UnitSize)
 		_, prov, _ := strings.Cut(l.name, "/")
 		up := ups[prov]
-		for len(rows) > 0 {
-			n := min(len(rows), size)
-			u := Unit{Lane: l.name, FoundAt: now, Concurrency: conc, Hold: hold, ProviderUp: up}
-			for _, f := range rows[:n] {
-				u.Keys = append(u.Keys, f.key)
-			}
-			units = append(units, u)
-			rows = rows[n:]
-		}
-		for dead := l.dead; len(dead) > 0; {
-			n := min(len(dead), size)
-			u := Unit{Lane: l.name, FoundAt: now, Concurrency: conc, Expired: true, ProviderUp: up}
-			for _, f := range dead[:n] {
-				u.Keys = append(u.Keys, f.key)
-			}
-			deadUnits = append(deadUnits, u)
-			dead = dead[n:]
-		}
+		units = appendUnits(units, rows, size, Unit{Lane: l.name, FoundAt: now, Concurrency: conc, Hold: hold, ProviderUp: up})
+		deadUnits = appendUnits(deadUnits, l.dead, size, Unit{Lane: l.name, FoundAt: now, Concurrency: conc, Expired: true, ProviderUp: up})
 	}
 	units = append(interleave(units), interleave(deadUnits)...)
 	const batch = 10 // SQS SendMessageBatch's limit
@@ -548,4 +532,18 @@ func (r *Reconciler) workKey(ctx context.Context, key string, stopped func(lane 
 		return ActionDeferred, lane
 	}
 	return r.reconcile(ctx, rec), lane
+}
+
+// appendUnits appends to units the rows in units of at most size keys,
+// each a copy of proto with its keys.
+func appendUnits(units []Unit, rows []found, size int, proto Unit) []Unit {
+	for chunk := range slices.Chunk(rows, size) {
+		u := proto
+		u.Keys = make([]string, 0, len(chunk))
+		for _, f := range chunk {
+			u.Keys = append(u.Keys, f.key)
+		}
+		units = append(units, u)
+	}
+	return units
 }
