@@ -344,7 +344,7 @@ func TestCrashAtEachBoundaryThenRedeliver(t *testing.T) {
 // reconciler run; the provider delivered the message once.
 func TestProviderTimeoutAfterAccepting(t *testing.T) {
 	t.Parallel()
-	e := setupEnv(t, options{providerTimeout: 300 * time.Millisecond})
+	e := setupEnv(t, options{}) // the default 2 s: the next receive's lookup and send must not meet the deadline beside load
 	r := req("evt_timeout")
 	e.sim.AddFault(simulator.Fault{Kind: simulator.FaultTimeoutAfterAccept, Count: 1})
 	s := e.sender(t, nil)
