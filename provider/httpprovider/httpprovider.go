@@ -24,13 +24,12 @@
 package httpprovider
 
 import (
-	"fmt"
 	"log/slog"
 	"net/http"
 	"time"
 
 	"github.com/sendonce/sendonce/internal/provider/httpprovider"
-	"github.com/sendonce/sendonce/internal/redact"
+	"github.com/sendonce/sendonce/internal/provider/settings"
 	"github.com/sendonce/sendonce/provider"
 )
 
@@ -78,12 +77,12 @@ type Options struct {
 // not absolute, Timeout is negative, or RedactionKey is shorter than 32
 // bytes.
 func New(client *http.Client, opts Options) (provider.Adapter, error) {
-	r, err := redact.Optional(opts.RedactionKey)
+	timeout, r, err := settings.Common("httpprovider", opts.Timeout, opts.RedactionKey)
 	if err != nil {
-		return nil, fmt.Errorf("httpprovider: new: RedactionKey: %w", err)
+		return nil, err
 	}
 	a, err := httpprovider.New(httpprovider.Config{
-		BaseURL: opts.BaseURL, Token: opts.Token, HTTPClient: client, Timeout: opts.Timeout,
+		BaseURL: opts.BaseURL, Token: opts.Token, HTTPClient: client, Timeout: timeout,
 		CallbackURL: opts.CallbackURL, Logger: opts.Logger, DisableIdempotency: opts.NotIdempotent, Redactor: r,
 	})
 	if err != nil {

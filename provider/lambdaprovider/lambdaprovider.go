@@ -23,18 +23,15 @@
 package lambdaprovider
 
 import (
-	"cmp"
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 
-	"github.com/sendonce/sendonce/internal/decide"
 	"github.com/sendonce/sendonce/internal/provider/lambdaprovider"
-	"github.com/sendonce/sendonce/internal/redact"
+	"github.com/sendonce/sendonce/internal/provider/settings"
 	"github.com/sendonce/sendonce/provider"
 )
 
@@ -86,12 +83,12 @@ func New(client Invoker, opts Options) (provider.Adapter, error) {
 	if client == nil {
 		return nil, errors.New("lambdaprovider: new: no Lambda client")
 	}
-	r, err := redact.Optional(opts.RedactionKey)
+	timeout, r, err := settings.Common("lambdaprovider", opts.Timeout, opts.RedactionKey)
 	if err != nil {
-		return nil, fmt.Errorf("lambdaprovider: new: RedactionKey: %w", err)
+		return nil, err
 	}
 	return lambdaprovider.New(lambdaprovider.Config{
 		Client: client, Function: opts.Function, Idempotent: opts.Idempotent, Lookup: opts.Lookup,
-		Timeout: cmp.Or(opts.Timeout, decide.DefaultProviderTimeout), Logger: opts.Logger, Redactor: r,
+		Timeout: timeout, Logger: opts.Logger, Redactor: r,
 	})
 }

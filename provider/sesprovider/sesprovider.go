@@ -23,18 +23,15 @@
 package sesprovider
 
 import (
-	"cmp"
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/sesv2"
 
-	"github.com/sendonce/sendonce/internal/decide"
 	"github.com/sendonce/sendonce/internal/provider/sesprovider"
-	"github.com/sendonce/sendonce/internal/redact"
+	"github.com/sendonce/sendonce/internal/provider/settings"
 	"github.com/sendonce/sendonce/provider"
 )
 
@@ -77,16 +74,13 @@ func New(client EmailSender, opts Options) (provider.Adapter, error) {
 	if client == nil {
 		return nil, errors.New("sesprovider: new: no SES client")
 	}
-	if opts.Timeout < 0 {
-		return nil, fmt.Errorf("sesprovider: new: Timeout %s is negative", opts.Timeout)
-	}
-	r, err := redact.Optional(opts.RedactionKey)
+	timeout, r, err := settings.Common("sesprovider", opts.Timeout, opts.RedactionKey)
 	if err != nil {
-		return nil, fmt.Errorf("sesprovider: new: RedactionKey: %w", err)
+		return nil, err
 	}
 	a, err := sesprovider.New(sesprovider.Config{
 		Client: client, From: opts.From, ConfigurationSet: opts.ConfigurationSet,
-		Timeout: cmp.Or(opts.Timeout, decide.DefaultProviderTimeout), Logger: opts.Logger, Redactor: r,
+		Timeout: timeout, Logger: opts.Logger, Redactor: r,
 	})
 	if err != nil {
 		return nil, err

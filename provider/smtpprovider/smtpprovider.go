@@ -22,12 +22,11 @@ package smtpprovider
 
 import (
 	"crypto/tls"
-	"fmt"
 	"log/slog"
 	"time"
 
+	"github.com/sendonce/sendonce/internal/provider/settings"
 	"github.com/sendonce/sendonce/internal/provider/smtpprovider"
-	"github.com/sendonce/sendonce/internal/redact"
 	"github.com/sendonce/sendonce/provider"
 )
 
@@ -87,17 +86,14 @@ type Options struct {
 // empty, From is not an email address, TLS is not one of the policies,
 // Timeout is negative, or RedactionKey is shorter than 32 bytes.
 func New(opts Options) (provider.Adapter, error) {
-	if opts.Timeout < 0 {
-		return nil, fmt.Errorf("smtpprovider: new: Timeout %s is negative", opts.Timeout)
-	}
-	r, err := redact.Optional(opts.RedactionKey)
+	timeout, r, err := settings.Common("smtpprovider", opts.Timeout, opts.RedactionKey)
 	if err != nil {
-		return nil, fmt.Errorf("smtpprovider: new: RedactionKey: %w", err)
+		return nil, err
 	}
 	a, err := smtpprovider.New(smtpprovider.Config{
 		Host: opts.Host, Port: opts.Port, Username: opts.Username, Password: opts.Password,
 		TLS: smtpprovider.TLSPolicy(opts.TLS), TLSConfig: opts.TLSConfig, From: opts.From,
-		MessageIDDomain: opts.MessageIDDomain, Timeout: opts.Timeout, Logger: opts.Logger, Redactor: r,
+		MessageIDDomain: opts.MessageIDDomain, Timeout: timeout, Logger: opts.Logger, Redactor: r,
 	})
 	if err != nil {
 		return nil, err

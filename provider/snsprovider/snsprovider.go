@@ -20,7 +20,6 @@
 package snsprovider
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -30,9 +29,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/sns"
 
-	"github.com/sendonce/sendonce/internal/decide"
+	"github.com/sendonce/sendonce/internal/provider/settings"
 	"github.com/sendonce/sendonce/internal/provider/snsprovider"
-	"github.com/sendonce/sendonce/internal/redact"
 	"github.com/sendonce/sendonce/notify"
 	"github.com/sendonce/sendonce/provider"
 )
@@ -82,9 +80,6 @@ func New(client Publisher, opts Options) (provider.Adapter, error) {
 	if client == nil {
 		return nil, errors.New("snsprovider: new: no SNS client")
 	}
-	if opts.Timeout < 0 {
-		return nil, fmt.Errorf("snsprovider: new: Timeout %s is negative", opts.Timeout)
-	}
 	topics := make(map[string]string, len(opts.Topics))
 	for ch, arn := range opts.Topics {
 		if !ch.Valid() {
@@ -95,13 +90,13 @@ func New(client Publisher, opts Options) (provider.Adapter, error) {
 		}
 		topics[string(ch)] = arn
 	}
-	r, err := redact.Optional(opts.RedactionKey)
+	timeout, r, err := settings.Common("snsprovider", opts.Timeout, opts.RedactionKey)
 	if err != nil {
-		return nil, fmt.Errorf("snsprovider: new: RedactionKey: %w", err)
+		return nil, err
 	}
 	a, err := snsprovider.New(snsprovider.Config{
 		Client: client, SenderID: opts.SenderID, OriginationNumber: opts.OriginationNumber,
-		TopicARNs: topics, Timeout: cmp.Or(opts.Timeout, decide.DefaultProviderTimeout),
+		TopicARNs: topics, Timeout: timeout,
 		Logger: opts.Logger, Redactor: r,
 	})
 	if err != nil {

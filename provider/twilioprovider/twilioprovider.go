@@ -24,13 +24,12 @@
 package twilioprovider
 
 import (
-	"fmt"
 	"log/slog"
 	"net/http"
 	"time"
 
+	"github.com/sendonce/sendonce/internal/provider/settings"
 	"github.com/sendonce/sendonce/internal/provider/twilio"
-	"github.com/sendonce/sendonce/internal/redact"
 	"github.com/sendonce/sendonce/provider"
 )
 
@@ -77,17 +76,14 @@ type Options struct {
 // MessagingServiceSID are, a URL is not absolute, Timeout is negative,
 // or RedactionKey is shorter than 32 bytes.
 func New(client *http.Client, opts Options) (provider.Adapter, error) {
-	if opts.Timeout < 0 {
-		return nil, fmt.Errorf("twilioprovider: new: Timeout %s is negative", opts.Timeout)
-	}
-	r, err := redact.Optional(opts.RedactionKey)
+	timeout, r, err := settings.Common("twilioprovider", opts.Timeout, opts.RedactionKey)
 	if err != nil {
-		return nil, fmt.Errorf("twilioprovider: new: RedactionKey: %w", err)
+		return nil, err
 	}
 	a, err := twilio.New(twilio.Config{
 		BaseURL: opts.BaseURL, AccountSID: opts.AccountSID, AuthToken: opts.AuthToken,
 		From: opts.From, MessagingServiceSID: opts.MessagingServiceSID, CallbackBaseURL: opts.CallbackBaseURL,
-		Timeout: opts.Timeout, HTTPClient: client, Logger: opts.Logger, Redactor: r,
+		Timeout: timeout, HTTPClient: client, Logger: opts.Logger, Redactor: r,
 	})
 	if err != nil {
 		return nil, err
