@@ -161,13 +161,15 @@ type Result struct {
 	// within their deadlines.
 	Optimum int
 	// OrderInTime and OrderDrain are what a perfect schedule in
-	// sendonce's own order achieves (agedEDF: earliest deadline first,
-	// a message without validity ranked pace.Horizon after its
-	// arrival, knowing every arrival, the same capacity): the messages
-	// delivered within validity, and the backlog's drain (-1: never).
-	// Neither is a goal: they show what the order allows at best.
-	OrderInTime int
-	OrderDrain  time.Duration
+	// sendonce's own order achieves (productOrder: the urgent messages,
+	// then the backlog, then the rest, each earliest deadline first,
+	// knowing every arrival, the same capacity): the messages delivered
+	// within validity, and the backlog's drain (-1: never). EDFInTime
+	// and EDFDrain are the same for earliest deadline first alone (the
+	// order before the backlog went first). None is a goal: they show
+	// what each order allows at best.
+	OrderInTime, EDFInTime int
+	OrderDrain, EDFDrain   time.Duration
 	// WatchFinds is the hand-outs the scheduled runs' watch made
 	// (reconcile.Reconciler.Watch), besides one a run.
 	WatchFinds int
@@ -419,8 +421,10 @@ func (r Result) Table(w io.Writer) {
 	fmt.Fprintf(tw, "sent after expiry\t%d\n", r.SentAfterExpiry)
 	fmt.Fprintf(tw, "delivered within validity / optimum\t%d / %d (%.1f %%; the optimum: earliest deadline first knowing every arrival, same capacity)\n",
 		r.InTime, r.Optimum, 100*float64(r.InTime)/float64(max(1, r.Optimum)))
-	fmt.Fprintf(tw, "the same in sendonce's order\t%d (%.1f %% of the optimum) and the backlog empty after %s (offline: earliest deadline first, no validity ranked %s after arrival)\n",
-		r.OrderInTime, 100*float64(r.OrderInTime)/float64(max(1, r.Optimum)), fmtDrain(r.OrderDrain), pace.Horizon)
+	fmt.Fprintf(tw, "the same in sendonce's order\t%d (%.1f %% of the optimum) and the backlog empty after %s (offline: the messages within %s of their deadline, then the backlog, then the rest, each earliest deadline first, no validity ranked %s after arrival)\n",
+		r.OrderInTime, 100*float64(r.OrderInTime)/float64(max(1, r.Optimum)), fmtDrain(r.OrderDrain), pace.Urgent, pace.Horizon)
+	fmt.Fprintf(tw, "the same earliest deadline first\t%d (%.1f %% of the optimum) and the backlog empty after %s (offline: the order before the backlog went first)\n",
+		r.EDFInTime, 100*float64(r.EDFInTime)/float64(max(1, r.Optimum)), fmtDrain(r.EDFDrain))
 	fmt.Fprintf(tw, "provider rate, recovery until empty\t%.1f %% of %d/s\n", 100*r.Utilisation, min(r.Limit, r.Pace))
 	fmt.Fprintf(tw, "provider peak rate / limit\t%d/s / %d/s (429s: %d)\n", r.PeakRate, r.Limit, r.Throttled)
 	fmt.Fprintf(tw, "recovery until backlog empty\t%s\n", fmtDrain(r.Drain))
@@ -754,7 +758,8 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		BacklogAtRecovery: backlog[0], BacklogAt15: backlog[1], BacklogAtEnd: atEnd,
 		TunedWorkerRows: int(workerRows), TunedHandOut: max(maxRows, reconcile.Tune(rc.Config(), min(cfg.Limit, cfg.Pace)).Rows)}
 	res.Optimum = optimum(w.order, start, recovery, end, min(cfg.Limit, cfg.Pace))
-	res.OrderInTime, res.OrderDrain = agedEDF(w.order, start, recovery, end, min(cfg.Limit, cfg.Pace))
+	res.OrderInTime, res.OrderDrain = productOrder(w.order, start, recovery, end, min(cfg.Limit, cfg.Pace), true)
+	res.EDFInTime, res.EDFDrain = productOrder(w.order, start, recovery, end, min(cfg.Limit, cfg.Pace), false)
 	res.WatchFinds = w.watchFinds
 	if cfg.EmailPercent > 0 {
 		res.Email = delaysOf(w.order, "email")
@@ -829,39 +834,78 @@ func optimum(msgs []*msg, start, recovery, end time.Time, capacity int) int {
 	return n
 }
 
-// agedEDF is the offline earliest-deadline-first schedule with the
-// product's order (pace.Order.Rank: a message without validity ranked
-// pace.Horizon after its arrival), knowing every arrival, with the same
-// capacity as optimum: the messages it delivers within validity, and
-// how long after recovery the backlog (the messages arrived before
-// recovery and still valid) was empty (-1: never). It shows what the
-// product's order allows at best: sendonce cannot drain sooner while it
-// sends earliest deadline first.
-func agedEDF(msgs []*msg, start, recovery, end time.Time, capacity int) (inTime int, drain time.Duration) {
-	h := &ranked{}
+// productOrder is the offline schedule in the product's order, knowing
+// every arrival, with the same capacity as optimum: each second, first
+// the messages whose validity is within pace.Urgent (earliest deadline
+// first), then the backlog (the messages arrived before recovery), then
+// the rest, each in pace.Order (earliest deadline first, a message
+// without validity ranked pace.Horizon after its arrival); with
+// backlogFirst false, every message in pace.Order alone (earliest
+// deadline first, the product's order before the backlog went first).
+// It returns the messages delivered within validity, and how long after
+// recovery the backlog (the messages arrived before recovery and still
+// valid) was empty (-1: never): what the order allows at best.
+func productOrder(msgs []*msg, start, recovery, end time.Time, capacity int, backlogFirst bool) (inTime int, drain time.Duration) {
+	// The queues: [backlog, new] × [with a deadline, without].
+	var q [2][2]ranked
 	i := 0
 	drain = -1
+	valid := func(m *msg, t time.Time) bool { return m.expires.IsZero() || !m.expires.Before(t) }
+	// pop takes the first of the queues qs in pace.Order, dropping the
+	// messages whose validity passed (they need not be sent, nor can
+	// they be); urgent: only a message within pace.Urgent of its deadline.
+	pop := func(t time.Time, urgent bool, qs ...*ranked) bool {
+		for {
+			var best *ranked
+			for _, h := range qs {
+				if h.Len() > 0 && (best == nil || rankOf((*best)[0]).After(rankOf((*h)[0]))) {
+					best = h
+				}
+			}
+			if best == nil {
+				return false
+			}
+			m := (*best)[0]
+			if !valid(m, t) {
+				heap.Pop(best)
+				continue
+			}
+			if urgent && !rankOf(m).Urgent(t, pace.Urgent) {
+				return false
+			}
+			heap.Pop(best)
+			return true
+		}
+	}
 	for t := start; t.Before(end); t = t.Add(time.Second) {
 		for ; i < len(msgs) && !msgs[i].arrived.After(t); i++ {
-			heap.Push(h, msgs[i])
+			m := msgs[i]
+			b, d := 1, 0
+			if m.arrived.Before(recovery) && backlogFirst {
+				b = 0
+			}
+			if m.expires.IsZero() {
+				d = 1
+			}
+			heap.Push(&q[b][d], m)
 		}
 		if t.Before(recovery) {
 			continue
 		}
-		for c := capacity; c > 0 && h.Len() > 0; {
-			// A message whose validity passed is dropped: it need not
-			// be sent, nor can it be.
-			if m := heap.Pop(h).(*msg); m.expires.IsZero() || !m.expires.Before(t) {
-				inTime++
-				c--
+		for c := capacity; c > 0; c-- {
+			if !pop(t, true, &q[0][0], &q[1][0]) && !pop(t, false, &q[0][0], &q[0][1]) && !pop(t, false, &q[1][0], &q[1][1]) {
+				break
 			}
+			inTime++
 		}
 		if drain < 0 {
 			// The backlog's messages not sent and still valid.
 			left := 0
-			for _, m := range *h {
-				if m.arrived.Before(recovery) && (m.expires.IsZero() || !m.expires.Before(t)) {
-					left++
+			for _, h := range []ranked{q[0][0], q[0][1], q[1][0], q[1][1]} {
+				for _, m := range h {
+					if m.arrived.Before(recovery) && valid(m, t) {
+						left++
+					}
 				}
 			}
 			if left == 0 {

@@ -30,6 +30,27 @@ import (
 // backlog, where the next hand-out orders it by its deadline with the
 // rest.
 //
+// # The backlog first after an outage
+//
+// Earliest deadline first saves the most messages, but after an outage
+// it serves every new message whose deadline comes before the backlog's
+// last one (the new login codes, 10 minutes from theirs, before the
+// transactional messages that waited out the hour) ahead of the backlog,
+// and the backlog drains last. A new message can wait: it is sent in
+// time as long as it goes before its deadline comes within Urgent. So a
+// hold of a provider that answered again after an outage carries when it
+// did (Hold.Backlog), and while it is active a send enqueued since then
+// yields whatever its deadline, unless that deadline is within Urgent
+// (Order.Urgent): the backlog goes first, and each new message when it
+// must. The hand-out orders the lane's rows the same way (the urgent
+// ones, then the rows enqueued before the recovery, then the rest, each
+// earliest deadline first), so a new message that yielded waits behind
+// the backlog until it is urgent. The outage simulator's offline
+// schedules (internal/outagesim) check the rule: at each provider limit
+// it delivers as many messages within their validity as earliest
+// deadline first, and empties the outage's backlog sooner (docs/scale.md,
+// "Issue 34, fourth part").
+//
 // What it costs: a worker writes the hold item when its hold extends the
 // one it last wrote by more than HoldRefresh (at most one write per
 // provider per container every HoldRefresh while units run); a sender
@@ -48,6 +69,14 @@ import (
 // backlog drains and new messages whose deadline is far off wait their
 // turn. It orders sends only: such a message never expires.
 const Horizon = time.Hour
+
+// Urgent is how near its deadline a message is urgent (Order.Urgent): it
+// never yields to a hold, and the hand-out puts it ahead of the backlog.
+// Two minutes: the hand-out runs every minute, and a row handed out
+// urgent is sent within the next (the outage simulator's offline
+// schedules drain soonest with a margin of one to two minutes and lose
+// no message with it).
+const Urgent = 2 * time.Minute
 
 // Order is a send's place in the earliest-deadline-first order.
 type Order struct {
@@ -73,6 +102,12 @@ func (o Order) Rank() time.Time {
 	return time.Time{}
 }
 
+// Urgent reports whether o's deadline (its validity, not an aged
+// deadline: a message without validity never is) is within d of now.
+func (o Order) Urgent(now time.Time, d time.Duration) bool {
+	return !o.Deadline.IsZero() && o.Deadline.Sub(now) <= d
+}
+
 // After reports whether o goes after p: a later rank (Rank; none is the
 // latest), or the same rank and younger.
 func (o Order) After(p Order) bool {
@@ -95,6 +130,13 @@ type Hold struct {
 	Cut Order `json:"cut"`
 	// Until is when the hold ends.
 	Until time.Time `json:"until,omitzero"`
+	// Backlog, when set, is when the provider answered again after an
+	// outage, while the hold's rows include messages enqueued before it
+	// (the outage's backlog): the hold serves them first, and a send
+	// enqueued since yields to it, whatever its cut, unless its deadline
+	// is within Urgent (the package doc, "The backlog first after an
+	// outage"). Zero once that backlog is gone: the cut alone decides.
+	Backlog time.Time `json:"backlog,omitzero"`
 }
 
 // Active reports whether h holds anything at now.
@@ -129,4 +171,17 @@ func WithOrder(ctx context.Context, o Order) context.Context {
 func OrderFrom(ctx context.Context) (Order, bool) {
 	o, ok := ctx.Value(orderKey{}).(Order)
 	return o, ok
+}
+
+// yields reports whether a send in order o yields to h at now (h
+// active): o's deadline is not within Urgent, and o comes after h's cut
+// or was enqueued since h's Backlog.
+func (h Hold) yields(o Order, now time.Time) bool {
+	if o.Urgent(now, Urgent) {
+		return false
+	}
+	if !h.Backlog.IsZero() && !o.Since.IsZero() && !o.Since.Before(h.Backlog) {
+		return true
+	}
+	return o.After(h.Cut)
 }

@@ -90,6 +90,77 @@ func TestSendsAfterTheHoldsCutYield(t *testing.T) {
 	}
 }
 
+// TestNewMessagesYieldToTheBacklogAfterAnOutage: the provider answered
+// again a minute ago, and a worker holds 8 of its 10 sends a second for
+// the outage's backlog, up to a cut an hour away. A login code enqueued
+// since the recovery, 10 minutes from its deadline, comes before the cut
+// but yields all the same (before the backlog first, it took from the
+// whole limit, and new messages delayed the backlog's drain); so does a
+// new message without validity. A new login code 90 seconds from its
+// deadline is urgent and does not yield, nor does a backlog message
+// enqueued before the recovery. The hold's Backlog goes through both
+// stores.
+func TestNewMessagesYieldToTheBacklogAfterAnOutage(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name  string
+		store func(t *testing.T) pace.Store
+	}{
+		{"Memory", func(*testing.T) pace.Store { return &pace.MemStore{} }},
+		{"DynamoDBLocal", func(t *testing.T) pace.Store {
+			db := testenv.DynamoDB(t)
+			return &pace.DynamoStore{DB: db, Table: testenv.NewTable(t, db)}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			clock := testsupport.NewClock(time.Now().Truncate(time.Second).Add(2 * time.Second))
+			store := tc.store(t)
+			limiter := func() *pace.Limiter {
+				l, err := pace.New(store, map[string]int{"fake": 10}, pace.Options{Now: clock.Now, Block: 1})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return l
+			}
+			worker, sender := limiter(), limiter()
+			now := clock.Now()
+			up := now.Add(-time.Minute)
+			cut := pace.Order{Deadline: now.Add(time.Hour), Since: up.Add(-time.Second)}
+			if err := worker.Hold(ctx, "fake", pace.Hold{Rate: 8, Cut: cut, Until: now.Add(pace.HoldFor), Backlog: up}); err != nil {
+				t.Fatal(err)
+			}
+			take := func(o pace.Order, tries int) int {
+				n := 0
+				for range tries {
+					w, err := sender.AcquireOrdered(ctx, "fake", o)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if w == 0 {
+						n++
+					}
+				}
+				return n
+			}
+			newOTP := pace.Order{Deadline: now.Add(10 * time.Minute), Since: now}
+			newMarketing := pace.Order{Since: now}
+			if got := take(newOTP, 5) + take(newMarketing, 5); got != 2 {
+				t.Errorf("new messages, not urgent: %d tokens, want the 2 the hold leaves", got)
+			}
+			urgent := pace.Order{Deadline: now.Add(90 * time.Second), Since: now.Add(-8 * time.Minute)}
+			if got := take(urgent, 1); got != 1 {
+				t.Errorf("a new message within pace.Urgent of its deadline: %d tokens, want 1", got)
+			}
+			old := pace.Order{Deadline: now.Add(30 * time.Minute), Since: up.Add(-30 * time.Minute)}
+			if got := take(old, 1); got != 1 {
+				t.Errorf("a backlog message (enqueued before the recovery): %d tokens, want 1", got)
+			}
+		})
+	}
+}
+
 // TestTimeoutsAmongSuccessesDoNotSlowThePace: a provider that answers
 // 10 % of its calls with a timeout (ambiguous) is not down, even when
 // the first three calls of a second time out: the second is judged whole

@@ -29,8 +29,19 @@
 // Throttling) halves it, and a Retry-After pauses the provider until then;
 // a failure that shows the provider down (transient or ambiguous) lowers
 // it to the floor, so a recovering provider is met by a ramp, not the
-// whole backlog: every second with a success raises the factor by Ramp
-// (default 1/20 of the rate: full rate 20 s after recovery).
+// whole backlog: every second with a success doubles the factor (slow
+// start, as TCP's: from the floor, 5 %, to 10, 20, 40, 80 and 100 % of
+// the rate, full rate 5 s after recovery, the ramp costing about 3.5 s of
+// the provider's capacity). After a throttling answer the factor rises by
+// Ramp a second instead (default 1/20 of the rate): a provider that said
+// it was overloaded is not doubled back into it.
+//
+// Why doubling after an outage: a ramp of Ramp a second from the floor
+// took 20 s and cost 9.5 s of the provider's capacity, at 15,000/s
+// more than the whole margin of the drain (make sim-outage, docs/scale.md
+// "Issue 34, fourth part"). A provider still too weak for the doubled
+// rate answers with refusals, timeouts or 429s, and the factor falls back
+// to the floor or halves within the second.
 package pace
 
 import (
@@ -101,6 +112,7 @@ type route struct {
 	holdReadAt time.Time
 	holdWrote  Hold
 	factor     float64
+	slowStart  bool      // factor doubles a second (after an outage), not +ramp
 	pause      time.Time // no sends before
 	raisedAt   int64     // the second factor was last raised in
 	// Outcomes of the second outcomesAt: failures that outnumber successes
@@ -116,7 +128,8 @@ type Options struct {
 	Block int
 	// Floor is the lowest factor of the rate a route is slowed to.
 	Floor float64
-	// Ramp is what each second with a success adds to the factor.
+	// Ramp is what each second with a success adds to the factor after
+	// a throttling answer (after an outage it doubles: the package doc).
 	Ramp float64
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
@@ -207,20 +220,22 @@ func (r *route) at(sec int64) {
 }
 
 // AcquireOrdered is Acquire for a send whose place in the earliest
-// deadline first order is o: while the provider's hold (Hold) is active
-// and o comes after its cut, the send yields, taking only what the
-// limit less the held rate leaves in the shared counter (the package
-// doc, "Earliest deadline first"); otherwise it is Acquire.
+// deadline first order is o: while the provider's hold (Hold) is active,
+// the send yields, taking only what the limit less the held rate leaves
+// in the shared counter, when o comes after the hold's cut, or when o was
+// enqueued since the hold's Backlog; unless o's deadline is within
+// Urgent (the package doc, "Earliest deadline first" and "The backlog
+// first after an outage"). Otherwise it is Acquire.
 func (l *Limiter) AcquireOrdered(ctx context.Context, provider string, o Order) (time.Duration, error) {
 	limit, ok := l.limits[provider]
 	if !ok {
 		return 0, nil
 	}
-	h := l.currentHold(ctx, provider)
-	if !h.Active(l.now()) || !o.After(h.Cut) {
-		return l.take(ctx, provider, limit, false)
+	now := l.now()
+	if h := l.currentHold(ctx, provider); h.Active(now) && h.yields(o, now) {
+		return l.take(ctx, provider, limit-min(h.Rate, limit), true)
 	}
-	return l.take(ctx, provider, limit-min(h.Rate, limit), true)
+	return l.take(ctx, provider, limit, false)
 }
 
 // take is Acquire and AcquireOrdered: one token of provider's current
@@ -300,7 +315,7 @@ func (l *Limiter) Hold(ctx context.Context, provider string, h Hold) error {
 	r := l.route(provider)
 	r.hold, r.holdReadAt = h, l.now()
 	w := r.holdWrote
-	write := h.Rate != w.Rate || h.Cut != w.Cut || h.Until.Sub(w.Until) >= HoldRefresh
+	write := h.Rate != w.Rate || h.Cut != w.Cut || !h.Backlog.Equal(w.Backlog) || h.Until.Sub(w.Until) >= HoldRefresh
 	if write {
 		r.holdWrote = h
 	}
@@ -406,7 +421,7 @@ func (l *Limiter) adjust(name string, now time.Time, err error) (time.Time, bool
 		// The second that ended is judged whole: timeouts that
 		// outnumbered its successes are an outage.
 		if r.bad >= 3 && r.bad > r.ok {
-			r.factor = l.floor
+			r.factor, r.slowStart = l.floor, true
 		}
 		r.outcomesAt, r.ok, r.bad, r.refused = sec, 0, 0, 0
 	}
@@ -414,7 +429,11 @@ func (l *Limiter) adjust(name string, now time.Time, err error) (time.Time, bool
 		r.ok++
 		if sec := now.Unix(); sec != r.raisedAt && r.factor < 1 {
 			r.raisedAt = sec
-			r.factor = min(1, r.factor+l.ramp)
+			if r.slowStart {
+				r.factor = min(1, 2*r.factor)
+			} else {
+				r.factor = min(1, r.factor+l.ramp)
+			}
 		}
 		return time.Time{}, false
 	}
@@ -430,7 +449,7 @@ func (l *Limiter) adjust(name string, now time.Time, err error) (time.Time, bool
 	var pe *provider.Error
 	switch {
 	case errors.As(err, &pe) && throttleCodes[pe.Code]:
-		r.factor = max(l.floor, r.factor/2)
+		r.factor, r.slowStart = max(l.floor, r.factor/2), false
 	case errors.As(err, &pe) && pe.Code == PacedCode:
 		// our own refusal says nothing about the provider
 	case errors.As(err, &pe) && (pe.Kind == provider.Transient || pe.Kind == provider.Ambiguous) || errors.Is(err, context.DeadlineExceeded):
@@ -447,7 +466,7 @@ func (l *Limiter) adjust(name string, now time.Time, err error) (time.Time, bool
 			r.refused++
 		}
 		if r.refused >= 3 && r.ok == 0 {
-			r.factor = l.floor
+			r.factor, r.slowStart = l.floor, true
 		}
 	}
 	return r.pause, extended

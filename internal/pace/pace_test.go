@@ -3,6 +3,7 @@ package pace_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -138,22 +139,36 @@ func TestThrottlingSlowsAndRecoveryRamps(t *testing.T) {
 		sent, _ := send(200)
 		perSecond = append(perSecond, sent)
 	}
-	if perSecond[0] > 10 || perSecond[len(perSecond)-1] != 100 {
-		t.Errorf("sends per second after recovery %v: want a ramp from the floor to the limit, 100", perSecond)
-	}
-	for i := 1; i < len(perSecond); i++ {
-		if perSecond[i] < perSecond[i-1] {
-			t.Errorf("the ramp went down: %v", perSecond)
-		}
+	// Slow start: the factor doubles each second with a success, from
+	// the floor to the limit in five seconds (before, 1/20 a second:
+	// 10, 15, 20, ... for 20 s).
+	if want := []int{10, 20, 40, 80, 100, 100}; !slices.Equal(perSecond[:len(want)], want) {
+		t.Errorf("sends per second after recovery %v: want the slow start %v", perSecond, want)
 	}
 	// A 429 halves the rate.
+	throttled := true
 	f.SendFunc = func(context.Context, provider.Message) (provider.Receipt, error) {
-		return provider.Receipt{}, providertest.Error(provider.Transient, "429")
+		if throttled {
+			return provider.Receipt{}, providertest.Error(provider.Transient, "429")
+		}
+		return provider.Receipt{MessageID: "m"}, nil
 	}
 	clock.Advance(time.Second)
 	send(1)
 	if got := l.Factor("fake"); got != 0.5 {
 		t.Errorf("factor after a 429 = %v, want 0.5", got)
+	}
+	// After a throttling answer the rate rises by Ramp (1/20) a second,
+	// not doubled back into the overload.
+	throttled = false
+	perSecond = perSecond[:0]
+	for range 3 {
+		clock.Advance(time.Second)
+		sent, _ := send(200)
+		perSecond = append(perSecond, sent)
+	}
+	if want := []int{55, 60, 65}; !slices.Equal(perSecond, want) {
+		t.Errorf("sends per second after a 429 %v, want %v (+5 a second)", perSecond, want)
 	}
 }
 

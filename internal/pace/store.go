@@ -141,6 +141,7 @@ type holdItem struct {
 	CutDeadline int64  `dynamodbav:"cut_deadline"`
 	CutSince    int64  `dynamodbav:"cut_since"`
 	UntilMillis int64  `dynamodbav:"until"`
+	Backlog     int64  `dynamodbav:"backlog"`
 }
 
 func millis(t time.Time) int64 {
@@ -165,6 +166,7 @@ func (s *DynamoStore) PutHold(ctx context.Context, provider string, h Hold) erro
 		Set(expression.Name("cut_deadline"), expression.Value(millis(h.Cut.Deadline))).
 		Set(expression.Name("cut_since"), expression.Value(millis(h.Cut.Since))).
 		Set(expression.Name("until"), expression.Value(millis(h.Until))).
+		Set(expression.Name("backlog"), expression.Value(millis(h.Backlog))).
 		Set(expression.Name(tableschema.TTLAttribute), expression.Value(h.Until.Unix()+60))
 	expr, err := expression.NewBuilder().WithUpdate(upd).Build()
 	if err != nil {
@@ -195,5 +197,5 @@ func (s *DynamoStore) GetHold(ctx context.Context, provider string) (Hold, error
 	if err := attributevalue.UnmarshalMap(out.Item, &it); err != nil {
 		return Hold{}, fmt.Errorf("pace: get hold of %s: %w", provider, err)
 	}
-	return Hold{Rate: it.Rate, Cut: Order{Deadline: fromMillis(it.CutDeadline), Since: fromMillis(it.CutSince)}, Until: fromMillis(it.UntilMillis)}, nil
+	return Hold{Rate: it.Rate, Cut: Order{Deadline: fromMillis(it.CutDeadline), Since: fromMillis(it.CutSince)}, Until: fromMillis(it.UntilMillis), Backlog: fromMillis(it.Backlog)}, nil
 }

@@ -164,7 +164,9 @@ func Lane(rec ledger.Record) string { return rec.Channel + "/" + rec.Provider }
 // find the other lanes. Within a lane the rows go earliest deadline
 // first: by validity (ledger.Entry.ValidUntil; a row without one by its
 // aged deadline, pace.Horizon after it was created: pace.Order.Rank),
-// then oldest first. The rows whose validity has passed go in units of
+// then oldest first; except after an outage, when the rows enqueued
+// before the provider answered again go ahead of the newer ones that are
+// not urgent (byHandOut). The rows whose validity has passed go in units of
 // their own (Unit.Expired), after the others and besides the lane's
 // share, at most its cap of them. Each unit of a lane whose provider
 // answered again after an outage carries when it did (Unit.ProviderUp,
@@ -172,9 +174,12 @@ func Lane(rec ledger.Record) string { return rec.Channel + "/" + rec.Provider }
 //
 // Each unit of a paced provider's lane carries a hold (Unit.Hold): the
 // rate of the lane's rows over the Schedule, up to the latest of them in
-// that order (its cut). The worker that starts the unit records it with
-// the pacer, and sends whose deadline is later yield to it (package
-// pace, "Earliest deadline first").
+// that order (its cut), and after an outage when the provider answered
+// again (pace.Hold.Backlog). The worker that starts the unit records it
+// with the pacer, and sends whose deadline is later, or that were
+// enqueued since that recovery, yield to it unless urgent (package
+// pace, "Earliest deadline first" and "The backlog first after an
+// outage").
 func (r *Reconciler) Find(ctx context.Context, q Queue) (FindReport, error) {
 	var rep FindReport
 	waiting, err := q.Waiting(ctx)
@@ -251,7 +256,7 @@ func (r *Reconciler) Find(ctx context.Context, q Queue) (FindReport, error) {
 				tuned += t.Rows
 				total = max(r.cfg.MaxRows, tuned)
 			}
-			f := found{key: rec.Key, validUntil: rec.ValidUntil, since: cmp.Or(rec.CreatedAt, dueAt(rec))}
+			f := found{key: rec.Key, validUntil: rec.ValidUntil, since: cmp.Or(rec.CreatedAt, dueAt(rec)), lookup: rec.State == ledger.StateUncertain}
 			into := &l.rows
 			if expired(now, f) {
 				into = &l.dead
@@ -291,25 +296,36 @@ func (r *Reconciler) Find(ctx context.Context, q Queue) (FindReport, error) {
 		if shares[i] < len(l.rows) {
 			rep.Truncated = true
 		}
+		_, prov, _ := strings.Cut(l.name, "/")
+		up := ups[prov]
 		rows := l.rows
-		slices.SortStableFunc(rows, func(a, b found) int { return byDeadline(now, a, b) })
+		slices.SortStableFunc(rows, func(a, b found) int { return r.byHandOut(now, up, a, b) })
 		rows = rows[:shares[i]]
 		var hold *pace.Hold
 		if live := len(rows); l.tune.Rate > 0 && live != 0 {
 			// The rate of the rows that may still be sent over the
 			// period, up to the cut: the latest of them in the
 			// earliest-deadline-first order.
-			last := rows[live-1]
+			cut := rows[0].order()
+			var backlog time.Time
+			for _, f := range rows {
+				if f.order().After(cut) {
+					cut = f.order()
+				}
+				if !f.lookup && f.since.Before(up) {
+					// Rows of the outage's backlog are handed out: newer
+					// messages yield to them (none once it is gone).
+					backlog = up
+				}
+			}
 			rate := int(math.Ceil(float64(live) / r.cfg.Schedule.Seconds()))
-			hold = &pace.Hold{Rate: min(rate, l.tune.Rate), Cut: last.order()}
+			hold = &pace.Hold{Rate: min(rate, l.tune.Rate), Cut: cut, Backlog: backlog}
 		}
 		conc := 0
 		if l.tune.Concurrency > r.cfg.Concurrency {
 			conc = l.tune.Concurrency
 		}
 		size := max(l.tune.UnitSize, r.cfg.UnitSize)
-		_, prov, _ := strings.Cut(l.name, "/")
-		up := ups[prov]
 		units = appendUnits(units, rows, size, Unit{Lane: l.name, FoundAt: now, Concurrency: conc, Hold: hold, ProviderUp: up})
 		deadUnits = appendUnits(deadUnits, l.dead, size, Unit{Lane: l.name, FoundAt: now, Concurrency: conc, Expired: true, ProviderUp: up})
 	}
@@ -342,10 +358,51 @@ type found struct {
 	// since is when the row was created (its message's first claim), or
 	// became due when that is unknown.
 	since time.Time
+	// lookup: the row is UNCERTAIN, its attempt may have reached the
+	// provider; the worker asks the provider before any send.
+	lookup bool
 }
 
 // order is f's place in the earliest-deadline-first order (pace.Order).
 func (f found) order() pace.Order { return pace.Order{Deadline: f.validUntil, Since: f.since} }
+
+// byHandOut is the order of a lane's rows in the hand-out at now, up
+// being when the lane's provider answered again after an outage (zero:
+// none known):
+//
+//  0. the rows that are urgent by the next run (their validity within
+//     pace.Urgent of now + Schedule), whatever they need;
+//  1. the rows to send that were enqueued before up (the outage's
+//     backlog);
+//  2. the other rows to send;
+//  3. the UNCERTAIN rows, whose worker asks the provider first.
+//
+// Each class goes earliest deadline first (byDeadline). The provider's
+// rate is what a drain lacks, and a look-up does not spend it: after an
+// outage, the recovery's ambiguous attempts (a tenth of the sends in make
+// sim-outage) are due again after the settle time, and, in deadline
+// order among the backlog, they took the workers' time while the
+// provider waited for sends (at 15,000/s, 1,138 such rows ahead of the
+// backlog's last 237). An UNCERTAIN row that is not urgent waits for the
+// rows to send of its hand-out, and for the drain while the hand-out is
+// cut at its lane's cap. Without up, classes 1 and 2 are one: earliest
+// deadline first, except that a message without validity never goes
+// ahead of an urgent one (package pace, "The backlog first after an
+// outage").
+func (r *Reconciler) byHandOut(now, up time.Time, a, b found) int {
+	class := func(f found) int {
+		switch {
+		case f.order().Urgent(now, pace.Urgent+r.cfg.Schedule):
+			return 0
+		case f.lookup:
+			return 3
+		case !up.IsZero() && f.since.Before(up):
+			return 1
+		}
+		return 2
+	}
+	return cmp.Or(cmp.Compare(class(a), class(b)), byDeadline(now, a, b))
+}
 
 // byDeadline orders rows earliest deadline first at now: by validity, a
 // row without one by its aged deadline (pace.Order.Rank: pace.Horizon
