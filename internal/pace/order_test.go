@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/sendonce/sendonce/internal/pace"
-	"github.com/sendonce/sendonce/internal/testenv"
 	"github.com/sendonce/sendonce/internal/testsupport"
 	"github.com/sendonce/sendonce/provider"
 	"github.com/sendonce/sendonce/provider/providertest"
@@ -21,31 +20,14 @@ import (
 func TestSendsAfterTheHoldsCutYield(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	for _, tc := range []struct {
-		name  string
-		store func(t *testing.T) pace.Store
-	}{
-		{"Memory", func(*testing.T) pace.Store { return &pace.MemStore{} }},
-		{"DynamoDBLocal", func(t *testing.T) pace.Store {
-			db := testenv.DynamoDB(t)
-			return &pace.DynamoStore{DB: db, Table: testenv.NewTable(t, db)}
-		}},
-	} {
+	for _, tc := range stores {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			// Real seconds: DynamoDB Local deletes counters whose TTL
 			// has passed.
 			clock := testsupport.NewClock(time.Now().Truncate(time.Second).Add(2 * time.Second))
 			store := tc.store(t)
-			// Blocks of one token, so that the counts are the sends'.
-			limiter := func() *pace.Limiter {
-				l, err := pace.New(store, map[string]int{"fake": 10}, pace.Options{Now: clock.Now, Block: 1})
-				if err != nil {
-					t.Fatal(err)
-				}
-				return l
-			}
-			worker, sender := limiter(), limiter()
+			worker, sender := tokenByToken(t, store, clock), tokenByToken(t, store, clock)
 			now := clock.Now()
 			cut := pace.Order{Deadline: now.Add(5 * time.Minute), Since: now.Add(-time.Hour)}
 			if err := worker.Hold(ctx, "fake", pace.Hold{Rate: 8, Cut: cut, Until: now.Add(pace.HoldFor)}); err != nil {
@@ -103,28 +85,12 @@ func TestSendsAfterTheHoldsCutYield(t *testing.T) {
 func TestNewMessagesYieldToTheBacklogAfterAnOutage(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	for _, tc := range []struct {
-		name  string
-		store func(t *testing.T) pace.Store
-	}{
-		{"Memory", func(*testing.T) pace.Store { return &pace.MemStore{} }},
-		{"DynamoDBLocal", func(t *testing.T) pace.Store {
-			db := testenv.DynamoDB(t)
-			return &pace.DynamoStore{DB: db, Table: testenv.NewTable(t, db)}
-		}},
-	} {
+	for _, tc := range stores {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			clock := testsupport.NewClock(time.Now().Truncate(time.Second).Add(2 * time.Second))
 			store := tc.store(t)
-			limiter := func() *pace.Limiter {
-				l, err := pace.New(store, map[string]int{"fake": 10}, pace.Options{Now: clock.Now, Block: 1})
-				if err != nil {
-					t.Fatal(err)
-				}
-				return l
-			}
-			worker, sender := limiter(), limiter()
+			worker, sender := tokenByToken(t, store, clock), tokenByToken(t, store, clock)
 			now := clock.Now()
 			up := now.Add(-time.Minute)
 			cut := pace.Order{Deadline: now.Add(time.Hour), Since: up.Add(-time.Second)}
@@ -237,4 +203,16 @@ func TestAgedDeadline(t *testing.T) {
 			t.Errorf("%s after marketing enqueued at t0: %t, want %t", tc.name, got, !tc.after)
 		}
 	}
+}
+
+// tokenByToken is a limiter of 10 sends a second of provider "fake" over
+// store that takes its tokens one at a time, so that the counts are the
+// sends'.
+func tokenByToken(t *testing.T, store pace.Store, clock *testsupport.Clock) *pace.Limiter {
+	t.Helper()
+	l, err := pace.New(store, map[string]int{"fake": 10}, pace.Options{Now: clock.Now, Block: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
 }

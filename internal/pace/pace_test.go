@@ -26,6 +26,19 @@ func newLimiter(t *testing.T, store pace.Store, clock *testsupport.Clock, limit 
 	return l
 }
 
+// stores are the Stores the tests of several containers run on: the
+// memory store and DynamoStore on DynamoDB Local.
+var stores = []struct {
+	name  string
+	store func(t *testing.T) pace.Store
+}{
+	{"Memory", func(*testing.T) pace.Store { return &pace.MemStore{} }},
+	{"DynamoDBLocal", func(t *testing.T) pace.Store {
+		db := testenv.DynamoDB(t)
+		return &pace.DynamoStore{DB: db, Table: testenv.NewTable(t, db)}
+	}},
+}
+
 // sendsIn counts the sends containers of limiters manage in the clock's
 // current second, each trying tries times.
 func sendsIn(ctx context.Context, ls []*pace.Limiter, tries int) int {
@@ -52,16 +65,7 @@ func TestLimitHoldsAcrossContainers(t *testing.T) {
 	// Real time: a counter's TTL is its second + 1 minute, and DynamoDB
 	// Local deletes items whose TTL has passed (a counter of a fixed past
 	// date vanished under load and the next take started from zero).
-	for _, tc := range []struct {
-		name  string
-		store func(t *testing.T) pace.Store
-	}{
-		{"Memory", func(*testing.T) pace.Store { return &pace.MemStore{} }},
-		{"DynamoDBLocal", func(t *testing.T) pace.Store {
-			db := testenv.DynamoDB(t)
-			return &pace.DynamoStore{DB: db, Table: testenv.NewTable(t, db)}
-		}},
-	} {
+	for _, tc := range stores {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			// A clock per subtest: with one shared clock the other,

@@ -12,7 +12,6 @@ import (
 	"github.com/sendonce/sendonce/internal/provider/httpprovider"
 	"github.com/sendonce/sendonce/internal/provider/simulator"
 	"github.com/sendonce/sendonce/internal/provider/twilio"
-	"github.com/sendonce/sendonce/internal/testenv"
 	"github.com/sendonce/sendonce/internal/testsupport"
 	"github.com/sendonce/sendonce/provider"
 )
@@ -25,16 +24,7 @@ import (
 // store and on DynamoDB Local.
 func TestRetryAfterPausesEveryContainer(t *testing.T) {
 	t.Parallel()
-	for _, tc := range []struct {
-		name  string
-		store func(t *testing.T) pace.Store
-	}{
-		{"Memory", func(*testing.T) pace.Store { return &pace.MemStore{} }},
-		{"DynamoDBLocal", func(t *testing.T) pace.Store {
-			db := testenv.DynamoDB(t)
-			return &pace.DynamoStore{DB: db, Table: testenv.NewTable(t, db)}
-		}},
-	} {
+	for _, tc := range stores {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
