@@ -69,6 +69,13 @@ func TestConformance(t *testing.T) {
 			}
 			return n
 		},
+		// SES refuses a recipient that is not an address: BadRequestException
+		// ("Missing final '@domain'") on AWS, InvalidParameterValue from moto;
+		// both 400s, Permanent, nothing sent.
+		Refused: func(_ *testing.T, key string) provider.Message {
+			return provider.Message{Key: key, Tenant: "acme", Channel: notify.ChannelEmail, Class: notify.ClassTransactional,
+				To: "ana-at-example.com", Subject: "Your order", Body: "Shipped: " + key}
+		},
 		Stalled:              func(t *testing.T) provider.Adapter { return adapter(t, testsupport.Stalled(t)) },
 		Unreachable:          func(t *testing.T) provider.Adapter { return adapter(t, testsupport.Unreachable(t)) },
 		AcceptedThenFailed:   func(t *testing.T) provider.Adapter { return adapter(t, failed) },

@@ -22,10 +22,13 @@ import (
 // servers' own records of the messages whose DATA they took as the count
 // of what the provider received: one answers, the other takes each
 // message and never replies to the end of DATA (stalled, and accepted
-// then timed out alike: SMTP accepts at that reply).
+// then timed out alike: SMTP accepts at that reply). The answering one
+// has no mailbox for one address: a message to it is refused (550 5.1.1
+// at RCPT, before any DATA).
 func TestConformance(t *testing.T) {
 	t.Parallel()
-	ok, stalled := smtptest.New(t, smtptest.Options{}), smtptest.New(t, smtptest.Options{Stall: -1})
+	const unknown = "nobody@shop.example" // a mailbox the server does not have
+	ok, stalled := smtptest.New(t, smtptest.Options{RefuseTo: unknown}), smtptest.New(t, smtptest.Options{Stall: -1})
 	adapter := func(t *testing.T, port int) provider.Adapter {
 		t.Helper()
 		a, err := smtpprovider.New(smtpprovider.Options{Host: "127.0.0.1", Port: port, TLS: smtpprovider.TLSNone,
@@ -51,6 +54,10 @@ func TestConformance(t *testing.T) {
 				}
 			}
 			return n
+		},
+		Refused: func(_ *testing.T, key string) provider.Message {
+			return provider.Message{Key: key, Tenant: "acme", Channel: notify.ChannelEmail, Class: notify.ClassTransactional,
+				To: unknown, Subject: "Your order", Body: "Shipped."}
 		},
 		Stalled: func(t *testing.T) provider.Adapter { return adapter(t, stalled.Port) },
 		Unreachable: func(t *testing.T) provider.Adapter {

@@ -37,6 +37,10 @@ type Options struct {
 	Username, Password string
 	// RcptErr, when set, answers every RCPT with it.
 	RcptErr error
+	// RefuseTo, when set, is a recipient the server does not have: a
+	// RCPT to it is answered 550 5.1.1 (mailbox unavailable), as a
+	// relay answers for an unknown address; other recipients are taken.
+	RefuseTo string
 	// DataErr, when set, answers every message with it after reading
 	// it; the message is not kept.
 	DataErr error
@@ -153,6 +157,9 @@ func (ss *session) Mail(from string, _ *smtp.MailOptions) error {
 func (ss *session) Rcpt(to string, _ *smtp.RcptOptions) error {
 	if ss.s.opts.RcptErr != nil {
 		return ss.s.opts.RcptErr
+	}
+	if to == ss.s.opts.RefuseTo && to != "" {
+		return &smtp.SMTPError{Code: 550, EnhancedCode: smtp.EnhancedCode{5, 1, 1}, Message: "<" + to + ">: mailbox unavailable"}
 	}
 	ss.to = append(ss.to, to)
 	return nil
