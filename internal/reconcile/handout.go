@@ -164,7 +164,8 @@ func Lane(rec ledger.Record) string { return rec.Channel + "/" + rec.Provider }
 // find the other lanes. Within a lane the rows go earliest deadline
 // first: by validity (ledger.Entry.ValidUntil; a row without one by its
 // aged deadline, pace.Horizon after it was created: pace.Order.Rank),
-// then oldest first; except after an outage, when the rows enqueued
+// then oldest first; except that the UNCERTAIN rows that are not urgent
+// go after the rows to send, and that after an outage the rows enqueued
 // before the provider answered again go ahead of the newer ones that are
 // not urgent (byHandOut). The rows whose validity has passed go in units of
 // their own (Unit.Expired), after the others and besides the lane's
@@ -173,8 +174,8 @@ func Lane(rec ledger.Record) string { return rec.Channel + "/" + rec.Provider }
 // from Config.Status).
 //
 // Each unit of a paced provider's lane carries a hold (Unit.Hold): the
-// rate of the lane's rows over the Schedule, up to the latest of them in
-// that order (its cut), and after an outage when the provider answered
+// rate of the lane's rows over the Schedule, up to the latest of them
+// earliest deadline first (its cut), and after an outage when the provider answered
 // again (pace.Hold.Backlog). The worker that starts the unit records it
 // with the pacer, and sends whose deadline is later, or that were
 // enqueued since that recovery, yield to it unless urgent (package
