@@ -175,12 +175,12 @@ func Lane(rec ledger.Record) string { return rec.Channel + "/" + rec.Provider }
 //
 // Each unit of a paced provider's lane carries a hold (Unit.Hold): the
 // rate of the lane's rows over the Schedule, up to the latest of them
-// earliest deadline first (its cut), and after an outage when the provider answered
-// again (pace.Hold.Backlog). The worker that starts the unit records it
-// with the pacer, and sends whose deadline is later, or that were
-// enqueued since that recovery, yield to it unless urgent (package
-// pace, "Earliest deadline first" and "The backlog first after an
-// outage").
+// earliest deadline first (its cut), and, while an outage's backlog is
+// handed out, when the provider answered again (pace.Hold.Backlog). The
+// worker that starts the unit records it with the pacer, and sends whose
+// deadline is later, or that were enqueued since that recovery, yield
+// to it unless urgent (package pace, "Earliest deadline first" and "The
+// backlog first after an outage").
 func (r *Reconciler) Find(ctx context.Context, q Queue) (FindReport, error) {
 	var rep FindReport
 	waiting, err := q.Waiting(ctx)
