@@ -519,6 +519,17 @@ func TestLostTakeoverOfAnUncertainRowIsUncertainAgain(t *testing.T) {
 	}
 }
 
+// downWhile is a provider that refuses every send (transient, 503: it
+// is down) while *down, and accepts them after.
+func downWhile(down *bool) *providertest.Fake {
+	return &providertest.Fake{SendFunc: func(context.Context, provider.Message) (provider.Receipt, error) {
+		if *down {
+			return provider.Receipt{}, providertest.Error(provider.Transient, "503")
+		}
+		return provider.Receipt{MessageID: "m"}, nil
+	}}
+}
+
 // units is a Queue of units the test takes out by hand.
 type units struct{ q []Unit }
 
@@ -539,12 +550,7 @@ func TestProviderDownDefersTheUnit(t *testing.T) {
 	ctx := context.Background()
 	b := setup(t)
 	down := true
-	p := &providertest.Fake{SendFunc: func(context.Context, provider.Message) (provider.Receipt, error) {
-		if down {
-			return provider.Receipt{}, providertest.Error(provider.Transient, "503")
-		}
-		return provider.Receipt{MessageID: "m"}, nil
-	}}
+	p := downWhile(&down)
 	health := &dispatch.Health{Cooldown: 5 * time.Minute, Now: b.clock.Now}
 	// One row at a time: with more, the rows already started when the
 	// first finds the provider down are examined too.

@@ -29,12 +29,7 @@ func TestRecoveryHandsOutAtOnce(t *testing.T) {
 	ctx := context.Background()
 	b := setup(t)
 	down := true
-	p := &providertest.Fake{SendFunc: func(context.Context, provider.Message) (provider.Receipt, error) {
-		if down {
-			return provider.Receipt{}, providertest.Error(provider.Transient, "503")
-		}
-		return provider.Receipt{MessageID: "m"}, nil
-	}}
+	p := downWhile(&down)
 	status := &opstate.Memory{}
 	workerHealth := &dispatch.Health{Cooldown: 10 * time.Minute, Now: b.clock.Now}
 	r := b.reconciler(t, p, func(c *Config) {
